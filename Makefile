@@ -1,0 +1,91 @@
+# Blendplane build. `make demo` and `make test` set up everything they need,
+# Blender included, on a fresh machine.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+# Pinned tool versions (buf: newer tags need modules the Go proxy lacks offline).
+BUF_VERSION                := v1.70.0
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
+# Blender 4.5 LTS as a Python module, for CPython 3.11.
+BPY_VERSION                := 4.5.15
+
+TOOLS_BIN := $(CURDIR)/.tools/bin
+VENV      := $(CURDIR)/.blender/venv
+PYTHON311 ?= $(shell command -v python3.11 || command -v python3)
+export PATH := $(TOOLS_BIN):$(PATH)
+
+GO_PACKAGES := ./...
+BINARIES    := bin/controlplane bin/agentd bin/blendctl
+
+.PHONY: tools generate lint build test check bench demo blender clean
+
+## tools: install pinned buf, protoc-gen-go and protoc-gen-go-grpc into .tools/bin
+tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc
+
+$(TOOLS_BIN)/buf:
+	GOBIN=$(TOOLS_BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+$(TOOLS_BIN)/protoc-gen-go:
+	GOBIN=$(TOOLS_BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+$(TOOLS_BIN)/protoc-gen-go-grpc:
+	GOBIN=$(TOOLS_BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+
+## generate: write validate.proto from the Go module, then gen/ from proto/
+generate: tools
+	go run ./cmd/validateproto proto/buf/validate/validate.proto
+	buf format -w proto/buf/validate/validate.proto
+	rm -rf gen/blendplane
+	buf generate
+
+## lint: buf lint (STANDARD), buf format, gofmt, go vet
+lint: tools
+	buf lint
+	@test -z "$$(buf format -d)" || { buf format -d; echo "buf format: run 'buf format -w'"; exit 1; }
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	go vet $(GO_PACKAGES)
+
+## build: bin/controlplane, bin/agentd, bin/blendctl
+build:
+	go build -o bin/ ./cmd/controlplane ./cmd/agentd ./cmd/blendctl
+
+## blender: make a Blender available (bpy wheel venv, and Debian's blender where apt works)
+blender: $(VENV)/.bpy-$(BPY_VERSION)
+	@if ! command -v blender >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's blender package (Blender 3.4)"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends blender >/dev/null; } \
+			|| echo "warning: apt could not install blender; continuing with the bpy wheel only"; \
+	fi
+
+$(VENV)/.bpy-$(BPY_VERSION):
+	@test -n "$(PYTHON311)" || { echo "need python3.11 for the bpy wheel"; exit 1; }
+	@echo "installing bpy==$(BPY_VERSION) (Blender 4.5 LTS) into .blender/venv"
+	rm -rf $(VENV)
+	$(PYTHON311) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check bpy==$(BPY_VERSION)
+	$(VENV)/bin/python -c 'import bpy; print("bpy", bpy.app.version_string)'
+	touch $@
+
+## test: unit tests, then integration tests on the real binaries and real Blender
+test: blender
+	go test -count=1 -timeout 20m $(GO_PACKAGES)
+
+## check: fail on any drift (generated code, lint, format, go.mod, import boundaries)
+check: lint
+	$(MAKE) generate
+	@git diff --exit-code -- gen proto || { echo "gen/ or proto/ drifted: run 'make generate' and commit"; exit 1; }
+	go mod tidy
+	@git diff --exit-code -- go.mod go.sum || { echo "go.mod/go.sum drifted: run 'go mod tidy' and commit"; exit 1; }
+	@! go list -deps ./agentd/... ./cmd/agentd | grep -q '/controlplane/internal' || { echo "agentd imports controlplane internals"; exit 1; }
+	@! go list -deps ./controlplane/... ./cmd/controlplane | grep -q '/agentd/internal' || { echo "controlplane imports agentd internals"; exit 1; }
+
+## bench: end-to-end and validation benchmarks (results go in docs/BENCHMARKS.md)
+bench: blender
+	go test -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/ ./controlplane/internal/plan/ | tee bench.out
+
+## demo: start both daemons on loopback, run examples/plans/hello.json, show receipts
+demo: build blender
+	./examples/demo.sh
+
+clean:
+	rm -rf bin .tools

@@ -1,0 +1,1127 @@
+"""Blendplane bridge: runs inside Blender's Python and serves agentd.
+
+Transport
+---------
+JSON lines over two inherited file descriptors: requests arrive on ``--fd-in``
+(fd 3), responses leave on ``--fd-out`` (fd 4). Never stdout, which Blender
+writes to. Diagnostics (with correlation ids) go to stderr, one line each.
+
+    request:  {"id": N, "method": "hello|reset|execute|scene_hash|snapshot|shutdown",
+               "params": {...}}
+    response: {"id": N, "ok": true, "result": {...}}
+              {"id": N, "ok": false, "error": {"code": "...", "message": "...",
+                                                "scene_hash": "..."}}
+
+Error codes (seed-001): invalid_input, not_found, conflict, policy_refused,
+capability_missing, timeout, internal_error. A bad request never stops the
+bridge; an unexpected Python exception becomes ``internal_error`` with a
+one-line message, and its traceback goes to stderr.
+
+Run it as ``blender -b --factory-startup --python bridge.py -- --fd-in 3 --fd-out 4``
+or ``python bridge.py --fd-in 3 --fd-out 4`` (a Python that can import bpy).
+
+Baseline scene (``reset``; also loaded by ``hello``)
+----------------------------------------------------
+Identical on every run and on Blender 3.4 and 4.5. Factory settings with an
+empty scene (``wm.read_factory_settings(use_empty=True)``), every tracked
+datablock removed, then built with ``bpy.data``:
+
+- scene "Scene" (the only scene), view layer "ViewLayer", frame 1 (range 1-250), 24 fps;
+- object "Camera" (camera data "Camera": perspective, lens 50 mm, sensor 36 mm,
+  sensor fit AUTO, clip 0.1-100 m) at location (7.3589, -6.9258, 4.9583),
+  rotation_euler XYZ (1.1093, 0.0, 0.8149), scale 1; ``scene.camera = Camera``;
+- object "Light" (light data "Light": POINT, 1000 W, white, radius 0.1 m) at
+  (4.0762, 1.0055, 5.9039), rotation 0, scale 1;
+- both objects linked to the scene's master collection; no other collection;
+  no active object;
+- world "World": no nodes, color (0.05, 0.05, 0.05);
+- render: engine CYCLES, device CPU, 640x480 at 100 %, PNG RGBA 8 bit, every
+  stamp/metadata field off, no film transparency, compositing and sequencer off,
+  color management Standard view / no look / exposure 0 / gamma 1;
+- Cycles: 16 samples, seed 0, animated seed off, adaptive sampling off,
+  denoising off (render determinism).
+
+Scene state ``scene_state_v1``
+------------------------------
+The canonical snapshot holds one record per datablock that a tool can touch:
+objects, meshes, cameras, lights, materials, collections, worlds and scenes
+(render settings live in the scene record). Keys are ``"<kind>:<name>"``.
+Floats are rounded to 5 decimal places (a 1e-5 tolerance) and -0.0 becomes
+0.0; mesh vertex coordinates enter as integers ``round(x * 1e5)`` through a
+SHA-256 digest, together with the face topology. Object membership in
+collections is stored on the object (the scene's master collection is named
+``"<scene>:<scene name>"``), so adding an object re-digests only that object.
+Each record is encoded as JSON with sorted keys, separators ``(",", ":")`` and
+ASCII escapes; its digest is the SHA-256 of that encoding.
+
+    acc        = sum(int(sha256(key + "\\0" + digest), 16) for every record) mod 2**256
+    scene_hash = sha256("scene_state_v1:" + "%064x" % acc)   (lowercase hex)
+
+``acc`` is a multiset hash: a tool reports the keys it touched, and only those
+records are re-digested (subtract the old term, add the new one). ``snapshot``
+recomputes everything from scratch.
+"""
+
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import sys
+import time
+import traceback
+
+import bpy  # first: the bpy module provides bmesh and mathutils
+import bmesh
+from mathutils import Matrix
+
+PROTOCOL_VERSION = 1
+SCHEMA = "scene_state_v1"
+TOOL_VERSION = "1.0.0"
+MAX_NAME_BYTES = 63  # Blender truncates longer ID names (MAX_ID_NAME - 2 - 1).
+
+_corr = {}  # correlation ids of the request being served, for log lines
+
+
+def log(msg, **attrs):
+    attrs = dict(_corr, **attrs)
+    parts = ["blendplane-bridge:", msg]
+    parts += ["%s=%s" % (k, json.dumps(v)) for k, v in sorted(attrs.items()) if v not in (None, "")]
+    sys.stderr.write(" ".join(parts) + "\n")
+    sys.stderr.flush()
+
+
+class ToolError(Exception):
+    def __init__(self, code, message):
+        Exception.__init__(self, message)
+        self.code = code
+        self.message = message
+
+
+# ---------------------------------------------------------------------------
+# Version adapters: every Blender 3.4 / 4.5 difference lives here.
+
+def blender_version():
+    return tuple(bpy.app.version)
+
+
+def build_string(value):
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return value
+
+
+def build_platform():
+    p = build_string(bpy.app.build_platform)
+    if not p or p == "Unknown":  # Debian's 3.4 build does not record it
+        p = sys.platform
+    return p.lower()
+
+
+def eevee_engine():
+    items = bpy.types.RenderSettings.bl_rna.properties["engine"].enum_items.keys()
+    for name in ("BLENDER_EEVEE_NEXT", "BLENDER_EEVEE"):  # 4.2-4.5 renamed EEVEE
+        if name in items:
+            return name
+    return None
+
+
+def has_cycles():
+    return hasattr(bpy.types.Scene, "cycles")
+
+
+def world_use_nodes(world):
+    # World.use_nodes is deprecated after 4.5; absent means node-less is impossible.
+    return bool(getattr(world, "use_nodes", False))
+
+
+def set_world_use_nodes(world, value):
+    if hasattr(world, "use_nodes"):
+        world.use_nodes = value
+
+
+def stamp_flags(render):
+    return sorted(p for p in dir(render) if p == "use_stamp" or p.startswith("use_stamp_"))
+
+
+# ---------------------------------------------------------------------------
+# Canonical encoding.
+
+def qf(x):
+    r = round(float(x), 5)
+    return r + 0.0 if r != 0 else 0.0  # folds -0.0 into 0.0
+
+
+def qv(v):
+    return [qf(x) for x in v]
+
+
+def canonical(obj):
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def sha256_hex(data):
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def collection_label(coll):
+    for sc in bpy.data.scenes:
+        if sc.collection == coll:
+            return "<scene>:" + sc.name
+    return coll.name
+
+
+def record_object(name):
+    ob = bpy.data.objects.get(name)
+    if ob is None:
+        return None
+    return {
+        "name": ob.name,
+        "type": ob.type,
+        "data": ob.data.name if ob.data is not None else None,
+        "parent": ob.parent.name if ob.parent is not None else None,
+        "location": qv(ob.location),
+        "rotation_mode": ob.rotation_mode,
+        "rotation_euler": qv(ob.rotation_euler),
+        "scale": qv(ob.scale),
+        "hide_viewport": bool(ob.hide_viewport),
+        "hide_render": bool(ob.hide_render),
+        "hide_select": bool(ob.hide_select),
+        "collections": sorted(collection_label(c) for c in ob.users_collection),
+        "materials": [s.material.name if s.material else None for s in ob.material_slots],
+    }
+
+
+def mesh_geometry_digest(me):
+    n = len(me.vertices)
+    co = [0.0] * (3 * n)
+    me.vertices.foreach_get("co", co)
+    h = hashlib.sha256()
+    h.update(",".join(str(int(round(x * 100000))) for x in co).encode("ascii"))
+    h.update(b"|")
+    loops = [0] * len(me.loops)
+    me.loops.foreach_get("vertex_index", loops)
+    h.update(",".join(map(str, loops)).encode("ascii"))
+    h.update(b"|")
+    sizes = [0] * len(me.polygons)
+    me.polygons.foreach_get("loop_total", sizes)
+    h.update(",".join(map(str, sizes)).encode("ascii"))
+    return h.hexdigest()
+
+
+def record_mesh(name):
+    me = bpy.data.meshes.get(name)
+    if me is None:
+        return None
+    return {
+        "name": me.name,
+        "vertices": len(me.vertices),
+        "edges": len(me.edges),
+        "polygons": len(me.polygons),
+        "loops": len(me.loops),
+        "geometry_sha256": mesh_geometry_digest(me),
+        "materials": [m.name if m else None for m in me.materials],
+    }
+
+
+def record_camera(name):
+    c = bpy.data.cameras.get(name)
+    if c is None:
+        return None
+    return {
+        "name": c.name,
+        "type": c.type,
+        "lens": qf(c.lens),
+        "lens_unit": c.lens_unit,
+        "sensor_width": qf(c.sensor_width),
+        "sensor_fit": c.sensor_fit,
+        "clip_start": qf(c.clip_start),
+        "clip_end": qf(c.clip_end),
+        "shift": [qf(c.shift_x), qf(c.shift_y)],
+    }
+
+
+def record_light(name):
+    l = bpy.data.lights.get(name)
+    if l is None:
+        return None
+    return {
+        "name": l.name,
+        "type": l.type,
+        "energy": qf(l.energy),
+        "color": qv(l.color),
+        "shadow_soft_size": qf(l.shadow_soft_size),
+    }
+
+
+def record_material(name):
+    m = bpy.data.materials.get(name)
+    if m is None:
+        return None
+    return {
+        "name": m.name,
+        "diffuse_color": qv(m.diffuse_color),
+        "metallic": qf(m.metallic),
+        "roughness": qf(m.roughness),
+        "use_nodes": bool(m.use_nodes),
+    }
+
+
+def record_collection(name):
+    c = bpy.data.collections.get(name)
+    if c is None:
+        return None
+    return {
+        "name": c.name,
+        "children": sorted(ch.name for ch in c.children),
+        "hide_viewport": bool(c.hide_viewport),
+        "hide_render": bool(c.hide_render),
+    }
+
+
+def record_world(name):
+    w = bpy.data.worlds.get(name)
+    if w is None:
+        return None
+    return {"name": w.name, "color": qv(w.color), "use_nodes": world_use_nodes(w)}
+
+
+def record_scene(name):
+    sc = bpy.data.scenes.get(name)
+    if sc is None:
+        return None
+    r = sc.render
+    vs = sc.view_settings
+    active = None
+    if len(sc.view_layers):
+        a = sc.view_layers[0].objects.active
+        active = a.name if a is not None else None
+    rec = {
+        "name": sc.name,
+        "camera": sc.camera.name if sc.camera else None,
+        "world": sc.world.name if sc.world else None,
+        "active_object": active,
+        "view_layers": [vl.name for vl in sc.view_layers],
+        "collection_children": sorted(c.name for c in sc.collection.children),
+        "frame": [sc.frame_current, sc.frame_start, sc.frame_end],
+        "render": {
+            "engine": r.engine,
+            "resolution": [r.resolution_x, r.resolution_y, r.resolution_percentage],
+            "fps": [r.fps, qf(r.fps_base)],
+            "film_transparent": bool(r.film_transparent),
+            "filepath": r.filepath,
+            "image": [r.image_settings.file_format, r.image_settings.color_mode, r.image_settings.color_depth],
+            "stamps": [f for f in stamp_flags(r) if getattr(r, f)],
+            "use_compositing": bool(r.use_compositing),
+            "use_sequencer": bool(r.use_sequencer),
+            "color_management": [vs.view_transform, vs.look, qf(vs.exposure), qf(vs.gamma)],
+        },
+    }
+    if hasattr(sc, "cycles"):
+        cy = sc.cycles
+        rec["cycles"] = {
+            "device": cy.device,
+            "samples": cy.samples,
+            "seed": cy.seed,
+            "use_animated_seed": bool(cy.use_animated_seed),
+            "use_adaptive_sampling": bool(cy.use_adaptive_sampling),
+            "use_denoising": bool(cy.use_denoising),
+        }
+    return rec
+
+
+KINDS = [
+    # kind, snapshot section, record function, bpy.data collection name
+    ("camera", "cameras", record_camera, "cameras"),
+    ("collection", "collections", record_collection, "collections"),
+    ("light", "lights", record_light, "lights"),
+    ("material", "materials", record_material, "materials"),
+    ("mesh", "meshes", record_mesh, "meshes"),
+    ("object", "objects", record_object, "objects"),
+    ("scene", "scenes", record_scene, "scenes"),
+    ("world", "worlds", record_world, "worlds"),
+]
+RECORDERS = {k: f for k, _, f, _ in KINDS}
+
+
+def term(key, digest):
+    return int(sha256_hex(key + "\0" + digest), 16)
+
+
+def hash_from_acc(acc):
+    return sha256_hex(SCHEMA + ":" + "%064x" % acc)
+
+
+def full_snapshot():
+    """Recompute every record from scratch: (snapshot, scene_hash)."""
+    snap = {"schema": SCHEMA}
+    acc = 0
+    for kind, section, fn, coll in KINDS:
+        recs = {}
+        for db in getattr(bpy.data, coll):
+            if db.library is not None:
+                continue
+            rec = fn(db.name)
+            recs[db.name] = rec
+            acc = (acc + term(kind + ":" + db.name, sha256_hex(canonical(rec)))) % (1 << 256)
+        snap[section] = recs
+    return snap, hash_from_acc(acc)
+
+
+class SceneState:
+    """Per-datablock digests and the running multiset hash."""
+
+    def __init__(self):
+        self.digests = {}
+        self.acc = 0
+
+    def rebuild(self):
+        self.digests = {}
+        self.acc = 0
+        for kind, _, fn, coll in KINDS:
+            for db in getattr(bpy.data, coll):
+                if db.library is None:
+                    self._set(kind + ":" + db.name, sha256_hex(canonical(fn(db.name))))
+
+    def _set(self, key, digest):
+        old = self.digests.pop(key, None)
+        if old is not None:
+            self.acc = (self.acc - term(key, old)) % (1 << 256)
+        if digest is not None:
+            self.digests[key] = digest
+            self.acc = (self.acc + term(key, digest)) % (1 << 256)
+
+    def touch(self, kind, name):
+        rec = RECORDERS[kind](name)
+        self._set(kind + ":" + name, sha256_hex(canonical(rec)) if rec is not None else None)
+
+    def scene_hash(self):
+        return hash_from_acc(self.acc)
+
+
+STATE = SceneState()
+
+# ---------------------------------------------------------------------------
+# Baseline scene.
+
+TRACKED_COLLECTIONS = ("objects", "meshes", "cameras", "lights", "materials", "worlds", "collections")
+
+
+def reset_scene():
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    for coll in TRACKED_COLLECTIONS:
+        data = getattr(bpy.data, coll)
+        for db in list(data):
+            data.remove(db)
+    scenes = list(bpy.data.scenes)
+    sc = scenes[0]
+    for other in scenes[1:]:
+        bpy.data.scenes.remove(other)
+    sc.name = "Scene"
+    if len(sc.view_layers):
+        sc.view_layers[0].name = "ViewLayer"
+
+    cam = bpy.data.cameras.new("Camera")
+    cam.type = "PERSP"
+    cam.lens_unit = "MILLIMETERS"
+    cam.lens = 50.0
+    cam.sensor_width = 36.0
+    cam.sensor_fit = "AUTO"
+    cam.clip_start = 0.1
+    cam.clip_end = 100.0
+    cam.shift_x = 0.0
+    cam.shift_y = 0.0
+    cam_ob = bpy.data.objects.new("Camera", cam)
+    cam_ob.location = (7.3589, -6.9258, 4.9583)
+    cam_ob.rotation_mode = "XYZ"
+    cam_ob.rotation_euler = (1.1093, 0.0, 0.8149)
+    sc.collection.objects.link(cam_ob)
+
+    light = bpy.data.lights.new("Light", "POINT")
+    light.energy = 1000.0
+    light.color = (1.0, 1.0, 1.0)
+    light.shadow_soft_size = 0.1
+    light_ob = bpy.data.objects.new("Light", light)
+    light_ob.location = (4.0762, 1.0055, 5.9039)
+    sc.collection.objects.link(light_ob)
+
+    world = bpy.data.worlds.new("World")
+    set_world_use_nodes(world, False)
+    world.color = (0.05, 0.05, 0.05)
+    sc.world = world
+    sc.camera = cam_ob
+    if len(sc.view_layers):
+        sc.view_layers[0].objects.active = None
+
+    sc.frame_start = 1
+    sc.frame_end = 250
+    sc.frame_set(1)
+    r = sc.render
+    r.fps = 24
+    r.fps_base = 1.0
+    if has_cycles():
+        r.engine = "CYCLES"
+    r.resolution_x = 640
+    r.resolution_y = 480
+    r.resolution_percentage = 100
+    r.film_transparent = False
+    r.use_compositing = False
+    r.use_sequencer = False
+    r.filepath = ""
+    r.image_settings.file_format = "PNG"
+    r.image_settings.color_mode = "RGBA"
+    r.image_settings.color_depth = "8"
+    r.image_settings.compression = 15
+    for f in stamp_flags(r):
+        setattr(r, f, False)
+    sc.display_settings.display_device = "sRGB"
+    sc.view_settings.view_transform = "Standard"
+    sc.view_settings.look = "None"
+    sc.view_settings.exposure = 0.0
+    sc.view_settings.gamma = 1.0
+    if has_cycles():
+        cy = sc.cycles
+        cy.device = "CPU"
+        cy.samples = 16
+        cy.seed = 0
+        cy.use_animated_seed = False
+        cy.use_adaptive_sampling = False
+        cy.use_denoising = False
+    STATE.rebuild()
+    return STATE.scene_hash()
+
+
+def current_scene():
+    return bpy.data.scenes.get("Scene") or bpy.data.scenes[0]
+
+
+# ---------------------------------------------------------------------------
+# A tiny JSON Schema checker for the subset our tool schemas use. Go validates
+# args first; this keeps a bad request from reaching bpy.
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _is_integer(v):
+    return _is_number(v) and float(v).is_integer()
+
+
+def check(schema, value, path="args"):
+    t = schema.get("type")
+    if t == "object":
+        if not isinstance(value, dict):
+            raise ToolError("invalid_input", "%s: must be an object" % path)
+        props = schema.get("properties", {})
+        for req in schema.get("required", []):
+            if req not in value:
+                raise ToolError("invalid_input", "%s: missing required property %r" % (path, req))
+        if schema.get("additionalProperties") is False:
+            for k in sorted(value):
+                if k not in props:
+                    raise ToolError("invalid_input", "%s: unknown property %r" % (path, k))
+        if len(value) < schema.get("minProperties", 0):
+            raise ToolError("invalid_input", "%s: needs at least %d properties" % (path, schema["minProperties"]))
+        for k in sorted(value):
+            if k in props:
+                check(props[k], value[k], path + "." + k)
+    elif t == "array":
+        if not isinstance(value, list):
+            raise ToolError("invalid_input", "%s: must be an array" % path)
+        if len(value) < schema.get("minItems", 0) or len(value) > schema.get("maxItems", len(value)):
+            raise ToolError("invalid_input", "%s: wrong number of items" % path)
+        for i, item in enumerate(value):
+            check(schema.get("items", {}), item, "%s[%d]" % (path, i))
+    elif t in ("number", "integer"):
+        ok = _is_integer(value) if t == "integer" else _is_number(value)
+        if not ok:
+            raise ToolError("invalid_input", "%s: must be a finite %s" % (path, t))
+        if "minimum" in schema and value < schema["minimum"]:
+            raise ToolError("invalid_input", "%s: must be >= %s" % (path, schema["minimum"]))
+        if "maximum" in schema and value > schema["maximum"]:
+            raise ToolError("invalid_input", "%s: must be <= %s" % (path, schema["maximum"]))
+        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+            raise ToolError("invalid_input", "%s: must be > %s" % (path, schema["exclusiveMinimum"]))
+    elif t == "string":
+        if not isinstance(value, str):
+            raise ToolError("invalid_input", "%s: must be a string" % path)
+        if len(value) < schema.get("minLength", 0) or len(value) > schema.get("maxLength", len(value)):
+            raise ToolError("invalid_input", "%s: wrong length" % path)
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            raise ToolError("invalid_input", "%s: does not match %s" % (path, schema["pattern"]))
+    elif t == "boolean":
+        if not isinstance(value, bool):
+            raise ToolError("invalid_input", "%s: must be a boolean" % path)
+    if "enum" in schema and value not in schema["enum"]:
+        raise ToolError("invalid_input", "%s: must be one of %s" % (path, ", ".join(map(str, schema["enum"]))))
+
+
+def check_name(name):
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise ToolError("invalid_input", "name is longer than %d bytes" % MAX_NAME_BYTES)
+    if "\x00" in name:
+        raise ToolError("invalid_input", "name contains a NUL character")
+
+
+# ---------------------------------------------------------------------------
+# Tool transactions: touched keys and compensations for partial work.
+
+class Tx:
+    def __init__(self):
+        self.touched = []
+        self.undo = []
+
+    def touch(self, kind, name):
+        if (kind, name) not in self.touched:
+            self.touched.append((kind, name))
+
+    def on_undo(self, fn):
+        self.undo.append(fn)
+
+    def rollback(self):
+        for fn in reversed(self.undo):
+            try:
+                fn()
+            except Exception:
+                log("rollback step failed", trace=traceback.format_exc())
+                raise
+
+    def apply_touches(self):
+        for kind, name in self.touched:
+            STATE.touch(kind, name)
+
+
+VEC3 = {"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3}
+NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_BYTES}
+
+PRIMITIVES = {
+    # type: default object/mesh name (Blender's own names for these primitives)
+    "cube": "Cube",
+    "uv_sphere": "Sphere",
+    "ico_sphere": "Icosphere",
+    "plane": "Plane",
+    "cylinder": "Cylinder",
+    "cone": "Cone",
+    "torus": "Torus",
+    "monkey": "Suzanne",
+}
+
+
+def build_torus(bm, size):
+    major, minor = size / 2.0, size / 8.0
+    nu, nv = 48, 12
+    verts = []
+    for i in range(nu):
+        a = 2.0 * math.pi * i / nu
+        for j in range(nv):
+            b = 2.0 * math.pi * j / nv
+            r = major + minor * math.cos(b)
+            verts.append(bm.verts.new((r * math.cos(a), r * math.sin(a), minor * math.sin(b))))
+    for i in range(nu):
+        for j in range(nv):
+            i2, j2 = (i + 1) % nu, (j + 1) % nv
+            bm.faces.new((verts[i * nv + j], verts[i2 * nv + j], verts[i2 * nv + j2], verts[i * nv + j2]))
+
+
+def build_primitive(bm, kind, size):
+    half = size / 2.0
+    if kind == "cube":
+        bmesh.ops.create_cube(bm, size=size)
+    elif kind == "uv_sphere":
+        bmesh.ops.create_uvsphere(bm, u_segments=32, v_segments=16, radius=half)
+    elif kind == "ico_sphere":
+        bmesh.ops.create_icosphere(bm, subdivisions=2, radius=half)
+    elif kind == "plane":
+        bmesh.ops.create_grid(bm, x_segments=1, y_segments=1, size=half)
+    elif kind == "cylinder":
+        bmesh.ops.create_cone(bm, cap_ends=True, cap_tris=False, segments=32, radius1=half, radius2=half, depth=size)
+    elif kind == "cone":
+        bmesh.ops.create_cone(bm, cap_ends=True, cap_tris=False, segments=32, radius1=half, radius2=0.0, depth=size)
+    elif kind == "torus":
+        build_torus(bm, size)
+    elif kind == "monkey":
+        bmesh.ops.create_monkey(bm, matrix=Matrix.Scale(half, 4))
+    else:
+        raise ToolError("invalid_input", "unknown primitive type %r" % kind)
+
+
+def free_name(base):
+    if base not in bpy.data.objects:
+        return base
+    i = 1
+    while True:
+        name = "%s.%03d" % (base, i)
+        if name not in bpy.data.objects:
+            return name
+        i += 1
+
+
+def transform_of(ob):
+    return {"location": qv(ob.location), "rotation_euler": qv(ob.rotation_euler), "scale": qv(ob.scale)}
+
+
+def active_view_layer(sc):
+    return sc.view_layers[0] if len(sc.view_layers) else None
+
+
+def tool_scene_get_summary(tx, args):
+    sc = current_scene()
+    objs = sorted(((ob.name, ob.type) for ob in sc.objects))
+    vl = active_view_layer(sc)
+    active = vl.objects.active if vl is not None else None
+    return {
+        "objects": [{"name": n, "type": t} for n, t in objs],
+        "active_object": active.name if active is not None else None,
+        "object_count": len(objs),
+    }
+
+
+def tool_object_create(tx, args):
+    kind = args["type"]
+    size = float(args.get("size", 2.0))
+    name = args.get("name")
+    if name is None:
+        name = free_name(PRIMITIVES[kind])
+    check_name(name)
+    if name in bpy.data.objects:
+        raise ToolError("conflict", "an object named %r already exists" % name)
+    sc = current_scene()
+    vl = active_view_layer(sc)
+
+    # Everything that can fail on input happens before the first mutation.
+    bm = bmesh.new()
+    try:
+        build_primitive(bm, kind, size)
+        me = bpy.data.meshes.new(name)
+        mesh_name = me.name
+        tx.touch("mesh", mesh_name)
+        tx.on_undo(lambda: bpy.data.meshes.remove(bpy.data.meshes[mesh_name]))
+        bm.to_mesh(me)
+    finally:
+        bm.free()
+    me.update()
+    ob = bpy.data.objects.new(name, me)
+    tx.touch("object", name)
+    tx.on_undo(lambda: bpy.data.objects.remove(bpy.data.objects[name], do_unlink=True))
+    if "location" in args:
+        ob.location = args["location"]
+    if "rotation_euler" in args:
+        ob.rotation_euler = args["rotation_euler"]
+    if "scale" in args:
+        ob.scale = args["scale"]
+    sc.collection.objects.link(ob)
+    if vl is not None:
+        prev = vl.objects.active
+        prev_name = prev.name if prev is not None else None
+        tx.touch("scene", sc.name)
+        tx.on_undo(lambda: setattr(vl.objects, "active", bpy.data.objects.get(prev_name) if prev_name else None))
+        vl.objects.active = ob
+    return {"name": ob.name, "type": kind, "vertices": len(me.vertices)}
+
+
+def tool_object_delete(tx, args):
+    name = args["name"]
+    ob = bpy.data.objects.get(name)
+    if ob is None:
+        raise ToolError("not_found", "no object named %r" % name)
+    data = ob.data
+    data_kind = {"MESH": ("mesh", "meshes"), "CAMERA": ("camera", "cameras"), "LIGHT": ("light", "lights")}.get(ob.type)
+    for child in ob.children:
+        tx.touch("object", child.name)
+    for sc in bpy.data.scenes:
+        tx.touch("scene", sc.name)
+    tx.touch("object", name)
+    removed_data = None
+    data_name = data.name if data is not None else None
+    # Removing is the only mutation; the data goes only once nothing else uses it.
+    bpy.data.objects.remove(ob, do_unlink=True)
+    if data is not None and data_kind is not None:
+        kind, coll = data_kind
+        tx.touch(kind, data_name)
+        db = getattr(bpy.data, coll).get(data_name)
+        if db is not None and db.users == 0:
+            getattr(bpy.data, coll).remove(db)
+            removed_data = data_name
+    return {"name": name, "deleted": True, "removed_data": removed_data}
+
+
+def tool_object_set_transform(tx, args):
+    name = args["name"]
+    ob = bpy.data.objects.get(name)
+    if ob is None:
+        raise ToolError("not_found", "no object named %r" % name)
+    if not any(k in args for k in ("location", "rotation_euler", "scale")):
+        raise ToolError("invalid_input", "give at least one of location, rotation_euler, scale")
+    old = {k: tuple(getattr(ob, k)) for k in ("location", "rotation_euler", "scale")}
+    tx.touch("object", name)
+    tx.on_undo(lambda: [setattr(bpy.data.objects[name], k, v) for k, v in old.items()])
+    for k in ("location", "rotation_euler", "scale"):
+        if k in args:
+            setattr(ob, k, args[k])
+    out = transform_of(ob)
+    out["name"] = name
+    return out
+
+
+OUTPUT_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}\.png$"
+SANDBOX = {"dir": None}
+
+
+def sandbox_path(output):
+    root = SANDBOX["dir"]
+    if not root:
+        raise ToolError("policy_refused", "no sandbox directory is configured for outputs")
+    if not re.match(OUTPUT_PATTERN, output):
+        raise ToolError("policy_refused", "output must be a plain .png file name")
+    root = os.path.realpath(root)
+    path = os.path.realpath(os.path.join(root, output))
+    if os.path.commonpath([root, path]) != root or os.path.dirname(path) != root:
+        raise ToolError("policy_refused", "output %r resolves outside the sandbox" % output)
+    return path
+
+
+class Saved:
+    """Remembers attribute values so a tool can put them back."""
+
+    def __init__(self):
+        self.items = []
+
+    def set(self, owner, attr, value):
+        self.items.append((owner, attr, getattr(owner, attr)))
+        setattr(owner, attr, value)
+
+    def restore(self):
+        for owner, attr, value in reversed(self.items):
+            setattr(owner, attr, value)
+
+
+def tool_render_still(tx, args):
+    if not has_cycles():
+        raise ToolError("capability_missing", "this Blender has no Cycles")
+    path = sandbox_path(args["output"])
+    w, h = [int(x) for x in args.get("resolution", [640, 480])]
+    samples = int(args.get("samples", 16))
+    seed = int(args.get("seed", 0))
+    sc = current_scene()
+    if sc.camera is None:
+        raise ToolError("conflict", "the scene has no camera")
+    r = sc.render
+    saved = Saved()
+    try:
+        saved.set(r, "engine", "CYCLES")
+        saved.set(r, "resolution_x", w)
+        saved.set(r, "resolution_y", h)
+        saved.set(r, "resolution_percentage", 100)
+        saved.set(r, "filepath", path)
+        saved.set(r, "use_file_extension", True)
+        saved.set(r, "use_compositing", False)
+        saved.set(r, "use_sequencer", False)
+        saved.set(r, "use_persistent_data", False)
+        saved.set(r, "use_border", False)
+        saved.set(r.image_settings, "file_format", "PNG")
+        for f in stamp_flags(r):
+            saved.set(r, f, False)
+        cy = sc.cycles
+        saved.set(cy, "device", "CPU")
+        saved.set(cy, "samples", samples)
+        saved.set(cy, "seed", seed)
+        saved.set(cy, "use_animated_seed", False)
+        saved.set(cy, "use_adaptive_sampling", False)
+        saved.set(cy, "use_denoising", False)
+        tmp = path + ".partial.png"
+        saved.set(r, "filepath", tmp)
+        t0 = time.time()
+        bpy.ops.render.render(write_still=True, scene=sc.name)
+        if not os.path.exists(tmp):
+            raise ToolError("internal_error", "Blender did not write the render output")
+        os.replace(tmp, path)
+        log("render done", seconds=round(time.time() - t0, 3), path=path)
+    finally:
+        saved.restore()
+        if os.path.exists(path + ".partial.png"):
+            os.remove(path + ".partial.png")
+    with open(path, "rb") as f:
+        digest = sha256_hex(f.read())
+    return {"path": path, "sha256": digest, "seed": seed, "samples": samples, "resolution": [w, h]}
+
+
+def tool_scene_snapshot(tx, args):
+    snap, h = full_snapshot()
+    return {"scene_hash": h, "snapshot": snap}
+
+
+TOOLS = {}
+
+
+def register(name, safety_level, description, schema, fn):
+    TOOLS[name] = {
+        "name": name,
+        "version": TOOL_VERSION,
+        "description": description,
+        "safety_level": safety_level,
+        "input_schema": schema,
+        "fn": fn,
+    }
+
+
+register(
+    "scene.get_summary", "read_only",
+    "List the scene's objects (name and type, sorted by name), the active object and the object count.",
+    {"type": "object", "properties": {}, "additionalProperties": False},
+    tool_scene_get_summary,
+)
+register(
+    "object.create", "safe_write",
+    "Create a mesh primitive object in the scene collection and make it active.",
+    {
+        "type": "object",
+        "properties": {
+            "type": {"type": "string", "enum": sorted(PRIMITIVES)},
+            "name": dict(NAME, description="Object and mesh name; defaults to Blender's name for the primitive (Cube, Cube.001, ...)."),
+            "location": VEC3,
+            "rotation_euler": VEC3,
+            "scale": VEC3,
+            "size": {"type": "number", "exclusiveMinimum": 0, "maximum": 1000000, "default": 2.0},
+        },
+        "required": ["type"],
+        "additionalProperties": False,
+    },
+    tool_object_create,
+)
+register(
+    "object.delete", "destructive",
+    "Delete an object; its mesh, camera or light data goes too when nothing else uses it.",
+    {"type": "object", "properties": {"name": NAME}, "required": ["name"], "additionalProperties": False},
+    tool_object_delete,
+)
+register(
+    "object.set_transform", "safe_write",
+    "Set an object's location, rotation (XYZ Euler, radians) and/or scale.",
+    {
+        "type": "object",
+        "properties": {"name": NAME, "location": VEC3, "rotation_euler": VEC3, "scale": VEC3},
+        "required": ["name"],
+        "minProperties": 2,
+        "additionalProperties": False,
+    },
+    tool_object_set_transform,
+)
+register(
+    "render.still", "safe_write",
+    "Render the scene camera with Cycles on the CPU to a PNG in the session sandbox; same seed, same bytes. Leaves the scene unchanged.",
+    {
+        "type": "object",
+        "properties": {
+            "output": {"type": "string", "pattern": OUTPUT_PATTERN},
+            "resolution": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 16, "maximum": 4096},
+                "minItems": 2,
+                "maxItems": 2,
+                "default": [640, 480],
+            },
+            "samples": {"type": "integer", "minimum": 1, "maximum": 4096, "default": 16},
+            "seed": {"type": "integer", "minimum": 0, "maximum": 2147483647, "default": 0},
+        },
+        "required": ["output"],
+        "additionalProperties": False,
+    },
+    tool_render_still,
+)
+register(
+    "scene.snapshot", "read_only",
+    "Return the full canonical scene_state_v1 snapshot and its scene hash.",
+    {"type": "object", "properties": {}, "additionalProperties": False},
+    tool_scene_snapshot,
+)
+
+
+def tool_list():
+    return [{k: v for k, v in t.items() if k != "fn"} for _, t in sorted(TOOLS.items())]
+
+
+# ---------------------------------------------------------------------------
+# Methods.
+
+def features():
+    f = {"workbench"}
+    if has_cycles():
+        f.add("cycles")
+    if eevee_engine():
+        f.add("eevee")
+    try:
+        for mod in bpy.context.preferences.addons.keys():
+            if mod.startswith("io_"):
+                f.add(mod)
+    except Exception:
+        pass
+    return sorted(f)
+
+
+def profile():
+    return {
+        "version": "%d.%d.%d" % blender_version(),
+        "version_string": build_string(bpy.app.version_string),
+        "build_hash": build_string(bpy.app.build_hash),
+        "platform": build_platform(),
+        "python_version": platform.python_version(),
+        "features": features(),
+    }
+
+
+def m_hello(params):
+    SANDBOX["dir"] = params.get("sandbox_dir") or None
+    h = reset_scene()
+    return {"protocol_version": PROTOCOL_VERSION, "profile": profile(), "tools": tool_list(), "scene_hash": h}
+
+
+def m_reset(params):
+    return {"scene_hash": reset_scene()}
+
+
+def m_scene_hash(params):
+    return {"scene_hash": STATE.scene_hash()}
+
+
+def m_snapshot(params):
+    snap, h = full_snapshot()
+    return {"scene_hash": h, "incremental_scene_hash": STATE.scene_hash(), "snapshot": snap}
+
+
+def m_execute(params):
+    name = params.get("tool")
+    args = params.get("args")
+    if args is None:
+        args = {}
+    tool = TOOLS.get(name) if isinstance(name, str) else None
+    before = STATE.scene_hash()
+    if tool is None:
+        raise ToolError("not_found", "unknown tool %r" % (name,))
+    check(tool["input_schema"], args)
+    tx = Tx()
+    t0 = time.time()
+    try:
+        result = tool["fn"](tx, args)
+    except BaseException as e:
+        try:
+            tx.rollback()
+        finally:
+            tx.apply_touches()
+        after = STATE.scene_hash()
+        if after != before:
+            log("rollback left the scene changed", before=before, after=after)
+            raise ToolError("internal_error", "rollback after a failed %s left the scene changed" % name)
+        raise
+    tx.apply_touches()
+    after = STATE.scene_hash()
+    log("tool done", tool=name, ms=round((time.time() - t0) * 1000, 3), mutated=after != before)
+    return {"result": result, "scene_hash_before": before, "scene_hash_after": after, "mutated": after != before}
+
+
+class Shutdown(Exception):
+    pass
+
+
+def m_shutdown(params):
+    raise Shutdown()
+
+
+METHODS = {
+    "hello": m_hello,
+    "reset": m_reset,
+    "scene_hash": m_scene_hash,
+    "snapshot": m_snapshot,
+    "execute": m_execute,
+    "shutdown": m_shutdown,
+}
+
+
+def one_line(e):
+    msg = ("%s: %s" % (type(e).__name__, e)).strip()
+    return msg.splitlines()[0][:500] if msg else type(e).__name__
+
+
+def handle(line):
+    """Serve one request line; returns (response dict, stop flag)."""
+    rid = None
+    _corr.clear()
+    try:
+        req = json.loads(line)
+        if not isinstance(req, dict):
+            raise ToolError("invalid_input", "request must be a JSON object")
+        rid = req.get("id")
+        method = req.get("method")
+        params = req.get("params") or {}
+        if not isinstance(params, dict):
+            raise ToolError("invalid_input", "params must be an object")
+        for k in ("request_id", "operation_id", "mcp_call_id", "mutation_id"):
+            if isinstance(params.get(k), str):
+                _corr[k] = params[k]
+        fn = METHODS.get(method) if isinstance(method, str) else None
+        if fn is None:
+            raise ToolError("invalid_input", "unknown method %r" % (method,))
+        return {"id": rid, "ok": True, "result": fn(params)}, False
+    except Shutdown:
+        return {"id": rid, "ok": True, "result": {}}, True
+    except ToolError as e:
+        log("request failed", code=e.code, message=e.message)
+        return {"id": rid, "ok": False, "error": {"code": e.code, "message": e.message, "scene_hash": STATE.scene_hash()}}, False
+    except ValueError as e:  # bad JSON
+        if rid is None:
+            return {"id": None, "ok": False, "error": {"code": "invalid_input", "message": one_line(e), "scene_hash": STATE.scene_hash()}}, False
+        log("unexpected error", trace=traceback.format_exc())
+        return {"id": rid, "ok": False, "error": {"code": "internal_error", "message": one_line(e), "scene_hash": STATE.scene_hash()}}, False
+    except Exception as e:
+        log("unexpected error", trace=traceback.format_exc())
+        return {"id": rid, "ok": False, "error": {"code": "internal_error", "message": one_line(e), "scene_hash": STATE.scene_hash()}}, False
+
+
+def parse_argv(argv):
+    if "--" in argv:  # blender binary: our arguments follow "--"
+        argv = argv[argv.index("--") + 1:]
+    else:
+        argv = argv[1:]
+    opts = {"fd_in": 3, "fd_out": 4}
+    i = 0
+    while i < len(argv):
+        if argv[i] in ("--fd-in", "--fd-out") and i + 1 < len(argv):
+            opts[argv[i][2:].replace("-", "_")] = int(argv[i + 1])
+            i += 2
+        else:
+            i += 1
+    return opts
+
+
+def serve(fd_in, fd_out):
+    rin = os.fdopen(fd_in, "rb")
+    rout = os.fdopen(fd_out, "wb")
+    log("ready", pid=os.getpid(), blender=build_string(bpy.app.version_string))
+    while True:
+        line = rin.readline()
+        if not line:
+            log("request stream closed")
+            return
+        if not line.strip():
+            continue
+        resp, stop = handle(line)
+        try:
+            data = canonical(resp)
+        except ValueError as e:  # e.g. NaN in a result
+            data = canonical({"id": resp.get("id"), "ok": False, "error": {"code": "internal_error", "message": one_line(e), "scene_hash": STATE.scene_hash()}})
+        rout.write(data.encode("ascii") + b"\n")
+        rout.flush()
+        if stop:
+            log("shutdown")
+            return
+
+
+def main():
+    opts = parse_argv(sys.argv)
+    serve(opts["fd_in"], opts["fd_out"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+package blender
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testRuntimes are the Blender runtimes the tests run against, when present.
+func testRuntimes() []struct {
+	name string
+	rt   Runtime
+} {
+	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
+	return []struct {
+		name string
+		rt   Runtime
+	}{
+		{"bpy_4.5", Runtime{Kind: RuntimeBPYModule, Path: filepath.Join(root, ".blender", "venv", "bin", "python")}},
+		{"blender_3.4", Runtime{Kind: RuntimeBinary, Path: "/usr/bin/blender"}},
+	}
+}
+
+// forEachRuntime runs fn as a subtest per runtime, skipping absent ones.
+func forEachRuntime(t *testing.T, fn func(t *testing.T, rt Runtime)) {
+	t.Helper()
+	for _, r := range testRuntimes() {
+		t.Run(r.name, func(t *testing.T) {
+			if !isExecutable(r.rt.Path) {
+				t.Skipf("runtime %s not installed at %s", r.name, r.rt.Path)
+			}
+			if r.rt.Kind == RuntimeBPYModule {
+				if _, err := os.Stat("/tmp/bpy-install.log"); err == nil {
+					b, _ := os.ReadFile("/tmp/bpy-install.log")
+					if !strings.Contains(string(b), "rc=0") {
+						t.Skip("bpy wheel install has not finished")
+					}
+				}
+			}
+			fn(t, r.rt)
+		})
+	}
+}
+
+// testLogWriter sends log lines to t.Log.
+type testLogWriter struct{ t testing.TB }
+
+func (w testLogWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	level := slog.LevelInfo
+	if os.Getenv("BLENDER_TEST_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: level}))
+}
+
+func startTestProcess(t testing.TB, rt Runtime) *Process {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := Start(ctx, rt, Options{
+		Logger:     testLogger(t),
+		WorkDir:    filepath.Join(dir, "work"),
+		SandboxDir: filepath.Join(dir, "sandbox"),
+	})
+	if err != nil {
+		t.Fatalf("Start(%s): %v", rt.Path, err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(5 * time.Second); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return p
+}
+
+func callCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustExecute(t testing.TB, p *Process, tool string, args map[string]any) Outcome {
+	t.Helper()
+	out, err := p.Execute(callCtx(t), Call{Tool: tool, Args: args, RequestID: "test"})
+	if err != nil {
+		t.Fatalf("Execute(%s, %v): %v", tool, args, err)
+	}
+	return out
+}
+
+// wantToolError runs a call that must fail with code and leave the scene hash unchanged.
+func wantToolError(t testing.TB, p *Process, tool string, args map[string]any, code string) *ToolError {
+	t.Helper()
+	before, err := p.SceneHash(callCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Execute(callCtx(t), Call{Tool: tool, Args: args})
+	var te *ToolError
+	if !errors.As(err, &te) {
+		t.Fatalf("Execute(%s, %v) = %v, want ToolError %s", tool, args, err, code)
+	}
+	if te.Code != code {
+		t.Fatalf("Execute(%s, %v): code %s (%s), want %s", tool, args, te.Code, te.Message, code)
+	}
+	if out.SceneHashBefore != before || out.SceneHashAfter != before {
+		t.Errorf("refused call reports hashes %s/%s, want %s", out.SceneHashBefore, out.SceneHashAfter, before)
+	}
+	after, err := p.SceneHash(callCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("Execute(%s) failed with %s but changed the scene hash", tool, code)
+	}
+	assertIncrementalMatchesFull(t, p)
+	return te
+}
+
+func assertIncrementalMatchesFull(t testing.TB, p *Process) Snapshot {
+	t.Helper()
+	s, err := p.Snapshot(callCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.SceneHash != s.IncrementalSceneHash {
+		t.Fatalf("incremental hash %s != full recomputation %s", s.IncrementalSceneHash, s.SceneHash)
+	}
+	return s
+}

@@ -1,0 +1,544 @@
+package blender
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+//go:embed bridge.py
+var bridgeSource []byte
+
+// BridgeSource returns the embedded bridge.py.
+func BridgeSource() []byte { return append([]byte(nil), bridgeSource...) }
+
+// Options configure Start.
+type Options struct {
+	// Logger receives supervisor events and, at debug level, Blender's own
+	// stdout/stderr. Nil means slog.Default().
+	Logger *slog.Logger
+	// WorkDir is private to this process: bridge.py, Blender's user config and
+	// temp files go here. Created if missing. Required.
+	WorkDir string
+	// SandboxDir is the per-session output directory; file outputs of tools
+	// (renders) must resolve inside it. Created if missing. Empty refuses
+	// every file output.
+	SandboxDir string
+}
+
+// outputLines is how many lines of Blender output are kept for error messages.
+const outputLines = 64
+
+// Process is one supervised Blender subprocess. Its methods are safe for
+// concurrent use; calls to Blender run one at a time.
+type Process struct {
+	rt   Runtime
+	log  *slog.Logger
+	cmd  *exec.Cmd
+	pgid int
+
+	reqW  *os.File
+	resps chan []byte // response lines from fd 4; closed at EOF
+
+	done    chan struct{} // closed once the process has exited
+	waitErr error
+	output  *lineRing
+
+	mu      sync.Mutex // serializes calls
+	nextID  uint64
+	broken  atomic.Bool // a call was abandoned; the process is being killed
+	stopped atomic.Bool
+
+	profile Profile
+	tools   []Tool
+}
+
+// Start launches Blender with the bridge in its own process group (and with
+// Pdeathsig SIGKILL, so it does not outlive agentd), performs the hello
+// handshake, and returns once Blender is ready with the baseline scene loaded.
+// If ctx ends before that, the process is killed.
+func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("component", "blender", "runtime", string(rt.Kind))
+	if opts.WorkDir == "" {
+		return nil, errors.New("blender: Options.WorkDir is required")
+	}
+	workDir, err := filepath.Abs(opts.WorkDir)
+	if err != nil {
+		return nil, fmt.Errorf("blender: work dir: %w", err)
+	}
+	for _, d := range []string{workDir, filepath.Join(workDir, "tmp"), filepath.Join(workDir, "user")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("blender: work dir: %w", err)
+		}
+	}
+	sandbox := ""
+	if opts.SandboxDir != "" {
+		if err := os.MkdirAll(opts.SandboxDir, 0o700); err != nil {
+			return nil, fmt.Errorf("blender: sandbox dir: %w", err)
+		}
+		if sandbox, err = filepath.EvalSymlinks(opts.SandboxDir); err != nil {
+			return nil, fmt.Errorf("blender: sandbox dir: %w", err)
+		}
+		if sandbox, err = filepath.Abs(sandbox); err != nil {
+			return nil, fmt.Errorf("blender: sandbox dir: %w", err)
+		}
+	}
+	script := filepath.Join(workDir, "bridge.py")
+	if err := os.WriteFile(script, bridgeSource, 0o600); err != nil {
+		return nil, fmt.Errorf("blender: write bridge: %w", err)
+	}
+
+	var args []string
+	switch rt.Kind {
+	case RuntimeBinary:
+		args = []string{"-b", "--factory-startup", "--python-exit-code", "1", "--python", script, "--", "--fd-in", "3", "--fd-out", "4"}
+	case RuntimeBPYModule:
+		// -I: ignore PYTHON* variables and the user site directory.
+		args = []string{"-I", script, "--fd-in", "3", "--fd-out", "4"}
+	default:
+		return nil, fmt.Errorf("blender: unknown runtime kind %q", rt.Kind)
+	}
+
+	reqR, reqW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("blender: pipe: %w", err)
+	}
+	respR, respW, err := os.Pipe()
+	if err != nil {
+		reqR.Close()
+		reqW.Close()
+		return nil, fmt.Errorf("blender: pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		reqR.Close()
+		reqW.Close()
+		respR.Close()
+		respW.Close()
+		return nil, fmt.Errorf("blender: pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		for _, f := range []*os.File{reqR, reqW, respR, respW, outR, outW} {
+			f.Close()
+		}
+		return nil, fmt.Errorf("blender: pipe: %w", err)
+	}
+
+	cmd := exec.Command(rt.Path, args...)
+	cmd.Dir = workDir
+	cmd.Env = blenderEnv(os.Environ(), workDir)
+	cmd.Stdin = nil
+	cmd.Stdout = outW
+	cmd.Stderr = errW
+	cmd.ExtraFiles = []*os.File{reqR, respW} // fd 3, fd 4
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+
+	startErr := cmd.Start()
+	for _, f := range []*os.File{reqR, respW, outW, errW} {
+		f.Close() // the child holds its own copies
+	}
+	if startErr != nil {
+		for _, f := range []*os.File{reqW, respR, outR, errR} {
+			f.Close()
+		}
+		return nil, fmt.Errorf("blender: start %s: %w", rt.Path, startErr)
+	}
+
+	p := &Process{
+		rt:      rt,
+		log:     logger.With("pid", cmd.Process.Pid),
+		cmd:     cmd,
+		pgid:    cmd.Process.Pid,
+		reqW:    reqW,
+		resps:   make(chan []byte),
+		done:    make(chan struct{}),
+		output:  newLineRing(outputLines),
+		profile: Profile{Runtime: rt.Kind},
+	}
+	p.log.Info("blender started", "path", rt.Path, "work_dir", workDir)
+
+	var outputs sync.WaitGroup
+	outputs.Add(2)
+	go p.copyOutput(&outputs, outR, "stdout")
+	go p.copyOutput(&outputs, errR, "stderr")
+	go p.readResponses(respR)
+	go func() {
+		err := cmd.Wait()
+		// Let the output readers drain so error messages carry the last
+		// lines; grandchildren holding the pipes must not block us forever.
+		drained := make(chan struct{})
+		go func() { outputs.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(2 * time.Second):
+		}
+		p.waitErr = err
+		reqW.Close()
+		close(p.done)
+		p.log.Info("blender exited", "err", err)
+	}()
+
+	var hello helloResult
+	if err := p.call(ctx, "hello", helloParams{SandboxDir: sandbox, Runtime: rt.Kind}, &hello, nil); err != nil {
+		p.killGroup()
+		<-p.done
+		return nil, fmt.Errorf("blender: hello: %w", err)
+	}
+	if hello.ProtocolVersion != 1 {
+		p.killGroup()
+		<-p.done
+		return nil, fmt.Errorf("blender: bridge speaks protocol %d, want 1", hello.ProtocolVersion)
+	}
+	hello.Profile.Runtime = rt.Kind
+	sort.Strings(hello.Profile.Features)
+	sort.Slice(hello.Tools, func(i, j int) bool { return hello.Tools[i].Name < hello.Tools[j].Name })
+	p.profile = hello.Profile
+	p.tools = hello.Tools
+	p.log.Info("blender ready", "version", p.profile.Version, "python", p.profile.PythonVersion, "scene_hash", hello.SceneHash)
+	return p, nil
+}
+
+// blenderEnv keeps the caller's environment minus anything that would load
+// user configuration, add-ons or foreign Python paths into Blender.
+func blenderEnv(base []string, workDir string) []string {
+	var env []string
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "BLENDER_") || strings.HasPrefix(k, "PYTHON") || k == "TMPDIR" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	user := filepath.Join(workDir, "user")
+	return append(env,
+		"BLENDER_USER_RESOURCES="+user, // 4.2+: overrides all user dirs
+		"BLENDER_USER_CONFIG="+filepath.Join(user, "config"),
+		"BLENDER_USER_SCRIPTS="+filepath.Join(user, "scripts"),
+		"BLENDER_USER_DATAFILES="+filepath.Join(user, "datafiles"),
+		"BLENDER_USER_EXTENSIONS="+filepath.Join(user, "extensions"),
+		"TMPDIR="+filepath.Join(workDir, "tmp"),
+		"PYTHONNOUSERSITE=1",
+		"PYTHONDONTWRITEBYTECODE=1",
+		"PYTHONUNBUFFERED=1",
+	)
+}
+
+func (p *Process) copyOutput(wg *sync.WaitGroup, r *os.File, stream string) {
+	defer wg.Done()
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadString('\n')
+		if line = strings.TrimRight(line, "\r\n"); line != "" {
+			p.output.add(stream + ": " + line)
+			p.log.Debug("blender output", "stream", stream, "line", line)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *Process) readResponses(r *os.File) {
+	defer r.Close()
+	defer close(p.resps)
+	br := bufio.NewReaderSize(r, 1<<20)
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		select {
+		case p.resps <- line:
+		case <-p.done:
+			return
+		}
+	}
+}
+
+// call sends one request and waits for its response. If ctx ends first, the
+// process is killed: the state of a Blender that is still working on an
+// abandoned request is unknown, so the session must recover from its journal.
+func (p *Process) call(ctx context.Context, method string, params, out any, errHash *string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.unusable(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p.nextID++
+	id := p.nextID
+	line, err := json.Marshal(request{ID: id, Method: method, Params: params})
+	if err != nil {
+		return fmt.Errorf("blender: encode %s: %w", method, err)
+	}
+	line = append(line, '\n')
+
+	stop := context.AfterFunc(ctx, func() {
+		p.broken.Store(true)
+		p.log.Warn("call abandoned; killing blender", "method", method, "err", ctx.Err())
+		p.killGroup()
+	})
+	defer stop()
+
+	if _, err := p.reqW.Write(line); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return p.exitError(err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case raw, ok := <-p.resps:
+			if !ok {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return p.exitError(io.EOF)
+			}
+			var resp response
+			if err := json.Unmarshal(raw, &resp); err != nil {
+				return fmt.Errorf("blender: %s: bad response: %w", method, err)
+			}
+			if resp.ID == nil || *resp.ID != id {
+				p.log.Warn("dropping stale bridge response", "method", method, "want_id", id)
+				continue
+			}
+			if !resp.OK {
+				if resp.Error == nil {
+					return &ToolError{Code: CodeInternalError, Message: "bridge returned ok=false without an error"}
+				}
+				if errHash != nil {
+					*errHash = resp.Error.SceneHash
+				}
+				return &ToolError{Code: resp.Error.Code, Message: resp.Error.Message}
+			}
+			if out != nil {
+				if err := json.Unmarshal(resp.Result, out); err != nil {
+					return fmt.Errorf("blender: %s: decode result: %w", method, err)
+				}
+			}
+			return nil
+		}
+	}
+}
+
+func (p *Process) unusable() error {
+	select {
+	case <-p.done:
+		return p.exitError(nil)
+	default:
+	}
+	if p.stopped.Load() {
+		return fmt.Errorf("%w: stopped", ErrProcessExited)
+	}
+	if p.broken.Load() {
+		return fmt.Errorf("%w: killed after an abandoned call", ErrProcessExited)
+	}
+	return nil
+}
+
+// exitError describes a dead process: its exit status and last output lines.
+func (p *Process) exitError(cause error) error {
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("%w: transport failed: %v", ErrProcessExited, cause)
+	}
+	msg := "exit status unknown"
+	if p.waitErr != nil {
+		msg = p.waitErr.Error()
+	} else if p.cmd.ProcessState != nil {
+		msg = p.cmd.ProcessState.String()
+	}
+	if tail := p.output.last(10); len(tail) > 0 {
+		msg += "; last output:\n  " + strings.Join(tail, "\n  ")
+	}
+	return fmt.Errorf("%w: %s", ErrProcessExited, msg)
+}
+
+func (p *Process) killGroup() {
+	// The group outlives its leader if Blender left children behind.
+	if err := syscall.Kill(-p.pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		p.log.Warn("kill process group", "err", err)
+	}
+}
+
+// Profile describes the running Blender.
+func (p *Process) Profile() Profile {
+	pr := p.profile
+	pr.Features = append([]string(nil), p.profile.Features...)
+	return pr
+}
+
+// Tools returns the bridge's tool registry, sorted by name.
+func (p *Process) Tools() []Tool { return append([]Tool(nil), p.tools...) }
+
+// Pid returns the process id of Blender (also its process group id).
+func (p *Process) Pid() int { return p.pgid }
+
+// Reset loads the baseline scene (documented in bridge.py) and returns its hash.
+func (p *Process) Reset(ctx context.Context) (string, error) {
+	var r hashResult
+	if err := p.call(ctx, "reset", struct{}{}, &r, nil); err != nil {
+		return "", fmt.Errorf("blender: reset: %w", err)
+	}
+	return r.SceneHash, nil
+}
+
+// SceneHash returns the current scene_state_v1 hash (the bridge's running hash).
+func (p *Process) SceneHash(ctx context.Context) (string, error) {
+	var r hashResult
+	if err := p.call(ctx, "scene_hash", struct{}{}, &r, nil); err != nil {
+		return "", fmt.Errorf("blender: scene hash: %w", err)
+	}
+	return r.SceneHash, nil
+}
+
+// Snapshot returns the full canonical snapshot, hashed from scratch.
+func (p *Process) Snapshot(ctx context.Context) (Snapshot, error) {
+	var s Snapshot
+	if err := p.call(ctx, "snapshot", struct{}{}, &s, nil); err != nil {
+		return Snapshot{}, fmt.Errorf("blender: snapshot: %w", err)
+	}
+	return s, nil
+}
+
+// Execute runs one tool. A failure of the tool returns a *ToolError (the
+// scene is unchanged; Outcome carries that scene's hash as both before and
+// after). A dead Blender returns an error wrapping ErrProcessExited. If ctx
+// ends during the call, Execute returns ctx.Err() and kills Blender.
+func (p *Process) Execute(ctx context.Context, c Call) (Outcome, error) {
+	args := c.Args
+	if args == nil {
+		args = map[string]any{}
+	}
+	start := time.Now()
+	log := p.log.With("tool", c.Tool, "request_id", c.RequestID, "operation_id", c.OperationID, "mcp_call_id", c.MCPCallID, "mutation_id", c.MutationID)
+	var r executeResult
+	var errHash string
+	err := p.call(ctx, "execute", executeParams{
+		Tool: c.Tool, Args: args, MutationID: c.MutationID,
+		RequestID: c.RequestID, OperationID: c.OperationID, MCPCallID: c.MCPCallID,
+	}, &r, &errHash)
+	if err != nil {
+		var te *ToolError
+		if errors.As(err, &te) {
+			log.Debug("tool refused", "code", te.Code, "message", te.Message, "duration", time.Since(start))
+			return Outcome{SceneHashBefore: errHash, SceneHashAfter: errHash}, err
+		}
+		log.Warn("tool call failed", "err", err)
+		return Outcome{}, err
+	}
+	log.Debug("tool done", "mutated", r.Mutated, "scene_hash_after", r.SceneHashAfter, "duration", time.Since(start))
+	if r.Result == nil {
+		r.Result = map[string]any{}
+	}
+	return Outcome{Result: r.Result, SceneHashBefore: r.SceneHashBefore, SceneHashAfter: r.SceneHashAfter, Mutated: r.Mutated}, nil
+}
+
+// Stop asks the bridge to quit, waits up to grace for Blender to exit, then
+// SIGKILLs the whole process group. It returns once the process is gone.
+func (p *Process) Stop(grace time.Duration) error {
+	p.stopped.Store(true)
+	select {
+	case <-p.done:
+		p.killGroup()
+		return nil
+	default:
+	}
+	// A call in progress holds the lock; then there is nobody to ask politely.
+	if p.mu.TryLock() {
+		p.nextID++
+		line, _ := json.Marshal(request{ID: p.nextID, Method: "shutdown", Params: struct{}{}})
+		_ = p.reqW.SetWriteDeadline(time.Now().Add(grace))
+		if _, err := p.reqW.Write(append(line, '\n')); err != nil {
+			p.log.Debug("shutdown request not delivered", "err", err)
+		}
+		p.mu.Unlock()
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		p.killGroup()
+		return nil
+	case <-t.C:
+	}
+	p.log.Warn("blender did not exit in time; killing its process group", "grace", grace)
+	p.killGroup()
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("blender: process %d did not exit after SIGKILL", p.pgid)
+	}
+}
+
+// Done is closed once the Blender process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait blocks until Blender has exited and returns its exit error (nil for a
+// clean exit; an *exec.ExitError for a non-zero status or a signal).
+func (p *Process) Wait() error {
+	<-p.done
+	return p.waitErr
+}
+
+// lineRing keeps the last n lines of Blender's output.
+type lineRing struct {
+	mu    sync.Mutex
+	lines []string
+	next  int
+	full  bool
+}
+
+func newLineRing(n int) *lineRing { return &lineRing{lines: make([]string, n)} }
+
+func (r *lineRing) add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines[r.next] = s
+	r.next = (r.next + 1) % len(r.lines)
+	if r.next == 0 {
+		r.full = true
+	}
+}
+
+// last returns up to n of the newest lines, oldest first.
+func (r *lineRing) last(n int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var all []string
+	if r.full {
+		all = append(all, r.lines[r.next:]...)
+	}
+	all = append(all, r.lines[:r.next]...)
+	if len(all) > n {
+		all = all[len(all)-n:]
+	}
+	return all
+}

@@ -1,0 +1,216 @@
+package blender
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestStartProfileAndTools(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		pr := p.Profile()
+		t.Logf("profile: %+v", pr)
+		if !regexp.MustCompile(`^\d+\.\d+\.\d+$`).MatchString(pr.Version) {
+			t.Errorf("Version = %q", pr.Version)
+		}
+		if pr.Runtime != rt.Kind || pr.PythonVersion == "" || pr.Platform == "" || pr.BuildHash == "" {
+			t.Errorf("incomplete profile %+v", pr)
+		}
+		if !contains(pr.Features, "cycles") {
+			t.Errorf("features %v lack cycles", pr.Features)
+		}
+		var names []string
+		for _, tool := range p.Tools() {
+			names = append(names, tool.Name)
+			if tool.Version != "1.0.0" || tool.Description == "" || tool.InputSchema["additionalProperties"] != false {
+				t.Errorf("tool %s: incomplete metadata %+v", tool.Name, tool)
+			}
+			switch tool.SafetyLevel {
+			case "read_only", "safe_write", "destructive":
+			default:
+				t.Errorf("tool %s: safety level %q", tool.Name, tool.SafetyLevel)
+			}
+		}
+		want := []string{"object.create", "object.delete", "object.set_transform", "render.still", "scene.get_summary", "scene.snapshot"}
+		if len(names) != len(want) {
+			t.Fatalf("tools = %v, want %v", names, want)
+		}
+		for i := range want {
+			if names[i] != want[i] {
+				t.Fatalf("tools = %v, want %v", names, want)
+			}
+		}
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Baseline hashes per runtime, for the cross-version comparison.
+var baselineHashes = map[RuntimeKind]string{}
+
+func TestBaselineHashStable(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p1 := startTestProcess(t, rt)
+		p2 := startTestProcess(t, rt)
+		h1, err := p1.Reset(callCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h2, err := p2.SceneHash(callCtx(t)) // Start already loaded the baseline
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h1 != h2 || !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(h1) {
+			t.Fatalf("baseline hashes differ across processes: %s vs %s", h1, h2)
+		}
+		mustExecute(t, p1, "object.create", map[string]any{"type": "cube"})
+		h3, err := p1.Reset(callCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h3 != h1 {
+			t.Fatalf("Reset after a change = %s, want baseline %s", h3, h1)
+		}
+		s := assertIncrementalMatchesFull(t, p1)
+		objs := s.State["objects"].(map[string]any)
+		if len(objs) != 2 || objs["Camera"] == nil || objs["Light"] == nil {
+			t.Fatalf("baseline objects = %v", objs)
+		}
+		baselineHashes[rt.Kind] = h1
+	})
+	if len(baselineHashes) == 2 {
+		a, b := baselineHashes[RuntimeBPYModule], baselineHashes[RuntimeBinary]
+		if a != b {
+			t.Errorf("baseline hash differs across Blender versions: 4.5 %s, 3.4 %s", a, b)
+		}
+	}
+}
+
+func TestStopKillsProcessGroup(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		// A straggler in Blender's process group must die with it.
+		straggler := exec.Command("sleep", "60")
+		straggler.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: p.Pid()}
+		if err := straggler.Start(); err != nil {
+			t.Fatal(err)
+		}
+		stragglerDone := make(chan error, 1)
+		go func() { stragglerDone <- straggler.Wait() }()
+
+		start := time.Now()
+		if err := p.Stop(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("graceful stop took %v, wait err %v", time.Since(start), p.Wait())
+		select {
+		case <-stragglerDone:
+		case <-time.After(5 * time.Second):
+			t.Fatal("process in Blender's group survived Stop")
+		}
+		if err := syscall.Kill(-p.Pid(), 0); !errors.Is(err, syscall.ESRCH) {
+			t.Fatalf("process group still exists: %v", err)
+		}
+		if _, err := p.SceneHash(callCtx(t)); !errors.Is(err, ErrProcessExited) {
+			t.Fatalf("call after Stop = %v, want ErrProcessExited", err)
+		}
+	})
+}
+
+func TestStopEscalatesToKill(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		// A stopped (hung) Blender never answers shutdown.
+		if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := p.Stop(300 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("Stop took %v", d)
+		}
+		if err := p.Wait(); err == nil {
+			t.Fatal("Wait = nil for a killed process")
+		}
+	})
+}
+
+func TestKilledBlenderYieldsErrProcessExited(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		if err := syscall.Kill(p.Pid(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_, err := p.Execute(callCtx(t), Call{Tool: "object.create", Args: map[string]any{"type": "cube"}})
+		if !errors.Is(err, ErrProcessExited) {
+			t.Fatalf("Execute after kill = %v, want ErrProcessExited", err)
+		}
+		t.Logf("error: %v", err)
+		select {
+		case <-p.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("Done not closed")
+		}
+	})
+}
+
+func TestCancelledCallKillsBlender(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		// A render that takes far longer than the deadline.
+		_, err := p.Execute(ctx, Call{Tool: "render.still", Args: map[string]any{"output": "slow.png", "resolution": []any{1024, 1024}, "samples": 4096}})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Execute = %v, want DeadlineExceeded", err)
+		}
+		select {
+		case <-p.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("Blender still running after an abandoned call")
+		}
+		if _, err := p.SceneHash(callCtx(t)); !errors.Is(err, ErrProcessExited) {
+			t.Fatalf("call after abandoned call = %v, want ErrProcessExited", err)
+		}
+	})
+}
+
+func TestBadRequestsDoNotCrashBridge(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		var te *ToolError
+		if err := p.call(callCtx(t), "no_such_method", struct{}{}, nil, nil); !errors.As(err, &te) || te.Code != CodeInvalidInput {
+			t.Fatalf("unknown method = %v", err)
+		}
+		if err := p.call(callCtx(t), "execute", map[string]any{"tool": 5, "args": "x"}, nil, nil); !errors.As(err, &te) || te.Code != CodeNotFound {
+			t.Fatalf("bad execute params = %v", err)
+		}
+		if err := p.call(callCtx(t), "execute", map[string]any{"tool": "object.create", "args": []any{1}}, nil, nil); !errors.As(err, &te) || te.Code != CodeInvalidInput {
+			t.Fatalf("array args = %v", err)
+		}
+		// Raw garbage on the wire.
+		p.mu.Lock()
+		_, err := p.reqW.Write([]byte("{not json\n[1,2]\n\"x\"\n"))
+		p.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.SceneHash(callCtx(t)); err != nil {
+			t.Fatalf("bridge unusable after garbage: %v", err)
+		}
+	})
+}

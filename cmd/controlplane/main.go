@@ -1,0 +1,45 @@
+// Command controlplane serves ControlPlaneService: sessions, plans, receipts.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/blendplane/blendplane/cmd/internal/flagenv"
+	"github.com/blendplane/blendplane/controlplane"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "controlplane:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg := controlplane.Defaults()
+	fs := flag.NewFlagSet("controlplane", flag.ExitOnError)
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for controlplane.db")
+	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", cfg.MaxMessageBytes, "largest gRPC message accepted or sent")
+	fs.IntVar(&cfg.MaxOperationsPerPlan, "max-operations-per-plan", cfg.MaxOperationsPerPlan, "largest plan accepted")
+	fs.DurationVar(&cfg.Heartbeat, "heartbeat", cfg.Heartbeat, "interval agents register at")
+	fs.DurationVar(&cfg.OperationTimeout, "operation-timeout", cfg.OperationTimeout, "time limit of one operation on an agent")
+	fs.DurationVar(&cfg.AgentRetryWindow, "agent-retry-window", cfg.AgentRetryWindow, "how long an unreachable agent is retried")
+	fs.DurationVar(&cfg.OpenSessionTimeout, "open-session-timeout", cfg.OpenSessionTimeout, "time limit for starting a session's Blender")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := flagenv.Parse(fs, os.Args[1:]); err != nil {
+		return err
+	}
+	log, err := flagenv.Logger("controlplane", *logLevel)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return controlplane.Run(ctx, cfg, log, nil)
+}

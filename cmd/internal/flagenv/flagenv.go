@@ -1,0 +1,46 @@
+// Package flagenv gives every command-line flag an environment override,
+// BLENDPLANE_<FLAG> with dashes as underscores (--data-dir → BLENDPLANE_DATA_DIR),
+// and builds the process logger. Flags given on the command line win.
+package flagenv
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// Parse applies environment overrides to fs's defaults, then parses args.
+func Parse(fs *flag.FlagSet, args []string) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "BLENDPLANE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok && err == nil {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", name, v, e)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return fs.Parse(args)
+}
+
+// Logger returns a text logger on stderr at the named level (debug, info,
+// warn, error), tagged with the component name.
+func Logger(component, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	h := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})
+	return slog.New(h).With("component", component), nil
+}
+
+// Strings is a repeatable string flag.
+type Strings []string
+
+func (s *Strings) String() string     { return strings.Join(*s, ",") }
+func (s *Strings) Set(v string) error { *s = append(*s, v); return nil }

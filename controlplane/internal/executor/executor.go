@@ -1,0 +1,346 @@
+// Package executor runs accepted plans: one plan at a time per session, one
+// operation at a time, in the plan's schedule order. It sends each operation
+// to the session's agent with its idempotency key, and hands every receipt to
+// the store, which commits it before any stream can see it.
+//
+// Receipts are committed by a per-plan committer goroutine in batches, so the
+// next operation runs while the previous receipt is being written. After a
+// control-plane crash, operations without a committed receipt are sent again
+// with the same idempotency key; the agent's journal makes that safe.
+package executor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/blendplane/blendplane/controlplane/internal/fleet"
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// Config tunes how operations are sent to agents.
+type Config struct {
+	// OperationTimeout bounds one Execute call (a render can be long).
+	OperationTimeout time.Duration
+	// AgentRetryWindow is how long an unreachable agent is retried before the
+	// operation fails with AGENT_UNAVAILABLE.
+	AgentRetryWindow time.Duration
+}
+
+// Executor runs plans.
+type Executor struct {
+	cfg   Config
+	store *store.Store
+	fleet *fleet.Fleet
+	log   *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	queues map[string]*queue // by session id
+}
+
+// queue holds the plans of one session waiting to run, in order.
+type queue struct {
+	pending []string
+	running bool
+}
+
+// New returns an executor; call Resume to pick up unfinished plans.
+func New(cfg Config, st *store.Store, fl *fleet.Fleet, log *slog.Logger) *Executor {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Executor{cfg: cfg, store: st, fleet: fl, log: log, ctx: ctx, cancel: cancel, queues: map[string]*queue{}}
+}
+
+// Resume queues every plan the store holds as not yet terminal, in
+// submission order, so a restarted control plane finishes them.
+func (e *Executor) Resume() error {
+	ids, err := e.store.ActivePlans()
+	if err != nil {
+		return fmt.Errorf("list active plans: %w", err)
+	}
+	for _, id := range ids {
+		p, err := e.store.PlanState(id)
+		if err != nil {
+			return err
+		}
+		e.log.Info("resuming plan", "request_id", id, "session_id", p.GetSessionId(), "receipts", p.GetReceiptCount())
+		e.Enqueue(p.GetSessionId(), id)
+	}
+	return nil
+}
+
+// Enqueue queues an accepted plan behind the session's other plans.
+func (e *Executor) Enqueue(sessionID, requestID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q, ok := e.queues[sessionID]
+	if !ok {
+		q = &queue{}
+		e.queues[sessionID] = q
+	}
+	q.pending = append(q.pending, requestID)
+	if !q.running {
+		q.running = true
+		e.wg.Add(1)
+		go e.drain(sessionID, q)
+	}
+}
+
+// Stop cancels running operations and waits for the workers. Plans that did
+// not finish stay active in the store and resume on the next start.
+func (e *Executor) Stop() {
+	e.cancel()
+	e.wg.Wait()
+}
+
+func (e *Executor) drain(sessionID string, q *queue) {
+	defer e.wg.Done()
+	for {
+		e.mu.Lock()
+		if len(q.pending) == 0 || e.ctx.Err() != nil {
+			q.running = false
+			e.mu.Unlock()
+			return
+		}
+		id := q.pending[0]
+		q.pending = q.pending[1:]
+		e.mu.Unlock()
+		if err := e.run(id); err != nil {
+			e.log.Error("plan run stopped", "request_id", id, "session_id", sessionID, "err", err)
+		}
+	}
+}
+
+// run executes a plan from its first operation without a receipt.
+func (e *Executor) run(requestID string) error {
+	p, req, sched, err := e.store.PlanWork(requestID)
+	if err != nil {
+		return err
+	}
+	if store.IsTerminal(p.GetState()) {
+		return nil
+	}
+	sess, err := e.store.Session(p.GetSessionId())
+	if err != nil {
+		return err
+	}
+	agent, err := e.fleet.Client(sess.AgentAddress)
+	if err != nil {
+		return err
+	}
+	log := e.log.With("request_id", requestID, "session_id", p.GetSessionId())
+	log.Info("plan running", "operations", len(sched), "from", p.GetReceiptCount()+1)
+
+	p.State = cpv1.Plan_STATE_RUNNING
+	c := newCommitter(e.store, p)
+	seq := p.GetReceiptCount()
+	var failed *cpv1.Receipt
+	for _, idx := range sched[seq:] {
+		op := req.GetOperations()[idx]
+		seq++
+		if failed != nil {
+			c.add(notRun(requestID, op, seq, failed))
+			continue
+		}
+		r, err := e.execute(agent, requestID, p.GetSessionId(), op, log)
+		if err != nil {
+			// Stopping: leave the plan active; it resumes with the same keys.
+			c.close()
+			return err
+		}
+		r.Sequence = seq
+		c.add(r)
+		if st := r.GetStatus(); st != cpv1.Receipt_STATUS_SUCCEEDED && st != cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT {
+			failed = r
+		}
+		if err := c.failure(); err != nil {
+			c.close()
+			return fmt.Errorf("commit receipts: %w", err)
+		}
+	}
+	if err := c.close(); err != nil {
+		return fmt.Errorf("commit receipts: %w", err)
+	}
+	p.State = cpv1.Plan_STATE_SUCCEEDED
+	if failed != nil {
+		p.State = cpv1.Plan_STATE_FAILED
+		p.Failure = failed.GetError()
+	}
+	log.Info("plan finished", "state", p.GetState().String())
+	return e.store.Commit(p, nil)
+}
+
+// execute sends one operation to the agent, retrying while the agent is
+// unreachable. It returns an error only when the executor is stopping.
+func (e *Executor) execute(agent agentv1.AgentServiceClient, requestID, sessionID string, op *cpv1.Operation, log *slog.Logger) (*cpv1.Receipt, error) {
+	req := &agentv1.ExecuteRequest{
+		SessionId:      sessionID,
+		RequestId:      requestID,
+		OperationId:    op.GetOperationId(),
+		ToolName:       op.GetToolName(),
+		Args:           op.GetArgs(),
+		SafetyLevel:    op.GetSafetyLevel(),
+		IdempotencyKey: plan.IdempotencyKey(requestID, op.GetOperationId(), op.GetArgs().AsMap()),
+	}
+	deadline := time.Now().Add(e.cfg.AgentRetryWindow)
+	backoff := 100 * time.Millisecond
+	for {
+		req.McpCallId = NewID("call")
+		ctx, cancel := context.WithTimeout(e.ctx, e.cfg.OperationTimeout)
+		resp, err := agent.Execute(ctx, req)
+		cancel()
+		if err == nil {
+			r := resp.GetReceipt()
+			log.Debug("operation done", "operation_id", op.GetOperationId(), "mcp_call_id", req.GetMcpCallId(),
+				"blender_mutation_id", r.GetBlenderMutationId(), "status", r.GetStatus().String())
+			return r, nil
+		}
+		if e.ctx.Err() != nil {
+			return nil, e.ctx.Err()
+		}
+		code := status.Code(err)
+		if code != codes.Unavailable || time.Now().After(deadline) {
+			log.Warn("operation failed in transport", "operation_id", op.GetOperationId(), "mcp_call_id", req.GetMcpCallId(), "err", err)
+			return transportFailure(requestID, op, req, err), nil
+		}
+		log.Warn("agent unreachable, retrying", "operation_id", op.GetOperationId(), "err", err, "backoff", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-e.ctx.Done():
+			return nil, e.ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func transportFailure(requestID string, op *cpv1.Operation, req *agentv1.ExecuteRequest, err error) *cpv1.Receipt {
+	st := status.Convert(err)
+	code, hint, action := "AGENT_UNAVAILABLE", "resubmit the plan with the same request_id once the agent is back", cpv1.RepairStep_ACTION_RETRY
+	switch st.Code() {
+	case codes.DeadlineExceeded:
+		code, hint = "TOOL_TIMEOUT", "retry the operation or lower its cost (resolution, samples)"
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.NotFound:
+		code, hint, action = "AGENT_REFUSED", "fix the operation's arguments", cpv1.RepairStep_ACTION_REPLACE_ARGS
+	case codes.Unavailable:
+	default:
+		code = "INTERNAL"
+	}
+	return &cpv1.Receipt{
+		RequestId:      requestID,
+		OperationId:    op.GetOperationId(),
+		ToolName:       op.GetToolName(),
+		Status:         cpv1.Receipt_STATUS_FAILED,
+		SafetyLevel:    op.GetSafetyLevel(),
+		McpCallId:      req.GetMcpCallId(),
+		IdempotencyKey: req.GetIdempotencyKey(),
+		CompleteTime:   timestamppb.Now(),
+		Error: &cpv1.Failure{
+			ErrorCode:         code,
+			Recoverable:       true,
+			RetryHint:         hint,
+			Message:           st.Message(),
+			MinimalRepairPlan: []*cpv1.RepairStep{{OperationId: op.GetOperationId(), Action: action}},
+		},
+	}
+}
+
+func notRun(requestID string, op *cpv1.Operation, seq int64, failed *cpv1.Receipt) *cpv1.Receipt {
+	return &cpv1.Receipt{
+		Sequence:     seq,
+		RequestId:    requestID,
+		OperationId:  op.GetOperationId(),
+		ToolName:     op.GetToolName(),
+		Status:       cpv1.Receipt_STATUS_NOT_RUN,
+		SafetyLevel:  op.GetSafetyLevel(),
+		CompleteTime: timestamppb.Now(),
+		Error: &cpv1.Failure{
+			ErrorCode:         "PLAN_ABORTED",
+			Recoverable:       true,
+			RetryHint:         fmt.Sprintf("fix operation %q, then resubmit the remaining operations", failed.GetOperationId()),
+			Message:           fmt.Sprintf("not run: operation %q failed earlier in the plan", failed.GetOperationId()),
+			MinimalRepairPlan: failed.GetError().GetMinimalRepairPlan(),
+		},
+	}
+}
+
+// NewID returns a random id with a readable prefix, e.g. "call-1f0c…".
+func NewID(prefix string) string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// committer writes receipts in batches while the executor goes on.
+type committer struct {
+	st   *store.Store
+	plan *cpv1.Plan
+	in   chan *cpv1.Receipt
+	done chan struct{}
+
+	mu  sync.Mutex
+	err error
+}
+
+func newCommitter(st *store.Store, p *cpv1.Plan) *committer {
+	c := &committer{st: st, plan: p, in: make(chan *cpv1.Receipt, 4096), done: make(chan struct{})}
+	go c.loop()
+	return c
+}
+
+func (c *committer) add(r *cpv1.Receipt) { c.in <- r }
+
+func (c *committer) loop() {
+	defer close(c.done)
+	for r := range c.in {
+		batch := []*cpv1.Receipt{r}
+	drain:
+		for len(batch) < 4096 {
+			select {
+			case r, ok := <-c.in:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		if c.failure() != nil {
+			continue
+		}
+		if err := c.st.Commit(c.plan, batch); err != nil {
+			c.mu.Lock()
+			c.err = err
+			c.mu.Unlock()
+		}
+	}
+}
+
+func (c *committer) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// close waits until every added receipt is committed.
+func (c *committer) close() error {
+	close(c.in)
+	<-c.done
+	return c.failure()
+}

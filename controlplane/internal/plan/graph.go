@@ -1,0 +1,195 @@
+package plan
+
+import (
+	"container/heap"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// graph is a plan's dependency graph in compressed form: the dependents of
+// operation i are next[start[i]:start[i+1]], and indegree[i] counts i's
+// depends_on entries. Each depends_on entry is one edge, so a repeated entry
+// (refused earlier on the wire) is counted and released consistently.
+type graph struct {
+	start    []int
+	next     []int
+	indegree []int
+	deps     [][]int // deps[i][j] is the index of ops[i].DependsOn[j]
+}
+
+// buildGraph resolves every depends_on entry, or returns a
+// DEPENDENCY_MISSING refusal. The repair inserts each missing id as a
+// precondition (once, however many operations wait for it); an operation
+// that depends on itself has no precondition to insert, so its repair is to
+// drop it (a planner re-plans it without the self-edge).
+func buildGraph(ops []Operation, index map[string]int) (*graph, error) {
+	n := len(ops)
+	g := &graph{start: make([]int, n+1), indegree: make([]int, n), deps: make([][]int, n)}
+	var e *Error
+	var inserted map[string]bool
+	edges := 0
+	for i, op := range ops {
+		d := make([]int, len(op.DependsOn))
+		for j, id := range op.DependsOn {
+			k, ok := index[id]
+			if ok && k != i {
+				d[j] = k
+				g.start[k+1]++
+				g.indegree[i]++
+				edges++
+				continue
+			}
+			if e == nil {
+				e = &Error{Reason: ReasonDependencyMissing}
+				inserted = make(map[string]bool)
+			}
+			field := fmt.Sprintf("operations[%d].depends_on[%d]", i, j)
+			if ok {
+				e.Violations = append(e.Violations, Violation{
+					Field:       field,
+					Description: fmt.Sprintf("operation %q depends on itself", op.ID),
+				})
+				e.Repair = append(e.Repair, RepairStep{OperationID: op.ID, Action: ActionDrop})
+				continue
+			}
+			e.Violations = append(e.Violations, Violation{
+				Field:       field,
+				Description: fmt.Sprintf("operation %q depends on %q, which is not in the plan", op.ID, id),
+			})
+			if !inserted[id] {
+				inserted[id] = true
+				e.Repair = append(e.Repair, RepairStep{OperationID: id, Action: ActionInsertPrecondition})
+			}
+		}
+		g.deps[i] = d
+	}
+	if e != nil {
+		e.Message = fmt.Sprintf("%d depends_on entr(ies) name no other operation of the plan; "+
+			"add the missing operations or remove the entries", len(e.Violations))
+		return nil, e
+	}
+	for i := 1; i <= n; i++ {
+		g.start[i] += g.start[i-1]
+	}
+	g.next = make([]int, edges)
+	fill := make([]int, n)
+	copy(fill, g.start[:n])
+	for i := range ops {
+		for _, k := range g.deps[i] {
+			g.next[fill[k]] = i
+			fill[k]++
+		}
+	}
+	return g, nil
+}
+
+// readyHeap holds the indices of ready operations, smallest operation_id on
+// top.
+type readyHeap struct {
+	idx []int
+	ops []Operation
+}
+
+func (h *readyHeap) Len() int           { return len(h.idx) }
+func (h *readyHeap) Less(a, b int) bool { return h.ops[h.idx[a]].ID < h.ops[h.idx[b]].ID }
+func (h *readyHeap) Swap(a, b int)      { h.idx[a], h.idx[b] = h.idx[b], h.idx[a] }
+func (h *readyHeap) Push(x any)         { h.idx = append(h.idx, x.(int)) }
+func (h *readyHeap) Pop() any {
+	last := h.idx[len(h.idx)-1]
+	h.idx = h.idx[:len(h.idx)-1]
+	return last
+}
+
+// schedule runs Kahn's algorithm with a min-heap on operation_id, or returns
+// a GRAPH_CYCLE refusal if some operations can never become ready.
+func (g *graph) schedule(ops []Operation) ([]int, error) {
+	n := len(ops)
+	indegree := make([]int, n)
+	copy(indegree, g.indegree)
+	h := &readyHeap{ops: ops}
+	for i, d := range indegree {
+		if d == 0 {
+			h.idx = append(h.idx, i)
+		}
+	}
+	heap.Init(h)
+	order := make([]int, 0, n)
+	for h.Len() > 0 {
+		i := heap.Pop(h).(int)
+		order = append(order, i)
+		for _, k := range g.next[g.start[i]:g.start[i+1]] {
+			indegree[k]--
+			if indegree[k] == 0 {
+				heap.Push(h, k)
+			}
+		}
+	}
+	if len(order) == n {
+		return order, nil
+	}
+	return nil, g.cycleError(ops, indegree, n-len(order))
+}
+
+// cycleError finds one concrete cycle among the operations Kahn's algorithm
+// left (indegree > 0) and reports it. Every left operation waits for at
+// least one other left operation, so walking depends_on edges that stay
+// among them must revisit a node; the walk from the smallest left id, always
+// taking the smallest left dependency, makes the cycle independent of input
+// order. The cycle is then rotated to start at its smallest id.
+func (g *graph) cycleError(ops []Operation, indegree []int, stuck int) *Error {
+	start := -1
+	for i, d := range indegree {
+		if d > 0 && (start < 0 || ops[i].ID < ops[start].ID) {
+			start = i
+		}
+	}
+	pos := make(map[int]int) // node → position on the walk
+	var walk, edge []int     // walk[p] depends on walk[p+1] through DependsOn[edge[p]]
+	for cur := start; ; {
+		if p, seen := pos[cur]; seen {
+			walk, edge = walk[p:], edge[p:]
+			break
+		}
+		pos[cur] = len(walk)
+		walk = append(walk, cur)
+		nextNode, nextEdge := -1, -1
+		for j, k := range g.deps[cur] {
+			if indegree[k] > 0 && (nextNode < 0 || ops[k].ID < ops[nextNode].ID) {
+				nextNode, nextEdge = k, j
+			}
+		}
+		edge = append(edge, nextEdge)
+		cur = nextNode
+	}
+	// Rotate so the cycle starts at its smallest id.
+	m := 0
+	for p := range walk {
+		if ops[walk[p]].ID < ops[walk[m]].ID {
+			m = p
+		}
+	}
+	walk = slices.Concat(walk[m:], walk[:m])
+	edge = slices.Concat(edge[m:], edge[:m])
+
+	var path strings.Builder
+	for _, i := range walk {
+		path.WriteString(ops[i].ID)
+		path.WriteString(" → ")
+	}
+	path.WriteString(ops[walk[0]].ID)
+
+	e := &Error{Reason: ReasonGraphCycle}
+	for p, i := range walk {
+		dep := walk[(p+1)%len(walk)]
+		e.Violations = append(e.Violations, Violation{
+			Field:       fmt.Sprintf("operations[%d].depends_on[%d]", i, edge[p]),
+			Description: fmt.Sprintf("operation %q depends on %q on the cycle %s", ops[i].ID, ops[dep].ID, path.String()),
+		})
+	}
+	closing := walk[len(walk)-1]
+	e.Repair = []RepairStep{{OperationID: ops[closing].ID, Action: ActionDrop}}
+	e.Message = fmt.Sprintf("dependency cycle %s (each operation depends on the next); "+
+		"%d operation(s) can never run: remove one depends_on edge of the cycle", path.String(), stuck)
+	return e
+}

@@ -1,0 +1,100 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+
+	"github.com/blendplane/blendplane/controlplane/internal/fleet"
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// ErrorDomain is the google.rpc.ErrorInfo domain of every Blendplane error.
+const ErrorDomain = "blendplane.dev"
+
+var (
+	// ErrContractViolation: the session cannot be agreed on as asked.
+	ErrContractViolation = errors.New("contract violation")
+	// ErrIdempotencyConflict: a request id was reused with other content.
+	ErrIdempotencyConflict = errors.New("idempotency conflict")
+	// ErrAgentUnavailable: the session's agent did not answer.
+	ErrAgentUnavailable = errors.New("agent unavailable")
+)
+
+// errorTable maps sentinel errors to a gRPC code and an ErrorInfo reason.
+// The first entry whose error matches with errors.Is wins.
+var errorTable = []struct {
+	target error
+	code   codes.Code
+	reason string
+}{
+	{store.ErrSessionNotFound, codes.NotFound, "SESSION_NOT_FOUND"},
+	{store.ErrPlanNotFound, codes.NotFound, "PLAN_NOT_FOUND"},
+	{ErrIdempotencyConflict, codes.FailedPrecondition, "IDEMPOTENCY_CONFLICT"},
+	{ErrContractViolation, codes.FailedPrecondition, "CONTRACT_VIOLATION"},
+	{fleet.ErrNoAgent, codes.Unavailable, "NO_AGENT_AVAILABLE"},
+	{ErrAgentUnavailable, codes.Unavailable, "AGENT_UNAVAILABLE"},
+	{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
+	{context.Canceled, codes.Canceled, "CANCELLED"},
+}
+
+// toStatus turns a domain error into a gRPC status error carrying exactly one
+// ErrorInfo, plus BadRequest and RepairPlan details for refused plans.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var perr *plan.Error
+	if errors.As(err, &perr) {
+		return planRefusal(perr)
+	}
+	for _, e := range errorTable {
+		if errors.Is(err, e.target) {
+			return newStatus(e.code, e.reason, err.Error())
+		}
+	}
+	return newStatus(codes.Internal, "INTERNAL", err.Error())
+}
+
+func newStatus(code codes.Code, reason, msg string, details ...protoadapt.MessageV1) error {
+	st := status.New(code, msg)
+	all := append([]protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain}}, details...)
+	withDetails, err := st.WithDetails(all...)
+	if err != nil {
+		return st.Err()
+	}
+	return withDetails.Err()
+}
+
+func planRefusal(e *plan.Error) error {
+	br := &errdetails.BadRequest{}
+	for _, v := range e.Violations {
+		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: v.Field, Description: v.Description})
+	}
+	repair := &cpv1.RepairPlan{}
+	for _, s := range e.Repair {
+		repair.Steps = append(repair.Steps, &cpv1.RepairStep{OperationId: s.OperationID, Action: repairAction(s.Action)})
+	}
+	return newStatus(codes.InvalidArgument, e.Reason, fmt.Sprintf("%s: %s", e.Reason, e.Message), br, protoadapt.MessageV1Of(repair))
+}
+
+func repairAction(a string) cpv1.RepairStep_Action {
+	switch a {
+	case "retry":
+		return cpv1.RepairStep_ACTION_RETRY
+	case "replace_args":
+		return cpv1.RepairStep_ACTION_REPLACE_ARGS
+	case "drop":
+		return cpv1.RepairStep_ACTION_DROP
+	case "insert_precondition":
+		return cpv1.RepairStep_ACTION_INSERT_PRECONDITION
+	}
+	return cpv1.RepairStep_ACTION_UNSPECIFIED
+}

@@ -1,0 +1,286 @@
+// Package service is the gRPC face of the control plane: it converts between
+// the wire types and the domain packages (plan, store, fleet, executor) and
+// maps their errors to gRPC statuses, nothing more.
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/blendplane/blendplane/controlplane/internal/executor"
+	"github.com/blendplane/blendplane/controlplane/internal/fleet"
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// ContractVersion is the only session contract version this control plane speaks.
+const ContractVersion = "1.0.0"
+
+// Limits are the session limits the control plane enforces and reports.
+type Limits struct {
+	MaxOperationsPerPlan int
+	MaxPayloadBytes      int64
+	// OpenSessionTimeout bounds starting a session's Blender on the agent.
+	OpenSessionTimeout time.Duration
+}
+
+// Server implements ControlPlaneService.
+type Server struct {
+	cpv1.UnimplementedControlPlaneServiceServer
+
+	limits Limits
+	store  *store.Store
+	fleet  *fleet.Fleet
+	exec   *executor.Executor
+	log    *slog.Logger
+
+	mu         sync.Mutex
+	registries map[string]*plan.Registry // compiled, by fingerprint
+}
+
+var _ cpv1.ControlPlaneServiceServer = (*Server)(nil)
+
+// New returns the service.
+func New(limits Limits, st *store.Store, fl *fleet.Fleet, ex *executor.Executor, log *slog.Logger) *Server {
+	return &Server{limits: limits, store: st, fleet: fl, exec: ex, log: log, registries: map[string]*plan.Registry{}}
+}
+
+// Negotiate places a new session on an agent runtime and opens it there.
+func (s *Server) Negotiate(ctx context.Context, req *cpv1.NegotiateRequest) (*cpv1.NegotiateResponse, error) {
+	if req.GetContractVersion() != ContractVersion {
+		return nil, toStatus(fmt.Errorf("%w: contract_version %q is not supported; this control plane speaks %q",
+			ErrContractViolation, req.GetContractVersion(), ContractVersion))
+	}
+	place, err := s.fleet.Place()
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	agent, err := s.fleet.Client(place.Address)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	sessionID := executor.NewID("s")
+	ctx, cancel := context.WithTimeout(ctx, s.limits.OpenSessionTimeout)
+	defer cancel()
+	opened, err := agent.OpenSession(ctx, &agentv1.OpenSessionRequest{SessionId: sessionID, RuntimeId: place.Runtime.GetRuntimeId()})
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("%w: open session on agent %s: %s", ErrAgentUnavailable, place.AgentID, status.Convert(err).Message()))
+	}
+	contract := &cpv1.SessionContract{
+		SessionId:       sessionID,
+		ContractVersion: ContractVersion,
+		HostProfile:     req.GetHostProfile(),
+		BlenderProfile:  opened.GetBlenderProfile(),
+		ToolRegistryRef: &cpv1.ToolRegistryRef{
+			Version:     place.Runtime.GetRegistry().GetVersion(),
+			Fingerprint: place.Runtime.GetRegistry().GetFingerprint(),
+		},
+		AgentId:           place.AgentID,
+		BaselineSceneHash: opened.GetBaselineSceneHash(),
+		Limits: &cpv1.Limits{
+			MaxOperationsPerPlan: int32(s.limits.MaxOperationsPerPlan),
+			MaxPayloadBytes:      s.limits.MaxPayloadBytes,
+			ToolSurfaceCap:       35,
+			MaxConcurrentCalls:   1,
+		},
+		UiOptional: true,
+		CreateTime: timestamppb.Now(),
+	}
+	err = s.store.PutSession(store.Session{
+		Contract:     contract,
+		AgentAddress: place.Address,
+		RuntimeID:    place.Runtime.GetRuntimeId(),
+		Registry:     place.Runtime.GetRegistry(),
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	s.log.Info("session negotiated", "session_id", sessionID, "agent_id", place.AgentID,
+		"runtime_id", place.Runtime.GetRuntimeId(), "client", req.GetHostProfile().GetClientName())
+	return &cpv1.NegotiateResponse{Contract: contract}, nil
+}
+
+// SubmitPlan checks a plan and queues it, or refuses it whole.
+func (s *Server) SubmitPlan(ctx context.Context, req *cpv1.SubmitPlanRequest) (*cpv1.SubmitPlanResponse, error) {
+	sess, err := s.store.Session(req.GetSessionId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if n := len(req.GetOperations()); n > s.limits.MaxOperationsPerPlan {
+		return nil, toStatus(&plan.Error{
+			Reason:     plan.ReasonSchemaInvalid,
+			Message:    fmt.Sprintf("the plan has %d operations; the session's limit is %d: split it into several plans", n, s.limits.MaxOperationsPerPlan),
+			Violations: []plan.Violation{{Field: "operations", Description: fmt.Sprintf("%d operations, at most %d", n, s.limits.MaxOperationsPerPlan)}},
+		})
+	}
+	reg, err := s.registry(sess.Registry)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	ops := toPlanOperations(req.GetOperations())
+	sched, err := plan.Check(ops, reg)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	p := &cpv1.Plan{
+		RequestId:           req.GetRequestId(),
+		SessionId:           req.GetSessionId(),
+		State:               cpv1.Plan_STATE_PENDING,
+		Atomic:              req.GetAtomic(),
+		RegistryFingerprint: sess.Registry.GetFingerprint(),
+		CreateTime:          timestamppb.Now(),
+	}
+	p.UpdateTime = p.CreateTime
+	if req.GetValidateOnly() {
+		p.State = cpv1.Plan_STATE_VALIDATED
+		p.Schedule = scheduleIDs(req.GetOperations(), sched)
+		return &cpv1.SubmitPlanResponse{Plan: p}, nil
+	}
+	digest := planDigest(req.GetSessionId(), ops, req.GetAtomic())
+	existing, err := s.store.CreatePlan(store.NewPlan{Plan: p, Request: req, Schedule: sched, Digest: digest})
+	switch {
+	case errors.Is(err, store.ErrPlanExists) && existing == digest:
+		// The same plan again: no new side effects, answer with the stored one.
+		stored, err := s.store.Plan(req.GetRequestId())
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		return &cpv1.SubmitPlanResponse{Plan: stored}, nil
+	case errors.Is(err, store.ErrPlanExists):
+		return nil, toStatus(fmt.Errorf("%w: request_id %q was already used for a different plan; use a new request_id",
+			ErrIdempotencyConflict, req.GetRequestId()))
+	case err != nil:
+		return nil, toStatus(err)
+	}
+	s.exec.Enqueue(req.GetSessionId(), req.GetRequestId())
+	s.log.Info("plan accepted", "request_id", req.GetRequestId(), "session_id", req.GetSessionId(), "operations", len(ops))
+	p.Schedule = scheduleIDs(req.GetOperations(), sched)
+	return &cpv1.SubmitPlanResponse{Plan: p}, nil
+}
+
+// StreamReceipts sends stored receipts from the cursor, then live ones, and
+// returns when the plan is terminal and every receipt was sent.
+func (s *Server) StreamReceipts(req *cpv1.StreamReceiptsRequest, stream grpc.ServerStreamingServer[cpv1.StreamReceiptsResponse]) error {
+	const page = 512
+	id := req.GetRequestId()
+	cursor := max(req.GetStartSequence(), 1)
+	for {
+		st, err := s.store.PlanState(id)
+		if err != nil {
+			return toStatus(err)
+		}
+		var wake <-chan struct{}
+		if !store.IsTerminal(st.GetState()) {
+			// Watch before reading, then read the state again, so no commit
+			// can fall between the read and the wait.
+			wake = s.store.Watch(id)
+			if st, err = s.store.PlanState(id); err != nil {
+				return toStatus(err)
+			}
+		}
+		receipts, err := s.store.Receipts(id, cursor, page)
+		if err != nil {
+			return toStatus(err)
+		}
+		for _, r := range receipts {
+			if err := stream.Send(&cpv1.StreamReceiptsResponse{Receipt: r}); err != nil {
+				return err
+			}
+			cursor = r.GetSequence() + 1
+		}
+		if len(receipts) == page {
+			continue
+		}
+		if store.IsTerminal(st.GetState()) && cursor > st.GetReceiptCount() {
+			return nil
+		}
+		if wake == nil {
+			continue
+		}
+		select {
+		case <-wake:
+		case <-stream.Context().Done():
+			return toStatus(stream.Context().Err())
+		}
+	}
+}
+
+// GetPlan returns a plan with its state and schedule.
+func (s *Server) GetPlan(ctx context.Context, req *cpv1.GetPlanRequest) (*cpv1.GetPlanResponse, error) {
+	p, err := s.store.Plan(req.GetRequestId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &cpv1.GetPlanResponse{Plan: p}, nil
+}
+
+// ListAgents lists the registered agents.
+func (s *Server) ListAgents(ctx context.Context, req *cpv1.ListAgentsRequest) (*cpv1.ListAgentsResponse, error) {
+	return &cpv1.ListAgentsResponse{Agents: s.fleet.List()}, nil
+}
+
+// RegisterAgent records an agent's registration or heartbeat.
+func (s *Server) RegisterAgent(ctx context.Context, req *cpv1.RegisterAgentRequest) (*cpv1.RegisterAgentResponse, error) {
+	s.fleet.Register(req)
+	return &cpv1.RegisterAgentResponse{HeartbeatIntervalSeconds: int32(s.fleet.Heartbeat() / time.Second)}, nil
+}
+
+// registry compiles a session's tool registry once per fingerprint.
+func (s *Server) registry(r *cpv1.ToolRegistry) (*plan.Registry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if reg, ok := s.registries[r.GetFingerprint()]; ok {
+		return reg, nil
+	}
+	defs := make([]plan.ToolDef, 0, len(r.GetTools()))
+	for _, t := range r.GetTools() {
+		defs = append(defs, plan.ToolDef{Name: t.GetName(), Safety: plan.SafetyLevel(t.GetSafetyLevel()), InputSchema: t.GetInputSchema().AsMap()})
+	}
+	reg, err := plan.NewRegistry(defs)
+	if err != nil {
+		return nil, fmt.Errorf("compile tool registry %s: %w", r.GetFingerprint(), err)
+	}
+	s.registries[r.GetFingerprint()] = reg
+	return reg, nil
+}
+
+func toPlanOperations(in []*cpv1.Operation) []plan.Operation {
+	ops := make([]plan.Operation, len(in))
+	for i, o := range in {
+		ops[i] = plan.Operation{
+			ID:        o.GetOperationId(),
+			Tool:      o.GetToolName(),
+			Args:      o.GetArgs().AsMap(),
+			DependsOn: o.GetDependsOn(),
+			Safety:    plan.SafetyLevel(o.GetSafetyLevel()),
+		}
+	}
+	return ops
+}
+
+func scheduleIDs(ops []*cpv1.Operation, sched []int) []string {
+	ids := make([]string, len(sched))
+	for i, idx := range sched {
+		ids[i] = ops[idx].GetOperationId()
+	}
+	return ids
+}
+
+// planDigest binds a plan's content to its session: the same request id in
+// another session is a different plan.
+func planDigest(sessionID string, ops []plan.Operation, atomic bool) string {
+	h := sha256.Sum256([]byte(sessionID + "\x00" + plan.Digest(ops, atomic)))
+	return hex.EncodeToString(h[:])
+}
