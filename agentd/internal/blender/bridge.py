@@ -36,7 +36,7 @@ datablock removed, then built with ``bpy.data``:
   no active object;
 - world "World": no nodes, color (0.05, 0.05, 0.05);
 - render: engine CYCLES, device CPU, 640x480 at 100 %, PNG RGBA 8 bit, every
-  stamp/metadata field off, no film transparency, compositing and sequencer off,
+  stamp/metadata field off (render.still also strips PNG text/time chunks), no film transparency, compositing and sequencer off,
   color management Standard view / no look / exposure 0 / gamma 1;
 - Cycles: 16 samples, seed 0, animated seed off, adaptive sampling off,
   denoising off (render determinism).
@@ -48,7 +48,9 @@ objects, meshes, cameras, lights, materials, collections, worlds and scenes
 (render settings live in the scene record). Keys are ``"<kind>:<name>"``.
 Floats are rounded to 5 decimal places (a 1e-5 tolerance) and -0.0 becomes
 0.0; mesh vertex coordinates enter as integers ``round(x * 1e5)`` through a
-SHA-256 digest, together with the face topology. Object membership in
+SHA-256 digest, together with the face topology (each face's vertex indices
+rotated to start at the lowest index, faces sorted, so face order and a face's
+first loop do not matter). Object membership in
 collections is stored on the object (the scene's master collection is named
 ``"<scene>:<scene name>"``), so adding an object re-digests only that object.
 Each record is encoded as JSON with sorted keys, separators ``(",", ":")`` and
@@ -204,11 +206,19 @@ def mesh_geometry_digest(me):
     h.update(b"|")
     loops = [0] * len(me.loops)
     me.loops.foreach_get("vertex_index", loops)
-    h.update(",".join(map(str, loops)).encode("ascii"))
-    h.update(b"|")
+    starts = [0] * len(me.polygons)
+    me.polygons.foreach_get("loop_start", starts)
     sizes = [0] * len(me.polygons)
     me.polygons.foreach_get("loop_total", sizes)
-    h.update(",".join(map(str, sizes)).encode("ascii"))
+    faces = []
+    for s, n in zip(starts, sizes):
+        f = loops[s:s + n]
+        k = f.index(min(f)) if f else 0
+        faces.append(tuple(f[k:] + f[:k]))  # same winding, lowest vertex first
+    # Face order and the first loop of a face differ between Blender versions
+    # for the same primitive (UV sphere on 3.4 vs 4.5); the shape does not.
+    faces.sort()
+    h.update(";".join(",".join(map(str, f)) for f in faces).encode("ascii"))
     return h.hexdigest()
 
 
@@ -649,14 +659,15 @@ def build_primitive(bm, kind, size):
 
 
 def free_name(base):
+    """The lowest free name of base, base.001, base.002, ...: a function of the
+    scene alone, so a replay after recovery picks the same names."""
     if base not in bpy.data.objects:
         return base
+    taken = set(bpy.data.objects.keys())
     i = 1
-    while True:
-        name = "%s.%03d" % (base, i)
-        if name not in bpy.data.objects:
-            return name
+    while "%s.%03d" % (base, i) in taken:
         i += 1
+    return "%s.%03d" % (base, i)
 
 
 def transform_of(ob):
@@ -783,6 +794,32 @@ def sandbox_path(output):
     return path
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PNG_VOLATILE_CHUNKS = (b"tEXt", b"zTXt", b"iTXt", b"tIME")
+
+
+def strip_png_metadata(path):
+    """Drop text and time chunks: Cycles on 3.4 writes render times there even
+    with every stamp off, which would make equal pixels differ in bytes."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data.startswith(PNG_SIGNATURE):
+        raise ToolError("internal_error", "render output is not a PNG")
+    out = [PNG_SIGNATURE]
+    i = len(PNG_SIGNATURE)
+    while i + 8 <= len(data):
+        n = int.from_bytes(data[i:i + 4], "big")
+        kind = data[i + 4:i + 8]
+        end = i + 12 + n
+        if end > len(data):
+            raise ToolError("internal_error", "render output is a truncated PNG")
+        if kind not in PNG_VOLATILE_CHUNKS:
+            out.append(data[i:end])
+        i = end
+    with open(path, "wb") as f:
+        f.write(b"".join(out))
+
+
 class Saved:
     """Remembers attribute values so a tool can put them back."""
 
@@ -837,6 +874,7 @@ def tool_render_still(tx, args):
         bpy.ops.render.render(write_still=True, scene=sc.name)
         if not os.path.exists(tmp):
             raise ToolError("internal_error", "Blender did not write the render output")
+        strip_png_metadata(tmp)
         os.replace(tmp, path)
         log("render done", seconds=round(time.time() - t0, 3), path=path)
     finally:

@@ -65,9 +65,9 @@ func TestCheckRefusals(t *testing.T) {
 			reason:  ReasonGraphCycle,
 			message: []string{"dependency cycle a → c → b → a", "4 operation(s) can never run"},
 			violations: []Violation{
-				{"operations[4].depends_on[1]", `operation "a" depends on "c" on the cycle a → c → b → a`},
-				{"operations[2].depends_on[0]", `operation "c" depends on "b" on the cycle a → c → b → a`},
-				{"operations[3].depends_on[0]", `operation "b" depends on "a" on the cycle a → c → b → a`},
+				{"operations[4].depends_on[1]", `operation "a" depends on "c" on a cycle of 3 operation(s)`},
+				{"operations[2].depends_on[0]", `operation "c" depends on "b" on a cycle of 3 operation(s)`},
+				{"operations[3].depends_on[0]", `operation "b" depends on "a" on a cycle of 3 operation(s)`},
 			},
 			repair: []RepairStep{{"b", ActionDrop}},
 		},
@@ -77,8 +77,8 @@ func TestCheckRefusals(t *testing.T) {
 			reason:  ReasonGraphCycle,
 			message: []string{"dependency cycle x → y → x"},
 			violations: []Violation{
-				{"operations[1].depends_on[0]", `operation "x" depends on "y" on the cycle x → y → x`},
-				{"operations[0].depends_on[0]", `operation "y" depends on "x" on the cycle x → y → x`},
+				{"operations[1].depends_on[0]", `operation "x" depends on "y" on a cycle of 2 operation(s)`},
+				{"operations[0].depends_on[0]", `operation "y" depends on "x" on a cycle of 2 operation(s)`},
 			},
 			repair: []RepairStep{{"y", ActionDrop}},
 		},

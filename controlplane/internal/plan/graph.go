@@ -172,24 +172,40 @@ func (g *graph) cycleError(ops []Operation, indegree []int, stuck int) *Error {
 	walk = slices.Concat(walk[m:], walk[:m])
 	edge = slices.Concat(edge[m:], edge[:m])
 
-	var path strings.Builder
-	for _, i := range walk {
-		path.WriteString(ops[i].ID)
-		path.WriteString(" → ")
-	}
-	path.WriteString(ops[walk[0]].ID)
-
+	path := cyclePath(ops, walk)
 	e := &Error{Reason: ReasonGraphCycle}
 	for p, i := range walk {
 		dep := walk[(p+1)%len(walk)]
 		e.Violations = append(e.Violations, Violation{
-			Field:       fmt.Sprintf("operations[%d].depends_on[%d]", i, edge[p]),
-			Description: fmt.Sprintf("operation %q depends on %q on the cycle %s", ops[i].ID, ops[dep].ID, path.String()),
+			Field: fmt.Sprintf("operations[%d].depends_on[%d]", i, edge[p]),
+			Description: fmt.Sprintf("operation %q depends on %q on a cycle of %d operation(s)",
+				ops[i].ID, ops[dep].ID, len(walk)),
 		})
 	}
 	closing := walk[len(walk)-1]
 	e.Repair = []RepairStep{{OperationID: ops[closing].ID, Action: ActionDrop}}
 	e.Message = fmt.Sprintf("dependency cycle %s (each operation depends on the next); "+
-		"%d operation(s) can never run: remove one depends_on edge of the cycle", path.String(), stuck)
+		"%d operation(s) can never run: remove one depends_on edge of the cycle", path, stuck)
 	return e
+}
+
+// maxCyclePath bounds the operations a GRAPH_CYCLE message spells out.
+const maxCyclePath = 32
+
+// cyclePath renders a cycle as "a → b → c → a", eliding the middle of long
+// cycles so that the message stays short.
+func cyclePath(ops []Operation, walk []int) string {
+	var b strings.Builder
+	for p, i := range walk {
+		if len(walk) > maxCyclePath && p == maxCyclePath/2 {
+			fmt.Fprintf(&b, "… (%d more) … → ", len(walk)-maxCyclePath)
+		}
+		if len(walk) > maxCyclePath && p >= maxCyclePath/2 && p < len(walk)-maxCyclePath/2 {
+			continue
+		}
+		b.WriteString(ops[i].ID)
+		b.WriteString(" → ")
+	}
+	b.WriteString(ops[walk[0]].ID)
+	return b.String()
 }

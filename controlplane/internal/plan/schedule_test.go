@@ -3,6 +3,7 @@ package plan
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -137,8 +138,14 @@ func TestCheckChain100k(t *testing.T) {
 	if pe.Reason != ReasonGraphCycle || len(pe.Violations) != len(ops) {
 		t.Fatalf("got %s with %d violations", pe.Reason, len(pe.Violations))
 	}
-	if want := []RepairStep{{ops[len(ops)-1].ID, ActionDrop}}; !slices.Equal(pe.Repair, want) {
+	// op-000000 → op-099999 → … → op-000001 → op-000000: op-000001 closes it.
+	if want := []RepairStep{{"op-000001", ActionDrop}}; !slices.Equal(pe.Repair, want) {
 		t.Fatalf("repair %v, want %v", pe.Repair, want)
+	}
+	if want := "dependency cycle op-000000 → op-099999 → "; !strings.HasPrefix(pe.Message, want) ||
+		!strings.Contains(pe.Message, "… (99968 more) … → op-000016 → ") ||
+		!strings.Contains(pe.Message, "op-000001 → op-000000 (") || len(pe.Message) > 1000 {
+		t.Fatalf("message %q", pe.Message)
 	}
 }
 

@@ -1,0 +1,192 @@
+// Package agentd wires the per-machine agent daemon: configuration, journal,
+// Blender runtimes, AgentService with reflection and health, and the
+// registration heartbeat to the control plane.
+package agentd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"buf.build/go/protovalidate"
+	protovalidate_mw "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/protovalidate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/blendplane/blendplane/agentd/internal/blender"
+	"github.com/blendplane/blendplane/agentd/internal/journal"
+	"github.com/blendplane/blendplane/agentd/internal/service"
+	"github.com/blendplane/blendplane/agentd/internal/sessions"
+	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// Config configures agentd. Defaults() gives every field a value.
+type Config struct {
+	// Listen is the AgentService listen address. Loopback by default.
+	Listen string
+	// Advertise is the address the control plane dials; empty means the
+	// bound listen address.
+	Advertise string
+	// ControlPlane is the control plane's address.
+	ControlPlane string
+	// DataDir holds agentd.db (identity, journal) and sessions/<id>/ (each
+	// session's work files and its output sandbox).
+	DataDir string
+	// Blender lists Blender runtimes: blender binaries or Pythons that can
+	// import bpy. Empty: the repo's .blender/venv, then blender on PATH.
+	Blender []string
+	// MaxMessageBytes caps one gRPC message.
+	MaxMessageBytes int
+}
+
+// Defaults returns the default configuration.
+func Defaults() Config {
+	return Config{
+		Listen:          "127.0.0.1:7401",
+		ControlPlane:    "127.0.0.1:7400",
+		DataDir:         "./data/agentd",
+		MaxMessageBytes: 64 << 20,
+	}
+}
+
+// Run serves until ctx is cancelled, then stops every Blender and exits.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	j, err := journal.Open(filepath.Join(cfg.DataDir, "agentd.db"))
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	agentID, err := j.AgentID()
+	if err != nil {
+		return err
+	}
+	log = log.With("agent_id", agentID)
+
+	rts, err := blender.Discover(cfg.Blender, searchDirs())
+	if err != nil {
+		return err
+	}
+	runtimes, err := sessions.Probe(ctx, rts, cfg.DataDir, log)
+	if err != nil {
+		return err
+	}
+	mgr := sessions.NewManager(runtimes, cfg.DataDir, j, log.With("component", "sessions"))
+	defer mgr.CloseAll()
+
+	val, err := protovalidate.New()
+	if err != nil {
+		return err
+	}
+	srv := grpc.NewServer(
+		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
+		grpc.ChainUnaryInterceptor(protovalidate_mw.UnaryServerInterceptor(val)),
+	)
+	hostname, _ := os.Hostname()
+	agentv1.RegisterAgentServiceServer(srv, service.New(agentID, hostname, mgr))
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	advertise := cfg.Advertise
+	if advertise == "" {
+		advertise = lis.Addr().String()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	log.Info("agentd serving", "addr", lis.Addr().String(), "control_plane", cfg.ControlPlane, "data_dir", cfg.DataDir)
+
+	regCtx, stopReg := context.WithCancel(ctx)
+	defer stopReg()
+	go register(regCtx, cfg.ControlPlane, &cpv1.RegisterAgentRequest{
+		AgentId: agentID, Address: advertise, Hostname: hostname, Runtimes: mgr.Runtimes(),
+	}, mgr, log)
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("agentd stopping")
+	hs.Shutdown()
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		srv.Stop()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// register announces the agent to the control plane and repeats it at the
+// interval the control plane asks for, as a heartbeat.
+func register(ctx context.Context, addr string, req *cpv1.RegisterAgentRequest, mgr *sessions.Manager, log *slog.Logger) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Error("control plane address", "addr", addr, "err", err)
+		return
+	}
+	defer conn.Close()
+	cp := cpv1.NewControlPlaneServiceClient(conn)
+	interval, failing, registered := 2*time.Second, false, false
+	for {
+		req.SessionCount = int32(mgr.Count())
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := cp.RegisterAgent(rctx, req)
+		cancel()
+		switch {
+		case err != nil && !failing:
+			failing = true
+			log.Warn("cannot register with control plane; retrying", "control_plane", addr, "err", err)
+		case err == nil:
+			if failing || !registered {
+				log.Info("registered with control plane", "control_plane", addr)
+			}
+			failing, registered = false, true
+			if s := resp.GetHeartbeatIntervalSeconds(); s > 0 {
+				interval = time.Duration(s) * time.Second
+			}
+		}
+		wait := interval
+		if failing {
+			wait = 500 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// searchDirs are where the repo's .blender/venv may be: the working
+// directory and the directory above the binary (bin/..).
+func searchDirs() []string {
+	var dirs []string
+	if wd, err := os.Getwd(); err == nil {
+		dirs = append(dirs, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Dir(filepath.Dir(exe)))
+	}
+	return dirs
+}

@@ -1,0 +1,300 @@
+// Command blendctl is the Blendplane CLI: submit plans and watch their
+// receipts, inspect plans and agents.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/blendplane/blendplane/cmd/internal/flagenv"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+const usage = `blendctl: the Blendplane CLI
+
+Usage:
+  blendctl [--addr HOST:PORT] [--json] COMMAND [ARGS]
+
+Commands:
+  submit PLAN.json [--session ID] [--request-id ID] [--validate-only] [--atomic] [--watch]
+                      submit a plan (negotiates a new session unless --session is given);
+                      --watch streams its receipts with progress until it ends
+  watch REQUEST_ID [--from N]
+                      stream a plan's receipts from sequence N
+  plan REQUEST_ID     show a plan and its state
+  negotiate           open a session and print its contract
+  agents              list the agents registered with the control plane
+
+Environment: BLENDPLANE_ADDR overrides --addr.
+`
+
+type cli struct {
+	cp   cpv1.ControlPlaneServiceClient
+	json bool
+	out  io.Writer
+}
+
+func main() {
+	err := run(os.Args[1:])
+	if err != nil {
+		if !errors.Is(err, errPlanFailed) {
+			fmt.Fprintln(os.Stderr, "blendctl:", describeError(err))
+		}
+		os.Exit(1)
+	}
+}
+
+// errPlanFailed: the plan ran and failed; its receipts already said why.
+var errPlanFailed = errors.New("plan failed")
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("blendctl", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(os.Stderr, usage) }
+	addr := fs.String("addr", "127.0.0.1:7400", "control plane address")
+	asJSON := fs.Bool("json", false, "print JSON (protojson) instead of text")
+	maxMsg := fs.Int("max-message-bytes", 64<<20, "largest gRPC message sent or received")
+	if err := flagenv.Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errors.New("no command given")
+	}
+	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(*maxMsg), grpc.MaxCallSendMsgSize(*maxMsg)))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	c := &cli{cp: cpv1.NewControlPlaneServiceClient(conn), json: *asJSON, out: os.Stdout}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	switch cmd {
+	case "submit":
+		return c.submit(ctx, rest)
+	case "watch":
+		return c.watchCmd(ctx, rest)
+	case "plan":
+		return c.plan(ctx, rest)
+	case "negotiate":
+		return c.negotiateCmd(ctx)
+	case "agents":
+		return c.agents(ctx)
+	case "help":
+		fs.Usage()
+		return nil
+	}
+	return fmt.Errorf("unknown command %q (try: %s)", cmd, strings.Join([]string{"submit", "watch", "plan", "negotiate", "agents"}, ", "))
+}
+
+// rpcTimeout bounds unary calls; Negotiate may start a Blender.
+const rpcTimeout = 2 * time.Minute
+
+func (c *cli) negotiate(ctx context.Context) (*cpv1.SessionContract, error) {
+	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	resp, err := c.cp.Negotiate(ctx, &cpv1.NegotiateRequest{
+		ContractVersion: "1.0.0",
+		HostProfile:     &cpv1.HostProfile{ClientName: "blendctl", ClientVersion: "0.1.0"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("negotiate: %w", err)
+	}
+	return resp.GetContract(), nil
+}
+
+func (c *cli) negotiateCmd(ctx context.Context) error {
+	contract, err := c.negotiate(ctx)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(contract)
+	}
+	printContract(c.out, contract)
+	return nil
+}
+
+func (c *cli) agents(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	resp, err := c.cp.ListAgents(ctx, &cpv1.ListAgentsRequest{})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(resp)
+	}
+	printAgents(c.out, resp.GetAgents())
+	return nil
+}
+
+func (c *cli) plan(ctx context.Context, args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: blendctl plan REQUEST_ID")
+	}
+	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	resp, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: args[0]})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(resp.GetPlan())
+	}
+	printPlan(c.out, resp.GetPlan())
+	return nil
+}
+
+func (c *cli) submit(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
+	session := fs.String("session", "", "session to run in (default: negotiate a new one)")
+	requestID := fs.String("request-id", "", "override the plan file's request_id")
+	validateOnly := fs.Bool("validate-only", false, "validate and schedule only; run nothing")
+	atomic := fs.Bool("atomic", false, "roll back the whole plan if an operation fails")
+	watch := fs.Bool("watch", false, "stream receipts with progress until the plan ends")
+	path, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	req, err := readPlan(path)
+	if err != nil {
+		return err
+	}
+	if *requestID != "" {
+		req.RequestId = *requestID
+	}
+	req.ValidateOnly, req.Atomic = *validateOnly, *atomic
+	req.SessionId = *session
+	if req.SessionId == "" {
+		contract, err := c.negotiate(ctx)
+		if err != nil {
+			return err
+		}
+		req.SessionId = contract.GetSessionId()
+		if !c.json {
+			fmt.Fprintf(c.out, "session %s on agent %s (Blender %s, %s)\n", contract.GetSessionId(), contract.GetAgentId(),
+				contract.GetBlenderProfile().GetVersion(), contract.GetBlenderProfile().GetRuntime())
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	resp, err := c.cp.SubmitPlan(sctx, req)
+	if err != nil {
+		return fmt.Errorf("submit %s: %w", path, err)
+	}
+	p := resp.GetPlan()
+	if c.json && !*watch {
+		return c.printJSON(p)
+	}
+	if !c.json {
+		fmt.Fprintf(c.out, "plan %s %s: %d operations, schedule %s\n", p.GetRequestId(), stateName(p.GetState()),
+			len(p.GetSchedule()), abbreviate(p.GetSchedule(), 8))
+	}
+	if !*watch || p.GetState() == cpv1.Plan_STATE_VALIDATED {
+		return nil
+	}
+	return c.watch(ctx, p.GetRequestId(), 1, len(p.GetSchedule()))
+}
+
+func (c *cli) watchCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
+	from := fs.Int64("from", 1, "first receipt sequence to show")
+	id, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	gctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	resp, err := c.cp.GetPlan(gctx, &cpv1.GetPlanRequest{RequestId: id})
+	if err != nil {
+		return err
+	}
+	return c.watch(ctx, id, *from, len(resp.GetPlan().GetSchedule()))
+}
+
+// watch streams receipts from a cursor; if the stream breaks it resumes from
+// the last receipt seen, so nothing is shown twice or skipped.
+func (c *cli) watch(ctx context.Context, requestID string, from int64, total int) error {
+	progress := newProgress(c.out, total, c.json)
+	cursor := from
+	for attempt := 0; ; attempt++ {
+		stream, err := c.cp.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID, StartSequence: cursor})
+		if err != nil {
+			return err
+		}
+		for {
+			resp, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return c.finish(ctx, requestID, progress)
+			}
+			if err != nil {
+				if ctx.Err() != nil || attempt >= 5 {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "blendctl: stream interrupted (%v); resuming at receipt %d\n", describeError(err), cursor)
+				time.Sleep(time.Second)
+				break
+			}
+			r := resp.GetReceipt()
+			cursor = r.GetSequence() + 1
+			if c.json {
+				if err := c.printJSON(r); err != nil {
+					return err
+				}
+				continue
+			}
+			progress.receipt(r)
+		}
+	}
+}
+
+func (c *cli) finish(ctx context.Context, requestID string, progress *progress) error {
+	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	resp, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID})
+	if err != nil {
+		return err
+	}
+	p := resp.GetPlan()
+	if !c.json {
+		progress.done(p)
+	}
+	if p.GetState() == cpv1.Plan_STATE_FAILED {
+		return errPlanFailed
+	}
+	return nil
+}
+
+// parseInterspersed parses flags placed before or after the one positional
+// argument, as people type them.
+func parseInterspersed(fs *flag.FlagSet, args []string) (string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return "", err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) != 1 {
+		return "", fmt.Errorf("%s: want exactly one argument, got %d", fs.Name(), len(pos))
+	}
+	return pos[0], nil
+}

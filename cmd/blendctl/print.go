@@ -1,0 +1,171 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+func (c *cli) printJSON(m proto.Message) error {
+	raw, err := protojson.MarshalOptions{Multiline: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(c.out, string(raw))
+	return err
+}
+
+// describeError renders a gRPC error with its reason, field violations and
+// repair plan, so a refusal says what to fix.
+func describeError(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", st.Code(), st.Message())
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			fmt.Fprintf(&b, "\n  reason: %s", d.GetReason())
+		case *errdetails.BadRequest:
+			for _, v := range d.GetFieldViolations() {
+				fmt.Fprintf(&b, "\n  %s: %s", v.GetField(), v.GetDescription())
+			}
+		case *cpv1.RepairPlan:
+			for _, s := range d.GetSteps() {
+				fmt.Fprintf(&b, "\n  repair: %s %s", strings.TrimPrefix(s.GetAction().String(), "ACTION_"), s.GetOperationId())
+			}
+		}
+	}
+	return b.String()
+}
+
+func stateName(s cpv1.Plan_State) string { return strings.TrimPrefix(s.String(), "STATE_") }
+
+func abbreviate(ids []string, n int) string {
+	if len(ids) <= n {
+		return strings.Join(ids, " → ")
+	}
+	return strings.Join(ids[:n], " → ") + fmt.Sprintf(" → … (%d more)", len(ids)-n)
+}
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	return hash
+}
+
+// progress prints one line per receipt, with a live counter.
+type progress struct {
+	out    io.Writer
+	total  int
+	seen   int
+	failed int
+	start  time.Time
+	tty    bool
+	quiet  bool
+}
+
+func newProgress(out io.Writer, total int, quiet bool) *progress {
+	tty := false
+	if f, ok := out.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil {
+			tty = fi.Mode()&os.ModeCharDevice != 0
+		}
+	}
+	return &progress{out: out, total: total, start: time.Now(), tty: tty, quiet: quiet}
+}
+
+func (p *progress) receipt(r *cpv1.Receipt) {
+	p.seen++
+	status := strings.TrimPrefix(r.GetStatus().String(), "STATUS_")
+	if r.GetStatus() == cpv1.Receipt_STATUS_FAILED || r.GetStatus() == cpv1.Receipt_STATUS_NOT_RUN {
+		p.failed++
+	}
+	width := len(fmt.Sprint(p.total))
+	if p.tty {
+		fmt.Fprint(p.out, "\r\033[K")
+	}
+	line := fmt.Sprintf("[%*d/%d] %-24s %-22s %-18s", width, r.GetSequence(), p.total, r.GetOperationId(), r.GetToolName(), status)
+	if r.GetSceneHashAfter() != "" {
+		line += " scene " + short(r.GetSceneHashAfter())
+	}
+	if d := r.GetDurationMicros(); d > 0 {
+		line += fmt.Sprintf(" %6.1fms", float64(d)/1000)
+	}
+	fmt.Fprintln(p.out, line)
+	if res := r.GetResult().GetFields(); res["path"] != nil {
+		fmt.Fprintf(p.out, "         wrote %s (sha256 %s)\n", res["path"].GetStringValue(), short(res["sha256"].GetStringValue()))
+	}
+	if e := r.GetError(); e != nil && r.GetStatus() == cpv1.Receipt_STATUS_FAILED {
+		fmt.Fprintf(p.out, "         %s: %s\n         hint: %s\n", e.GetErrorCode(), e.GetMessage(), e.GetRetryHint())
+	}
+	if p.tty && p.seen < p.total {
+		fmt.Fprintf(p.out, "%s %d/%d done, %s", bar(p.seen, p.total, 30), p.seen, p.total, time.Since(p.start).Round(100*time.Millisecond))
+	}
+}
+
+func bar(done, total, width int) string {
+	if total == 0 {
+		return ""
+	}
+	n := done * width / total
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+func (p *progress) done(plan *cpv1.Plan) {
+	if p.tty {
+		fmt.Fprint(p.out, "\r\033[K")
+	}
+	fmt.Fprintf(p.out, "plan %s %s: %d receipts in %s\n", plan.GetRequestId(), stateName(plan.GetState()),
+		plan.GetReceiptCount(), time.Since(p.start).Round(time.Millisecond))
+	if f := plan.GetFailure(); f != nil {
+		fmt.Fprintf(p.out, "  %s: %s\n  hint: %s\n", f.GetErrorCode(), f.GetMessage(), f.GetRetryHint())
+	}
+}
+
+func printPlan(out io.Writer, p *cpv1.Plan) {
+	fmt.Fprintf(out, "plan %s\n  session:   %s\n  state:     %s\n  receipts:  %d of %d\n  registry:  %s\n  schedule:  %s\n",
+		p.GetRequestId(), p.GetSessionId(), stateName(p.GetState()), p.GetReceiptCount(), len(p.GetSchedule()),
+		short(p.GetRegistryFingerprint()), abbreviate(p.GetSchedule(), 12))
+	if f := p.GetFailure(); f != nil {
+		fmt.Fprintf(out, "  failure:   %s: %s\n  hint:      %s\n", f.GetErrorCode(), f.GetMessage(), f.GetRetryHint())
+	}
+}
+
+func printContract(out io.Writer, c *cpv1.SessionContract) {
+	bp := c.GetBlenderProfile()
+	fmt.Fprintf(out, "session %s\n  contract:  %s\n  agent:     %s\n  blender:   %s (%s, %s, python %s)\n  registry:  %s %s\n  baseline:  %s\n",
+		c.GetSessionId(), c.GetContractVersion(), c.GetAgentId(), bp.GetVersion(), bp.GetRuntime(), bp.GetPlatform(),
+		bp.GetPythonVersion(), c.GetToolRegistryRef().GetVersion(), short(c.GetToolRegistryRef().GetFingerprint()),
+		short(c.GetBaselineSceneHash()))
+}
+
+func printAgents(out io.Writer, agents []*cpv1.Agent) {
+	if len(agents) == 0 {
+		fmt.Fprintln(out, "no agents registered")
+		return
+	}
+	fmt.Fprintf(out, "%-20s %-22s %-12s %-9s %s\n", "AGENT", "ADDRESS", "STATE", "SESSIONS", "RUNTIMES")
+	for _, a := range agents {
+		var rts []string
+		for _, rt := range a.GetRuntimes() {
+			rts = append(rts, fmt.Sprintf("%s (%d tools)", rt.GetRuntimeId(), len(rt.GetRegistry().GetTools())))
+		}
+		sort.Strings(rts)
+		fmt.Fprintf(out, "%-20s %-22s %-12s %-9d %s\n", a.GetAgentId(), a.GetAddress(),
+			strings.TrimPrefix(a.GetState().String(), "STATE_"), a.GetSessionCount(), strings.Join(rts, ", "))
+	}
+}
