@@ -580,9 +580,16 @@ def check_name(name):
 # Tool transactions: touched keys and compensations for partial work.
 
 class Tx:
-    def __init__(self):
+    def __init__(self, inject_failure=None):
         self.touched = []
         self.undo = []
+        self.inject_failure = inject_failure
+
+    def checkpoint(self, label):
+        """Tests name a checkpoint in execute's inject_failure param to make the
+        tool fail there, after partial work, and check the rollback."""
+        if self.inject_failure == label:
+            raise RuntimeError("injected failure at " + label)
 
     def touch(self, kind, name):
         if (kind, name) not in self.touched:
@@ -730,6 +737,7 @@ def tool_object_create(tx, args):
         tx.touch("scene", sc.name)
         tx.on_undo(lambda: setattr(vl.objects, "active", bpy.data.objects.get(prev_name) if prev_name else None))
         vl.objects.active = ob
+    tx.checkpoint("object.create:linked")
     return {"name": ob.name, "type": kind, "vertices": len(me.vertices)}
 
 
@@ -772,6 +780,7 @@ def tool_object_set_transform(tx, args):
     for k in ("location", "rotation_euler", "scale"):
         if k in args:
             setattr(ob, k, args[k])
+            tx.checkpoint("object.set_transform:" + k)
     out = transform_of(ob)
     out["name"] = name
     return out
@@ -1039,7 +1048,8 @@ def m_execute(params):
     if tool is None:
         raise ToolError("not_found", "unknown tool %r" % (name,))
     check(tool["input_schema"], args)
-    tx = Tx()
+    inject = params.get("inject_failure")
+    tx = Tx(inject if isinstance(inject, str) else None)
     t0 = time.time()
     try:
         result = tool["fn"](tx, args)

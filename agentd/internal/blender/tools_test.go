@@ -3,6 +3,7 @@ package blender
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -244,4 +245,34 @@ func TestIncrementalHashMatchesFull(t *testing.T) {
 	if len(finals) == 2 && finals[RuntimeBPYModule] != finals[RuntimeBinary] {
 		t.Errorf("same operations, different scene hash across Blender versions: %v", finals)
 	}
+}
+
+// TestFailureMidwayRollsBack makes tools fail after partial work (through the
+// bridge's inject_failure hook) and checks that nothing of it remains.
+func TestFailureMidwayRollsBack(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Keep"})
+		before := assertIncrementalMatchesFull(t, p)
+		cases := []map[string]any{
+			{"tool": "object.create", "args": map[string]any{"type": "monkey", "name": "Half"}, "inject_failure": "object.create:linked"},
+			{"tool": "object.create", "args": map[string]any{"type": "cube"}, "inject_failure": "object.create:linked"},
+			{"tool": "object.set_transform", "args": map[string]any{"name": "Keep", "location": []any{9, 9, 9}, "scale": []any{2, 2, 2}}, "inject_failure": "object.set_transform:scale"},
+		}
+		for _, c := range cases {
+			var te *ToolError
+			err := p.call(callCtx(t), "execute", c, nil, nil)
+			if !errors.As(err, &te) || te.Code != CodeInternalError || strings.Contains(te.Message, "\n") {
+				t.Fatalf("%v: err = %v, want one-line internal_error", c, err)
+			}
+			after := assertIncrementalMatchesFull(t, p)
+			if after.SceneHash != before.SceneHash {
+				t.Fatalf("%v left partial work: hash %s, want %s", c, after.SceneHash, before.SceneHash)
+			}
+		}
+		summary := mustExecute(t, p, "scene.get_summary", nil)
+		if summary.Result["object_count"] != float64(3) || summary.Result["active_object"] != "Keep" {
+			t.Errorf("summary after rollbacks = %v", summary.Result)
+		}
+	})
 }

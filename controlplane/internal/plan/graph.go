@@ -15,7 +15,7 @@ type graph struct {
 	start    []int
 	next     []int
 	indegree []int
-	deps     [][]int // deps[i][j] is the index of ops[i].DependsOn[j]
+	deps     [][]int // deps[i][j] is the index of ops[i].DependsOn[j]; all share one array
 }
 
 // buildGraph resolves every depends_on entry, or returns a
@@ -26,11 +26,17 @@ type graph struct {
 func buildGraph(ops []Operation, index map[string]int) (*graph, error) {
 	n := len(ops)
 	g := &graph{start: make([]int, n+1), indegree: make([]int, n), deps: make([][]int, n)}
+	total := 0
+	for _, op := range ops {
+		total += len(op.DependsOn)
+	}
+	all := make([]int, total)
 	var e *Error
 	var inserted map[string]bool
 	edges := 0
 	for i, op := range ops {
-		d := make([]int, len(op.DependsOn))
+		d := all[:len(op.DependsOn):len(op.DependsOn)]
+		all = all[len(op.DependsOn):]
 		for j, id := range op.DependsOn {
 			k, ok := index[id]
 			if ok && k != i {

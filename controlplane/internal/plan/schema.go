@@ -27,13 +27,15 @@ var printer = message.NewPrinter(language.English)
 // tool's input schema. All tools are known by now.
 func checkArgs(ops []Operation, reg *Registry) error {
 	var e *Error
-	var empty = map[string]any{}
+	empty := map[string]any{}
+	var scratch []argNode
 	for i, op := range ops {
 		args := op.Args
 		if args == nil {
 			args = empty
 		}
-		vs := jsonViolations(i, op.ID, args)
+		var vs []Violation
+		vs, scratch = jsonViolations(i, op.ID, args, scratch[:0])
 		if len(vs) == 0 {
 			t, _ := reg.lookup(op.Tool)
 			if err := t.schema.Validate(args); err != nil {
@@ -66,12 +68,13 @@ type argNode struct {
 	depth  int
 }
 
-// jsonViolations walks args iteratively and reports what JSON cannot carry
-// (NaN, infinities, invalid UTF-8, Go types encoding/json does not produce)
-// and nesting deeper than MaxArgsDepth.
-func jsonViolations(i int, id string, args map[string]any) []Violation {
+// jsonViolations walks args iteratively and reports, sorted by field, what
+// JSON cannot carry (NaN, infinities, invalid UTF-8, Go types encoding/json
+// does not produce) and nesting deeper than MaxArgsDepth. It uses nodes as
+// scratch space and returns it for reuse.
+func jsonViolations(i int, id string, args map[string]any, nodes []argNode) ([]Violation, []argNode) {
 	var vs []Violation
-	nodes := []argNode{{val: args, parent: -1, depth: 1}}
+	nodes = append(nodes, argNode{val: args, parent: -1, depth: 1})
 	report := func(n int, what string) {
 		vs = append(vs, Violation{
 			Field:       argsField(i, nodes, n),
@@ -94,17 +97,12 @@ func jsonViolations(i int, id string, args map[string]any) []Violation {
 				report(n, fmt.Sprintf("nested deeper than %d levels", MaxArgsDepth))
 				continue
 			}
-			keys := make([]string, 0, len(x))
-			for k := range x {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys) // deterministic violation order
-			for _, k := range keys {
+			for k, v := range x {
 				if !utf8.ValidString(k) {
 					report(n, fmt.Sprintf("key %q is not valid UTF-8", k))
 					continue
 				}
-				nodes = append(nodes, argNode{val: x[k], parent: n, token: k, depth: nodes[n].depth + 1})
+				nodes = append(nodes, argNode{val: v, parent: n, token: k, depth: nodes[n].depth + 1})
 			}
 		case []any:
 			if nodes[n].depth >= MaxArgsDepth && len(x) > 0 {
@@ -118,7 +116,18 @@ func jsonViolations(i int, id string, args map[string]any) []Violation {
 			report(n, fmt.Sprintf("%T is not a JSON value", x))
 		}
 	}
-	return vs
+	sortViolations(vs) // map order above is random
+	clear(nodes)       // drop references to args
+	return vs, nodes
+}
+
+func sortViolations(vs []Violation) {
+	slices.SortFunc(vs, func(a, b Violation) int {
+		if c := strings.Compare(a.Field, b.Field); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Description, b.Description)
+	})
 }
 
 // argsField renders the path of nodes[n], such as operations[2].args.location[0].
@@ -208,12 +217,7 @@ func schemaViolations(i int, id string, args map[string]any, err error) []Violat
 			add(e.InstanceLocation, "", e.ErrorKind.LocalizedString(printer))
 		}
 	}
-	slices.SortFunc(vs, func(a, b Violation) int {
-		if c := strings.Compare(a.Field, b.Field); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Description, b.Description)
-	})
+	sortViolations(vs)
 	return slices.Compact(vs)
 }
 
