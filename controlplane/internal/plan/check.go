@@ -72,8 +72,8 @@ func checkIDs(ops []Operation) (map[string]int, error) {
 		e.Repair = append(e.Repair, RepairStep{OperationID: op.ID, Action: ActionDrop})
 	}
 	if e != nil {
-		e.Message = fmt.Sprintf("%d operation(s) reuse an operation_id; every operation_id must be unique within the plan: "+
-			"drop the later copies or give them new ids", len(e.Violations))
+		e.Message = fmt.Sprintf("operation_id reused by %s; ids must be unique within a plan: "+
+			"drop the later copies or give them new ids", plural(len(e.Violations), "operation", "operations"))
 		return nil, e
 	}
 	return index, nil
@@ -99,7 +99,7 @@ func checkTools(ops []Operation, reg *Registry) error {
 		return nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d operation(s) name a tool the agent does not have", len(e.Violations))
+	fmt.Fprintf(&b, "unknown tool in %s", plural(len(e.Violations), "operation", "operations"))
 	names := reg.Names()
 	switch {
 	case len(names) == 0:
@@ -137,9 +137,18 @@ func checkPolicy(ops []Operation, reg *Registry) error {
 	if e == nil {
 		return nil
 	}
-	e.Message = fmt.Sprintf("%d operation(s) declare a safety_level below their tool's; "+
-		"declare at least the tool's level (read_only < safe_write < destructive)", len(e.Violations))
+	e.Message = fmt.Sprintf("safety_level below the tool's in %s; "+
+		"declare at least the tool's level (read_only < safe_write < destructive)",
+		plural(len(e.Violations), "operation", "operations"))
 	return e
+}
+
+// plural writes "1 operation", "2 operations".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func opField(i int, field string) string {

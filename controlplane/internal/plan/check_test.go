@@ -24,7 +24,7 @@ func TestCheckRefusals(t *testing.T) {
 			name:    "duplicate ids, every later copy",
 			ops:     []Operation{op("a"), op("b"), op("a"), op("a")},
 			reason:  ReasonOperationIDDuplicate,
-			message: []string{"2 operation(s) reuse an operation_id"},
+			message: []string{"operation_id reused by 2 operations"},
 			violations: []Violation{
 				{"operations[2].operation_id", `operation_id "a" is already used by operations[0]`},
 				{"operations[3].operation_id", `operation_id "a" is already used by operations[0]`},
@@ -43,13 +43,14 @@ func TestCheckRefusals(t *testing.T) {
 		},
 		{
 			name:    "missing dependencies and a self edge",
-			ops:     []Operation{op("a", "ghost"), op("b", "a", "ghost", "b"), op("c", "phantom")},
+			ops:     []Operation{op("a", "ghost"), op("b", "a", "ghost", "b", "b"), op("c", "phantom")},
 			reason:  ReasonDependencyMissing,
-			message: []string{"4 depends_on entr(ies)"},
+			message: []string{"depends_on names no other operation of the plan in 5 entries"},
 			violations: []Violation{
 				{"operations[0].depends_on[0]", `operation "a" depends on "ghost", which is not in the plan`},
 				{"operations[1].depends_on[1]", `operation "b" depends on "ghost", which is not in the plan`},
 				{"operations[1].depends_on[2]", `operation "b" depends on itself`},
+				{"operations[1].depends_on[3]", `operation "b" depends on itself`},
 				{"operations[2].depends_on[0]", `operation "c" depends on "phantom", which is not in the plan`},
 			},
 			repair: []RepairStep{
@@ -63,11 +64,11 @@ func TestCheckRefusals(t *testing.T) {
 			// d waits on the cycle but is not on it; e is fine.
 			ops:     []Operation{op("e"), op("d", "b"), op("c", "b"), op("b", "a"), op("a", "e", "c")},
 			reason:  ReasonGraphCycle,
-			message: []string{"dependency cycle a → c → b → a", "4 operation(s) can never run"},
+			message: []string{"dependency cycle a → c → b → a", "4 operations can never run"},
 			violations: []Violation{
-				{"operations[4].depends_on[1]", `operation "a" depends on "c" on a cycle of 3 operation(s)`},
-				{"operations[2].depends_on[0]", `operation "c" depends on "b" on a cycle of 3 operation(s)`},
-				{"operations[3].depends_on[0]", `operation "b" depends on "a" on a cycle of 3 operation(s)`},
+				{"operations[4].depends_on[1]", `operation "a" depends on "c" on a cycle of 3 operations`},
+				{"operations[2].depends_on[0]", `operation "c" depends on "b" on a cycle of 3 operations`},
+				{"operations[3].depends_on[0]", `operation "b" depends on "a" on a cycle of 3 operations`},
 			},
 			repair: []RepairStep{{"b", ActionDrop}},
 		},
@@ -77,8 +78,8 @@ func TestCheckRefusals(t *testing.T) {
 			reason:  ReasonGraphCycle,
 			message: []string{"dependency cycle x → y → x"},
 			violations: []Violation{
-				{"operations[1].depends_on[0]", `operation "x" depends on "y" on a cycle of 2 operation(s)`},
-				{"operations[0].depends_on[0]", `operation "y" depends on "x" on a cycle of 2 operation(s)`},
+				{"operations[1].depends_on[0]", `operation "x" depends on "y" on a cycle of 2 operations`},
+				{"operations[0].depends_on[0]", `operation "y" depends on "x" on a cycle of 2 operations`},
 			},
 			repair: []RepairStep{{"y", ActionDrop}},
 		},
@@ -90,7 +91,7 @@ func TestCheckRefusals(t *testing.T) {
 				{ID: "c", Tool: "", Safety: SafetyReadOnly},
 			},
 			reason:  ReasonToolUnknown,
-			message: []string{"2 operation(s) name a tool", "known tools: object.create, object.delete, scene.inspect"},
+			message: []string{"unknown tool in 2 operations", "known tools: object.create, object.delete, scene.inspect"},
 			violations: []Violation{
 				{"operations[1].tool_name", `operation "b": tool "object.explode" is not in the agent's registry`},
 				{"operations[2].tool_name", `operation "c": tool "" is not in the agent's registry`},
@@ -105,7 +106,7 @@ func TestCheckRefusals(t *testing.T) {
 				create("c", `{}`, "a"),
 			},
 			reason:  ReasonSchemaInvalid,
-			message: []string{"the args of 2 operation(s)"},
+			message: []string{"input schema in 2 operations"},
 			violations: []Violation{
 				{"operations[1].args.color", `operation "b": property is not allowed`},
 				{"operations[1].args.kind", `operation "b": value must be one of 'MESH', 'LIGHT', 'CAMERA', 'EMPTY'`},
@@ -143,7 +144,7 @@ func TestCheckRefusals(t *testing.T) {
 				{ID: "odd", Tool: "scene.inspect", Safety: SafetyLevel(9)},
 			},
 			reason:  ReasonPolicyBlocked,
-			message: []string{"3 operation(s) declare a safety_level below their tool's"},
+			message: []string{"safety_level below the tool's in 3 operations"},
 			violations: []Violation{
 				{"operations[1].safety_level", `operation "del" declares read_only but tool "object.delete" is destructive`},
 				{"operations[2].safety_level", `operation "mk" declares unspecified but tool "object.create" is safe_write`},

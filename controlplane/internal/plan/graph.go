@@ -32,7 +32,7 @@ func buildGraph(ops []Operation, index map[string]int) (*graph, error) {
 	}
 	all := make([]int, total)
 	var e *Error
-	var inserted map[string]bool
+	var repaired map[RepairStep]bool // each step once
 	edges := 0
 	for i, op := range ops {
 		d := all[:len(op.DependsOn):len(op.DependsOn)]
@@ -48,31 +48,28 @@ func buildGraph(ops []Operation, index map[string]int) (*graph, error) {
 			}
 			if e == nil {
 				e = &Error{Reason: ReasonDependencyMissing}
-				inserted = make(map[string]bool)
+				repaired = make(map[RepairStep]bool)
 			}
-			field := fmt.Sprintf("operations[%d].depends_on[%d]", i, j)
+			v := Violation{Field: fmt.Sprintf("operations[%d].depends_on[%d]", i, j)}
+			var step RepairStep
 			if ok {
-				e.Violations = append(e.Violations, Violation{
-					Field:       field,
-					Description: fmt.Sprintf("operation %q depends on itself", op.ID),
-				})
-				e.Repair = append(e.Repair, RepairStep{OperationID: op.ID, Action: ActionDrop})
-				continue
+				v.Description = fmt.Sprintf("operation %q depends on itself", op.ID)
+				step = RepairStep{OperationID: op.ID, Action: ActionDrop}
+			} else {
+				v.Description = fmt.Sprintf("operation %q depends on %q, which is not in the plan", op.ID, id)
+				step = RepairStep{OperationID: id, Action: ActionInsertPrecondition}
 			}
-			e.Violations = append(e.Violations, Violation{
-				Field:       field,
-				Description: fmt.Sprintf("operation %q depends on %q, which is not in the plan", op.ID, id),
-			})
-			if !inserted[id] {
-				inserted[id] = true
-				e.Repair = append(e.Repair, RepairStep{OperationID: id, Action: ActionInsertPrecondition})
+			e.Violations = append(e.Violations, v)
+			if !repaired[step] {
+				repaired[step] = true
+				e.Repair = append(e.Repair, step)
 			}
 		}
 		g.deps[i] = d
 	}
 	if e != nil {
-		e.Message = fmt.Sprintf("%d depends_on entr(ies) name no other operation of the plan; "+
-			"add the missing operations or remove the entries", len(e.Violations))
+		e.Message = fmt.Sprintf("depends_on names no other operation of the plan in %s; "+
+			"add the missing operations or remove the entries", plural(len(e.Violations), "entry", "entries"))
 		return nil, e
 	}
 	for i := 1; i <= n; i++ {
@@ -184,14 +181,14 @@ func (g *graph) cycleError(ops []Operation, indegree []int, stuck int) *Error {
 		dep := walk[(p+1)%len(walk)]
 		e.Violations = append(e.Violations, Violation{
 			Field: fmt.Sprintf("operations[%d].depends_on[%d]", i, edge[p]),
-			Description: fmt.Sprintf("operation %q depends on %q on a cycle of %d operation(s)",
+			Description: fmt.Sprintf("operation %q depends on %q on a cycle of %d operations",
 				ops[i].ID, ops[dep].ID, len(walk)),
 		})
 	}
 	closing := walk[len(walk)-1]
 	e.Repair = []RepairStep{{OperationID: ops[closing].ID, Action: ActionDrop}}
 	e.Message = fmt.Sprintf("dependency cycle %s (each operation depends on the next); "+
-		"%d operation(s) can never run: remove one depends_on edge of the cycle", path, stuck)
+		"%s can never run: remove one depends_on edge of the cycle", path, plural(stuck, "operation", "operations"))
 	return e
 }
 

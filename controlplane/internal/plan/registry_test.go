@@ -106,3 +106,27 @@ func TestSafetyLevel(t *testing.T) {
 		t.Fatal("levels are not ordered")
 	}
 }
+
+// TestRegistryConcurrentUse: one Registry serves every plan of an agent.
+// Run with -race.
+func TestRegistryConcurrentUse(t *testing.T) {
+	reg := testRegistry(t)
+	done := make(chan error)
+	for g := range 8 {
+		go func() {
+			ops := chain(200 + g)
+			ops[len(ops)-1].Args["kind"] = "BLOB"
+			_, err := Check(ops, reg)
+			if pe, ok := err.(*Error); !ok || pe.Reason != ReasonSchemaInvalid {
+				done <- err
+				return
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Errorf("got %v, want SCHEMA_INVALID", err)
+		}
+	}
+}

@@ -114,7 +114,7 @@ func TestCycleReportIndependentOfInputOrder(t *testing.T) {
 		}
 	}
 	// From a, the smallest dependency on the cycle is always taken: a → d → c → b → a.
-	if want != "dependency cycle a → d → c → b → a (each operation depends on the next); 5 operation(s) can never run: remove one depends_on edge of the cycle" {
+	if want != "dependency cycle a → d → c → b → a (each operation depends on the next); 5 operations can never run: remove one depends_on edge of the cycle" {
 		t.Fatalf("message %q", want)
 	}
 }

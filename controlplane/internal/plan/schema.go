@@ -54,8 +54,8 @@ func checkArgs(ops []Operation, reg *Registry) error {
 	if e == nil {
 		return nil
 	}
-	e.Message = fmt.Sprintf("the args of %d operation(s) do not match their tool's input schema; "+
-		"fix the listed fields", len(e.Repair))
+	e.Message = fmt.Sprintf("args do not match the tool's input schema in %s; fix the listed fields",
+		plural(len(e.Repair), "operation", "operations"))
 	return e
 }
 

@@ -73,13 +73,23 @@ func newStatus(code codes.Code, reason, msg string, details ...protoadapt.Messag
 	return withDetails.Err()
 }
 
+// maxViolations caps the field violations of one refusal, so a huge plan
+// that is wrong everywhere still gets an answer that fits in a message.
+const maxViolations = 100
+
 func planRefusal(e *plan.Error) error {
 	br := &errdetails.BadRequest{}
-	for _, v := range e.Violations {
+	violations := e.Violations
+	if len(violations) > maxViolations {
+		violations = violations[:maxViolations]
+		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{
+			Field: "operations", Description: fmt.Sprintf("%d violations, the first %d listed", len(e.Violations), maxViolations)})
+	}
+	for _, v := range violations {
 		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: v.Field, Description: v.Description})
 	}
 	repair := &cpv1.RepairPlan{}
-	for _, s := range e.Repair {
+	for _, s := range e.Repair[:min(len(e.Repair), maxViolations)] {
 		repair.Steps = append(repair.Steps, &cpv1.RepairStep{OperationId: s.OperationID, Action: repairAction(s.Action)})
 	}
 	return newStatus(codes.InvalidArgument, e.Reason, fmt.Sprintf("%s: %s", e.Reason, e.Message), br, protoadapt.MessageV1Of(repair))

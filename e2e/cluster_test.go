@@ -1,0 +1,285 @@
+// Package e2e runs the real binaries (controlplane, agentd, blendctl) with a
+// real Blender over loopback, the way a user does.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// binDir holds the binaries built once for the whole package.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "blendplane-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/controlplane", "../cmd/agentd", "../cmd/blendctl")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build binaries:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// repoRoot is the repository, where .blender/venv lives.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// blenderFlags picks the Blender of the tests: BLENDPLANE_TEST_BLENDER if
+// set, else agentd's own discovery (the repo's venv, then PATH).
+func blenderFlags() []string {
+	if b := os.Getenv("BLENDPLANE_TEST_BLENDER"); b != "" {
+		return []string{"--blender", b}
+	}
+	return nil
+}
+
+// daemon is one running binary.
+type daemon struct {
+	name string
+	cmd  *exec.Cmd
+	log  *syncBuffer
+	done chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startDaemon(t testing.TB, name string, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{name: name, log: &syncBuffer{}, done: make(chan struct{})}
+	d.cmd = exec.Command(filepath.Join(binDir, name), args...)
+	d.cmd.Dir = repoRoot()
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { d.cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() {
+		d.stop(t, syscall.SIGTERM)
+		if t.Failed() {
+			t.Logf("--- %s log ---\n%s", name, d.log.String())
+		}
+	})
+	return d
+}
+
+// stop signals the daemon and waits for it to exit.
+func (d *daemon) stop(t testing.TB, sig syscall.Signal) {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	d.cmd.Process.Signal(sig)
+	select {
+	case <-d.done:
+	case <-time.After(20 * time.Second):
+		t.Errorf("%s did not exit within 20s of %v", d.name, sig)
+		d.cmd.Process.Kill()
+		<-d.done
+	}
+}
+
+// cluster is a control plane with one agent.
+type cluster struct {
+	cpAddr, agentAddr string
+	cp                *daemon
+	agent             *daemon
+	client            cpv1.ControlPlaneServiceClient
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startCluster starts both daemons with fresh data dirs and waits until the
+// agent is registered.
+func startCluster(t testing.TB) *cluster {
+	t.Helper()
+	c := &cluster{cpAddr: freeAddr(t), agentAddr: freeAddr(t)}
+	dir := t.TempDir()
+	c.cp = startDaemon(t, "controlplane", "--listen", c.cpAddr, "--data-dir", filepath.Join(dir, "cp"), "--heartbeat", "1s")
+	c.agent = startDaemon(t, "agentd", append([]string{"--listen", c.agentAddr, "--control-plane", c.cpAddr,
+		"--data-dir", filepath.Join(dir, "agent")}, blenderFlags()...)...)
+	conn, err := grpc.NewClient(c.cpAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c.client = cpv1.NewControlPlaneServiceClient(conn)
+	c.waitAgent(t)
+	return c
+}
+
+func (c *cluster) waitAgent(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		resp, err := c.client.ListAgents(ctx, &cpv1.ListAgentsRequest{})
+		cancel()
+		if err == nil {
+			for _, a := range resp.GetAgents() {
+				if a.GetAddress() == c.agentAddr && a.GetState() == cpv1.Agent_STATE_READY {
+					return
+				}
+			}
+		}
+		select {
+		case <-c.agent.done:
+			t.Fatalf("agentd exited before registering:\n%s", c.agent.log.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	t.Fatalf("agent did not register within 90s:\n%s", c.agent.log.String())
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (c *cluster) negotiate(t testing.TB) *cpv1.SessionContract {
+	t.Helper()
+	resp, err := c.client.Negotiate(ctxT(t, 2*time.Minute), &cpv1.NegotiateRequest{
+		ContractVersion: "1.0.0",
+		HostProfile:     &cpv1.HostProfile{ClientName: "e2e", ClientVersion: "1"},
+	})
+	if err != nil {
+		t.Fatalf("negotiate: %v", err)
+	}
+	return resp.GetContract()
+}
+
+// op builds an operation; args is a JSON-like map.
+func op(id, tool string, args map[string]any, deps ...string) *cpv1.Operation {
+	s, err := structpb.NewStruct(args)
+	if err != nil {
+		panic(err)
+	}
+	level := cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE
+	switch {
+	case strings.HasPrefix(tool, "scene."):
+		level = cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY
+	case tool == "object.delete":
+		level = cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE
+	}
+	return &cpv1.Operation{OperationId: id, ToolName: tool, Args: s, DependsOn: deps, SafetyLevel: level}
+}
+
+// run submits a plan and collects all of its receipts.
+func (c *cluster) run(t testing.TB, sessionID, requestID string, ops ...*cpv1.Operation) (*cpv1.Plan, []*cpv1.Receipt) {
+	t.Helper()
+	_, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: sessionID, RequestId: requestID, Operations: ops})
+	if err != nil {
+		t.Fatalf("submit %s: %v", requestID, err)
+	}
+	receipts := c.receipts(t, requestID, 1)
+	resp, err := c.client.GetPlan(ctxT(t, time.Minute), &cpv1.GetPlanRequest{RequestId: requestID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetPlan(), receipts
+}
+
+func (c *cluster) receipts(t testing.TB, requestID string, from int64) []*cpv1.Receipt {
+	t.Helper()
+	stream, err := c.client.StreamReceipts(ctxT(t, 5*time.Minute), &cpv1.StreamReceiptsRequest{RequestId: requestID, StartSequence: from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*cpv1.Receipt
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("stream %s: %v", requestID, err)
+		}
+		out = append(out, resp.GetReceipt())
+	}
+}
+
+func dial(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// listServices asks server reflection for the services, as `grpcurl list` does.
+func listServices(t testing.TB, conn *grpc.ClientConn) []string {
+	t.Helper()
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctxT(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	return names
+}
