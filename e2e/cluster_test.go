@@ -127,6 +127,7 @@ func (d *daemon) stop(t testing.TB, sig syscall.Signal) {
 // cluster is a control plane with one agent.
 type cluster struct {
 	cpAddr, agentAddr string
+	dir               string // data dirs: cp/ and agent/
 	cp                *daemon
 	agent             *daemon
 	client            cpv1.ControlPlaneServiceClient
@@ -148,6 +149,7 @@ func startCluster(t testing.TB) *cluster {
 	t.Helper()
 	c := &cluster{cpAddr: freeAddr(t), agentAddr: freeAddr(t)}
 	dir := t.TempDir()
+	c.dir = dir
 	c.cp = startDaemon(t, "controlplane", "--listen", c.cpAddr, "--data-dir", filepath.Join(dir, "cp"), "--heartbeat", "1s")
 	c.agent = startDaemon(t, "agentd", append([]string{"--listen", c.agentAddr, "--control-plane", c.cpAddr,
 		"--data-dir", filepath.Join(dir, "agent")}, blenderFlags()...)...)

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -314,12 +315,12 @@ func (m *Manager) replay(ctx context.Context, s *session, op Operation, prev *cp
 	if err != nil {
 		return nil, err
 	}
-	r := *prev
+	r := proto.Clone(prev).(*cpv1.Receipt)
 	r.McpCallId = op.MCPCallID
 	if hash == prev.GetSceneHashAfter() {
 		r.Status = cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT
 		log.Info("idempotent replay skipped", "blender_mutation_id", prev.GetBlenderMutationId())
-		return &r, nil
+		return r, nil
 	}
 	r.Status = cpv1.Receipt_STATUS_FAILED
 	r.Error = &cpv1.Failure{
@@ -331,7 +332,7 @@ func (m *Manager) replay(ctx context.Context, s *session, op Operation, prev *cp
 			{OperationId: op.OperationID, Action: cpv1.RepairStep_ACTION_INSERT_PRECONDITION},
 		},
 	}
-	return &r, nil
+	return r, nil
 }
 
 // MutationID names the mutation an idempotency key commits: unique per

@@ -1,0 +1,80 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/controlplane/internal/fleet"
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+)
+
+func TestToStatus(t *testing.T) {
+	cases := []struct {
+		err    error
+		code   codes.Code
+		reason string
+	}{
+		{fmt.Errorf("load: %w", store.ErrSessionNotFound), codes.NotFound, "SESSION_NOT_FOUND"},
+		{fmt.Errorf("load: %w", store.ErrPlanNotFound), codes.NotFound, "PLAN_NOT_FOUND"},
+		{fmt.Errorf("%w: x", ErrIdempotencyConflict), codes.FailedPrecondition, "IDEMPOTENCY_CONFLICT"},
+		{fmt.Errorf("%w: x", ErrContractViolation), codes.FailedPrecondition, "CONTRACT_VIOLATION"},
+		{fmt.Errorf("%w: x", fleet.ErrNoAgent), codes.Unavailable, "NO_AGENT_AVAILABLE"},
+		{fmt.Errorf("%w: x", ErrAgentUnavailable), codes.Unavailable, "AGENT_UNAVAILABLE"},
+		{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
+		{errors.New("disk on fire"), codes.Internal, "INTERNAL"},
+		{&plan.Error{Reason: plan.ReasonGraphCycle, Message: "a → b → a",
+			Violations: []plan.Violation{{Field: "operations[0].depends_on[0]", Description: "x"}},
+			Repair:     []plan.RepairStep{{OperationID: "a", Action: plan.ActionDrop}}}, codes.InvalidArgument, "GRAPH_CYCLE"},
+	}
+	for _, tc := range cases {
+		st := status.Convert(toStatus(tc.err))
+		if st.Code() != tc.code {
+			t.Errorf("%v: code %v, want %v", tc.err, st.Code(), tc.code)
+		}
+		var infos []*errdetails.ErrorInfo
+		for _, d := range st.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok {
+				infos = append(infos, info)
+			}
+		}
+		if len(infos) != 1 || infos[0].GetReason() != tc.reason || infos[0].GetDomain() != ErrorDomain {
+			t.Errorf("%v: ErrorInfo %v, want exactly one with reason %s", tc.err, infos, tc.reason)
+		}
+	}
+	if toStatus(nil) != nil {
+		t.Error("nil error mapped to a status")
+	}
+}
+
+func TestPlanRefusalDetails(t *testing.T) {
+	var violations []plan.Violation
+	for i := 0; i < 3*maxViolations; i++ {
+		violations = append(violations, plan.Violation{Field: fmt.Sprintf("operations[%d].args", i), Description: "bad"})
+	}
+	st := status.Convert(toStatus(&plan.Error{Reason: plan.ReasonSchemaInvalid, Message: "m", Violations: violations,
+		Repair: []plan.RepairStep{{OperationID: "a", Action: plan.ActionReplaceArgs}}}))
+	var br *errdetails.BadRequest
+	var repair *cpv1.RepairPlan
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.BadRequest:
+			br = d
+		case *cpv1.RepairPlan:
+			repair = d
+		}
+	}
+	if br == nil || len(br.GetFieldViolations()) != maxViolations+1 {
+		t.Fatalf("field violations not capped: %d", len(br.GetFieldViolations()))
+	}
+	if repair == nil || repair.GetSteps()[0].GetAction() != cpv1.RepairStep_ACTION_REPLACE_ARGS {
+		t.Fatalf("repair plan %v", repair)
+	}
+}

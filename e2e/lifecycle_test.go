@@ -1,0 +1,75 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// blenderPIDs lists processes whose command line mentions dir: the Blender
+// children of one agentd data dir (their bridge.py lives under it).
+func blenderPIDs(t testing.TB, dir string) []string {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	var pids []string
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), dir) || !strings.Contains(string(cmdline), "bridge.py") {
+			continue
+		}
+		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(stat), ") Z ") {
+			continue // a zombie is already dead
+		}
+		pids = append(pids, e.Name())
+	}
+	return pids
+}
+
+// TestShutdownAndRestart: SIGTERM stops agentd with its Blender children, and
+// a restarted control plane still serves the plans and receipts it stored.
+func TestShutdownAndRestart(t *testing.T) {
+	c := startCluster(t)
+	s := c.negotiate(t)
+	p, rs := c.run(t, s.GetSessionId(), "lifecycle-1", op("a", "object.create", map[string]any{"type": "cube"}))
+	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+		t.Fatalf("plan: %v", p)
+	}
+	agentDir := filepath.Join(c.dir, "agent")
+	if pids := blenderPIDs(t, agentDir); len(pids) != 1 {
+		t.Fatalf("want one Blender child for the session, found %v", pids)
+	}
+	c.agent.stop(t, syscall.SIGTERM)
+	if code := c.agent.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("agentd exit code %d after SIGTERM", code)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(blenderPIDs(t, agentDir)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if pids := blenderPIDs(t, agentDir); len(pids) > 0 {
+		t.Fatalf("Blender outlived agentd: %v", pids)
+	}
+
+	// Restart the control plane on the same data dir.
+	c.cp.stop(t, syscall.SIGTERM)
+	if code := c.cp.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("controlplane exit code %d after SIGTERM", code)
+	}
+	c.cp = startDaemon(t, "controlplane", c.cp.cmd.Args[1:]...)
+	var got []*cpv1.Receipt
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if _, err := c.client.GetPlan(ctxT(t, time.Second), &cpv1.GetPlanRequest{RequestId: "lifecycle-1"}); err == nil {
+			got = c.receipts(t, "lifecycle-1", 1)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(got) != 1 || got[0].GetSceneHashAfter() != rs[0].GetSceneHashAfter() {
+		t.Fatalf("receipts after restart: %v", got)
+	}
+}
