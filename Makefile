@@ -72,12 +72,14 @@ test: blender
 
 ## check: fail on any drift (generated code, lint, format, go.mod, import boundaries)
 check: lint
-	$(MAKE) generate
-	@git diff --exit-code -- gen proto || { echo "gen/ or proto/ drifted: run 'make generate' and commit"; exit 1; }
-	go mod tidy
-	@git diff --exit-code -- go.mod go.sum || { echo "go.mod/go.sum drifted: run 'go mod tidy' and commit"; exit 1; }
+	@snap=$$(mktemp -d) && cp -r gen proto go.mod go.sum "$$snap"/ && \
+	$(MAKE) --no-print-directory generate && \
+	{ diff -r "$$snap/gen" gen && diff -r "$$snap/proto" proto; } || { echo "gen/ drifted from proto/: run 'make generate' and commit"; exit 1; }; \
+	go mod tidy && { cmp -s "$$snap/go.mod" go.mod && cmp -s "$$snap/go.sum" go.sum; } || { echo "go.mod/go.sum drifted: run 'go mod tidy' and commit"; exit 1; }; \
+	rm -rf "$$snap"
 	@! go list -deps ./agentd/... ./cmd/agentd | grep -q '/controlplane/internal' || { echo "agentd imports controlplane internals"; exit 1; }
 	@! go list -deps ./controlplane/... ./cmd/controlplane | grep -q '/agentd/internal' || { echo "controlplane imports agentd internals"; exit 1; }
+	@echo "check: no drift"
 
 ## bench: end-to-end and validation benchmarks (results go in docs/BENCHMARKS.md)
 bench: blender
