@@ -31,6 +31,7 @@ func TestCluster(t *testing.T) {
 	t.Run("StreamResumesFromCursor", func(t *testing.T) { testStreamCursor(t, c) })
 	t.Run("ValidateOnly100k", func(t *testing.T) { testValidateOnly100k(t, c) })
 	t.Run("DeterministicAcrossSessions", func(t *testing.T) { testDeterminism(t, c) })
+	t.Run("SymlinkOutOfSandbox", func(t *testing.T) { testSymlinkEscape(t, c) })
 	t.Run("BlendctlSubmitWatch", func(t *testing.T) { testBlendctl(t, c) })
 	t.Run("NegotiateRefusesUnknownContract", func(t *testing.T) { testNegotiateRefusal(t, c) })
 }
@@ -146,6 +147,8 @@ func testRefusals(t *testing.T, c *cluster) {
 		{"cycle", []*cpv1.Operation{op("a", "object.create", cube, "c"), op("b", "object.create", cube, "a"), op("c", "object.create", cube, "b")}, "GRAPH_CYCLE", "operations["},
 		{"missing dependency", []*cpv1.Operation{op("a", "object.create", cube, "ghost")}, "DEPENDENCY_MISSING", "operations[0].depends_on[0]"},
 		{"duplicate id", []*cpv1.Operation{op("a", "object.create", cube), op("a", "object.create", cube)}, "OPERATION_ID_DUPLICATE", "operations[1].operation_id"},
+		{"output outside the sandbox", []*cpv1.Operation{op("r", "render.still", map[string]any{"output": "../escape.png"})}, "SCHEMA_INVALID", "operations[0].args"},
+		{"absolute output", []*cpv1.Operation{op("r", "render.still", map[string]any{"output": "/tmp/escape.png"})}, "SCHEMA_INVALID", "operations[0].args"},
 		{"unknown tool", []*cpv1.Operation{op("a", "object.create", cube), op("b", "mesh.explode", map[string]any{})}, "TOOL_UNKNOWN", "operations[1].tool_name"},
 	}
 	for i, tc := range cases {
@@ -406,5 +409,24 @@ func testNegotiateRefusal(t *testing.T, c *cluster) {
 	st := status.Convert(err)
 	if info, _ := details(st); st.Code() != codes.FailedPrecondition || info.GetReason() != "CONTRACT_VIOLATION" {
 		t.Fatalf("negotiate 2.0.0: %v", err)
+	}
+}
+
+// testSymlinkEscape plants a symlink in the session's output directory that
+// leads outside; rendering to it is refused and nothing is written outside.
+func testSymlinkEscape(t *testing.T, c *cluster) {
+	s := c.negotiate(t)
+	outside := filepath.Join(t.TempDir(), "outside.png")
+	sandbox := filepath.Join(c.dir, "agent", "sessions", s.GetSessionId(), "output")
+	if err := os.Symlink(outside, filepath.Join(sandbox, "evil.png")); err != nil {
+		t.Fatal(err)
+	}
+	p, rs := c.run(t, s.GetSessionId(), "symlink-1",
+		op("r", "render.still", map[string]any{"output": "evil.png", "resolution": []any{32, 24}, "samples": 1}))
+	if p.GetState() != cpv1.Plan_STATE_FAILED || rs[0].GetError().GetErrorCode() != "POLICY_REFUSED" {
+		t.Fatalf("plan %v, receipt %v", p.GetState(), rs[0])
+	}
+	if _, err := os.Stat(outside); !os.IsNotExist(err) {
+		t.Fatalf("render escaped the sandbox: %v", err)
 	}
 }
