@@ -82,7 +82,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	mgr := sessions.NewManager(runtimes, cfg.DataDir, j, log.With("component", "sessions"))
+	mgr := sessions.NewManager(runtimes, cfg.DataDir, j, log)
 	defer mgr.CloseAll()
 
 	val, err := protovalidate.New()

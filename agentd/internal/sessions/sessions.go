@@ -131,6 +131,7 @@ type Manager struct {
 	runtimes map[string]Runtime
 	dataDir  string
 	journal  *journal.Journal
+	base     *slog.Logger // for Blender processes, which name their own component
 	log      *slog.Logger
 
 	mu       sync.Mutex
@@ -149,7 +150,8 @@ type session struct {
 
 // NewManager returns a manager with no sessions.
 func NewManager(rts []Runtime, dataDir string, j *journal.Journal, log *slog.Logger) *Manager {
-	m := &Manager{runtimes: map[string]Runtime{}, dataDir: dataDir, journal: j, log: log, sessions: map[string]*session{}}
+	m := &Manager{runtimes: map[string]Runtime{}, dataDir: dataDir, journal: j, base: log,
+		log: log.With("component", "sessions"), sessions: map[string]*session{}}
 	for _, rt := range rts {
 		m.runtimes[rt.Info.GetRuntimeId()] = rt
 	}
@@ -216,7 +218,7 @@ func (m *Manager) start(ctx context.Context, s *session) error {
 		return err
 	}
 	log := m.log.With("session_id", s.id)
-	p, err := blender.Start(ctx, s.runtime.Runtime, blender.Options{Logger: log, WorkDir: work, SandboxDir: s.sandbox})
+	p, err := blender.Start(ctx, s.runtime.Runtime, blender.Options{Logger: m.base.With("session_id", s.id), WorkDir: work, SandboxDir: s.sandbox})
 	if err != nil {
 		return fmt.Errorf("start blender: %w", err)
 	}

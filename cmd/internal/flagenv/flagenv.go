@@ -29,14 +29,14 @@ func Parse(fs *flag.FlagSet, args []string) error {
 }
 
 // Logger returns a text logger on stderr at the named level (debug, info,
-// warn, error), tagged with the component name.
-func Logger(component, level string) (*slog.Logger, error) {
+// warn, error), tagged with the daemon's name.
+func Logger(daemon, level string) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log level %q: %w", level, err)
 	}
 	h := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})
-	return slog.New(h).With("component", component), nil
+	return slog.New(h).With("daemon", daemon), nil
 }
 
 // Strings is a repeatable string flag.
