@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"buf.build/go/protovalidate"
@@ -46,15 +47,24 @@ type Config struct {
 	Blender []string
 	// MaxMessageBytes caps one gRPC message.
 	MaxMessageBytes int
+	// Checkpoint policy (see sessions.Config): a session's scene is saved
+	// after CheckpointEvery scene changes, after CheckpointInterval if
+	// anything changed, or after CheckpointIdle without operations.
+	CheckpointEvery    int
+	CheckpointInterval time.Duration
+	CheckpointIdle     time.Duration
 }
 
 // Defaults returns the default configuration.
 func Defaults() Config {
 	return Config{
-		Listen:          "127.0.0.1:7401",
-		ControlPlane:    "127.0.0.1:7400",
-		DataDir:         "./data/agentd",
-		MaxMessageBytes: 64 << 20,
+		Listen:             "127.0.0.1:7401",
+		ControlPlane:       "127.0.0.1:7400",
+		DataDir:            "./data/agentd",
+		MaxMessageBytes:    64 << 20,
+		CheckpointEvery:    500,
+		CheckpointInterval: time.Minute,
+		CheckpointIdle:     5 * time.Second,
 	}
 }
 
@@ -82,8 +92,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	mgr := sessions.NewManager(runtimes, cfg.DataDir, j, log)
-	defer mgr.CloseAll()
+	mgr, err := sessions.NewManager(sessions.Config{
+		DataDir:            cfg.DataDir,
+		CheckpointEvery:    cfg.CheckpointEvery,
+		CheckpointInterval: cfg.CheckpointInterval,
+		CheckpointIdle:     cfg.CheckpointIdle,
+		Faults:             testFaults(),
+	}, runtimes, j, log)
+	if err != nil {
+		return err
+	}
+	defer mgr.Shutdown()
 
 	val, err := protovalidate.New()
 	if err != nil {
@@ -92,6 +111,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	srv := grpc.NewServer(
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(protovalidate_mw.UnaryServerInterceptor(val)),
+		grpc.ChainStreamInterceptor(protovalidate_mw.StreamServerInterceptor(val)),
 	)
 	hostname, _ := os.Hostname()
 	agentv1.RegisterAgentServiceServer(srv, service.New(agentID, hostname, mgr))
@@ -189,4 +209,14 @@ func searchDirs() []string {
 		dirs = append(dirs, filepath.Dir(filepath.Dir(exe)))
 	}
 	return dirs
+}
+
+// testFaults reads BLENDPLANE_TEST_FAULTS (comma separated, e.g. "undo"):
+// fault injection on the real code path, for tests only.
+func testFaults() []string {
+	v := os.Getenv("BLENDPLANE_TEST_FAULTS")
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
 }

@@ -28,6 +28,9 @@ func run() error {
 	fs.StringVar(&cfg.ControlPlane, "control-plane", cfg.ControlPlane, "control plane address")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for agentd.db and session files")
 	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", cfg.MaxMessageBytes, "largest gRPC message accepted or sent")
+	fs.IntVar(&cfg.CheckpointEvery, "checkpoint-every", cfg.CheckpointEvery, "checkpoint a session after this many scene changes")
+	fs.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", cfg.CheckpointInterval, "checkpoint a changed session at least this often")
+	fs.DurationVar(&cfg.CheckpointIdle, "checkpoint-idle", cfg.CheckpointIdle, "checkpoint a changed session after this long without operations")
 	var blenders flagenv.Strings
 	fs.Var(&blenders, "blender", "Blender runtime: a blender binary or a python that can import bpy (repeatable; default: .blender/venv, then blender on PATH)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")

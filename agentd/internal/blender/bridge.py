@@ -82,6 +82,10 @@ PROTOCOL_VERSION = 1
 SCHEMA = "scene_state_v1"
 TOOL_VERSION = "1.0.0"
 MAX_NAME_BYTES = 63  # Blender truncates longer ID names (MAX_ID_NAME - 2 - 1).
+RESERVED_PREFIX = "__bp_"  # names the bridge keeps for itself; tools refuse them
+TOMB_PREFIX = "__bp_tomb_"  # tombstoned (deleted, restorable) objects and their data
+TOMB_OF = "__bp_tomb_of"  # custom property on a tombstone: the object's live name
+STATE_PROP = "__bp_bridge_state"  # scene custom property, only inside checkpoints
 
 _corr = {}  # correlation ids of the request being served, for log lines
 
@@ -167,6 +171,10 @@ def sha256_hex(data):
     if isinstance(data, str):
         data = data.encode("utf-8")
     return hashlib.sha256(data).hexdigest()
+
+
+def is_tomb(name):
+    return name.startswith(TOMB_PREFIX)
 
 
 def collection_label(coll):
@@ -372,7 +380,7 @@ def full_snapshot():
     for kind, section, fn, coll in KINDS:
         recs = {}
         for db in getattr(bpy.data, coll):
-            if db.library is not None:
+            if db.library is not None or is_tomb(db.name):
                 continue
             rec = fn(db.name)
             recs[db.name] = rec
@@ -393,7 +401,7 @@ class SceneState:
         self.acc = 0
         for kind, _, fn, coll in KINDS:
             for db in getattr(bpy.data, coll):
-                if db.library is None:
+                if db.library is None and not is_tomb(db.name):
                     self._set(kind + ":" + db.name, sha256_hex(canonical(fn(db.name))))
 
     def _set(self, key, digest):
@@ -405,7 +413,7 @@ class SceneState:
             self.acc = (self.acc + term(key, digest)) % (1 << 256)
 
     def touch(self, kind, name):
-        rec = RECORDERS[kind](name)
+        rec = None if is_tomb(name) else RECORDERS[kind](name)
         self._set(kind + ":" + name, sha256_hex(canonical(rec)) if rec is not None else None)
 
     def scene_hash(self):
@@ -422,6 +430,7 @@ TRACKED_COLLECTIONS = ("objects", "meshes", "cameras", "lights", "materials", "w
 
 def reset_scene():
     bpy.ops.wm.read_factory_settings(use_empty=True)
+    BRIDGE["tomb_counter"] = 0
     for coll in TRACKED_COLLECTIONS:
         data = getattr(bpy.data, coll)
         for db in list(data):
@@ -574,16 +583,30 @@ def check_name(name):
         raise ToolError("invalid_input", "name is longer than %d bytes" % MAX_NAME_BYTES)
     if "\x00" in name:
         raise ToolError("invalid_input", "name contains a NUL character")
+    if name.startswith(RESERVED_PREFIX):
+        raise ToolError("invalid_input", "names starting with %r are reserved" % RESERVED_PREFIX)
 
 
 # ---------------------------------------------------------------------------
 # Tool transactions: touched keys and compensations for partial work.
 
+class InjectedFault(Exception):
+    """The "undo" test fault: stop midway and keep the partial work."""
+
+
 class Tx:
-    def __init__(self, inject_failure=None):
+    def __init__(self, inject_failure=None, mutation_id=None, fault=False):
         self.touched = []
         self.undo = []
         self.inject_failure = inject_failure
+        self.mutation_id = mutation_id or None
+        self.fault = fault
+        self.undo_record = None  # the compensation a successful tool returns
+
+    def fault_point(self, label):
+        """Where the "undo" test fault (hello param faults) stops an undo."""
+        if self.fault:
+            raise InjectedFault("injected fault: undo stopped after " + label)
 
     def checkpoint(self, label):
         """Tests name a checkpoint in execute's inject_failure param to make the
@@ -610,6 +633,8 @@ class Tx:
         for kind, name in self.touched:
             STATE.touch(kind, name)
 
+
+UNDO_VERSION = 1
 
 VEC3 = {"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3}
 NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_BYTES}
@@ -687,7 +712,7 @@ def active_view_layer(sc):
 
 def tool_scene_get_summary(tx, args):
     sc = current_scene()
-    objs = sorted(((ob.name, ob.type) for ob in sc.objects))
+    objs = sorted(((ob.name, ob.type) for ob in sc.objects if not is_tomb(ob.name)))
     vl = active_view_layer(sc)
     active = vl.objects.active if vl is not None else None
     return {
@@ -731,6 +756,7 @@ def tool_object_create(tx, args):
     if "scale" in args:
         ob.scale = args["scale"]
     sc.collection.objects.link(ob)
+    prev_name = None
     if vl is not None:
         prev = vl.objects.active
         prev_name = prev.name if prev is not None else None
@@ -738,43 +764,152 @@ def tool_object_create(tx, args):
         tx.on_undo(lambda: setattr(vl.objects, "active", bpy.data.objects.get(prev_name) if prev_name else None))
         vl.objects.active = ob
     tx.checkpoint("object.create:linked")
+    tx.undo_record = {
+        "v": UNDO_VERSION, "tool": "object.create", "object": name, "mesh": mesh_name,
+        "scene": sc.name, "view_layer": vl.name if vl is not None else None, "active_before": prev_name,
+    }
     return {"name": ob.name, "type": kind, "vertices": len(me.vertices)}
+
+
+DATA_KINDS = {"MESH": ("mesh", "meshes"), "CAMERA": ("camera", "cameras"), "LIGHT": ("light", "lights")}
+BRIDGE = {"tomb_counter": 0}  # per-session bridge state; saved inside checkpoints
+
+
+def tomb_name(mutation_id):
+    """A fresh tombstone name. With a mutation id it is derived from it, so a
+    replay of the same mutations picks the same names whatever was rolled back
+    in between; without one it comes from the session's counter."""
+    if mutation_id:
+        base = TOMB_PREFIX + "m" + sha256_hex(mutation_id)[:24]
+        if base not in bpy.data.objects:
+            return base
+    while True:
+        n = BRIDGE["tomb_counter"]
+        BRIDGE["tomb_counter"] = n + 1
+        name = TOMB_PREFIX + str(n)
+        if name not in bpy.data.objects:
+            return name
+        if mutation_id:
+            name = "%s_%d" % (base, n)
+            if name not in bpy.data.objects:
+                return name
+
+
+def collection_ref(coll):
+    for sc in bpy.data.scenes:
+        if sc.collection == coll:
+            return {"scene": sc.name}
+    return {"collection": coll.name}
+
+
+def resolve_collection(ref):
+    if "scene" in ref:
+        sc = bpy.data.scenes.get(ref["scene"])
+        return sc.collection if sc is not None else None
+    return bpy.data.collections.get(ref.get("collection", ""))
+
+
+def resolve_view_layer(scene_name, vl_name):
+    sc = bpy.data.scenes.get(scene_name or "")
+    if sc is None:
+        return None, None
+    return sc, sc.view_layers.get(vl_name or "")
+
+
+def matrix_rows(m):
+    return [list(row) for row in m]
+
+
+def rename(idb, name, what):
+    """Rename an ID and insist on the exact name (no .001 suffix)."""
+    idb.name = name
+    if idb.name != name:
+        raise ToolError("conflict", "could not name %s %r (got %r)" % (what, name, idb.name))
 
 
 def tool_object_delete(tx, args):
     name = args["name"]
     ob = bpy.data.objects.get(name)
-    if ob is None:
+    if ob is None or is_tomb(name):
         raise ToolError("not_found", "no object named %r" % name)
     data = ob.data
-    data_kind = {"MESH": ("mesh", "meshes"), "CAMERA": ("camera", "cameras"), "LIGHT": ("light", "lights")}.get(ob.type)
-    for child in ob.children:
-        tx.touch("object", child.name)
+    data_kind = DATA_KINDS.get(ob.type) if data is not None else None
+    # Sole owner: the old "remove the data once nothing else uses it".
+    owns_data = data_kind is not None and data.users == 1 and data.library is None
+    tomb = tomb_name(tx.mutation_id)
+
+    # The compensation, computed before anything changes.
+    bases = []
+    for sc in bpy.data.scenes:
+        for vl in sc.view_layers:
+            if vl.objects.get(name) is not None:
+                bases.append({
+                    "scene": sc.name, "view_layer": vl.name,
+                    "active": vl.objects.active == ob,
+                    "select": bool(ob.select_get(view_layer=vl)),
+                    "hide": bool(ob.hide_get(view_layer=vl)),
+                })
+    children = [c for c in ob.children if not is_tomb(c.name)]
+    rec = {
+        "v": UNDO_VERSION, "tool": "object.delete", "object": name, "tomb": tomb,
+        "data": {"kind": data_kind[0], "name": data.name, "tomb": tomb if owns_data else None} if data_kind else None,
+        "collections": [collection_ref(c) for c in ob.users_collection],
+        "children": [{"name": c.name, "matrix_parent_inverse": matrix_rows(c.matrix_parent_inverse)} for c in children],
+        "camera_of": [sc.name for sc in bpy.data.scenes if sc.camera == ob],
+        "bases": bases,
+    }
+
+    for c in children:
+        tx.touch("object", c.name)
     for sc in bpy.data.scenes:
         tx.touch("scene", sc.name)
     tx.touch("object", name)
-    removed_data = None
-    data_name = data.name if data is not None else None
-    # Removing is the only mutation; the data goes only once nothing else uses it.
-    bpy.data.objects.remove(ob, do_unlink=True)
-    if data is not None and data_kind is not None:
-        kind, coll = data_kind
-        tx.touch(kind, data_name)
-        db = getattr(bpy.data, coll).get(data_name)
-        if db is not None and db.users == 0:
-            getattr(bpy.data, coll).remove(db)
-            removed_data = data_name
-    return {"name": name, "deleted": True, "removed_data": removed_data}
+    if data_kind:
+        tx.touch(data_kind[0], data.name)
+
+    # Tombstone: every step reverses itself if a later one fails.
+    for c in children:
+        pinv = c.matrix_parent_inverse.copy()
+        tx.on_undo(lambda c=c, pinv=pinv: (setattr(c, "parent", ob), setattr(c, "matrix_parent_inverse", pinv)))
+        c.parent = None
+    for sc in bpy.data.scenes:
+        if sc.camera == ob:
+            tx.on_undo(lambda sc=sc: setattr(sc, "camera", ob))
+            sc.camera = None
+    for b in bases:
+        if b["active"]:
+            vl = bpy.data.scenes[b["scene"]].view_layers[b["view_layer"]]
+            tx.on_undo(lambda vl=vl: setattr(vl.objects, "active", ob))
+            vl.objects.active = None
+    for coll in list(ob.users_collection):
+        tx.on_undo(lambda coll=coll: coll.objects.link(ob))
+        coll.objects.unlink(ob)
+    tx.checkpoint("object.delete:unlinked")
+    tx.on_undo(lambda: setattr(ob, "use_fake_user", False))
+    ob.use_fake_user = True  # unlinked objects would be dropped by a checkpoint
+    ob[TOMB_OF] = name
+    tx.on_undo(lambda: ob.pop(TOMB_OF, None))
+    tx.on_undo(lambda: setattr(ob, "name", name))
+    rename(ob, tomb, "tombstone")
+    if owns_data:
+        data_name = data.name
+        tx.on_undo(lambda: setattr(data, "name", data_name))
+        rename(data, tomb, "tombstone data")
+    tx.checkpoint("object.delete:tombstoned")
+    tx.undo_record = rec
+    return {"name": name, "deleted": True, "removed_data": rec["data"]["name"] if owns_data else None}
 
 
 def tool_object_set_transform(tx, args):
     name = args["name"]
     ob = bpy.data.objects.get(name)
-    if ob is None:
+    if ob is None or is_tomb(name):
         raise ToolError("not_found", "no object named %r" % name)
     if not any(k in args for k in ("location", "rotation_euler", "scale")):
         raise ToolError("invalid_input", "give at least one of location, rotation_euler, scale")
     old = {k: tuple(getattr(ob, k)) for k in ("location", "rotation_euler", "scale")}
+    tx.undo_record = dict({"v": UNDO_VERSION, "tool": "object.set_transform", "object": name},
+                          **{k: list(v) for k, v in old.items()})
     tx.touch("object", name)
     tx.on_undo(lambda: [setattr(bpy.data.objects[name], k, v) for k, v in old.items()])
     for k in ("location", "rotation_euler", "scale"):
@@ -895,6 +1030,176 @@ def tool_render_still(tx, args):
     return {"path": path, "sha256": digest, "seed": seed, "samples": samples, "resolution": [w, h]}
 
 
+# ---------------------------------------------------------------------------
+# Compensations: undo records (returned by execute) and their appliers.
+# Each applier validates everything it needs first, then mutates in steps that
+# register their own reversal, so a failure midway leaves the scene as it was.
+
+def field(rec, key, types, optional=False):
+    v = rec.get(key)
+    if v is None and optional:
+        return None
+    if not isinstance(v, types):
+        raise ToolError("invalid_input", "undo record: bad or missing %r" % key)
+    return v
+
+
+def live_object(name, what="object"):
+    ob = bpy.data.objects.get(name)
+    if ob is None or is_tomb(name):
+        raise ToolError("conflict", "cannot undo: %s %r is gone" % (what, name))
+    return ob
+
+
+def vec3(rec, key):
+    v = field(rec, key, list)
+    if len(v) != 3 or not all(_is_number(x) for x in v):
+        raise ToolError("invalid_input", "undo record: %r must be 3 finite numbers" % key)
+    return tuple(float(x) for x in v)
+
+
+def undo_object_create(tx, rec):
+    name = field(rec, "object", str)
+    mesh_name = field(rec, "mesh", str)
+    prev_name = field(rec, "active_before", str, optional=True)
+    ob = live_object(name)
+    me = bpy.data.meshes.get(mesh_name)
+    if me is None or ob.data != me or me.users != 1:
+        raise ToolError("conflict", "cannot undo create: %r no longer solely owns mesh %r" % (name, mesh_name))
+    if any(not is_tomb(c.name) for c in ob.children) or any(sc.camera == ob for sc in bpy.data.scenes):
+        raise ToolError("conflict", "cannot undo create: other datablocks now refer to %r" % name)
+    sc, vl = resolve_view_layer(field(rec, "scene", str), field(rec, "view_layer", str, optional=True))
+    prev = live_object(prev_name, "previously active object") if prev_name else None
+    tx.touch("object", name)
+    tx.touch("mesh", mesh_name)
+    for s in bpy.data.scenes:
+        tx.touch("scene", s.name)
+
+    if vl is not None:
+        cur = vl.objects.active
+        tx.on_undo(lambda: setattr(vl.objects, "active", cur))
+        vl.objects.active = prev
+    for coll in list(ob.users_collection):
+        tx.on_undo(lambda coll=coll: coll.objects.link(ob))
+        coll.objects.unlink(ob)
+    tx.fault_point("object.create:unlinked")
+    tx.checkpoint("undo.object.create:unlinked")
+    # Irreversible and validated above: nothing after this point can fail.
+    bpy.data.objects.remove(ob)
+    bpy.data.meshes.remove(me)
+
+
+def undo_object_set_transform(tx, rec):
+    name = field(rec, "object", str)
+    want = [(k, vec3(rec, k)) for k in ("location", "rotation_euler", "scale")]
+    ob = live_object(name)
+    tx.touch("object", name)
+    for i, (k, v) in enumerate(want):
+        cur = tuple(getattr(ob, k))
+        tx.on_undo(lambda k=k, cur=cur: setattr(ob, k, cur))
+        setattr(ob, k, v)
+        if i == 0:
+            tx.fault_point("object.set_transform:location")
+            tx.checkpoint("undo.object.set_transform:location")
+
+
+def undo_object_delete(tx, rec):
+    name = field(rec, "object", str)
+    tomb = field(rec, "tomb", str)
+    ob = bpy.data.objects.get(tomb)
+    if ob is None or not is_tomb(tomb) or ob.get(TOMB_OF) != name:
+        raise ToolError("conflict", "cannot undo delete: tombstone %r of %r is gone" % (tomb, name))
+    if name in bpy.data.objects:
+        raise ToolError("conflict", "cannot undo delete: an object named %r exists again" % name)
+    d = field(rec, "data", dict, optional=True)
+    data, data_kind, data_name = None, None, None
+    if d is not None:
+        data_kind, data_name = field(d, "kind", str), field(d, "name", str)
+        colls = {k: c for k, c in DATA_KINDS.values()}
+        if data_kind not in colls:
+            raise ToolError("invalid_input", "undo record: unknown data kind %r" % data_kind)
+        data_tomb = field(d, "tomb", str, optional=True)
+        if data_tomb is not None:
+            data = getattr(bpy.data, colls[data_kind]).get(data_tomb)
+            if data is None or ob.data != data:
+                raise ToolError("conflict", "cannot undo delete: tombstoned data %r is gone" % data_tomb)
+            if data_name in getattr(bpy.data, colls[data_kind]):
+                raise ToolError("conflict", "cannot undo delete: %s %r exists again" % (data_kind, data_name))
+    colls = []
+    for ref in field(rec, "collections", list):
+        c = resolve_collection(ref) if isinstance(ref, dict) else None
+        if c is None:
+            raise ToolError("conflict", "cannot undo delete: collection %r is gone" % (ref,))
+        colls.append(c)
+    children = []
+    for ch in field(rec, "children", list):
+        c = live_object(field(ch, "name", str), "child")
+        if c.parent is not None:
+            raise ToolError("conflict", "cannot undo delete: child %r has a parent again" % c.name)
+        rows = field(ch, "matrix_parent_inverse", list)
+        if len(rows) != 4 or not all(isinstance(r, list) and len(r) == 4 and all(map(_is_number, r)) for r in rows):
+            raise ToolError("invalid_input", "undo record: bad matrix_parent_inverse")
+        children.append((c, Matrix(rows)))
+    cams = []
+    for scn in field(rec, "camera_of", list):
+        sc = bpy.data.scenes.get(scn) if isinstance(scn, str) else None
+        if sc is None:
+            raise ToolError("conflict", "cannot undo delete: scene %r is gone" % (scn,))
+        cams.append(sc)
+    bases = []
+    for b in field(rec, "bases", list):
+        sc, vl = resolve_view_layer(field(b, "scene", str), field(b, "view_layer", str))
+        if vl is None:
+            raise ToolError("conflict", "cannot undo delete: view layer %r is gone" % b.get("view_layer"))
+        bases.append((vl, bool(b.get("active")), bool(b.get("select")), bool(b.get("hide"))))
+
+    tx.touch("object", name)
+    if data_kind:
+        tx.touch(data_kind, data_name)
+    for c, _ in children:
+        tx.touch("object", c.name)
+    for s in bpy.data.scenes:
+        tx.touch("scene", s.name)
+
+    if data is not None:
+        tx.on_undo(lambda: setattr(data, "name", data_tomb))
+        rename(data, data_name, data_kind)
+    tx.on_undo(lambda: setattr(ob, "name", tomb))
+    rename(ob, name, "object")
+    tx.fault_point("object.delete:renamed")
+    tx.checkpoint("undo.object.delete:renamed")
+    for c in colls:
+        tx.on_undo(lambda c=c: c.objects.unlink(ob))
+        c.objects.link(ob)
+    for c, pinv in children:
+        old = c.matrix_parent_inverse.copy()
+        tx.on_undo(lambda c=c, old=old: (setattr(c, "parent", None), setattr(c, "matrix_parent_inverse", old)))
+        c.parent = ob
+        c.matrix_parent_inverse = pinv
+    for sc in cams:
+        cur = sc.camera
+        tx.on_undo(lambda sc=sc, cur=cur: setattr(sc, "camera", cur))
+        sc.camera = ob
+    for vl, active, select, hide in bases:
+        cur = vl.objects.active
+        tx.on_undo(lambda vl=vl, cur=cur: setattr(vl.objects, "active", cur))
+        if active:
+            vl.objects.active = ob
+        ob.select_set(select, view_layer=vl)
+        ob.hide_set(hide, view_layer=vl)
+    tx.checkpoint("undo.object.delete:relinked")
+    tx.on_undo(lambda: (setattr(ob, "use_fake_user", True), ob.__setitem__(TOMB_OF, name)))
+    ob.use_fake_user = False
+    ob.pop(TOMB_OF, None)
+
+
+UNDOERS = {
+    "object.create": undo_object_create,
+    "object.set_transform": undo_object_set_transform,
+    "object.delete": undo_object_delete,
+}
+
+
 def tool_scene_snapshot(tx, args):
     snap, h = full_snapshot()
     return {"scene_hash": h, "snapshot": snap}
@@ -904,12 +1209,19 @@ TOOLS = {}
 
 
 def register(name, safety_level, description, schema, fn):
+    read_only = safety_level == "read_only"
     TOOLS[name] = {
         "name": name,
         "version": TOOL_VERSION,
         "description": description,
         "safety_level": safety_level,
         "input_schema": schema,
+        # deterministic: same scene + same args -> same scene and result;
+        # seeded: the output depends on a seed argument, recorded in the result.
+        "determinism_class": "seeded" if name == "render.still" else "deterministic",
+        # none: read-only; compensation: execute returns an undo record;
+        # not_needed: writes only files, never the scene.
+        "rollback_method": "none" if read_only else ("not_needed" if name == "render.still" else "compensation"),
         "fn": fn,
     }
 
@@ -1019,8 +1331,15 @@ def profile():
     }
 
 
+FAULTS = set()  # test hooks from hello's "faults" param
+
+
 def m_hello(params):
     SANDBOX["dir"] = params.get("sandbox_dir") or None
+    FAULTS.clear()
+    FAULTS.update(f for f in (params.get("faults") or []) if isinstance(f, str))
+    if FAULTS:
+        log("test faults enabled", faults=sorted(FAULTS))
     h = reset_scene()
     return {"protocol_version": PROTOCOL_VERSION, "profile": profile(), "tools": tool_list(), "scene_hash": h}
 
@@ -1049,7 +1368,8 @@ def m_execute(params):
         raise ToolError("not_found", "unknown tool %r" % (name,))
     check(tool["input_schema"], args)
     inject = params.get("inject_failure")
-    tx = Tx(inject if isinstance(inject, str) else None)
+    mid = params.get("mutation_id")
+    tx = Tx(inject if isinstance(inject, str) else None, mid if isinstance(mid, str) else None)
     t0 = time.time()
     try:
         result = tool["fn"](tx, args)
@@ -1066,7 +1386,106 @@ def m_execute(params):
     tx.apply_touches()
     after = STATE.scene_hash()
     log("tool done", tool=name, ms=round((time.time() - t0) * 1000, 3), mutated=after != before)
-    return {"result": result, "scene_hash_before": before, "scene_hash_after": after, "mutated": after != before}
+    return {"result": result, "scene_hash_before": before, "scene_hash_after": after, "mutated": after != before,
+            "undo": tx.undo_record}
+
+
+def m_undo(params):
+    rec = params.get("undo")
+    if not isinstance(rec, dict) or rec.get("v") != UNDO_VERSION or rec.get("tool") not in UNDOERS:
+        raise ToolError("invalid_input", "not an undo record of version %d" % UNDO_VERSION)
+    inject = params.get("inject_failure")
+    tx = Tx(inject if isinstance(inject, str) else None, fault="undo" in FAULTS)
+    before = STATE.scene_hash()
+    t0 = time.time()
+    try:
+        UNDOERS[rec["tool"]](tx, rec)
+    except InjectedFault as e:
+        # Test hook: keep the partial work and report it honestly.
+        tx.apply_touches()
+        log("undo fault injected", tool=rec["tool"], before=before, after=STATE.scene_hash())
+        raise ToolError("internal_error", str(e))
+    except BaseException:
+        try:
+            tx.rollback()
+        finally:
+            tx.apply_touches()
+        after = STATE.scene_hash()
+        if after != before:
+            log("undo rollback left the scene changed", before=before, after=after)
+            raise ToolError("internal_error", "rollback after a failed undo of %s left the scene changed" % rec["tool"])
+        raise
+    tx.apply_touches()
+    after = STATE.scene_hash()
+    log("undo done", tool=rec["tool"], ms=round((time.time() - t0) * 1000, 3))
+    return {"scene_hash_before": before, "scene_hash_after": after}
+
+
+def checkpoint_path(params):
+    path = params.get("path")
+    if not isinstance(path, str) or not os.path.isabs(path) or "\x00" in path:
+        raise ToolError("invalid_input", "path must be an absolute file path")
+    return path
+
+
+def m_save_checkpoint(params):
+    path = checkpoint_path(params)
+    h = STATE.scene_hash()
+    for stale in (path, path + "1", path + "@"):  # target, Blender's backup and temp file
+        if os.path.exists(stale):
+            os.remove(stale)
+    sc = current_scene()
+    sc[STATE_PROP] = canonical({"schema": SCHEMA, "scene_hash": h, "tomb_counter": BRIDGE["tomb_counter"]})
+    t0 = time.time()
+    try:
+        res = bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, compress=False,
+                                          relative_remap=False, check_existing=False)
+    finally:
+        del sc[STATE_PROP]
+    if "FINISHED" not in res or not os.path.isfile(path):
+        raise ToolError("internal_error", "Blender did not write the checkpoint")
+    ms = round((time.time() - t0) * 1000, 3)
+    log("checkpoint saved", path=path, ms=ms, scene_hash=h)
+    return {"scene_hash": h, "bytes": os.path.getsize(path), "ms": ms}
+
+
+def tomb_counter_floor():
+    n = 0
+    for ob in bpy.data.objects:
+        m = re.match(re.escape(TOMB_PREFIX) + r"(\d+)$", ob.name)
+        if m:
+            n = max(n, int(m.group(1)) + 1)
+    return n
+
+
+def m_load_checkpoint(params):
+    path = checkpoint_path(params)
+    if not os.path.isfile(path):
+        raise ToolError("not_found", "no checkpoint at %r" % path)
+    t0 = time.time()
+    try:
+        bpy.ops.wm.open_mainfile(filepath=path, load_ui=False, use_scripts=False)
+    except RuntimeError as e:
+        STATE.rebuild()  # whatever Blender kept, hash it honestly
+        raise ToolError("internal_error", "could not load checkpoint: " + one_line(e))
+    saved = {}
+    for sc in bpy.data.scenes:
+        raw = sc.get(STATE_PROP)
+        if raw is not None:
+            try:
+                saved = json.loads(raw)
+            except ValueError:
+                saved = {}
+            del sc[STATE_PROP]
+    BRIDGE["tomb_counter"] = max(int(saved.get("tomb_counter", 0)), tomb_counter_floor())
+    STATE.rebuild()
+    h = STATE.scene_hash()
+    ms = round((time.time() - t0) * 1000, 3)
+    log("checkpoint loaded", path=path, ms=ms, scene_hash=h)
+    want = saved.get("scene_hash")
+    if want and want != h:
+        raise ToolError("internal_error", "checkpoint hashed %s when saved but %s after loading" % (want, h))
+    return {"scene_hash": h, "saved_scene_hash": want, "ms": ms}
 
 
 class Shutdown(Exception):
@@ -1083,6 +1502,9 @@ METHODS = {
     "scene_hash": m_scene_hash,
     "snapshot": m_snapshot,
     "execute": m_execute,
+    "undo": m_undo,
+    "save_checkpoint": m_save_checkpoint,
+    "load_checkpoint": m_load_checkpoint,
     "shutdown": m_shutdown,
 }
 

@@ -38,7 +38,19 @@ type Options struct {
 	// (renders) must resolve inside it. Created if missing. Empty refuses
 	// every file output.
 	SandboxDir string
+	// Faults are test hooks passed to the bridge; never set them in
+	// production. Start adds the comma-separated names in the environment
+	// variable BLENDPLANE_TEST_FAULTS (FaultsEnv). Known faults:
+	//
+	//	"undo": every Undo stops after part of its work and fails with
+	//	        internal_error, keeping the partial work; the hash it
+	//	        reports is the honest hash of that partial scene.
+	Faults []string
 }
+
+// FaultsEnv names the environment variable Start reads test faults from
+// (comma-separated, see Options.Faults).
+const FaultsEnv = "BLENDPLANE_TEST_FAULTS"
 
 // outputLines is how many lines of Blender output are kept for error messages.
 const outputLines = 64
@@ -197,8 +209,17 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 		p.log.Info("blender exited", "err", err)
 	}()
 
+	faults := append([]string(nil), opts.Faults...)
+	for _, f := range strings.Split(os.Getenv(FaultsEnv), ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			faults = append(faults, f)
+		}
+	}
+	if len(faults) > 0 {
+		p.log.Warn("blender test faults enabled", "faults", faults)
+	}
 	var hello helloResult
-	if err := p.call(ctx, "hello", helloParams{SandboxDir: sandbox, Runtime: rt.Kind}, &hello, nil); err != nil {
+	if err := p.call(ctx, "hello", helloParams{SandboxDir: sandbox, Runtime: rt.Kind, Faults: faults}, &hello, nil); err != nil {
 		p.killGroup()
 		<-p.done
 		return nil, fmt.Errorf("blender: hello: %w", err)
@@ -457,7 +478,117 @@ func (p *Process) Execute(ctx context.Context, c Call) (Outcome, error) {
 	if r.Result == nil {
 		r.Result = map[string]any{}
 	}
-	return Outcome{Result: r.Result, SceneHashBefore: r.SceneHashBefore, SceneHashAfter: r.SceneHashAfter, Mutated: r.Mutated}, nil
+	var undo json.RawMessage
+	if len(r.Undo) > 0 && string(r.Undo) != "null" {
+		undo = r.Undo
+	}
+	return Outcome{Result: r.Result, SceneHashBefore: r.SceneHashBefore, SceneHashAfter: r.SceneHashAfter, Mutated: r.Mutated, Undo: undo}, nil
+}
+
+// Undo applies a compensation (an Outcome.Undo) and returns the scene hash
+// after it. Applied right after the call that produced it, it returns that
+// call's SceneHashBefore; compensations of several calls must be applied in
+// reverse order. Its cost follows the size of the change, not of the scene.
+// c only supplies correlation ids for logging (c.Tool and c.Args are unused).
+//
+// A compensation that no longer fits the scene (the object is gone, its
+// name is taken again, ...) fails with a *ToolError (conflict, or
+// invalid_input for a malformed record) and changes nothing. A failure
+// midway is rolled back, so the scene is as it was before the Undo call.
+// With any *ToolError the returned hash is the scene's current hash: equal to
+// the hash before the call, except when the error is internal_error (the
+// rollback itself failed, or the "undo" test fault of Options.Faults), in
+// which case it honestly describes the partially undone scene.
+func (p *Process) Undo(ctx context.Context, undo json.RawMessage, c Call) (sceneHash string, err error) {
+	if len(undo) == 0 || string(undo) == "null" {
+		return "", &ToolError{Code: CodeInvalidInput, Message: "empty undo record"}
+	}
+	if !json.Valid(undo) {
+		return "", &ToolError{Code: CodeInvalidInput, Message: "undo record is not valid JSON"}
+	}
+	start := time.Now()
+	log := p.log.With("request_id", c.RequestID, "operation_id", c.OperationID, "mcp_call_id", c.MCPCallID, "mutation_id", c.MutationID)
+	var r undoResult
+	var errHash string
+	err = p.call(ctx, "undo", undoParams{
+		Undo: undo, MutationID: c.MutationID,
+		RequestID: c.RequestID, OperationID: c.OperationID, MCPCallID: c.MCPCallID,
+	}, &r, &errHash)
+	if err != nil {
+		var te *ToolError
+		if errors.As(err, &te) {
+			log.Warn("undo failed", "code", te.Code, "message", te.Message, "scene_hash", errHash)
+			return errHash, err
+		}
+		log.Warn("undo call failed", "err", err)
+		return "", err
+	}
+	log.Debug("undo done", "scene_hash_before", r.SceneHashBefore, "scene_hash_after", r.SceneHashAfter, "duration", time.Since(start))
+	return r.SceneHashAfter, nil
+}
+
+// SaveCheckpoint saves the scene, tombstones included, to the .blend file
+// path, atomically: Blender writes path+".tmp" (uncompressed, as a copy, so
+// the session's file path and state stay as they are), which is fsynced and
+// renamed over path, and the directory is fsynced. The bridge state needed
+// later (the tombstone counter) and the scene hash travel inside the file.
+// It returns the scene hash, which saving does not change.
+func (p *Process) SaveCheckpoint(ctx context.Context, path string) (sceneHash string, err error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("blender: save checkpoint: %w", err)
+	}
+	tmp := abs + ".tmp"
+	start := time.Now()
+	var r checkpointResult
+	if err := p.call(ctx, "save_checkpoint", checkpointParams{Path: tmp}, &r, nil); err != nil {
+		return "", fmt.Errorf("blender: save checkpoint: %w", err)
+	}
+	if err := syncFile(tmp); err != nil {
+		return "", fmt.Errorf("blender: save checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp, abs); err != nil {
+		return "", fmt.Errorf("blender: save checkpoint: %w", err)
+	}
+	if err := syncFile(filepath.Dir(abs)); err != nil {
+		return "", fmt.Errorf("blender: save checkpoint: %w", err)
+	}
+	p.log.Info("checkpoint saved", "path", abs, "bytes", r.Bytes, "blender_ms", r.Millis, "duration", time.Since(start), "scene_hash", r.SceneHash)
+	return r.SceneHash, nil
+}
+
+// LoadCheckpoint replaces the scene with a checkpoint written by
+// SaveCheckpoint, rebuilds the bridge's incremental hash from scratch and
+// restores the bridge state saved with it (tombstones stay restorable, so
+// compensations of calls made before the checkpoint still apply). It returns
+// the scene hash, which equals the one SaveCheckpoint returned; if it does
+// not, the scene is loaded anyway and LoadCheckpoint fails with an
+// internal_error *ToolError. A missing file is a not_found *ToolError.
+func (p *Process) LoadCheckpoint(ctx context.Context, path string) (sceneHash string, err error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("blender: load checkpoint: %w", err)
+	}
+	start := time.Now()
+	var r checkpointResult
+	var errHash string
+	if err := p.call(ctx, "load_checkpoint", checkpointParams{Path: abs}, &r, &errHash); err != nil {
+		return errHash, fmt.Errorf("blender: load checkpoint: %w", err)
+	}
+	p.log.Info("checkpoint loaded", "path", abs, "blender_ms", r.Millis, "duration", time.Since(start), "scene_hash", r.SceneHash)
+	return r.SceneHash, nil
+}
+
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // Stop asks the bridge to quit, waits up to grace for Blender to exit, then

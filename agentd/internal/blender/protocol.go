@@ -46,7 +46,25 @@ type Tool struct {
 	Description string         `json:"description"`
 	SafetyLevel string         `json:"safety_level"` // "read_only" | "safe_write" | "destructive"
 	InputSchema map[string]any `json:"input_schema"` // JSON Schema, additionalProperties false
+	// DeterminismClass is "deterministic" (same scene + same args give the
+	// same scene and result) or "seeded" (the output also depends on a seed
+	// argument, which the result records: render.still).
+	DeterminismClass string `json:"determinism_class"`
+	// RollbackMethod is "none" (read-only), "compensation" (Execute returns
+	// Outcome.Undo, applied with Process.Undo) or "not_needed" (the tool
+	// writes only files, never the scene: render.still).
+	RollbackMethod string `json:"rollback_method"`
 }
+
+// Determinism classes and rollback methods of Tool.
+const (
+	DeterminismDeterministic = "deterministic"
+	DeterminismSeeded        = "seeded"
+
+	RollbackNone         = "none"
+	RollbackCompensation = "compensation"
+	RollbackNotNeeded    = "not_needed"
+)
 
 // Call is one tool invocation.
 type Call struct {
@@ -64,6 +82,26 @@ type Outcome struct {
 	SceneHashBefore string
 	SceneHashAfter  string
 	Mutated         bool
+	// Undo is the compensation of a successful tool whose rollback method is
+	// "compensation": plain JSON, computed by the bridge before the tool
+	// mutated anything. Process.Undo applied right after this call returns
+	// the scene to SceneHashBefore. Nil for read-only tools, for tools that
+	// change nothing in the scene (render.still) and for failed calls.
+	// Shapes (v is the record version, tool the tool it undoes):
+	//
+	//	{"v":1,"tool":"object.create","object":"Cube","mesh":"Cube",
+	//	 "scene":"Scene","view_layer":"ViewLayer","active_before":null}
+	//	{"v":1,"tool":"object.set_transform","object":"Light",
+	//	 "location":[x,y,z],"rotation_euler":[x,y,z],"scale":[x,y,z]}
+	//	{"v":1,"tool":"object.delete","object":"M","tomb":"__bp_tomb_m<hex>",
+	//	 "data":{"kind":"mesh","name":"M","tomb":"__bp_tomb_m<hex>"|null}|null,
+	//	 "collections":[{"scene":"Scene"}|{"collection":"C"}],
+	//	 "children":[{"name":"Child","matrix_parent_inverse":[[4]x4]}],
+	//	 "camera_of":["Scene"],
+	//	 "bases":[{"scene":"Scene","view_layer":"ViewLayer","active":b,"select":b,"hide":b}]}
+	//
+	// Floats are exact (not rounded), so a restore is bit-identical.
+	Undo json.RawMessage
 }
 
 // Wire shapes of the fd 3/4 protocol (see bridge.py).
@@ -97,15 +135,40 @@ type executeParams struct {
 }
 
 type executeResult struct {
-	Result          map[string]any `json:"result"`
-	SceneHashBefore string         `json:"scene_hash_before"`
-	SceneHashAfter  string         `json:"scene_hash_after"`
-	Mutated         bool           `json:"mutated"`
+	Result          map[string]any  `json:"result"`
+	SceneHashBefore string          `json:"scene_hash_before"`
+	SceneHashAfter  string          `json:"scene_hash_after"`
+	Mutated         bool            `json:"mutated"`
+	Undo            json.RawMessage `json:"undo"`
+}
+
+type undoParams struct {
+	Undo        json.RawMessage `json:"undo"`
+	MutationID  string          `json:"mutation_id,omitempty"`
+	RequestID   string          `json:"request_id,omitempty"`
+	OperationID string          `json:"operation_id,omitempty"`
+	MCPCallID   string          `json:"mcp_call_id,omitempty"`
+}
+
+type undoResult struct {
+	SceneHashBefore string `json:"scene_hash_before"`
+	SceneHashAfter  string `json:"scene_hash_after"`
+}
+
+type checkpointParams struct {
+	Path string `json:"path"`
+}
+
+type checkpointResult struct {
+	SceneHash string  `json:"scene_hash"`
+	Bytes     int64   `json:"bytes"`
+	Millis    float64 `json:"ms"`
 }
 
 type helloParams struct {
 	SandboxDir string      `json:"sandbox_dir"`
 	Runtime    RuntimeKind `json:"runtime"`
+	Faults     []string    `json:"faults,omitempty"`
 }
 
 type helloResult struct {

@@ -1,24 +1,39 @@
 // Package journal is agentd's durable memory in a local bbolt file: the
-// agent's identity and, per session, the committed receipt of every
-// operation by its idempotency key, so that a retried operation returns its
-// receipt instead of running twice.
+// agent's identity and, per session, a redo log on top of the session's last
+// .blend checkpoint.
+//
+// An operation is journaled twice: an intent before it runs, and after it
+// ran, in one transaction, its receipt (with the compensating action that
+// undoes it), a log entry if it changed the scene, and the new head. After a
+// crash the session is rebuilt by loading the checkpoint and replaying the
+// log entries after it; the result must hash to the head's scene hash. A
+// retried idempotency key finds its committed record instead of running
+// again.
 //
 // Bucket tree (every key is a named variable below):
 //
 //	meta/
-//	  schema_version   → uint64, big endian (currently 1)
-//	  agent_id         → the agent's identity, kept across restarts
+//	  schema_version      → uint64, big endian (currently 1)
+//	  agent_id            → the agent's identity, kept across restarts
 //	sessions/
 //	  <session_id>/
-//	    runtime_id     → runtime the session runs in
-//	    receipts/
-//	      <idempotency_key> → Receipt (proto), as committed
+//	    runtime_id        → runtime the session runs in
+//	    head              → uint64: index of the last log entry (0: none)
+//	    head_hash         → scene hash after the head entry (baseline hash at first)
+//	    checkpoint        → Checkpoint (JSON); absent: the baseline scene
+//	    log/
+//	      <index>         → Entry (JSON), index uint64 big endian, from 1
+//	    ops/
+//	      <idempotency_key> → Record (JSON): receipt, undo, log index, rolled back
+//	    intents/
+//	      <idempotency_key> → RFC 3339 time the operation was started
 package journal
 
 import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -32,15 +47,61 @@ import (
 var (
 	bucketMeta     = []byte("meta")
 	bucketSessions = []byte("sessions")
-	bucketReceipts = []byte("receipts")
+	bucketLog      = []byte("log")
+	bucketOps      = []byte("ops")
+	bucketIntents  = []byte("intents")
 
 	keySchemaVersion = []byte("schema_version")
 	keyAgentID       = []byte("agent_id")
 	keyRuntimeID     = []byte("runtime_id")
+	keyHead          = []byte("head")
+	keyHeadHash      = []byte("head_hash")
+	keyCheckpoint    = []byte("checkpoint")
 )
 
 // ErrSessionNotFound: the journal has no such session.
 var ErrSessionNotFound = errors.New("session not found in journal")
+
+// Entry is one scene change in the redo log.
+type Entry struct {
+	// Kind is "op" (a tool ran) or "undo" (an op's compensation ran).
+	Kind string `json:"kind"`
+	// Key is the operation's idempotency key.
+	Key  string         `json:"key"`
+	Tool string         `json:"tool,omitempty"`
+	Args map[string]any `json:"args,omitempty"`
+	// MutationID is the op's blender_mutation_id, passed again on replay.
+	MutationID string `json:"mutation_id,omitempty"`
+	HashAfter  string `json:"hash_after"`
+}
+
+// Record is what the journal keeps per idempotency key.
+type Record struct {
+	Receipt *cpv1.Receipt `json:"-"`
+	// ReceiptProto is Receipt encoded, for storage.
+	ReceiptProto []byte `json:"receipt"`
+	// Undo is the compensating action computed before the op ran.
+	Undo json.RawMessage `json:"undo,omitempty"`
+	// LogIndex is the op's log entry; 0 if it did not change the scene.
+	LogIndex   uint64 `json:"log_index,omitempty"`
+	RolledBack bool   `json:"rolled_back,omitempty"`
+}
+
+// Checkpoint is a saved .blend and the log index it contains.
+type Checkpoint struct {
+	Path      string `json:"path"`
+	Index     uint64 `json:"index"`
+	SceneHash string `json:"scene_hash"`
+}
+
+// Session is a session's recovery state.
+type Session struct {
+	ID         string
+	RuntimeID  string
+	Head       uint64
+	HeadHash   string
+	Checkpoint *Checkpoint
+}
 
 // Journal is agentd's bbolt database.
 type Journal struct {
@@ -79,9 +140,7 @@ func Open(path string) (*Journal, error) {
 				return fmt.Errorf("migrate journal to version %d: %w", version+1, err)
 			}
 		}
-		v := make([]byte, 8)
-		binary.BigEndian.PutUint64(v, version)
-		return meta.Put(keySchemaVersion, v)
+		return meta.Put(keySchemaVersion, u64(version))
 	})
 	if err != nil {
 		db.Close()
@@ -112,49 +171,296 @@ func (j *Journal) AgentID() (string, error) {
 	return id, err
 }
 
-// OpenSession records a session; opening it again is harmless.
-func (j *Journal) OpenSession(sessionID, runtimeID string) error {
+// OpenSession records a new session starting from the baseline scene.
+// Opening a known session changes nothing.
+func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.Bucket(bucketSessions).CreateBucketIfNotExists([]byte(sessionID))
+		sessions := tx.Bucket(bucketSessions)
+		if sessions.Bucket([]byte(sessionID)) != nil {
+			return nil
+		}
+		b, err := sessions.CreateBucket([]byte(sessionID))
 		if err != nil {
 			return err
 		}
-		if _, err := b.CreateBucketIfNotExists(bucketReceipts); err != nil {
+		for _, name := range [][]byte{bucketLog, bucketOps, bucketIntents} {
+			if _, err := b.CreateBucket(name); err != nil {
+				return err
+			}
+		}
+		if err := b.Put(keyRuntimeID, []byte(runtimeID)); err != nil {
 			return err
 		}
-		return b.Put(keyRuntimeID, []byte(runtimeID))
+		if err := b.Put(keyHead, u64(0)); err != nil {
+			return err
+		}
+		return b.Put(keyHeadHash, []byte(baselineHash))
 	})
 }
 
-// Receipt returns the committed receipt for an idempotency key, or nil.
-func (j *Journal) Receipt(sessionID, key string) (*cpv1.Receipt, error) {
-	var r *cpv1.Receipt
-	err := j.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketSessions).Bucket([]byte(sessionID))
-		if b == nil {
+// CloseSession forgets a session.
+func (j *Journal) CloseSession(sessionID string) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		err := tx.Bucket(bucketSessions).DeleteBucket([]byte(sessionID))
+		if errors.Is(err, bolt.ErrBucketNotFound) {
 			return fmt.Errorf("%s: %w", sessionID, ErrSessionNotFound)
 		}
-		raw := b.Bucket(bucketReceipts).Get([]byte(key))
-		if raw == nil {
-			return nil
-		}
-		r = &cpv1.Receipt{}
-		return proto.Unmarshal(raw, r)
+		return err
 	})
-	return r, err
 }
 
-// Commit stores an operation's receipt under its idempotency key.
-func (j *Journal) Commit(sessionID string, r *cpv1.Receipt) error {
-	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+// Sessions returns the recovery state of every open session.
+func (j *Journal) Sessions() ([]Session, error) {
+	var out []Session
+	err := j.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSessions).ForEachBucket(func(k []byte) error {
+			s, err := readSession(tx, string(k))
+			out = append(out, s)
+			return err
+		})
+	})
+	return out, err
+}
+
+// Session returns one session's recovery state.
+func (j *Journal) Session(sessionID string) (Session, error) {
+	var s Session
+	err := j.db.View(func(tx *bolt.Tx) error {
+		var err error
+		s, err = readSession(tx, sessionID)
+		return err
+	})
+	return s, err
+}
+
+func readSession(tx *bolt.Tx, id string) (Session, error) {
+	b, err := sessionBucket(tx, id)
+	if err != nil {
+		return Session{}, err
+	}
+	s := Session{
+		ID:        id,
+		RuntimeID: string(b.Get(keyRuntimeID)),
+		Head:      binary.BigEndian.Uint64(b.Get(keyHead)),
+		HeadHash:  string(b.Get(keyHeadHash)),
+	}
+	if raw := b.Get(keyCheckpoint); raw != nil {
+		s.Checkpoint = &Checkpoint{}
+		if err := json.Unmarshal(raw, s.Checkpoint); err != nil {
+			return s, fmt.Errorf("session %s checkpoint: %w", id, err)
+		}
+	}
+	return s, nil
+}
+
+// Intend records that operations are about to run, in one transaction.
+func (j *Journal) Intend(sessionID string, keys []string) error {
+	now := []byte(time.Now().UTC().Format(time.RFC3339Nano))
+	return j.db.Update(func(tx *bolt.Tx) error {
+		b, err := sessionBucket(tx, sessionID)
+		if err != nil {
+			return err
+		}
+		intents := b.Bucket(bucketIntents)
+		for _, k := range keys {
+			if err := intents.Put([]byte(k), now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Intents lists operations that started but never committed: what was in
+// flight when the agent or its Blender died.
+func (j *Journal) Intents(sessionID string) ([]string, error) {
+	var keys []string
+	err := j.db.View(func(tx *bolt.Tx) error {
+		b, err := sessionBucket(tx, sessionID)
+		if err != nil {
+			return err
+		}
+		return b.Bucket(bucketIntents).ForEach(func(k, _ []byte) error {
+			keys = append(keys, string(k))
+			return nil
+		})
+	})
+	return keys, err
+}
+
+// Lookup returns the committed record of an idempotency key, or nil.
+func (j *Journal) Lookup(sessionID, key string) (*Record, error) {
+	var rec *Record
+	err := j.db.View(func(tx *bolt.Tx) error {
+		b, err := sessionBucket(tx, sessionID)
+		if err != nil {
+			return err
+		}
+		rec, err = getRecord(b.Bucket(bucketOps), key)
+		return err
+	})
+	return rec, err
+}
+
+// Commit is one executed operation to journal.
+type Commit struct {
+	Receipt *cpv1.Receipt
+	Undo    json.RawMessage
+	// Entry is the log entry, nil when the scene did not change.
+	Entry *Entry
+}
+
+// Commit journals executed operations in one transaction: each record, its
+// log entry and the new head, and clears their intents.
+func (j *Journal) Commit(sessionID string, commits []Commit) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		b, err := sessionBucket(tx, sessionID)
+		if err != nil {
+			return err
+		}
+		for _, c := range commits {
+			key := c.Receipt.GetIdempotencyKey()
+			rec := &Record{Receipt: c.Receipt, Undo: c.Undo}
+			if c.Entry != nil {
+				if rec.LogIndex, err = appendEntry(b, c.Entry); err != nil {
+					return err
+				}
+			}
+			if err := putRecord(b.Bucket(bucketOps), key, rec); err != nil {
+				return err
+			}
+			if err := b.Bucket(bucketIntents).Delete([]byte(key)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// CommitUndo journals that an operation's compensation ran: the record is
+// marked rolled back and an undo entry joins the log.
+func (j *Journal) CommitUndo(sessionID, key, hashAfter string) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		b, err := sessionBucket(tx, sessionID)
+		if err != nil {
+			return err
+		}
+		ops := b.Bucket(bucketOps)
+		rec, err := getRecord(ops, key)
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			return fmt.Errorf("undo of unknown operation %s", key)
+		}
+		if _, err := appendEntry(b, &Entry{Kind: "undo", Key: key, HashAfter: hashAfter}); err != nil {
+			return err
+		}
+		rec.RolledBack = true
+		return putRecord(ops, key, rec)
+	})
+}
+
+// SetCheckpoint records a durable checkpoint and drops the log entries it
+// contains: recovery starts from the checkpoint.
+func (j *Journal) SetCheckpoint(sessionID string, cp Checkpoint) error {
+	raw, err := json.Marshal(cp)
 	if err != nil {
 		return err
 	}
 	return j.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketSessions).Bucket([]byte(sessionID))
-		if b == nil {
-			return fmt.Errorf("%s: %w", sessionID, ErrSessionNotFound)
+		b, err := sessionBucket(tx, sessionID)
+		if err != nil {
+			return err
 		}
-		return b.Bucket(bucketReceipts).Put([]byte(r.GetIdempotencyKey()), raw)
+		if err := b.Put(keyCheckpoint, raw); err != nil {
+			return err
+		}
+		log := b.Bucket(bucketLog)
+		c := log.Cursor()
+		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= cp.Index; k, _ = c.First() {
+			if err := log.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+}
+
+// Entries returns the log entries after index from, in order.
+func (j *Journal) Entries(sessionID string, from uint64) ([]Entry, error) {
+	var out []Entry
+	err := j.db.View(func(tx *bolt.Tx) error {
+		b, err := sessionBucket(tx, sessionID)
+		if err != nil {
+			return err
+		}
+		c := b.Bucket(bucketLog).Cursor()
+		for k, v := c.Seek(u64(from + 1)); k != nil; k, v = c.Next() {
+			var e Entry
+			if err := json.Unmarshal(v, &e); err != nil {
+				return fmt.Errorf("log entry %d: %w", binary.BigEndian.Uint64(k), err)
+			}
+			out = append(out, e)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func appendEntry(b *bolt.Bucket, e *Entry) (uint64, error) {
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return 0, err
+	}
+	index := binary.BigEndian.Uint64(b.Get(keyHead)) + 1
+	if err := b.Bucket(bucketLog).Put(u64(index), raw); err != nil {
+		return 0, err
+	}
+	if err := b.Put(keyHead, u64(index)); err != nil {
+		return 0, err
+	}
+	return index, b.Put(keyHeadHash, []byte(e.HashAfter))
+}
+
+func putRecord(ops *bolt.Bucket, key string, rec *Record) error {
+	var err error
+	rec.ReceiptProto, err = proto.MarshalOptions{Deterministic: true}.Marshal(rec.Receipt)
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return ops.Put([]byte(key), raw)
+}
+
+func getRecord(ops *bolt.Bucket, key string) (*Record, error) {
+	raw := ops.Get([]byte(key))
+	if raw == nil {
+		return nil, nil
+	}
+	rec := &Record{Receipt: &cpv1.Receipt{}}
+	if err := json.Unmarshal(raw, rec); err != nil {
+		return nil, fmt.Errorf("record %s: %w", key, err)
+	}
+	if err := proto.Unmarshal(rec.ReceiptProto, rec.Receipt); err != nil {
+		return nil, fmt.Errorf("record %s receipt: %w", key, err)
+	}
+	return rec, nil
+}
+
+func sessionBucket(tx *bolt.Tx, id string) (*bolt.Bucket, error) {
+	b := tx.Bucket(bucketSessions).Bucket([]byte(id))
+	if b == nil {
+		return nil, fmt.Errorf("%s: %w", id, ErrSessionNotFound)
+	}
+	return b, nil
+}
+
+func u64(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
 }

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -10,55 +11,94 @@ import (
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
-func TestIdentityAndReceiptsSurviveReopen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "agentd.db")
+func open(t *testing.T, path string) *Journal {
+	t.Helper()
 	j, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return j
+}
+
+func TestRedoLogSurvivesReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	j := open(t, path)
 	id, err := j.AgentID()
 	if err != nil || id == "" {
 		t.Fatalf("agent id %q: %v", id, err)
 	}
-	if again, _ := j.AgentID(); again != id {
-		t.Fatalf("agent id changed: %s → %s", id, again)
-	}
-	if err := j.Commit("s1", &cpv1.Receipt{IdempotencyKey: "k"}); !errors.Is(err, ErrSessionNotFound) {
+	if err := j.Commit("s1", nil); !errors.Is(err, ErrSessionNotFound) {
 		t.Fatalf("commit to unknown session: %v", err)
 	}
-	if err := j.OpenSession("s1", "rt"); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0"); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Commit("s1", &cpv1.Receipt{IdempotencyKey: "k", OperationId: "a", BlenderMutationId: "m"}); err != nil {
+	if err := j.Intend("s1", []string{"k1", "k2", "k3"}); err != nil {
+		t.Fatal(err)
+	}
+	err = j.Commit("s1", []Commit{
+		{Receipt: &cpv1.Receipt{IdempotencyKey: "k1", BlenderMutationId: "m1"}, Undo: json.RawMessage(`{"op":"delete"}`),
+			Entry: &Entry{Kind: "op", Key: "k1", Tool: "object.create", Args: map[string]any{"type": "cube"}, HashAfter: "h1"}},
+		{Receipt: &cpv1.Receipt{IdempotencyKey: "k2"}}, // read-only: no entry
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.CommitUndo("s1", "k1", "h0"); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()
 
-	j, err = Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j = open(t, path)
 	defer j.Close()
 	if again, _ := j.AgentID(); again != id {
-		t.Fatalf("agent id not kept across reopen: %s → %s", id, again)
+		t.Fatalf("agent id not kept: %s → %s", id, again)
 	}
-	r, err := j.Receipt("s1", "k")
-	if err != nil || r.GetBlenderMutationId() != "m" {
-		t.Fatalf("receipt after reopen: %v %v", r, err)
+	s, err := j.Session("s1")
+	if err != nil || s.Head != 2 || s.HeadHash != "h0" || s.Checkpoint != nil {
+		t.Fatalf("session %+v %v", s, err)
 	}
-	if r, err := j.Receipt("s1", "other"); err != nil || r != nil {
-		t.Fatalf("unknown key: %v %v", r, err)
+	if keys, _ := j.Intents("s1"); len(keys) != 1 || keys[0] != "k3" {
+		t.Fatalf("uncommitted intents %v, want [k3]", keys)
+	}
+	entries, err := j.Entries("s1", 0)
+	if err != nil || len(entries) != 2 || entries[0].Kind != "op" || entries[0].Args["type"] != "cube" || entries[1].Kind != "undo" {
+		t.Fatalf("entries %+v %v", entries, err)
+	}
+	rec, err := j.Lookup("s1", "k1")
+	if err != nil || rec.Receipt.GetBlenderMutationId() != "m1" || !rec.RolledBack || rec.LogIndex != 1 || string(rec.Undo) != `{"op":"delete"}` {
+		t.Fatalf("record %+v %v", rec, err)
+	}
+	if rec, err := j.Lookup("s1", "nope"); rec != nil || err != nil {
+		t.Fatalf("unknown key: %v %v", rec, err)
+	}
+
+	// A checkpoint drops the entries it contains.
+	if err := j.SetCheckpoint("s1", Checkpoint{Path: "/x.blend", Index: 1, SceneHash: "h1"}); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := j.Entries("s1", 0); len(entries) != 1 || entries[0].Kind != "undo" {
+		t.Fatalf("after checkpoint: %+v", entries)
+	}
+	if s, _ := j.Session("s1"); s.Checkpoint == nil || s.Checkpoint.Index != 1 {
+		t.Fatalf("checkpoint %+v", s.Checkpoint)
+	}
+	if all, _ := j.Sessions(); len(all) != 1 {
+		t.Fatalf("sessions %v", all)
+	}
+	if err := j.CloseSession("s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Session("s1"); !errors.Is(err, ErrSessionNotFound) {
+		t.Fatalf("closed session: %v", err)
 	}
 }
 
 func TestRefusesNewerSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agentd.db")
-	j, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := open(t, path)
 	j.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(keySchemaVersion, []byte{0, 0, 0, 0, 0, 0, 0, 99})
+		return tx.Bucket(bucketMeta).Put(keySchemaVersion, u64(99))
 	})
 	j.Close()
 	if _, err := Open(path); err == nil {

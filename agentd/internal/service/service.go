@@ -6,12 +6,14 @@ import (
 	"context"
 	"errors"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/blendplane/blendplane/agentd/internal/journal"
 	"github.com/blendplane/blendplane/agentd/internal/sessions"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
 // Server implements AgentService.
@@ -46,17 +48,27 @@ func (s *Server) OpenSession(ctx context.Context, req *agentv1.OpenSessionReques
 	return &agentv1.OpenSessionResponse{BlenderProfile: prof, BaselineSceneHash: hash}, nil
 }
 
-// Execute runs one operation.
-func (s *Server) Execute(ctx context.Context, req *agentv1.ExecuteRequest) (*agentv1.ExecuteResponse, error) {
-	r, err := s.sessions.Execute(ctx, sessions.Operation{
-		SessionID: req.GetSessionId(), RequestID: req.GetRequestId(), OperationID: req.GetOperationId(),
-		MCPCallID: req.GetMcpCallId(), Tool: req.GetToolName(), Args: req.GetArgs().AsMap(),
-		Safety: req.GetSafetyLevel(), IdempotencyKey: req.GetIdempotencyKey(),
-	})
-	if err != nil {
-		return nil, toStatus(err)
+// Execute runs a batch of operations and streams their receipts.
+func (s *Server) Execute(req *agentv1.ExecuteRequest, stream grpc.ServerStreamingServer[agentv1.ExecuteResponse]) error {
+	ops := make([]sessions.Operation, len(req.GetOperations()))
+	for i, o := range req.GetOperations() {
+		ops[i] = sessions.Operation{
+			OperationID: o.GetOperationId(), MCPCallID: o.GetMcpCallId(), Tool: o.GetToolName(),
+			Args: o.GetArgs().AsMap(), Safety: o.GetSafetyLevel(), IdempotencyKey: o.GetIdempotencyKey(),
+		}
 	}
-	return &agentv1.ExecuteResponse{Receipt: r}, nil
+	err := s.sessions.Execute(stream.Context(), req.GetSessionId(), req.GetRequestId(), ops, func(r *cpv1.Receipt) error {
+		return stream.Send(&agentv1.ExecuteResponse{Receipt: r})
+	})
+	return toStatus(err)
+}
+
+// Rollback undoes committed operations and streams ROLLED_BACK receipts.
+func (s *Server) Rollback(req *agentv1.RollbackRequest, stream grpc.ServerStreamingServer[agentv1.RollbackResponse]) error {
+	err := s.sessions.Rollback(stream.Context(), req.GetSessionId(), req.GetRequestId(), req.GetIdempotencyKeys(), func(r *cpv1.Receipt) error {
+		return stream.Send(&agentv1.RollbackResponse{Receipt: r})
+	})
+	return toStatus(err)
 }
 
 // CloseSession stops a session's Blender.
@@ -70,6 +82,10 @@ func (s *Server) CloseSession(ctx context.Context, req *agentv1.CloseSessionRequ
 // toStatus maps the sessions package's errors to gRPC codes.
 func toStatus(err error) error {
 	switch {
+	case err == nil:
+		return nil
+	case status.Code(err) != codes.Unknown:
+		return err // already a status (a failed stream send)
 	case errors.Is(err, sessions.ErrNotFound), errors.Is(err, journal.ErrSessionNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, sessions.ErrUnknownRuntime):

@@ -13,7 +13,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -125,7 +127,43 @@ func (e *Executor) drain(sessionID string, q *queue) {
 	}
 }
 
-// run executes a plan from its first operation without a receipt.
+// batchSize is how many operations go to the agent in one Execute stream.
+// The agent runs them one by one and commits their receipts in groups, so a
+// batch saves a network round trip and an fsync per operation.
+const batchSize = 256
+
+// progress is what the committed receipts of a plan say about it, so that a
+// resumed plan picks up exactly where it stopped.
+type progress struct {
+	next       int             // schedule positions consumed (ran, failed or not run)
+	done       []*cpv1.Receipt // succeeded or skipped, in order: what a rollback undoes
+	failed     *cpv1.Receipt   // the operation that failed, if any
+	rolledBack map[string]bool // idempotency keys already undone
+	rollback   *cpv1.Failure   // set when the rollback itself failed
+}
+
+func (pr *progress) observe(r *cpv1.Receipt) {
+	switch r.GetStatus() {
+	case cpv1.Receipt_STATUS_SUCCEEDED, cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT:
+		pr.done = append(pr.done, r)
+		pr.next++
+	case cpv1.Receipt_STATUS_ROLLED_BACK:
+		pr.rolledBack[r.GetIdempotencyKey()] = true
+	case cpv1.Receipt_STATUS_FAILED:
+		if r.GetError().GetErrorCode() == "ROLLBACK_FAILED" {
+			pr.rollback = r.GetError()
+			return
+		}
+		pr.failed = r
+		pr.next++
+	case cpv1.Receipt_STATUS_NOT_RUN:
+		pr.next++
+	}
+}
+
+// run executes a plan, or resumes it after its last committed receipt:
+// operations in schedule order, then, if one failed, the rollback of the
+// plan's operations (atomic plans) and NOT_RUN receipts for the rest.
 func (e *Executor) run(requestID string) error {
 	p, req, sched, err := e.store.PlanWork(requestID)
 	if err != nil {
@@ -143,91 +181,189 @@ func (e *Executor) run(requestID string) error {
 		return err
 	}
 	log := e.log.With("request_id", requestID, "session_id", p.GetSessionId())
-	log.Info("plan running", "operations", len(sched), "from", p.GetReceiptCount()+1)
 
+	pr := &progress{rolledBack: map[string]bool{}}
+	if p.GetReceiptCount() > 0 {
+		prior, err := e.store.Receipts(requestID, 1, int(p.GetReceiptCount()))
+		if err != nil {
+			return err
+		}
+		for _, r := range prior {
+			pr.observe(r)
+		}
+	}
+	log.Info("plan running", "operations", len(sched), "from", pr.next+1)
 	p.State = cpv1.Plan_STATE_RUNNING
 	c := newCommitter(e.store, p)
 	seq := p.GetReceiptCount()
-	var failed *cpv1.Receipt
-	for _, idx := range sched[seq:] {
-		op := req.GetOperations()[idx]
+	add := func(r *cpv1.Receipt) {
 		seq++
-		if failed != nil {
-			c.add(notRun(requestID, op, seq, failed))
-			continue
-		}
-		r, err := e.execute(agent, requestID, p.GetSessionId(), op, log)
-		if err != nil {
-			// Stopping: leave the plan active; it resumes with the same keys.
-			c.close()
-			return err
-		}
 		r.Sequence = seq
+		pr.observe(r)
 		c.add(r)
-		if st := r.GetStatus(); st != cpv1.Receipt_STATUS_SUCCEEDED && st != cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT {
-			failed = r
+	}
+
+	for pr.failed == nil && pr.next < len(sched) {
+		window := sched[pr.next:min(pr.next+batchSize, len(sched))]
+		ops := make([]*cpv1.Operation, len(window))
+		for i, idx := range window {
+			ops[i] = req.GetOperations()[idx]
+		}
+		if err := e.execute(agent, requestID, p.GetSessionId(), ops, add, log); err != nil {
+			c.close()
+			return err // stopping: the plan stays active and resumes
 		}
 		if err := c.failure(); err != nil {
 			c.close()
 			return fmt.Errorf("commit receipts: %w", err)
 		}
 	}
+	if pr.failed != nil && p.GetAtomic() && pr.rollback == nil {
+		var keys []string
+		for i := len(pr.done) - 1; i >= 0; i-- {
+			if k := pr.done[i].GetIdempotencyKey(); !pr.rolledBack[k] {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) > 0 {
+			if err := e.rollback(agent, requestID, p.GetSessionId(), keys, add, log); err != nil {
+				c.close()
+				return err
+			}
+		}
+	}
+	if pr.failed != nil {
+		for _, idx := range sched[pr.next:] {
+			add(notRun(requestID, req.GetOperations()[idx], pr.failed))
+		}
+	}
 	if err := c.close(); err != nil {
 		return fmt.Errorf("commit receipts: %w", err)
 	}
 	p.State = cpv1.Plan_STATE_SUCCEEDED
-	if failed != nil {
+	if pr.failed != nil {
 		p.State = cpv1.Plan_STATE_FAILED
-		p.Failure = failed.GetError()
+		p.Failure = pr.failed.GetError()
+		if pr.rollback != nil {
+			p.Failure = pr.rollback
+		}
 	}
 	log.Info("plan finished", "state", p.GetState().String())
 	return e.store.Commit(p, nil)
 }
 
-// execute sends one operation to the agent, retrying while the agent is
-// unreachable. It returns an error only when the executor is stopping.
-func (e *Executor) execute(agent agentv1.AgentServiceClient, requestID, sessionID string, op *cpv1.Operation, log *slog.Logger) (*cpv1.Receipt, error) {
-	req := &agentv1.ExecuteRequest{
-		SessionId:      sessionID,
-		RequestId:      requestID,
-		OperationId:    op.GetOperationId(),
-		ToolName:       op.GetToolName(),
-		Args:           op.GetArgs(),
-		SafetyLevel:    op.GetSafetyLevel(),
-		IdempotencyKey: plan.IdempotencyKey(requestID, op.GetOperationId(), op.GetArgs().AsMap()),
+// execute sends a batch of operations to the agent and hands each receipt
+// to add, in order. While the agent is unreachable it retries the operations
+// still without a receipt, with the same idempotency keys. It returns an
+// error only when the executor is stopping.
+func (e *Executor) execute(agent agentv1.AgentServiceClient, requestID, sessionID string, ops []*cpv1.Operation, add func(*cpv1.Receipt), log *slog.Logger) error {
+	calls := make([]*agentv1.OperationCall, len(ops))
+	for i, op := range ops {
+		calls[i] = &agentv1.OperationCall{
+			OperationId:    op.GetOperationId(),
+			ToolName:       op.GetToolName(),
+			Args:           op.GetArgs(),
+			SafetyLevel:    op.GetSafetyLevel(),
+			IdempotencyKey: plan.IdempotencyKey(requestID, op.GetOperationId(), op.GetArgs().AsMap()),
+		}
 	}
+	return e.retry(log, func(ctx context.Context) (bool, error) {
+		for _, c := range calls {
+			c.McpCallId = NewID("call") // unique per invocation, retries included
+		}
+		stream, err := agent.Execute(ctx, &agentv1.ExecuteRequest{SessionId: sessionID, RequestId: requestID, Operations: calls})
+		if err != nil {
+			return false, err
+		}
+		for len(calls) > 0 {
+			resp, err := stream.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = status.Error(codes.Unavailable, "agent ended the batch early")
+				}
+				return false, err
+			}
+			r := resp.GetReceipt()
+			if r.GetOperationId() != calls[0].GetOperationId() {
+				return false, fmt.Errorf("agent answered for %q, expected %q", r.GetOperationId(), calls[0].GetOperationId())
+			}
+			calls = calls[1:]
+			add(r)
+			if st := r.GetStatus(); st != cpv1.Receipt_STATUS_SUCCEEDED && st != cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT {
+				return true, nil
+			}
+		}
+		return true, nil
+	}, func(err error) {
+		add(transportFailure(requestID, ops[len(ops)-len(calls)], calls[0], err))
+	})
+}
+
+// rollback asks the agent to undo operations (newest first) and hands each
+// ROLLED_BACK (or ROLLBACK_FAILED) receipt to add.
+func (e *Executor) rollback(agent agentv1.AgentServiceClient, requestID, sessionID string, keys []string, add func(*cpv1.Receipt), log *slog.Logger) error {
+	log.Info("rolling back the plan", "operations", len(keys))
+	return e.retry(log, func(ctx context.Context) (bool, error) {
+		stream, err := agent.Rollback(ctx, &agentv1.RollbackRequest{SessionId: sessionID, RequestId: requestID, IdempotencyKeys: keys})
+		if err != nil {
+			return false, err
+		}
+		for len(keys) > 0 {
+			resp, err := stream.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = status.Error(codes.Unavailable, "agent ended the rollback early")
+				}
+				return false, err
+			}
+			keys = keys[1:]
+			add(resp.GetReceipt())
+			if resp.GetReceipt().GetStatus() != cpv1.Receipt_STATUS_ROLLED_BACK {
+				return true, nil
+			}
+		}
+		return true, nil
+	}, func(err error) {
+		add(&cpv1.Receipt{
+			RequestId: requestID, IdempotencyKey: keys[0], Status: cpv1.Receipt_STATUS_FAILED, CompleteTime: timestamppb.Now(),
+			Error: &cpv1.Failure{ErrorCode: "ROLLBACK_FAILED", Recoverable: false, Message: status.Convert(err).Message(),
+				RetryHint: "the agent could not be reached to roll the plan back; inspect the session"},
+		})
+	})
+}
+
+// retry runs attempt until it completes, retrying while the agent is
+// unreachable (within AgentRetryWindow). A receipt-less stretch longer than
+// OperationTimeout cancels the attempt. giveUp records the final error.
+func (e *Executor) retry(log *slog.Logger, attempt func(ctx context.Context) (bool, error), giveUp func(error)) error {
 	deadline := time.Now().Add(e.cfg.AgentRetryWindow)
 	backoff := 100 * time.Millisecond
 	for {
-		req.McpCallId = NewID("call")
 		ctx, cancel := context.WithTimeout(e.ctx, e.cfg.OperationTimeout)
-		resp, err := agent.Execute(ctx, req)
+		ok, err := attempt(ctx)
 		cancel()
-		if err == nil {
-			r := resp.GetReceipt()
-			log.Debug("operation done", "operation_id", op.GetOperationId(), "mcp_call_id", req.GetMcpCallId(),
-				"blender_mutation_id", r.GetBlenderMutationId(), "status", r.GetStatus().String())
-			return r, nil
+		if ok {
+			return nil
 		}
 		if e.ctx.Err() != nil {
-			return nil, e.ctx.Err()
+			return e.ctx.Err()
 		}
-		code := status.Code(err)
-		if code != codes.Unavailable || time.Now().After(deadline) {
-			log.Warn("operation failed in transport", "operation_id", op.GetOperationId(), "mcp_call_id", req.GetMcpCallId(), "err", err)
-			return transportFailure(requestID, op, req, err), nil
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			log.Warn("agent call failed", "err", err)
+			giveUp(err)
+			return nil
 		}
-		log.Warn("agent unreachable, retrying", "operation_id", op.GetOperationId(), "err", err, "backoff", backoff)
+		log.Warn("agent unreachable, retrying", "err", err, "backoff", backoff)
 		select {
 		case <-time.After(backoff):
 		case <-e.ctx.Done():
-			return nil, e.ctx.Err()
+			return e.ctx.Err()
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 
-func transportFailure(requestID string, op *cpv1.Operation, req *agentv1.ExecuteRequest, err error) *cpv1.Receipt {
+func transportFailure(requestID string, op *cpv1.Operation, call *agentv1.OperationCall, err error) *cpv1.Receipt {
 	st := status.Convert(err)
 	code, hint, action := "AGENT_UNAVAILABLE", "resubmit the plan with the same request_id once the agent is back", cpv1.RepairStep_ACTION_RETRY
 	switch st.Code() {
@@ -245,8 +381,8 @@ func transportFailure(requestID string, op *cpv1.Operation, req *agentv1.Execute
 		ToolName:       op.GetToolName(),
 		Status:         cpv1.Receipt_STATUS_FAILED,
 		SafetyLevel:    op.GetSafetyLevel(),
-		McpCallId:      req.GetMcpCallId(),
-		IdempotencyKey: req.GetIdempotencyKey(),
+		McpCallId:      call.GetMcpCallId(),
+		IdempotencyKey: call.GetIdempotencyKey(),
 		CompleteTime:   timestamppb.Now(),
 		Error: &cpv1.Failure{
 			ErrorCode:         code,
@@ -258,9 +394,8 @@ func transportFailure(requestID string, op *cpv1.Operation, req *agentv1.Execute
 	}
 }
 
-func notRun(requestID string, op *cpv1.Operation, seq int64, failed *cpv1.Receipt) *cpv1.Receipt {
+func notRun(requestID string, op *cpv1.Operation, failed *cpv1.Receipt) *cpv1.Receipt {
 	return &cpv1.Receipt{
-		Sequence:     seq,
 		RequestId:    requestID,
 		OperationId:  op.GetOperationId(),
 		ToolName:     op.GetToolName(),

@@ -78,3 +78,27 @@ func TestPlanRefusalDetails(t *testing.T) {
 		t.Fatalf("repair plan %v", repair)
 	}
 }
+
+func FuzzPageToken(f *testing.F) {
+	f.Add(encodePageToken(42, "r1"), "r1")
+	f.Add(encodePageToken(7, ""), "")
+	f.Add("djE6eDpy", "r")
+	f.Add("", "x")
+	f.Fuzz(func(t *testing.T, token, requestID string) {
+		after, err := decodePageToken(token, requestID)
+		if err != nil {
+			return
+		}
+		if token != "" && decodeRoundTrip(t, after, requestID) != after {
+			t.Fatalf("token %q decoded to %d but does not round trip", token, after)
+		}
+	})
+}
+
+func decodeRoundTrip(t *testing.T, after uint64, requestID string) uint64 {
+	got, err := decodePageToken(encodePageToken(after, requestID), requestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}

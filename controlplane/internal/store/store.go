@@ -4,7 +4,7 @@
 // Bucket tree (every key is a named variable below):
 //
 //	meta/
-//	  schema_version        → uint64, big endian (currently 1)
+//	  schema_version        → uint64, big endian (currently 2)
 //	sessions/
 //	  <session_id>/
 //	    contract            → SessionContract (proto)
@@ -21,6 +21,11 @@
 //	      <sequence>        → Receipt (proto), key uint64 big endian
 //	active/
 //	  <order>               → request_id of a plan that is not terminal yet, in submission order
+//	audit/                  (schema 2)
+//	  <sequence>            → AuditRecord (proto), append-only, key uint64 big endian
+//	audit_by_plan/          (schema 2)
+//	  <request_id>/
+//	    <sequence>          → empty: index of the plan's audit records
 //
 // Receipts are committed before anyone can read them; Watch lets a stream
 // wait for the next commit of a plan without polling.
@@ -40,7 +45,7 @@ import (
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
-const schemaVersion = 1
+const schemaVersion = 2
 
 var (
 	bucketMeta     = []byte("meta")
@@ -48,6 +53,8 @@ var (
 	bucketPlans    = []byte("plans")
 	bucketActive   = []byte("active")
 	bucketReceipts = []byte("receipts")
+	bucketAudit    = []byte("audit")
+	bucketAuditIdx = []byte("audit_by_plan")
 
 	keySchemaVersion = []byte("schema_version")
 	keyContract      = []byte("contract")
@@ -115,6 +122,15 @@ var migrations = []func(tx *bolt.Tx) error{
 	// 0 → 1: the initial bucket tree.
 	func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketSessions, bucketPlans, bucketActive} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	},
+	// 1 → 2: the audit log, recorded from now on.
+	func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketAudit, bucketAuditIdx} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -316,10 +332,10 @@ func (s *Store) ActivePlans() ([]string, error) {
 	return ids, err
 }
 
-// Commit appends receipts to a plan and stores its new state in one
-// transaction. Receipts must continue the plan's sequence without a gap. A
-// plan whose new state is terminal leaves the active queue. Watchers of the
-// plan are woken after the commit.
+// Commit appends receipts to a plan, with one audit record each, and stores
+// its new state in one transaction. Receipts must continue the plan's
+// sequence without a gap. A plan whose new state is terminal leaves the
+// active queue. Watchers of the plan are woken after the commit.
 func (s *Store) Commit(plan *cpv1.Plan, receipts []*cpv1.Receipt) error {
 	requestID := plan.GetRequestId()
 	err := s.db.Update(func(tx *bolt.Tx) error {
@@ -337,6 +353,9 @@ func (s *Store) Commit(plan *cpv1.Plan, receipts []*cpv1.Receipt) error {
 				return fmt.Errorf("plan %q: receipt sequence %d, want %d", requestID, r.GetSequence(), next)
 			}
 			if err := putProto(rb, u64(next), r); err != nil {
+				return err
+			}
+			if err := appendAudit(tx, plan.GetSessionId(), requestID, r); err != nil {
 				return err
 			}
 			next++
@@ -357,6 +376,63 @@ func (s *Store) Commit(plan *cpv1.Plan, receipts []*cpv1.Receipt) error {
 		s.wake(requestID)
 	}
 	return err
+}
+
+func appendAudit(tx *bolt.Tx, sessionID, requestID string, r *cpv1.Receipt) error {
+	audit := tx.Bucket(bucketAudit)
+	seq, err := audit.NextSequence()
+	if err != nil {
+		return err
+	}
+	ts := r.GetCompleteTime()
+	if ts == nil {
+		ts = timestamppb.Now()
+	}
+	rec := &cpv1.AuditRecord{
+		Timestamp: ts, RequestId: requestID, OperationId: r.GetOperationId(),
+		McpCallId: r.GetMcpCallId(), BlenderMutationId: r.GetBlenderMutationId(), ToolName: r.GetToolName(),
+		SafetyLevel: r.GetSafetyLevel(), Status: r.GetStatus(), SceneHashBefore: r.GetSceneHashBefore(),
+		SceneHashAfter: r.GetSceneHashAfter(), SessionId: sessionID, Sequence: int64(seq),
+		ErrorCode: r.GetError().GetErrorCode(),
+	}
+	if err := putProto(audit, u64(seq), rec); err != nil {
+		return err
+	}
+	idx, err := tx.Bucket(bucketAuditIdx).CreateBucketIfNotExists([]byte(requestID))
+	if err != nil {
+		return err
+	}
+	return idx.Put(u64(seq), nil)
+}
+
+// AuditRecords returns up to limit audit records with sequence > after,
+// oldest first, of one plan or (requestID empty) of all. next is the last
+// sequence returned when more may follow, else 0.
+func (s *Store) AuditRecords(requestID string, after uint64, limit int) (records []*cpv1.AuditRecord, next uint64, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		audit := tx.Bucket(bucketAudit)
+		var c *bolt.Cursor
+		if requestID == "" {
+			c = audit.Cursor()
+		} else if idx := tx.Bucket(bucketAuditIdx).Bucket([]byte(requestID)); idx != nil {
+			c = idx.Cursor()
+		} else {
+			return nil
+		}
+		for k, _ := c.Seek(u64(after + 1)); k != nil; k, _ = c.Next() {
+			if len(records) == limit {
+				next = uint64(records[len(records)-1].GetSequence())
+				return nil
+			}
+			rec := &cpv1.AuditRecord{}
+			if err := getProto(audit, k, rec); err != nil {
+				return err
+			}
+			records = append(records, rec)
+		}
+		return nil
+	})
+	return records, next, err
 }
 
 // Receipts returns up to limit receipts of a plan with sequence ≥ from.

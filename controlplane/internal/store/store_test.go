@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -127,5 +128,84 @@ func TestRefusesNewerSchema(t *testing.T) {
 	s.Close()
 	if _, err := Open(path); err == nil {
 		t.Fatal("opened a database from a newer schema")
+	}
+}
+
+func TestAuditPages(t *testing.T) {
+	s, _ := openTest(t)
+	for _, id := range []string{"r1", "r2"} {
+		if _, err := s.CreatePlan(testPlan(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p1, _ := s.Plan("r1")
+	p2, _ := s.Plan("r2")
+	// Interleave the two plans' receipts in the global log.
+	for seq := int64(1); seq <= 3; seq++ {
+		for _, p := range []*cpv1.Plan{p1, p2} {
+			if err := s.Commit(p, []*cpv1.Receipt{{Sequence: seq, OperationId: fmt.Sprint("op", seq), McpCallId: "c"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	all, next, err := s.AuditRecords("", 0, 100)
+	if err != nil || len(all) != 6 || next != 0 {
+		t.Fatalf("all: %d records, next %d, %v", len(all), next, err)
+	}
+	var got []string
+	var after uint64
+	for {
+		page, next, err := s.AuditRecords("r2", after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page {
+			if r.GetRequestId() != "r2" || r.GetSessionId() != "s1" || r.GetTimestamp() == nil {
+				t.Fatalf("record %v", r)
+			}
+			got = append(got, r.GetOperationId())
+		}
+		if next == 0 {
+			break
+		}
+		after = next
+	}
+	if fmt.Sprint(got) != "[op1 op2 op3]" {
+		t.Fatalf("paged r2 records %v", got)
+	}
+}
+
+// TestMigratesSchema1 opens a database as the first release wrote it (no
+// audit buckets) and checks that it is upgraded and keeps its plans.
+func TestMigratesSchema1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v1.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		meta, _ := tx.CreateBucket(bucketMeta)
+		if err := migrations[0](tx); err != nil {
+			return err
+		}
+		return meta.Put(keySchemaVersion, u64(1))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.CreatePlan(testPlan("r1")); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := s.Plan("r1")
+	if err := s.Commit(p, []*cpv1.Receipt{{Sequence: 1}}); err != nil {
+		t.Fatalf("commit after migration: %v", err)
+	}
+	if recs, _, _ := s.AuditRecords("r1", 0, 10); len(recs) != 1 {
+		t.Fatalf("audit after migration: %v", recs)
 	}
 }

@@ -234,17 +234,10 @@ func (x *OpenSessionResponse) GetBaselineSceneHash() string {
 }
 
 type ExecuteRequest struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	SessionId   string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	RequestId   string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	OperationId string                 `protobuf:"bytes,3,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
-	ToolName    string                 `protobuf:"bytes,4,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
-	Args        *structpb.Struct       `protobuf:"bytes,5,opt,name=args,proto3" json:"args,omitempty"`
-	SafetyLevel v1.SafetyLevel         `protobuf:"varint,6,opt,name=safety_level,json=safetyLevel,proto3,enum=blendplane.controlplane.v1.SafetyLevel" json:"safety_level,omitempty"`
-	// sha256(request_id, operation_id, canonical(args)); the journal's key.
-	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	// Unique per invocation, for traceability.
-	McpCallId     string `protobuf:"bytes,8,opt,name=mcp_call_id,json=mcpCallId,proto3" json:"mcp_call_id,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Operations    []*OperationCall       `protobuf:"bytes,3,rep,name=operations,proto3" json:"operations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -293,42 +286,94 @@ func (x *ExecuteRequest) GetRequestId() string {
 	return ""
 }
 
-func (x *ExecuteRequest) GetOperationId() string {
+func (x *ExecuteRequest) GetOperations() []*OperationCall {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+// OperationCall is one operation of a plan as sent to an agent.
+type OperationCall struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	OperationId string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	ToolName    string                 `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	Args        *structpb.Struct       `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"`
+	SafetyLevel v1.SafetyLevel         `protobuf:"varint,4,opt,name=safety_level,json=safetyLevel,proto3,enum=blendplane.controlplane.v1.SafetyLevel" json:"safety_level,omitempty"`
+	// sha256(request_id, operation_id, canonical(args)); the journal's key.
+	IdempotencyKey string `protobuf:"bytes,5,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// Unique per invocation, for traceability.
+	McpCallId     string `protobuf:"bytes,6,opt,name=mcp_call_id,json=mcpCallId,proto3" json:"mcp_call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperationCall) Reset() {
+	*x = OperationCall{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationCall) ProtoMessage() {}
+
+func (x *OperationCall) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationCall.ProtoReflect.Descriptor instead.
+func (*OperationCall) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *OperationCall) GetOperationId() string {
 	if x != nil {
 		return x.OperationId
 	}
 	return ""
 }
 
-func (x *ExecuteRequest) GetToolName() string {
+func (x *OperationCall) GetToolName() string {
 	if x != nil {
 		return x.ToolName
 	}
 	return ""
 }
 
-func (x *ExecuteRequest) GetArgs() *structpb.Struct {
+func (x *OperationCall) GetArgs() *structpb.Struct {
 	if x != nil {
 		return x.Args
 	}
 	return nil
 }
 
-func (x *ExecuteRequest) GetSafetyLevel() v1.SafetyLevel {
+func (x *OperationCall) GetSafetyLevel() v1.SafetyLevel {
 	if x != nil {
 		return x.SafetyLevel
 	}
 	return v1.SafetyLevel(0)
 }
 
-func (x *ExecuteRequest) GetIdempotencyKey() string {
+func (x *OperationCall) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
 	}
 	return ""
 }
 
-func (x *ExecuteRequest) GetMcpCallId() string {
+func (x *OperationCall) GetMcpCallId() string {
 	if x != nil {
 		return x.McpCallId
 	}
@@ -345,7 +390,7 @@ type ExecuteResponse struct {
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -357,7 +402,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -370,10 +415,116 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExecuteResponse) GetReceipt() *v1.Receipt {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
+type RollbackRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	RequestId string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Idempotency keys of the operations to undo, newest first.
+	IdempotencyKeys []string `protobuf:"bytes,3,rep,name=idempotency_keys,json=idempotencyKeys,proto3" json:"idempotency_keys,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RollbackRequest) Reset() {
+	*x = RollbackRequest{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackRequest) ProtoMessage() {}
+
+func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
+func (*RollbackRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RollbackRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RollbackRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RollbackRequest) GetIdempotencyKeys() []string {
+	if x != nil {
+		return x.IdempotencyKeys
+	}
+	return nil
+}
+
+type RollbackResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The receipt of an undone operation, status ROLLED_BACK, without sequence.
+	Receipt       *v1.Receipt `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackResponse) Reset() {
+	*x = RollbackResponse{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackResponse) ProtoMessage() {}
+
+func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
+func (*RollbackResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RollbackResponse) GetReceipt() *v1.Receipt {
 	if x != nil {
 		return x.Receipt
 	}
@@ -389,7 +540,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +552,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +565,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -432,7 +583,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -444,7 +595,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -457,7 +608,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 var File_blendplane_agent_v1_agent_proto protoreflect.FileDescriptor
@@ -478,28 +629,41 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"runtime_id\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\truntimeId\"\x9a\x01\n" +
 	"\x13OpenSessionResponse\x12S\n" +
 	"\x0fblender_profile\x18\x01 \x01(\v2*.blendplane.controlplane.v1.BlenderProfileR\x0eblenderProfile\x12.\n" +
-	"\x13baseline_scene_hash\x18\x02 \x01(\tR\x11baselineSceneHash\"\xa6\x03\n" +
+	"\x13baseline_scene_hash\x18\x02 \x01(\tR\x11baselineSceneHash\"\xae\x01\n" +
 	"\x0eExecuteRequest\x12&\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tsessionId\x12&\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\x12B\n" +
-	"\foperation_id\x18\x03 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\voperationId\x12$\n" +
-	"\ttool_name\x18\x04 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\btoolName\x123\n" +
-	"\x04args\x18\x05 \x01(\v2\x17.google.protobuf.StructB\x06\xbaH\x03\xc8\x01\x01R\x04args\x12J\n" +
-	"\fsafety_level\x18\x06 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelR\vsafetyLevel\x120\n" +
-	"\x0fidempotency_key\x18\a \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x0eidempotencyKey\x12'\n" +
-	"\vmcp_call_id\x18\b \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tmcpCallId\"P\n" +
+	"request_id\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\x12L\n" +
+	"\n" +
+	"operations\x18\x03 \x03(\v2\".blendplane.agent.v1.OperationCallB\b\xbaH\x05\x92\x01\x02\b\x01R\n" +
+	"operations\"\xd5\x02\n" +
+	"\rOperationCall\x12B\n" +
+	"\foperation_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\voperationId\x12$\n" +
+	"\ttool_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\btoolName\x123\n" +
+	"\x04args\x18\x03 \x01(\v2\x17.google.protobuf.StructB\x06\xbaH\x03\xc8\x01\x01R\x04args\x12J\n" +
+	"\fsafety_level\x18\x04 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelR\vsafetyLevel\x120\n" +
+	"\x0fidempotency_key\x18\x05 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x0eidempotencyKey\x12'\n" +
+	"\vmcp_call_id\x18\x06 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tmcpCallId\"P\n" +
 	"\x0fExecuteResponse\x12=\n" +
+	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptR\areceipt\"\x96\x01\n" +
+	"\x0fRollbackRequest\x12&\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tsessionId\x12&\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\x123\n" +
+	"\x10idempotency_keys\x18\x03 \x03(\tB\b\xbaH\x05\x92\x01\x02\b\x01R\x0fidempotencyKeys\"Q\n" +
+	"\x10RollbackResponse\x12=\n" +
 	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptR\areceipt\"=\n" +
 	"\x13CloseSessionRequest\x12&\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tsessionId\"\x16\n" +
-	"\x14CloseSessionResponse2\x84\x03\n" +
+	"\x14CloseSessionResponse2\xe1\x03\n" +
 	"\fAgentService\x12W\n" +
 	"\bDescribe\x12$.blendplane.agent.v1.DescribeRequest\x1a%.blendplane.agent.v1.DescribeResponse\x12`\n" +
-	"\vOpenSession\x12'.blendplane.agent.v1.OpenSessionRequest\x1a(.blendplane.agent.v1.OpenSessionResponse\x12T\n" +
-	"\aExecute\x12#.blendplane.agent.v1.ExecuteRequest\x1a$.blendplane.agent.v1.ExecuteResponse\x12c\n" +
+	"\vOpenSession\x12'.blendplane.agent.v1.OpenSessionRequest\x1a(.blendplane.agent.v1.OpenSessionResponse\x12V\n" +
+	"\aExecute\x12#.blendplane.agent.v1.ExecuteRequest\x1a$.blendplane.agent.v1.ExecuteResponse0\x01\x12Y\n" +
+	"\bRollback\x12$.blendplane.agent.v1.RollbackRequest\x1a%.blendplane.agent.v1.RollbackResponse0\x01\x12c\n" +
 	"\fCloseSession\x12(.blendplane.agent.v1.CloseSessionRequest\x1a).blendplane.agent.v1.CloseSessionResponseBBZ@github.com/blendplane/blendplane/gen/blendplane/agent/v1;agentv1b\x06proto3"
 
 var (
@@ -514,41 +678,48 @@ func file_blendplane_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_blendplane_agent_v1_agent_proto_rawDescData
 }
 
-var file_blendplane_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_blendplane_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_blendplane_agent_v1_agent_proto_goTypes = []any{
 	(*DescribeRequest)(nil),      // 0: blendplane.agent.v1.DescribeRequest
 	(*DescribeResponse)(nil),     // 1: blendplane.agent.v1.DescribeResponse
 	(*OpenSessionRequest)(nil),   // 2: blendplane.agent.v1.OpenSessionRequest
 	(*OpenSessionResponse)(nil),  // 3: blendplane.agent.v1.OpenSessionResponse
 	(*ExecuteRequest)(nil),       // 4: blendplane.agent.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),      // 5: blendplane.agent.v1.ExecuteResponse
-	(*CloseSessionRequest)(nil),  // 6: blendplane.agent.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil), // 7: blendplane.agent.v1.CloseSessionResponse
-	(*v1.Runtime)(nil),           // 8: blendplane.controlplane.v1.Runtime
-	(*v1.BlenderProfile)(nil),    // 9: blendplane.controlplane.v1.BlenderProfile
-	(*structpb.Struct)(nil),      // 10: google.protobuf.Struct
-	(v1.SafetyLevel)(0),          // 11: blendplane.controlplane.v1.SafetyLevel
-	(*v1.Receipt)(nil),           // 12: blendplane.controlplane.v1.Receipt
+	(*OperationCall)(nil),        // 5: blendplane.agent.v1.OperationCall
+	(*ExecuteResponse)(nil),      // 6: blendplane.agent.v1.ExecuteResponse
+	(*RollbackRequest)(nil),      // 7: blendplane.agent.v1.RollbackRequest
+	(*RollbackResponse)(nil),     // 8: blendplane.agent.v1.RollbackResponse
+	(*CloseSessionRequest)(nil),  // 9: blendplane.agent.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil), // 10: blendplane.agent.v1.CloseSessionResponse
+	(*v1.Runtime)(nil),           // 11: blendplane.controlplane.v1.Runtime
+	(*v1.BlenderProfile)(nil),    // 12: blendplane.controlplane.v1.BlenderProfile
+	(*structpb.Struct)(nil),      // 13: google.protobuf.Struct
+	(v1.SafetyLevel)(0),          // 14: blendplane.controlplane.v1.SafetyLevel
+	(*v1.Receipt)(nil),           // 15: blendplane.controlplane.v1.Receipt
 }
 var file_blendplane_agent_v1_agent_proto_depIdxs = []int32{
-	8,  // 0: blendplane.agent.v1.DescribeResponse.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	9,  // 1: blendplane.agent.v1.OpenSessionResponse.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	10, // 2: blendplane.agent.v1.ExecuteRequest.args:type_name -> google.protobuf.Struct
-	11, // 3: blendplane.agent.v1.ExecuteRequest.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	12, // 4: blendplane.agent.v1.ExecuteResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	0,  // 5: blendplane.agent.v1.AgentService.Describe:input_type -> blendplane.agent.v1.DescribeRequest
-	2,  // 6: blendplane.agent.v1.AgentService.OpenSession:input_type -> blendplane.agent.v1.OpenSessionRequest
-	4,  // 7: blendplane.agent.v1.AgentService.Execute:input_type -> blendplane.agent.v1.ExecuteRequest
-	6,  // 8: blendplane.agent.v1.AgentService.CloseSession:input_type -> blendplane.agent.v1.CloseSessionRequest
-	1,  // 9: blendplane.agent.v1.AgentService.Describe:output_type -> blendplane.agent.v1.DescribeResponse
-	3,  // 10: blendplane.agent.v1.AgentService.OpenSession:output_type -> blendplane.agent.v1.OpenSessionResponse
-	5,  // 11: blendplane.agent.v1.AgentService.Execute:output_type -> blendplane.agent.v1.ExecuteResponse
-	7,  // 12: blendplane.agent.v1.AgentService.CloseSession:output_type -> blendplane.agent.v1.CloseSessionResponse
-	9,  // [9:13] is the sub-list for method output_type
-	5,  // [5:9] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	11, // 0: blendplane.agent.v1.DescribeResponse.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	12, // 1: blendplane.agent.v1.OpenSessionResponse.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	5,  // 2: blendplane.agent.v1.ExecuteRequest.operations:type_name -> blendplane.agent.v1.OperationCall
+	13, // 3: blendplane.agent.v1.OperationCall.args:type_name -> google.protobuf.Struct
+	14, // 4: blendplane.agent.v1.OperationCall.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	15, // 5: blendplane.agent.v1.ExecuteResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	15, // 6: blendplane.agent.v1.RollbackResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	0,  // 7: blendplane.agent.v1.AgentService.Describe:input_type -> blendplane.agent.v1.DescribeRequest
+	2,  // 8: blendplane.agent.v1.AgentService.OpenSession:input_type -> blendplane.agent.v1.OpenSessionRequest
+	4,  // 9: blendplane.agent.v1.AgentService.Execute:input_type -> blendplane.agent.v1.ExecuteRequest
+	7,  // 10: blendplane.agent.v1.AgentService.Rollback:input_type -> blendplane.agent.v1.RollbackRequest
+	9,  // 11: blendplane.agent.v1.AgentService.CloseSession:input_type -> blendplane.agent.v1.CloseSessionRequest
+	1,  // 12: blendplane.agent.v1.AgentService.Describe:output_type -> blendplane.agent.v1.DescribeResponse
+	3,  // 13: blendplane.agent.v1.AgentService.OpenSession:output_type -> blendplane.agent.v1.OpenSessionResponse
+	6,  // 14: blendplane.agent.v1.AgentService.Execute:output_type -> blendplane.agent.v1.ExecuteResponse
+	8,  // 15: blendplane.agent.v1.AgentService.Rollback:output_type -> blendplane.agent.v1.RollbackResponse
+	10, // 16: blendplane.agent.v1.AgentService.CloseSession:output_type -> blendplane.agent.v1.CloseSessionResponse
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_agent_v1_agent_proto_init() }
@@ -562,7 +733,7 @@ func file_blendplane_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_agent_v1_agent_proto_rawDesc), len(file_blendplane_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,7 @@ const (
 	AgentService_Describe_FullMethodName     = "/blendplane.agent.v1.AgentService/Describe"
 	AgentService_OpenSession_FullMethodName  = "/blendplane.agent.v1.AgentService/OpenSession"
 	AgentService_Execute_FullMethodName      = "/blendplane.agent.v1.AgentService/Execute"
+	AgentService_Rollback_FullMethodName     = "/blendplane.agent.v1.AgentService/Rollback"
 	AgentService_CloseSession_FullMethodName = "/blendplane.agent.v1.AgentService/CloseSession"
 )
 
@@ -37,9 +38,18 @@ type AgentServiceClient interface {
 	// OpenSession starts a Blender process for a session and loads the
 	// baseline scene. Opening an open session again is a no-op.
 	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error)
-	// Execute runs one operation in a session. Calls to one session run one at
-	// a time, in the order they arrive.
-	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*ExecuteResponse, error)
+	// Execute runs a batch of operations of one plan in a session, in order,
+	// and streams one receipt per operation, each after it is committed to the
+	// agent's journal. It stops after the first operation that fails. An
+	// operation whose idempotency key is already committed is not run again.
+	// Batches to one session run one at a time, in the order they arrive.
+	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteResponse], error)
+	// Rollback undoes committed operations of a session, in the order given
+	// (newest first), with each operation's compensating action, and streams
+	// one ROLLED_BACK receipt per operation. If a compensation fails, the
+	// session is restored to its last consistent state and the call fails with
+	// ErrorInfo reason ROLLBACK_FAILED.
+	Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RollbackResponse], error)
 	// CloseSession stops the session's Blender process.
 	CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error)
 }
@@ -72,15 +82,43 @@ func (c *agentServiceClient) OpenSession(ctx context.Context, in *OpenSessionReq
 	return out, nil
 }
 
-func (c *agentServiceClient) Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*ExecuteResponse, error) {
+func (c *agentServiceClient) Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ExecuteResponse)
-	err := c.cc.Invoke(ctx, AgentService_Execute_FullMethodName, in, out, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[0], AgentService_Execute_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	x := &grpc.GenericClientStream[ExecuteRequest, ExecuteResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_ExecuteClient = grpc.ServerStreamingClient[ExecuteResponse]
+
+func (c *agentServiceClient) Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RollbackResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[1], AgentService_Rollback_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RollbackRequest, RollbackResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_RollbackClient = grpc.ServerStreamingClient[RollbackResponse]
 
 func (c *agentServiceClient) CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -104,9 +142,18 @@ type AgentServiceServer interface {
 	// OpenSession starts a Blender process for a session and loads the
 	// baseline scene. Opening an open session again is a no-op.
 	OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error)
-	// Execute runs one operation in a session. Calls to one session run one at
-	// a time, in the order they arrive.
-	Execute(context.Context, *ExecuteRequest) (*ExecuteResponse, error)
+	// Execute runs a batch of operations of one plan in a session, in order,
+	// and streams one receipt per operation, each after it is committed to the
+	// agent's journal. It stops after the first operation that fails. An
+	// operation whose idempotency key is already committed is not run again.
+	// Batches to one session run one at a time, in the order they arrive.
+	Execute(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteResponse]) error
+	// Rollback undoes committed operations of a session, in the order given
+	// (newest first), with each operation's compensating action, and streams
+	// one ROLLED_BACK receipt per operation. If a compensation fails, the
+	// session is restored to its last consistent state and the call fails with
+	// ErrorInfo reason ROLLBACK_FAILED.
+	Rollback(*RollbackRequest, grpc.ServerStreamingServer[RollbackResponse]) error
 	// CloseSession stops the session's Blender process.
 	CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
@@ -125,8 +172,11 @@ func (UnimplementedAgentServiceServer) Describe(context.Context, *DescribeReques
 func (UnimplementedAgentServiceServer) OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method OpenSession not implemented")
 }
-func (UnimplementedAgentServiceServer) Execute(context.Context, *ExecuteRequest) (*ExecuteResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Execute not implemented")
+func (UnimplementedAgentServiceServer) Execute(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteResponse]) error {
+	return status.Error(codes.Unimplemented, "method Execute not implemented")
+}
+func (UnimplementedAgentServiceServer) Rollback(*RollbackRequest, grpc.ServerStreamingServer[RollbackResponse]) error {
+	return status.Error(codes.Unimplemented, "method Rollback not implemented")
 }
 func (UnimplementedAgentServiceServer) CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CloseSession not implemented")
@@ -188,23 +238,27 @@ func _AgentService_OpenSession_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
-func _AgentService_Execute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ExecuteRequest)
-	if err := dec(in); err != nil {
-		return nil, err
+func _AgentService_Execute_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExecuteRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
 	}
-	if interceptor == nil {
-		return srv.(AgentServiceServer).Execute(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: AgentService_Execute_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(AgentServiceServer).Execute(ctx, req.(*ExecuteRequest))
-	}
-	return interceptor(ctx, in, info, handler)
+	return srv.(AgentServiceServer).Execute(m, &grpc.GenericServerStream[ExecuteRequest, ExecuteResponse]{ServerStream: stream})
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_ExecuteServer = grpc.ServerStreamingServer[ExecuteResponse]
+
+func _AgentService_Rollback_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(RollbackRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).Rollback(m, &grpc.GenericServerStream[RollbackRequest, RollbackResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_RollbackServer = grpc.ServerStreamingServer[RollbackResponse]
 
 func _AgentService_CloseSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CloseSessionRequest)
@@ -240,14 +294,21 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AgentService_OpenSession_Handler,
 		},
 		{
-			MethodName: "Execute",
-			Handler:    _AgentService_Execute_Handler,
-		},
-		{
 			MethodName: "CloseSession",
 			Handler:    _AgentService_CloseSession_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Execute",
+			Handler:       _AgentService_Execute_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Rollback",
+			Handler:       _AgentService_Rollback_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "blendplane/agent/v1/agent.proto",
 }

@@ -254,7 +254,7 @@ func (x RepairStep_Action) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RepairStep_Action.Descriptor instead.
 func (RepairStep_Action) EnumDescriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15, 0}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16, 0}
 }
 
 // State of an agent as the control plane sees it.
@@ -306,7 +306,7 @@ func (x Agent_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Agent_State.Descriptor instead.
 func (Agent_State) EnumDescriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21, 0}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{25, 0}
 }
 
 type NegotiateRequest struct {
@@ -1412,9 +1412,11 @@ type Failure struct {
 	RetryHint         string        `protobuf:"bytes,3,opt,name=retry_hint,json=retryHint,proto3" json:"retry_hint,omitempty"`
 	MinimalRepairPlan []*RepairStep `protobuf:"bytes,4,rep,name=minimal_repair_plan,json=minimalRepairPlan,proto3" json:"minimal_repair_plan,omitempty"`
 	// Human-readable detail.
-	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// For ROLLBACK_FAILED: the state the session was restored to.
+	LastConsistentCheckpoint *Checkpoint `protobuf:"bytes,6,opt,name=last_consistent_checkpoint,json=lastConsistentCheckpoint,proto3" json:"last_consistent_checkpoint,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *Failure) Reset() {
@@ -1482,6 +1484,76 @@ func (x *Failure) GetMessage() string {
 	return ""
 }
 
+func (x *Failure) GetLastConsistentCheckpoint() *Checkpoint {
+	if x != nil {
+		return x.LastConsistentCheckpoint
+	}
+	return nil
+}
+
+// Checkpoint identifies a consistent state of a session's scene on its agent.
+type Checkpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The .blend file on the agent host.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Journal entries applied on top of the file to reach the state.
+	JournalIndex  int64  `protobuf:"varint,2,opt,name=journal_index,json=journalIndex,proto3" json:"journal_index,omitempty"`
+	SceneHash     string `protobuf:"bytes,3,opt,name=scene_hash,json=sceneHash,proto3" json:"scene_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Checkpoint) Reset() {
+	*x = Checkpoint{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Checkpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Checkpoint) ProtoMessage() {}
+
+func (x *Checkpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
+func (*Checkpoint) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Checkpoint) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Checkpoint) GetJournalIndex() int64 {
+	if x != nil {
+		return x.JournalIndex
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetSceneHash() string {
+	if x != nil {
+		return x.SceneHash
+	}
+	return ""
+}
+
 // RepairStep is one operation-level change of a repair plan.
 type RepairStep struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1493,7 +1565,7 @@ type RepairStep struct {
 
 func (x *RepairStep) Reset() {
 	*x = RepairStep{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[15]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1577,7 @@ func (x *RepairStep) String() string {
 func (*RepairStep) ProtoMessage() {}
 
 func (x *RepairStep) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[15]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1590,7 @@ func (x *RepairStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairStep.ProtoReflect.Descriptor instead.
 func (*RepairStep) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RepairStep) GetOperationId() string {
@@ -1545,7 +1617,7 @@ type RepairPlan struct {
 
 func (x *RepairPlan) Reset() {
 	*x = RepairPlan{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[16]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1629,7 @@ func (x *RepairPlan) String() string {
 func (*RepairPlan) ProtoMessage() {}
 
 func (x *RepairPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[16]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1642,7 @@ func (x *RepairPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairPlan.ProtoReflect.Descriptor instead.
 func (*RepairPlan) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RepairPlan) GetSteps() []*RepairStep {
@@ -1589,7 +1661,7 @@ type GetPlanRequest struct {
 
 func (x *GetPlanRequest) Reset() {
 	*x = GetPlanRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[17]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1673,7 @@ func (x *GetPlanRequest) String() string {
 func (*GetPlanRequest) ProtoMessage() {}
 
 func (x *GetPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[17]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1686,7 @@ func (x *GetPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanRequest.ProtoReflect.Descriptor instead.
 func (*GetPlanRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{17}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetPlanRequest) GetRequestId() string {
@@ -1633,7 +1705,7 @@ type GetPlanResponse struct {
 
 func (x *GetPlanResponse) Reset() {
 	*x = GetPlanResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[18]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1717,7 @@ func (x *GetPlanResponse) String() string {
 func (*GetPlanResponse) ProtoMessage() {}
 
 func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[18]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1730,7 @@ func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanResponse.ProtoReflect.Descriptor instead.
 func (*GetPlanResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{18}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetPlanResponse) GetPlan() *Plan {
@@ -1666,6 +1738,268 @@ func (x *GetPlanResponse) GetPlan() *Plan {
 		return x.Plan
 	}
 	return nil
+}
+
+type ListAuditRecordsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only records of this plan; empty for all.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// At most this many records; 0 means 100, values over 1000 are treated as 1000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRecordsRequest) Reset() {
+	*x = ListAuditRecordsRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRecordsRequest) ProtoMessage() {}
+
+func (x *ListAuditRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRecordsRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListAuditRecordsRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ListAuditRecordsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListAuditRecordsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListAuditRecordsResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	AuditRecords []*AuditRecord         `protobuf:"bytes,1,rep,name=audit_records,json=auditRecords,proto3" json:"audit_records,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRecordsResponse) Reset() {
+	*x = ListAuditRecordsResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRecordsResponse) ProtoMessage() {}
+
+func (x *ListAuditRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRecordsResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListAuditRecordsResponse) GetAuditRecords() []*AuditRecord {
+	if x != nil {
+		return x.AuditRecords
+	}
+	return nil
+}
+
+func (x *ListAuditRecordsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// AuditRecord is the audit trail of one receipt: what ran, when, with which
+// correlation ids and what it did to the scene.
+type AuditRecord struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Timestamp   *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	RequestId   string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	OperationId string                 `protobuf:"bytes,3,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	McpCallId   string                 `protobuf:"bytes,4,opt,name=mcp_call_id,json=mcpCallId,proto3" json:"mcp_call_id,omitempty"`
+	// Empty for read-only operations.
+	BlenderMutationId string         `protobuf:"bytes,5,opt,name=blender_mutation_id,json=blenderMutationId,proto3" json:"blender_mutation_id,omitempty"`
+	ToolName          string         `protobuf:"bytes,6,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	SafetyLevel       SafetyLevel    `protobuf:"varint,7,opt,name=safety_level,json=safetyLevel,proto3,enum=blendplane.controlplane.v1.SafetyLevel" json:"safety_level,omitempty"`
+	Status            Receipt_Status `protobuf:"varint,8,opt,name=status,proto3,enum=blendplane.controlplane.v1.Receipt_Status" json:"status,omitempty"`
+	SceneHashBefore   string         `protobuf:"bytes,9,opt,name=scene_hash_before,json=sceneHashBefore,proto3" json:"scene_hash_before,omitempty"`
+	// Empty when the operation failed before it could change anything.
+	SceneHashAfter string `protobuf:"bytes,10,opt,name=scene_hash_after,json=sceneHashAfter,proto3" json:"scene_hash_after,omitempty"`
+	SessionId      string `protobuf:"bytes,11,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Position in the audit log, increasing.
+	Sequence int64 `protobuf:"varint,12,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// The receipt's error code, when it failed.
+	ErrorCode     string `protobuf:"bytes,13,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditRecord) Reset() {
+	*x = AuditRecord{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditRecord) ProtoMessage() {}
+
+func (x *AuditRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
+func (*AuditRecord) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AuditRecord) GetTimestamp() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Timestamp
+	}
+	return nil
+}
+
+func (x *AuditRecord) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetMcpCallId() string {
+	if x != nil {
+		return x.McpCallId
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetBlenderMutationId() string {
+	if x != nil {
+		return x.BlenderMutationId
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetSafetyLevel() SafetyLevel {
+	if x != nil {
+		return x.SafetyLevel
+	}
+	return SafetyLevel_SAFETY_LEVEL_UNSPECIFIED
+}
+
+func (x *AuditRecord) GetStatus() Receipt_Status {
+	if x != nil {
+		return x.Status
+	}
+	return Receipt_STATUS_UNSPECIFIED
+}
+
+func (x *AuditRecord) GetSceneHashBefore() string {
+	if x != nil {
+		return x.SceneHashBefore
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetSceneHashAfter() string {
+	if x != nil {
+		return x.SceneHashAfter
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
 }
 
 type ListAgentsRequest struct {
@@ -1676,7 +2010,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[19]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +2022,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[19]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +2035,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{19}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{23}
 }
 
 type ListAgentsResponse struct {
@@ -1713,7 +2047,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[20]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +2059,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[20]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +2072,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{20}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*Agent {
@@ -1766,7 +2100,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[21]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +2112,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[21]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +2125,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Agent) GetAgentId() string {
@@ -1856,7 +2190,7 @@ type Runtime struct {
 
 func (x *Runtime) Reset() {
 	*x = Runtime{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[22]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +2202,7 @@ func (x *Runtime) String() string {
 func (*Runtime) ProtoMessage() {}
 
 func (x *Runtime) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[22]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +2215,7 @@ func (x *Runtime) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Runtime.ProtoReflect.Descriptor instead.
 func (*Runtime) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{22}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Runtime) GetRuntimeId() string {
@@ -1918,7 +2252,7 @@ type ToolRegistry struct {
 
 func (x *ToolRegistry) Reset() {
 	*x = ToolRegistry{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[23]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +2264,7 @@ func (x *ToolRegistry) String() string {
 func (*ToolRegistry) ProtoMessage() {}
 
 func (x *ToolRegistry) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[23]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2277,7 @@ func (x *ToolRegistry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRegistry.ProtoReflect.Descriptor instead.
 func (*ToolRegistry) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{23}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ToolRegistry) GetVersion() string {
@@ -1983,7 +2317,7 @@ type ToolDefinition struct {
 
 func (x *ToolDefinition) Reset() {
 	*x = ToolDefinition{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[24]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2329,7 @@ func (x *ToolDefinition) String() string {
 func (*ToolDefinition) ProtoMessage() {}
 
 func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[24]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2342,7 @@ func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
 func (*ToolDefinition) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{24}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ToolDefinition) GetName() string {
@@ -2060,7 +2394,7 @@ type RegisterAgentRequest struct {
 
 func (x *RegisterAgentRequest) Reset() {
 	*x = RegisterAgentRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[25]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2406,7 @@ func (x *RegisterAgentRequest) String() string {
 func (*RegisterAgentRequest) ProtoMessage() {}
 
 func (x *RegisterAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[25]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2419,7 @@ func (x *RegisterAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterAgentRequest.ProtoReflect.Descriptor instead.
 func (*RegisterAgentRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{25}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RegisterAgentRequest) GetAgentId() string {
@@ -2133,7 +2467,7 @@ type RegisterAgentResponse struct {
 
 func (x *RegisterAgentResponse) Reset() {
 	*x = RegisterAgentResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[26]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2479,7 @@ func (x *RegisterAgentResponse) String() string {
 func (*RegisterAgentResponse) ProtoMessage() {}
 
 func (x *RegisterAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[26]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2492,7 @@ func (x *RegisterAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterAgentResponse.ProtoReflect.Descriptor instead.
 func (*RegisterAgentResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{26}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RegisterAgentResponse) GetHeartbeatIntervalSeconds() int32 {
@@ -2293,7 +2627,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\rSTATUS_FAILED\x10\x02\x12\x16\n" +
 	"\x12STATUS_ROLLED_BACK\x10\x03\x12\x1d\n" +
 	"\x19STATUS_SKIPPED_IDEMPOTENT\x10\x04\x12\x12\n" +
-	"\x0eSTATUS_NOT_RUN\x10\x05\"\xdb\x01\n" +
+	"\x0eSTATUS_NOT_RUN\x10\x05\"\xc1\x02\n" +
 	"\aFailure\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\tR\terrorCode\x12 \n" +
@@ -2301,7 +2635,14 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"retry_hint\x18\x03 \x01(\tR\tretryHint\x12V\n" +
 	"\x13minimal_repair_plan\x18\x04 \x03(\v2&.blendplane.controlplane.v1.RepairStepR\x11minimalRepairPlan\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xf4\x01\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12d\n" +
+	"\x1alast_consistent_checkpoint\x18\x06 \x01(\v2&.blendplane.controlplane.v1.CheckpointR\x18lastConsistentCheckpoint\"d\n" +
+	"\n" +
+	"Checkpoint\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12#\n" +
+	"\rjournal_index\x18\x02 \x01(\x03R\fjournalIndex\x12\x1d\n" +
+	"\n" +
+	"scene_hash\x18\x03 \x01(\tR\tsceneHash\"\xf4\x01\n" +
 	"\n" +
 	"RepairStep\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12E\n" +
@@ -2319,7 +2660,34 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\"G\n" +
 	"\x0fGetPlanResponse\x124\n" +
-	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"\x13\n" +
+	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"}\n" +
+	"\x17ListAuditRecordsRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
+	"\tpage_size\x18\x02 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x90\x01\n" +
+	"\x18ListAuditRecordsResponse\x12L\n" +
+	"\raudit_records\x18\x01 \x03(\v2'.blendplane.controlplane.v1.AuditRecordR\fauditRecords\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb6\x04\n" +
+	"\vAuditRecord\x128\n" +
+	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12!\n" +
+	"\foperation_id\x18\x03 \x01(\tR\voperationId\x12\x1e\n" +
+	"\vmcp_call_id\x18\x04 \x01(\tR\tmcpCallId\x12.\n" +
+	"\x13blender_mutation_id\x18\x05 \x01(\tR\x11blenderMutationId\x12\x1b\n" +
+	"\ttool_name\x18\x06 \x01(\tR\btoolName\x12J\n" +
+	"\fsafety_level\x18\a \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelR\vsafetyLevel\x12B\n" +
+	"\x06status\x18\b \x01(\x0e2*.blendplane.controlplane.v1.Receipt.StatusR\x06status\x12*\n" +
+	"\x11scene_hash_before\x18\t \x01(\tR\x0fsceneHashBefore\x12(\n" +
+	"\x10scene_hash_after\x18\n" +
+	" \x01(\tR\x0esceneHashAfter\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\v \x01(\tR\tsessionId\x12\x1a\n" +
+	"\bsequence\x18\f \x01(\x03R\bsequence\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\r \x01(\tR\terrorCode\"\x13\n" +
 	"\x11ListAgentsRequest\"O\n" +
 	"\x12ListAgentsResponse\x129\n" +
 	"\x06agents\x18\x01 \x03(\v2!.blendplane.controlplane.v1.AgentR\x06agents\"\x87\x03\n" +
@@ -2362,7 +2730,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x18SAFETY_LEVEL_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SAFETY_LEVEL_READ_ONLY\x10\x01\x12\x1b\n" +
 	"\x17SAFETY_LEVEL_SAFE_WRITE\x10\x02\x12\x1c\n" +
-	"\x18SAFETY_LEVEL_DESTRUCTIVE\x10\x032\xae\x05\n" +
+	"\x18SAFETY_LEVEL_DESTRUCTIVE\x10\x032\xad\x06\n" +
 	"\x13ControlPlaneService\x12h\n" +
 	"\tNegotiate\x12,.blendplane.controlplane.v1.NegotiateRequest\x1a-.blendplane.controlplane.v1.NegotiateResponse\x12k\n" +
 	"\n" +
@@ -2370,7 +2738,8 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x0eStreamReceipts\x121.blendplane.controlplane.v1.StreamReceiptsRequest\x1a2.blendplane.controlplane.v1.StreamReceiptsResponse0\x01\x12b\n" +
 	"\aGetPlan\x12*.blendplane.controlplane.v1.GetPlanRequest\x1a+.blendplane.controlplane.v1.GetPlanResponse\x12k\n" +
 	"\n" +
-	"ListAgents\x12-.blendplane.controlplane.v1.ListAgentsRequest\x1a..blendplane.controlplane.v1.ListAgentsResponse\x12t\n" +
+	"ListAgents\x12-.blendplane.controlplane.v1.ListAgentsRequest\x1a..blendplane.controlplane.v1.ListAgentsResponse\x12}\n" +
+	"\x10ListAuditRecords\x123.blendplane.controlplane.v1.ListAuditRecordsRequest\x1a4.blendplane.controlplane.v1.ListAuditRecordsResponse\x12t\n" +
 	"\rRegisterAgent\x120.blendplane.controlplane.v1.RegisterAgentRequest\x1a1.blendplane.controlplane.v1.RegisterAgentResponseBPZNgithub.com/blendplane/blendplane/gen/blendplane/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
@@ -2386,42 +2755,46 @@ func file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 }
 
 var file_blendplane_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_blendplane_controlplane_v1_controlplane_proto_goTypes = []any{
-	(SafetyLevel)(0),               // 0: blendplane.controlplane.v1.SafetyLevel
-	(Plan_State)(0),                // 1: blendplane.controlplane.v1.Plan.State
-	(Receipt_Status)(0),            // 2: blendplane.controlplane.v1.Receipt.Status
-	(RepairStep_Action)(0),         // 3: blendplane.controlplane.v1.RepairStep.Action
-	(Agent_State)(0),               // 4: blendplane.controlplane.v1.Agent.State
-	(*NegotiateRequest)(nil),       // 5: blendplane.controlplane.v1.NegotiateRequest
-	(*NegotiateResponse)(nil),      // 6: blendplane.controlplane.v1.NegotiateResponse
-	(*HostProfile)(nil),            // 7: blendplane.controlplane.v1.HostProfile
-	(*BlenderProfile)(nil),         // 8: blendplane.controlplane.v1.BlenderProfile
-	(*ToolRegistryRef)(nil),        // 9: blendplane.controlplane.v1.ToolRegistryRef
-	(*SessionContract)(nil),        // 10: blendplane.controlplane.v1.SessionContract
-	(*Limits)(nil),                 // 11: blendplane.controlplane.v1.Limits
-	(*Operation)(nil),              // 12: blendplane.controlplane.v1.Operation
-	(*SubmitPlanRequest)(nil),      // 13: blendplane.controlplane.v1.SubmitPlanRequest
-	(*SubmitPlanResponse)(nil),     // 14: blendplane.controlplane.v1.SubmitPlanResponse
-	(*Plan)(nil),                   // 15: blendplane.controlplane.v1.Plan
-	(*StreamReceiptsRequest)(nil),  // 16: blendplane.controlplane.v1.StreamReceiptsRequest
-	(*StreamReceiptsResponse)(nil), // 17: blendplane.controlplane.v1.StreamReceiptsResponse
-	(*Receipt)(nil),                // 18: blendplane.controlplane.v1.Receipt
-	(*Failure)(nil),                // 19: blendplane.controlplane.v1.Failure
-	(*RepairStep)(nil),             // 20: blendplane.controlplane.v1.RepairStep
-	(*RepairPlan)(nil),             // 21: blendplane.controlplane.v1.RepairPlan
-	(*GetPlanRequest)(nil),         // 22: blendplane.controlplane.v1.GetPlanRequest
-	(*GetPlanResponse)(nil),        // 23: blendplane.controlplane.v1.GetPlanResponse
-	(*ListAgentsRequest)(nil),      // 24: blendplane.controlplane.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),     // 25: blendplane.controlplane.v1.ListAgentsResponse
-	(*Agent)(nil),                  // 26: blendplane.controlplane.v1.Agent
-	(*Runtime)(nil),                // 27: blendplane.controlplane.v1.Runtime
-	(*ToolRegistry)(nil),           // 28: blendplane.controlplane.v1.ToolRegistry
-	(*ToolDefinition)(nil),         // 29: blendplane.controlplane.v1.ToolDefinition
-	(*RegisterAgentRequest)(nil),   // 30: blendplane.controlplane.v1.RegisterAgentRequest
-	(*RegisterAgentResponse)(nil),  // 31: blendplane.controlplane.v1.RegisterAgentResponse
-	(*timestamppb.Timestamp)(nil),  // 32: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),        // 33: google.protobuf.Struct
+	(SafetyLevel)(0),                 // 0: blendplane.controlplane.v1.SafetyLevel
+	(Plan_State)(0),                  // 1: blendplane.controlplane.v1.Plan.State
+	(Receipt_Status)(0),              // 2: blendplane.controlplane.v1.Receipt.Status
+	(RepairStep_Action)(0),           // 3: blendplane.controlplane.v1.RepairStep.Action
+	(Agent_State)(0),                 // 4: blendplane.controlplane.v1.Agent.State
+	(*NegotiateRequest)(nil),         // 5: blendplane.controlplane.v1.NegotiateRequest
+	(*NegotiateResponse)(nil),        // 6: blendplane.controlplane.v1.NegotiateResponse
+	(*HostProfile)(nil),              // 7: blendplane.controlplane.v1.HostProfile
+	(*BlenderProfile)(nil),           // 8: blendplane.controlplane.v1.BlenderProfile
+	(*ToolRegistryRef)(nil),          // 9: blendplane.controlplane.v1.ToolRegistryRef
+	(*SessionContract)(nil),          // 10: blendplane.controlplane.v1.SessionContract
+	(*Limits)(nil),                   // 11: blendplane.controlplane.v1.Limits
+	(*Operation)(nil),                // 12: blendplane.controlplane.v1.Operation
+	(*SubmitPlanRequest)(nil),        // 13: blendplane.controlplane.v1.SubmitPlanRequest
+	(*SubmitPlanResponse)(nil),       // 14: blendplane.controlplane.v1.SubmitPlanResponse
+	(*Plan)(nil),                     // 15: blendplane.controlplane.v1.Plan
+	(*StreamReceiptsRequest)(nil),    // 16: blendplane.controlplane.v1.StreamReceiptsRequest
+	(*StreamReceiptsResponse)(nil),   // 17: blendplane.controlplane.v1.StreamReceiptsResponse
+	(*Receipt)(nil),                  // 18: blendplane.controlplane.v1.Receipt
+	(*Failure)(nil),                  // 19: blendplane.controlplane.v1.Failure
+	(*Checkpoint)(nil),               // 20: blendplane.controlplane.v1.Checkpoint
+	(*RepairStep)(nil),               // 21: blendplane.controlplane.v1.RepairStep
+	(*RepairPlan)(nil),               // 22: blendplane.controlplane.v1.RepairPlan
+	(*GetPlanRequest)(nil),           // 23: blendplane.controlplane.v1.GetPlanRequest
+	(*GetPlanResponse)(nil),          // 24: blendplane.controlplane.v1.GetPlanResponse
+	(*ListAuditRecordsRequest)(nil),  // 25: blendplane.controlplane.v1.ListAuditRecordsRequest
+	(*ListAuditRecordsResponse)(nil), // 26: blendplane.controlplane.v1.ListAuditRecordsResponse
+	(*AuditRecord)(nil),              // 27: blendplane.controlplane.v1.AuditRecord
+	(*ListAgentsRequest)(nil),        // 28: blendplane.controlplane.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),       // 29: blendplane.controlplane.v1.ListAgentsResponse
+	(*Agent)(nil),                    // 30: blendplane.controlplane.v1.Agent
+	(*Runtime)(nil),                  // 31: blendplane.controlplane.v1.Runtime
+	(*ToolRegistry)(nil),             // 32: blendplane.controlplane.v1.ToolRegistry
+	(*ToolDefinition)(nil),           // 33: blendplane.controlplane.v1.ToolDefinition
+	(*RegisterAgentRequest)(nil),     // 34: blendplane.controlplane.v1.RegisterAgentRequest
+	(*RegisterAgentResponse)(nil),    // 35: blendplane.controlplane.v1.RegisterAgentResponse
+	(*timestamppb.Timestamp)(nil),    // 36: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 37: google.protobuf.Struct
 }
 var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	7,  // 0: blendplane.controlplane.v1.NegotiateRequest.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
@@ -2430,52 +2803,59 @@ var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	8,  // 3: blendplane.controlplane.v1.SessionContract.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
 	9,  // 4: blendplane.controlplane.v1.SessionContract.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
 	11, // 5: blendplane.controlplane.v1.SessionContract.limits:type_name -> blendplane.controlplane.v1.Limits
-	32, // 6: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
-	33, // 7: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
+	36, // 6: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
+	37, // 7: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
 	0,  // 8: blendplane.controlplane.v1.Operation.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
 	12, // 9: blendplane.controlplane.v1.SubmitPlanRequest.operations:type_name -> blendplane.controlplane.v1.Operation
 	15, // 10: blendplane.controlplane.v1.SubmitPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
 	1,  // 11: blendplane.controlplane.v1.Plan.state:type_name -> blendplane.controlplane.v1.Plan.State
 	19, // 12: blendplane.controlplane.v1.Plan.failure:type_name -> blendplane.controlplane.v1.Failure
-	32, // 13: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
-	32, // 14: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
+	36, // 13: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
+	36, // 14: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
 	18, // 15: blendplane.controlplane.v1.StreamReceiptsResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
 	2,  // 16: blendplane.controlplane.v1.Receipt.status:type_name -> blendplane.controlplane.v1.Receipt.Status
-	33, // 17: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
+	37, // 17: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
 	19, // 18: blendplane.controlplane.v1.Receipt.error:type_name -> blendplane.controlplane.v1.Failure
 	0,  // 19: blendplane.controlplane.v1.Receipt.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	32, // 20: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
-	20, // 21: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
-	3,  // 22: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
-	20, // 23: blendplane.controlplane.v1.RepairPlan.steps:type_name -> blendplane.controlplane.v1.RepairStep
-	15, // 24: blendplane.controlplane.v1.GetPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	26, // 25: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
-	4,  // 26: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
-	27, // 27: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	32, // 28: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
-	8,  // 29: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	28, // 30: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
-	29, // 31: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
-	33, // 32: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	0,  // 33: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	27, // 34: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	5,  // 35: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
-	13, // 36: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
-	16, // 37: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
-	22, // 38: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
-	24, // 39: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
-	30, // 40: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
-	6,  // 41: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
-	14, // 42: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
-	17, // 43: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
-	23, // 44: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
-	25, // 45: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
-	31, // 46: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
-	41, // [41:47] is the sub-list for method output_type
-	35, // [35:41] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	36, // 20: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
+	21, // 21: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
+	20, // 22: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
+	3,  // 23: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
+	21, // 24: blendplane.controlplane.v1.RepairPlan.steps:type_name -> blendplane.controlplane.v1.RepairStep
+	15, // 25: blendplane.controlplane.v1.GetPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	27, // 26: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
+	36, // 27: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
+	0,  // 28: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	2,  // 29: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
+	30, // 30: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
+	4,  // 31: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
+	31, // 32: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	36, // 33: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	8,  // 34: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	32, // 35: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
+	33, // 36: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
+	37, // 37: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	0,  // 38: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	31, // 39: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	5,  // 40: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
+	13, // 41: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
+	16, // 42: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
+	23, // 43: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
+	28, // 44: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
+	25, // 45: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
+	34, // 46: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
+	6,  // 47: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
+	14, // 48: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
+	17, // 49: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
+	24, // 50: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
+	29, // 51: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
+	26, // 52: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
+	35, // 53: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
+	47, // [47:54] is the sub-list for method output_type
+	40, // [40:47] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_controlplane_v1_controlplane_proto_init() }
@@ -2489,7 +2869,7 @@ func file_blendplane_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_controlplane_v1_controlplane_proto_rawDesc), len(file_blendplane_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   27,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

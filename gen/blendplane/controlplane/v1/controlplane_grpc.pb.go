@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControlPlaneService_Negotiate_FullMethodName      = "/blendplane.controlplane.v1.ControlPlaneService/Negotiate"
-	ControlPlaneService_SubmitPlan_FullMethodName     = "/blendplane.controlplane.v1.ControlPlaneService/SubmitPlan"
-	ControlPlaneService_StreamReceipts_FullMethodName = "/blendplane.controlplane.v1.ControlPlaneService/StreamReceipts"
-	ControlPlaneService_GetPlan_FullMethodName        = "/blendplane.controlplane.v1.ControlPlaneService/GetPlan"
-	ControlPlaneService_ListAgents_FullMethodName     = "/blendplane.controlplane.v1.ControlPlaneService/ListAgents"
-	ControlPlaneService_RegisterAgent_FullMethodName  = "/blendplane.controlplane.v1.ControlPlaneService/RegisterAgent"
+	ControlPlaneService_Negotiate_FullMethodName        = "/blendplane.controlplane.v1.ControlPlaneService/Negotiate"
+	ControlPlaneService_SubmitPlan_FullMethodName       = "/blendplane.controlplane.v1.ControlPlaneService/SubmitPlan"
+	ControlPlaneService_StreamReceipts_FullMethodName   = "/blendplane.controlplane.v1.ControlPlaneService/StreamReceipts"
+	ControlPlaneService_GetPlan_FullMethodName          = "/blendplane.controlplane.v1.ControlPlaneService/GetPlan"
+	ControlPlaneService_ListAgents_FullMethodName       = "/blendplane.controlplane.v1.ControlPlaneService/ListAgents"
+	ControlPlaneService_ListAuditRecords_FullMethodName = "/blendplane.controlplane.v1.ControlPlaneService/ListAuditRecords"
+	ControlPlaneService_RegisterAgent_FullMethodName    = "/blendplane.controlplane.v1.ControlPlaneService/RegisterAgent"
 )
 
 // ControlPlaneServiceClient is the client API for ControlPlaneService service.
@@ -50,6 +51,9 @@ type ControlPlaneServiceClient interface {
 	GetPlan(ctx context.Context, in *GetPlanRequest, opts ...grpc.CallOption) (*GetPlanResponse, error)
 	// ListAgents lists the agents that registered with this control plane.
 	ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error)
+	// ListAuditRecords lists the append-only audit records, oldest first,
+	// optionally of one plan, a page at a time (AIP-158).
+	ListAuditRecords(ctx context.Context, in *ListAuditRecordsRequest, opts ...grpc.CallOption) (*ListAuditRecordsResponse, error)
 	// RegisterAgent is called by agentd at start-up and then periodically as a
 	// heartbeat; the control plane dials the advertised address back.
 	RegisterAgent(ctx context.Context, in *RegisterAgentRequest, opts ...grpc.CallOption) (*RegisterAgentResponse, error)
@@ -122,6 +126,16 @@ func (c *controlPlaneServiceClient) ListAgents(ctx context.Context, in *ListAgen
 	return out, nil
 }
 
+func (c *controlPlaneServiceClient) ListAuditRecords(ctx context.Context, in *ListAuditRecordsRequest, opts ...grpc.CallOption) (*ListAuditRecordsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditRecordsResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_ListAuditRecords_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controlPlaneServiceClient) RegisterAgent(ctx context.Context, in *RegisterAgentRequest, opts ...grpc.CallOption) (*RegisterAgentResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RegisterAgentResponse)
@@ -155,6 +169,9 @@ type ControlPlaneServiceServer interface {
 	GetPlan(context.Context, *GetPlanRequest) (*GetPlanResponse, error)
 	// ListAgents lists the agents that registered with this control plane.
 	ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error)
+	// ListAuditRecords lists the append-only audit records, oldest first,
+	// optionally of one plan, a page at a time (AIP-158).
+	ListAuditRecords(context.Context, *ListAuditRecordsRequest) (*ListAuditRecordsResponse, error)
 	// RegisterAgent is called by agentd at start-up and then periodically as a
 	// heartbeat; the control plane dials the advertised address back.
 	RegisterAgent(context.Context, *RegisterAgentRequest) (*RegisterAgentResponse, error)
@@ -182,6 +199,9 @@ func (UnimplementedControlPlaneServiceServer) GetPlan(context.Context, *GetPlanR
 }
 func (UnimplementedControlPlaneServiceServer) ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAgents not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) ListAuditRecords(context.Context, *ListAuditRecordsRequest) (*ListAuditRecordsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAuditRecords not implemented")
 }
 func (UnimplementedControlPlaneServiceServer) RegisterAgent(context.Context, *RegisterAgentRequest) (*RegisterAgentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegisterAgent not implemented")
@@ -290,6 +310,24 @@ func _ControlPlaneService_ListAgents_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlPlaneService_ListAuditRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditRecordsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).ListAuditRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_ListAuditRecords_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).ListAuditRecords(ctx, req.(*ListAuditRecordsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControlPlaneService_RegisterAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RegisterAgentRequest)
 	if err := dec(in); err != nil {
@@ -330,6 +368,10 @@ var ControlPlaneService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAgents",
 			Handler:    _ControlPlaneService_ListAgents_Handler,
+		},
+		{
+			MethodName: "ListAuditRecords",
+			Handler:    _ControlPlaneService_ListAuditRecords_Handler,
 		},
 		{
 			MethodName: "RegisterAgent",

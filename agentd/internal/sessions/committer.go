@@ -1,0 +1,120 @@
+package sessions
+
+import (
+	"sync"
+
+	"github.com/blendplane/blendplane/agentd/internal/journal"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// committer journals receipts in groups while the next operation runs, and
+// emits each receipt, in order, only after its group is durable.
+type committer struct {
+	journal *journal.Journal
+	session string
+	emit    Emit
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []item
+	pending int // added but not yet emitted
+	closed  bool
+	err     error
+	done    chan struct{}
+}
+
+type item struct {
+	receipt *cpv1.Receipt
+	commit  *journal.Commit // nil: nothing to journal (a replayed key)
+}
+
+func newCommitter(j *journal.Journal, session string, emit Emit) *committer {
+	c := &committer{journal: j, session: session, emit: emit, done: make(chan struct{})}
+	c.cond = sync.NewCond(&c.mu)
+	go c.loop()
+	return c
+}
+
+func (c *committer) add(r *cpv1.Receipt, commit *journal.Commit) {
+	c.mu.Lock()
+	c.queue = append(c.queue, item{r, commit})
+	c.pending++
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+func (c *committer) loop() {
+	defer close(c.done)
+	for {
+		c.mu.Lock()
+		for len(c.queue) == 0 && !c.closed {
+			c.cond.Wait()
+		}
+		batch := c.queue
+		c.queue = nil
+		closed, failed := c.closed, c.err != nil
+		c.mu.Unlock()
+		if len(batch) == 0 && closed {
+			return
+		}
+		err := c.write(batch, failed)
+		c.mu.Lock()
+		if err != nil && c.err == nil {
+			c.err = err
+		}
+		c.pending -= len(batch)
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	}
+}
+
+func (c *committer) write(batch []item, failed bool) error {
+	if failed {
+		return nil // drop: nothing after a failed commit may be emitted
+	}
+	var commits []journal.Commit
+	for _, it := range batch {
+		if it.commit != nil {
+			commits = append(commits, *it.commit)
+		}
+	}
+	if len(commits) > 0 {
+		if err := c.journal.Commit(c.session, commits); err != nil {
+			return err
+		}
+	}
+	for _, it := range batch {
+		if err := c.emit(it.receipt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flush waits until everything added so far is committed and emitted.
+func (c *committer) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.pending > 0 {
+		c.cond.Wait()
+	}
+	return c.err
+}
+
+// failure returns the first commit or emit error.
+func (c *committer) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// close flushes and stops the committer.
+func (c *committer) close() error {
+	err := c.flush()
+	c.mu.Lock()
+	c.closed = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	<-c.done
+	return err
+}

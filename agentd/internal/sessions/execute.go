@@ -1,0 +1,310 @@
+package sessions
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/blendplane/blendplane/agentd/internal/blender"
+	"github.com/blendplane/blendplane/agentd/internal/journal"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// Operation is one operation to execute, with its correlation ids.
+type Operation struct {
+	OperationID, MCPCallID string
+	Tool                   string
+	Args                   map[string]any
+	Safety                 cpv1.SafetyLevel
+	IdempotencyKey         string
+}
+
+// Emit receives receipts in order, each after it is durable.
+type Emit func(*cpv1.Receipt) error
+
+// Execute runs a batch of one plan's operations in order and emits one
+// receipt per operation, each after it is committed to the journal. It stops
+// after the first operation that fails. A key that already has a committed
+// record is not run again: a successful one comes back SKIPPED_IDEMPOTENT, a
+// rolled-back one as IDEMPOTENCY_CONFLICT, a failed one as it was.
+//
+// Receipts are committed by a group committer while the next operation runs,
+// so a batch costs one fsync per group of operations, not one per operation.
+func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops []Operation, emit Emit) error {
+	s, err := m.session(sessionID)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := m.ensure(ctx, s); err != nil {
+		return err
+	}
+	log := m.log.With("session_id", sessionID, "request_id", requestID)
+
+	records := make([]*journal.Record, len(ops))
+	var fresh []string
+	for i, op := range ops {
+		if records[i], err = m.journal.Lookup(sessionID, op.IdempotencyKey); err != nil {
+			return err
+		}
+		if records[i] == nil {
+			fresh = append(fresh, op.IdempotencyKey)
+		}
+	}
+	if len(fresh) > 0 {
+		if err := m.journal.Intend(sessionID, fresh); err != nil {
+			return err
+		}
+	}
+
+	c := newCommitter(m.journal, sessionID, emit)
+	for i, op := range ops {
+		if err := c.failure(); err != nil {
+			break
+		}
+		var r *cpv1.Receipt
+		var commit *journal.Commit
+		if records[i] != nil {
+			r = replayed(op, records[i])
+			log.Info("idempotent key seen again", "operation_id", op.OperationID, "mcp_call_id", op.MCPCallID, "status", r.GetStatus().String())
+		} else {
+			r, commit = m.run(ctx, s, requestID, op, c, log)
+			if r == nil {
+				break // context cancelled: the op stays intended, not committed
+			}
+			if commit != nil && commit.Entry != nil {
+				s.dirty++
+			}
+		}
+		c.add(r, commit)
+		if st := r.GetStatus(); st != cpv1.Receipt_STATUS_SUCCEEDED && st != cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT {
+			break
+		}
+	}
+	if err := c.close(); err != nil {
+		return err
+	}
+	m.checkpointIfDue(ctx, s)
+	return ctx.Err()
+}
+
+// run executes one fresh operation. If Blender dies under it, the session is
+// recovered from the journal and the operation runs once more. It returns a
+// nil receipt when ctx was cancelled.
+func (m *Manager) run(ctx context.Context, s *session, requestID string, op Operation, c *committer, log *slog.Logger) (*cpv1.Receipt, *journal.Commit) {
+	mutationID := MutationID(s.id, op.IdempotencyKey)
+	call := blender.Call{Tool: op.Tool, Args: op.Args, MutationID: mutationID,
+		RequestID: requestID, OperationID: op.OperationID, MCPCallID: op.MCPCallID}
+	r := &cpv1.Receipt{
+		RequestId: requestID, OperationId: op.OperationID, ToolName: op.Tool,
+		McpCallId: op.MCPCallID, SafetyLevel: op.Safety, IdempotencyKey: op.IdempotencyKey,
+	}
+	start := time.Now()
+	out, err := s.proc.Execute(ctx, call)
+	if errors.Is(err, blender.ErrProcessExited) && ctx.Err() == nil {
+		log.Warn("blender died during an operation; recovering the session", "operation_id", op.OperationID,
+			"mcp_call_id", op.MCPCallID, "err", err)
+		// Recovery replays the journal, so everything before must be in it.
+		if ferr := c.flush(); ferr != nil {
+			err = ferr
+		} else if rerr := m.recover(ctx, s); rerr != nil {
+			s.broken = rerr
+			err = fmt.Errorf("%w: recovery failed: %v", err, rerr)
+		} else {
+			start = time.Now()
+			out, err = s.proc.Execute(ctx, call)
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, nil
+	}
+	r.DurationMicros = time.Since(start).Microseconds()
+	r.CompleteTime = timestamppb.Now()
+	var toolErr *blender.ToolError
+	switch {
+	case err == nil:
+		r.Status = cpv1.Receipt_STATUS_SUCCEEDED
+		r.SceneHashBefore, r.SceneHashAfter = out.SceneHashBefore, out.SceneHashAfter
+		if out.Mutated {
+			r.BlenderMutationId = mutationID
+		}
+		res, serr := structpb.NewStruct(out.Result)
+		if serr != nil {
+			res, _ = structpb.NewStruct(map[string]any{"error": "result not representable: " + serr.Error()})
+		}
+		r.Result = res
+		commit := &journal.Commit{Receipt: r, Undo: out.Undo}
+		if out.SceneHashAfter != out.SceneHashBefore {
+			commit.Entry = &journal.Entry{Kind: "op", Key: op.IdempotencyKey, Tool: op.Tool, Args: op.Args,
+				MutationID: mutationID, HashAfter: out.SceneHashAfter}
+		}
+		return r, commit
+	case errors.As(err, &toolErr):
+		r.Status = cpv1.Receipt_STATUS_FAILED
+		r.SceneHashBefore, r.SceneHashAfter = out.SceneHashBefore, out.SceneHashAfter
+		r.Error = toolFailure(op.OperationID, toolErr)
+	default:
+		r.Status = cpv1.Receipt_STATUS_FAILED
+		r.Error = &cpv1.Failure{
+			ErrorCode: "BLENDER_EXITED", Recoverable: s.broken == nil,
+			RetryHint: "retry the plan; if it keeps failing, open a new session",
+			Message:   err.Error(),
+		}
+	}
+	return r, &journal.Commit{Receipt: r}
+}
+
+// replayed answers a retried idempotency key from its committed record.
+func replayed(op Operation, rec *journal.Record) *cpv1.Receipt {
+	r := proto.Clone(rec.Receipt).(*cpv1.Receipt)
+	r.McpCallId = op.MCPCallID
+	switch {
+	case rec.RolledBack:
+		r.Status = cpv1.Receipt_STATUS_FAILED
+		r.Error = &cpv1.Failure{
+			ErrorCode:   "IDEMPOTENCY_CONFLICT",
+			Recoverable: true,
+			RetryHint:   "this operation was rolled back, so the scene no longer holds its effect; submit it under a new request_id",
+			Message:     fmt.Sprintf("operation %q was committed (scene %s) and then rolled back", op.OperationID, rec.Receipt.GetSceneHashAfter()),
+			MinimalRepairPlan: []*cpv1.RepairStep{
+				{OperationId: op.OperationID, Action: cpv1.RepairStep_ACTION_INSERT_PRECONDITION},
+			},
+		}
+	case rec.Receipt.GetStatus() == cpv1.Receipt_STATUS_SUCCEEDED:
+		r.Status = cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT
+	}
+	return r
+}
+
+// MutationID names the mutation an idempotency key commits: unique per
+// session and key, and the same on every retry and replay.
+func MutationID(sessionID, key string) string {
+	sum := sha256.Sum256([]byte(sessionID + "\x00" + key))
+	return "mut-" + hex.EncodeToString(sum[:12])
+}
+
+func toolFailure(operationID string, e *blender.ToolError) *cpv1.Failure {
+	hint, action := "fix the operation's args", cpv1.RepairStep_ACTION_REPLACE_ARGS
+	switch e.Code {
+	case blender.CodeNotFound:
+		hint, action = "create the missing datablock first or correct the name", cpv1.RepairStep_ACTION_INSERT_PRECONDITION
+	case blender.CodeConflict:
+		hint = "choose a name that is not in use"
+	case blender.CodeTimeout, blender.CodeInternalError:
+		hint, action = "retry the operation", cpv1.RepairStep_ACTION_RETRY
+	case blender.CodePolicyRefused:
+		hint = "keep file paths inside the session's output directory"
+	}
+	return &cpv1.Failure{
+		ErrorCode:         strings.ToUpper(e.Code),
+		Recoverable:       e.Code != blender.CodeInternalError,
+		RetryHint:         hint,
+		Message:           e.Message,
+		MinimalRepairPlan: []*cpv1.RepairStep{{OperationId: operationID, Action: action}},
+	}
+}
+
+// Rollback undoes committed operations, newest first, with their
+// compensating actions, and emits one ROLLED_BACK receipt per operation. If
+// a compensation fails, the session is rebuilt from the journal (which holds
+// the state before that compensation), checkpointed, and a FAILED receipt
+// with ROLLBACK_FAILED and that checkpoint is emitted last.
+func (m *Manager) Rollback(ctx context.Context, sessionID, requestID string, keys []string, emit Emit) error {
+	s, err := m.session(sessionID)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := m.ensure(ctx, s); err != nil {
+		return err
+	}
+	log := m.log.With("session_id", sessionID, "request_id", requestID)
+	for _, key := range keys {
+		rec, err := m.journal.Lookup(sessionID, key)
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			return fmt.Errorf("%w: no committed operation with idempotency key %s", ErrNotFound, key)
+		}
+		r := proto.Clone(rec.Receipt).(*cpv1.Receipt)
+		r.Status = cpv1.Receipt_STATUS_ROLLED_BACK
+		r.CompleteTime = timestamppb.Now()
+		r.Error = nil
+		if rec.RolledBack || rec.LogIndex == 0 {
+			// Already undone, or it never changed the scene.
+			r.SceneHashBefore = r.GetSceneHashAfter()
+			if err := emit(r); err != nil {
+				return err
+			}
+			continue
+		}
+		before, err := s.proc.SceneHash(ctx)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		hash, err := s.proc.Undo(ctx, rec.Undo, blender.Call{MutationID: rec.Receipt.GetBlenderMutationId(),
+			RequestID: requestID, OperationID: rec.Receipt.GetOperationId()})
+		if err == nil && hash != rec.Receipt.GetSceneHashBefore() {
+			err = fmt.Errorf("compensation left scene %s, the operation started from %s", hash, rec.Receipt.GetSceneHashBefore())
+		}
+		if err != nil {
+			log.Error("rollback failed", "operation_id", r.GetOperationId(), "blender_mutation_id", r.GetBlenderMutationId(), "err", err)
+			return emit(m.rollbackFailed(ctx, s, r, err))
+		}
+		if err := m.journal.CommitUndo(sessionID, key, hash); err != nil {
+			return err
+		}
+		s.dirty++
+		r.SceneHashBefore, r.SceneHashAfter = before, hash
+		r.DurationMicros = time.Since(start).Microseconds()
+		log.Info("operation rolled back", "operation_id", r.GetOperationId(), "blender_mutation_id", r.GetBlenderMutationId())
+		if err := emit(r); err != nil {
+			return err
+		}
+	}
+	m.checkpointIfDue(ctx, s)
+	return nil
+}
+
+// rollbackFailed restores the last consistent state after a failed
+// compensation and describes it in a ROLLBACK_FAILED receipt.
+func (m *Manager) rollbackFailed(ctx context.Context, s *session, r *cpv1.Receipt, cause error) *cpv1.Receipt {
+	r.Status = cpv1.Receipt_STATUS_FAILED
+	r.Error = &cpv1.Failure{
+		ErrorCode:   "ROLLBACK_FAILED",
+		Recoverable: false,
+		RetryHint:   "inspect the session: its scene was restored to the last consistent checkpoint, with this operation still applied",
+		Message:     fmt.Sprintf("compensation of %q failed: %v", r.GetOperationId(), cause),
+	}
+	if err := m.recover(ctx, s); err != nil {
+		s.broken = err
+		r.Error.Message += fmt.Sprintf("; restoring the session failed too: %v", err)
+		return r
+	}
+	if err := m.checkpoint(ctx, s); err != nil {
+		m.log.Warn("checkpoint after failed rollback", "session_id", s.id, "err", err)
+	}
+	if js, err := m.journal.Session(s.id); err == nil {
+		cp := &cpv1.Checkpoint{JournalIndex: int64(js.Head), SceneHash: js.HeadHash}
+		if js.Checkpoint != nil {
+			cp.Path = js.Checkpoint.Path
+			cp.JournalIndex = int64(js.Checkpoint.Index)
+		}
+		r.Error.LastConsistentCheckpoint = cp
+		r.SceneHashAfter = js.HeadHash
+	}
+	return r
+}

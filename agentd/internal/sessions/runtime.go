@@ -1,0 +1,112 @@
+// Package sessions owns agentd's Blender runtimes and sessions: one Blender
+// process per session, one batch of operations at a time, a journal that makes
+// every receipt durable before it is returned and lets a session be rebuilt
+// after Blender or agentd dies (see manager.go: recover).
+package sessions
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/blendplane/blendplane/agentd/internal/blender"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// RegistryVersion names the shape of the tool registry agentd reports.
+const RegistryVersion = "tool_registry_v1"
+
+// Runtime is a probed Blender runtime: how to start it and what it offers.
+type Runtime struct {
+	blender.Runtime
+	Info *cpv1.Runtime
+}
+
+// Probe starts each runtime once to learn its profile and tool registry.
+func Probe(ctx context.Context, rts []blender.Runtime, workDir string, log *slog.Logger) ([]Runtime, error) {
+	var out []Runtime
+	for _, rt := range rts {
+		dir, err := os.MkdirTemp(workDir, "probe-")
+		if err != nil {
+			return nil, err
+		}
+		p, err := blender.Start(ctx, rt, blender.Options{Logger: log, WorkDir: dir, SandboxDir: dir})
+		if err != nil {
+			return nil, fmt.Errorf("probe %s: %w", rt.Path, err)
+		}
+		info, err := runtimeInfo(rt, p.Profile(), p.Tools())
+		p.Stop(5 * time.Second)
+		os.RemoveAll(dir)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("blender runtime ready", "runtime_id", info.GetRuntimeId(), "path", rt.Path,
+			"tools", len(info.GetRegistry().GetTools()), "registry_fingerprint", info.GetRegistry().GetFingerprint())
+		out = append(out, Runtime{Runtime: rt, Info: info})
+	}
+	return out, nil
+}
+
+func runtimeInfo(rt blender.Runtime, prof blender.Profile, tools []blender.Tool) (*cpv1.Runtime, error) {
+	reg := &cpv1.ToolRegistry{Version: RegistryVersion}
+	for _, t := range tools {
+		schema, err := structpb.NewStruct(t.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("tool %s schema: %w", t.Name, err)
+		}
+		reg.Tools = append(reg.Tools, &cpv1.ToolDefinition{
+			Name: t.Name, Version: t.Version, Description: t.Description,
+			InputSchema: schema, SafetyLevel: safetyLevel(t.SafetyLevel),
+		})
+	}
+	sort.Slice(reg.Tools, func(i, j int) bool { return reg.Tools[i].GetName() < reg.Tools[j].GetName() })
+	fp, err := fingerprint(tools)
+	if err != nil {
+		return nil, err
+	}
+	reg.Fingerprint = fp
+	return &cpv1.Runtime{
+		RuntimeId: fmt.Sprintf("blender-%s-%s", prof.Version, prof.Runtime),
+		BlenderProfile: &cpv1.BlenderProfile{
+			Version: prof.Version, BuildHash: prof.BuildHash, Platform: prof.Platform,
+			Runtime: string(prof.Runtime), PythonVersion: prof.PythonVersion, Features: prof.Features,
+		},
+		Registry: reg,
+	}, nil
+}
+
+// fingerprint is the SHA-256 of the registry's canonical JSON (tools sorted
+// by name, object keys sorted by encoding/json).
+func fingerprint(tools []blender.Tool) (string, error) {
+	sorted := append([]blender.Tool(nil), tools...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	raw, err := json.Marshal(struct {
+		Version string         `json:"version"`
+		Tools   []blender.Tool `json:"tools"`
+	}{RegistryVersion, sorted})
+	if err != nil {
+		return "", fmt.Errorf("registry fingerprint: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func safetyLevel(s string) cpv1.SafetyLevel {
+	switch s {
+	case "read_only":
+		return cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY
+	case "safe_write":
+		return cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE
+	case "destructive":
+		return cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE
+	}
+	return cpv1.SafetyLevel_SAFETY_LEVEL_UNSPECIFIED
+}
