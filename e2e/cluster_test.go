@@ -24,6 +24,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
@@ -90,9 +91,15 @@ func (s *syncBuffer) String() string {
 
 func startDaemon(t testing.TB, name string, args ...string) *daemon {
 	t.Helper()
+	return startDaemonEnv(t, nil, name, args...)
+}
+
+func startDaemonEnv(t testing.TB, env []string, name string, args ...string) *daemon {
+	t.Helper()
 	d := &daemon{name: name, log: &syncBuffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command(filepath.Join(binDir, name), args...)
 	d.cmd.Dir = repoRoot()
+	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -128,6 +135,8 @@ func (d *daemon) stop(t testing.TB, sig syscall.Signal) {
 type cluster struct {
 	cpAddr, agentAddr string
 	dir               string // data dirs: cp/ and agent/
+	agentArgs         []string
+	agentEnv          []string
 	cp                *daemon
 	agent             *daemon
 	client            cpv1.ControlPlaneServiceClient
@@ -147,12 +156,20 @@ func freeAddr(t testing.TB) string {
 // agent is registered.
 func startCluster(t testing.TB) *cluster {
 	t.Helper()
-	c := &cluster{cpAddr: freeAddr(t), agentAddr: freeAddr(t)}
+	return startClusterWith(t, nil, nil)
+}
+
+// startClusterWith passes extra flags and environment to agentd.
+func startClusterWith(t testing.TB, agentArgs, agentEnv []string) *cluster {
+	t.Helper()
+	c := &cluster{cpAddr: freeAddr(t), agentAddr: freeAddr(t), agentEnv: agentEnv}
 	dir := t.TempDir()
 	c.dir = dir
-	c.cp = startDaemon(t, "controlplane", "--listen", c.cpAddr, "--data-dir", filepath.Join(dir, "cp"), "--heartbeat", "1s")
-	c.agent = startDaemon(t, "agentd", append([]string{"--listen", c.agentAddr, "--control-plane", c.cpAddr,
-		"--data-dir", filepath.Join(dir, "agent")}, blenderFlags()...)...)
+	c.cp = startDaemon(t, "controlplane", "--listen", c.cpAddr, "--data-dir", filepath.Join(dir, "cp"), "--heartbeat", "1s",
+		"--agent-retry-window", "1m")
+	c.agentArgs = append(append([]string{"--listen", c.agentAddr, "--control-plane", c.cpAddr,
+		"--data-dir", filepath.Join(dir, "agent")}, blenderFlags()...), agentArgs...)
+	c.agent = startDaemonEnv(t, agentEnv, "agentd", c.agentArgs...)
 	conn, err := grpc.NewClient(c.cpAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 	if err != nil {
@@ -284,4 +301,30 @@ func listServices(t testing.TB, conn *grpc.ClientConn) []string {
 		names = append(names, s.GetName())
 	}
 	return names
+}
+
+// restartAgent starts agentd again with the same flags and data dir.
+func (c *cluster) restartAgent(t testing.TB) {
+	t.Helper()
+	c.agent = startDaemonEnv(t, c.agentEnv, "agentd", c.agentArgs...)
+}
+
+// agentID returns the id of the agent at the cluster's agent address.
+func (c *cluster) agentID(t testing.TB) string {
+	t.Helper()
+	c.waitAgent(t)
+	resp, err := agentv1.NewAgentServiceClient(dial(t, c.agentAddr)).Describe(ctxT(t, 10*time.Second), &agentv1.DescribeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetAgentId()
+}
+
+func (c *cluster) plan(t testing.TB, requestID string) *cpv1.Plan {
+	t.Helper()
+	resp, err := c.client.GetPlan(ctxT(t, 10*time.Second), &cpv1.GetPlanRequest{RequestId: requestID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetPlan()
 }

@@ -6,7 +6,8 @@ JSON lines over two inherited file descriptors: requests arrive on ``--fd-in``
 (fd 3), responses leave on ``--fd-out`` (fd 4). Never stdout, which Blender
 writes to. Diagnostics (with correlation ids) go to stderr, one line each.
 
-    request:  {"id": N, "method": "hello|reset|execute|scene_hash|snapshot|shutdown",
+    request:  {"id": N, "method": "hello|reset|execute|undo|save_checkpoint|
+                                    load_checkpoint|scene_hash|snapshot|shutdown",
                "params": {...}}
     response: {"id": N, "ok": true, "result": {...}}
               {"id": N, "ok": false, "error": {"code": "...", "message": "...",
@@ -61,7 +62,87 @@ ASCII escapes; its digest is the SHA-256 of that encoding.
 
 ``acc`` is a multiset hash: a tool reports the keys it touched, and only those
 records are re-digested (subtract the old term, add the new one). ``snapshot``
-recomputes everything from scratch.
+recomputes everything from scratch. Tombstones (below) are not in the state.
+
+Compensations (``execute`` -> ``undo``)
+---------------------------------------
+Every tool with ``rollback_method: compensation`` computes, before it mutates,
+a plain JSON undo record that reverses it exactly, and ``execute`` returns it
+as ``"undo"`` (``null`` for read-only tools and for render.still, which writes
+only a file). ``undo`` (params ``{"undo": record}`` plus correlation ids)
+applies one; right after the call that produced it, it returns that call's
+``scene_hash_before``. Records of several calls apply in reverse order. An
+applier validates first (``conflict`` when the record no longer fits the
+scene, ``invalid_input`` when it is malformed), then mutates in steps that
+each register their own reversal, so a failure midway leaves the scene as it
+was. It touches only the keys of the change: cost follows the change, not the
+scene. Floats in records are exact (float32 values as JSON doubles), so a
+restore is bit-identical. Shapes (``v`` = UNDO_VERSION = 1):
+
+    {"v":1,"tool":"object.create","object":O,"mesh":M,"scene":S,"view_layer":VL,
+     "active_before":name|null}                  -> remove O and M, reactivate
+    {"v":1,"tool":"object.set_transform","object":O,"location":[3],
+     "rotation_euler":[3],"scale":[3]}           -> put the three back
+    {"v":1,"tool":"object.delete","object":O,"tomb":T,
+     "data":{"kind":"mesh|camera|light","name":D,"tomb":T|null}|null,
+     "collections":[{"scene":S}|{"collection":C}],
+     "children":[{"name":N,"matrix_parent_inverse":[[4]x4]}],
+     "camera_of":[S],
+     "bases":[{"scene":S,"view_layer":VL,"active":b,"select":b,"hide":b}]}
+                                                  -> un-tombstone (below)
+
+Tombstones
+----------
+``object.delete`` does not free the object: it tombstones it, so the delete
+can be compensated. It clears the parent of the object's children, clears
+``scene.camera`` where it was the camera, deactivates it, unlinks it from every
+collection, renames it (and its mesh/camera/light data, when the object was
+the data's only user) to a reserved name ``__bp_tomb_<key>``, stores the live
+name in its custom property ``__bp_tomb_of`` and gives it a fake user so that
+nothing purges it and checkpoints keep it. ``<key>`` is ``m`` + 24 hex digits
+of sha256(mutation_id) when execute got a ``mutation_id`` (a replay of the same
+mutations picks the same names whatever was rolled back in between), else a
+per-session counter (``BRIDGE["tomb_counter"]``, saved inside checkpoints).
+The undo record relinks it to the same collections, renames it (and its data)
+back, restores children's parents, the scene camera, the active object and
+the selection/hide state of its bases.
+
+Tombstones are invisible: every datablock named ``__bp_tomb_*`` is left out of
+the scene_state_v1 snapshot and hash and out of scene.get_summary; tools
+refuse names starting with ``__bp_`` (``invalid_input``, or ``not_found`` for
+an existing tombstone), and since the live name is free again, a later
+``object.create`` of the same name gets exactly that name (no ``.001``).
+Tombstones live until the session ends (``reset`` and process exit drop them;
+checkpoints keep them). They are not garbage collected: a session that deletes
+a lot carries its deleted objects in memory and in its checkpoints. References
+a tool cannot create (constraints, modifiers, drivers pointing at the deleted
+object) keep pointing at the tombstone; a freed object would have cleared them.
+
+Checkpoints
+-----------
+``save_checkpoint`` ``{"path": abs}`` writes the whole file with
+``wm.save_as_mainfile(copy=True, compress=False, relative_remap=False)``: the
+session's file path and state stay as they are. The bridge state (tomb
+counter) and the scene hash travel in the scene custom property
+``__bp_bridge_state``, set only for the duration of the save (custom
+properties are not in scene_state_v1). Go writes ``path.tmp`` through this,
+fsyncs it, renames it over the target and fsyncs the directory.
+``load_checkpoint`` ``{"path": abs}`` runs ``wm.open_mainfile(load_ui=False,
+use_scripts=False)``, takes the bridge state out of the scene, rebuilds the
+incremental hash from scratch, and fails with ``internal_error`` (scene
+loaded anyway) if the result differs from the hash recorded at save time.
+Replaying the same calls on a loaded checkpoint reproduces the same hashes and
+the same undo records: every tool is a function of the scene and its args.
+
+Test faults (hello ``"faults": [...]``; never in production)
+-----------------------------------------------------------
+``"undo"``: every ``undo`` stops after part of its work (after unlinking for
+object.create, after the location for set_transform, after the renames for
+object.delete) and fails with ``internal_error`` WITHOUT rolling back; the
+error's ``scene_hash`` is the honest hash of that partial scene. agentd enables
+it through ``BLENDPLANE_TEST_FAULTS=undo``. Separately, execute's and undo's
+``inject_failure`` param names a ``Tx.checkpoint`` label to fail at, after
+which the normal rollback runs (tests of "no partial effect").
 """
 
 import hashlib
@@ -836,6 +917,8 @@ def tool_object_delete(tx, args):
     data_kind = DATA_KINDS.get(ob.type) if data is not None else None
     # Sole owner: the old "remove the data once nothing else uses it".
     owns_data = data_kind is not None and data.users == 1 and data.library is None
+    counter = BRIDGE["tomb_counter"]
+    tx.on_undo(lambda: BRIDGE.__setitem__("tomb_counter", counter))  # a failed delete takes no number
     tomb = tomb_name(tx.mutation_id)
 
     # The compensation, computed before anything changes.

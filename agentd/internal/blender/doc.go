@@ -8,4 +8,12 @@
 // A Process is one Blender; calls on it are serialized. Start returns once the
 // bridge has answered hello, with the baseline scene loaded (see the docstring
 // at the top of bridge.py for the baseline and the scene_state_v1 hash).
+//
+// Crash safety and rollback: Execute returns, for every mutating tool, a
+// compensation (Outcome.Undo) that Process.Undo applies at the cost of the
+// change; object.delete tombstones objects instead of freeing them so that
+// it can be undone (tombstones are hidden from the hash and the tools and
+// live until the session ends). SaveCheckpoint and LoadCheckpoint write and
+// read atomic .blend checkpoints that hash exactly as when saved, so a
+// session can load its last checkpoint and replay its journal.
 package blender

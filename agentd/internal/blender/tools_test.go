@@ -258,6 +258,8 @@ func TestFailureMidwayRollsBack(t *testing.T) {
 			{"tool": "object.create", "args": map[string]any{"type": "monkey", "name": "Half"}, "inject_failure": "object.create:linked"},
 			{"tool": "object.create", "args": map[string]any{"type": "cube"}, "inject_failure": "object.create:linked"},
 			{"tool": "object.set_transform", "args": map[string]any{"name": "Keep", "location": []any{9, 9, 9}, "scale": []any{2, 2, 2}}, "inject_failure": "object.set_transform:scale"},
+			{"tool": "object.delete", "args": map[string]any{"name": "Keep"}, "inject_failure": "object.delete:unlinked"},
+			{"tool": "object.delete", "args": map[string]any{"name": "Camera"}, "inject_failure": "object.delete:tombstoned", "mutation_id": "m1"},
 		}
 		for _, c := range cases {
 			var te *ToolError

@@ -94,7 +94,7 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 	if err := c.close(); err != nil {
 		return err
 	}
-	m.checkpointIfDue(ctx, s)
+	m.checkpointIfDue(s)
 	return ctx.Err()
 }
 
@@ -275,7 +275,7 @@ func (m *Manager) Rollback(ctx context.Context, sessionID, requestID string, key
 			return err
 		}
 	}
-	m.checkpointIfDue(ctx, s)
+	m.checkpointIfDue(s)
 	return nil
 }
 

@@ -266,10 +266,16 @@ func (m *Manager) recover(ctx context.Context, s *session) error {
 	return nil
 }
 
+// checkpointTimeout bounds one .blend save; it is not tied to the request
+// that triggered it, which may end first.
+const checkpointTimeout = 5 * time.Minute
+
 // checkpointIfDue saves a checkpoint when the policy says so and arms the
 // idle checkpoint. The caller holds s.mu.
-func (m *Manager) checkpointIfDue(ctx context.Context, s *session) {
+func (m *Manager) checkpointIfDue(s *session) {
 	if s.dirty > 0 && (s.dirty >= m.cfg.CheckpointEvery || time.Since(s.lastCheckpoint) >= m.cfg.CheckpointInterval) {
+		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+		defer cancel()
 		if err := m.checkpoint(ctx, s); err != nil {
 			m.log.Warn("checkpoint failed", "session_id", s.id, "err", err)
 		}
@@ -282,7 +288,9 @@ func (m *Manager) checkpointIfDue(ctx context.Context, s *session) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if s.dirty > 0 && s.alive() && s.broken == nil {
-				if err := m.checkpoint(context.Background(), s); err != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+				defer cancel()
+				if err := m.checkpoint(ctx, s); err != nil {
 					m.log.Warn("idle checkpoint failed", "session_id", s.id, "err", err)
 				}
 			}

@@ -1,0 +1,461 @@
+package blender
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestToolDeterminismAndRollbackClasses(t *testing.T) {
+	want := map[string][2]string{
+		"object.create":        {DeterminismDeterministic, RollbackCompensation},
+		"object.delete":        {DeterminismDeterministic, RollbackCompensation},
+		"object.set_transform": {DeterminismDeterministic, RollbackCompensation},
+		"render.still":         {DeterminismSeeded, RollbackNotNeeded},
+		"scene.get_summary":    {DeterminismDeterministic, RollbackNone},
+		"scene.snapshot":       {DeterminismDeterministic, RollbackNone},
+	}
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		for _, tool := range p.Tools() {
+			got := [2]string{tool.DeterminismClass, tool.RollbackMethod}
+			if got != want[tool.Name] {
+				t.Errorf("%s: classes %v, want %v", tool.Name, got, want[tool.Name])
+			}
+		}
+	})
+}
+
+// opGen produces a seeded random sequence of tool calls, tracking live names
+// so that most calls succeed.
+type opGen struct {
+	rng   *rand.Rand
+	names []string
+	n     int
+}
+
+func newOpGen(seed int64) *opGen {
+	return &opGen{rng: rand.New(rand.NewSource(seed)), names: []string{"Camera", "Light"}}
+}
+
+var primitiveTypes = []string{"cube", "uv_sphere", "ico_sphere", "plane", "cylinder", "cone", "torus", "monkey"}
+
+func (g *opGen) next() Call {
+	g.n++
+	vec := func() []any {
+		return []any{g.rng.Float64()*10 - 5, g.rng.Float64()*10 - 5, g.rng.Float64()*10 - 5}
+	}
+	c := Call{MutationID: fmt.Sprintf("mut-%d", g.n), RequestID: "test"}
+	switch op := g.rng.Intn(10); {
+	case op < 4 || len(g.names) == 0:
+		c.Tool, c.Args = "object.create", map[string]any{"type": primitiveTypes[g.rng.Intn(len(primitiveTypes))], "location": vec()}
+		if g.rng.Intn(3) == 0 {
+			c.Args["name"] = fmt.Sprintf("N%d", g.rng.Intn(4)) // reuses names of deleted objects
+		}
+	case op < 7:
+		c.Tool, c.Args = "object.set_transform", map[string]any{"name": g.names[g.rng.Intn(len(g.names))], "location": vec(), "rotation_euler": vec(), "scale": []any{1, 2, 3}}
+	default:
+		c.Tool, c.Args = "object.delete", map[string]any{"name": g.names[g.rng.Intn(len(g.names))]}
+	}
+	return c
+}
+
+// observe updates the live names after a successful call (or an undo of it).
+func (g *opGen) observe(c Call, out Outcome, undone bool) {
+	var name string
+	var add bool
+	switch c.Tool {
+	case "object.create":
+		name, _ = out.Result["name"].(string)
+		add = !undone
+	case "object.delete":
+		name, _ = c.Args["name"].(string)
+		add = undone
+	default:
+		return
+	}
+	if add {
+		g.names = append(g.names, name)
+		return
+	}
+	for i, n := range g.names {
+		if n == name {
+			g.names = append(g.names[:i], g.names[i+1:]...)
+			return
+		}
+	}
+}
+
+func mustUndo(t testing.TB, p *Process, out Outcome, c Call) {
+	t.Helper()
+	h, err := p.Undo(callCtx(t), out.Undo, c)
+	if err != nil {
+		t.Fatalf("Undo(%s %v) = %v (record %s)", c.Tool, c.Args, err, out.Undo)
+	}
+	if h != out.SceneHashBefore {
+		t.Fatalf("Undo(%s %v) = %s, want scene_hash_before %s (record %s)", c.Tool, c.Args, h, out.SceneHashBefore, out.Undo)
+	}
+}
+
+// TestUndoRandomSequence applies a seeded random sequence of calls; each
+// compensation, applied right after its call or later in reverse order,
+// returns exactly the recorded scene_hash_before, which also equals a full
+// recomputation; undoing everything returns to the baseline.
+func TestUndoRandomSequence(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		baseline, err := p.SceneHash(callCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := newOpGen(7)
+		type done struct {
+			c   Call
+			out Outcome
+		}
+		var stack []done
+		undos := 0
+		for i := 0; i < 80; i++ {
+			c := g.next()
+			out, err := p.Execute(callCtx(t), c)
+			if err != nil {
+				if _, ok := err.(*ToolError); !ok {
+					t.Fatalf("op %d %s: %v", i, c.Tool, err)
+				}
+				continue
+			}
+			if out.Undo == nil {
+				t.Fatalf("op %d %s: no undo record", i, c.Tool)
+			}
+			g.observe(c, out, false)
+			switch r := g.rng.Intn(4); {
+			case r == 0: // undo at once
+				mustUndo(t, p, out, c)
+				g.observe(c, out, true)
+				undos++
+				if s := assertIncrementalMatchesFull(t, p); s.SceneHash != out.SceneHashBefore {
+					t.Fatalf("full hash after undo %s, want %s", s.SceneHash, out.SceneHashBefore)
+				}
+			case r == 1 && len(stack) > 0: // undo a few, newest first
+				stack = append(stack, done{c, out})
+				for k := 1 + g.rng.Intn(min(4, len(stack))); k > 0; k-- {
+					d := stack[len(stack)-1]
+					stack = stack[:len(stack)-1]
+					mustUndo(t, p, d.out, d.c)
+					g.observe(d.c, d.out, true)
+					undos++
+				}
+				assertIncrementalMatchesFull(t, p)
+			default:
+				stack = append(stack, done{c, out})
+			}
+		}
+		for len(stack) > 0 {
+			d := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			mustUndo(t, p, d.out, d.c)
+			undos++
+		}
+		s := assertIncrementalMatchesFull(t, p)
+		if s.SceneHash != baseline {
+			t.Fatalf("after undoing everything: %s, want baseline %s", s.SceneHash, baseline)
+		}
+		for k := range s.State {
+			if recs, ok := s.State[k].(map[string]any); ok {
+				for name := range recs {
+					if strings.HasPrefix(name, "__bp_") {
+						t.Errorf("snapshot %s holds %s", k, name)
+					}
+				}
+			}
+		}
+		t.Logf("%d undos", undos)
+
+		// Read-only and file-only tools have no compensation.
+		if out := mustExecute(t, p, "scene.get_summary", nil); out.Undo != nil {
+			t.Errorf("scene.get_summary undo = %s", out.Undo)
+		}
+		if out := mustExecute(t, p, "render.still", map[string]any{"output": "u.png", "resolution": []any{16, 16}, "samples": 1}); out.Undo != nil {
+			t.Errorf("render.still undo = %s", out.Undo)
+		}
+	})
+}
+
+func TestTombstones(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		ctx := callCtx(t)
+		mustExecute(t, p, "object.create", map[string]any{"type": "monkey", "name": "M"})
+		del, err := p.Execute(ctx, Call{Tool: "object.delete", Args: map[string]any{"name": "M"}, MutationID: "m-del"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(del.Undo, &rec); err != nil {
+			t.Fatal(err)
+		}
+		tomb, _ := rec["tomb"].(string)
+		if !strings.HasPrefix(tomb, "__bp_tomb_") || fmt.Sprint(rec["data"]) != fmt.Sprintf("map[kind:mesh name:M tomb:%s]", tomb) {
+			t.Fatalf("delete undo record %s", del.Undo)
+		}
+		sum := mustExecute(t, p, "scene.get_summary", nil)
+		if sum.Result["object_count"] != float64(2) || strings.Contains(fmt.Sprint(sum.Result), "__bp") {
+			t.Errorf("summary shows the tombstone: %v", sum.Result)
+		}
+		// Same name again: no conflict, no .001, neither for the object nor its mesh.
+		again := mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "M"})
+		if again.Result["name"] != "M" || !strings.Contains(string(again.Undo), `"mesh":"M"`) {
+			t.Fatalf("recreated M: %v undo %s", again.Result, again.Undo)
+		}
+		// The tombstone's original name is taken now: the delete cannot be undone yet.
+		if h, err := p.Undo(ctx, del.Undo, Call{}); !isCode(err, CodeConflict) || h != again.SceneHashAfter {
+			t.Fatalf("undo with name taken = %s, %v", h, err)
+		}
+		wantToolError(t, p, "object.create", map[string]any{"type": "cube", "name": tomb}, CodeInvalidInput)
+		wantToolError(t, p, "object.delete", map[string]any{"name": tomb}, CodeNotFound)
+		wantToolError(t, p, "object.set_transform", map[string]any{"name": tomb, "scale": []any{1, 1, 1}}, CodeNotFound)
+		mustUndo(t, p, again, Call{})
+		mustUndo(t, p, del, Call{})
+		// A compensation applies once.
+		if _, err := p.Undo(ctx, del.Undo, Call{}); !isCode(err, CodeConflict) {
+			t.Fatalf("second undo = %v, want conflict", err)
+		}
+
+		// The scene camera and the active object come back.
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Active"})
+		for _, name := range []string{"Camera", "Active"} {
+			d := mustExecute(t, p, "object.delete", map[string]any{"name": name})
+			mustUndo(t, p, d, Call{})
+		}
+		s := assertIncrementalMatchesFull(t, p)
+		sc := s.State["scenes"].(map[string]any)["Scene"].(map[string]any)
+		if sc["camera"] != "Camera" || sc["active_object"] != "Active" {
+			t.Errorf("scene after undoing deletes: camera %v active %v", sc["camera"], sc["active_object"])
+		}
+		if cams := s.State["cameras"].(map[string]any); cams["Camera"] == nil {
+			t.Errorf("camera data not restored: %v", cams)
+		}
+	})
+}
+
+func isCode(err error, code string) bool {
+	var te *ToolError
+	return errors.As(err, &te) && te.Code == code
+}
+
+// TestUndoFailureRollsBack makes undos fail midway (inject_failure) and
+// feeds malformed records: the scene is unchanged each time.
+func TestUndoFailureRollsBack(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		create := mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "A"})
+		move := mustExecute(t, p, "object.set_transform", map[string]any{"name": "A", "location": []any{1, 2, 3}, "scale": []any{2, 2, 2}})
+		mustExecute(t, p, "object.create", map[string]any{"type": "cone", "name": "B"})
+		del := mustExecute(t, p, "object.delete", map[string]any{"name": "B"})
+		before := assertIncrementalMatchesFull(t, p)
+		cases := []struct {
+			undo  json.RawMessage
+			label string
+		}{
+			{del.Undo, "undo.object.delete:renamed"},
+			{del.Undo, "undo.object.delete:relinked"},
+			{move.Undo, "undo.object.set_transform:location"},
+		}
+		for _, c := range cases {
+			err := p.call(callCtx(t), "undo", map[string]any{"undo": c.undo, "inject_failure": c.label}, nil, nil)
+			if !isCode(err, CodeInternalError) {
+				t.Fatalf("%s: err = %v, want internal_error", c.label, err)
+			}
+			if after := assertIncrementalMatchesFull(t, p); after.SceneHash != before.SceneHash {
+				t.Fatalf("%s left partial work", c.label)
+			}
+		}
+		for _, bad := range []string{`{}`, `{"v":2,"tool":"object.create"}`, `{"v":1,"tool":"render.still"}`,
+			`{"v":1,"tool":"object.set_transform","object":"A","location":[1,2],"rotation_euler":[0,0,0],"scale":[1,1,1]}`,
+			`[1]`, `nope`} {
+			if h, err := p.Undo(callCtx(t), json.RawMessage(bad), Call{}); !isCode(err, CodeInvalidInput) || (h != "" && h != before.SceneHash) {
+				t.Errorf("Undo(%s) = %s, %v; want invalid_input", bad, h, err)
+			}
+		}
+		// A compensation that no longer fits the scene is refused.
+		mustExecute(t, p, "object.delete", map[string]any{"name": "A"})
+		if _, err := p.Undo(callCtx(t), create.Undo, Call{}); !isCode(err, CodeConflict) {
+			t.Errorf("undo create of a deleted object = %v, want conflict", err)
+		}
+		assertIncrementalMatchesFull(t, p)
+	})
+}
+
+// TestUndoFaultInjection enables the "undo" test fault through the
+// environment: undo stops midway, reports internal_error and an honest hash.
+func TestUndoFaultInjection(t *testing.T) {
+	t.Setenv(FaultsEnv, "undo")
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+		}{
+			{"object.create", map[string]any{"type": "cube", "name": "F"}},
+			{"object.set_transform", map[string]any{"name": "F", "location": []any{1, 1, 1}, "scale": []any{3, 3, 3}}},
+			{"object.delete", map[string]any{"name": "Light"}},
+		} {
+			out := mustExecute(t, p, c.tool, c.args)
+			h, err := p.Undo(callCtx(t), out.Undo, Call{RequestID: "fault"})
+			if !isCode(err, CodeInternalError) {
+				t.Fatalf("%s: Undo = %v, want internal_error", c.tool, err)
+			}
+			s := assertIncrementalMatchesFull(t, p)
+			if h != s.SceneHash || h == out.SceneHashBefore || h == out.SceneHashAfter {
+				t.Fatalf("%s: reported %s, scene %s, before %s, after %s", c.tool, h, s.SceneHash, out.SceneHashBefore, out.SceneHashAfter)
+			}
+			if c.tool == "object.create" { // F is unlinked now; link it back for the next step
+				if _, err := p.Reset(callCtx(t)); err != nil {
+					t.Fatal(err)
+				}
+				mustExecute(t, p, c.tool, c.args)
+			}
+		}
+	})
+}
+
+// TestCheckpointsAndReplay: random ops A (with deletes, so tombstones) ->
+// checkpoint -> ops B -> load restores the checkpoint hash; a fresh process
+// loads the same hash, still undoes an op of A through its tombstone, and
+// replaying B's calls reproduces B's hashes and undo records.
+func TestCheckpointsAndReplay(t *testing.T) {
+	finals := map[RuntimeKind]string{}
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		dir := t.TempDir()
+		g := newOpGen(11)
+		run := func(n int) (calls []Call, outs []Outcome) {
+			for len(calls) < n {
+				c := g.next()
+				out, err := p.Execute(callCtx(t), c)
+				if err != nil {
+					if _, ok := err.(*ToolError); !ok {
+						t.Fatal(err)
+					}
+					continue
+				}
+				g.observe(c, out, false)
+				calls, outs = append(calls, c), append(outs, out)
+			}
+			return
+		}
+		callsA, outsA := run(30)
+		var lastDelA int = -1
+		for i, c := range callsA {
+			if c.Tool == "object.delete" {
+				lastDelA = i
+			}
+		}
+		if lastDelA < 0 {
+			t.Fatal("seed produced no delete in A")
+		}
+		ckpt := filepath.Join(dir, "ckpt.blend")
+		pre := assertIncrementalMatchesFull(t, p)
+		saved, err := p.SaveCheckpoint(callCtx(t), ckpt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		post := assertIncrementalMatchesFull(t, p)
+		if saved != pre.SceneHash || post.SceneHash != pre.SceneHash || fmt.Sprint(pre.State) != fmt.Sprint(post.State) {
+			t.Fatalf("saving changed the scene: %s -> %s (returned %s)", pre.SceneHash, post.SceneHash, saved)
+		}
+		if _, err := os.Stat(ckpt + ".tmp"); !os.IsNotExist(err) {
+			t.Errorf("temp file left behind: %v", err)
+		}
+		callsB, outsB := run(20)
+		loaded, err := p.LoadCheckpoint(callCtx(t), ckpt)
+		if err != nil || loaded != saved {
+			t.Fatalf("LoadCheckpoint = %s, %v; want %s", loaded, err, saved)
+		}
+		assertIncrementalMatchesFull(t, p)
+		if _, err := p.LoadCheckpoint(callCtx(t), filepath.Join(dir, "missing.blend")); !isCode(err, CodeNotFound) {
+			t.Errorf("missing checkpoint = %v", err)
+		}
+
+		// Fresh process: same hash, replay B, then undo all of B and A's last ops.
+		q := startTestProcess(t, rt)
+		if h, err := q.LoadCheckpoint(callCtx(t), ckpt); err != nil || h != saved {
+			t.Fatalf("fresh LoadCheckpoint = %s, %v; want %s", h, err, saved)
+		}
+		for i, c := range callsB {
+			out, err := q.Execute(callCtx(t), c)
+			if err != nil {
+				t.Fatalf("replay %d %s: %v", i, c.Tool, err)
+			}
+			if out.SceneHashBefore != outsB[i].SceneHashBefore || out.SceneHashAfter != outsB[i].SceneHashAfter {
+				t.Fatalf("replay %d %s: hashes %s->%s, original %s->%s", i, c.Tool, out.SceneHashBefore, out.SceneHashAfter, outsB[i].SceneHashBefore, outsB[i].SceneHashAfter)
+			}
+			if string(out.Undo) != string(outsB[i].Undo) {
+				t.Fatalf("replay %d %s: undo %s, original %s", i, c.Tool, out.Undo, outsB[i].Undo)
+			}
+		}
+		final := assertIncrementalMatchesFull(t, q)
+		if final.SceneHash != outsB[len(outsB)-1].SceneHashAfter {
+			t.Fatalf("replayed final %s, original %s", final.SceneHash, outsB[len(outsB)-1].SceneHashAfter)
+		}
+		finals[rt.Kind] = final.SceneHash
+		// The original compensations work on the replayed scene, back into A.
+		for i := len(outsB) - 1; i >= 0; i-- {
+			mustUndo(t, q, outsB[i], callsB[i])
+		}
+		for i := len(outsA) - 1; i >= lastDelA; i-- {
+			mustUndo(t, q, outsA[i], callsA[i])
+		}
+		assertIncrementalMatchesFull(t, q)
+
+		// And on the original process, after its own load.
+		for i := len(outsA) - 1; i >= 0; i-- {
+			mustUndo(t, p, outsA[i], callsA[i])
+		}
+		if h, _ := p.SceneHash(callCtx(t)); h != outsA[0].SceneHashBefore {
+			t.Fatalf("undoing all of A after load: %s, want %s", h, outsA[0].SceneHashBefore)
+		}
+	})
+	if len(finals) == 2 && finals[RuntimeBPYModule] != finals[RuntimeBinary] {
+		t.Errorf("same calls, different final hash across Blender versions: %v", finals)
+	}
+}
+
+// TestCheckpointTiming saves and loads a scene of a few hundred objects with
+// tombstones and logs how long that takes.
+func TestCheckpointTiming(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		const n = 300
+		for i := 0; i < n; i++ {
+			mustExecute(t, p, "object.create", map[string]any{"type": primitiveTypes[i%len(primitiveTypes)], "location": []any{i % 17, i % 13, i % 7}})
+		}
+		for i := 0; i < n/10; i++ {
+			mustExecute(t, p, "object.delete", map[string]any{"name": fmt.Sprintf("Cube.%03d", i+1)})
+		}
+		want := assertIncrementalMatchesFull(t, p).SceneHash
+		path := filepath.Join(t.TempDir(), "big.blend")
+		t0 := time.Now()
+		if h, err := p.SaveCheckpoint(callCtx(t), path); err != nil || h != want {
+			t.Fatalf("save = %s, %v", h, err)
+		}
+		save := time.Since(t0)
+		st, _ := os.Stat(path)
+		q := startTestProcess(t, rt)
+		t0 = time.Now()
+		if h, err := q.LoadCheckpoint(callCtx(t), path); err != nil || h != want {
+			t.Fatalf("load = %s, %v; want %s", h, err, want)
+		}
+		t.Logf("%s: %d objects (+%d tombstones), %d bytes: save %v, load+rehash %v", p.Profile().Version, n+2-n/10, n/10, st.Size(), save, time.Since(t0))
+		assertIncrementalMatchesFull(t, q)
+	})
+}

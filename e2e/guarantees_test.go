@@ -1,0 +1,353 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// crashPlan is a plan with slow renders between cheap mutations, so that a
+// kill after receipt k lands in the middle of the next (slow) operation.
+func crashPlan() []*cpv1.Operation {
+	render := func(i int) map[string]any {
+		return map[string]any{"output": fmt.Sprintf("r%d.png", i), "resolution": []any{320, 240}, "samples": 48, "seed": i}
+	}
+	var ops []*cpv1.Operation
+	prev := ""
+	add := func(o *cpv1.Operation) {
+		if prev != "" {
+			o.DependsOn = []string{prev}
+		}
+		prev = o.GetOperationId()
+		ops = append(ops, o)
+	}
+	add(op("s01", "object.create", map[string]any{"type": "cube", "name": "Box", "location": []any{0, 0, 1}}))
+	add(op("s02", "object.create", map[string]any{"type": "uv_sphere", "name": "Ball", "location": []any{2, 0, 1}}))
+	add(op("s03", "render.still", render(3)))
+	add(op("s04", "object.set_transform", map[string]any{"name": "Box", "rotation_euler": []any{0, 0, 0.5}}))
+	add(op("s05", "object.create", map[string]any{"type": "torus", "name": "Ring"}))
+	add(op("s06", "object.delete", map[string]any{"name": "Ball"}))
+	add(op("s07", "render.still", render(7)))
+	add(op("s08", "object.create", map[string]any{"type": "monkey", "name": "Suzanne", "location": []any{-2, 0, 1}}))
+	add(op("s09", "object.set_transform", map[string]any{"name": "Camera", "location": []any{8, -8, 6}}))
+	add(op("s10", "render.still", render(10)))
+	add(op("s11", "object.create", map[string]any{"type": "cone", "name": "Cone"}))
+	add(op("s12", "scene.get_summary", map[string]any{}))
+	return ops
+}
+
+// reference runs the crash plan without interruption in a fresh session and
+// returns each operation's scene_hash_after.
+func reference(t *testing.T, c *cluster) []string {
+	s := c.negotiate(t)
+	p, rs := c.run(t, s.GetSessionId(), "reference", crashPlan()...)
+	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+		t.Fatalf("reference run: %v", p.GetFailure())
+	}
+	return hashes(rs)
+}
+
+func hashes(rs []*cpv1.Receipt) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.GetSceneHashAfter()
+	}
+	return out
+}
+
+// submitAndKillAfter submits the crash plan and calls kill once receipt
+// number after has been streamed, then collects every receipt.
+func submitAndKillAfter(t *testing.T, c *cluster, sessionID, requestID string, after []int, kill func(n int)) []*cpv1.Receipt {
+	t.Helper()
+	_, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: sessionID, RequestId: requestID, Operations: crashPlan()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*cpv1.Receipt
+	next := 0
+	for {
+		from := int64(len(got) + 1)
+		stream, err := c.client.StreamReceipts(ctxT(t, 5*time.Minute), &cpv1.StreamReceiptsRequest{RequestId: requestID, StartSequence: from})
+		if err != nil {
+			t.Fatal(err)
+		}
+		broken := false
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				if status.Code(err) == codes.Unavailable {
+					broken = true // the control plane itself was restarted
+				} else if !strings.Contains(err.Error(), "EOF") {
+					t.Fatalf("stream: %v", err)
+				}
+				break
+			}
+			got = append(got, resp.GetReceipt())
+			if next < len(after) && len(got) == after[next] {
+				kill(after[next])
+				next++
+			}
+		}
+		if !broken {
+			return got
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// checkSameAsReference: one receipt per operation, in order, without gaps,
+// every operation succeeded exactly once, and the scene went through the
+// same hashes as in the uninterrupted run.
+func checkSameAsReference(t *testing.T, rs []*cpv1.Receipt, ref []string) {
+	t.Helper()
+	if len(rs) != len(ref) {
+		t.Fatalf("%d receipts, want %d: %v", len(rs), len(ref), rs)
+	}
+	for i, r := range rs {
+		if r.GetSequence() != int64(i+1) {
+			t.Errorf("receipt %d has sequence %d", i, r.GetSequence())
+		}
+		if st := r.GetStatus(); st != cpv1.Receipt_STATUS_SUCCEEDED && st != cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT {
+			t.Errorf("receipt %s: %v %v", r.GetOperationId(), st, r.GetError())
+		}
+		if r.GetSceneHashAfter() != ref[i] {
+			t.Errorf("receipt %s: scene %s, uninterrupted run had %s", r.GetOperationId(), r.GetSceneHashAfter(), ref[i])
+		}
+	}
+}
+
+func sessionBlenderPIDs(t *testing.T, c *cluster, sessionID string) []int {
+	var out []int
+	for _, p := range blenderPIDs(t, filepath.Join(c.dir, "agent", "sessions", sessionID)) {
+		n, _ := strconv.Atoi(p)
+		out = append(out, n)
+	}
+	return out
+}
+
+// TestBlenderKilledMidPlan: kill -9 of the session's Blender in the middle of
+// operations; agentd recovers from checkpoint + journal and the plan ends as
+// if nothing happened.
+func TestBlenderKilledMidPlan(t *testing.T) {
+	c := startClusterWith(t, []string{"--checkpoint-every", "3"}, nil)
+	ref := reference(t, c)
+	s := c.negotiate(t)
+	rs := submitAndKillAfter(t, c, s.GetSessionId(), "blender-kill", []int{2, 6, 9}, func(n int) {
+		pids := sessionBlenderPIDs(t, c, s.GetSessionId())
+		if len(pids) != 1 {
+			t.Fatalf("after receipt %d: Blender pids %v", n, pids)
+		}
+		syscall.Kill(pids[0], syscall.SIGKILL)
+		t.Logf("killed Blender %d after receipt %d", pids[0], n)
+	})
+	checkSameAsReference(t, rs, ref)
+	if !strings.Contains(c.agent.log.String(), "session recovered") {
+		t.Error("agentd log does not show a recovery")
+	}
+}
+
+// TestAgentdKilledMidPlan: kill -9 of agentd mid-plan, then a restart on the
+// same data dir: same identity, the in-flight operation is re-sent with the
+// same key, and the plan finishes with every effect exactly once.
+func TestAgentdKilledMidPlan(t *testing.T) {
+	c := startClusterWith(t, []string{"--checkpoint-every", "4"}, nil)
+	ref := reference(t, c)
+	before := c.agentID(t)
+	s := c.negotiate(t)
+	rs := submitAndKillAfter(t, c, s.GetSessionId(), "agentd-kill", []int{3, 7}, func(n int) {
+		c.agent.stop(t, syscall.SIGKILL)
+		t.Logf("killed agentd after receipt %d", n)
+		c.restartAgent(t)
+	})
+	checkSameAsReference(t, rs, ref)
+	if after := c.agentID(t); after != before {
+		t.Fatalf("agent identity changed across restart: %s → %s", before, after)
+	}
+}
+
+// TestControlPlaneRestartMidPlan: the control plane is killed mid-plan and
+// restarted on its data dir; it resumes the plan from its own store.
+func TestControlPlaneRestartMidPlan(t *testing.T) {
+	c := startClusterWith(t, nil, nil)
+	ref := reference(t, c)
+	s := c.negotiate(t)
+	rs := submitAndKillAfter(t, c, s.GetSessionId(), "cp-restart", []int{2, 8}, func(n int) {
+		args := c.cp.cmd.Args[1:]
+		c.cp.stop(t, syscall.SIGKILL)
+		t.Logf("killed the control plane after receipt %d", n)
+		c.cp = startDaemon(t, "controlplane", args...)
+	})
+	checkSameAsReference(t, rs, ref)
+}
+
+// TestAtomicRollback: an atomic plan whose last operation fails is rolled
+// back whole: the scene returns exactly to the pre-plan hash.
+func TestAtomicRollback(t *testing.T) {
+	c := startClusterWith(t, []string{"--checkpoint-every", "2"}, nil)
+	s := c.negotiate(t)
+	// A non-atomic plan first, so the pre-plan scene is not the baseline.
+	_, pre := c.run(t, s.GetSessionId(), "pre", op("keep", "object.create", map[string]any{"type": "cube", "name": "Keep"}))
+	prePlan := pre[0].GetSceneHashAfter()
+
+	ops := []*cpv1.Operation{
+		op("a1", "object.create", map[string]any{"type": "cylinder", "name": "Temp"}),
+		op("a2", "object.set_transform", map[string]any{"name": "Keep", "location": []any{3, 3, 3}}, "a1"),
+		op("a3", "object.delete", map[string]any{"name": "Keep"}, "a2"),
+		op("a4", "object.create", map[string]any{"type": "cube", "name": "Keep"}, "a3"),
+		op("a5", "object.delete", map[string]any{"name": "Nope"}, "a4"),
+		op("a6", "object.create", map[string]any{"type": "cone", "name": "Never"}, "a5"),
+	}
+	_, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: s.GetSessionId(), RequestId: "atomic-1", Operations: ops, Atomic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := c.receipts(t, "atomic-1", 1)
+	var statuses []string
+	rolledBack := map[string]bool{}
+	for _, r := range rs {
+		statuses = append(statuses, r.GetOperationId()+":"+strings.TrimPrefix(r.GetStatus().String(), "STATUS_"))
+		if r.GetStatus() == cpv1.Receipt_STATUS_ROLLED_BACK {
+			rolledBack[r.GetOperationId()] = true
+		}
+	}
+	want := "[a1:SUCCEEDED a2:SUCCEEDED a3:SUCCEEDED a4:SUCCEEDED a5:FAILED a4:ROLLED_BACK a3:ROLLED_BACK a2:ROLLED_BACK a1:ROLLED_BACK a6:NOT_RUN]"
+	if fmt.Sprint(statuses) != want {
+		t.Fatalf("receipts %v\nwant     %s", statuses, want)
+	}
+	last := rs[8]
+	if last.GetSceneHashAfter() != prePlan {
+		t.Fatalf("after rollback the scene is %s, before the plan it was %s", last.GetSceneHashAfter(), prePlan)
+	}
+	p := c.plan(t, "atomic-1")
+	if p.GetState() != cpv1.Plan_STATE_FAILED || p.GetFailure().GetErrorCode() != "NOT_FOUND" {
+		t.Fatalf("plan %v", p)
+	}
+	// The live scene agrees, and survives a Blender crash (the journal
+	// replays the undo entries too).
+	for _, pid := range sessionBlenderPIDs(t, c, s.GetSessionId()) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	_, after := c.run(t, s.GetSessionId(), "after-atomic", op("s", "scene.get_summary", map[string]any{}))
+	if after[0].GetSceneHashBefore() != prePlan {
+		t.Fatalf("scene after rollback + recovery %s, want %s", after[0].GetSceneHashBefore(), prePlan)
+	}
+
+	// The rolled-back key, sent again to the agent, is a conflict: nothing runs.
+	agent := agentv1.NewAgentServiceClient(dial(t, c.agentAddr))
+	stream, err := agent.Execute(ctxT(t, time.Minute), &agentv1.ExecuteRequest{SessionId: s.GetSessionId(), RequestId: "atomic-1",
+		Operations: []*agentv1.OperationCall{{OperationId: "a1", ToolName: "object.create", Args: ops[0].GetArgs(),
+			SafetyLevel: ops[0].GetSafetyLevel(), IdempotencyKey: rs[0].GetIdempotencyKey(), McpCallId: "call-manual"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.GetReceipt(); r.GetStatus() != cpv1.Receipt_STATUS_FAILED || r.GetError().GetErrorCode() != "IDEMPOTENCY_CONFLICT" ||
+		len(r.GetError().GetMinimalRepairPlan()) == 0 {
+		t.Fatalf("replayed rolled-back key: %v", r)
+	}
+	_, check := c.run(t, s.GetSessionId(), "after-conflict", op("s", "scene.get_summary", map[string]any{}))
+	if check[0].GetSceneHashBefore() != prePlan {
+		t.Fatal("a conflicting key changed the scene")
+	}
+}
+
+// TestRollbackFailure: with a fault injected into the bridge's compensation,
+// the plan reports ROLLBACK_FAILED with the last consistent checkpoint,
+// never success, and the session stays usable.
+func TestRollbackFailure(t *testing.T) {
+	c := startClusterWith(t, nil, []string{"BLENDPLANE_TEST_FAULTS=undo"})
+	s := c.negotiate(t)
+	ops := []*cpv1.Operation{
+		op("b1", "object.create", map[string]any{"type": "cube", "name": "One"}),
+		op("b2", "object.create", map[string]any{"type": "cube", "name": "Two"}, "b1"),
+		op("b3", "object.delete", map[string]any{"name": "Nope"}, "b2"),
+	}
+	_, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: s.GetSessionId(), RequestId: "rbfail", Operations: ops, Atomic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := c.receipts(t, "rbfail", 1)
+	p := c.plan(t, "rbfail")
+	f := p.GetFailure()
+	if p.GetState() != cpv1.Plan_STATE_FAILED || f.GetErrorCode() != "ROLLBACK_FAILED" || f.GetRecoverable() {
+		t.Fatalf("plan %v, receipts %v", p, rs)
+	}
+	cp := f.GetLastConsistentCheckpoint()
+	if cp.GetSceneHash() == "" || cp.GetPath() == "" {
+		t.Fatalf("no checkpoint in the failure: %v", f)
+	}
+	if _, err := os.Stat(cp.GetPath()); err != nil {
+		t.Fatalf("checkpoint file: %v", err)
+	}
+	// The session continues from that consistent state.
+	_, after := c.run(t, s.GetSessionId(), "after-rbfail", op("s", "scene.get_summary", map[string]any{}))
+	if after[0].GetSceneHashBefore() != cp.GetSceneHash() {
+		t.Fatalf("session at %s, checkpoint says %s", after[0].GetSceneHashBefore(), cp.GetSceneHash())
+	}
+}
+
+// TestAuditAndCorrelation: every receipt has an audit record with the
+// seed's minimum fields, pages work, and the ids appear in the daemons' logs.
+func TestAuditAndCorrelation(t *testing.T) {
+	c := startClusterWith(t, []string{"--log-level", "debug"}, nil)
+	s := c.negotiate(t)
+	_, rs := c.run(t, s.GetSessionId(), "audit-1",
+		op("x1", "object.create", map[string]any{"type": "cube", "name": "A"}),
+		op("x2", "object.set_transform", map[string]any{"name": "A", "location": []any{1, 1, 1}}, "x1"),
+		op("x3", "scene.get_summary", map[string]any{}, "x2"))
+	var records []*cpv1.AuditRecord
+	token := ""
+	for pages := 0; ; pages++ {
+		resp, err := c.client.ListAuditRecords(ctxT(t, 10*time.Second), &cpv1.ListAuditRecordsRequest{RequestId: "audit-1", PageSize: 2, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		records = append(records, resp.GetAuditRecords()...)
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatal("pagination does not end")
+		}
+	}
+	if len(records) != len(rs) {
+		t.Fatalf("%d audit records for %d receipts", len(records), len(rs))
+	}
+	for i, a := range records {
+		r := rs[i]
+		if a.GetTimestamp() == nil || a.GetRequestId() != "audit-1" || a.GetOperationId() != r.GetOperationId() ||
+			a.GetMcpCallId() != r.GetMcpCallId() || a.GetBlenderMutationId() != r.GetBlenderMutationId() ||
+			a.GetToolName() != r.GetToolName() || a.GetSafetyLevel() != r.GetSafetyLevel() || a.GetStatus() != r.GetStatus() ||
+			a.GetSceneHashBefore() != r.GetSceneHashBefore() || a.GetSceneHashAfter() != r.GetSceneHashAfter() {
+			t.Errorf("audit record %v does not match receipt %v", a, r)
+		}
+	}
+	_, err := c.client.ListAuditRecords(ctxT(t, 10*time.Second), &cpv1.ListAuditRecordsRequest{RequestId: "other", PageToken: "bm9wZQ"})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("bad page token: %v", err)
+	}
+	// Correlation ids reach agentd's log lines (and the bridge's).
+	time.Sleep(200 * time.Millisecond)
+	agentLog := c.agent.log.String()
+	for _, r := range rs[:2] {
+		for _, id := range []string{r.GetMcpCallId(), r.GetBlenderMutationId()} {
+			if !strings.Contains(agentLog, id) {
+				t.Errorf("agentd log lacks %s", id)
+			}
+		}
+	}
+}
