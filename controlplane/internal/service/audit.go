@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
 const (
