@@ -65,6 +65,7 @@ func runtimeInfo(rt blender.Runtime, prof blender.Profile, tools []blender.Tool)
 		reg.Tools = append(reg.Tools, &cpv1.ToolDefinition{
 			Name: t.Name, Version: t.Version, Description: t.Description,
 			InputSchema: schema, SafetyLevel: safetyLevel(t.SafetyLevel),
+			DeterminismClass: t.DeterminismClass, RollbackMethod: t.RollbackMethod,
 		})
 	}
 	sort.Slice(reg.Tools, func(i, j int) bool { return reg.Tools[i].GetName() < reg.Tools[j].GetName() })

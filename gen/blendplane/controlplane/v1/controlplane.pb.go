@@ -2309,10 +2309,15 @@ type ToolDefinition struct {
 	Version     string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
 	// JSON Schema (draft 2020-12) of the tool's args.
-	InputSchema   *structpb.Struct `protobuf:"bytes,4,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
-	SafetyLevel   SafetyLevel      `protobuf:"varint,5,opt,name=safety_level,json=safetyLevel,proto3,enum=blendplane.controlplane.v1.SafetyLevel" json:"safety_level,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	InputSchema *structpb.Struct `protobuf:"bytes,4,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	SafetyLevel SafetyLevel      `protobuf:"varint,5,opt,name=safety_level,json=safetyLevel,proto3,enum=blendplane.controlplane.v1.SafetyLevel" json:"safety_level,omitempty"`
+	// "deterministic", or "seeded" (the seed is an arg and is in the result).
+	DeterminismClass string `protobuf:"bytes,6,opt,name=determinism_class,json=determinismClass,proto3" json:"determinism_class,omitempty"`
+	// How a call is undone: "compensation" (an action computed before it
+	// runs), "not_needed" (no scene change) or "none" (read-only).
+	RollbackMethod string `protobuf:"bytes,7,opt,name=rollback_method,json=rollbackMethod,proto3" json:"rollback_method,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ToolDefinition) Reset() {
@@ -2378,6 +2383,20 @@ func (x *ToolDefinition) GetSafetyLevel() SafetyLevel {
 		return x.SafetyLevel
 	}
 	return SafetyLevel_SAFETY_LEVEL_UNSPECIFIED
+}
+
+func (x *ToolDefinition) GetDeterminismClass() string {
+	if x != nil {
+		return x.DeterminismClass
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetRollbackMethod() string {
+	if x != nil {
+		return x.RollbackMethod
+	}
+	return ""
 }
 
 type RegisterAgentRequest struct {
@@ -2711,13 +2730,15 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\fToolRegistry\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12@\n" +
-	"\x05tools\x18\x03 \x03(\v2*.blendplane.controlplane.v1.ToolDefinitionR\x05tools\"\xe8\x01\n" +
+	"\x05tools\x18\x03 \x03(\v2*.blendplane.controlplane.v1.ToolDefinitionR\x05tools\"\xbe\x02\n" +
 	"\x0eToolDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12:\n" +
 	"\finput_schema\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\x12J\n" +
-	"\fsafety_level\x18\x05 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelR\vsafetyLevel\"\x81\x02\n" +
+	"\fsafety_level\x18\x05 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelR\vsafetyLevel\x12+\n" +
+	"\x11determinism_class\x18\x06 \x01(\tR\x10determinismClass\x12'\n" +
+	"\x0frollback_method\x18\a \x01(\tR\x0erollbackMethod\"\x81\x02\n" +
 	"\x14RegisterAgentRequest\x12:\n" +
 	"\bagent_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\aagentId\x12!\n" +
 	"\aaddress\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\aaddress\x12\x1a\n" +
