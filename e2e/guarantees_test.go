@@ -168,6 +168,14 @@ func TestAgentdKilledMidPlan(t *testing.T) {
 	rs := submitAndKillAfter(t, c, s.GetSessionId(), "agentd-kill", []int{3, 7}, func(n int) {
 		c.agent.stop(t, syscall.SIGKILL)
 		t.Logf("killed agentd after receipt %d", n)
+		// Its Blender dies with it (parent-death signal), never orphaned.
+		deadline := time.Now().Add(10 * time.Second)
+		for len(sessionBlenderPIDs(t, c, s.GetSessionId())) > 0 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if pids := sessionBlenderPIDs(t, c, s.GetSessionId()); len(pids) > 0 {
+			t.Errorf("Blender %v outlived a killed agentd", pids)
+		}
 		c.restartAgent(t)
 	})
 	checkSameAsReference(t, rs, ref)
@@ -304,6 +312,9 @@ func TestRollbackFailure(t *testing.T) {
 // seed's minimum fields, pages work, and the ids appear in the daemons' logs.
 func TestAuditAndCorrelation(t *testing.T) {
 	c := startClusterWith(t, []string{"--log-level", "debug"}, nil)
+	c.cp.stop(t, syscall.SIGTERM)
+	c.cp = startDaemon(t, "controlplane", append(c.cp.cmd.Args[1:], "--log-level", "debug")...)
+	c.waitAgent(t)
 	s := c.negotiate(t)
 	_, rs := c.run(t, s.GetSessionId(), "audit-1",
 		op("x1", "object.create", map[string]any{"type": "cube", "name": "A"}),
@@ -340,13 +351,15 @@ func TestAuditAndCorrelation(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("bad page token: %v", err)
 	}
-	// Correlation ids reach agentd's log lines (and the bridge's).
+	// Correlation ids reach both daemons' log lines (and the bridge's).
 	time.Sleep(200 * time.Millisecond)
-	agentLog := c.agent.log.String()
-	for _, r := range rs[:2] {
-		for _, id := range []string{r.GetMcpCallId(), r.GetBlenderMutationId()} {
-			if !strings.Contains(agentLog, id) {
-				t.Errorf("agentd log lacks %s", id)
+	for _, d := range []*daemon{c.agent, c.cp} {
+		logText := d.log.String()
+		for _, r := range rs[:2] {
+			for _, id := range []string{r.GetMcpCallId(), r.GetBlenderMutationId(), r.GetOperationId()} {
+				if !strings.Contains(logText, id) {
+					t.Errorf("%s log lacks %s", d.name, id)
+				}
 			}
 		}
 	}

@@ -82,6 +82,9 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 			if r == nil {
 				break // context cancelled: the op stays intended, not committed
 			}
+			log.Debug("operation executed", "operation_id", op.OperationID, "mcp_call_id", op.MCPCallID,
+				"blender_mutation_id", r.GetBlenderMutationId(), "tool", op.Tool, "status", r.GetStatus().String(),
+				"scene_hash_after", r.GetSceneHashAfter())
 			if commit != nil && commit.Entry != nil {
 				s.dirty++
 			}

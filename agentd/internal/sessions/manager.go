@@ -51,7 +51,6 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	closed   bool
 }
 
 type session struct {
@@ -367,7 +366,6 @@ func (m *Manager) Shutdown() {
 	for _, s := range m.sessions {
 		all = append(all, s)
 	}
-	m.closed = true
 	m.mu.Unlock()
 	for _, s := range all {
 		s.mu.Lock()

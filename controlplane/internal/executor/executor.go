@@ -199,6 +199,8 @@ func (e *Executor) run(requestID string) error {
 	add := func(r *cpv1.Receipt) {
 		seq++
 		r.Sequence = seq
+		log.Debug("receipt", "sequence", seq, "operation_id", r.GetOperationId(), "mcp_call_id", r.GetMcpCallId(),
+			"blender_mutation_id", r.GetBlenderMutationId(), "status", r.GetStatus().String())
 		pr.observe(r)
 		c.add(r)
 	}
