@@ -397,6 +397,10 @@ func testBlendctl(t *testing.T, c *cluster) {
 	if err != nil || !strings.Contains(string(out), "SUCCEEDED") {
 		t.Fatalf("blendctl plan: %v\n%s", err, out)
 	}
+	out, err = exec.Command(filepath.Join(binDir, "blendctl"), "--addr", c.cpAddr, "audit", "hello-1").CombinedOutput()
+	if err != nil || strings.Count(string(out), "hello-1") != 8 || !strings.Contains(string(out), "render.still") {
+		t.Fatalf("blendctl audit: %v\n%s", err, out)
+	}
 	out, err = exec.Command(filepath.Join(binDir, "blendctl"), "--addr", c.cpAddr, "agents").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "READY") {
 		t.Fatalf("blendctl agents: %v\n%s", err, out)

@@ -33,6 +33,7 @@ Commands:
   watch REQUEST_ID [--from N]
                       stream a plan's receipts from sequence N
   plan REQUEST_ID     show a plan and its state
+  audit [REQUEST_ID]  list audit records (of one plan, or all), oldest first
   negotiate           open a session and print its contract
   agents              list the agents registered with the control plane
 
@@ -89,6 +90,8 @@ func run(args []string) error {
 		return c.watchCmd(ctx, rest)
 	case "plan":
 		return c.plan(ctx, rest)
+	case "audit":
+		return c.audit(ctx, rest)
 	case "negotiate":
 		return c.negotiateCmd(ctx)
 	case "agents":
@@ -97,7 +100,7 @@ func run(args []string) error {
 		fs.Usage()
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (try: %s)", cmd, strings.Join([]string{"submit", "watch", "plan", "negotiate", "agents"}, ", "))
+	return fmt.Errorf("unknown command %q (try: %s)", cmd, strings.Join([]string{"submit", "watch", "plan", "audit", "negotiate", "agents"}, ", "))
 }
 
 // rpcTimeout bounds unary calls; Negotiate may start a Blender.
@@ -140,6 +143,38 @@ func (c *cli) agents(ctx context.Context) error {
 	}
 	printAgents(c.out, resp.GetAgents())
 	return nil
+}
+
+func (c *cli) audit(ctx context.Context, args []string) error {
+	if len(args) > 1 {
+		return errors.New("usage: blendctl audit [REQUEST_ID]")
+	}
+	req := &cpv1.ListAuditRecordsRequest{PageSize: 500}
+	if len(args) == 1 {
+		req.RequestId = args[0]
+	}
+	header := true
+	for {
+		pctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+		resp, err := c.cp.ListAuditRecords(pctx, req)
+		cancel()
+		if err != nil {
+			return err
+		}
+		for _, r := range resp.GetAuditRecords() {
+			if c.json {
+				if err := c.printJSON(r); err != nil {
+					return err
+				}
+				continue
+			}
+			printAudit(c.out, r, header)
+			header = false
+		}
+		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
+			return nil
+		}
+	}
 }
 
 func (c *cli) plan(ctx context.Context, args []string) error {

@@ -169,3 +169,14 @@ func printAgents(out io.Writer, agents []*cpv1.Agent) {
 			strings.TrimPrefix(a.GetState().String(), "STATE_"), a.GetSessionCount(), strings.Join(rts, ", "))
 	}
 }
+
+func printAudit(out io.Writer, r *cpv1.AuditRecord, header bool) {
+	if header {
+		fmt.Fprintf(out, "%-6s %-24s %-16s %-20s %-20s %-18s %-12s %-12s %s\n",
+			"SEQ", "TIME", "REQUEST", "OPERATION", "TOOL", "STATUS", "BEFORE", "AFTER", "MUTATION / CALL")
+	}
+	fmt.Fprintf(out, "%-6d %-24s %-16s %-20s %-20s %-18s %-12s %-12s %s %s\n",
+		r.GetSequence(), r.GetTimestamp().AsTime().UTC().Format("2006-01-02T15:04:05.000Z"),
+		r.GetRequestId(), r.GetOperationId(), r.GetToolName(), strings.TrimPrefix(r.GetStatus().String(), "STATUS_"),
+		short(r.GetSceneHashBefore()), short(r.GetSceneHashAfter()), r.GetBlenderMutationId(), r.GetMcpCallId())
+}
