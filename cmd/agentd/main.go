@@ -4,23 +4,13 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
+	"log/slog"
 
 	"github.com/blendplane/blendplane/agentd"
 	"github.com/blendplane/blendplane/cmd/internal/flagenv"
 )
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "agentd:", err)
-		os.Exit(1)
-	}
-}
-
-func run() error {
 	cfg := agentd.Defaults()
 	fs := flag.NewFlagSet("agentd", flag.ExitOnError)
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "AgentService listen address")
@@ -33,16 +23,8 @@ func run() error {
 	fs.DurationVar(&cfg.CheckpointIdle, "checkpoint-idle", cfg.CheckpointIdle, "checkpoint a changed session after this long without operations")
 	var blenders flagenv.Strings
 	fs.Var(&blenders, "blender", "Blender runtime: a blender binary or a python that can import bpy (repeatable; default: .blender/venv, then blender on PATH)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := flagenv.Parse(fs, os.Args[1:]); err != nil {
-		return err
-	}
-	cfg.Blender = blenders
-	log, err := flagenv.Logger("agentd", *logLevel)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return agentd.Run(ctx, cfg, log)
+	flagenv.Daemon("agentd", fs, func(ctx context.Context, log *slog.Logger) error {
+		cfg.Blender = blenders
+		return agentd.Run(ctx, cfg, log)
+	})
 }

@@ -4,23 +4,13 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
+	"log/slog"
 
 	"github.com/blendplane/blendplane/cmd/internal/flagenv"
 	"github.com/blendplane/blendplane/controlplane"
 )
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "controlplane:", err)
-		os.Exit(1)
-	}
-}
-
-func run() error {
 	cfg := controlplane.Defaults()
 	fs := flag.NewFlagSet("controlplane", flag.ExitOnError)
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
@@ -31,15 +21,7 @@ func run() error {
 	fs.DurationVar(&cfg.OperationTimeout, "operation-timeout", cfg.OperationTimeout, "time limit of one operation on an agent")
 	fs.DurationVar(&cfg.AgentRetryWindow, "agent-retry-window", cfg.AgentRetryWindow, "how long an unreachable agent is retried")
 	fs.DurationVar(&cfg.OpenSessionTimeout, "open-session-timeout", cfg.OpenSessionTimeout, "time limit for starting a session's Blender")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := flagenv.Parse(fs, os.Args[1:]); err != nil {
-		return err
-	}
-	log, err := flagenv.Logger("controlplane", *logLevel)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return controlplane.Run(ctx, cfg, log, nil)
+	flagenv.Daemon("controlplane", fs, func(ctx context.Context, log *slog.Logger) error {
+		return controlplane.Run(ctx, cfg, log, nil)
+	})
 }

@@ -40,15 +40,11 @@ type Emit func(*cpv1.Receipt) error
 // Receipts are committed by a group committer while the next operation runs,
 // so a batch costs one fsync per group of operations, not one per operation.
 func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops []Operation, emit Emit) error {
-	s, err := m.session(sessionID)
+	s, err := m.acquire(ctx, sessionID)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := m.ensure(ctx, s); err != nil {
-		return err
-	}
 	log := m.log.With("session_id", sessionID, "request_id", requestID)
 
 	records := make([]*journal.Record, len(ops))
@@ -223,15 +219,11 @@ func toolFailure(operationID string, e *blender.ToolError) *cpv1.Failure {
 // the state before that compensation), checkpointed, and a FAILED receipt
 // with ROLLBACK_FAILED and that checkpoint is emitted last.
 func (m *Manager) Rollback(ctx context.Context, sessionID, requestID string, keys []string, emit Emit) error {
-	s, err := m.session(sessionID)
+	s, err := m.acquire(ctx, sessionID)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := m.ensure(ctx, s); err != nil {
-		return err
-	}
 	log := m.log.With("session_id", sessionID, "request_id", requestID)
 	for _, key := range keys {
 		rec, err := m.journal.Lookup(sessionID, key)

@@ -374,6 +374,21 @@ func (m *Manager) Shutdown() {
 	}
 }
 
+// acquire returns a session locked for one batch, its Blender running and
+// holding the journaled scene. The caller unlocks s.mu.
+func (m *Manager) acquire(ctx context.Context, id string) (*session, error) {
+	s, err := m.session(id)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if err := m.ensure(ctx, s); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	return s, nil
+}
+
 func (m *Manager) session(id string) (*session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -4,11 +4,14 @@
 package flagenv
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 )
 
 // Parse applies environment overrides to fs's defaults, then parses args.
@@ -44,3 +47,23 @@ type Strings []string
 
 func (s *Strings) String() string     { return strings.Join(*s, ",") }
 func (s *Strings) Set(v string) error { *s = append(*s, v); return nil }
+
+// Daemon parses a daemon's flags (plus --log-level), builds its logger and
+// runs serve until SIGINT or SIGTERM, exiting non-zero on error.
+func Daemon(name string, fs *flag.FlagSet, serve func(ctx context.Context, log *slog.Logger) error) {
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	err := Parse(fs, os.Args[1:])
+	var log *slog.Logger
+	if err == nil {
+		log, err = Logger(name, *logLevel)
+	}
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = serve(ctx, log)
+		stop()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
