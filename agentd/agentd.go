@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"buf.build/go/protovalidate"
@@ -135,7 +136,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer stopReg()
 	go register(regCtx, cfg.ControlPlane, &cpv1.RegisterAgentRequest{
 		AgentId: agentID, Address: advertise, Hostname: hostname, Runtimes: mgr.Runtimes(),
-	}, mgr, log)
+	}, mgr, cfg.DataDir, log)
 
 	select {
 	case err := <-errc:
@@ -159,7 +160,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 // register announces the agent to the control plane and repeats it at the
 // interval the control plane asks for, as a heartbeat.
-func register(ctx context.Context, addr string, req *cpv1.RegisterAgentRequest, mgr *sessions.Manager, log *slog.Logger) {
+func register(ctx context.Context, addr string, req *cpv1.RegisterAgentRequest, mgr *sessions.Manager, dataDir string, log *slog.Logger) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		log.Error("control plane address", "addr", addr, "err", err)
@@ -170,6 +171,7 @@ func register(ctx context.Context, addr string, req *cpv1.RegisterAgentRequest, 
 	interval, failing, registered := 2*time.Second, false, false
 	for {
 		req.SessionCount = int32(mgr.Count())
+		req.Resources = resources(dataDir)
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		resp, err := cp.RegisterAgent(rctx, req)
 		cancel()
@@ -219,4 +221,23 @@ func testFaults() []string {
 		return nil
 	}
 	return strings.Split(v, ",")
+}
+
+// resources reports the machine's memory and the free disk under the data
+// directory, which the control plane checks session constraints against.
+func resources(dataDir string) *cpv1.Resources {
+	r := &cpv1.Resources{}
+	if raw, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(raw), "\n") {
+			var kb int64
+			if n, _ := fmt.Sscanf(line, "MemTotal: %d kB", &kb); n == 1 {
+				r.MemoryMib = kb / 1024
+			}
+		}
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dataDir, &st); err == nil {
+		r.TempStorageMib = int64(st.Bavail) * st.Bsize / (1 << 20)
+	}
+	return r
 }

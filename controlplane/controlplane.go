@@ -41,8 +41,13 @@ type Config struct {
 	// Heartbeat is the interval agents are asked to register at; an agent
 	// silent for three intervals is listed as unreachable.
 	Heartbeat time.Duration
-	// OperationTimeout bounds one operation on an agent (renders included).
+	// OperationTimeout cancels a call to an agent that has been silent (no
+	// receipt, no progress) this long; it is also the largest tool time
+	// budget a session contract may ask for.
 	OperationTimeout time.Duration
+	// ToolTimeBudget is a tool call's time budget when the contract does not
+	// ask for one; over it, the call fails with TIMEOUT and has no effect.
+	ToolTimeBudget time.Duration
 	// AgentRetryWindow is how long an unreachable agent is retried before
 	// its operation fails with AGENT_UNAVAILABLE.
 	AgentRetryWindow time.Duration
@@ -59,6 +64,7 @@ func Defaults() Config {
 		MaxOperationsPerPlan: 100_000,
 		Heartbeat:            2 * time.Second,
 		OperationTimeout:     10 * time.Minute,
+		ToolTimeBudget:       5 * time.Minute,
 		AgentRetryWindow:     2 * time.Minute,
 		OpenSessionTimeout:   2 * time.Minute,
 	}
@@ -98,9 +104,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(rpcLog, logOpts...), val.Stream()),
 	)
 	cpv1.RegisterControlPlaneServiceServer(srv, service.New(service.Limits{
-		MaxOperationsPerPlan: cfg.MaxOperationsPerPlan,
-		MaxPayloadBytes:      int64(cfg.MaxMessageBytes),
-		OpenSessionTimeout:   cfg.OpenSessionTimeout,
+		MaxOperationsPerPlan:  cfg.MaxOperationsPerPlan,
+		MaxPayloadBytes:       int64(cfg.MaxMessageBytes),
+		OpenSessionTimeout:    cfg.OpenSessionTimeout,
+		DefaultToolTimeBudget: cfg.ToolTimeBudget,
+		MaxToolTimeBudget:     cfg.OperationTimeout,
 	}, st, fl, ex, log.With("component", "service")))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)

@@ -14,7 +14,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -166,6 +168,10 @@ func runPlan(b *testing.B, c *cluster, sessionID, requestID string, ops []*cpv1.
 			b.Fatalf("stream %s after %d receipts: %v", requestID, n, err)
 		}
 		r := resp.GetReceipt()
+		if r == nil { // a progress event
+			n--
+			continue
+		}
 		if r.GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
 			b.Fatalf("receipt %d of %s: %v", n+1, requestID, r)
 		}
@@ -280,3 +286,400 @@ func (bp *bareBlender) close(b *testing.B) {
 		<-done
 	}
 }
+
+// ---------------------------------------------------------------------------
+// Issue 3: cost against scene size, rollback, recovery and durable throughput.
+
+const (
+	scaleSmall        = 100   // planes in the small scene
+	scaleLarge        = 10_000 // planes in the large scene
+	scaleTransformOps = 200   // timed object.set_transform per size and run
+	scaleRollbacks    = 5     // atomic plans rolled back per size, kind and run
+	scaleReplay       = 50    // journal entries after the checkpoint when Blender is killed
+	scaleDurableOps   = 2000  // operations of the throughput plan
+	// agentd's --checkpoint-idle in BenchmarkScale. Checkpoints are taken
+	// only when a session has been idle this long (the count and interval
+	// triggers are set out of reach), and every measurement starts after the
+	// checkpoint of the previous one is on disk, so no .blend save runs
+	// inside a timed plan.
+	scaleIdle = time.Second
+)
+
+// BenchmarkScale measures, on one cluster, two sessions whose scenes hold
+// 100 and 10,000 planes (besides the baseline camera and light), each built
+// once by a plan of object.create operations. The sub-benchmarks reuse both
+// scenes, so -count repeats the measurements, not the (long) build:
+//
+//   - SetTransform: one plan of 200 independent object.set_transform
+//     operations (objects spread over the scene, a new location each);
+//     ms/op end to end and the bridge's mean duration_micros, per size, and
+//     the 10k/100 ratios (target ≤ 1.5).
+//   - RollbackSetTransform, RollbackCreate: 5 atomic plans of one
+//     successful operation followed by an object.delete of a missing object;
+//     the ROLLED_BACK receipt's duration_micros (agentd's compensation call)
+//     and the plan's time from SubmitPlan to its last receipt, per size.
+//   - Recovery: a checkpoint on disk, 50 more scene changes in the journal,
+//     then kill -9 of the session's Blender and one set_transform timed end
+//     to end (Blender restart, checkpoint load, replay of 50 entries, hash
+//     check, the operation), and agentd's own "session recovered … took=".
+//   - Durable: one plan of 2,000 object.set_transform, operations per second
+//     end to end; agentd's journal and the control plane's store both fsync
+//     every receipt before it is streamed.
+//
+// ns/op is the sum of the timed plans of both sizes; read the named metrics.
+func BenchmarkScale(b *testing.B) {
+	c := startClusterWith(b, []string{"--checkpoint-every", "1000000", "--checkpoint-interval", "24h",
+		"--checkpoint-idle", scaleIdle.String()}, nil)
+	scenes := []*scene{buildScene(b, c, scaleSmall), buildScene(b, c, scaleLarge)}
+	small, large := scenes[0], scenes[1]
+	// each runs measure on the small scene, then on the large one, after any
+	// pending checkpoint of either is done.
+	each := func(b *testing.B, measure func(b *testing.B, s *scene)) {
+		b.StopTimer()
+		for _, s := range scenes {
+			for _, o := range scenes {
+				o.settle(b)
+			}
+			measure(b, s)
+		}
+	}
+	ratio := func(b *testing.B, v map[*scene]float64, unit string) {
+		b.ReportMetric(v[small], unit+"-"+small.label)
+		b.ReportMetric(v[large], unit+"-"+large.label)
+	}
+
+	// Build reports the one build of each scene on its first run only.
+	built := false
+	b.Run("Build", func(b *testing.B) {
+		if built {
+			b.Skip("the scenes are built once per benchmark run: see the first Build line")
+		}
+		built = true
+		var total time.Duration
+		for _, s := range scenes {
+			total += s.build
+			b.ReportMetric(s.build.Seconds(), "s/build-"+s.label)
+			b.ReportMetric(ms(s.build)/float64(s.n), "ms/create-e2e-"+s.label)
+			b.ReportMetric(ms(s.buildBridge)/float64(s.n), "ms/create-bridge-"+s.label)
+			if s.buildCheckpoint > 0 {
+				b.ReportMetric(s.buildCheckpoint.Seconds(), "s/ckpt-save-"+s.label)
+			}
+		}
+		b.ReportMetric(float64(total.Nanoseconds()), "ns/op")
+	})
+
+	b.Run("SetTransform", func(b *testing.B) {
+		e2e, bridge := map[*scene]float64{}, map[*scene]float64{}
+		each(b, func(b *testing.B, s *scene) {
+			ops := s.moves(scaleTransformOps)
+			b.StartTimer()
+			elapsed, rs := s.run(b, "move", false, ops)
+			b.StopTimer()
+			requireStatuses(b, rs, scaleTransformOps, cpv1.Receipt_STATUS_SUCCEEDED)
+			e2e[s] = ms(elapsed) / scaleTransformOps
+			bridge[s] = ms(agentTime(rs)) / scaleTransformOps
+		})
+		ratio(b, e2e, "ms/op-e2e")
+		b.ReportMetric(e2e[large]/e2e[small], "ratio-e2e")
+		ratio(b, bridge, "ms/op-bridge")
+		b.ReportMetric(bridge[large]/bridge[small], "ratio-bridge")
+	})
+
+	rollback := func(b *testing.B, first func(s *scene, i int) *cpv1.Operation) {
+		undo, plan := map[*scene]float64{}, map[*scene]float64{}
+		each(b, func(b *testing.B, s *scene) {
+			for i := 0; i < scaleRollbacks; i++ {
+				a := first(s, i)
+				ops := []*cpv1.Operation{a, op("fail", "object.delete", map[string]any{"name": "Missing"}, a.GetOperationId())}
+				b.StartTimer()
+				elapsed, rs := s.run(b, "rollback", true, ops)
+				b.StopTimer()
+				requireStatuses(b, rs, 3, cpv1.Receipt_STATUS_SUCCEEDED, cpv1.Receipt_STATUS_FAILED, cpv1.Receipt_STATUS_ROLLED_BACK)
+				undo[s] += ms(time.Duration(rs[2].GetDurationMicros())*time.Microsecond) / scaleRollbacks
+				plan[s] += ms(elapsed) / scaleRollbacks
+			}
+		})
+		ratio(b, undo, "ms/undo-agent")
+		b.ReportMetric(undo[large]/undo[small], "ratio-undo")
+		ratio(b, plan, "ms/plan-e2e")
+		b.ReportMetric(plan[large]/plan[small], "ratio-plan")
+	}
+	b.Run("RollbackSetTransform", func(b *testing.B) {
+		rollback(b, func(s *scene, i int) *cpv1.Operation { return s.moves(1)[0] })
+	})
+	b.Run("RollbackCreate", func(b *testing.B) {
+		rollback(b, func(s *scene, i int) *cpv1.Operation {
+			return op("m00000", "object.create", map[string]any{"type": "plane", "name": fmt.Sprintf("Undone%d", i)})
+		})
+	})
+
+	b.Run("Recovery", func(b *testing.B) {
+		e2e, agent := map[*scene]float64{}, map[*scene]float64{}
+		load := map[*scene]float64{}
+		each(b, func(b *testing.B, s *scene) {
+			e, a, l := s.recoverAfterKill(b)
+			e2e[s], agent[s], load[s] = e.Seconds(), a.Seconds(), l.Seconds()
+		})
+		ratio(b, e2e, "s/recover-e2e")
+		ratio(b, agent, "s/recover-agent")
+		if load[small] > 0 && load[large] > 0 {
+			ratio(b, load, "s/ckpt-load")
+		}
+		b.ReportMetric(e2e[large]/e2e[small], "ratio-e2e")
+	})
+
+	b.Run("Durable", func(b *testing.B) {
+		rate := map[*scene]float64{}
+		each(b, func(b *testing.B, s *scene) {
+			ops := s.moves(scaleDurableOps)
+			b.StartTimer()
+			elapsed, rs := s.run(b, "durable", false, ops)
+			b.StopTimer()
+			requireStatuses(b, rs, scaleDurableOps, cpv1.Receipt_STATUS_SUCCEEDED)
+			rate[s] = scaleDurableOps / elapsed.Seconds()
+		})
+		ratio(b, rate, "ops/s")
+	})
+}
+
+// scene is a session whose scene holds n planes, P00000 … besides the
+// baseline camera and light, and what the benchmark knows of its journal.
+type scene struct {
+	c      *cluster
+	id     string // session id
+	n      int
+	label  string // "100", "10k"
+	plans  int    // request-id counter
+	moved  int    // object.set_transform counter: each one moves to a new place
+	head   int    // journal entries (scene changes, undos included) so far
+	cpHead int    // journal index of the last checkpoint seen on disk
+
+	build, buildBridge time.Duration // the build plan: end to end, and its receipts' duration_micros
+	buildCheckpoint    time.Duration // agentd's save of the checkpoint after the build (0: not logged)
+}
+
+// buildScene opens a session and fills its scene with n planes in one plan,
+// then waits for its checkpoint.
+func buildScene(b *testing.B, c *cluster, n int) *scene {
+	b.Helper()
+	s := &scene{c: c, id: c.negotiate(b).GetSessionId(), n: n, label: strconv.Itoa(n)}
+	if n%1000 == 0 {
+		s.label = strconv.Itoa(n/1000) + "k"
+	}
+	ops := make([]*cpv1.Operation, n)
+	for i := range ops {
+		ops[i] = op(fmt.Sprintf("p%05d", i), "object.create", map[string]any{
+			"type": "plane", "name": fmt.Sprintf("P%05d", i), "location": []any{float64(i % 100 * 3), float64(i / 100 * 3), 0.0}})
+	}
+	elapsed, rs := s.run(b, "build", false, ops)
+	requireStatuses(b, rs, n, cpv1.Receipt_STATUS_SUCCEEDED)
+	s.build, s.buildBridge = elapsed, agentTime(rs)
+	s.settle(b)
+	want := fmt.Sprintf("checkpoint-%08d.blend", s.head)
+	for _, f := range s.logLines("checkpoint saved") {
+		if filepath.Base(f["path"]) == want {
+			s.buildCheckpoint, _ = time.ParseDuration(f["duration"])
+		}
+	}
+	return s
+}
+
+func (s *scene) dir() string { return filepath.Join(s.c.dir, "agent", "sessions", s.id) }
+
+// moves returns k independent object.set_transform operations on objects
+// spread over the whole scene (a stride prime to n), each to a location no
+// object had before.
+func (s *scene) moves(k int) []*cpv1.Operation {
+	ops := make([]*cpv1.Operation, k)
+	for j := range ops {
+		m := s.moved
+		s.moved++
+		ops[j] = op(fmt.Sprintf("m%05d", j), "object.set_transform", map[string]any{
+			"name": fmt.Sprintf("P%05d", m*7919%s.n), "location": []any{float64(m % 1000), float64(m / 1000), 1.0}})
+	}
+	return ops
+}
+
+// run submits one plan and reads its receipts until the stream ends. It
+// returns the wall time from SubmitPlan to the last receipt, and the receipts.
+func (s *scene) run(b testing.TB, kind string, atomic bool, ops []*cpv1.Operation) (time.Duration, []*cpv1.Receipt) {
+	b.Helper()
+	s.plans++
+	id := fmt.Sprintf("scale-%s-%s-%d", s.label, kind, s.plans)
+	ctx := ctxT(b, 15*time.Minute)
+	start := time.Now()
+	if _, err := s.c.client.SubmitPlan(ctx, &cpv1.SubmitPlanRequest{SessionId: s.id, RequestId: id, Operations: ops, Atomic: atomic}); err != nil {
+		b.Fatalf("submit %s: %v", id, err)
+	}
+	stream, err := s.c.client.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: id, StartSequence: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rs []*cpv1.Receipt
+	last := start
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			b.Fatalf("stream %s after %d receipts: %v", id, len(rs), err)
+		}
+		r := resp.GetReceipt()
+		if r == nil { // a progress event
+			continue
+		}
+		last = time.Now()
+		rs = append(rs, r)
+		// The agent journals an entry for every scene change, undos included.
+		if st := r.GetStatus(); (st == cpv1.Receipt_STATUS_SUCCEEDED || st == cpv1.Receipt_STATUS_ROLLED_BACK) &&
+			r.GetSceneHashBefore() != r.GetSceneHashAfter() {
+			s.head++
+		}
+	}
+	return last.Sub(start), rs
+}
+
+// settle waits until the session's idle checkpoint of its latest journal
+// entry is on disk (and the previous one removed, the checkpoint's last
+// step), so that no save runs during the next measurement.
+func (s *scene) settle(b testing.TB) {
+	b.Helper()
+	if s.head == s.cpHead {
+		return
+	}
+	want := filepath.Join(s.dir(), fmt.Sprintf("checkpoint-%08d.blend", s.head))
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		files, _ := filepath.Glob(filepath.Join(s.dir(), "checkpoint-*.blend"))
+		if len(files) == 1 && files[0] == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("session %s: no checkpoint at journal index %d within 5m (files %v)", s.label, s.head, files)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.cpHead = s.head
+}
+
+// logField is one key=value of agentd's text log lines.
+var logField = regexp.MustCompile(`\b([a-z_]+)=("(?:[^"\\]|\\.)*"|\S+)`)
+
+// recoverAfterKill: with a checkpoint on disk and scaleReplay journal
+// entries after it, kill -9 the session's Blender and time the next plan
+// (one set_transform) end to end. It also returns the recovery time agentd
+// logs ("session recovered … took=").
+func (s *scene) recoverAfterKill(b *testing.B) (e2e, agent, load time.Duration) {
+	b.Helper()
+	s.settle(b)
+	checkpoint := s.head
+	_, rs := s.run(b, "replay", false, s.moves(scaleReplay))
+	requireStatuses(b, rs, scaleReplay, cpv1.Receipt_STATUS_SUCCEEDED)
+	seen, loads := len(s.logLines("session recovered")), len(s.logLines("checkpoint loaded"))
+	pids := s.blenderPIDs()
+	if len(pids) != 1 {
+		b.Fatalf("session %s: Blender pids %v", s.label, pids)
+	}
+	pid := pids[0]
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		b.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(s.blenderPIDs()) > 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatalf("Blender %d still alive 10s after SIGKILL", pid)
+		}
+	}
+	ops := s.moves(1)
+	b.StartTimer()
+	e2e, rs = s.run(b, "recover", false, ops)
+	b.StopTimer()
+	requireStatuses(b, rs, 1, cpv1.Receipt_STATUS_SUCCEEDED)
+	lines := s.logLines("session recovered")
+	if len(lines) != seen+1 {
+		b.Fatalf("session %s: %d new \"session recovered\" log lines, want 1", s.label, len(lines)-seen)
+	}
+	f := lines[len(lines)-1]
+	if f["replayed"] != strconv.Itoa(scaleReplay) || f["checkpoint_index"] != strconv.Itoa(checkpoint) {
+		b.Fatalf("session %s recovered from checkpoint %s replaying %s entries; the benchmark wants checkpoint %d and %d entries (an idle checkpoint came before the kill?)",
+			s.label, f["checkpoint_index"], f["replayed"], checkpoint, scaleReplay)
+	}
+	agent, err := time.ParseDuration(f["took"])
+	if err != nil {
+		b.Fatalf("took=%q: %v", f["took"], err)
+	}
+	if l := s.logLines("checkpoint loaded"); len(l) == loads+1 {
+		load, _ = time.ParseDuration(l[loads]["duration"])
+	}
+	return e2e, agent, load
+}
+
+// blenderPIDs returns the live processes that run in the session's
+// directory: its Blender (whatever the bridge's file name).
+func (s *scene) blenderPIDs() []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), s.dir()+string(filepath.Separator)) {
+			continue
+		}
+		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(stat), ") Z ") {
+			continue // a zombie is already dead
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+// logLines returns the fields of agentd's log lines with message msg about
+// this session, oldest first.
+func (s *scene) logLines(msg string) []map[string]string {
+	var out []map[string]string
+	for _, line := range strings.Split(s.c.agent.log.String(), "\n") {
+		if !strings.Contains(line, `msg="`+msg+`"`) {
+			continue
+		}
+		f := map[string]string{}
+		for _, m := range logField.FindAllStringSubmatch(line, -1) {
+			f[m[1]] = strings.Trim(m[2], `"`)
+		}
+		if f["session_id"] == s.id {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// requireStatuses checks the number of receipts and their statuses: one
+// status for all, or one per receipt.
+func requireStatuses(b testing.TB, rs []*cpv1.Receipt, n int, want ...cpv1.Receipt_Status) {
+	b.Helper()
+	if len(rs) != n {
+		b.Fatalf("%d receipts, want %d: %v", len(rs), n, rs[max(0, len(rs)-3):])
+	}
+	for i, r := range rs {
+		w := want[0]
+		if len(want) > 1 {
+			w = want[i]
+		}
+		if r.GetStatus() != w {
+			b.Fatalf("receipt %d: %v, want %v: %v", i+1, r.GetStatus(), w, r)
+		}
+	}
+}
+
+// agentTime sums the receipts' duration_micros (agentd's bridge calls).
+func agentTime(rs []*cpv1.Receipt) time.Duration {
+	var d time.Duration
+	for _, r := range rs {
+		d += time.Duration(r.GetDurationMicros()) * time.Microsecond
+	}
+	return d
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

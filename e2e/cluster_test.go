@@ -268,7 +268,9 @@ func (c *cluster) receipts(t testing.TB, requestID string, from int64) []*cpv1.R
 		if err != nil {
 			t.Fatalf("stream %s: %v", requestID, err)
 		}
-		out = append(out, resp.GetReceipt())
+		if resp.GetReceipt() != nil {
+			out = append(out, resp.GetReceipt())
+		}
 	}
 }
 

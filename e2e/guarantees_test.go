@@ -93,6 +93,9 @@ func submitAndKillAfter(t *testing.T, c *cluster, sessionID, requestID string, a
 				}
 				break
 			}
+			if resp.GetReceipt() == nil {
+				continue
+			}
 			got = append(got, resp.GetReceipt())
 			if next < len(after) && len(got) == after[next] {
 				kill(after[next])

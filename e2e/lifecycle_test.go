@@ -19,7 +19,7 @@ func blenderPIDs(t testing.TB, dir string) []string {
 	var pids []string
 	for _, e := range entries {
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), dir) || !strings.Contains(string(cmdline), "bridge.py") {
+		if err != nil || !strings.Contains(string(cmdline), dir) || !strings.Contains(string(cmdline), "bridge") {
 			continue
 		}
 		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(stat), ") Z ") {

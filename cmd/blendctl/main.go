@@ -285,6 +285,12 @@ func (c *cli) watch(ctx context.Context, requestID string, from int64, total int
 				break
 			}
 			r := resp.GetReceipt()
+			if r == nil {
+				if pg := resp.GetProgress(); pg != nil && !c.json {
+					progress.step(pg)
+				}
+				continue
+			}
 			cursor = r.GetSequence() + 1
 			if c.json {
 				if err := c.printJSON(r); err != nil {

@@ -117,6 +117,15 @@ func (p *progress) receipt(r *cpv1.Receipt) {
 	}
 }
 
+// step shows a running operation's progress (e.g. frames rendered).
+func (p *progress) step(pg *cpv1.Progress) {
+	if p.tty {
+		fmt.Fprintf(p.out, "\r\033[K  %s: %s %d/%d", pg.GetOperationId(), bar(int(pg.GetDone()), int(pg.GetTotal()), 20), pg.GetDone(), pg.GetTotal())
+		return
+	}
+	fmt.Fprintf(p.out, "         %s: %d/%d\n", pg.GetOperationId(), pg.GetDone(), pg.GetTotal())
+}
+
 func bar(done, total, width int) string {
 	if total == 0 {
 		return ""

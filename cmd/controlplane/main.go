@@ -18,7 +18,8 @@ func main() {
 	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", cfg.MaxMessageBytes, "largest gRPC message accepted or sent")
 	fs.IntVar(&cfg.MaxOperationsPerPlan, "max-operations-per-plan", cfg.MaxOperationsPerPlan, "largest plan accepted")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", cfg.Heartbeat, "interval agents register at")
-	fs.DurationVar(&cfg.OperationTimeout, "operation-timeout", cfg.OperationTimeout, "time limit of one operation on an agent")
+	fs.DurationVar(&cfg.OperationTimeout, "operation-timeout", cfg.OperationTimeout, "cancel an agent call silent this long; also the largest tool time budget")
+	fs.DurationVar(&cfg.ToolTimeBudget, "tool-time-budget", cfg.ToolTimeBudget, "a tool call's time budget when the contract asks for none")
 	fs.DurationVar(&cfg.AgentRetryWindow, "agent-retry-window", cfg.AgentRetryWindow, "how long an unreachable agent is retried")
 	fs.DurationVar(&cfg.OpenSessionTimeout, "open-session-timeout", cfg.OpenSessionTimeout, "time limit for starting a session's Blender")
 	flagenv.Daemon("controlplane", fs, func(ctx context.Context, log *slog.Logger) error {

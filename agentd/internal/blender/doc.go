@@ -1,13 +1,22 @@
 // Package blender owns agentd's Blender subprocesses: finding a Blender
 // runtime (a blender binary or a Python that can import bpy), the embedded
-// Python bridge (bridge.py) that implements the tools and the scene hash
-// inside Blender, the supervisor that starts and stops Blender, and the
+// Python bridge package (bridge/, see BridgeFS) that implements the tools and
+// the scene hash inside Blender, the supervisor that starts and stops Blender, and the
 // JSON-lines protocol spoken over the inherited file descriptors 3 (requests)
 // and 4 (responses).
 //
 // A Process is one Blender; calls on it are serialized. Start returns once the
 // bridge has answered hello, with the baseline scene loaded (see the docstring
-// at the top of bridge.py for the baseline and the scene_state_v1 hash).
+// of bridge/state.py for the baseline and the scene_state_v1 hash).
+//
+// The bridge package: bridge/main.py (transport, methods, checkpoints),
+// common.py, compat.py (Blender 3.4 / 4.5 differences, version ranges),
+// state.py (baseline, records, hash), schema.py (argument checker),
+// registry.py (the tool registry and the API tool modules use: read its
+// docstring before adding a tool), sandbox.py (file names inside the session
+// sandbox) and tools/ (one module per tool family, listed in
+// tools/__init__.py). Start writes it to WorkDir/bridge/ and runs
+// bridge/main.py. A tool may report progress while it runs (Call.OnProgress).
 //
 // Crash safety and rollback: Execute returns, for every mutating tool, a
 // compensation (Outcome.Undo) that Process.Undo applies at the cost of the

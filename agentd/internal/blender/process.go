@@ -3,11 +3,12 @@ package blender
 import (
 	"bufio"
 	"context"
-	_ "embed"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -20,19 +21,56 @@ import (
 	"time"
 )
 
-//go:embed bridge.py
-var bridgeSource []byte
+// bridgeFiles is the Python bridge package (bridge/main.py and its modules).
+// "all:" is not used: __pycache__ and dot files stay out.
+//
+//go:embed bridge/*.py bridge/tools/*.py
+var bridgeFiles embed.FS
 
-// BridgeSource returns the embedded bridge.py.
-func BridgeSource() []byte { return append([]byte(nil), bridgeSource...) }
+// BridgeFS returns the embedded bridge package, rooted at its directory
+// (main.py, registry.py, tools/..., see bridge/main.py).
+func BridgeFS() fs.FS {
+	sub, err := fs.Sub(bridgeFiles, "bridge")
+	if err != nil {
+		panic(err) // the embedded tree always has bridge/
+	}
+	return sub
+}
+
+// writeBridge replaces dir with the embedded bridge package and returns the
+// path of its entry point, dir/main.py.
+func writeBridge(dir string) (string, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	src := BridgeFS()
+	err := fs.WalkDir(src, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dir, filepath.FromSlash(path))
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o700)
+		}
+		data, err := fs.ReadFile(src, path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o600)
+	})
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "main.py"), nil
+}
 
 // Options configure Start.
 type Options struct {
 	// Logger receives supervisor events and, at debug level, Blender's own
 	// stdout/stderr. Nil means slog.Default().
 	Logger *slog.Logger
-	// WorkDir is private to this process: bridge.py, Blender's user config and
-	// temp files go here. Created if missing. Required.
+	// WorkDir is private to this process: the bridge package (WorkDir/bridge/,
+	// rewritten at every Start), Blender's user config and temp files go here. Created if missing. Required.
 	WorkDir string
 	// SandboxDir is the per-session output directory; file outputs of tools
 	// (renders) must resolve inside it. Created if missing. Empty refuses
@@ -113,8 +151,8 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 			return nil, fmt.Errorf("blender: sandbox dir: %w", err)
 		}
 	}
-	script := filepath.Join(workDir, "bridge.py")
-	if err := os.WriteFile(script, bridgeSource, 0o600); err != nil {
+	script, err := writeBridge(filepath.Join(workDir, "bridge"))
+	if err != nil {
 		return nil, fmt.Errorf("blender: write bridge: %w", err)
 	}
 
@@ -300,6 +338,13 @@ func (p *Process) readResponses(r *os.File) {
 // process is killed: the state of a Blender that is still working on an
 // abandoned request is unknown, so the session must recover from its journal.
 func (p *Process) call(ctx context.Context, method string, params, out any, errHash *string) error {
+	return p.callProgress(ctx, method, params, out, errHash, nil)
+}
+
+// callProgress is call with a progress callback: progress lines the bridge
+// writes for this request before its response are passed to onProgress (nil
+// drops them), in order, on the caller's goroutine.
+func (p *Process) callProgress(ctx context.Context, method string, params, out any, errHash *string, onProgress func(map[string]any)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.unusable(); err != nil {
@@ -346,6 +391,12 @@ func (p *Process) call(ctx context.Context, method string, params, out any, errH
 			}
 			if resp.ID == nil || *resp.ID != id {
 				p.log.Warn("dropping stale bridge response", "method", method, "want_id", id)
+				continue
+			}
+			if resp.Progress != nil {
+				if onProgress != nil {
+					onProgress(resp.Progress)
+				}
 				continue
 			}
 			if !resp.OK {
@@ -421,7 +472,7 @@ func (p *Process) Tools() []Tool { return append([]Tool(nil), p.tools...) }
 // Pid returns the process id of Blender (also its process group id).
 func (p *Process) Pid() int { return p.pgid }
 
-// Reset loads the baseline scene (documented in bridge.py) and returns its hash.
+// Reset loads the baseline scene (documented in bridge/state.py) and returns its hash.
 func (p *Process) Reset(ctx context.Context) (string, error) {
 	var r hashResult
 	if err := p.call(ctx, "reset", struct{}{}, &r, nil); err != nil {
@@ -448,7 +499,8 @@ func (p *Process) Snapshot(ctx context.Context) (Snapshot, error) {
 	return s, nil
 }
 
-// Execute runs one tool. A failure of the tool returns a *ToolError (the
+// Execute runs one tool. Progress the tool reports while it runs is passed
+// to c.OnProgress, in order, before Execute returns. A failure of the tool returns a *ToolError (the
 // scene is unchanged; Outcome carries that scene's hash as both before and
 // after). A dead Blender returns an error wrapping ErrProcessExited. If ctx
 // ends during the call, Execute returns ctx.Err() and kills Blender.
@@ -461,10 +513,11 @@ func (p *Process) Execute(ctx context.Context, c Call) (Outcome, error) {
 	log := p.log.With("tool", c.Tool, "request_id", c.RequestID, "operation_id", c.OperationID, "mcp_call_id", c.MCPCallID, "mutation_id", c.MutationID)
 	var r executeResult
 	var errHash string
-	err := p.call(ctx, "execute", executeParams{
+	err := p.callProgress(ctx, "execute", executeParams{
 		Tool: c.Tool, Args: args, MutationID: c.MutationID,
 		RequestID: c.RequestID, OperationID: c.OperationID, MCPCallID: c.MCPCallID,
-	}, &r, &errHash)
+		InjectProgress: c.injectProgress,
+	}, &r, &errHash, c.OnProgress)
 	if err != nil {
 		var te *ToolError
 		if errors.As(err, &te) {

@@ -7,13 +7,14 @@ import (
 
 // Tool error codes (seed-001), as returned in ToolError.Code.
 const (
-	CodeInvalidInput      = "invalid_input"
-	CodeNotFound          = "not_found"
-	CodeConflict          = "conflict"
-	CodePolicyRefused     = "policy_refused"
-	CodeCapabilityMissing = "capability_missing"
-	CodeTimeout           = "timeout"
-	CodeInternalError     = "internal_error"
+	CodeInvalidInput            = "invalid_input"
+	CodeNotFound                = "not_found"
+	CodeConflict                = "conflict"
+	CodePolicyRefused           = "policy_refused"
+	CodeCapabilityMissing       = "capability_missing"
+	CodeTimeout                 = "timeout"
+	CodeNondeterministicRefused = "nondeterministic_refused"
+	CodeInternalError           = "internal_error"
 )
 
 // ErrProcessExited is wrapped by every error caused by the Blender process
@@ -54,6 +55,19 @@ type Tool struct {
 	// Outcome.Undo, applied with Process.Undo) or "not_needed" (the tool
 	// writes only files, never the scene: render.still).
 	RollbackMethod string `json:"rollback_method"`
+	// SafetyMode is "headless_safe" (runs in background Blender: every tool
+	// today), "ui_assisted" (needs a UI context) or "unsafe_ops" (runs
+	// operators that may touch state outside scene_state_v1).
+	SafetyMode string `json:"safety_mode"`
+	// IdempotenceClass is "idempotent" (the same args twice give the same
+	// state: object.set_transform, render.still), "keyed" (a retry is safe
+	// only through the journal's idempotency key: object.create,
+	// object.delete) or "read_only".
+	IdempotenceClass string `json:"idempotence_class"`
+	// BlenderVersions is the range of Blender versions the tool supports,
+	// e.g. ">=3.4" or ">=3.4,<5.0" (comma = and). A Process only lists tools
+	// whose range includes its Blender.
+	BlenderVersions string `json:"blender_versions"`
 }
 
 // Determinism classes and rollback methods of Tool.
@@ -66,6 +80,17 @@ const (
 	RollbackNotNeeded    = "not_needed"
 )
 
+// Safety modes and idempotence classes of Tool.
+const (
+	SafetyModeHeadlessSafe = "headless_safe"
+	SafetyModeUIAssisted   = "ui_assisted"
+	SafetyModeUnsafeOps    = "unsafe_ops"
+
+	IdempotenceIdempotent = "idempotent"
+	IdempotenceKeyed      = "keyed"
+	IdempotenceReadOnly   = "read_only"
+)
+
 // Call is one tool invocation.
 type Call struct {
 	Tool string
@@ -74,6 +99,12 @@ type Call struct {
 	MutationID string
 	// Correlation ids, logged by the bridge (stderr) and by Go (slog attrs).
 	RequestID, OperationID, MCPCallID string
+	// OnProgress, if not nil, receives the progress reports of a long tool
+	// (e.g. {"frame": 3, "frames": 10}), in order, on the goroutine that
+	// called Execute, before Execute returns. It must not call the Process.
+	OnProgress func(map[string]any)
+
+	injectProgress int // test hook: the bridge reports this many progress events first
 }
 
 // Outcome is what a tool call did.
@@ -104,7 +135,7 @@ type Outcome struct {
 	Undo json.RawMessage
 }
 
-// Wire shapes of the fd 3/4 protocol (see bridge.py).
+// Wire shapes of the fd 3/4 protocol (see bridge/main.py).
 
 type request struct {
 	ID     uint64 `json:"id"`
@@ -117,6 +148,9 @@ type response struct {
 	OK     bool            `json:"ok"`
 	Result json.RawMessage `json:"result"`
 	Error  *wireError      `json:"error"`
+	// Progress is set on the intermediate lines {"id": N, "progress": {...}}
+	// an execute may write before its response.
+	Progress map[string]any `json:"progress"`
 }
 
 type wireError struct {
@@ -132,6 +166,8 @@ type executeParams struct {
 	RequestID   string         `json:"request_id,omitempty"`
 	OperationID string         `json:"operation_id,omitempty"`
 	MCPCallID   string         `json:"mcp_call_id,omitempty"`
+	// InjectProgress is a test hook (Call.injectProgress).
+	InjectProgress int `json:"inject_progress,omitempty"`
 }
 
 type executeResult struct {

@@ -14,10 +14,10 @@ type RuntimeKind string
 
 const (
 	// RuntimeBinary is a blender executable, run as
-	// `blender -b --factory-startup --python bridge.py -- ...`.
+	// `blender -b --factory-startup --python bridge/main.py -- ...`.
 	RuntimeBinary RuntimeKind = "binary"
 	// RuntimeBPYModule is a Python interpreter that can `import bpy`
-	// (Blender as a Python module), run as `python bridge.py ...`.
+	// (Blender as a Python module), run as `python -I bridge/main.py ...`.
 	RuntimeBPYModule RuntimeKind = "bpy_module"
 )
 

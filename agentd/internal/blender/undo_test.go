@@ -13,18 +13,19 @@ import (
 )
 
 func TestToolDeterminismAndRollbackClasses(t *testing.T) {
-	want := map[string][2]string{
-		"object.create":        {DeterminismDeterministic, RollbackCompensation},
-		"object.delete":        {DeterminismDeterministic, RollbackCompensation},
-		"object.set_transform": {DeterminismDeterministic, RollbackCompensation},
-		"render.still":         {DeterminismSeeded, RollbackNotNeeded},
-		"scene.get_summary":    {DeterminismDeterministic, RollbackNone},
-		"scene.snapshot":       {DeterminismDeterministic, RollbackNone},
+	// determinism, rollback, idempotence, safety mode, Blender versions
+	want := map[string][5]string{
+		"object.create":        {DeterminismDeterministic, RollbackCompensation, IdempotenceKeyed, SafetyModeHeadlessSafe, ">=3.4"},
+		"object.delete":        {DeterminismDeterministic, RollbackCompensation, IdempotenceKeyed, SafetyModeHeadlessSafe, ">=3.4"},
+		"object.set_transform": {DeterminismDeterministic, RollbackCompensation, IdempotenceIdempotent, SafetyModeHeadlessSafe, ">=3.4"},
+		"render.still":         {DeterminismSeeded, RollbackNotNeeded, IdempotenceIdempotent, SafetyModeHeadlessSafe, ">=3.4"},
+		"scene.get_summary":    {DeterminismDeterministic, RollbackNone, IdempotenceReadOnly, SafetyModeHeadlessSafe, ">=3.4"},
+		"scene.snapshot":       {DeterminismDeterministic, RollbackNone, IdempotenceReadOnly, SafetyModeHeadlessSafe, ">=3.4"},
 	}
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		p := startTestProcess(t, rt)
 		for _, tool := range p.Tools() {
-			got := [2]string{tool.DeterminismClass, tool.RollbackMethod}
+			got := [5]string{tool.DeterminismClass, tool.RollbackMethod, tool.IdempotenceClass, tool.SafetyMode, tool.BlenderVersions}
 			if got != want[tool.Name] {
 				t.Errorf("%s: classes %v, want %v", tool.Name, got, want[tool.Name])
 			}

@@ -5,6 +5,8 @@ package service
 import (
 	"context"
 	"errors"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -48,18 +50,32 @@ func (s *Server) OpenSession(ctx context.Context, req *agentv1.OpenSessionReques
 	return &agentv1.OpenSessionResponse{BlenderProfile: prof, BaselineSceneHash: hash}, nil
 }
 
-// Execute runs a batch of operations and streams their receipts.
+// Execute runs a batch of operations and streams their receipts, and the
+// progress of long operations in between.
 func (s *Server) Execute(req *agentv1.ExecuteRequest, stream grpc.ServerStreamingServer[agentv1.ExecuteResponse]) error {
 	ops := make([]sessions.Operation, len(req.GetOperations()))
 	for i, o := range req.GetOperations() {
 		ops[i] = sessions.Operation{
 			OperationID: o.GetOperationId(), MCPCallID: o.GetMcpCallId(), Tool: o.GetToolName(),
 			Args: o.GetArgs().AsMap(), Safety: o.GetSafetyLevel(), IdempotencyKey: o.GetIdempotencyKey(),
+			Budget: time.Duration(o.GetTimeBudgetMs()) * time.Millisecond,
 		}
 	}
-	err := s.sessions.Execute(stream.Context(), req.GetSessionId(), req.GetRequestId(), ops, func(r *cpv1.Receipt) error {
-		return stream.Send(&agentv1.ExecuteResponse{Receipt: r})
-	})
+	// Receipts come from the journal's committer goroutine, progress from
+	// the running call: one stream, so sends take turns.
+	var mu sync.Mutex
+	send := func(resp *agentv1.ExecuteResponse) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return stream.Send(resp)
+	}
+	err := s.sessions.Execute(stream.Context(), req.GetSessionId(), req.GetRequestId(), ops,
+		func(r *cpv1.Receipt) error {
+			return send(&agentv1.ExecuteResponse{Event: &agentv1.ExecuteResponse_Receipt{Receipt: r}})
+		},
+		func(p *cpv1.Progress) {
+			send(&agentv1.ExecuteResponse{Event: &agentv1.ExecuteResponse_Progress{Progress: p}}) // best effort
+		})
 	return toStatus(err)
 }
 
@@ -69,6 +85,15 @@ func (s *Server) Rollback(req *agentv1.RollbackRequest, stream grpc.ServerStream
 		return stream.Send(&agentv1.RollbackResponse{Receipt: r})
 	})
 	return toStatus(err)
+}
+
+// Cancel interrupts a plan's running batch.
+func (s *Server) Cancel(ctx context.Context, req *agentv1.CancelRequest) (*agentv1.CancelResponse, error) {
+	interrupted, err := s.sessions.Cancel(req.GetSessionId(), req.GetRequestId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &agentv1.CancelResponse{Interrupted: interrupted}, nil
 }
 
 // CloseSession stops a session's Blender.

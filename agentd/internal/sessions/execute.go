@@ -26,10 +26,15 @@ type Operation struct {
 	Args                   map[string]any
 	Safety                 cpv1.SafetyLevel
 	IdempotencyKey         string
+	// Budget is the call's time budget (0: none).
+	Budget time.Duration
 }
 
 // Emit receives receipts in order, each after it is durable.
 type Emit func(*cpv1.Receipt) error
+
+// Progress receives progress of the running operation; it must not block.
+type Progress func(*cpv1.Progress)
 
 // Execute runs a batch of one plan's operations in order and emits one
 // receipt per operation, each after it is committed to the journal. It stops
@@ -39,7 +44,7 @@ type Emit func(*cpv1.Receipt) error
 //
 // Receipts are committed by a group committer while the next operation runs,
 // so a batch costs one fsync per group of operations, not one per operation.
-func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops []Operation, emit Emit) error {
+func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops []Operation, emit Emit, progress Progress) error {
 	s, err := m.acquire(ctx, sessionID)
 	if err != nil {
 		return err
@@ -63,6 +68,13 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 		}
 	}
 
+	// Tool calls run under their own context, so that Cancel can stop them
+	// while the stream stays up to carry the receipts.
+	calls, cancelCalls := context.WithCancel(ctx)
+	defer cancelCalls()
+	m.track(s, requestID, cancelCalls)
+	defer m.track(s, "", nil)
+
 	c := newCommitter(m.journal, sessionID, emit)
 	for i, op := range ops {
 		if err := c.failure(); err != nil {
@@ -74,9 +86,16 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 			r = replayed(op, records[i])
 			log.Info("idempotent key seen again", "operation_id", op.OperationID, "mcp_call_id", op.MCPCallID, "status", r.GetStatus().String())
 		} else {
-			r, commit = m.run(ctx, s, requestID, op, c, log)
+			r, commit = m.run(calls, s, requestID, op, c, progress, log)
+			if r == nil && ctx.Err() == nil {
+				// Cancelled: Blender was stopped mid-call (the next batch
+				// recovers it); nothing of the operation is journaled.
+				c.add(cancelledReceipt(requestID, op), nil)
+				log.Info("operation cancelled", "operation_id", op.OperationID, "mcp_call_id", op.MCPCallID)
+				break
+			}
 			if r == nil {
-				break // context cancelled: the op stays intended, not committed
+				break // the stream is gone: the op stays intended, not committed
 			}
 			log.Debug("operation executed", "operation_id", op.OperationID, "mcp_call_id", op.MCPCallID,
 				"blender_mutation_id", r.GetBlenderMutationId(), "tool", op.Tool, "status", r.GetStatus().String(),
@@ -98,31 +117,61 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 }
 
 // run executes one fresh operation. If Blender dies under it, the session is
-// recovered from the journal and the operation runs once more. It returns a
-// nil receipt when ctx was cancelled.
-func (m *Manager) run(ctx context.Context, s *session, requestID string, op Operation, c *committer, log *slog.Logger) (*cpv1.Receipt, *journal.Commit) {
+// recovered from the journal and the operation runs once more. Over its time
+// budget, the call is stopped (Blender with it) and the session recovered,
+// so nothing of it remains; the receipt says TIMEOUT with what was done. It
+// returns a nil receipt when ctx was cancelled.
+func (m *Manager) run(ctx context.Context, s *session, requestID string, op Operation, c *committer, progress Progress, log *slog.Logger) (*cpv1.Receipt, *journal.Commit) {
 	mutationID := MutationID(s.id, op.IdempotencyKey)
+	var last map[string]any
 	call := blender.Call{Tool: op.Tool, Args: op.Args, MutationID: mutationID,
-		RequestID: requestID, OperationID: op.OperationID, MCPCallID: op.MCPCallID}
+		RequestID: requestID, OperationID: op.OperationID, MCPCallID: op.MCPCallID,
+		OnProgress: func(p map[string]any) {
+			last = p
+			if progress != nil {
+				progress(toProgress(op.OperationID, p))
+			}
+		}}
 	r := &cpv1.Receipt{
 		RequestId: requestID, OperationId: op.OperationID, ToolName: op.Tool,
 		McpCallId: op.MCPCallID, SafetyLevel: op.Safety, IdempotencyKey: op.IdempotencyKey,
 	}
-	start := time.Now()
-	out, err := s.proc.Execute(ctx, call)
-	if errors.Is(err, blender.ErrProcessExited) && ctx.Err() == nil {
+	var start time.Time
+	attempt := func() (blender.Outcome, error, bool) {
+		start = time.Now()
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if op.Budget > 0 {
+			cctx, cancel = context.WithTimeout(ctx, op.Budget)
+		}
+		defer cancel()
+		out, err := s.proc.Execute(cctx, call)
+		timedOut := err != nil && op.Budget > 0 && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded)
+		return out, err, timedOut
+	}
+	// restore brings the session back to its journaled scene after Blender
+	// died or was stopped; everything before must be in the journal first.
+	restore := func() error {
+		if err := c.flush(); err != nil {
+			return err
+		}
+		if err := m.recover(ctx, s); err != nil {
+			s.broken = err
+			return fmt.Errorf("recovery failed: %w", err)
+		}
+		return nil
+	}
+	out, err, timedOut := attempt()
+	if !timedOut && errors.Is(err, blender.ErrProcessExited) && ctx.Err() == nil {
 		log.Warn("blender died during an operation; recovering the session", "operation_id", op.OperationID,
 			"mcp_call_id", op.MCPCallID, "err", err)
-		// Recovery replays the journal, so everything before must be in it.
-		if ferr := c.flush(); ferr != nil {
-			err = ferr
-		} else if rerr := m.recover(ctx, s); rerr != nil {
-			s.broken = rerr
-			err = fmt.Errorf("%w: recovery failed: %v", err, rerr)
+		if rerr := restore(); rerr != nil {
+			err = fmt.Errorf("%w: %v", err, rerr)
 		} else {
-			start = time.Now()
-			out, err = s.proc.Execute(ctx, call)
+			out, err, timedOut = attempt()
 		}
+	}
+	if timedOut {
+		return m.timedOut(s, r, op, start, last, restore, log), &journal.Commit{Receipt: r}
 	}
 	if ctx.Err() != nil {
 		return nil, nil
@@ -161,6 +210,65 @@ func (m *Manager) run(ctx context.Context, s *session, requestID string, op Oper
 		}
 	}
 	return r, &journal.Commit{Receipt: r}
+}
+
+// cancelledReceipt answers for an operation interrupted by Cancel.
+func cancelledReceipt(requestID string, op Operation) *cpv1.Receipt {
+	return &cpv1.Receipt{
+		RequestId: requestID, OperationId: op.OperationID, ToolName: op.Tool, McpCallId: op.MCPCallID,
+		SafetyLevel: op.Safety, IdempotencyKey: op.IdempotencyKey, Status: cpv1.Receipt_STATUS_NOT_RUN,
+		CompleteTime: timestamppb.Now(),
+		Error: &cpv1.Failure{ErrorCode: "CANCELLED", Recoverable: true,
+			Message:   "cancelled while running; its effect was discarded",
+			RetryHint: "submit the remaining operations again under a new request_id"},
+	}
+}
+
+// timedOut fills the receipt of a call stopped at its time budget, after
+// restoring the session so that nothing of the call remains.
+func (m *Manager) timedOut(s *session, r *cpv1.Receipt, op Operation, start time.Time, last map[string]any, restore func() error, log *slog.Logger) *cpv1.Receipt {
+	elapsed := time.Since(start)
+	log.Warn("operation over its time budget; discarding its effect", "operation_id", op.OperationID,
+		"mcp_call_id", op.MCPCallID, "budget", op.Budget, "elapsed", elapsed)
+	summary := map[string]any{"budget_ms": float64(op.Budget.Milliseconds()), "elapsed_ms": float64(elapsed.Milliseconds())}
+	if last != nil {
+		summary["progress"] = last
+	}
+	msg := fmt.Sprintf("%s exceeded its time budget of %s", op.Tool, op.Budget)
+	if last != nil {
+		msg += fmt.Sprintf(" after partial work %v", last)
+	}
+	msg += "; its effect was discarded and the scene restored"
+	if err := restore(); err != nil {
+		msg += "; " + err.Error()
+	}
+	r.Status = cpv1.Receipt_STATUS_FAILED
+	r.DurationMicros = elapsed.Microseconds()
+	r.CompleteTime = timestamppb.Now()
+	r.Result, _ = structpb.NewStruct(summary)
+	r.Error = &cpv1.Failure{
+		ErrorCode: "TIMEOUT", Recoverable: true, Message: msg,
+		RetryHint:         "raise tool_time_budget_ms in the session contract, or make the operation cheaper (fewer frames, samples, pixels)",
+		MinimalRepairPlan: []*cpv1.RepairStep{{OperationId: op.OperationID, Action: cpv1.RepairStep_ACTION_REPLACE_ARGS}},
+	}
+	if js, err := m.journal.Session(s.id); err == nil {
+		r.SceneHashBefore, r.SceneHashAfter = js.HeadHash, js.HeadHash
+	}
+	return r
+}
+
+// toProgress turns a bridge progress report ({"done", "total", ...}) into
+// the wire message.
+func toProgress(operationID string, p map[string]any) *cpv1.Progress {
+	pg := &cpv1.Progress{OperationId: operationID}
+	if v, ok := p["done"].(float64); ok {
+		pg.Done = int64(v)
+	}
+	if v, ok := p["total"].(float64); ok {
+		pg.Total = int64(v)
+	}
+	pg.Detail, _ = structpb.NewStruct(p)
+	return pg
 }
 
 // replayed answers a retried idempotency key from its committed record.

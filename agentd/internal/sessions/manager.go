@@ -59,9 +59,13 @@ type session struct {
 	dir     string
 	sandbox string
 
-	mu     sync.Mutex // one batch at a time
-	proc   *blender.Process
-	broken error
+	mu   sync.Mutex // one batch at a time
+	proc *blender.Process
+	// running is the plan whose batch runs now and how to interrupt its
+	// tool calls; guarded by Manager.mu, not s.mu, so Cancel never waits.
+	running     string
+	cancelCalls context.CancelFunc
+	broken      error
 	// Scene changes since the last checkpoint, and when it was taken.
 	dirty          int
 	lastCheckpoint time.Time
@@ -372,6 +376,29 @@ func (m *Manager) Shutdown() {
 		s.stop()
 		s.mu.Unlock()
 	}
+}
+
+// Cancel interrupts the running batch of a plan in a session. It reports
+// whether one was running.
+func (m *Manager) Cancel(sessionID, requestID string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[sessionID]
+	if !ok {
+		return false, fmt.Errorf("%w: %q", ErrNotFound, sessionID)
+	}
+	if s.running != requestID || s.cancelCalls == nil {
+		return false, nil
+	}
+	s.cancelCalls()
+	return true, nil
+}
+
+// track records the batch a session runs, for Cancel.
+func (m *Manager) track(s *session, requestID string, cancel context.CancelFunc) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.running, s.cancelCalls = requestID, cancel
 }
 
 // acquire returns a session locked for one batch, its Blender running and

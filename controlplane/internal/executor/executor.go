@@ -51,8 +51,10 @@ type Executor struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	queues map[string]*queue // by session id
+	mu        sync.Mutex
+	queues    map[string]*queue // by session id
+	cancelled map[string]bool   // request ids asked to stop
+	running   map[string]func() // request id → interrupt its batch on the agent
 }
 
 // queue holds the plans of one session waiting to run, in order.
@@ -64,7 +66,8 @@ type queue struct {
 // New returns an executor; call Resume to pick up unfinished plans.
 func New(cfg Config, st *store.Store, fl *fleet.Fleet, log *slog.Logger) *Executor {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Executor{cfg: cfg, store: st, fleet: fl, log: log, ctx: ctx, cancel: cancel, queues: map[string]*queue{}}
+	return &Executor{cfg: cfg, store: st, fleet: fl, log: log, ctx: ctx, cancel: cancel, queues: map[string]*queue{},
+		cancelled: map[string]bool{}, running: map[string]func(){}}
 }
 
 // Resume queues every plan the store holds as not yet terminal, in
@@ -100,6 +103,40 @@ func (e *Executor) Enqueue(sessionID, requestID string) {
 		e.wg.Add(1)
 		go e.drain(sessionID, q)
 	}
+}
+
+// Cancel stops a plan: a queued one never starts, a running one has its
+// batch interrupted on the agent. The remaining operations get NOT_RUN
+// receipts (CANCELLED) and the plan ends CANCELLED. Cancel waits for that,
+// until ctx ends. An atomic plan that is rolling back finishes its rollback.
+func (e *Executor) Cancel(ctx context.Context, requestID string) error {
+	e.mu.Lock()
+	e.cancelled[requestID] = true
+	interrupt := e.running[requestID]
+	e.mu.Unlock()
+	if interrupt != nil {
+		interrupt()
+	}
+	for {
+		p, err := e.store.PlanState(requestID)
+		if err != nil {
+			return err
+		}
+		if store.IsTerminal(p.GetState()) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (e *Executor) isCancelled(requestID string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cancelled[requestID]
 }
 
 // Stop cancels running operations and waits for the workers. Plans that did
@@ -140,6 +177,7 @@ type progress struct {
 	failed     *cpv1.Receipt   // the operation that failed, if any
 	rolledBack map[string]bool // idempotency keys already undone
 	rollback   *cpv1.Failure   // set when the rollback itself failed
+	cancelled  bool            // the agent interrupted an operation on Cancel
 }
 
 func (pr *progress) observe(r *cpv1.Receipt) {
@@ -158,6 +196,7 @@ func (pr *progress) observe(r *cpv1.Receipt) {
 		pr.next++
 	case cpv1.Receipt_STATUS_NOT_RUN:
 		pr.next++
+		pr.cancelled = pr.cancelled || r.GetError().GetErrorCode() == "CANCELLED"
 	}
 }
 
@@ -205,13 +244,29 @@ func (e *Executor) run(requestID string) error {
 		c.add(r)
 	}
 
-	for pr.failed == nil && pr.next < len(sched) {
+	e.mu.Lock()
+	e.running[requestID] = func() {
+		ictx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+		defer cancel()
+		if _, err := agent.Cancel(ictx, &agentv1.CancelRequest{SessionId: p.GetSessionId(), RequestId: requestID}); err != nil {
+			log.Warn("interrupting the running batch", "err", err)
+		}
+	}
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.running, requestID)
+		e.mu.Unlock()
+	}()
+
+	for pr.failed == nil && !pr.cancelled && pr.next < len(sched) && !e.isCancelled(requestID) {
 		window := sched[pr.next:min(pr.next+batchSize, len(sched))]
 		ops := make([]*cpv1.Operation, len(window))
 		for i, idx := range window {
 			ops[i] = req.GetOperations()[idx]
 		}
-		if err := e.execute(agent, requestID, p.GetSessionId(), ops, add, log); err != nil {
+		budget := sess.Contract.GetConstraints().GetToolTimeBudgetMs()
+		if err := e.execute(agent, requestID, p.GetSessionId(), budget, ops, add, log); err != nil {
 			c.close()
 			return err // stopping: the plan stays active and resumes
 		}
@@ -234,7 +289,8 @@ func (e *Executor) run(requestID string) error {
 			}
 		}
 	}
-	if pr.failed != nil {
+	cancelled := pr.failed == nil && pr.next < len(sched)
+	if pr.failed != nil || cancelled {
 		for _, idx := range sched[pr.next:] {
 			add(notRun(requestID, req.GetOperations()[idx], pr.failed))
 		}
@@ -243,6 +299,11 @@ func (e *Executor) run(requestID string) error {
 		return fmt.Errorf("commit receipts: %w", err)
 	}
 	p.State = cpv1.Plan_STATE_SUCCEEDED
+	if cancelled {
+		p.State = cpv1.Plan_STATE_CANCELLED
+		p.Failure = &cpv1.Failure{ErrorCode: "CANCELLED", Recoverable: true, Message: "cancelled by CancelPlan",
+			RetryHint: "submit the operations that did not run under a new request_id"}
+	}
 	if pr.failed != nil {
 		p.State = cpv1.Plan_STATE_FAILED
 		p.Failure = pr.failed.GetError()
@@ -258,7 +319,7 @@ func (e *Executor) run(requestID string) error {
 // to add, in order. While the agent is unreachable it retries the operations
 // still without a receipt, with the same idempotency keys. It returns an
 // error only when the executor is stopping.
-func (e *Executor) execute(agent agentv1.AgentServiceClient, requestID, sessionID string, ops []*cpv1.Operation, add func(*cpv1.Receipt), log *slog.Logger) error {
+func (e *Executor) execute(agent agentv1.AgentServiceClient, requestID, sessionID string, budgetMs int64, ops []*cpv1.Operation, add func(*cpv1.Receipt), log *slog.Logger) error {
 	calls := make([]*agentv1.OperationCall, len(ops))
 	for i, op := range ops {
 		calls[i] = &agentv1.OperationCall{
@@ -267,9 +328,10 @@ func (e *Executor) execute(agent agentv1.AgentServiceClient, requestID, sessionI
 			Args:           op.GetArgs(),
 			SafetyLevel:    op.GetSafetyLevel(),
 			IdempotencyKey: plan.IdempotencyKey(requestID, op.GetOperationId(), op.GetArgs().AsMap()),
+			TimeBudgetMs:   budgetMs,
 		}
 	}
-	return e.retry(log, func(ctx context.Context) (bool, error) {
+	return e.retry(log, func(ctx context.Context, alive func()) (bool, error) {
 		for _, c := range calls {
 			c.McpCallId = NewID("call") // unique per invocation, retries included
 		}
@@ -285,7 +347,14 @@ func (e *Executor) execute(agent agentv1.AgentServiceClient, requestID, sessionI
 				}
 				return false, err
 			}
+			alive()
 			r := resp.GetReceipt()
+			if r == nil {
+				if pg := resp.GetProgress(); pg != nil {
+					e.store.PublishProgress(requestID, pg)
+				}
+				continue
+			}
 			if r.GetOperationId() != calls[0].GetOperationId() {
 				return false, fmt.Errorf("agent answered for %q, expected %q", r.GetOperationId(), calls[0].GetOperationId())
 			}
@@ -305,7 +374,7 @@ func (e *Executor) execute(agent agentv1.AgentServiceClient, requestID, sessionI
 // ROLLED_BACK (or ROLLBACK_FAILED) receipt to add.
 func (e *Executor) rollback(agent agentv1.AgentServiceClient, requestID, sessionID string, keys []string, add func(*cpv1.Receipt), log *slog.Logger) error {
 	log.Info("rolling back the plan", "operations", len(keys))
-	return e.retry(log, func(ctx context.Context) (bool, error) {
+	return e.retry(log, func(ctx context.Context, alive func()) (bool, error) {
 		stream, err := agent.Rollback(ctx, &agentv1.RollbackRequest{SessionId: sessionID, RequestId: requestID, IdempotencyKeys: keys})
 		if err != nil {
 			return false, err
@@ -318,6 +387,7 @@ func (e *Executor) rollback(agent agentv1.AgentServiceClient, requestID, session
 				}
 				return false, err
 			}
+			alive()
 			keys = keys[1:]
 			add(resp.GetReceipt())
 			if resp.GetReceipt().GetStatus() != cpv1.Receipt_STATUS_ROLLED_BACK {
@@ -335,14 +405,20 @@ func (e *Executor) rollback(agent agentv1.AgentServiceClient, requestID, session
 }
 
 // retry runs attempt until it completes, retrying while the agent is
-// unreachable (within AgentRetryWindow). A receipt-less stretch longer than
-// OperationTimeout cancels the attempt. giveUp records the final error.
-func (e *Executor) retry(log *slog.Logger, attempt func(ctx context.Context) (bool, error), giveUp func(error)) error {
+// unreachable (within AgentRetryWindow). An attempt that hears nothing from
+// the agent for OperationTimeout is cancelled; attempt calls alive whenever
+// it hears something. giveUp records the final error.
+func (e *Executor) retry(log *slog.Logger, attempt func(ctx context.Context, alive func()) (bool, error), giveUp func(error)) error {
 	deadline := time.Now().Add(e.cfg.AgentRetryWindow)
 	backoff := 100 * time.Millisecond
 	for {
-		ctx, cancel := context.WithTimeout(e.ctx, e.cfg.OperationTimeout)
-		ok, err := attempt(ctx)
+		ctx, cancel := context.WithCancel(e.ctx)
+		watchdog := time.AfterFunc(e.cfg.OperationTimeout, cancel)
+		ok, err := attempt(ctx, func() { watchdog.Reset(e.cfg.OperationTimeout) })
+		watchdog.Stop()
+		if err != nil && ctx.Err() != nil && e.ctx.Err() == nil {
+			err = status.Errorf(codes.DeadlineExceeded, "no answer from the agent for %s", e.cfg.OperationTimeout)
+		}
 		cancel()
 		if ok {
 			return nil
@@ -397,6 +473,14 @@ func transportFailure(requestID string, op *cpv1.Operation, call *agentv1.Operat
 }
 
 func notRun(requestID string, op *cpv1.Operation, failed *cpv1.Receipt) *cpv1.Receipt {
+	if failed == nil {
+		return &cpv1.Receipt{
+			RequestId: requestID, OperationId: op.GetOperationId(), ToolName: op.GetToolName(),
+			Status: cpv1.Receipt_STATUS_NOT_RUN, SafetyLevel: op.GetSafetyLevel(), CompleteTime: timestamppb.Now(),
+			Error: &cpv1.Failure{ErrorCode: "CANCELLED", Recoverable: true, Message: "not run: the plan was cancelled",
+				RetryHint: "submit the operations that did not run under a new request_id"},
+		}
+	}
 	return &cpv1.Receipt{
 		RequestId:    requestID,
 		OperationId:  op.GetOperationId(),

@@ -21,8 +21,12 @@ import (
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
-// ErrNoAgent: no ready agent can take the session.
-var ErrNoAgent = errors.New("no ready agent")
+var (
+	// ErrNoAgent: no agent is ready.
+	ErrNoAgent = errors.New("no ready agent")
+	// ErrNoFit: agents are ready, but none has a runtime the session accepts.
+	ErrNoFit = errors.New("no runtime fits")
+)
 
 // Fleet is the set of known agents.
 type Fleet struct {
@@ -65,6 +69,7 @@ func (f *Fleet) Register(req *cpv1.RegisterAgentRequest) {
 			Hostname:     req.GetHostname(),
 			Runtimes:     req.GetRuntimes(),
 			SessionCount: req.GetSessionCount(),
+			Resources:    req.GetResources(),
 		},
 		lastSeen: f.now(),
 	}
@@ -94,34 +99,52 @@ func (f *Fleet) state(m *member) cpv1.Agent_State {
 
 // Placement is where a new session goes.
 type Placement struct {
-	AgentID string
-	Address string
-	Runtime *cpv1.Runtime
+	AgentID   string
+	Address   string
+	Runtime   *cpv1.Runtime
+	Resources *cpv1.Resources
 }
 
-// Place picks the ready agent with the fewest sessions (ties: lowest id) and
-// its first runtime. Deterministic for a given fleet.
-func (f *Fleet) Place() (Placement, error) {
-	var best *member
-	for _, a := range f.List() {
-		if a.GetState() != cpv1.Agent_STATE_READY || len(a.GetRuntimes()) == 0 {
+// Place picks, among ready agents with the fewest sessions first (ties: the
+// lowest id), the first runtime that fits. Deterministic for a given fleet.
+func (f *Fleet) Place(fits func(*cpv1.Runtime) bool) (Placement, error) {
+	agents := f.List()
+	sort.SliceStable(agents, func(i, j int) bool { return agents[i].GetSessionCount() < agents[j].GetSessionCount() })
+	ready := false
+	for _, a := range agents {
+		if a.GetState() != cpv1.Agent_STATE_READY {
 			continue
 		}
-		if best == nil || a.GetSessionCount() < best.info.GetSessionCount() {
-			best = &member{info: a}
+		ready = true
+		for _, rt := range a.GetRuntimes() {
+			if !fits(rt) {
+				continue
+			}
+			f.mu.Lock()
+			// Count the new session now, so back-to-back placements spread
+			// out before the agent's next heartbeat reports it.
+			if m, ok := f.agents[a.GetAgentId()]; ok {
+				m.info.SessionCount++
+			}
+			f.mu.Unlock()
+			return Placement{AgentID: a.GetAgentId(), Address: a.GetAddress(), Runtime: rt, Resources: a.GetResources()}, nil
 		}
 	}
-	if best == nil {
+	if !ready {
 		return Placement{}, fmt.Errorf("%w: start agentd and let it register", ErrNoAgent)
 	}
-	f.mu.Lock()
-	// Count the new session now, so back-to-back placements spread out
-	// before the agent's next heartbeat reports it.
-	if m, ok := f.agents[best.info.GetAgentId()]; ok {
-		m.info.SessionCount++
+	return Placement{}, ErrNoFit
+}
+
+// Runtimes returns every runtime of the ready agents, in placement order.
+func (f *Fleet) Runtimes() []*cpv1.Runtime {
+	var out []*cpv1.Runtime
+	for _, a := range f.List() {
+		if a.GetState() == cpv1.Agent_STATE_READY {
+			out = append(out, a.GetRuntimes()...)
+		}
 	}
-	f.mu.Unlock()
-	return Placement{AgentID: best.info.GetAgentId(), Address: best.info.GetAddress(), Runtime: best.info.GetRuntimes()[0]}, nil
+	return out
 }
 
 // Client returns an AgentService client for an address, reusing one

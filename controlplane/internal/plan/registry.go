@@ -19,6 +19,10 @@ type ToolDef struct {
 	// tool without arguments still says {"type": "object",
 	// "additionalProperties": false}.
 	InputSchema map[string]any
+	// Mode is the tool's safety mode: headless_safe, ui_assisted or unsafe_ops.
+	Mode string
+	// Rollback is how a call is undone: compensation, not_needed or none.
+	Rollback string
 }
 
 // Registry is one agent's tool registry with every input schema compiled.

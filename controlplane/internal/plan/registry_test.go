@@ -20,15 +20,15 @@ func TestNewRegistryRefuses(t *testing.T) {
 		want string
 	}{
 		{"empty name", []ToolDef{{Safety: SafetyReadOnly, InputSchema: schema}}, "tool 0 has no name"},
-		{"twice", []ToolDef{{"a", SafetyReadOnly, schema}, {"a", SafetyReadOnly, schema}}, `tool "a" is defined twice`},
-		{"no safety", []ToolDef{{"a", SafetyUnspecified, schema}}, `tool "a": safety level unspecified`},
-		{"no schema", []ToolDef{{"a", SafetyReadOnly, nil}}, `tool "a" has no input schema`},
-		{"bad schema", []ToolDef{{"a", SafetyReadOnly, map[string]any{"type": 7.0}}}, `tool "a": input schema`},
-		{"bad pattern", []ToolDef{{"a", SafetyReadOnly, map[string]any{"pattern": "("}}}, `tool "a": input schema`},
+		{"twice", []ToolDef{{Name: "a", Safety: SafetyReadOnly, InputSchema: schema}, {Name: "a", Safety: SafetyReadOnly, InputSchema: schema}}, `tool "a" is defined twice`},
+		{"no safety", []ToolDef{{Name: "a", Safety: SafetyUnspecified, InputSchema: schema}}, `tool "a": safety level unspecified`},
+		{"no schema", []ToolDef{{Name: "a", Safety: SafetyReadOnly, InputSchema: nil}}, `tool "a" has no input schema`},
+		{"bad schema", []ToolDef{{Name: "a", Safety: SafetyReadOnly, InputSchema: map[string]any{"type": 7.0}}}, `tool "a": input schema`},
+		{"bad pattern", []ToolDef{{Name: "a", Safety: SafetyReadOnly, InputSchema: map[string]any{"pattern": "("}}}, `tool "a": input schema`},
 		// Schemas come from agents: nothing may be loaded from the control
 		// plane's disk or the network.
-		{"file ref", []ToolDef{{"a", SafetyReadOnly, map[string]any{"$ref": "file://" + secret}}}, `tool "a": input schema`},
-		{"http ref", []ToolDef{{"a", SafetyReadOnly, map[string]any{"$ref": "http://127.0.0.1:1/s.json"}}}, `tool "a": input schema`},
+		{"file ref", []ToolDef{{Name: "a", Safety: SafetyReadOnly, InputSchema: map[string]any{"$ref": "file://" + secret}}}, `tool "a": input schema`},
+		{"http ref", []ToolDef{{Name: "a", Safety: SafetyReadOnly, InputSchema: map[string]any{"$ref": "http://127.0.0.1:1/s.json"}}}, `tool "a": input schema`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,7 +69,7 @@ func TestRegistrySchemasAreIsolated(t *testing.T) {
 			"properties": map[string]any{"v": map[string]any{"$ref": "#/$defs/v"}},
 		}
 	}
-	reg, err := NewRegistry([]ToolDef{{"num", SafetyReadOnly, mk("number")}, {"str", SafetyReadOnly, mk("string")}})
+	reg, err := NewRegistry([]ToolDef{{Name: "num", Safety: SafetyReadOnly, InputSchema: mk("number")}, {Name: "str", Safety: SafetyReadOnly, InputSchema: mk("string")}})
 	if err != nil {
 		t.Fatal(err)
 	}

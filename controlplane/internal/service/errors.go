@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
 
+	"github.com/blendplane/blendplane/controlplane/internal/contract"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
@@ -37,6 +38,7 @@ var errorTable = []struct {
 }{
 	{store.ErrSessionNotFound, codes.NotFound, "SESSION_NOT_FOUND"},
 	{store.ErrPlanNotFound, codes.NotFound, "PLAN_NOT_FOUND"},
+	{store.ErrRuntimeNotFound, codes.NotFound, "RUNTIME_NOT_FOUND"},
 	{ErrIdempotencyConflict, codes.FailedPrecondition, "IDEMPOTENCY_CONFLICT"},
 	{ErrContractViolation, codes.FailedPrecondition, "CONTRACT_VIOLATION"},
 	{fleet.ErrNoAgent, codes.Unavailable, "NO_AGENT_AVAILABLE"},
@@ -54,6 +56,10 @@ func toStatus(err error) error {
 	var perr *plan.Error
 	if errors.As(err, &perr) {
 		return planRefusal(perr)
+	}
+	var cv *contract.Violation
+	if errors.As(err, &cv) {
+		return contractRefusal(cv)
 	}
 	for _, e := range errorTable {
 		if errors.Is(err, e.target) {
@@ -92,7 +98,27 @@ func planRefusal(e *plan.Error) error {
 	for _, s := range e.Repair[:min(len(e.Repair), maxViolations)] {
 		repair.Steps = append(repair.Steps, &cpv1.RepairStep{OperationId: s.OperationID, Action: repairAction(s.Action)})
 	}
-	return newStatus(codes.InvalidArgument, e.Reason, fmt.Sprintf("%s: %s", e.Reason, e.Message), br, protoadapt.MessageV1Of(repair))
+	code := codes.InvalidArgument
+	switch e.Reason {
+	case plan.ReasonContractViolation, plan.ReasonPolicyRefused, plan.ReasonCapabilityMissing:
+		code = codes.FailedPrecondition // a valid plan the session's contract does not allow
+	}
+	return newStatus(code, e.Reason, fmt.Sprintf("%s: %s", e.Reason, e.Message), br, protoadapt.MessageV1Of(repair))
+}
+
+// contractRefusal is seed 003's refusal: CONTRACT_VIOLATION with structured
+// details naming the field and the value that cannot be agreed on.
+func contractRefusal(v *contract.Violation) error {
+	st := status.New(codes.FailedPrecondition, v.Error())
+	withDetails, err := st.WithDetails(
+		&errdetails.ErrorInfo{Reason: "CONTRACT_VIOLATION", Domain: ErrorDomain,
+			Metadata: map[string]string{"field": v.Field, "value": v.Value}},
+		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: v.Field, Description: v.Message}}},
+	)
+	if err != nil {
+		return st.Err()
+	}
+	return withDetails.Err()
 }
 
 func repairAction(a string) cpv1.RepairStep_Action {

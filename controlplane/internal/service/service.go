@@ -10,23 +10,25 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/blendplane/blendplane/controlplane/internal/contract"
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
+	"github.com/blendplane/blendplane/controlplane/internal/macro"
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
-
-// ContractVersion is the only session contract version this control plane speaks.
-const ContractVersion = "1.0.0"
 
 // Limits are the session limits the control plane enforces and reports.
 type Limits struct {
@@ -34,6 +36,8 @@ type Limits struct {
 	MaxPayloadBytes      int64
 	// OpenSessionTimeout bounds starting a session's Blender on the agent.
 	OpenSessionTimeout time.Duration
+	// Tool time budgets: the default, and the most a contract may ask for.
+	DefaultToolTimeBudget, MaxToolTimeBudget time.Duration
 }
 
 // Server implements ControlPlaneService.
@@ -46,6 +50,8 @@ type Server struct {
 	exec   *executor.Executor
 	log    *slog.Logger
 
+	macros *macro.Registry
+
 	mu         sync.Mutex
 	registries map[string]*plan.Registry // compiled, by fingerprint
 }
@@ -54,16 +60,37 @@ var _ cpv1.ControlPlaneServiceServer = (*Server)(nil)
 
 // New returns the service.
 func New(limits Limits, st *store.Store, fl *fleet.Fleet, ex *executor.Executor, log *slog.Logger) *Server {
-	return &Server{limits: limits, store: st, fleet: fl, exec: ex, log: log, registries: map[string]*plan.Registry{}}
+	return &Server{limits: limits, store: st, fleet: fl, exec: ex, log: log, macros: macro.Default(),
+		registries: map[string]*plan.Registry{}}
 }
 
-// Negotiate places a new session on an agent runtime and opens it there.
+// Negotiate agrees on a session contract (seed 003), places the session on
+// a runtime that satisfies it and opens it there.
 func (s *Server) Negotiate(ctx context.Context, req *cpv1.NegotiateRequest) (*cpv1.NegotiateResponse, error) {
-	if req.GetContractVersion() != ContractVersion {
-		return nil, toStatus(fmt.Errorf("%w: contract_version %q is not supported; this control plane speaks %q",
-			ErrContractViolation, req.GetContractVersion(), ContractVersion))
+	macros := s.macroRef()
+	if err := contract.CheckRequest(req, macros); err != nil {
+		return nil, toStatus(err)
 	}
-	place, err := s.fleet.Place()
+	var misfit *contract.Violation
+	place, err := s.fleet.Place(func(rt *cpv1.Runtime) bool {
+		v := contract.Fits(req, rt)
+		if v != nil && misfit == nil {
+			misfit = v
+		}
+		return v == nil
+	})
+	if errors.Is(err, fleet.ErrNoFit) && misfit != nil {
+		return nil, toStatus(misfit)
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	c, err := contract.Build(req, contract.Offer{
+		Runtime: place.Runtime, Resources: place.Resources,
+		MaxOperationsPerPlan: int32(s.limits.MaxOperationsPerPlan), MaxPayloadBytes: s.limits.MaxPayloadBytes,
+		MaxToolTimeBudgetMs: s.limits.MaxToolTimeBudget.Milliseconds(), DefaultToolBudgetMs: s.limits.DefaultToolTimeBudget.Milliseconds(),
+		MacroRegistry: macros,
+	})
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -72,34 +99,19 @@ func (s *Server) Negotiate(ctx context.Context, req *cpv1.NegotiateRequest) (*cp
 		return nil, toStatus(err)
 	}
 	sessionID := executor.NewID("s")
-	ctx, cancel := context.WithTimeout(ctx, s.limits.OpenSessionTimeout)
+	octx, cancel := context.WithTimeout(ctx, s.limits.OpenSessionTimeout)
 	defer cancel()
-	opened, err := agent.OpenSession(ctx, &agentv1.OpenSessionRequest{SessionId: sessionID, RuntimeId: place.Runtime.GetRuntimeId()})
+	opened, err := agent.OpenSession(octx, &agentv1.OpenSessionRequest{SessionId: sessionID, RuntimeId: place.Runtime.GetRuntimeId()})
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("%w: open session on agent %s: %s", ErrAgentUnavailable, place.AgentID, status.Convert(err).Message()))
 	}
-	contract := &cpv1.SessionContract{
-		SessionId:       sessionID,
-		ContractVersion: ContractVersion,
-		HostProfile:     req.GetHostProfile(),
-		BlenderProfile:  opened.GetBlenderProfile(),
-		ToolRegistryRef: &cpv1.ToolRegistryRef{
-			Version:     place.Runtime.GetRegistry().GetVersion(),
-			Fingerprint: place.Runtime.GetRegistry().GetFingerprint(),
-		},
-		AgentId:           place.AgentID,
-		BaselineSceneHash: opened.GetBaselineSceneHash(),
-		Limits: &cpv1.Limits{
-			MaxOperationsPerPlan: int32(s.limits.MaxOperationsPerPlan),
-			MaxPayloadBytes:      s.limits.MaxPayloadBytes,
-			ToolSurfaceCap:       35,
-			MaxConcurrentCalls:   1,
-		},
-		UiOptional: true,
-		CreateTime: timestamppb.Now(),
-	}
+	c.SessionId, c.AgentId = sessionID, place.AgentID
+	c.BlenderProfile = opened.GetBlenderProfile()
+	c.BaselineSceneHash = opened.GetBaselineSceneHash()
+	contract.Seal(c)
+	c.CreateTime = timestamppb.Now()
 	err = s.store.PutSession(store.Session{
-		Contract:     contract,
+		Contract:     c,
 		AgentAddress: place.Address,
 		RuntimeID:    place.Runtime.GetRuntimeId(),
 		Registry:     place.Runtime.GetRegistry(),
@@ -108,8 +120,9 @@ func (s *Server) Negotiate(ctx context.Context, req *cpv1.NegotiateRequest) (*cp
 		return nil, toStatus(err)
 	}
 	s.log.Info("session negotiated", "session_id", sessionID, "agent_id", place.AgentID,
-		"runtime_id", place.Runtime.GetRuntimeId(), "client", req.GetHostProfile().GetClientName())
-	return &cpv1.NegotiateResponse{Contract: contract}, nil
+		"runtime_id", place.Runtime.GetRuntimeId(), "client", req.GetHostProfile().GetClientName(),
+		"feature_flags", c.GetCapabilities().GetFeatureFlags())
+	return &cpv1.NegotiateResponse{Contract: c}, nil
 }
 
 // SubmitPlan checks a plan and queues it, or refuses it whole.
@@ -118,21 +131,40 @@ func (s *Server) SubmitPlan(ctx context.Context, req *cpv1.SubmitPlanRequest) (*
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if n := len(req.GetOperations()); n > s.limits.MaxOperationsPerPlan {
-		return nil, toStatus(&plan.Error{
-			Reason:     plan.ReasonSchemaInvalid,
-			Message:    fmt.Sprintf("the plan has %d operations; the session's limit is %d: split it into several plans", n, s.limits.MaxOperationsPerPlan),
-			Violations: []plan.Violation{{Field: "operations", Description: fmt.Sprintf("%d operations, at most %d", n, s.limits.MaxOperationsPerPlan)}},
-		})
+	limits := sess.Contract.GetLimits()
+	if size := int64(proto.Size(req)); size > limits.GetMaxPayloadBytes() {
+		return nil, toStatus(&plan.Error{Reason: plan.ReasonContractViolation,
+			Message:    fmt.Sprintf("the request is %d bytes; the session's contract allows %d: split the plan", size, limits.GetMaxPayloadBytes()),
+			Violations: []plan.Violation{{Field: "operations", Description: fmt.Sprintf("%d bytes, at most %d", size, limits.GetMaxPayloadBytes())}}})
 	}
 	reg, err := s.registry(sess.Registry)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	ops := toPlanOperations(req.GetOperations())
+	ops, err := s.macros.ExpandPlan(toPlanOperations(req.GetOperations()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if n, max := len(ops), int(limits.GetMaxOperationsPerPlan()); n > max {
+		return nil, toStatus(&plan.Error{Reason: plan.ReasonContractViolation,
+			Message:    fmt.Sprintf("the plan has %d operations (macros expanded); the session's contract allows %d: split it", n, max),
+			Violations: []plan.Violation{{Field: "operations", Description: fmt.Sprintf("%d operations, at most %d", n, max)}}})
+	}
 	sched, err := plan.Check(ops, reg)
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	callable := map[string]bool{}
+	for _, t := range sess.Contract.GetCapabilities().GetTools() {
+		callable[t] = true
+	}
+	if err := plan.CheckContract(ops, reg, plan.Contract{Callable: callable, Atomic: req.GetAtomic()}); err != nil {
+		return nil, toStatus(err)
+	}
+	if len(ops) != len(req.GetOperations()) || macroUsed(req.GetOperations()) {
+		// Store and run the expanded plan: receipts show each step.
+		req = proto.Clone(req).(*cpv1.SubmitPlanRequest)
+		req.Operations = fromPlanOperations(ops)
 	}
 	p := &cpv1.Plan{
 		RequestId:           req.GetRequestId(),
@@ -176,6 +208,7 @@ func (s *Server) StreamReceipts(req *cpv1.StreamReceiptsRequest, stream grpc.Ser
 	const page = 512
 	id := req.GetRequestId()
 	cursor := max(req.GetStartSequence(), 1)
+	var lastProgress *cpv1.Progress
 	for {
 		st, err := s.store.PlanState(id)
 		if err != nil {
@@ -195,13 +228,19 @@ func (s *Server) StreamReceipts(req *cpv1.StreamReceiptsRequest, stream grpc.Ser
 			return toStatus(err)
 		}
 		for _, r := range receipts {
-			if err := stream.Send(&cpv1.StreamReceiptsResponse{Receipt: r}); err != nil {
+			if err := stream.Send(&cpv1.StreamReceiptsResponse{Event: &cpv1.StreamReceiptsResponse_Receipt{Receipt: r}}); err != nil {
 				return err
 			}
 			cursor = r.GetSequence() + 1
 		}
 		if len(receipts) == page {
 			continue
+		}
+		if pg := s.store.Progress(id); pg != nil && pg != lastProgress {
+			lastProgress = pg
+			if err := stream.Send(&cpv1.StreamReceiptsResponse{Event: &cpv1.StreamReceiptsResponse_Progress{Progress: pg}}); err != nil {
+				return err
+			}
 		}
 		if store.IsTerminal(st.GetState()) && cursor > st.GetReceiptCount() {
 			return nil
@@ -246,7 +285,8 @@ func (s *Server) registry(r *cpv1.ToolRegistry) (*plan.Registry, error) {
 	}
 	defs := make([]plan.ToolDef, 0, len(r.GetTools()))
 	for _, t := range r.GetTools() {
-		defs = append(defs, plan.ToolDef{Name: t.GetName(), Safety: plan.SafetyLevel(t.GetSafetyLevel()), InputSchema: t.GetInputSchema().AsMap()})
+		defs = append(defs, plan.ToolDef{Name: t.GetName(), Safety: plan.SafetyLevel(t.GetSafetyLevel()),
+			InputSchema: t.GetInputSchema().AsMap(), Mode: t.GetSafetyMode(), Rollback: t.GetRollbackMethod()})
 	}
 	reg, err := plan.NewRegistry(defs)
 	if err != nil {
@@ -268,6 +308,25 @@ func toPlanOperations(in []*cpv1.Operation) []plan.Operation {
 		}
 	}
 	return ops
+}
+
+func fromPlanOperations(ops []plan.Operation) []*cpv1.Operation {
+	out := make([]*cpv1.Operation, len(ops))
+	for i, o := range ops {
+		args, _ := structpb.NewStruct(o.Args) // args came from a Struct or a macro's JSON values
+		out[i] = &cpv1.Operation{OperationId: o.ID, ToolName: o.Tool, Args: args, DependsOn: o.DependsOn,
+			SafetyLevel: cpv1.SafetyLevel(o.Safety)}
+	}
+	return out
+}
+
+func macroUsed(ops []*cpv1.Operation) bool {
+	for _, o := range ops {
+		if strings.HasPrefix(o.GetToolName(), macro.Prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 func scheduleIDs(ops []*cpv1.Operation, sched []int) []string {

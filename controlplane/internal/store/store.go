@@ -74,6 +74,8 @@ var (
 	ErrPlanNotFound = errors.New("plan not found")
 	// ErrPlanExists: a plan with that request id was already accepted.
 	ErrPlanExists = errors.New("plan already exists")
+	// ErrRuntimeNotFound: no registered agent offers that runtime.
+	ErrRuntimeNotFound = errors.New("runtime not found")
 )
 
 // Session is a negotiated session and where it runs.
@@ -98,6 +100,7 @@ type Store struct {
 
 	mu       sync.Mutex
 	watchers map[string]chan struct{}
+	progress map[string]*cpv1.Progress // live only, by request id
 }
 
 // Open opens (creating if needed) the database at path and migrates it.
@@ -106,7 +109,7 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s := &Store{db: db, watchers: map[string]chan struct{}{}}
+	s := &Store{db: db, watchers: map[string]chan struct{}{}, progress: map[string]*cpv1.Progress{}}
 	if err := s.migrate(); err != nil {
 		db.Close()
 		return nil, err
@@ -472,7 +475,30 @@ func (s *Store) Watch(requestID string) <-chan struct{} {
 	return ch
 }
 
+// PublishProgress records the latest progress of a plan's running operation
+// and wakes its watchers. Progress lives in memory only; a commit clears it.
+func (s *Store) PublishProgress(requestID string, p *cpv1.Progress) {
+	s.mu.Lock()
+	s.progress[requestID] = p
+	s.mu.Unlock()
+	s.wakeOnly(requestID)
+}
+
+// Progress returns the latest progress of a plan, or nil.
+func (s *Store) Progress(requestID string) *cpv1.Progress {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.progress[requestID]
+}
+
 func (s *Store) wake(requestID string) {
+	s.mu.Lock()
+	delete(s.progress, requestID)
+	s.mu.Unlock()
+	s.wakeOnly(requestID)
+}
+
+func (s *Store) wakeOnly(requestID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ch, ok := s.watchers[requestID]; ok {
@@ -486,7 +512,7 @@ func IsTerminal(st cpv1.Plan_State) bool { return isTerminal(st) }
 
 func isTerminal(st cpv1.Plan_State) bool {
 	switch st {
-	case cpv1.Plan_STATE_VALIDATED, cpv1.Plan_STATE_SUCCEEDED, cpv1.Plan_STATE_FAILED:
+	case cpv1.Plan_STATE_VALIDATED, cpv1.Plan_STATE_SUCCEEDED, cpv1.Plan_STATE_FAILED, cpv1.Plan_STATE_CANCELLED:
 		return true
 	}
 	return false

@@ -66,6 +66,7 @@ type DescribeResponse struct {
 	Hostname      string                 `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	Runtimes      []*v1.Runtime          `protobuf:"bytes,3,rep,name=runtimes,proto3" json:"runtimes,omitempty"`
 	SessionCount  int32                  `protobuf:"varint,4,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
+	Resources     *v1.Resources          `protobuf:"bytes,5,opt,name=resources,proto3" json:"resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -126,6 +127,13 @@ func (x *DescribeResponse) GetSessionCount() int32 {
 		return x.SessionCount
 	}
 	return 0
+}
+
+func (x *DescribeResponse) GetResources() *v1.Resources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
 }
 
 type OpenSessionRequest struct {
@@ -303,7 +311,10 @@ type OperationCall struct {
 	// sha256(request_id, operation_id, canonical(args)); the journal's key.
 	IdempotencyKey string `protobuf:"bytes,5,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Unique per invocation, for traceability.
-	McpCallId     string `protobuf:"bytes,6,opt,name=mcp_call_id,json=mcpCallId,proto3" json:"mcp_call_id,omitempty"`
+	McpCallId string `protobuf:"bytes,6,opt,name=mcp_call_id,json=mcpCallId,proto3" json:"mcp_call_id,omitempty"`
+	// Time budget of the call in milliseconds (0: none). Over it, the call is
+	// stopped, its effect discarded, and it fails with TIMEOUT.
+	TimeBudgetMs  int64 `protobuf:"varint,7,opt,name=time_budget_ms,json=timeBudgetMs,proto3" json:"time_budget_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -380,10 +391,20 @@ func (x *OperationCall) GetMcpCallId() string {
 	return ""
 }
 
+func (x *OperationCall) GetTimeBudgetMs() int64 {
+	if x != nil {
+		return x.TimeBudgetMs
+	}
+	return 0
+}
+
 type ExecuteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The receipt without its sequence, which the control plane assigns.
-	Receipt       *v1.Receipt `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*ExecuteResponse_Receipt
+	//	*ExecuteResponse_Progress
+	Event         isExecuteResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -418,12 +439,48 @@ func (*ExecuteResponse) Descriptor() ([]byte, []int) {
 	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *ExecuteResponse) GetReceipt() *v1.Receipt {
+func (x *ExecuteResponse) GetEvent() isExecuteResponse_Event {
 	if x != nil {
-		return x.Receipt
+		return x.Event
 	}
 	return nil
 }
+
+func (x *ExecuteResponse) GetReceipt() *v1.Receipt {
+	if x != nil {
+		if x, ok := x.Event.(*ExecuteResponse_Receipt); ok {
+			return x.Receipt
+		}
+	}
+	return nil
+}
+
+func (x *ExecuteResponse) GetProgress() *v1.Progress {
+	if x != nil {
+		if x, ok := x.Event.(*ExecuteResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+type isExecuteResponse_Event interface {
+	isExecuteResponse_Event()
+}
+
+type ExecuteResponse_Receipt struct {
+	// The receipt without its sequence, which the control plane assigns.
+	Receipt *v1.Receipt `protobuf:"bytes,1,opt,name=receipt,proto3,oneof"`
+}
+
+type ExecuteResponse_Progress struct {
+	// Progress of the running operation.
+	Progress *v1.Progress `protobuf:"bytes,2,opt,name=progress,proto3,oneof"`
+}
+
+func (*ExecuteResponse_Receipt) isExecuteResponse_Event() {}
+
+func (*ExecuteResponse_Progress) isExecuteResponse_Event() {}
 
 type RollbackRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -531,6 +588,103 @@ func (x *RollbackResponse) GetReceipt() *v1.Receipt {
 	return nil
 }
 
+type CancelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRequest) Reset() {
+	*x = CancelRequest{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRequest) ProtoMessage() {}
+
+func (x *CancelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
+func (*CancelRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CancelRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CancelRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type CancelResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether a batch of that plan was running.
+	Interrupted   bool `protobuf:"varint,1,opt,name=interrupted,proto3" json:"interrupted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelResponse) Reset() {
+	*x = CancelResponse{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelResponse) ProtoMessage() {}
+
+func (x *CancelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
+func (*CancelResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CancelResponse) GetInterrupted() bool {
+	if x != nil {
+		return x.Interrupted
+	}
+	return false
+}
+
 type CloseSessionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -540,7 +694,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +706,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +719,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -583,7 +737,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +749,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +762,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 var File_blendplane_agent_v1_agent_proto protoreflect.FileDescriptor
@@ -616,12 +770,13 @@ var File_blendplane_agent_v1_agent_proto protoreflect.FileDescriptor
 const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"\x1fblendplane/agent/v1/agent.proto\x12\x13blendplane.agent.v1\x1a-blendplane/controlplane/v1/controlplane.proto\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x11\n" +
-	"\x0fDescribeRequest\"\xaf\x01\n" +
+	"\x0fDescribeRequest\"\xf4\x01\n" +
 	"\x10DescribeResponse\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1a\n" +
 	"\bhostname\x18\x02 \x01(\tR\bhostname\x12?\n" +
 	"\bruntimes\x18\x03 \x03(\v2#.blendplane.controlplane.v1.RuntimeR\bruntimes\x12#\n" +
-	"\rsession_count\x18\x04 \x01(\x05R\fsessionCount\"|\n" +
+	"\rsession_count\x18\x04 \x01(\x05R\fsessionCount\x12C\n" +
+	"\tresources\x18\x05 \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\"|\n" +
 	"\x12OpenSessionRequest\x12>\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12&\n" +
@@ -637,16 +792,19 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"request_id\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\x12L\n" +
 	"\n" +
 	"operations\x18\x03 \x03(\v2\".blendplane.agent.v1.OperationCallB\b\xbaH\x05\x92\x01\x02\b\x01R\n" +
-	"operations\"\xd5\x02\n" +
+	"operations\"\xfb\x02\n" +
 	"\rOperationCall\x12B\n" +
 	"\foperation_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\voperationId\x12$\n" +
 	"\ttool_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\btoolName\x123\n" +
 	"\x04args\x18\x03 \x01(\v2\x17.google.protobuf.StructB\x06\xbaH\x03\xc8\x01\x01R\x04args\x12J\n" +
 	"\fsafety_level\x18\x04 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelR\vsafetyLevel\x120\n" +
 	"\x0fidempotency_key\x18\x05 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x0eidempotencyKey\x12'\n" +
-	"\vmcp_call_id\x18\x06 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tmcpCallId\"P\n" +
-	"\x0fExecuteResponse\x12=\n" +
-	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptR\areceipt\"\x96\x01\n" +
+	"\vmcp_call_id\x18\x06 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tmcpCallId\x12$\n" +
+	"\x0etime_budget_ms\x18\a \x01(\x03R\ftimeBudgetMs\"\x9f\x01\n" +
+	"\x0fExecuteResponse\x12?\n" +
+	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptH\x00R\areceipt\x12B\n" +
+	"\bprogress\x18\x02 \x01(\v2$.blendplane.controlplane.v1.ProgressH\x00R\bprogressB\a\n" +
+	"\x05event\"\x96\x01\n" +
 	"\x0fRollbackRequest\x12&\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tsessionId\x12&\n" +
@@ -654,16 +812,24 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"request_id\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\x123\n" +
 	"\x10idempotency_keys\x18\x03 \x03(\tB\b\xbaH\x05\x92\x01\x02\b\x01R\x0fidempotencyKeys\"Q\n" +
 	"\x10RollbackResponse\x12=\n" +
-	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptR\areceipt\"=\n" +
+	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptR\areceipt\"_\n" +
+	"\rCancelRequest\x12&\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tsessionId\x12&\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\"2\n" +
+	"\x0eCancelResponse\x12 \n" +
+	"\vinterrupted\x18\x01 \x01(\bR\vinterrupted\"=\n" +
 	"\x13CloseSessionRequest\x12&\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tsessionId\"\x16\n" +
-	"\x14CloseSessionResponse2\xe1\x03\n" +
+	"\x14CloseSessionResponse2\xb4\x04\n" +
 	"\fAgentService\x12W\n" +
 	"\bDescribe\x12$.blendplane.agent.v1.DescribeRequest\x1a%.blendplane.agent.v1.DescribeResponse\x12`\n" +
 	"\vOpenSession\x12'.blendplane.agent.v1.OpenSessionRequest\x1a(.blendplane.agent.v1.OpenSessionResponse\x12V\n" +
 	"\aExecute\x12#.blendplane.agent.v1.ExecuteRequest\x1a$.blendplane.agent.v1.ExecuteResponse0\x01\x12Y\n" +
-	"\bRollback\x12$.blendplane.agent.v1.RollbackRequest\x1a%.blendplane.agent.v1.RollbackResponse0\x01\x12c\n" +
+	"\bRollback\x12$.blendplane.agent.v1.RollbackRequest\x1a%.blendplane.agent.v1.RollbackResponse0\x01\x12Q\n" +
+	"\x06Cancel\x12\".blendplane.agent.v1.CancelRequest\x1a#.blendplane.agent.v1.CancelResponse\x12c\n" +
 	"\fCloseSession\x12(.blendplane.agent.v1.CloseSessionRequest\x1a).blendplane.agent.v1.CloseSessionResponseBBZ@github.com/blendplane/blendplane/gen/blendplane/agent/v1;agentv1b\x06proto3"
 
 var (
@@ -678,7 +844,7 @@ func file_blendplane_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_blendplane_agent_v1_agent_proto_rawDescData
 }
 
-var file_blendplane_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_blendplane_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_blendplane_agent_v1_agent_proto_goTypes = []any{
 	(*DescribeRequest)(nil),      // 0: blendplane.agent.v1.DescribeRequest
 	(*DescribeResponse)(nil),     // 1: blendplane.agent.v1.DescribeResponse
@@ -689,37 +855,45 @@ var file_blendplane_agent_v1_agent_proto_goTypes = []any{
 	(*ExecuteResponse)(nil),      // 6: blendplane.agent.v1.ExecuteResponse
 	(*RollbackRequest)(nil),      // 7: blendplane.agent.v1.RollbackRequest
 	(*RollbackResponse)(nil),     // 8: blendplane.agent.v1.RollbackResponse
-	(*CloseSessionRequest)(nil),  // 9: blendplane.agent.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil), // 10: blendplane.agent.v1.CloseSessionResponse
-	(*v1.Runtime)(nil),           // 11: blendplane.controlplane.v1.Runtime
-	(*v1.BlenderProfile)(nil),    // 12: blendplane.controlplane.v1.BlenderProfile
-	(*structpb.Struct)(nil),      // 13: google.protobuf.Struct
-	(v1.SafetyLevel)(0),          // 14: blendplane.controlplane.v1.SafetyLevel
-	(*v1.Receipt)(nil),           // 15: blendplane.controlplane.v1.Receipt
+	(*CancelRequest)(nil),        // 9: blendplane.agent.v1.CancelRequest
+	(*CancelResponse)(nil),       // 10: blendplane.agent.v1.CancelResponse
+	(*CloseSessionRequest)(nil),  // 11: blendplane.agent.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil), // 12: blendplane.agent.v1.CloseSessionResponse
+	(*v1.Runtime)(nil),           // 13: blendplane.controlplane.v1.Runtime
+	(*v1.Resources)(nil),         // 14: blendplane.controlplane.v1.Resources
+	(*v1.BlenderProfile)(nil),    // 15: blendplane.controlplane.v1.BlenderProfile
+	(*structpb.Struct)(nil),      // 16: google.protobuf.Struct
+	(v1.SafetyLevel)(0),          // 17: blendplane.controlplane.v1.SafetyLevel
+	(*v1.Receipt)(nil),           // 18: blendplane.controlplane.v1.Receipt
+	(*v1.Progress)(nil),          // 19: blendplane.controlplane.v1.Progress
 }
 var file_blendplane_agent_v1_agent_proto_depIdxs = []int32{
-	11, // 0: blendplane.agent.v1.DescribeResponse.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	12, // 1: blendplane.agent.v1.OpenSessionResponse.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	5,  // 2: blendplane.agent.v1.ExecuteRequest.operations:type_name -> blendplane.agent.v1.OperationCall
-	13, // 3: blendplane.agent.v1.OperationCall.args:type_name -> google.protobuf.Struct
-	14, // 4: blendplane.agent.v1.OperationCall.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	15, // 5: blendplane.agent.v1.ExecuteResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	15, // 6: blendplane.agent.v1.RollbackResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	0,  // 7: blendplane.agent.v1.AgentService.Describe:input_type -> blendplane.agent.v1.DescribeRequest
-	2,  // 8: blendplane.agent.v1.AgentService.OpenSession:input_type -> blendplane.agent.v1.OpenSessionRequest
-	4,  // 9: blendplane.agent.v1.AgentService.Execute:input_type -> blendplane.agent.v1.ExecuteRequest
-	7,  // 10: blendplane.agent.v1.AgentService.Rollback:input_type -> blendplane.agent.v1.RollbackRequest
-	9,  // 11: blendplane.agent.v1.AgentService.CloseSession:input_type -> blendplane.agent.v1.CloseSessionRequest
-	1,  // 12: blendplane.agent.v1.AgentService.Describe:output_type -> blendplane.agent.v1.DescribeResponse
-	3,  // 13: blendplane.agent.v1.AgentService.OpenSession:output_type -> blendplane.agent.v1.OpenSessionResponse
-	6,  // 14: blendplane.agent.v1.AgentService.Execute:output_type -> blendplane.agent.v1.ExecuteResponse
-	8,  // 15: blendplane.agent.v1.AgentService.Rollback:output_type -> blendplane.agent.v1.RollbackResponse
-	10, // 16: blendplane.agent.v1.AgentService.CloseSession:output_type -> blendplane.agent.v1.CloseSessionResponse
-	12, // [12:17] is the sub-list for method output_type
-	7,  // [7:12] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	13, // 0: blendplane.agent.v1.DescribeResponse.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	14, // 1: blendplane.agent.v1.DescribeResponse.resources:type_name -> blendplane.controlplane.v1.Resources
+	15, // 2: blendplane.agent.v1.OpenSessionResponse.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	5,  // 3: blendplane.agent.v1.ExecuteRequest.operations:type_name -> blendplane.agent.v1.OperationCall
+	16, // 4: blendplane.agent.v1.OperationCall.args:type_name -> google.protobuf.Struct
+	17, // 5: blendplane.agent.v1.OperationCall.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	18, // 6: blendplane.agent.v1.ExecuteResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	19, // 7: blendplane.agent.v1.ExecuteResponse.progress:type_name -> blendplane.controlplane.v1.Progress
+	18, // 8: blendplane.agent.v1.RollbackResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	0,  // 9: blendplane.agent.v1.AgentService.Describe:input_type -> blendplane.agent.v1.DescribeRequest
+	2,  // 10: blendplane.agent.v1.AgentService.OpenSession:input_type -> blendplane.agent.v1.OpenSessionRequest
+	4,  // 11: blendplane.agent.v1.AgentService.Execute:input_type -> blendplane.agent.v1.ExecuteRequest
+	7,  // 12: blendplane.agent.v1.AgentService.Rollback:input_type -> blendplane.agent.v1.RollbackRequest
+	9,  // 13: blendplane.agent.v1.AgentService.Cancel:input_type -> blendplane.agent.v1.CancelRequest
+	11, // 14: blendplane.agent.v1.AgentService.CloseSession:input_type -> blendplane.agent.v1.CloseSessionRequest
+	1,  // 15: blendplane.agent.v1.AgentService.Describe:output_type -> blendplane.agent.v1.DescribeResponse
+	3,  // 16: blendplane.agent.v1.AgentService.OpenSession:output_type -> blendplane.agent.v1.OpenSessionResponse
+	6,  // 17: blendplane.agent.v1.AgentService.Execute:output_type -> blendplane.agent.v1.ExecuteResponse
+	8,  // 18: blendplane.agent.v1.AgentService.Rollback:output_type -> blendplane.agent.v1.RollbackResponse
+	10, // 19: blendplane.agent.v1.AgentService.Cancel:output_type -> blendplane.agent.v1.CancelResponse
+	12, // 20: blendplane.agent.v1.AgentService.CloseSession:output_type -> blendplane.agent.v1.CloseSessionResponse
+	15, // [15:21] is the sub-list for method output_type
+	9,  // [9:15] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_agent_v1_agent_proto_init() }
@@ -727,13 +901,17 @@ func file_blendplane_agent_v1_agent_proto_init() {
 	if File_blendplane_agent_v1_agent_proto != nil {
 		return
 	}
+	file_blendplane_agent_v1_agent_proto_msgTypes[6].OneofWrappers = []any{
+		(*ExecuteResponse_Receipt)(nil),
+		(*ExecuteResponse_Progress)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_agent_v1_agent_proto_rawDesc), len(file_blendplane_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const (
 	AgentService_OpenSession_FullMethodName  = "/blendplane.agent.v1.AgentService/OpenSession"
 	AgentService_Execute_FullMethodName      = "/blendplane.agent.v1.AgentService/Execute"
 	AgentService_Rollback_FullMethodName     = "/blendplane.agent.v1.AgentService/Rollback"
+	AgentService_Cancel_FullMethodName       = "/blendplane.agent.v1.AgentService/Cancel"
 	AgentService_CloseSession_FullMethodName = "/blendplane.agent.v1.AgentService/CloseSession"
 )
 
@@ -50,6 +51,11 @@ type AgentServiceClient interface {
 	// session is restored to its last consistent state and the call fails with
 	// ErrorInfo reason ROLLBACK_FAILED.
 	Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RollbackResponse], error)
+	// Cancel interrupts a plan's batch running in a session: the running
+	// operation is stopped (its effect discarded; Blender is restarted from
+	// the journal if it had to be stopped), and Execute ends after a NOT_RUN
+	// receipt with error code CANCELLED for it.
+	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 	// CloseSession stops the session's Blender process.
 	CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error)
 }
@@ -120,6 +126,16 @@ func (c *agentServiceClient) Rollback(ctx context.Context, in *RollbackRequest, 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_RollbackClient = grpc.ServerStreamingClient[RollbackResponse]
 
+func (c *agentServiceClient) Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelResponse)
+	err := c.cc.Invoke(ctx, AgentService_Cancel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentServiceClient) CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CloseSessionResponse)
@@ -154,6 +170,11 @@ type AgentServiceServer interface {
 	// session is restored to its last consistent state and the call fails with
 	// ErrorInfo reason ROLLBACK_FAILED.
 	Rollback(*RollbackRequest, grpc.ServerStreamingServer[RollbackResponse]) error
+	// Cancel interrupts a plan's batch running in a session: the running
+	// operation is stopped (its effect discarded; Blender is restarted from
+	// the journal if it had to be stopped), and Execute ends after a NOT_RUN
+	// receipt with error code CANCELLED for it.
+	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	// CloseSession stops the session's Blender process.
 	CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
@@ -177,6 +198,9 @@ func (UnimplementedAgentServiceServer) Execute(*ExecuteRequest, grpc.ServerStrea
 }
 func (UnimplementedAgentServiceServer) Rollback(*RollbackRequest, grpc.ServerStreamingServer[RollbackResponse]) error {
 	return status.Error(codes.Unimplemented, "method Rollback not implemented")
+}
+func (UnimplementedAgentServiceServer) Cancel(context.Context, *CancelRequest) (*CancelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
 }
 func (UnimplementedAgentServiceServer) CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CloseSession not implemented")
@@ -260,6 +284,24 @@ func _AgentService_Rollback_Handler(srv interface{}, stream grpc.ServerStream) e
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_RollbackServer = grpc.ServerStreamingServer[RollbackResponse]
 
+func _AgentService_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).Cancel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_Cancel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).Cancel(ctx, req.(*CancelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentService_CloseSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CloseSessionRequest)
 	if err := dec(in); err != nil {
@@ -292,6 +334,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "OpenSession",
 			Handler:    _AgentService_OpenSession_Handler,
+		},
+		{
+			MethodName: "Cancel",
+			Handler:    _AgentService_Cancel_Handler,
 		},
 		{
 			MethodName: "CloseSession",

@@ -92,6 +92,8 @@ const (
 	Plan_STATE_RUNNING   Plan_State = 3
 	Plan_STATE_SUCCEEDED Plan_State = 4
 	Plan_STATE_FAILED    Plan_State = 5
+	// Stopped by CancelPlan.
+	Plan_STATE_CANCELLED Plan_State = 6
 )
 
 // Enum value maps for Plan_State.
@@ -103,6 +105,7 @@ var (
 		3: "STATE_RUNNING",
 		4: "STATE_SUCCEEDED",
 		5: "STATE_FAILED",
+		6: "STATE_CANCELLED",
 	}
 	Plan_State_value = map[string]int32{
 		"STATE_UNSPECIFIED": 0,
@@ -111,6 +114,7 @@ var (
 		"STATE_RUNNING":     3,
 		"STATE_SUCCEEDED":   4,
 		"STATE_FAILED":      5,
+		"STATE_CANCELLED":   6,
 	}
 )
 
@@ -138,7 +142,7 @@ func (x Plan_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Plan_State.Descriptor instead.
 func (Plan_State) EnumDescriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{10, 0}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{14, 0}
 }
 
 // Outcome of an operation.
@@ -198,7 +202,7 @@ func (x Receipt_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Receipt_Status.Descriptor instead.
 func (Receipt_Status) EnumDescriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{13, 0}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{18, 0}
 }
 
 // Action to take on the operation.
@@ -254,7 +258,7 @@ func (x RepairStep_Action) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RepairStep_Action.Descriptor instead.
 func (RepairStep_Action) EnumDescriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16, 0}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21, 0}
 }
 
 // State of an agent as the control plane sees it.
@@ -306,7 +310,7 @@ func (x Agent_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Agent_State.Descriptor instead.
 func (Agent_State) EnumDescriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{25, 0}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{37, 0}
 }
 
 type NegotiateRequest struct {
@@ -314,8 +318,21 @@ type NegotiateRequest struct {
 	// Version of the session contract the client speaks. Only "1.0.0" exists.
 	ContractVersion string       `protobuf:"bytes,1,opt,name=contract_version,json=contractVersion,proto3" json:"contract_version,omitempty"`
 	HostProfile     *HostProfile `protobuf:"bytes,2,opt,name=host_profile,json=hostProfile,proto3" json:"host_profile,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Blender versions the client accepts, e.g. ">=4.2", ">=3.4,<4.0"; empty:
+	// any. The session goes to a runtime in the range, or is refused.
+	BlenderVersionRange string `protobuf:"bytes,3,opt,name=blender_version_range,json=blenderVersionRange,proto3" json:"blender_version_range,omitempty"`
+	// If set, the session must use exactly this tool registry.
+	ToolRegistryRef *ToolRegistryRef `protobuf:"bytes,4,opt,name=tool_registry_ref,json=toolRegistryRef,proto3" json:"tool_registry_ref,omitempty"`
+	// If set, the session must use exactly this macro registry.
+	MacroRegistryRef *MacroRegistryRef `protobuf:"bytes,5,opt,name=macro_registry_ref,json=macroRegistryRef,proto3" json:"macro_registry_ref,omitempty"`
+	// What the client needs; a need that cannot be met is refused.
+	Constraints *Constraints `protobuf:"bytes,6,opt,name=constraints,proto3" json:"constraints,omitempty"`
+	// What the client proposes; the control plane may tighten these.
+	Limits *Limits `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
+	// Audit the client asks for.
+	Audit         *AuditPolicy `protobuf:"bytes,8,opt,name=audit,proto3" json:"audit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NegotiateRequest) Reset() {
@@ -358,6 +375,48 @@ func (x *NegotiateRequest) GetContractVersion() string {
 func (x *NegotiateRequest) GetHostProfile() *HostProfile {
 	if x != nil {
 		return x.HostProfile
+	}
+	return nil
+}
+
+func (x *NegotiateRequest) GetBlenderVersionRange() string {
+	if x != nil {
+		return x.BlenderVersionRange
+	}
+	return ""
+}
+
+func (x *NegotiateRequest) GetToolRegistryRef() *ToolRegistryRef {
+	if x != nil {
+		return x.ToolRegistryRef
+	}
+	return nil
+}
+
+func (x *NegotiateRequest) GetMacroRegistryRef() *MacroRegistryRef {
+	if x != nil {
+		return x.MacroRegistryRef
+	}
+	return nil
+}
+
+func (x *NegotiateRequest) GetConstraints() *Constraints {
+	if x != nil {
+		return x.Constraints
+	}
+	return nil
+}
+
+func (x *NegotiateRequest) GetLimits() *Limits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *NegotiateRequest) GetAudit() *AuditPolicy {
+	if x != nil {
+		return x.Audit
 	}
 	return nil
 }
@@ -413,8 +472,10 @@ type HostProfile struct {
 	ClientVersion string                 `protobuf:"bytes,2,opt,name=client_version,json=clientVersion,proto3" json:"client_version,omitempty"`
 	Capabilities  []string               `protobuf:"bytes,3,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	FeatureFlags  []string               `protobuf:"bytes,4,rep,name=feature_flags,json=featureFlags,proto3" json:"feature_flags,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Tool versions the client can call, as "name@version"; empty: any.
+	SupportedToolVersions []string `protobuf:"bytes,5,rep,name=supported_tool_versions,json=supportedToolVersions,proto3" json:"supported_tool_versions,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *HostProfile) Reset() {
@@ -471,6 +532,13 @@ func (x *HostProfile) GetCapabilities() []string {
 func (x *HostProfile) GetFeatureFlags() []string {
 	if x != nil {
 		return x.FeatureFlags
+	}
+	return nil
+}
+
+func (x *HostProfile) GetSupportedToolVersions() []string {
+	if x != nil {
+		return x.SupportedToolVersions
 	}
 	return nil
 }
@@ -620,6 +688,276 @@ func (x *ToolRegistryRef) GetFingerprint() string {
 	return ""
 }
 
+// MacroRegistryRef addresses an immutable macro registry.
+type MacroRegistryRef struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// SHA-256 of the registry's canonical form.
+	Fingerprint   string `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MacroRegistryRef) Reset() {
+	*x = MacroRegistryRef{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MacroRegistryRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MacroRegistryRef) ProtoMessage() {}
+
+func (x *MacroRegistryRef) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MacroRegistryRef.ProtoReflect.Descriptor instead.
+func (*MacroRegistryRef) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MacroRegistryRef) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *MacroRegistryRef) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+// Constraints are resource ceilings and safety rails of a session.
+type Constraints struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Memory the session's Blender may use, in MiB (0: the agent's default).
+	MaxMemoryMib int64 `protobuf:"varint,1,opt,name=max_memory_mib,json=maxMemoryMib,proto3" json:"max_memory_mib,omitempty"`
+	// Time budget of one tool call, in milliseconds (0: the default).
+	ToolTimeBudgetMs int64 `protobuf:"varint,2,opt,name=tool_time_budget_ms,json=toolTimeBudgetMs,proto3" json:"tool_time_budget_ms,omitempty"`
+	// Disk for the session's files (renders, exports, checkpoints), in MiB.
+	TempStorageMib int64 `protobuf:"varint,3,opt,name=temp_storage_mib,json=tempStorageMib,proto3" json:"temp_storage_mib,omitempty"`
+	// Safety rails in force, e.g. "sandboxed_paths", "no_ui", "no_unsafe_ops".
+	SafetyRails   []string `protobuf:"bytes,4,rep,name=safety_rails,json=safetyRails,proto3" json:"safety_rails,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Constraints) Reset() {
+	*x = Constraints{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Constraints) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Constraints) ProtoMessage() {}
+
+func (x *Constraints) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Constraints.ProtoReflect.Descriptor instead.
+func (*Constraints) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Constraints) GetMaxMemoryMib() int64 {
+	if x != nil {
+		return x.MaxMemoryMib
+	}
+	return 0
+}
+
+func (x *Constraints) GetToolTimeBudgetMs() int64 {
+	if x != nil {
+		return x.ToolTimeBudgetMs
+	}
+	return 0
+}
+
+func (x *Constraints) GetTempStorageMib() int64 {
+	if x != nil {
+		return x.TempStorageMib
+	}
+	return 0
+}
+
+func (x *Constraints) GetSafetyRails() []string {
+	if x != nil {
+		return x.SafetyRails
+	}
+	return nil
+}
+
+// Capabilities are what a session can use.
+type Capabilities struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tools of the registry the session may call (headless ones).
+	Tools              []string `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	Macros             bool     `protobuf:"varint,2,opt,name=macros,proto3" json:"macros,omitempty"`
+	VersionNegotiation bool     `protobuf:"varint,3,opt,name=version_negotiation,json=versionNegotiation,proto3" json:"version_negotiation,omitempty"`
+	AuditLog           bool     `protobuf:"varint,4,opt,name=audit_log,json=auditLog,proto3" json:"audit_log,omitempty"`
+	// Feature flags agreed on: the requested ones this control plane supports.
+	FeatureFlags  []string `protobuf:"bytes,5,rep,name=feature_flags,json=featureFlags,proto3" json:"feature_flags,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Capabilities) Reset() {
+	*x = Capabilities{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Capabilities) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Capabilities) ProtoMessage() {}
+
+func (x *Capabilities) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Capabilities.ProtoReflect.Descriptor instead.
+func (*Capabilities) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Capabilities) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *Capabilities) GetMacros() bool {
+	if x != nil {
+		return x.Macros
+	}
+	return false
+}
+
+func (x *Capabilities) GetVersionNegotiation() bool {
+	if x != nil {
+		return x.VersionNegotiation
+	}
+	return false
+}
+
+func (x *Capabilities) GetAuditLog() bool {
+	if x != nil {
+		return x.AuditLog
+	}
+	return false
+}
+
+func (x *Capabilities) GetFeatureFlags() []string {
+	if x != nil {
+		return x.FeatureFlags
+	}
+	return nil
+}
+
+// AuditPolicy says what is audited and how.
+type AuditPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "minimal" (the seed's minimum fields) or "full" (plus results).
+	Verbosity string `protobuf:"bytes,1,opt,name=verbosity,proto3" json:"verbosity,omitempty"`
+	// Fields left out of audit records and logs, e.g. "args".
+	Redact []string `protobuf:"bytes,2,rep,name=redact,proto3" json:"redact,omitempty"`
+	// Where audit records go; "controlplane" is the built-in log.
+	Sinks         []string `protobuf:"bytes,3,rep,name=sinks,proto3" json:"sinks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditPolicy) Reset() {
+	*x = AuditPolicy{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditPolicy) ProtoMessage() {}
+
+func (x *AuditPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditPolicy.ProtoReflect.Descriptor instead.
+func (*AuditPolicy) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AuditPolicy) GetVerbosity() string {
+	if x != nil {
+		return x.Verbosity
+	}
+	return ""
+}
+
+func (x *AuditPolicy) GetRedact() []string {
+	if x != nil {
+		return x.Redact
+	}
+	return nil
+}
+
+func (x *AuditPolicy) GetSinks() []string {
+	if x != nil {
+		return x.Sinks
+	}
+	return nil
+}
+
 // SessionContract is the agreement a session runs under.
 type SessionContract struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -634,15 +972,22 @@ type SessionContract struct {
 	BaselineSceneHash string  `protobuf:"bytes,7,opt,name=baseline_scene_hash,json=baselineSceneHash,proto3" json:"baseline_scene_hash,omitempty"`
 	Limits            *Limits `protobuf:"bytes,8,opt,name=limits,proto3" json:"limits,omitempty"`
 	// Headless first: a session never needs a UI.
-	UiOptional    bool                   `protobuf:"varint,9,opt,name=ui_optional,json=uiOptional,proto3" json:"ui_optional,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UiOptional       bool                   `protobuf:"varint,9,opt,name=ui_optional,json=uiOptional,proto3" json:"ui_optional,omitempty"`
+	CreateTime       *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	Capabilities     *Capabilities          `protobuf:"bytes,11,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
+	Constraints      *Constraints           `protobuf:"bytes,12,opt,name=constraints,proto3" json:"constraints,omitempty"`
+	MacroRegistryRef *MacroRegistryRef      `protobuf:"bytes,13,opt,name=macro_registry_ref,json=macroRegistryRef,proto3" json:"macro_registry_ref,omitempty"`
+	Audit            *AuditPolicy           `protobuf:"bytes,14,opt,name=audit,proto3" json:"audit,omitempty"`
+	// Immutable identifiers of the contract's artifacts: "tool_registry",
+	// "macro_registry", "schemas" (of the tools' input schemas) and "contract".
+	Fingerprints  map[string]string `protobuf:"bytes,15,rep,name=fingerprints,proto3" json:"fingerprints,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionContract) Reset() {
 	*x = SessionContract{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[5]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +999,7 @@ func (x *SessionContract) String() string {
 func (*SessionContract) ProtoMessage() {}
 
 func (x *SessionContract) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[5]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +1012,7 @@ func (x *SessionContract) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionContract.ProtoReflect.Descriptor instead.
 func (*SessionContract) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{5}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SessionContract) GetSessionId() string {
@@ -740,6 +1085,41 @@ func (x *SessionContract) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *SessionContract) GetCapabilities() *Capabilities {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
+func (x *SessionContract) GetConstraints() *Constraints {
+	if x != nil {
+		return x.Constraints
+	}
+	return nil
+}
+
+func (x *SessionContract) GetMacroRegistryRef() *MacroRegistryRef {
+	if x != nil {
+		return x.MacroRegistryRef
+	}
+	return nil
+}
+
+func (x *SessionContract) GetAudit() *AuditPolicy {
+	if x != nil {
+		return x.Audit
+	}
+	return nil
+}
+
+func (x *SessionContract) GetFingerprints() map[string]string {
+	if x != nil {
+		return x.Fingerprints
+	}
+	return nil
+}
+
 // Limits bound what a session accepts.
 type Limits struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -757,7 +1137,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[6]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +1149,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[6]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +1162,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{6}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Limits) GetMaxOperationsPerPlan() int32 {
@@ -832,7 +1212,7 @@ type Operation struct {
 
 func (x *Operation) Reset() {
 	*x = Operation{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[7]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +1224,7 @@ func (x *Operation) String() string {
 func (*Operation) ProtoMessage() {}
 
 func (x *Operation) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[7]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +1237,7 @@ func (x *Operation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operation.ProtoReflect.Descriptor instead.
 func (*Operation) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{7}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Operation) GetOperationId() string {
@@ -911,7 +1291,7 @@ type SubmitPlanRequest struct {
 
 func (x *SubmitPlanRequest) Reset() {
 	*x = SubmitPlanRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[8]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1303,7 @@ func (x *SubmitPlanRequest) String() string {
 func (*SubmitPlanRequest) ProtoMessage() {}
 
 func (x *SubmitPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[8]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1316,7 @@ func (x *SubmitPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitPlanRequest.ProtoReflect.Descriptor instead.
 func (*SubmitPlanRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{8}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubmitPlanRequest) GetSessionId() string {
@@ -983,7 +1363,7 @@ type SubmitPlanResponse struct {
 
 func (x *SubmitPlanResponse) Reset() {
 	*x = SubmitPlanResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[9]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1375,7 @@ func (x *SubmitPlanResponse) String() string {
 func (*SubmitPlanResponse) ProtoMessage() {}
 
 func (x *SubmitPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[9]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1388,7 @@ func (x *SubmitPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitPlanResponse.ProtoReflect.Descriptor instead.
 func (*SubmitPlanResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{9}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SubmitPlanResponse) GetPlan() *Plan {
@@ -1041,7 +1421,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[10]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1433,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[10]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1446,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{10}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Plan) GetRequestId() string {
@@ -1150,7 +1530,7 @@ type StreamReceiptsRequest struct {
 
 func (x *StreamReceiptsRequest) Reset() {
 	*x = StreamReceiptsRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[11]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1542,7 @@ func (x *StreamReceiptsRequest) String() string {
 func (*StreamReceiptsRequest) ProtoMessage() {}
 
 func (x *StreamReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[11]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1555,7 @@ func (x *StreamReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*StreamReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{11}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StreamReceiptsRequest) GetRequestId() string {
@@ -1193,15 +1573,19 @@ func (x *StreamReceiptsRequest) GetStartSequence() int64 {
 }
 
 type StreamReceiptsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Receipt       *Receipt               `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*StreamReceiptsResponse_Receipt
+	//	*StreamReceiptsResponse_Progress
+	Event         isStreamReceiptsResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StreamReceiptsResponse) Reset() {
 	*x = StreamReceiptsResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[12]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1597,7 @@ func (x *StreamReceiptsResponse) String() string {
 func (*StreamReceiptsResponse) ProtoMessage() {}
 
 func (x *StreamReceiptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[12]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,12 +1610,120 @@ func (x *StreamReceiptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamReceiptsResponse.ProtoReflect.Descriptor instead.
 func (*StreamReceiptsResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{12}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *StreamReceiptsResponse) GetEvent() isStreamReceiptsResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
 }
 
 func (x *StreamReceiptsResponse) GetReceipt() *Receipt {
 	if x != nil {
-		return x.Receipt
+		if x, ok := x.Event.(*StreamReceiptsResponse_Receipt); ok {
+			return x.Receipt
+		}
+	}
+	return nil
+}
+
+func (x *StreamReceiptsResponse) GetProgress() *Progress {
+	if x != nil {
+		if x, ok := x.Event.(*StreamReceiptsResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+type isStreamReceiptsResponse_Event interface {
+	isStreamReceiptsResponse_Event()
+}
+
+type StreamReceiptsResponse_Receipt struct {
+	// A committed receipt.
+	Receipt *Receipt `protobuf:"bytes,1,opt,name=receipt,proto3,oneof"`
+}
+
+type StreamReceiptsResponse_Progress struct {
+	// Progress of the running operation (e.g. frames of render.animation);
+	// live only, never stored or replayed.
+	Progress *Progress `protobuf:"bytes,2,opt,name=progress,proto3,oneof"`
+}
+
+func (*StreamReceiptsResponse_Receipt) isStreamReceiptsResponse_Event() {}
+
+func (*StreamReceiptsResponse_Progress) isStreamReceiptsResponse_Event() {}
+
+// Progress of a running operation.
+type Progress struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	OperationId string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// Units done and in all, e.g. frames.
+	Done  int64 `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`
+	Total int64 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
+	// Tool-specific detail.
+	Detail        *structpb.Struct `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Progress) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *Progress) GetDone() int64 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+func (x *Progress) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *Progress) GetDetail() *structpb.Struct {
+	if x != nil {
+		return x.Detail
 	}
 	return nil
 }
@@ -1267,7 +1759,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[13]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1771,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[13]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1784,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{13}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Receipt) GetSequence() int64 {
@@ -1421,7 +1913,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[14]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1925,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[14]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1938,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{14}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Failure) GetErrorCode() string {
@@ -1505,7 +1997,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[15]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +2009,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[15]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +2022,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Checkpoint) GetPath() string {
@@ -1565,7 +2057,7 @@ type RepairStep struct {
 
 func (x *RepairStep) Reset() {
 	*x = RepairStep{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[16]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +2069,7 @@ func (x *RepairStep) String() string {
 func (*RepairStep) ProtoMessage() {}
 
 func (x *RepairStep) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[16]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +2082,7 @@ func (x *RepairStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairStep.ProtoReflect.Descriptor instead.
 func (*RepairStep) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RepairStep) GetOperationId() string {
@@ -1617,7 +2109,7 @@ type RepairPlan struct {
 
 func (x *RepairPlan) Reset() {
 	*x = RepairPlan{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[17]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +2121,7 @@ func (x *RepairPlan) String() string {
 func (*RepairPlan) ProtoMessage() {}
 
 func (x *RepairPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[17]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +2134,7 @@ func (x *RepairPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairPlan.ProtoReflect.Descriptor instead.
 func (*RepairPlan) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{17}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RepairPlan) GetSteps() []*RepairStep {
@@ -1661,7 +2153,7 @@ type GetPlanRequest struct {
 
 func (x *GetPlanRequest) Reset() {
 	*x = GetPlanRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[18]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +2165,7 @@ func (x *GetPlanRequest) String() string {
 func (*GetPlanRequest) ProtoMessage() {}
 
 func (x *GetPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[18]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +2178,7 @@ func (x *GetPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanRequest.ProtoReflect.Descriptor instead.
 func (*GetPlanRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{18}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetPlanRequest) GetRequestId() string {
@@ -1705,7 +2197,7 @@ type GetPlanResponse struct {
 
 func (x *GetPlanResponse) Reset() {
 	*x = GetPlanResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[19]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +2209,7 @@ func (x *GetPlanResponse) String() string {
 func (*GetPlanResponse) ProtoMessage() {}
 
 func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[19]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +2222,7 @@ func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanResponse.ProtoReflect.Descriptor instead.
 func (*GetPlanResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{19}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetPlanResponse) GetPlan() *Plan {
@@ -1738,6 +2230,387 @@ func (x *GetPlanResponse) GetPlan() *Plan {
 		return x.Plan
 	}
 	return nil
+}
+
+type CancelPlanRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelPlanRequest) Reset() {
+	*x = CancelPlanRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelPlanRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelPlanRequest) ProtoMessage() {}
+
+func (x *CancelPlanRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelPlanRequest.ProtoReflect.Descriptor instead.
+func (*CancelPlanRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CancelPlanRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type CancelPlanResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Plan          *Plan                  `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelPlanResponse) Reset() {
+	*x = CancelPlanResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelPlanResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelPlanResponse) ProtoMessage() {}
+
+func (x *CancelPlanResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelPlanResponse.ProtoReflect.Descriptor instead.
+func (*CancelPlanResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CancelPlanResponse) GetPlan() *Plan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+type ListToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session whose registry to list; or, if empty, runtime_id.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// A runtime of a registered agent; both empty: the first ready runtime.
+	RuntimeId     string `protobuf:"bytes,2,opt,name=runtime_id,json=runtimeId,proto3" json:"runtime_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolsRequest) Reset() {
+	*x = ListToolsRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolsRequest) ProtoMessage() {}
+
+func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
+func (*ListToolsRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListToolsRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ListToolsRequest) GetRuntimeId() string {
+	if x != nil {
+		return x.RuntimeId
+	}
+	return ""
+}
+
+type ListToolsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RegistryRef   *ToolRegistryRef       `protobuf:"bytes,1,opt,name=registry_ref,json=registryRef,proto3" json:"registry_ref,omitempty"`
+	Tools         []*ToolDefinition      `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolsResponse) Reset() {
+	*x = ListToolsResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolsResponse) ProtoMessage() {}
+
+func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
+func (*ListToolsResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListToolsResponse) GetRegistryRef() *ToolRegistryRef {
+	if x != nil {
+		return x.RegistryRef
+	}
+	return nil
+}
+
+func (x *ListToolsResponse) GetTools() []*ToolDefinition {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+type ListMacrosRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMacrosRequest) Reset() {
+	*x = ListMacrosRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMacrosRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMacrosRequest) ProtoMessage() {}
+
+func (x *ListMacrosRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMacrosRequest.ProtoReflect.Descriptor instead.
+func (*ListMacrosRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{29}
+}
+
+type ListMacrosResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RegistryRef   *MacroRegistryRef      `protobuf:"bytes,1,opt,name=registry_ref,json=registryRef,proto3" json:"registry_ref,omitempty"`
+	Macros        []*MacroDefinition     `protobuf:"bytes,2,rep,name=macros,proto3" json:"macros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMacrosResponse) Reset() {
+	*x = ListMacrosResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMacrosResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMacrosResponse) ProtoMessage() {}
+
+func (x *ListMacrosResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMacrosResponse.ProtoReflect.Descriptor instead.
+func (*ListMacrosResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListMacrosResponse) GetRegistryRef() *MacroRegistryRef {
+	if x != nil {
+		return x.RegistryRef
+	}
+	return nil
+}
+
+func (x *ListMacrosResponse) GetMacros() []*MacroDefinition {
+	if x != nil {
+		return x.Macros
+	}
+	return nil
+}
+
+// MacroDefinition is a named, versioned sub-plan. A plan operation whose
+// tool_name is a macro's name is expanded into the macro's operations, with
+// ids "<operation_id>:<step>", before validation.
+type MacroDefinition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Dotted, in the "macro." namespace, e.g. "macro.three_point_lighting".
+	Name        string           `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Version     string           `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Description string           `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	InputSchema *structpb.Struct `protobuf:"bytes,4,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	// Args that work, to copy from.
+	ExampleArgs *structpb.Struct `protobuf:"bytes,5,opt,name=example_args,json=exampleArgs,proto3" json:"example_args,omitempty"`
+	// Tools the expansion uses.
+	Tools []string `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
+	// SHA-256 of the macro's canonical form.
+	Fingerprint   string `protobuf:"bytes,7,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MacroDefinition) Reset() {
+	*x = MacroDefinition{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MacroDefinition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MacroDefinition) ProtoMessage() {}
+
+func (x *MacroDefinition) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MacroDefinition.ProtoReflect.Descriptor instead.
+func (*MacroDefinition) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *MacroDefinition) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MacroDefinition) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *MacroDefinition) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *MacroDefinition) GetInputSchema() *structpb.Struct {
+	if x != nil {
+		return x.InputSchema
+	}
+	return nil
+}
+
+func (x *MacroDefinition) GetExampleArgs() *structpb.Struct {
+	if x != nil {
+		return x.ExampleArgs
+	}
+	return nil
+}
+
+func (x *MacroDefinition) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *MacroDefinition) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
 }
 
 type ListAuditRecordsRequest struct {
@@ -1754,7 +2627,7 @@ type ListAuditRecordsRequest struct {
 
 func (x *ListAuditRecordsRequest) Reset() {
 	*x = ListAuditRecordsRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[20]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +2639,7 @@ func (x *ListAuditRecordsRequest) String() string {
 func (*ListAuditRecordsRequest) ProtoMessage() {}
 
 func (x *ListAuditRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[20]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +2652,7 @@ func (x *ListAuditRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRecordsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{20}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListAuditRecordsRequest) GetRequestId() string {
@@ -1814,7 +2687,7 @@ type ListAuditRecordsResponse struct {
 
 func (x *ListAuditRecordsResponse) Reset() {
 	*x = ListAuditRecordsResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[21]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +2699,7 @@ func (x *ListAuditRecordsResponse) String() string {
 func (*ListAuditRecordsResponse) ProtoMessage() {}
 
 func (x *ListAuditRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[21]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +2712,7 @@ func (x *ListAuditRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRecordsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListAuditRecordsResponse) GetAuditRecords() []*AuditRecord {
@@ -1883,7 +2756,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[22]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2768,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[22]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2781,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{22}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AuditRecord) GetTimestamp() *timestamppb.Timestamp {
@@ -2010,7 +2883,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[23]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2895,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[23]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2908,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{23}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{35}
 }
 
 type ListAgentsResponse struct {
@@ -2047,7 +2920,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[24]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2932,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[24]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2945,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{24}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*Agent {
@@ -2094,13 +2967,14 @@ type Agent struct {
 	// Sessions currently open on the agent.
 	SessionCount  int32                  `protobuf:"varint,6,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
 	LastSeenTime  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
+	Resources     *Resources             `protobuf:"bytes,8,opt,name=resources,proto3" json:"resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[25]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2986,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[25]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2999,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{25}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Agent) GetAgentId() string {
@@ -2177,6 +3051,13 @@ func (x *Agent) GetLastSeenTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Agent) GetResources() *Resources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
 // Runtime is one Blender an agent can run sessions in.
 type Runtime struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2190,7 +3071,7 @@ type Runtime struct {
 
 func (x *Runtime) Reset() {
 	*x = Runtime{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[26]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +3083,7 @@ func (x *Runtime) String() string {
 func (*Runtime) ProtoMessage() {}
 
 func (x *Runtime) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[26]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +3096,7 @@ func (x *Runtime) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Runtime.ProtoReflect.Descriptor instead.
 func (*Runtime) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{26}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Runtime) GetRuntimeId() string {
@@ -2252,7 +3133,7 @@ type ToolRegistry struct {
 
 func (x *ToolRegistry) Reset() {
 	*x = ToolRegistry{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[27]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +3145,7 @@ func (x *ToolRegistry) String() string {
 func (*ToolRegistry) ProtoMessage() {}
 
 func (x *ToolRegistry) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[27]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +3158,7 @@ func (x *ToolRegistry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRegistry.ProtoReflect.Descriptor instead.
 func (*ToolRegistry) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{27}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ToolRegistry) GetVersion() string {
@@ -2311,6 +3192,14 @@ type ToolDefinition struct {
 	// JSON Schema (draft 2020-12) of the tool's args.
 	InputSchema *structpb.Struct `protobuf:"bytes,4,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
 	SafetyLevel SafetyLevel      `protobuf:"varint,5,opt,name=safety_level,json=safetyLevel,proto3,enum=blendplane.controlplane.v1.SafetyLevel" json:"safety_level,omitempty"`
+	// "headless_safe", "ui_assisted" (needs a UI: refused headless) or
+	// "unsafe_ops" (needs the negotiated "unsafe_ops" feature flag).
+	SafetyMode string `protobuf:"bytes,8,opt,name=safety_mode,json=safetyMode,proto3" json:"safety_mode,omitempty"`
+	// "idempotent" (same args twice, same state), "keyed" (retried safely
+	// only through the idempotency key) or "read_only".
+	IdempotenceClass string `protobuf:"bytes,9,opt,name=idempotence_class,json=idempotenceClass,proto3" json:"idempotence_class,omitempty"`
+	// Blender versions the tool works with, e.g. ">=3.4".
+	BlenderVersions string `protobuf:"bytes,10,opt,name=blender_versions,json=blenderVersions,proto3" json:"blender_versions,omitempty"`
 	// "deterministic", or "seeded" (the seed is an arg and is in the result).
 	DeterminismClass string `protobuf:"bytes,6,opt,name=determinism_class,json=determinismClass,proto3" json:"determinism_class,omitempty"`
 	// How a call is undone: "compensation" (an action computed before it
@@ -2322,7 +3211,7 @@ type ToolDefinition struct {
 
 func (x *ToolDefinition) Reset() {
 	*x = ToolDefinition{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[28]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2334,7 +3223,7 @@ func (x *ToolDefinition) String() string {
 func (*ToolDefinition) ProtoMessage() {}
 
 func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[28]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2347,7 +3236,7 @@ func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
 func (*ToolDefinition) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{28}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ToolDefinition) GetName() string {
@@ -2385,6 +3274,27 @@ func (x *ToolDefinition) GetSafetyLevel() SafetyLevel {
 	return SafetyLevel_SAFETY_LEVEL_UNSPECIFIED
 }
 
+func (x *ToolDefinition) GetSafetyMode() string {
+	if x != nil {
+		return x.SafetyMode
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetIdempotenceClass() string {
+	if x != nil {
+		return x.IdempotenceClass
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetBlenderVersions() string {
+	if x != nil {
+		return x.BlenderVersions
+	}
+	return ""
+}
+
 func (x *ToolDefinition) GetDeterminismClass() string {
 	if x != nil {
 		return x.DeterminismClass
@@ -2399,6 +3309,59 @@ func (x *ToolDefinition) GetRollbackMethod() string {
 	return ""
 }
 
+// Resources an agent offers its sessions.
+type Resources struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	MemoryMib      int64                  `protobuf:"varint,1,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	TempStorageMib int64                  `protobuf:"varint,2,opt,name=temp_storage_mib,json=tempStorageMib,proto3" json:"temp_storage_mib,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Resources) Reset() {
+	*x = Resources{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resources) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resources) ProtoMessage() {}
+
+func (x *Resources) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resources.ProtoReflect.Descriptor instead.
+func (*Resources) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *Resources) GetMemoryMib() int64 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+func (x *Resources) GetTempStorageMib() int64 {
+	if x != nil {
+		return x.TempStorageMib
+	}
+	return 0
+}
+
 type RegisterAgentRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	AgentId string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
@@ -2407,13 +3370,14 @@ type RegisterAgentRequest struct {
 	Hostname      string     `protobuf:"bytes,3,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	Runtimes      []*Runtime `protobuf:"bytes,4,rep,name=runtimes,proto3" json:"runtimes,omitempty"`
 	SessionCount  int32      `protobuf:"varint,5,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
+	Resources     *Resources `protobuf:"bytes,6,opt,name=resources,proto3" json:"resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterAgentRequest) Reset() {
 	*x = RegisterAgentRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[29]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +3389,7 @@ func (x *RegisterAgentRequest) String() string {
 func (*RegisterAgentRequest) ProtoMessage() {}
 
 func (x *RegisterAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[29]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +3402,7 @@ func (x *RegisterAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterAgentRequest.ProtoReflect.Descriptor instead.
 func (*RegisterAgentRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{29}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RegisterAgentRequest) GetAgentId() string {
@@ -2476,6 +3440,13 @@ func (x *RegisterAgentRequest) GetSessionCount() int32 {
 	return 0
 }
 
+func (x *RegisterAgentRequest) GetResources() *Resources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
 type RegisterAgentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How often the agent should register again to stay READY, in seconds.
@@ -2486,7 +3457,7 @@ type RegisterAgentResponse struct {
 
 func (x *RegisterAgentResponse) Reset() {
 	*x = RegisterAgentResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[30]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +3469,7 @@ func (x *RegisterAgentResponse) String() string {
 func (*RegisterAgentResponse) ProtoMessage() {}
 
 func (x *RegisterAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[30]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +3482,7 @@ func (x *RegisterAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterAgentResponse.ProtoReflect.Descriptor instead.
 func (*RegisterAgentResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{30}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RegisterAgentResponse) GetHeartbeatIntervalSeconds() int32 {
@@ -2525,12 +3496,18 @@ var File_blendplane_controlplane_v1_controlplane_proto protoreflect.FileDescript
 
 const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
-	"-blendplane/controlplane/v1/controlplane.proto\x12\x1ablendplane.controlplane.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x01\n" +
+	"-blendplane/controlplane/v1/controlplane.proto\x12\x1ablendplane.controlplane.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\x04\n" +
 	"\x10NegotiateRequest\x122\n" +
 	"\x10contract_version\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x0fcontractVersion\x12R\n" +
-	"\fhost_profile\x18\x02 \x01(\v2'.blendplane.controlplane.v1.HostProfileB\x06\xbaH\x03\xc8\x01\x01R\vhostProfile\"\\\n" +
+	"\fhost_profile\x18\x02 \x01(\v2'.blendplane.controlplane.v1.HostProfileB\x06\xbaH\x03\xc8\x01\x01R\vhostProfile\x12;\n" +
+	"\x15blender_version_range\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18@R\x13blenderVersionRange\x12W\n" +
+	"\x11tool_registry_ref\x18\x04 \x01(\v2+.blendplane.controlplane.v1.ToolRegistryRefR\x0ftoolRegistryRef\x12Z\n" +
+	"\x12macro_registry_ref\x18\x05 \x01(\v2,.blendplane.controlplane.v1.MacroRegistryRefR\x10macroRegistryRef\x12I\n" +
+	"\vconstraints\x18\x06 \x01(\v2'.blendplane.controlplane.v1.ConstraintsR\vconstraints\x12:\n" +
+	"\x06limits\x18\a \x01(\v2\".blendplane.controlplane.v1.LimitsR\x06limits\x12=\n" +
+	"\x05audit\x18\b \x01(\v2'.blendplane.controlplane.v1.AuditPolicyR\x05audit\"\\\n" +
 	"\x11NegotiateResponse\x12G\n" +
-	"\bcontract\x18\x01 \x01(\v2+.blendplane.controlplane.v1.SessionContractR\bcontract\"\xcb\x01\n" +
+	"\bcontract\x18\x01 \x01(\v2+.blendplane.controlplane.v1.SessionContractR\bcontract\"\x8e\x02\n" +
 	"\vHostProfile\x12+\n" +
 	"\vclient_name\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\x80\x01R\n" +
@@ -2539,7 +3516,8 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\fcapabilities\x18\x03 \x03(\tB\n" +
 	"\xbaH\a\x92\x01\x04\x10@\x18\x01R\fcapabilities\x12/\n" +
 	"\rfeature_flags\x18\x04 \x03(\tB\n" +
-	"\xbaH\a\x92\x01\x04\x10@\x18\x01R\ffeatureFlags\"\xc2\x01\n" +
+	"\xbaH\a\x92\x01\x04\x10@\x18\x01R\ffeatureFlags\x12A\n" +
+	"\x17supported_tool_versions\x18\x05 \x03(\tB\t\xbaH\x06\x92\x01\x03\x10\x80\x01R\x15supportedToolVersions\"\xc2\x01\n" +
 	"\x0eBlenderProfile\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1d\n" +
 	"\n" +
@@ -2550,7 +3528,25 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\bfeatures\x18\x06 \x03(\tR\bfeatures\"M\n" +
 	"\x0fToolRegistryRef\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12 \n" +
-	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\"\xba\x04\n" +
+	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\"N\n" +
+	"\x10MacroRegistryRef\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12 \n" +
+	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\"\xca\x01\n" +
+	"\vConstraints\x12-\n" +
+	"\x0emax_memory_mib\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\fmaxMemoryMib\x126\n" +
+	"\x13tool_time_budget_ms\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x10toolTimeBudgetMs\x121\n" +
+	"\x10temp_storage_mib\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x0etempStorageMib\x12!\n" +
+	"\fsafety_rails\x18\x04 \x03(\tR\vsafetyRails\"\xaf\x01\n" +
+	"\fCapabilities\x12\x14\n" +
+	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x16\n" +
+	"\x06macros\x18\x02 \x01(\bR\x06macros\x12/\n" +
+	"\x13version_negotiation\x18\x03 \x01(\bR\x12versionNegotiation\x12\x1b\n" +
+	"\taudit_log\x18\x04 \x01(\bR\bauditLog\x12#\n" +
+	"\rfeature_flags\x18\x05 \x03(\tR\ffeatureFlags\"Y\n" +
+	"\vAuditPolicy\x12\x1c\n" +
+	"\tverbosity\x18\x01 \x01(\tR\tverbosity\x12\x16\n" +
+	"\x06redact\x18\x02 \x03(\tR\x06redact\x12\x14\n" +
+	"\x05sinks\x18\x03 \x03(\tR\x05sinks\"\x92\b\n" +
 	"\x0fSessionContract\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12)\n" +
@@ -2565,7 +3561,15 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"uiOptional\x12;\n" +
 	"\vcreate_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xc7\x01\n" +
+	"createTime\x12L\n" +
+	"\fcapabilities\x18\v \x01(\v2(.blendplane.controlplane.v1.CapabilitiesR\fcapabilities\x12I\n" +
+	"\vconstraints\x18\f \x01(\v2'.blendplane.controlplane.v1.ConstraintsR\vconstraints\x12Z\n" +
+	"\x12macro_registry_ref\x18\r \x01(\v2,.blendplane.controlplane.v1.MacroRegistryRefR\x10macroRegistryRef\x12=\n" +
+	"\x05audit\x18\x0e \x01(\v2'.blendplane.controlplane.v1.AuditPolicyR\x05audit\x12a\n" +
+	"\ffingerprints\x18\x0f \x03(\v2=.blendplane.controlplane.v1.SessionContract.FingerprintsEntryR\ffingerprints\x1a?\n" +
+	"\x11FingerprintsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x01\n" +
 	"\x06Limits\x125\n" +
 	"\x17max_operations_per_plan\x18\x01 \x01(\x05R\x14maxOperationsPerPlan\x12*\n" +
 	"\x11max_payload_bytes\x18\x02 \x01(\x03R\x0fmaxPayloadBytes\x12(\n" +
@@ -2592,7 +3596,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x12\x16\n" +
 	"\x06atomic\x18\x05 \x01(\bR\x06atomic\"J\n" +
 	"\x12SubmitPlanResponse\x124\n" +
-	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"\xca\x04\n" +
+	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"\xdf\x04\n" +
 	"\x04Plan\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -2608,20 +3612,28 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\x80\x01\n" +
+	"updateTime\"\x95\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fSTATE_VALIDATED\x10\x01\x12\x11\n" +
 	"\rSTATE_PENDING\x10\x02\x12\x11\n" +
 	"\rSTATE_RUNNING\x10\x03\x12\x13\n" +
 	"\x0fSTATE_SUCCEEDED\x10\x04\x12\x10\n" +
-	"\fSTATE_FAILED\x10\x05\"o\n" +
+	"\fSTATE_FAILED\x10\x05\x12\x13\n" +
+	"\x0fSTATE_CANCELLED\x10\x06\"o\n" +
 	"\x15StreamReceiptsRequest\x12&\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\x12.\n" +
-	"\x0estart_sequence\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\rstartSequence\"W\n" +
-	"\x16StreamReceiptsResponse\x12=\n" +
-	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptR\areceipt\"\xd0\x06\n" +
+	"\x0estart_sequence\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\rstartSequence\"\xa6\x01\n" +
+	"\x16StreamReceiptsResponse\x12?\n" +
+	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptH\x00R\areceipt\x12B\n" +
+	"\bprogress\x18\x02 \x01(\v2$.blendplane.controlplane.v1.ProgressH\x00R\bprogressB\a\n" +
+	"\x05event\"\x88\x01\n" +
+	"\bProgress\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x12\n" +
+	"\x04done\x18\x02 \x01(\x03R\x04done\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x03R\x05total\x12/\n" +
+	"\x06detail\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06detail\"\xd0\x06\n" +
 	"\aReceipt\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x1d\n" +
 	"\n" +
@@ -2679,7 +3691,32 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\"G\n" +
 	"\x0fGetPlanResponse\x124\n" +
-	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"}\n" +
+	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\";\n" +
+	"\x11CancelPlanRequest\x12&\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\"J\n" +
+	"\x12CancelPlanResponse\x124\n" +
+	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"P\n" +
+	"\x10ListToolsRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"runtime_id\x18\x02 \x01(\tR\truntimeId\"\xa5\x01\n" +
+	"\x11ListToolsResponse\x12N\n" +
+	"\fregistry_ref\x18\x01 \x01(\v2+.blendplane.controlplane.v1.ToolRegistryRefR\vregistryRef\x12@\n" +
+	"\x05tools\x18\x02 \x03(\v2*.blendplane.controlplane.v1.ToolDefinitionR\x05tools\"\x13\n" +
+	"\x11ListMacrosRequest\"\xaa\x01\n" +
+	"\x12ListMacrosResponse\x12O\n" +
+	"\fregistry_ref\x18\x01 \x01(\v2,.blendplane.controlplane.v1.MacroRegistryRefR\vregistryRef\x12C\n" +
+	"\x06macros\x18\x02 \x03(\v2+.blendplane.controlplane.v1.MacroDefinitionR\x06macros\"\x91\x02\n" +
+	"\x0fMacroDefinition\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12:\n" +
+	"\finput_schema\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\x12:\n" +
+	"\fexample_args\x18\x05 \x01(\v2\x17.google.protobuf.StructR\vexampleArgs\x12\x14\n" +
+	"\x05tools\x18\x06 \x03(\tR\x05tools\x12 \n" +
+	"\vfingerprint\x18\a \x01(\tR\vfingerprint\"}\n" +
 	"\x17ListAuditRecordsRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
@@ -2709,7 +3746,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"error_code\x18\r \x01(\tR\terrorCode\"\x13\n" +
 	"\x11ListAgentsRequest\"O\n" +
 	"\x12ListAgentsResponse\x129\n" +
-	"\x06agents\x18\x01 \x03(\v2!.blendplane.controlplane.v1.AgentR\x06agents\"\x87\x03\n" +
+	"\x06agents\x18\x01 \x03(\v2!.blendplane.controlplane.v1.AgentR\x06agents\"\xcc\x03\n" +
 	"\x05Agent\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
@@ -2717,7 +3754,8 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\x0e2'.blendplane.controlplane.v1.Agent.StateR\x05state\x12?\n" +
 	"\bruntimes\x18\x05 \x03(\v2#.blendplane.controlplane.v1.RuntimeR\bruntimes\x12#\n" +
 	"\rsession_count\x18\x06 \x01(\x05R\fsessionCount\x12@\n" +
-	"\x0elast_seen_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\"F\n" +
+	"\x0elast_seen_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\x12C\n" +
+	"\tresources\x18\b \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\"F\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSTATE_READY\x10\x01\x12\x15\n" +
@@ -2730,34 +3768,49 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\fToolRegistry\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12@\n" +
-	"\x05tools\x18\x03 \x03(\v2*.blendplane.controlplane.v1.ToolDefinitionR\x05tools\"\xbe\x02\n" +
+	"\x05tools\x18\x03 \x03(\v2*.blendplane.controlplane.v1.ToolDefinitionR\x05tools\"\xb7\x03\n" +
 	"\x0eToolDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12:\n" +
 	"\finput_schema\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\x12J\n" +
-	"\fsafety_level\x18\x05 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelR\vsafetyLevel\x12+\n" +
+	"\fsafety_level\x18\x05 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelR\vsafetyLevel\x12\x1f\n" +
+	"\vsafety_mode\x18\b \x01(\tR\n" +
+	"safetyMode\x12+\n" +
+	"\x11idempotence_class\x18\t \x01(\tR\x10idempotenceClass\x12)\n" +
+	"\x10blender_versions\x18\n" +
+	" \x01(\tR\x0fblenderVersions\x12+\n" +
 	"\x11determinism_class\x18\x06 \x01(\tR\x10determinismClass\x12'\n" +
-	"\x0frollback_method\x18\a \x01(\tR\x0erollbackMethod\"\x81\x02\n" +
+	"\x0frollback_method\x18\a \x01(\tR\x0erollbackMethod\"T\n" +
+	"\tResources\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x01 \x01(\x03R\tmemoryMib\x12(\n" +
+	"\x10temp_storage_mib\x18\x02 \x01(\x03R\x0etempStorageMib\"\xc6\x02\n" +
 	"\x14RegisterAgentRequest\x12:\n" +
 	"\bagent_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\aagentId\x12!\n" +
 	"\aaddress\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\aaddress\x12\x1a\n" +
 	"\bhostname\x18\x03 \x01(\tR\bhostname\x12I\n" +
 	"\bruntimes\x18\x04 \x03(\v2#.blendplane.controlplane.v1.RuntimeB\b\xbaH\x05\x92\x01\x02\b\x01R\bruntimes\x12#\n" +
-	"\rsession_count\x18\x05 \x01(\x05R\fsessionCount\"U\n" +
+	"\rsession_count\x18\x05 \x01(\x05R\fsessionCount\x12C\n" +
+	"\tresources\x18\x06 \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\"U\n" +
 	"\x15RegisterAgentResponse\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x01 \x01(\x05R\x18heartbeatIntervalSeconds*\x82\x01\n" +
 	"\vSafetyLevel\x12\x1c\n" +
 	"\x18SAFETY_LEVEL_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SAFETY_LEVEL_READ_ONLY\x10\x01\x12\x1b\n" +
 	"\x17SAFETY_LEVEL_SAFE_WRITE\x10\x02\x12\x1c\n" +
-	"\x18SAFETY_LEVEL_DESTRUCTIVE\x10\x032\xad\x06\n" +
+	"\x18SAFETY_LEVEL_DESTRUCTIVE\x10\x032\xf1\b\n" +
 	"\x13ControlPlaneService\x12h\n" +
 	"\tNegotiate\x12,.blendplane.controlplane.v1.NegotiateRequest\x1a-.blendplane.controlplane.v1.NegotiateResponse\x12k\n" +
 	"\n" +
 	"SubmitPlan\x12-.blendplane.controlplane.v1.SubmitPlanRequest\x1a..blendplane.controlplane.v1.SubmitPlanResponse\x12y\n" +
 	"\x0eStreamReceipts\x121.blendplane.controlplane.v1.StreamReceiptsRequest\x1a2.blendplane.controlplane.v1.StreamReceiptsResponse0\x01\x12b\n" +
 	"\aGetPlan\x12*.blendplane.controlplane.v1.GetPlanRequest\x1a+.blendplane.controlplane.v1.GetPlanResponse\x12k\n" +
+	"\n" +
+	"CancelPlan\x12-.blendplane.controlplane.v1.CancelPlanRequest\x1a..blendplane.controlplane.v1.CancelPlanResponse\x12h\n" +
+	"\tListTools\x12,.blendplane.controlplane.v1.ListToolsRequest\x1a-.blendplane.controlplane.v1.ListToolsResponse\x12k\n" +
+	"\n" +
+	"ListMacros\x12-.blendplane.controlplane.v1.ListMacrosRequest\x1a..blendplane.controlplane.v1.ListMacrosResponse\x12k\n" +
 	"\n" +
 	"ListAgents\x12-.blendplane.controlplane.v1.ListAgentsRequest\x1a..blendplane.controlplane.v1.ListAgentsResponse\x12}\n" +
 	"\x10ListAuditRecords\x123.blendplane.controlplane.v1.ListAuditRecordsRequest\x1a4.blendplane.controlplane.v1.ListAuditRecordsResponse\x12t\n" +
@@ -2776,7 +3829,7 @@ func file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 }
 
 var file_blendplane_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_blendplane_controlplane_v1_controlplane_proto_goTypes = []any{
 	(SafetyLevel)(0),                 // 0: blendplane.controlplane.v1.SafetyLevel
 	(Plan_State)(0),                  // 1: blendplane.controlplane.v1.Plan.State
@@ -2788,95 +3841,136 @@ var file_blendplane_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*HostProfile)(nil),              // 7: blendplane.controlplane.v1.HostProfile
 	(*BlenderProfile)(nil),           // 8: blendplane.controlplane.v1.BlenderProfile
 	(*ToolRegistryRef)(nil),          // 9: blendplane.controlplane.v1.ToolRegistryRef
-	(*SessionContract)(nil),          // 10: blendplane.controlplane.v1.SessionContract
-	(*Limits)(nil),                   // 11: blendplane.controlplane.v1.Limits
-	(*Operation)(nil),                // 12: blendplane.controlplane.v1.Operation
-	(*SubmitPlanRequest)(nil),        // 13: blendplane.controlplane.v1.SubmitPlanRequest
-	(*SubmitPlanResponse)(nil),       // 14: blendplane.controlplane.v1.SubmitPlanResponse
-	(*Plan)(nil),                     // 15: blendplane.controlplane.v1.Plan
-	(*StreamReceiptsRequest)(nil),    // 16: blendplane.controlplane.v1.StreamReceiptsRequest
-	(*StreamReceiptsResponse)(nil),   // 17: blendplane.controlplane.v1.StreamReceiptsResponse
-	(*Receipt)(nil),                  // 18: blendplane.controlplane.v1.Receipt
-	(*Failure)(nil),                  // 19: blendplane.controlplane.v1.Failure
-	(*Checkpoint)(nil),               // 20: blendplane.controlplane.v1.Checkpoint
-	(*RepairStep)(nil),               // 21: blendplane.controlplane.v1.RepairStep
-	(*RepairPlan)(nil),               // 22: blendplane.controlplane.v1.RepairPlan
-	(*GetPlanRequest)(nil),           // 23: blendplane.controlplane.v1.GetPlanRequest
-	(*GetPlanResponse)(nil),          // 24: blendplane.controlplane.v1.GetPlanResponse
-	(*ListAuditRecordsRequest)(nil),  // 25: blendplane.controlplane.v1.ListAuditRecordsRequest
-	(*ListAuditRecordsResponse)(nil), // 26: blendplane.controlplane.v1.ListAuditRecordsResponse
-	(*AuditRecord)(nil),              // 27: blendplane.controlplane.v1.AuditRecord
-	(*ListAgentsRequest)(nil),        // 28: blendplane.controlplane.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),       // 29: blendplane.controlplane.v1.ListAgentsResponse
-	(*Agent)(nil),                    // 30: blendplane.controlplane.v1.Agent
-	(*Runtime)(nil),                  // 31: blendplane.controlplane.v1.Runtime
-	(*ToolRegistry)(nil),             // 32: blendplane.controlplane.v1.ToolRegistry
-	(*ToolDefinition)(nil),           // 33: blendplane.controlplane.v1.ToolDefinition
-	(*RegisterAgentRequest)(nil),     // 34: blendplane.controlplane.v1.RegisterAgentRequest
-	(*RegisterAgentResponse)(nil),    // 35: blendplane.controlplane.v1.RegisterAgentResponse
-	(*timestamppb.Timestamp)(nil),    // 36: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),          // 37: google.protobuf.Struct
+	(*MacroRegistryRef)(nil),         // 10: blendplane.controlplane.v1.MacroRegistryRef
+	(*Constraints)(nil),              // 11: blendplane.controlplane.v1.Constraints
+	(*Capabilities)(nil),             // 12: blendplane.controlplane.v1.Capabilities
+	(*AuditPolicy)(nil),              // 13: blendplane.controlplane.v1.AuditPolicy
+	(*SessionContract)(nil),          // 14: blendplane.controlplane.v1.SessionContract
+	(*Limits)(nil),                   // 15: blendplane.controlplane.v1.Limits
+	(*Operation)(nil),                // 16: blendplane.controlplane.v1.Operation
+	(*SubmitPlanRequest)(nil),        // 17: blendplane.controlplane.v1.SubmitPlanRequest
+	(*SubmitPlanResponse)(nil),       // 18: blendplane.controlplane.v1.SubmitPlanResponse
+	(*Plan)(nil),                     // 19: blendplane.controlplane.v1.Plan
+	(*StreamReceiptsRequest)(nil),    // 20: blendplane.controlplane.v1.StreamReceiptsRequest
+	(*StreamReceiptsResponse)(nil),   // 21: blendplane.controlplane.v1.StreamReceiptsResponse
+	(*Progress)(nil),                 // 22: blendplane.controlplane.v1.Progress
+	(*Receipt)(nil),                  // 23: blendplane.controlplane.v1.Receipt
+	(*Failure)(nil),                  // 24: blendplane.controlplane.v1.Failure
+	(*Checkpoint)(nil),               // 25: blendplane.controlplane.v1.Checkpoint
+	(*RepairStep)(nil),               // 26: blendplane.controlplane.v1.RepairStep
+	(*RepairPlan)(nil),               // 27: blendplane.controlplane.v1.RepairPlan
+	(*GetPlanRequest)(nil),           // 28: blendplane.controlplane.v1.GetPlanRequest
+	(*GetPlanResponse)(nil),          // 29: blendplane.controlplane.v1.GetPlanResponse
+	(*CancelPlanRequest)(nil),        // 30: blendplane.controlplane.v1.CancelPlanRequest
+	(*CancelPlanResponse)(nil),       // 31: blendplane.controlplane.v1.CancelPlanResponse
+	(*ListToolsRequest)(nil),         // 32: blendplane.controlplane.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),        // 33: blendplane.controlplane.v1.ListToolsResponse
+	(*ListMacrosRequest)(nil),        // 34: blendplane.controlplane.v1.ListMacrosRequest
+	(*ListMacrosResponse)(nil),       // 35: blendplane.controlplane.v1.ListMacrosResponse
+	(*MacroDefinition)(nil),          // 36: blendplane.controlplane.v1.MacroDefinition
+	(*ListAuditRecordsRequest)(nil),  // 37: blendplane.controlplane.v1.ListAuditRecordsRequest
+	(*ListAuditRecordsResponse)(nil), // 38: blendplane.controlplane.v1.ListAuditRecordsResponse
+	(*AuditRecord)(nil),              // 39: blendplane.controlplane.v1.AuditRecord
+	(*ListAgentsRequest)(nil),        // 40: blendplane.controlplane.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),       // 41: blendplane.controlplane.v1.ListAgentsResponse
+	(*Agent)(nil),                    // 42: blendplane.controlplane.v1.Agent
+	(*Runtime)(nil),                  // 43: blendplane.controlplane.v1.Runtime
+	(*ToolRegistry)(nil),             // 44: blendplane.controlplane.v1.ToolRegistry
+	(*ToolDefinition)(nil),           // 45: blendplane.controlplane.v1.ToolDefinition
+	(*Resources)(nil),                // 46: blendplane.controlplane.v1.Resources
+	(*RegisterAgentRequest)(nil),     // 47: blendplane.controlplane.v1.RegisterAgentRequest
+	(*RegisterAgentResponse)(nil),    // 48: blendplane.controlplane.v1.RegisterAgentResponse
+	nil,                              // 49: blendplane.controlplane.v1.SessionContract.FingerprintsEntry
+	(*timestamppb.Timestamp)(nil),    // 50: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 51: google.protobuf.Struct
 }
 var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	7,  // 0: blendplane.controlplane.v1.NegotiateRequest.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
-	10, // 1: blendplane.controlplane.v1.NegotiateResponse.contract:type_name -> blendplane.controlplane.v1.SessionContract
-	7,  // 2: blendplane.controlplane.v1.SessionContract.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
-	8,  // 3: blendplane.controlplane.v1.SessionContract.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	9,  // 4: blendplane.controlplane.v1.SessionContract.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
-	11, // 5: blendplane.controlplane.v1.SessionContract.limits:type_name -> blendplane.controlplane.v1.Limits
-	36, // 6: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
-	37, // 7: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
-	0,  // 8: blendplane.controlplane.v1.Operation.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	12, // 9: blendplane.controlplane.v1.SubmitPlanRequest.operations:type_name -> blendplane.controlplane.v1.Operation
-	15, // 10: blendplane.controlplane.v1.SubmitPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	1,  // 11: blendplane.controlplane.v1.Plan.state:type_name -> blendplane.controlplane.v1.Plan.State
-	19, // 12: blendplane.controlplane.v1.Plan.failure:type_name -> blendplane.controlplane.v1.Failure
-	36, // 13: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
-	36, // 14: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
-	18, // 15: blendplane.controlplane.v1.StreamReceiptsResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	2,  // 16: blendplane.controlplane.v1.Receipt.status:type_name -> blendplane.controlplane.v1.Receipt.Status
-	37, // 17: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
-	19, // 18: blendplane.controlplane.v1.Receipt.error:type_name -> blendplane.controlplane.v1.Failure
-	0,  // 19: blendplane.controlplane.v1.Receipt.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	36, // 20: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
-	21, // 21: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
-	20, // 22: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
-	3,  // 23: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
-	21, // 24: blendplane.controlplane.v1.RepairPlan.steps:type_name -> blendplane.controlplane.v1.RepairStep
-	15, // 25: blendplane.controlplane.v1.GetPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	27, // 26: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
-	36, // 27: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
-	0,  // 28: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	2,  // 29: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
-	30, // 30: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
-	4,  // 31: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
-	31, // 32: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	36, // 33: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
-	8,  // 34: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	32, // 35: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
-	33, // 36: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
-	37, // 37: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	0,  // 38: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	31, // 39: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	5,  // 40: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
-	13, // 41: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
-	16, // 42: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
-	23, // 43: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
-	28, // 44: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
-	25, // 45: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
-	34, // 46: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
-	6,  // 47: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
-	14, // 48: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
-	17, // 49: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
-	24, // 50: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
-	29, // 51: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
-	26, // 52: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
-	35, // 53: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
-	47, // [47:54] is the sub-list for method output_type
-	40, // [40:47] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	9,  // 1: blendplane.controlplane.v1.NegotiateRequest.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	10, // 2: blendplane.controlplane.v1.NegotiateRequest.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	11, // 3: blendplane.controlplane.v1.NegotiateRequest.constraints:type_name -> blendplane.controlplane.v1.Constraints
+	15, // 4: blendplane.controlplane.v1.NegotiateRequest.limits:type_name -> blendplane.controlplane.v1.Limits
+	13, // 5: blendplane.controlplane.v1.NegotiateRequest.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
+	14, // 6: blendplane.controlplane.v1.NegotiateResponse.contract:type_name -> blendplane.controlplane.v1.SessionContract
+	7,  // 7: blendplane.controlplane.v1.SessionContract.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
+	8,  // 8: blendplane.controlplane.v1.SessionContract.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	9,  // 9: blendplane.controlplane.v1.SessionContract.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	15, // 10: blendplane.controlplane.v1.SessionContract.limits:type_name -> blendplane.controlplane.v1.Limits
+	50, // 11: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
+	12, // 12: blendplane.controlplane.v1.SessionContract.capabilities:type_name -> blendplane.controlplane.v1.Capabilities
+	11, // 13: blendplane.controlplane.v1.SessionContract.constraints:type_name -> blendplane.controlplane.v1.Constraints
+	10, // 14: blendplane.controlplane.v1.SessionContract.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	13, // 15: blendplane.controlplane.v1.SessionContract.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
+	49, // 16: blendplane.controlplane.v1.SessionContract.fingerprints:type_name -> blendplane.controlplane.v1.SessionContract.FingerprintsEntry
+	51, // 17: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
+	0,  // 18: blendplane.controlplane.v1.Operation.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	16, // 19: blendplane.controlplane.v1.SubmitPlanRequest.operations:type_name -> blendplane.controlplane.v1.Operation
+	19, // 20: blendplane.controlplane.v1.SubmitPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	1,  // 21: blendplane.controlplane.v1.Plan.state:type_name -> blendplane.controlplane.v1.Plan.State
+	24, // 22: blendplane.controlplane.v1.Plan.failure:type_name -> blendplane.controlplane.v1.Failure
+	50, // 23: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
+	50, // 24: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
+	23, // 25: blendplane.controlplane.v1.StreamReceiptsResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	22, // 26: blendplane.controlplane.v1.StreamReceiptsResponse.progress:type_name -> blendplane.controlplane.v1.Progress
+	51, // 27: blendplane.controlplane.v1.Progress.detail:type_name -> google.protobuf.Struct
+	2,  // 28: blendplane.controlplane.v1.Receipt.status:type_name -> blendplane.controlplane.v1.Receipt.Status
+	51, // 29: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
+	24, // 30: blendplane.controlplane.v1.Receipt.error:type_name -> blendplane.controlplane.v1.Failure
+	0,  // 31: blendplane.controlplane.v1.Receipt.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	50, // 32: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
+	26, // 33: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
+	25, // 34: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
+	3,  // 35: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
+	26, // 36: blendplane.controlplane.v1.RepairPlan.steps:type_name -> blendplane.controlplane.v1.RepairStep
+	19, // 37: blendplane.controlplane.v1.GetPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	19, // 38: blendplane.controlplane.v1.CancelPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	9,  // 39: blendplane.controlplane.v1.ListToolsResponse.registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	45, // 40: blendplane.controlplane.v1.ListToolsResponse.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
+	10, // 41: blendplane.controlplane.v1.ListMacrosResponse.registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	36, // 42: blendplane.controlplane.v1.ListMacrosResponse.macros:type_name -> blendplane.controlplane.v1.MacroDefinition
+	51, // 43: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
+	51, // 44: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
+	39, // 45: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
+	50, // 46: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
+	0,  // 47: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	2,  // 48: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
+	42, // 49: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
+	4,  // 50: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
+	43, // 51: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	50, // 52: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	46, // 53: blendplane.controlplane.v1.Agent.resources:type_name -> blendplane.controlplane.v1.Resources
+	8,  // 54: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	44, // 55: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
+	45, // 56: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
+	51, // 57: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	0,  // 58: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	43, // 59: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	46, // 60: blendplane.controlplane.v1.RegisterAgentRequest.resources:type_name -> blendplane.controlplane.v1.Resources
+	5,  // 61: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
+	17, // 62: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
+	20, // 63: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
+	28, // 64: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
+	30, // 65: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
+	32, // 66: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
+	34, // 67: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
+	40, // 68: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
+	37, // 69: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
+	47, // 70: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
+	6,  // 71: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
+	18, // 72: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
+	21, // 73: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
+	29, // 74: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
+	31, // 75: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
+	33, // 76: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
+	35, // 77: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
+	41, // 78: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
+	38, // 79: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
+	48, // 80: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
+	71, // [71:81] is the sub-list for method output_type
+	61, // [61:71] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_controlplane_v1_controlplane_proto_init() }
@@ -2884,13 +3978,17 @@ func file_blendplane_controlplane_v1_controlplane_proto_init() {
 	if File_blendplane_controlplane_v1_controlplane_proto != nil {
 		return
 	}
+	file_blendplane_controlplane_v1_controlplane_proto_msgTypes[16].OneofWrappers = []any{
+		(*StreamReceiptsResponse_Receipt)(nil),
+		(*StreamReceiptsResponse_Progress)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_controlplane_v1_controlplane_proto_rawDesc), len(file_blendplane_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   31,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,9 @@ const (
 	ControlPlaneService_SubmitPlan_FullMethodName       = "/blendplane.controlplane.v1.ControlPlaneService/SubmitPlan"
 	ControlPlaneService_StreamReceipts_FullMethodName   = "/blendplane.controlplane.v1.ControlPlaneService/StreamReceipts"
 	ControlPlaneService_GetPlan_FullMethodName          = "/blendplane.controlplane.v1.ControlPlaneService/GetPlan"
+	ControlPlaneService_CancelPlan_FullMethodName       = "/blendplane.controlplane.v1.ControlPlaneService/CancelPlan"
+	ControlPlaneService_ListTools_FullMethodName        = "/blendplane.controlplane.v1.ControlPlaneService/ListTools"
+	ControlPlaneService_ListMacros_FullMethodName       = "/blendplane.controlplane.v1.ControlPlaneService/ListMacros"
 	ControlPlaneService_ListAgents_FullMethodName       = "/blendplane.controlplane.v1.ControlPlaneService/ListAgents"
 	ControlPlaneService_ListAuditRecords_FullMethodName = "/blendplane.controlplane.v1.ControlPlaneService/ListAuditRecords"
 	ControlPlaneService_RegisterAgent_FullMethodName    = "/blendplane.controlplane.v1.ControlPlaneService/RegisterAgent"
@@ -49,6 +52,13 @@ type ControlPlaneServiceClient interface {
 	StreamReceipts(ctx context.Context, in *StreamReceiptsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamReceiptsResponse], error)
 	// GetPlan returns a plan with its state.
 	GetPlan(ctx context.Context, in *GetPlanRequest, opts ...grpc.CallOption) (*GetPlanResponse, error)
+	// CancelPlan stops a plan: the running operation is interrupted (its
+	// effect is discarded), the rest do not run, the session stays usable.
+	CancelPlan(ctx context.Context, in *CancelPlanRequest, opts ...grpc.CallOption) (*CancelPlanResponse, error)
+	// ListTools lists the tool registry of a session, or of a runtime.
+	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
+	// ListMacros lists the macro registry: named, versioned sub-plans.
+	ListMacros(ctx context.Context, in *ListMacrosRequest, opts ...grpc.CallOption) (*ListMacrosResponse, error)
 	// ListAgents lists the agents that registered with this control plane.
 	ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error)
 	// ListAuditRecords lists the append-only audit records, oldest first,
@@ -116,6 +126,36 @@ func (c *controlPlaneServiceClient) GetPlan(ctx context.Context, in *GetPlanRequ
 	return out, nil
 }
 
+func (c *controlPlaneServiceClient) CancelPlan(ctx context.Context, in *CancelPlanRequest, opts ...grpc.CallOption) (*CancelPlanResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelPlanResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_CancelPlan_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneServiceClient) ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListToolsResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_ListTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneServiceClient) ListMacros(ctx context.Context, in *ListMacrosRequest, opts ...grpc.CallOption) (*ListMacrosResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMacrosResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_ListMacros_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controlPlaneServiceClient) ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListAgentsResponse)
@@ -167,6 +207,13 @@ type ControlPlaneServiceServer interface {
 	StreamReceipts(*StreamReceiptsRequest, grpc.ServerStreamingServer[StreamReceiptsResponse]) error
 	// GetPlan returns a plan with its state.
 	GetPlan(context.Context, *GetPlanRequest) (*GetPlanResponse, error)
+	// CancelPlan stops a plan: the running operation is interrupted (its
+	// effect is discarded), the rest do not run, the session stays usable.
+	CancelPlan(context.Context, *CancelPlanRequest) (*CancelPlanResponse, error)
+	// ListTools lists the tool registry of a session, or of a runtime.
+	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
+	// ListMacros lists the macro registry: named, versioned sub-plans.
+	ListMacros(context.Context, *ListMacrosRequest) (*ListMacrosResponse, error)
 	// ListAgents lists the agents that registered with this control plane.
 	ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error)
 	// ListAuditRecords lists the append-only audit records, oldest first,
@@ -196,6 +243,15 @@ func (UnimplementedControlPlaneServiceServer) StreamReceipts(*StreamReceiptsRequ
 }
 func (UnimplementedControlPlaneServiceServer) GetPlan(context.Context, *GetPlanRequest) (*GetPlanResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPlan not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) CancelPlan(context.Context, *CancelPlanRequest) (*CancelPlanResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelPlan not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTools not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) ListMacros(context.Context, *ListMacrosRequest) (*ListMacrosResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMacros not implemented")
 }
 func (UnimplementedControlPlaneServiceServer) ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAgents not implemented")
@@ -292,6 +348,60 @@ func _ControlPlaneService_GetPlan_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlPlaneService_CancelPlan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelPlanRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).CancelPlan(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_CancelPlan_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).CancelPlan(ctx, req.(*CancelPlanRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlaneService_ListTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).ListTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_ListTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).ListTools(ctx, req.(*ListToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlaneService_ListMacros_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMacrosRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).ListMacros(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_ListMacros_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).ListMacros(ctx, req.(*ListMacrosRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControlPlaneService_ListAgents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListAgentsRequest)
 	if err := dec(in); err != nil {
@@ -364,6 +474,18 @@ var ControlPlaneService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPlan",
 			Handler:    _ControlPlaneService_GetPlan_Handler,
+		},
+		{
+			MethodName: "CancelPlan",
+			Handler:    _ControlPlaneService_CancelPlan_Handler,
+		},
+		{
+			MethodName: "ListTools",
+			Handler:    _ControlPlaneService_ListTools_Handler,
+		},
+		{
+			MethodName: "ListMacros",
+			Handler:    _ControlPlaneService_ListMacros_Handler,
 		},
 		{
 			MethodName: "ListAgents",

@@ -1,0 +1,394 @@
+"""Blendplane bridge: runs inside Blender's Python and serves agentd.
+
+Entry point of the bridge package (agentd writes the package to
+<WorkDir>/bridge/ and runs this file). Module map:
+
+    main.py      transport, request loop and the methods below
+    common.py    ToolError, log, canonical JSON, reserved names
+    compat.py    every Blender 3.4 / 4.5 difference; version ranges
+    state.py     baseline scene, scene_state_v1 records and hash (STATE)
+    schema.py    the JSON-Schema subset checker; schema fragments
+    registry.py  the tool registry and the tool-module API (Tx) -- read it
+                 before writing a tool
+    sandbox.py   file names inside the session sandbox
+    tools/       one module per tool family, listed in tools/__init__.py
+
+Transport
+---------
+JSON lines over two inherited file descriptors: requests arrive on ``--fd-in``
+(fd 3), responses leave on ``--fd-out`` (fd 4). Never stdout, which Blender
+writes to. Diagnostics (with correlation ids) go to stderr, one line each.
+
+    request:  {"id": N, "method": "hello|reset|execute|undo|save_checkpoint|
+                                    load_checkpoint|scene_hash|snapshot|shutdown",
+               "params": {...}}
+    response: {"id": N, "ok": true, "result": {...}}
+              {"id": N, "ok": false, "error": {"code": "...", "message": "...",
+                                                "scene_hash": "..."}}
+    progress: {"id": N, "progress": {...}}   (zero or more, before the response
+                                              of an execute; see Tx.progress)
+
+Error codes (seed-001): invalid_input, not_found, conflict, policy_refused,
+capability_missing, timeout, nondeterministic_refused, internal_error. A bad
+request never stops the bridge; an unexpected Python exception becomes
+``internal_error`` with a one-line message, and its traceback goes to stderr.
+
+Run it as ``blender -b --factory-startup --python bridge/main.py -- --fd-in 3 --fd-out 4``
+or ``python -I bridge/main.py --fd-in 3 --fd-out 4`` (a Python that can import bpy).
+It puts its own directory first on sys.path and imports the other modules
+from there.
+
+hello (``{"sandbox_dir", "runtime", "faults"}``) loads the baseline scene and
+returns the profile and the registry: only the tools whose
+``blender_versions`` include this Blender.
+
+Checkpoints
+-----------
+``save_checkpoint`` ``{"path": abs}`` writes the whole file with
+``wm.save_as_mainfile(copy=True, compress=False, relative_remap=False)``: the
+session's file path and state stay as they are. The bridge state (tomb
+counter) and the scene hash travel in the scene custom property
+``__bp_bridge_state``, set only for the duration of the save (custom
+properties are not in scene_state_v1). Go writes ``path.tmp`` through this,
+fsyncs it, renames it over the target and fsyncs the directory.
+``load_checkpoint`` ``{"path": abs}`` runs ``wm.open_mainfile(load_ui=False,
+use_scripts=False)``, takes the bridge state out of the scene, rebuilds the
+incremental hash from scratch, and fails with ``internal_error`` (scene
+loaded anyway) if the result differs from the hash recorded at save time.
+Replaying the same calls on a loaded checkpoint reproduces the same hashes and
+the same undo records: every tool is a function of the scene and its args.
+"""
+
+import os
+import sys
+
+sys.dont_write_bytecode = True  # the package is rewritten at every start
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import json  # noqa: E402
+import platform  # noqa: E402
+import re  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+
+import bpy  # noqa: E402
+
+import registry  # noqa: E402
+import sandbox  # noqa: E402
+import tools  # noqa: E402,F401  (registers every tool)
+from common import (PROTOCOL_VERSION, STATE_PROP, TOMB_PREFIX, ToolError, canonical, clear_correlation,  # noqa: E402
+                    log, one_line, set_correlation)
+from compat import blender_version, build_platform, build_string, eevee_engine, has_cycles  # noqa: E402
+from schema import check  # noqa: E402
+from state import BRIDGE, SCHEMA, STATE, current_scene, full_snapshot, reset_scene  # noqa: E402
+
+registry.validate()
+
+
+# ---------------------------------------------------------------------------
+# Methods.
+
+def features():
+    f = {"workbench"}
+    if has_cycles():
+        f.add("cycles")
+    if eevee_engine():
+        f.add("eevee")
+    try:
+        for mod in bpy.context.preferences.addons.keys():
+            if mod.startswith("io_"):
+                f.add(mod)
+    except Exception:
+        pass
+    return sorted(f)
+
+
+def profile():
+    return {
+        "version": "%d.%d.%d" % blender_version(),
+        "version_string": build_string(bpy.app.version_string),
+        "build_hash": build_string(bpy.app.build_hash),
+        "platform": build_platform(),
+        "python_version": platform.python_version(),
+        "features": features(),
+    }
+
+
+def m_hello(params):
+    sandbox.configure(params.get("sandbox_dir"))
+    registry.FAULTS.clear()
+    registry.FAULTS.update(f for f in (params.get("faults") or []) if isinstance(f, str))
+    if registry.FAULTS:
+        log("test faults enabled", faults=sorted(registry.FAULTS))
+    h = reset_scene()
+    return {"protocol_version": PROTOCOL_VERSION, "profile": profile(), "tools": registry.tool_list(), "scene_hash": h}
+
+
+def m_reset(params):
+    return {"scene_hash": reset_scene()}
+
+
+def m_scene_hash(params):
+    return {"scene_hash": STATE.scene_hash()}
+
+
+def m_snapshot(params):
+    snap, h = full_snapshot()
+    return {"scene_hash": h, "incremental_scene_hash": STATE.scene_hash(), "snapshot": snap}
+
+def m_execute(params):
+    name = params.get("tool")
+    args = params.get("args")
+    if args is None:
+        args = {}
+    tool = registry.TOOLS.get(name) if isinstance(name, str) else None
+    before = STATE.scene_hash()
+    if tool is None:
+        raise ToolError("not_found", "unknown tool %r" % (name,))
+    if not registry.available(tool):
+        raise ToolError("capability_missing", "%s needs Blender %s" % (name, tool["blender_versions"]))
+    check(tool["input_schema"], args)
+    inject = params.get("inject_failure")
+    mid = params.get("mutation_id")
+    tx = registry.Tx(name, inject if isinstance(inject, str) else None, mid if isinstance(mid, str) else None,
+                     progress=emit_progress)
+    t0 = time.time()
+    try:
+        n = params.get("inject_progress")
+        if isinstance(n, int) and not isinstance(n, bool):
+            for i in range(n):
+                tx.progress({"injected": i + 1, "of": n})
+        result = tool["fn"](tx, args)
+    except BaseException:
+        try:
+            tx.rollback()
+        finally:
+            tx.apply_touches()
+        after = STATE.scene_hash()
+        if after != before:
+            log("rollback left the scene changed", before=before, after=after)
+            raise ToolError("internal_error", "rollback after a failed %s left the scene changed" % name)
+        raise
+    tx.apply_touches()
+    after = STATE.scene_hash()
+    log("tool done", tool=name, ms=round((time.time() - t0) * 1000, 3), mutated=after != before)
+    return {"result": result, "scene_hash_before": before, "scene_hash_after": after, "mutated": after != before,
+            "undo": tx.undo_record}
+
+
+def m_undo(params):
+    rec = params.get("undo")
+    if not isinstance(rec, dict) or rec.get("v") != registry.UNDO_VERSION or rec.get("tool") not in registry.UNDOERS:
+        raise ToolError("invalid_input", "not an undo record of version %d" % registry.UNDO_VERSION)
+    inject = params.get("inject_failure")
+    tx = registry.Tx(rec["tool"], inject if isinstance(inject, str) else None, fault="undo" in registry.FAULTS)
+    before = STATE.scene_hash()
+    t0 = time.time()
+    try:
+        registry.UNDOERS[rec["tool"]](tx, rec)
+    except registry.InjectedFault as e:
+        # Test hook: keep the partial work and report it honestly.
+        tx.apply_touches()
+        log("undo fault injected", tool=rec["tool"], before=before, after=STATE.scene_hash())
+        raise ToolError("internal_error", str(e))
+    except BaseException:
+        try:
+            tx.rollback()
+        finally:
+            tx.apply_touches()
+        after = STATE.scene_hash()
+        if after != before:
+            log("undo rollback left the scene changed", before=before, after=after)
+            raise ToolError("internal_error", "rollback after a failed undo of %s left the scene changed" % rec["tool"])
+        raise
+    tx.apply_touches()
+    after = STATE.scene_hash()
+    log("undo done", tool=rec["tool"], ms=round((time.time() - t0) * 1000, 3))
+    return {"scene_hash_before": before, "scene_hash_after": after}
+
+
+def checkpoint_path(params):
+    path = params.get("path")
+    if not isinstance(path, str) or not os.path.isabs(path) or "\x00" in path:
+        raise ToolError("invalid_input", "path must be an absolute file path")
+    return path
+
+
+def m_save_checkpoint(params):
+    path = checkpoint_path(params)
+    h = STATE.scene_hash()
+    for stale in (path, path + "1", path + "@"):  # target, Blender's backup and temp file
+        if os.path.exists(stale):
+            os.remove(stale)
+    sc = current_scene()
+    sc[STATE_PROP] = canonical({"schema": SCHEMA, "scene_hash": h, "tomb_counter": BRIDGE["tomb_counter"]})
+    t0 = time.time()
+    try:
+        res = bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, compress=False,
+                                          relative_remap=False, check_existing=False)
+    finally:
+        del sc[STATE_PROP]
+    if "FINISHED" not in res or not os.path.isfile(path):
+        raise ToolError("internal_error", "Blender did not write the checkpoint")
+    ms = round((time.time() - t0) * 1000, 3)
+    log("checkpoint saved", path=path, ms=ms, scene_hash=h)
+    return {"scene_hash": h, "bytes": os.path.getsize(path), "ms": ms}
+
+
+def tomb_counter_floor():
+    n = 0
+    for ob in bpy.data.objects:
+        m = re.match(re.escape(TOMB_PREFIX) + r"(\d+)$", ob.name)
+        if m:
+            n = max(n, int(m.group(1)) + 1)
+    return n
+
+
+def m_load_checkpoint(params):
+    path = checkpoint_path(params)
+    if not os.path.isfile(path):
+        raise ToolError("not_found", "no checkpoint at %r" % path)
+    t0 = time.time()
+    try:
+        bpy.ops.wm.open_mainfile(filepath=path, load_ui=False, use_scripts=False)
+    except RuntimeError as e:
+        STATE.rebuild()  # whatever Blender kept, hash it honestly
+        raise ToolError("internal_error", "could not load checkpoint: " + one_line(e))
+    saved = {}
+    for sc in bpy.data.scenes:
+        raw = sc.get(STATE_PROP)
+        if raw is not None:
+            try:
+                saved = json.loads(raw)
+            except ValueError:
+                saved = {}
+            del sc[STATE_PROP]
+    BRIDGE["tomb_counter"] = max(int(saved.get("tomb_counter", 0)), tomb_counter_floor())
+    STATE.rebuild()
+    h = STATE.scene_hash()
+    ms = round((time.time() - t0) * 1000, 3)
+    log("checkpoint loaded", path=path, ms=ms, scene_hash=h)
+    want = saved.get("scene_hash")
+    if want and want != h:
+        raise ToolError("internal_error", "checkpoint hashed %s when saved but %s after loading" % (want, h))
+    return {"scene_hash": h, "saved_scene_hash": want, "ms": ms}
+
+
+class Shutdown(Exception):
+    pass
+
+
+def m_shutdown(params):
+    raise Shutdown()
+
+
+METHODS = {
+    "hello": m_hello,
+    "reset": m_reset,
+    "scene_hash": m_scene_hash,
+    "snapshot": m_snapshot,
+    "execute": m_execute,
+    "undo": m_undo,
+    "save_checkpoint": m_save_checkpoint,
+    "load_checkpoint": m_load_checkpoint,
+    "shutdown": m_shutdown,
+}
+
+
+# ---------------------------------------------------------------------------
+# Transport.
+
+OUT = {"stream": None, "id": None}  # the response stream and the request being served
+
+
+def write_line(obj):
+    OUT["stream"].write(canonical(obj).encode("ascii") + b"\n")
+    OUT["stream"].flush()
+
+
+def emit_progress(info):
+    """Write {"id": N, "progress": info} for the request being served."""
+    write_line({"id": OUT["id"], "progress": info})
+
+
+def handle(line):
+    """Serve one request line; returns (response dict, stop flag)."""
+    rid = None
+    OUT["id"] = None
+    clear_correlation()
+    try:
+        req = json.loads(line)
+        if not isinstance(req, dict):
+            raise ToolError("invalid_input", "request must be a JSON object")
+        rid = req.get("id")
+        OUT["id"] = rid
+        method = req.get("method")
+        params = req.get("params") or {}
+        if not isinstance(params, dict):
+            raise ToolError("invalid_input", "params must be an object")
+        set_correlation(params)
+        fn = METHODS.get(method) if isinstance(method, str) else None
+        if fn is None:
+            raise ToolError("invalid_input", "unknown method %r" % (method,))
+        return {"id": rid, "ok": True, "result": fn(params)}, False
+    except Shutdown:
+        return {"id": rid, "ok": True, "result": {}}, True
+    except ToolError as e:
+        log("request failed", code=e.code, message=e.message)
+        return {"id": rid, "ok": False, "error": {"code": e.code, "message": e.message, "scene_hash": STATE.scene_hash()}}, False
+    except ValueError as e:  # bad JSON
+        if rid is None:
+            return {"id": None, "ok": False, "error": {"code": "invalid_input", "message": one_line(e), "scene_hash": STATE.scene_hash()}}, False
+        log("unexpected error", trace=traceback.format_exc())
+        return {"id": rid, "ok": False, "error": {"code": "internal_error", "message": one_line(e), "scene_hash": STATE.scene_hash()}}, False
+    except Exception as e:
+        log("unexpected error", trace=traceback.format_exc())
+        return {"id": rid, "ok": False, "error": {"code": "internal_error", "message": one_line(e), "scene_hash": STATE.scene_hash()}}, False
+
+
+def parse_argv(argv):
+    if "--" in argv:  # blender binary: our arguments follow "--"
+        argv = argv[argv.index("--") + 1:]
+    else:
+        argv = argv[1:]
+    opts = {"fd_in": 3, "fd_out": 4}
+    i = 0
+    while i < len(argv):
+        if argv[i] in ("--fd-in", "--fd-out") and i + 1 < len(argv):
+            opts[argv[i][2:].replace("-", "_")] = int(argv[i + 1])
+            i += 2
+        else:
+            i += 1
+    return opts
+
+
+def serve(fd_in, fd_out):
+    rin = os.fdopen(fd_in, "rb")
+    OUT["stream"] = os.fdopen(fd_out, "wb")
+    log("ready", pid=os.getpid(), blender=build_string(bpy.app.version_string))
+    while True:
+        line = rin.readline()
+        if not line:
+            log("request stream closed")
+            return
+        if not line.strip():
+            continue
+        resp, stop = handle(line)
+        try:
+            data = canonical(resp)
+        except ValueError as e:  # e.g. NaN in a result
+            data = canonical({"id": resp.get("id"), "ok": False, "error": {"code": "internal_error", "message": one_line(e), "scene_hash": STATE.scene_hash()}})
+        OUT["stream"].write(data.encode("ascii") + b"\n")
+        OUT["stream"].flush()
+        if stop:
+            log("shutdown")
+            return
+
+
+def main():
+    opts = parse_argv(sys.argv)
+    serve(opts["fd_in"], opts["fd_out"])
+
+
+if __name__ == "__main__":
+    main()

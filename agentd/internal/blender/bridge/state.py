@@ -1,0 +1,412 @@
+"""Scene state: the baseline scene, the scene_state_v1 records, per-datablock
+digests and the running multiset hash (STATE), and the full snapshot.
+
+Baseline scene (``reset``; also loaded by ``hello``)
+----------------------------------------------------
+Identical on every run and on Blender 3.4 and 4.5. Factory settings with an
+empty scene (``wm.read_factory_settings(use_empty=True)``), every tracked
+datablock removed, then built with ``bpy.data``:
+
+- scene "Scene" (the only scene), view layer "ViewLayer", frame 1 (range 1-250), 24 fps;
+- object "Camera" (camera data "Camera": perspective, lens 50 mm, sensor 36 mm,
+  sensor fit AUTO, clip 0.1-100 m) at location (7.3589, -6.9258, 4.9583),
+  rotation_euler XYZ (1.1093, 0.0, 0.8149), scale 1; ``scene.camera = Camera``;
+- object "Light" (light data "Light": POINT, 1000 W, white, radius 0.1 m) at
+  (4.0762, 1.0055, 5.9039), rotation 0, scale 1;
+- both objects linked to the scene's master collection; no other collection;
+  no active object;
+- world "World": no nodes, color (0.05, 0.05, 0.05);
+- render: engine CYCLES, device CPU, 640x480 at 100 %, PNG RGBA 8 bit, every
+  stamp/metadata field off (render.still also strips PNG text/time chunks), no film transparency, compositing and sequencer off,
+  color management Standard view / no look / exposure 0 / gamma 1;
+- Cycles: 16 samples, seed 0, animated seed off, adaptive sampling off,
+  denoising off (render determinism).
+
+Scene state ``scene_state_v1``
+------------------------------
+The canonical snapshot holds one record per datablock that a tool can touch:
+objects, meshes, cameras, lights, materials, collections, worlds and scenes
+(render settings live in the scene record). Keys are ``"<kind>:<name>"``.
+Floats are rounded to 5 decimal places (a 1e-5 tolerance) and -0.0 becomes
+0.0; mesh vertex coordinates enter as integers ``round(x * 1e5)`` through a
+SHA-256 digest, together with the face topology (each face's vertex indices
+rotated to start at the lowest index, faces sorted, so face order and a face's
+first loop do not matter). Object membership in
+collections is stored on the object (the scene's master collection is named
+``"<scene>:<scene name>"``), so adding an object re-digests only that object.
+Each record is encoded as JSON with sorted keys, separators ``(",", ":")`` and
+ASCII escapes; its digest is the SHA-256 of that encoding.
+
+    acc        = sum(int(sha256(key + "\\0" + digest), 16) for every record) mod 2**256
+    scene_hash = sha256("scene_state_v1:" + "%064x" % acc)   (lowercase hex)
+
+``acc`` is a multiset hash: a tool reports the keys it touched, and only those
+records are re-digested (subtract the old term, add the new one). ``snapshot``
+recomputes everything from scratch. Tombstones (tools/objects.py) are not in the state.
+"""
+
+import hashlib
+
+import bpy
+
+from common import canonical, is_tomb, sha256_hex
+from compat import has_cycles, set_world_use_nodes, stamp_flags, world_use_nodes
+
+SCHEMA = "scene_state_v1"
+BRIDGE = {"tomb_counter": 0}  # per-session bridge state; saved inside checkpoints
+
+
+# ---------------------------------------------------------------------------
+# Canonical records.
+
+def qf(x):
+    r = round(float(x), 5)
+    return r + 0.0 if r != 0 else 0.0  # folds -0.0 into 0.0
+
+
+def qv(v):
+    return [qf(x) for x in v]
+
+
+def collection_label(coll):
+    for sc in bpy.data.scenes:
+        if sc.collection == coll:
+            return "<scene>:" + sc.name
+    return coll.name
+
+
+def record_object(name):
+    ob = bpy.data.objects.get(name)
+    if ob is None:
+        return None
+    return {
+        "name": ob.name,
+        "type": ob.type,
+        "data": ob.data.name if ob.data is not None else None,
+        "parent": ob.parent.name if ob.parent is not None else None,
+        "location": qv(ob.location),
+        "rotation_mode": ob.rotation_mode,
+        "rotation_euler": qv(ob.rotation_euler),
+        "scale": qv(ob.scale),
+        "hide_viewport": bool(ob.hide_viewport),
+        "hide_render": bool(ob.hide_render),
+        "hide_select": bool(ob.hide_select),
+        "collections": sorted(collection_label(c) for c in ob.users_collection),
+        "materials": [s.material.name if s.material else None for s in ob.material_slots],
+    }
+
+
+def mesh_geometry_digest(me):
+    n = len(me.vertices)
+    co = [0.0] * (3 * n)
+    me.vertices.foreach_get("co", co)
+    h = hashlib.sha256()
+    h.update(",".join(str(int(round(x * 100000))) for x in co).encode("ascii"))
+    h.update(b"|")
+    loops = [0] * len(me.loops)
+    me.loops.foreach_get("vertex_index", loops)
+    starts = [0] * len(me.polygons)
+    me.polygons.foreach_get("loop_start", starts)
+    sizes = [0] * len(me.polygons)
+    me.polygons.foreach_get("loop_total", sizes)
+    faces = []
+    for s, n in zip(starts, sizes):
+        f = loops[s:s + n]
+        k = f.index(min(f)) if f else 0
+        faces.append(tuple(f[k:] + f[:k]))  # same winding, lowest vertex first
+    # Face order and the first loop of a face differ between Blender versions
+    # for the same primitive (UV sphere on 3.4 vs 4.5); the shape does not.
+    faces.sort()
+    h.update(";".join(",".join(map(str, f)) for f in faces).encode("ascii"))
+    return h.hexdigest()
+
+
+def record_mesh(name):
+    me = bpy.data.meshes.get(name)
+    if me is None:
+        return None
+    return {
+        "name": me.name,
+        "vertices": len(me.vertices),
+        "edges": len(me.edges),
+        "polygons": len(me.polygons),
+        "loops": len(me.loops),
+        "geometry_sha256": mesh_geometry_digest(me),
+        "materials": [m.name if m else None for m in me.materials],
+    }
+
+
+def record_camera(name):
+    c = bpy.data.cameras.get(name)
+    if c is None:
+        return None
+    return {
+        "name": c.name,
+        "type": c.type,
+        "lens": qf(c.lens),
+        "lens_unit": c.lens_unit,
+        "sensor_width": qf(c.sensor_width),
+        "sensor_fit": c.sensor_fit,
+        "clip_start": qf(c.clip_start),
+        "clip_end": qf(c.clip_end),
+        "shift": [qf(c.shift_x), qf(c.shift_y)],
+    }
+
+
+def record_light(name):
+    l = bpy.data.lights.get(name)
+    if l is None:
+        return None
+    return {
+        "name": l.name,
+        "type": l.type,
+        "energy": qf(l.energy),
+        "color": qv(l.color),
+        "shadow_soft_size": qf(l.shadow_soft_size),
+    }
+
+
+def record_material(name):
+    m = bpy.data.materials.get(name)
+    if m is None:
+        return None
+    return {
+        "name": m.name,
+        "diffuse_color": qv(m.diffuse_color),
+        "metallic": qf(m.metallic),
+        "roughness": qf(m.roughness),
+        "use_nodes": bool(m.use_nodes),
+    }
+
+
+def record_collection(name):
+    c = bpy.data.collections.get(name)
+    if c is None:
+        return None
+    return {
+        "name": c.name,
+        "children": sorted(ch.name for ch in c.children),
+        "hide_viewport": bool(c.hide_viewport),
+        "hide_render": bool(c.hide_render),
+    }
+
+
+def record_world(name):
+    w = bpy.data.worlds.get(name)
+    if w is None:
+        return None
+    return {"name": w.name, "color": qv(w.color), "use_nodes": world_use_nodes(w)}
+
+
+def record_scene(name):
+    sc = bpy.data.scenes.get(name)
+    if sc is None:
+        return None
+    r = sc.render
+    vs = sc.view_settings
+    active = None
+    if len(sc.view_layers):
+        a = sc.view_layers[0].objects.active
+        active = a.name if a is not None else None
+    rec = {
+        "name": sc.name,
+        "camera": sc.camera.name if sc.camera else None,
+        "world": sc.world.name if sc.world else None,
+        "active_object": active,
+        "view_layers": [vl.name for vl in sc.view_layers],
+        "collection_children": sorted(c.name for c in sc.collection.children),
+        "frame": [sc.frame_current, sc.frame_start, sc.frame_end],
+        "render": {
+            "engine": r.engine,
+            "resolution": [r.resolution_x, r.resolution_y, r.resolution_percentage],
+            "fps": [r.fps, qf(r.fps_base)],
+            "film_transparent": bool(r.film_transparent),
+            "filepath": r.filepath,
+            "image": [r.image_settings.file_format, r.image_settings.color_mode, r.image_settings.color_depth],
+            "stamps": [f for f in stamp_flags(r) if getattr(r, f)],
+            "use_compositing": bool(r.use_compositing),
+            "use_sequencer": bool(r.use_sequencer),
+            "color_management": [vs.view_transform, vs.look, qf(vs.exposure), qf(vs.gamma)],
+        },
+    }
+    if hasattr(sc, "cycles"):
+        cy = sc.cycles
+        rec["cycles"] = {
+            "device": cy.device,
+            "samples": cy.samples,
+            "seed": cy.seed,
+            "use_animated_seed": bool(cy.use_animated_seed),
+            "use_adaptive_sampling": bool(cy.use_adaptive_sampling),
+            "use_denoising": bool(cy.use_denoising),
+        }
+    return rec
+
+
+KINDS = [
+    # kind, snapshot section, record function, bpy.data collection name
+    ("camera", "cameras", record_camera, "cameras"),
+    ("collection", "collections", record_collection, "collections"),
+    ("light", "lights", record_light, "lights"),
+    ("material", "materials", record_material, "materials"),
+    ("mesh", "meshes", record_mesh, "meshes"),
+    ("object", "objects", record_object, "objects"),
+    ("scene", "scenes", record_scene, "scenes"),
+    ("world", "worlds", record_world, "worlds"),
+]
+RECORDERS = {k: f for k, _, f, _ in KINDS}
+
+
+def term(key, digest):
+    return int(sha256_hex(key + "\0" + digest), 16)
+
+
+def hash_from_acc(acc):
+    return sha256_hex(SCHEMA + ":" + "%064x" % acc)
+
+
+def full_snapshot():
+    """Recompute every record from scratch: (snapshot, scene_hash)."""
+    snap = {"schema": SCHEMA}
+    acc = 0
+    for kind, section, fn, coll in KINDS:
+        recs = {}
+        for db in getattr(bpy.data, coll):
+            if db.library is not None or is_tomb(db.name):
+                continue
+            rec = fn(db.name)
+            recs[db.name] = rec
+            acc = (acc + term(kind + ":" + db.name, sha256_hex(canonical(rec)))) % (1 << 256)
+        snap[section] = recs
+    return snap, hash_from_acc(acc)
+
+
+class SceneState:
+    """Per-datablock digests and the running multiset hash."""
+
+    def __init__(self):
+        self.digests = {}
+        self.acc = 0
+
+    def rebuild(self):
+        self.digests = {}
+        self.acc = 0
+        for kind, _, fn, coll in KINDS:
+            for db in getattr(bpy.data, coll):
+                if db.library is None and not is_tomb(db.name):
+                    self._set(kind + ":" + db.name, sha256_hex(canonical(fn(db.name))))
+
+    def _set(self, key, digest):
+        old = self.digests.pop(key, None)
+        if old is not None:
+            self.acc = (self.acc - term(key, old)) % (1 << 256)
+        if digest is not None:
+            self.digests[key] = digest
+            self.acc = (self.acc + term(key, digest)) % (1 << 256)
+
+    def touch(self, kind, name):
+        rec = None if is_tomb(name) else RECORDERS[kind](name)
+        self._set(kind + ":" + name, sha256_hex(canonical(rec)) if rec is not None else None)
+
+    def scene_hash(self):
+        return hash_from_acc(self.acc)
+
+
+STATE = SceneState()
+
+# ---------------------------------------------------------------------------
+# Baseline scene.
+
+TRACKED_COLLECTIONS = ("objects", "meshes", "cameras", "lights", "materials", "worlds", "collections")
+
+
+def reset_scene():
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    BRIDGE["tomb_counter"] = 0
+    for coll in TRACKED_COLLECTIONS:
+        data = getattr(bpy.data, coll)
+        for db in list(data):
+            data.remove(db)
+    scenes = list(bpy.data.scenes)
+    sc = scenes[0]
+    for other in scenes[1:]:
+        bpy.data.scenes.remove(other)
+    sc.name = "Scene"
+    if len(sc.view_layers):
+        sc.view_layers[0].name = "ViewLayer"
+
+    cam = bpy.data.cameras.new("Camera")
+    cam.type = "PERSP"
+    cam.lens_unit = "MILLIMETERS"
+    cam.lens = 50.0
+    cam.sensor_width = 36.0
+    cam.sensor_fit = "AUTO"
+    cam.clip_start = 0.1
+    cam.clip_end = 100.0
+    cam.shift_x = 0.0
+    cam.shift_y = 0.0
+    cam_ob = bpy.data.objects.new("Camera", cam)
+    cam_ob.location = (7.3589, -6.9258, 4.9583)
+    cam_ob.rotation_mode = "XYZ"
+    cam_ob.rotation_euler = (1.1093, 0.0, 0.8149)
+    sc.collection.objects.link(cam_ob)
+
+    light = bpy.data.lights.new("Light", "POINT")
+    light.energy = 1000.0
+    light.color = (1.0, 1.0, 1.0)
+    light.shadow_soft_size = 0.1
+    light_ob = bpy.data.objects.new("Light", light)
+    light_ob.location = (4.0762, 1.0055, 5.9039)
+    sc.collection.objects.link(light_ob)
+
+    world = bpy.data.worlds.new("World")
+    set_world_use_nodes(world, False)
+    world.color = (0.05, 0.05, 0.05)
+    sc.world = world
+    sc.camera = cam_ob
+    if len(sc.view_layers):
+        sc.view_layers[0].objects.active = None
+
+    sc.frame_start = 1
+    sc.frame_end = 250
+    sc.frame_set(1)
+    r = sc.render
+    r.fps = 24
+    r.fps_base = 1.0
+    if has_cycles():
+        r.engine = "CYCLES"
+    r.resolution_x = 640
+    r.resolution_y = 480
+    r.resolution_percentage = 100
+    r.film_transparent = False
+    r.use_compositing = False
+    r.use_sequencer = False
+    r.filepath = ""
+    r.image_settings.file_format = "PNG"
+    r.image_settings.color_mode = "RGBA"
+    r.image_settings.color_depth = "8"
+    r.image_settings.compression = 15
+    for f in stamp_flags(r):
+        setattr(r, f, False)
+    sc.display_settings.display_device = "sRGB"
+    sc.view_settings.view_transform = "Standard"
+    sc.view_settings.look = "None"
+    sc.view_settings.exposure = 0.0
+    sc.view_settings.gamma = 1.0
+    if has_cycles():
+        cy = sc.cycles
+        cy.device = "CPU"
+        cy.samples = 16
+        cy.seed = 0
+        cy.use_animated_seed = False
+        cy.use_adaptive_sampling = False
+        cy.use_denoising = False
+    STATE.rebuild()
+    return STATE.scene_hash()
+
+
+def current_scene():
+    return bpy.data.scenes.get("Scene") or bpy.data.scenes[0]
+
+
+def active_view_layer(sc):
+    return sc.view_layers[0] if len(sc.view_layers) else None

@@ -1,0 +1,60 @@
+package plan
+
+import "fmt"
+
+// Reasons of the contract gate (seed 001's lifecycle: after validation, a
+// call must pass the session's contract).
+const (
+	ReasonCapabilityMissing = "CAPABILITY_MISSING"
+	ReasonPolicyRefused     = "POLICY_REFUSED"
+	ReasonContractViolation = "CONTRACT_VIOLATION"
+)
+
+// Contract is what a session's contract lets its plans do.
+type Contract struct {
+	// Callable lists the tools the session may call.
+	Callable map[string]bool
+	// Atomic is set for plans that roll back whole on failure.
+	Atomic bool
+}
+
+// CheckContract is the contract gate, run after Check on a valid plan. It
+// refuses tools that need a UI (CAPABILITY_MISSING: sessions are headless),
+// unsafe_ops tools without the negotiated flag (POLICY_REFUSED), tools the
+// contract left out, and, in atomic plans, mutating tools that cannot be
+// rolled back (both CONTRACT_VIOLATION). The first of these reasons found
+// names the refusal; all offending operations are listed.
+func CheckContract(ops []Operation, reg *Registry, c Contract) error {
+	var e *Error
+	for i, op := range ops {
+		def, ok := reg.Lookup(op.Tool)
+		if !ok {
+			continue // Check reported it
+		}
+		reason, desc, action := "", "", ActionDrop
+		switch {
+		case def.Mode == "ui_assisted":
+			reason, desc = ReasonCapabilityMissing, fmt.Sprintf("operation %q: %s needs a UI, and sessions are headless", op.ID, op.Tool)
+		case def.Mode == "unsafe_ops" && !c.Callable[op.Tool]:
+			reason, desc = ReasonPolicyRefused, fmt.Sprintf("operation %q: %s runs unsafe operations; negotiate the unsafe_ops feature flag to use it", op.ID, op.Tool)
+		case !c.Callable[op.Tool]:
+			reason, desc = ReasonContractViolation, fmt.Sprintf("operation %q: %s is not among the tools of the session's contract", op.ID, op.Tool)
+		case c.Atomic && def.Rollback == "none" && def.Safety != SafetyReadOnly:
+			reason, desc, action = ReasonContractViolation, fmt.Sprintf("operation %q: %s cannot be rolled back, so it cannot be part of an atomic plan", op.ID, op.Tool), ActionDrop
+		default:
+			continue
+		}
+		if e == nil {
+			e = &Error{Reason: reason, Message: desc}
+		}
+		e.Violations = append(e.Violations, Violation{Field: opField(i, "tool_name"), Description: desc})
+		e.Repair = append(e.Repair, RepairStep{OperationID: op.ID, Action: action})
+	}
+	if e == nil {
+		return nil
+	}
+	if n := len(e.Violations); n > 1 {
+		e.Message += fmt.Sprintf(" (and %d more)", n-1)
+	}
+	return e
+}

@@ -1,0 +1,42 @@
+package plan
+
+import "testing"
+
+func TestCheckContract(t *testing.T) {
+	schema := map[string]any{"type": "object"}
+	reg, err := NewRegistry([]ToolDef{
+		{Name: "object.create", Safety: SafetySafeWrite, InputSchema: schema, Mode: "headless_safe", Rollback: "compensation"},
+		{Name: "python.exec", Safety: SafetyDestructive, InputSchema: schema, Mode: "unsafe_ops", Rollback: "none"},
+		{Name: "ui.highlight", Safety: SafetyReadOnly, InputSchema: schema, Mode: "ui_assisted", Rollback: "none"},
+		{Name: "scene.get_summary", Safety: SafetyReadOnly, InputSchema: schema, Mode: "headless_safe", Rollback: "none"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(tool string) []Operation { return []Operation{{ID: "a", Tool: tool, Safety: SafetyDestructive}} }
+	base := map[string]bool{"object.create": true, "scene.get_summary": true}
+	unsafe := map[string]bool{"object.create": true, "scene.get_summary": true, "python.exec": true}
+	cases := []struct {
+		tool   string
+		c      Contract
+		reason string
+	}{
+		{"object.create", Contract{Callable: base}, ""},
+		{"ui.highlight", Contract{Callable: unsafe}, ReasonCapabilityMissing},
+		{"python.exec", Contract{Callable: base}, ReasonPolicyRefused},
+		{"python.exec", Contract{Callable: unsafe}, ""},
+		{"python.exec", Contract{Callable: unsafe, Atomic: true}, ReasonContractViolation},
+		{"scene.get_summary", Contract{Callable: base, Atomic: true}, ""},
+		{"object.create", Contract{Callable: map[string]bool{}}, ReasonContractViolation},
+	}
+	for _, tc := range cases {
+		err := CheckContract(call(tc.tool), reg, tc.c)
+		got := ""
+		if err != nil {
+			got = err.(*Error).Reason
+		}
+		if got != tc.reason {
+			t.Errorf("%s with %+v: %q, want %q (%v)", tc.tool, tc.c, got, tc.reason, err)
+		}
+	}
+}
