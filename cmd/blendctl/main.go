@@ -28,13 +28,18 @@ Usage:
 
 Commands:
   submit PLAN.json [--session ID] [--request-id ID] [--validate-only] [--atomic] [--watch]
+                      [--flag F]... [--blender RANGE]
                       submit a plan (negotiates a new session unless --session is given);
                       --watch streams its receipts with progress until it ends
   watch REQUEST_ID [--from N]
                       stream a plan's receipts from sequence N
   plan REQUEST_ID     show a plan and its state
+  cancel REQUEST_ID   stop a plan (the running operation too); the session stays usable
   audit [REQUEST_ID]  list audit records (of one plan, or all), oldest first
-  negotiate           open a session and print its contract
+  tools [--session ID]  list the tool registry (of a session, or of the first runtime)
+  macros              list the macros, with their example args
+  negotiate [--flag F]... [--blender RANGE] [--budget-ms N]
+                      open a session and print its contract
   agents              list the agents registered with the control plane
 
 Environment: BLENDPLANE_ADDR overrides --addr.
@@ -92,26 +97,47 @@ func run(args []string) error {
 		return c.plan(ctx, rest)
 	case "audit":
 		return c.audit(ctx, rest)
+	case "cancel":
+		return c.cancel(ctx, rest)
+	case "tools":
+		return c.tools(ctx, rest)
+	case "macros":
+		return c.macros(ctx)
 	case "negotiate":
-		return c.negotiateCmd(ctx)
+		return c.negotiateCmd(ctx, rest)
 	case "agents":
 		return c.agents(ctx)
 	case "help":
 		fs.Usage()
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (try: %s)", cmd, strings.Join([]string{"submit", "watch", "plan", "audit", "negotiate", "agents"}, ", "))
+	return fmt.Errorf("unknown command %q (try: %s)", cmd, strings.Join([]string{"submit", "watch", "plan", "cancel", "audit", "tools", "macros", "negotiate", "agents"}, ", "))
 }
 
 // rpcTimeout bounds unary calls; Negotiate may start a Blender.
 const rpcTimeout = 2 * time.Minute
 
-func (c *cli) negotiate(ctx context.Context) (*cpv1.SessionContract, error) {
+// sessionFlags are the negotiation options of submit and negotiate.
+type sessionFlags struct {
+	flags        flagenv.Strings
+	blenderRange string
+	budgetMs     int64
+}
+
+func (sf *sessionFlags) register(fs *flag.FlagSet) {
+	fs.Var(&sf.flags, "flag", "feature flag to negotiate, e.g. unsafe_ops or progress_events (repeatable)")
+	fs.StringVar(&sf.blenderRange, "blender", "", `Blender version range, e.g. ">=4.2" or "<4"`)
+	fs.Int64Var(&sf.budgetMs, "budget-ms", 0, "time budget of one tool call in ms (0: the default)")
+}
+
+func (c *cli) negotiate(ctx context.Context, sf sessionFlags) (*cpv1.SessionContract, error) {
 	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	defer cancel()
 	resp, err := c.cp.Negotiate(ctx, &cpv1.NegotiateRequest{
-		ContractVersion: "1.0.0",
-		HostProfile:     &cpv1.HostProfile{ClientName: "blendctl", ClientVersion: "0.1.0"},
+		ContractVersion:     "1.0.0",
+		HostProfile:         &cpv1.HostProfile{ClientName: "blendctl", ClientVersion: "0.1.0", FeatureFlags: sf.flags},
+		BlenderVersionRange: sf.blenderRange,
+		Constraints:         &cpv1.Constraints{ToolTimeBudgetMs: sf.budgetMs},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("negotiate: %w", err)
@@ -119,8 +145,14 @@ func (c *cli) negotiate(ctx context.Context) (*cpv1.SessionContract, error) {
 	return resp.GetContract(), nil
 }
 
-func (c *cli) negotiateCmd(ctx context.Context) error {
-	contract, err := c.negotiate(ctx)
+func (c *cli) negotiateCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("negotiate", flag.ContinueOnError)
+	var sf sessionFlags
+	sf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	contract, err := c.negotiate(ctx, sf)
 	if err != nil {
 		return err
 	}
@@ -177,6 +209,57 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 	}
 }
 
+func (c *cli) cancel(ctx context.Context, args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: blendctl cancel REQUEST_ID")
+	}
+	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	resp, err := c.cp.CancelPlan(ctx, &cpv1.CancelPlanRequest{RequestId: args[0]})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(resp.GetPlan())
+	}
+	printPlan(c.out, resp.GetPlan())
+	return nil
+}
+
+func (c *cli) tools(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("tools", flag.ContinueOnError)
+	session := fs.String("session", "", "list the registry of this session")
+	runtime := fs.String("runtime", "", "list the registry of this runtime")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	resp, err := c.cp.ListTools(ctx, &cpv1.ListToolsRequest{SessionId: *session, RuntimeId: *runtime})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(resp)
+	}
+	printTools(c.out, resp)
+	return nil
+}
+
+func (c *cli) macros(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	resp, err := c.cp.ListMacros(ctx, &cpv1.ListMacrosRequest{})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(resp)
+	}
+	printMacros(c.out, resp)
+	return nil
+}
+
 func (c *cli) plan(ctx context.Context, args []string) error {
 	if len(args) != 1 {
 		return errors.New("usage: blendctl plan REQUEST_ID")
@@ -201,6 +284,8 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 	validateOnly := fs.Bool("validate-only", false, "validate and schedule only; run nothing")
 	atomic := fs.Bool("atomic", false, "roll back the whole plan if an operation fails")
 	watch := fs.Bool("watch", false, "stream receipts with progress until the plan ends")
+	var sf sessionFlags
+	sf.register(fs)
 	path, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -215,7 +300,7 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 	req.ValidateOnly, req.Atomic = *validateOnly, *atomic
 	req.SessionId = *session
 	if req.SessionId == "" {
-		contract, err := c.negotiate(ctx)
+		contract, err := c.negotiate(ctx, sf)
 		if err != nil {
 			return err
 		}

@@ -160,6 +160,15 @@ func printContract(out io.Writer, c *cpv1.SessionContract) {
 		c.GetSessionId(), c.GetContractVersion(), c.GetAgentId(), bp.GetVersion(), bp.GetRuntime(), bp.GetPlatform(),
 		bp.GetPythonVersion(), c.GetToolRegistryRef().GetVersion(), short(c.GetToolRegistryRef().GetFingerprint()),
 		short(c.GetBaselineSceneHash()))
+	caps, cons, lim := c.GetCapabilities(), c.GetConstraints(), c.GetLimits()
+	fmt.Fprintf(out, "  flags:     %s\n  tools:     %d callable\n  macros:    %s %s\n",
+		strings.Join(caps.GetFeatureFlags(), ", "), len(caps.GetTools()), c.GetMacroRegistryRef().GetVersion(),
+		short(c.GetMacroRegistryRef().GetFingerprint()))
+	fmt.Fprintf(out, "  budget:    %d ms per tool call; memory %d MiB; storage %d MiB; rails %s\n",
+		cons.GetToolTimeBudgetMs(), cons.GetMaxMemoryMib(), cons.GetTempStorageMib(), strings.Join(cons.GetSafetyRails(), ", "))
+	fmt.Fprintf(out, "  limits:    %d operations, %d bytes per plan, %d tools, %d concurrent call\n  contract:  %s\n",
+		lim.GetMaxOperationsPerPlan(), lim.GetMaxPayloadBytes(), lim.GetToolSurfaceCap(), lim.GetMaxConcurrentCalls(),
+		short(c.GetFingerprints()["contract"]))
 }
 
 func printAgents(out io.Writer, agents []*cpv1.Agent) {
@@ -188,4 +197,25 @@ func printAudit(out io.Writer, r *cpv1.AuditRecord, header bool) {
 		r.GetSequence(), r.GetTimestamp().AsTime().UTC().Format("2006-01-02T15:04:05.000Z"),
 		r.GetRequestId(), r.GetOperationId(), r.GetToolName(), strings.TrimPrefix(r.GetStatus().String(), "STATUS_"),
 		short(r.GetSceneHashBefore()), short(r.GetSceneHashAfter()), r.GetBlenderMutationId(), r.GetMcpCallId())
+}
+
+func printTools(out io.Writer, resp *cpv1.ListToolsResponse) {
+	ref := resp.GetRegistryRef()
+	fmt.Fprintf(out, "registry %s %s, %d tools\n", ref.GetVersion(), short(ref.GetFingerprint()), len(resp.GetTools()))
+	fmt.Fprintf(out, "%-22s %-8s %-12s %-14s %-13s %-13s %-10s %s\n", "TOOL", "VERSION", "SAFETY", "MODE", "DETERMINISM", "ROLLBACK", "BLENDER", "DESCRIPTION")
+	for _, t := range resp.GetTools() {
+		fmt.Fprintf(out, "%-22s %-8s %-12s %-14s %-13s %-13s %-10s %s\n", t.GetName(), t.GetVersion(),
+			strings.ToLower(strings.TrimPrefix(t.GetSafetyLevel().String(), "SAFETY_LEVEL_")), t.GetSafetyMode(),
+			t.GetDeterminismClass(), t.GetRollbackMethod(), t.GetBlenderVersions(), t.GetDescription())
+	}
+}
+
+func printMacros(out io.Writer, resp *cpv1.ListMacrosResponse) {
+	ref := resp.GetRegistryRef()
+	fmt.Fprintf(out, "macro registry %s %s\n", ref.GetVersion(), short(ref.GetFingerprint()))
+	for _, m := range resp.GetMacros() {
+		example, _ := protojson.Marshal(m.GetExampleArgs())
+		fmt.Fprintf(out, "\n%s %s\n  %s\n  tools:   %s\n  example: %s\n", m.GetName(), m.GetVersion(), m.GetDescription(),
+			strings.Join(m.GetTools(), ", "), example)
+	}
 }

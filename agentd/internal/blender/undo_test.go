@@ -12,16 +12,20 @@ import (
 	"time"
 )
 
+// wantToolClasses lists every tool the bridge registers: determinism,
+// rollback, idempotence, safety mode, Blender versions. Test files of other
+// tool families add their tools in an init function.
+var wantToolClasses = map[string][5]string{
+	"object.create":        {DeterminismDeterministic, RollbackCompensation, IdempotenceKeyed, SafetyModeHeadlessSafe, ">=3.4"},
+	"object.delete":        {DeterminismDeterministic, RollbackCompensation, IdempotenceKeyed, SafetyModeHeadlessSafe, ">=3.4"},
+	"object.set_transform": {DeterminismDeterministic, RollbackCompensation, IdempotenceIdempotent, SafetyModeHeadlessSafe, ">=3.4"},
+	"render.still":         {DeterminismSeeded, RollbackNotNeeded, IdempotenceIdempotent, SafetyModeHeadlessSafe, ">=3.4"},
+	"scene.get_summary":    {DeterminismDeterministic, RollbackNone, IdempotenceReadOnly, SafetyModeHeadlessSafe, ">=3.4"},
+	"scene.snapshot":       {DeterminismDeterministic, RollbackNone, IdempotenceReadOnly, SafetyModeHeadlessSafe, ">=3.4"},
+}
+
 func TestToolDeterminismAndRollbackClasses(t *testing.T) {
-	// determinism, rollback, idempotence, safety mode, Blender versions
-	want := map[string][5]string{
-		"object.create":        {DeterminismDeterministic, RollbackCompensation, IdempotenceKeyed, SafetyModeHeadlessSafe, ">=3.4"},
-		"object.delete":        {DeterminismDeterministic, RollbackCompensation, IdempotenceKeyed, SafetyModeHeadlessSafe, ">=3.4"},
-		"object.set_transform": {DeterminismDeterministic, RollbackCompensation, IdempotenceIdempotent, SafetyModeHeadlessSafe, ">=3.4"},
-		"render.still":         {DeterminismSeeded, RollbackNotNeeded, IdempotenceIdempotent, SafetyModeHeadlessSafe, ">=3.4"},
-		"scene.get_summary":    {DeterminismDeterministic, RollbackNone, IdempotenceReadOnly, SafetyModeHeadlessSafe, ">=3.4"},
-		"scene.snapshot":       {DeterminismDeterministic, RollbackNone, IdempotenceReadOnly, SafetyModeHeadlessSafe, ">=3.4"},
-	}
+	want := wantToolClasses
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		p := startTestProcess(t, rt)
 		for _, tool := range p.Tools() {

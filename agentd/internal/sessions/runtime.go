@@ -66,6 +66,7 @@ func runtimeInfo(rt blender.Runtime, prof blender.Profile, tools []blender.Tool)
 			Name: t.Name, Version: t.Version, Description: t.Description,
 			InputSchema: schema, SafetyLevel: safetyLevel(t.SafetyLevel),
 			DeterminismClass: t.DeterminismClass, RollbackMethod: t.RollbackMethod,
+			SafetyMode: t.SafetyMode, IdempotenceClass: t.IdempotenceClass, BlenderVersions: t.BlenderVersions,
 		})
 	}
 	sort.Slice(reg.Tools, func(i, j int) bool { return reg.Tools[i].GetName() < reg.Tools[j].GetName() })
