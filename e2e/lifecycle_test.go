@@ -12,7 +12,7 @@ import (
 )
 
 // blenderPIDs lists processes whose command line mentions dir: the Blender
-// children of one agentd data dir (their bridge.py lives under it).
+// children of one agentd data dir (their bridge package lives under it).
 func blenderPIDs(t testing.TB, dir string) []string {
 	t.Helper()
 	entries, _ := os.ReadDir("/proc")
