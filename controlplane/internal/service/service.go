@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -209,6 +210,12 @@ func (s *Server) StreamReceipts(req *cpv1.StreamReceiptsRequest, stream grpc.Ser
 	id := req.GetRequestId()
 	cursor := max(req.GetStartSequence(), 1)
 	var lastProgress *cpv1.Progress
+	wantProgress := false
+	if st, err := s.store.PlanState(id); err == nil {
+		if sess, err := s.store.Session(st.GetSessionId()); err == nil {
+			wantProgress = slices.Contains(sess.Contract.GetCapabilities().GetFeatureFlags(), contract.FlagProgressEvents)
+		}
+	}
 	for {
 		st, err := s.store.PlanState(id)
 		if err != nil {
@@ -236,7 +243,7 @@ func (s *Server) StreamReceipts(req *cpv1.StreamReceiptsRequest, stream grpc.Ser
 		if len(receipts) == page {
 			continue
 		}
-		if pg := s.store.Progress(id); pg != nil && pg != lastProgress {
+		if pg := s.store.Progress(id); wantProgress && pg != nil && pg != lastProgress {
 			lastProgress = pg
 			if err := stream.Send(&cpv1.StreamReceiptsResponse{Event: &cpv1.StreamReceiptsResponse_Progress{Progress: pg}}); err != nil {
 				return err
