@@ -51,9 +51,10 @@ build:
 
 ## blender: make a Blender available (bpy wheel venv, and Debian's blender where apt works)
 blender: $(VENV)/.bpy-$(BPY_VERSION)
-	@if ! command -v blender >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-		echo "installing Debian's blender package (Blender 3.4)"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends blender >/dev/null; } \
+	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+	   { ! command -v blender >/dev/null 2>&1 || ! dpkg -s python3-numpy >/dev/null 2>&1; }; then \
+		echo "installing Debian's blender package (Blender 3.4) and numpy for its glTF add-on"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends blender python3-numpy >/dev/null; } \
 			|| echo "warning: apt could not install blender; continuing with the bpy wheel only"; \
 	fi
 

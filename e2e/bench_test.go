@@ -33,15 +33,16 @@ const (
 // StreamReceipts) and, side by side in the same run, the same 400 creates in a
 // bare persistent Blender of the same runtime driven over a pipe
 // (testdata/bare_blender.py), timed once before and once after the plan (a
-// fresh process each time, same warm-up) and averaged. The plan's operations are independent (no
-// depends_on): op-000 … op-399, scheduled in that order by the lexical
+// fresh process each time, same warm-up) and averaged. The plan's operations
+// are independent (no depends_on): op-000 … op-399, scheduled in that order by the lexical
 // tie-break, each a cube with a distinct name and location.
 //
 // Metrics: ms/op-e2e and ms/op-bare (wall time / 400), ratio (e2e / bare;
 // target ≤ 3), ms/op-bridge (mean receipt duration_micros: agentd's Go ↔
 // bridge round trip, tool plus incremental scene hash) and ms/op-overhead
-// (e2e minus bridge: gRPC hops, journal, control-plane commits). ns/op is the
-// e2e plan's wall time.
+// (e2e minus bridge: what the batched Execute stream and the group commits
+// do not hide behind the bridge calls: submit, first batch, last receipt's
+// commits and stream hops). ns/op is the e2e plan's wall time.
 func BenchmarkObjectCreate400(b *testing.B) {
 	c := startCluster(b)
 	var e2e, bare, bridge time.Duration
@@ -291,12 +292,12 @@ func (bp *bareBlender) close(b *testing.B) {
 // Issue 3: cost against scene size, rollback, recovery and durable throughput.
 
 const (
-	scaleSmall        = 100   // planes in the small scene
+	scaleSmall        = 100    // planes in the small scene
 	scaleLarge        = 10_000 // planes in the large scene
-	scaleTransformOps = 200   // timed object.set_transform per size and run
-	scaleRollbacks    = 5     // atomic plans rolled back per size, kind and run
-	scaleReplay       = 50    // journal entries after the checkpoint when Blender is killed
-	scaleDurableOps   = 2000  // operations of the throughput plan
+	scaleTransformOps = 200    // timed object.set_transform per size and run
+	scaleRollbacks    = 5      // atomic plans rolled back per size, kind and run
+	scaleReplay       = 50     // journal entries after the checkpoint when Blender is killed
+	scaleDurableOps   = 2000   // operations of the throughput plan
 	// agentd's --checkpoint-idle in BenchmarkScale. Checkpoints are taken
 	// only when a session has been idle this long (the count and interval
 	// triggers are set out of reach), and every measurement starts after the
@@ -310,6 +311,9 @@ const (
 // once by a plan of object.create operations. The sub-benchmarks reuse both
 // scenes, so -count repeats the measurements, not the (long) build:
 //
+//   - Build (reported on the first run only): the build plan of each size,
+//     end to end and in the bridge per create, and agentd's save of the
+//     checkpoint after it (from its log).
 //   - SetTransform: one plan of 200 independent object.set_transform
 //     operations (objects spread over the scene, a new location each);
 //     ms/op end to end and the bridge's mean duration_micros, per size, and
@@ -321,7 +325,8 @@ const (
 //   - Recovery: a checkpoint on disk, 50 more scene changes in the journal,
 //     then kill -9 of the session's Blender and one set_transform timed end
 //     to end (Blender restart, checkpoint load, replay of 50 entries, hash
-//     check, the operation), and agentd's own "session recovered … took=".
+//     check, the operation), and agentd's own "session recovered … took="
+//     (and its "checkpoint loaded … duration=", when logged).
 //   - Durable: one plan of 2,000 object.set_transform, operations per second
 //     end to end; agentd's journal and the control plane's store both fsync
 //     every receipt before it is streamed.
@@ -363,6 +368,7 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(ms(s.buildBridge)/float64(s.n), "ms/create-bridge-"+s.label)
 			if s.buildCheckpoint > 0 {
 				b.ReportMetric(s.buildCheckpoint.Seconds(), "s/ckpt-save-"+s.label)
+				b.ReportMetric(float64(s.buildCheckpoints), "ckpts-"+s.label)
 			}
 		}
 		b.ReportMetric(float64(total.Nanoseconds()), "ns/op")
@@ -456,6 +462,7 @@ type scene struct {
 
 	build, buildBridge time.Duration // the build plan: end to end, and its receipts' duration_micros
 	buildCheckpoint    time.Duration // agentd's save of the checkpoint after the build (0: not logged)
+	buildCheckpoints   int           // checkpoints agentd logged up to the one after the build
 }
 
 // buildScene opens a session and fills its scene with n planes in one plan,
@@ -476,11 +483,13 @@ func buildScene(b *testing.B, c *cluster, n int) *scene {
 	s.build, s.buildBridge = elapsed, agentTime(rs)
 	s.settle(b)
 	want := fmt.Sprintf("checkpoint-%08d.blend", s.head)
-	for _, f := range s.logLines("checkpoint saved") {
+	saves := s.logLines("checkpoint saved")
+	for _, f := range saves {
 		if filepath.Base(f["path"]) == want {
 			s.buildCheckpoint, _ = time.ParseDuration(f["duration"])
 		}
 	}
+	s.buildCheckpoints = len(saves)
 	return s
 }
 

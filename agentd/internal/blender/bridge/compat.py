@@ -51,6 +51,42 @@ def set_world_use_nodes(world, value):
         world.use_nodes = value
 
 
+def material_use_nodes(mat):
+    # Material.use_nodes is deprecated after 4.5 (always node-based there).
+    return bool(getattr(mat, "use_nodes", True))
+
+
+def set_material_use_nodes(mat, value):
+    if hasattr(mat, "use_nodes"):
+        mat.use_nodes = value
+
+
+def principled_emission_color(node):
+    """The Principled BSDF's emission color input: "Emission" on 3.x,
+    "Emission Color" on 4.x (whose default is white with strength 0, where
+    3.4's is black with strength 1; tools pin both)."""
+    return node.inputs.get("Emission Color") or node.inputs.get("Emission")
+
+
+def move_modifier(ob, name, index):
+    """Move modifier name of ob to index in its stack. ObjectModifiers.move
+    exists from 3.5; 3.4 has only the operator, run on ob through a context
+    override (works headless, touches nothing but the stack)."""
+    mods = ob.modifiers
+    cur = mods.find(name)
+    if cur < 0:
+        raise KeyError(name)
+    if cur == index:
+        return
+    if hasattr(mods, "move"):
+        mods.move(cur, index)
+    else:
+        with bpy.context.temp_override(object=ob, active_object=ob):
+            bpy.ops.object.modifier_move_to_index(modifier=name, index=index)
+    if mods.find(name) != index:
+        raise RuntimeError("could not move modifier %r to %d" % (name, index))
+
+
 def stamp_flags(render):
     return sorted(p for p in dir(render) if p == "use_stamp" or p.startswith("use_stamp_"))
 
@@ -94,3 +130,140 @@ def version_in_range(spec, version=None):
     v = tuple(version if version is not None else blender_version())[:3]
     v = tuple(v) + (0,) * (3 - len(v))
     return all(_OPS[op](v, bound) for op, bound in parse_version_range(spec))
+
+
+# ---------------------------------------------------------------------------
+# Render engines, world background, animation, importers/exporters
+# (tools/render.py, world.py, anim.py, io.py).
+
+def canonical_engine(engine):
+    """The engine name in scene_state_v1: 4.2-4.5's BLENDER_EEVEE_NEXT is
+    recorded as BLENDER_EEVEE, so the same scene hashes the same on 3.4."""
+    return "BLENDER_EEVEE" if engine == "BLENDER_EEVEE_NEXT" else engine
+
+
+def world_output_node(world):
+    """The active World Output node of world's node tree, or None."""
+    if world.node_tree is None:
+        return None
+    outs = [n for n in world.node_tree.nodes if n.type == "OUTPUT_WORLD"]
+    for n in outs:
+        if getattr(n, "is_active_output", False):
+            return n
+    return outs[0] if outs else None
+
+
+def world_background_node(world):
+    """The Background node feeding the world output's Surface, or None. Only
+    meaningful while the world uses nodes (world_use_nodes)."""
+    out = world_output_node(world)
+    if out is None or not out.inputs["Surface"].is_linked:
+        return None
+    n = out.inputs["Surface"].links[0].from_node
+    return n if n.type == "BACKGROUND" else None
+
+
+def world_uses_nodes(world):
+    """Whether the world renders through its node tree (always after 4.5)."""
+    return bool(getattr(world, "use_nodes", True)) and world.node_tree is not None
+
+
+def has_operator(idname):
+    """Whether bpy.ops.<idname> ("wm.obj_export") is registered."""
+    mod, _, name = idname.partition(".")
+    try:
+        getattr(getattr(bpy.ops, mod), name).get_rna_type()
+        return True
+    except (AttributeError, KeyError):
+        return False
+
+
+def has_module(name):
+    import importlib.util
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def numpy_aliases():
+    """Blender 3.4's glTF importer uses np.bool, which NumPy 1.24 (Debian's)
+    removed; it was always an alias of the builtin bool, so restore it."""
+    import numpy
+    if "bool" not in numpy.__dict__:
+        numpy.bool = bool
+
+
+def io_operators(fmt):
+    """(export op idname, import op idname, reason) of a scene.export/import
+    format on this Blender; an op is None when missing, reason says why.
+    OBJ: the C++ wm.obj_export/wm.obj_import (3.3+; 4.x has no other).
+    glTF: the io_scene_gltf2 add-on, which needs numpy (Debian's 3.4 lacks it).
+    USD: wm.usd_export/wm.usd_import, only in builds with USD (not Debian's)."""
+    if fmt == "obj":
+        ops = ("wm.obj_export", "wm.obj_import")
+    elif fmt == "gltf":
+        ops = ("export_scene.gltf", "import_scene.gltf")
+        if not has_module("numpy"):
+            return None, None, "the glTF add-on needs numpy, which this Blender's Python lacks"
+        numpy_aliases()
+    elif fmt == "fbx":
+        ops = ("export_scene.fbx", "import_scene.fbx")
+    elif fmt == "usd":
+        ops = ("wm.usd_export", "wm.usd_import")
+    else:
+        return None, None, "unknown format %r" % fmt
+    exp, imp = [op if has_operator(op) else None for op in ops]
+    reason = None if exp and imp else "this Blender has no %s" % " / ".join(op for op in ops if not has_operator(op))
+    return exp, imp, reason
+
+
+def action_fcurve_collections(action):
+    """Every F-Curve collection of action: action.fcurves on 3.4; on 4.4+
+    (slotted/layered actions) the channelbag of each slot in each strip."""
+    if hasattr(action, "layers"):
+        out = []
+        for layer in action.layers:
+            for strip in layer.strips:
+                for cb in getattr(strip, "channelbags", ()):
+                    out.append(cb.fcurves)
+        if out or len(action.layers):
+            return out
+    return [action.fcurves] if hasattr(action, "fcurves") else []
+
+
+def object_fcurves(ob):
+    """The F-Curve collection animating ob (its action, and on 4.4+ its slot's
+    channelbag), or None."""
+    ad = ob.animation_data
+    if ad is None or ad.action is None:
+        return None
+    act = ad.action
+    if hasattr(ad, "action_slot") and hasattr(act, "layers"):
+        slot = ad.action_slot
+        if slot is None:
+            return None
+        for layer in act.layers:
+            for strip in layer.strips:
+                cb = strip.channelbag(slot) if hasattr(strip, "channelbag") else None
+                if cb is not None:
+                    return cb.fcurves
+        return None
+    return act.fcurves
+
+
+def fcurve_groups(ob):
+    """The action groups of ob's F-Curves (the channelbag's on 4.4+), or None."""
+    ad = ob.animation_data
+    if ad is None or ad.action is None:
+        return None
+    act = ad.action
+    if hasattr(ad, "action_slot") and hasattr(act, "layers"):
+        slot = ad.action_slot
+        for layer in act.layers:
+            for strip in layer.strips:
+                cb = strip.channelbag(slot) if slot is not None and hasattr(strip, "channelbag") else None
+                if cb is not None:
+                    return cb.groups
+        return None
+    return act.groups

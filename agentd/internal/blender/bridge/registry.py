@@ -41,7 +41,9 @@ Metadata:
   through the journal's idempotency key (create makes a second object, delete
   fails with not_found); ``read_only`` = changes nothing (required for, and
   only for, safety_level read_only).
-- ``rollback_method``: ``none`` for read_only tools; ``compensation`` when the
+- ``rollback_method``: ``none`` for read_only tools, and for unsafe_ops tools
+  that change the scene in ways no compensation can capture (python.exec: the
+  controlplane keeps them out of atomic plans); ``compensation`` when the
   tool changes the scene (it sets an undo record and registers an undoer for
   it, below); ``not_needed`` when it writes only files, never the scene.
 - ``determinism_class``: ``deterministic`` = same scene + same args give the
@@ -221,8 +223,12 @@ def register(name, fn, description, schema, safety_level, idempotence_class=None
     ):
         if value not in allowed:
             bad("%s %r is not one of %s" % (key, value, ", ".join(allowed)))
-    if read_only != (idempotence_class == "read_only") or read_only != (rollback_method == "none"):
-        bad("safety_level read_only goes with idempotence_class read_only and rollback_method none, and only with them")
+    if read_only != (idempotence_class == "read_only"):
+        bad("safety_level read_only goes with idempotence_class read_only, and only with it")
+    if read_only and rollback_method != "none":
+        bad("safety_level read_only goes with rollback_method none")
+    if not read_only and rollback_method == "none" and safety_mode != "unsafe_ops":
+        bad("rollback_method none on a mutating tool needs safety_mode unsafe_ops (python.exec)")
     try:
         parse_version_range(blender_versions)
     except ValueError as e:

@@ -1,7 +1,8 @@
 """A tiny JSON Schema checker for the subset our tool schemas use. Go validates
 args first; this keeps a bad request from reaching bpy.
 
-Supported keywords: type (object, array, number, integer, string, boolean),
+Supported keywords: type (object, array, number, integer, string, boolean,
+null, or a list of these: the value's own type's keywords then apply),
 properties, required, additionalProperties (false only), minProperties,
 items, minItems, maxItems, minimum, maximum, exclusiveMinimum, minLength,
 maxLength, pattern, enum. Others (description, default) are ignored here.
@@ -27,9 +28,29 @@ def is_integer(v):
     return is_number(v) and float(v).is_integer()
 
 
+def json_type(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "integer" if is_integer(value) else "number"
+    return {dict: "object", list: "array", str: "string"}.get(type(value))
+
+
 def check(schema, value, path="args"):
     t = schema.get("type")
-    if t == "object":
+    if isinstance(t, list):
+        vt = json_type(value)
+        if vt == "integer" and "integer" not in t and "number" in t:
+            vt = "number"
+        if vt not in t:
+            raise ToolError("invalid_input", "%s: must be of type %s" % (path, " or ".join(t)))
+        t = vt
+    if t == "null":
+        if value is not None:
+            raise ToolError("invalid_input", "%s: must be null" % path)
+    elif t == "object":
         if not isinstance(value, dict):
             raise ToolError("invalid_input", "%s: must be an object" % path)
         props = schema.get("properties", {})

@@ -25,8 +25,14 @@ datablock removed, then built with ``bpy.data``:
 Scene state ``scene_state_v1``
 ------------------------------
 The canonical snapshot holds one record per datablock that a tool can touch:
-objects, meshes, cameras, lights, materials, collections, worlds and scenes
-(render settings live in the scene record). Keys are ``"<kind>:<name>"``.
+objects, meshes, cameras, lights, materials, collections, worlds, scenes,
+curves and actions (render settings live in the scene record: engine, with
+4.x's BLENDER_EEVEE_NEXT recorded as BLENDER_EEVEE, resolution, frame range,
+fps, film transparency, Cycles and EEVEE samples; a world that renders through
+nodes adds its Background node's color and strength; an animated object adds
+``"animation": {"action": name}``; a curve records its type, extrusion and,
+for text, body and size; an action its F-Curves with their keyframes). Keys
+are ``"<kind>:<name>"``.
 Floats are rounded to 5 decimal places (a 1e-5 tolerance) and -0.0 becomes
 0.0; mesh vertex coordinates enter as integers ``round(x * 1e5)`` through a
 SHA-256 digest, together with the face topology (each face's vertex indices
@@ -34,6 +40,16 @@ rotated to start at the lowest index, faces sorted, so face order and a face's
 first loop do not matter). Object membership in
 collections is stored on the object (the scene's master collection is named
 ``"<scene>:<scene name>"``), so adding an object re-digests only that object.
+The object record also holds its modifier stack in order (name, type,
+visibility and, for subdivision/bevel/array/mirror/solidify, the settings in
+MODIFIER_FIELDS), its material slots (effective material per slot) and, when
+parented, its ``matrix_parent_inverse``; a material record holds its
+Principled BSDF inputs (base color, metallic, roughness, emission color and
+strength); a light record its type's own settings (point/spot radius, spot
+cone, area shape and size, sun angle); a camera record lens, sensor, clip,
+shift and ortho scale. The collection hierarchy is each collection record's
+``children`` plus the scene record's ``collection_children``. Selection is not
+recorded (view-layer UI state; tools/objects.py, object.select).
 Each record is encoded as JSON with sorted keys, separators ``(",", ":")`` and
 ASCII escapes; its digest is the SHA-256 of that encoding.
 
@@ -50,7 +66,9 @@ import hashlib
 import bpy
 
 from common import canonical, is_tomb, sha256_hex
-from compat import has_cycles, set_world_use_nodes, stamp_flags, world_use_nodes
+from compat import (has_cycles, material_use_nodes, principled_emission_color, set_world_use_nodes, stamp_flags,
+                    world_use_nodes)
+from compat import action_fcurve_collections, canonical_engine, world_background_node, world_uses_nodes
 
 SCHEMA = "scene_state_v1"
 BRIDGE = {"tomb_counter": 0}  # per-session bridge state; saved inside checkpoints
@@ -75,11 +93,50 @@ def collection_label(coll):
     return coll.name
 
 
+# Modifier settings in the object record, per modifier type (the ones
+# modifier.add sets or pins; tools/modifiers.py). Other types record only
+# name, type and visibility.
+MODIFIER_FIELDS = {
+    "SUBSURF": ("levels", "render_levels", "quality", "subdivision_type", "uv_smooth", "boundary_smooth",
+                "use_creases", "use_custom_normals", "use_limit_surface"),
+    "BEVEL": ("width", "segments", "limit_method", "angle_limit", "offset_type", "affect", "profile",
+              "use_clamp_overlap", "harden_normals"),
+    "ARRAY": ("count", "fit_type", "use_relative_offset", "relative_offset_displace", "use_constant_offset",
+              "constant_offset_displace", "use_merge_vertices", "merge_threshold"),
+    "MIRROR": ("use_axis", "use_bisect_axis", "use_bisect_flip_axis", "use_clip", "use_mirror_merge",
+               "merge_threshold"),
+    "SOLIDIFY": ("thickness", "offset", "use_even_offset", "use_rim", "use_rim_only", "use_flip_normals",
+                 "solidify_mode"),
+}
+
+
+def plain(v):
+    """An RNA value as canonical JSON: floats rounded (qf), arrays as lists."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return int(v)
+    if isinstance(v, float):
+        return qf(v)
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (set, frozenset)):
+        return sorted(v)
+    return [plain(x) for x in v]
+
+
+def record_modifier(m):
+    rec = {"name": m.name, "type": m.type, "show_viewport": bool(m.show_viewport), "show_render": bool(m.show_render)}
+    for f in MODIFIER_FIELDS.get(m.type, ()):
+        rec[f] = plain(getattr(m, f))
+    return rec
+
+
 def record_object(name):
     ob = bpy.data.objects.get(name)
     if ob is None:
         return None
-    return {
+    rec = {
         "name": ob.name,
         "type": ob.type,
         "data": ob.data.name if ob.data is not None else None,
@@ -93,7 +150,14 @@ def record_object(name):
         "hide_select": bool(ob.hide_select),
         "collections": sorted(collection_label(c) for c in ob.users_collection),
         "materials": [s.material.name if s.material else None for s in ob.material_slots],
+        "modifiers": [record_modifier(m) for m in ob.modifiers],
     }
+    if ob.parent is not None:  # the parent inverse matters only with a parent
+        rec["matrix_parent_inverse"] = [qv(row) for row in ob.matrix_parent_inverse]
+    ad = ob.animation_data
+    if ad is not None and ad.action is not None:  # keyframes: the "action" record (tools/anim.py)
+        rec["animation"] = {"action": ad.action.name}
+    return rec
 
 
 def mesh_geometry_digest(me):
@@ -145,7 +209,9 @@ def record_camera(name):
         "type": c.type,
         "lens": qf(c.lens),
         "lens_unit": c.lens_unit,
+        "ortho_scale": qf(c.ortho_scale),
         "sensor_width": qf(c.sensor_width),
+        "sensor_height": qf(c.sensor_height),
         "sensor_fit": c.sensor_fit,
         "clip_start": qf(c.clip_start),
         "clip_end": qf(c.clip_end),
@@ -157,12 +223,48 @@ def record_light(name):
     l = bpy.data.lights.get(name)
     if l is None:
         return None
-    return {
+    rec = {
         "name": l.name,
         "type": l.type,
         "energy": qf(l.energy),
         "color": qv(l.color),
-        "shadow_soft_size": qf(l.shadow_soft_size),
+    }
+    # The radius means nothing to sun and area lights, and 3.4 stores an area
+    # light's size in the same field (4.x does not): point and spot only.
+    if l.type in ("POINT", "SPOT"):
+        rec["shadow_soft_size"] = qf(l.shadow_soft_size)
+    if l.type == "SPOT":
+        rec["spot"] = [qf(l.spot_size), qf(l.spot_blend)]
+    elif l.type == "AREA":
+        rec["area"] = [l.shape, qf(l.size), qf(l.size_y)]
+    elif l.type == "SUN":
+        rec["angle"] = qf(l.angle)
+    return rec
+
+
+def principled_node(m):
+    """The material's Principled BSDF: the one named "Principled BSDF", else the
+    first by name; None without nodes."""
+    if not material_use_nodes(m) or m.node_tree is None:
+        return None
+    nodes = m.node_tree.nodes
+    n = nodes.get("Principled BSDF")
+    if n is not None and n.type == "BSDF_PRINCIPLED":
+        return n
+    found = sorted((n.name, n) for n in nodes if n.type == "BSDF_PRINCIPLED")
+    return found[0][1] if found else None
+
+
+def record_principled(n):
+    if n is None:
+        return None
+    em = principled_emission_color(n)
+    return {
+        "base_color": qv(n.inputs["Base Color"].default_value),
+        "metallic": qf(n.inputs["Metallic"].default_value),
+        "roughness": qf(n.inputs["Roughness"].default_value),
+        "emission_color": qv(em.default_value[:3]) if em is not None else None,
+        "emission_strength": qf(n.inputs["Emission Strength"].default_value),
     }
 
 
@@ -175,7 +277,8 @@ def record_material(name):
         "diffuse_color": qv(m.diffuse_color),
         "metallic": qf(m.metallic),
         "roughness": qf(m.roughness),
-        "use_nodes": bool(m.use_nodes),
+        "use_nodes": material_use_nodes(m),
+        "principled": record_principled(principled_node(m)),
     }
 
 
@@ -195,7 +298,56 @@ def record_world(name):
     w = bpy.data.worlds.get(name)
     if w is None:
         return None
-    return {"name": w.name, "color": qv(w.color), "use_nodes": world_use_nodes(w)}
+    rec = {"name": w.name, "color": qv(w.color), "use_nodes": world_use_nodes(w)}
+    if world_uses_nodes(w):  # the background the renderers use (tools/world.py)
+        bg = world_background_node(w)
+        rec["background"] = None if bg is None else {
+            "color": qv(bg.inputs["Color"].default_value),
+            "strength": qf(bg.inputs["Strength"].default_value),
+        }
+    return rec
+
+
+def record_curve(name):
+    """Curve datablocks; text (FONT) curves record their text (tools/text.py)."""
+    c = bpy.data.curves.get(name)
+    if c is None:
+        return None
+    rec = {
+        "name": c.name,
+        "type": c.bl_rna.identifier,  # Curve, TextCurve, SurfaceCurve
+        "dimensions": c.dimensions,
+        "extrude": qf(c.extrude),
+        "bevel_depth": qf(c.bevel_depth),
+        "splines": len(c.splines),
+        "materials": [m.name if m else None for m in c.materials],
+    }
+    if rec["type"] == "TextCurve":
+        rec["body"] = c.body
+        rec["size"] = qf(c.size)
+        rec["align"] = [c.align_x, c.align_y]
+        # Blender's built-in font is "Bfont" on 3.4 and "Bfont Regular" on 4.x.
+        rec["font"] = None if c.font is None else "<builtin>" if c.font.filepath == "<builtin>" else c.font.name
+    return rec
+
+
+def record_action(name):
+    """Keyframes: every F-Curve (data path, array index) with its keys
+    (frame, value, interpolation), sorted (tools/anim.py). Handles are left
+    out: they are derived from the keys (auto handles)."""
+    a = bpy.data.actions.get(name)
+    if a is None:
+        return None
+    curves = []
+    for fcs in action_fcurve_collections(a):
+        for fc in fcs:
+            curves.append({
+                "data_path": fc.data_path,
+                "index": fc.array_index,
+                "keyframes": [[qf(k.co[0]), qf(k.co[1]), k.interpolation] for k in fc.keyframe_points],
+            })
+    curves.sort(key=lambda c: (c["data_path"], c["index"], canonical(c["keyframes"])))
+    return {"name": a.name, "fcurves": curves}
 
 
 def record_scene(name):
@@ -217,7 +369,7 @@ def record_scene(name):
         "collection_children": sorted(c.name for c in sc.collection.children),
         "frame": [sc.frame_current, sc.frame_start, sc.frame_end],
         "render": {
-            "engine": r.engine,
+            "engine": canonical_engine(r.engine),
             "resolution": [r.resolution_x, r.resolution_y, r.resolution_percentage],
             "fps": [r.fps, qf(r.fps_base)],
             "film_transparent": bool(r.film_transparent),
@@ -239,13 +391,17 @@ def record_scene(name):
             "use_adaptive_sampling": bool(cy.use_adaptive_sampling),
             "use_denoising": bool(cy.use_denoising),
         }
+    if hasattr(sc, "eevee"):
+        rec["eevee"] = {"taa_render_samples": sc.eevee.taa_render_samples}
     return rec
 
 
 KINDS = [
     # kind, snapshot section, record function, bpy.data collection name
+    ("action", "actions", record_action, "actions"),
     ("camera", "cameras", record_camera, "cameras"),
     ("collection", "collections", record_collection, "collections"),
+    ("curve", "curves", record_curve, "curves"),
     ("light", "lights", record_light, "lights"),
     ("material", "materials", record_material, "materials"),
     ("mesh", "meshes", record_mesh, "meshes"),
@@ -316,7 +472,8 @@ STATE = SceneState()
 # ---------------------------------------------------------------------------
 # Baseline scene.
 
-TRACKED_COLLECTIONS = ("objects", "meshes", "cameras", "lights", "materials", "worlds", "collections")
+TRACKED_COLLECTIONS = ("objects", "meshes", "cameras", "lights", "materials", "worlds", "collections", "curves",
+                       "actions")
 
 
 def reset_scene():
@@ -400,6 +557,8 @@ def reset_scene():
         cy.use_animated_seed = False
         cy.use_adaptive_sampling = False
         cy.use_denoising = False
+    if hasattr(sc, "eevee"):
+        sc.eevee.taa_render_samples = 64
     STATE.rebuild()
     return STATE.scene_hash()
 

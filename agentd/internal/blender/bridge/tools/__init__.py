@@ -6,3 +6,5 @@ every run. Order does not matter (the registry is sorted by name).
 """
 
 from . import objects, render, scene  # noqa: F401
+from . import cameras, collections, lights, materials, modifiers  # noqa: F401  (scene building)
+from . import anim, io, special, text, world  # noqa: F401  (world, animation, text, import/export, special)

@@ -1,4 +1,20 @@
-"""Render tools: render.still."""
+"""Render tools: render.still, render.animation (files only) and
+render.settings (the scene's render settings, with a compensation).
+
+render.settings undo record (``v`` = UNDO_VERSION):
+
+    {"v":1,"tool":"render.settings","scene":S,"settings":{K: previous value}}
+        K in engine, resolution_x, resolution_y, fps, fps_base,
+        film_transparent, frame_start, frame_end, cycles_samples, eevee_samples
+        (exactly the settings the call wrote) -> write them back.
+
+render.animation renders frame by frame (``scene.frame_set``; the Cycles
+settings of render.still, seed not animated, so equal frames give equal
+bytes), writes each frame to a temporary file and renames all of them at the
+end (a failure leaves no frame behind), reports ``{"done", "total", "frame"}``
+after each frame, then restores the current frame, every setting it touched
+and every animated property (frame_set evaluated the animation).
+"""
 
 import os
 import time
@@ -6,8 +22,8 @@ import time
 import bpy
 
 from common import log, sha256_hex
-from compat import has_cycles, stamp_flags
-from registry import ToolError, tool
+from compat import action_fcurve_collections, eevee_engine, has_cycles, stamp_flags
+from registry import ToolError, field, tool, undoer
 from sandbox import OUTPUT_PATTERN, sandbox_path
 from state import current_scene
 
@@ -128,3 +144,307 @@ def tool_render_still(tx, args):
     with open(path, "rb") as f:
         digest = sha256_hex(f.read())
     return {"path": path, "sha256": digest, "seed": seed, "samples": samples, "resolution": [w, h]}
+
+
+# ---------------------------------------------------------------------------
+# render.settings: the scene's render settings (a compensation restores them).
+
+ENGINES = ("cycles", "eevee", "workbench")
+MAX_FRAME = 1048574  # Blender's MAXFRAME
+RESOLUTION = {
+    "type": "array",
+    "items": {"type": "integer", "minimum": 16, "maximum": 8192},
+    "minItems": 2,
+    "maxItems": 2,
+}
+FRAME = {"type": "integer", "minimum": 0, "maximum": MAX_FRAME}
+
+
+def engine_id(engine):
+    if engine == "cycles":
+        if not has_cycles():
+            raise ToolError("capability_missing", "this Blender has no Cycles")
+        return "CYCLES"
+    if engine == "eevee":
+        e = eevee_engine()
+        if e is None:
+            raise ToolError("capability_missing", "this Blender has no EEVEE")
+        return e
+    return "BLENDER_WORKBENCH"
+
+
+def samples_owner(sc, engine):
+    """(owner, attribute) of the render sample count of engine, or None."""
+    if engine == "CYCLES":
+        return sc.cycles, "samples"
+    if engine in ("BLENDER_EEVEE", "BLENDER_EEVEE_NEXT"):
+        return sc.eevee, "taa_render_samples"
+    return None
+
+
+# (owner path, attribute) pairs a render.settings undo record may restore.
+SETTINGS_ATTRS = {
+    "engine": ("render", "engine"),
+    "resolution_x": ("render", "resolution_x"),
+    "resolution_y": ("render", "resolution_y"),
+    "fps": ("render", "fps"),
+    "fps_base": ("render", "fps_base"),
+    "film_transparent": ("render", "film_transparent"),
+    "frame_start": ("", "frame_start"),
+    "frame_end": ("", "frame_end"),
+    "cycles_samples": ("cycles", "samples"),
+    "eevee_samples": ("eevee", "taa_render_samples"),
+}
+
+
+def settings_owner(sc, path):
+    return getattr(sc, path) if path else sc
+
+
+def write_order(values, sc):
+    """The keys of values in a safe write order: Blender pushes frame_end when
+    frame_start passes it (and the reverse), so the frame range is written
+    end first when the new start lies beyond the current end."""
+    end_first = values.get("frame_start", sc.frame_start) > sc.frame_end
+    rank = {"frame_end": 0, "frame_start": 1} if end_first else {"frame_start": 0, "frame_end": 1}
+    return sorted(values, key=lambda k: (rank.get(k, -1), k))
+
+
+@tool(
+    "render.settings",
+    description="Set the scene's render settings: engine (cycles, eevee, workbench), resolution, samples (of the engine that renders), frame range, fps, film transparency.",
+    schema={
+        "type": "object",
+        "properties": {
+            "engine": {"type": "string", "enum": list(ENGINES)},
+            "resolution": RESOLUTION,
+            "samples": {"type": "integer", "minimum": 1, "maximum": 4096},
+            "frame_start": FRAME,
+            "frame_end": FRAME,
+            "fps": {"type": "integer", "minimum": 1, "maximum": 240},
+            "film_transparent": {"type": "boolean"},
+        },
+        "minProperties": 1,
+        "additionalProperties": False,
+    },
+    safety_level="safe_write",
+    idempotence_class="idempotent",
+    rollback_method="compensation",
+    blender_versions=">=3.4",
+)
+def tool_render_settings(tx, args):
+    if not args:
+        raise ToolError("invalid_input", "give at least one setting")
+    sc = current_scene()
+    r = sc.render
+    want = {}
+    engine = engine_id(args["engine"]) if "engine" in args else r.engine
+    if "engine" in args:
+        want["engine"] = engine
+    if "resolution" in args:
+        want["resolution_x"], want["resolution_y"] = [int(x) for x in args["resolution"]]
+    if "samples" in args:
+        owner = samples_owner(sc, engine)
+        if owner is None:
+            raise ToolError("invalid_input", "the %s engine has no sample count" % engine)
+        want["cycles_samples" if engine == "CYCLES" else "eevee_samples"] = int(args["samples"])
+    start = int(args.get("frame_start", sc.frame_start))
+    end = int(args.get("frame_end", sc.frame_end))
+    if start > end:
+        raise ToolError("invalid_input", "frame_start %d is after frame_end %d" % (start, end))
+    if "frame_start" in args:
+        want["frame_start"] = start
+    if "frame_end" in args:
+        want["frame_end"] = end
+    if "fps" in args:
+        want["fps"] = int(args["fps"])
+        want["fps_base"] = 1.0
+    if "film_transparent" in args:
+        want["film_transparent"] = bool(args["film_transparent"])
+    old = {k: getattr(settings_owner(sc, SETTINGS_ATTRS[k][0]), SETTINGS_ATTRS[k][1]) for k in want}
+    tx.set_undo({"scene": sc.name, "settings": old})
+    tx.touch("scene", sc.name)
+    # Frame range: write in the order that never crosses (Blender clamps
+    # start/end against each other).
+    order = write_order(want, sc)
+    for k in order:
+        owner, attr = settings_owner(sc, SETTINGS_ATTRS[k][0]), SETTINGS_ATTRS[k][1]
+        cur = getattr(owner, attr)
+        tx.on_undo(lambda owner=owner, attr=attr, cur=cur: setattr(owner, attr, cur))
+        setattr(owner, attr, want[k])
+        tx.checkpoint("render.settings:" + k)
+    so = samples_owner(sc, r.engine)
+    return {
+        "engine": {"CYCLES": "cycles", "BLENDER_WORKBENCH": "workbench"}.get(r.engine, "eevee"),
+        "resolution": [r.resolution_x, r.resolution_y],
+        "samples": getattr(so[0], so[1]) if so is not None else None,
+        "frame_start": sc.frame_start, "frame_end": sc.frame_end,
+        "fps": r.fps, "film_transparent": bool(r.film_transparent),
+    }
+
+
+@undoer("render.settings")
+def undo_render_settings(tx, rec):
+    sc = bpy.data.scenes.get(field(rec, "scene", str))
+    if sc is None:
+        raise ToolError("conflict", "cannot undo: scene %r is gone" % rec.get("scene"))
+    settings = field(rec, "settings", dict)
+    types = {"engine": str, "film_transparent": bool, "fps_base": float}
+    for k, v in settings.items():
+        if k not in SETTINGS_ATTRS:
+            raise ToolError("invalid_input", "undo record: unknown setting %r" % k)
+        field(settings, k, types.get(k, int))
+    engines = {"BLENDER_WORKBENCH", eevee_engine()} | ({"CYCLES"} if has_cycles() else set())
+    if "engine" in settings and settings["engine"] not in engines:
+        raise ToolError("conflict", "cannot undo: engine %r is not available" % settings["engine"])
+    tx.touch("scene", sc.name)
+    order = write_order(settings, sc)
+    for i, k in enumerate(order):
+        owner, attr = settings_owner(sc, SETTINGS_ATTRS[k][0]), SETTINGS_ATTRS[k][1]
+        cur = getattr(owner, attr)
+        tx.on_undo(lambda owner=owner, attr=attr, cur=cur: setattr(owner, attr, cur))
+        setattr(owner, attr, settings[k])
+        if i == 0:
+            tx.fault_point("render.settings:" + k)
+            tx.checkpoint("undo.render.settings:first")
+
+
+# ---------------------------------------------------------------------------
+# render.animation: a frame range to PNGs in the sandbox.
+
+MAX_ANIMATION_FRAMES = 500
+PREFIX_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,100}$"
+
+
+def animated_values():
+    """(id, data_path, index, value) of every animated property: frame_set
+    evaluates the animation, which render.animation must put back."""
+    out = []
+    for attr in ("objects", "scenes", "worlds", "materials", "cameras", "lights", "meshes", "curves"):
+        for idb in getattr(bpy.data, attr):
+            ad = getattr(idb, "animation_data", None)
+            if ad is None or ad.action is None:
+                continue
+            for fcs in action_fcurve_collections(ad.action):
+                for fc in fcs:
+                    try:
+                        v = idb.path_resolve(fc.data_path)
+                    except (ValueError, TypeError):
+                        continue
+                    if hasattr(v, "__len__") and not isinstance(v, str):
+                        v = tuple(v)
+                    out.append((idb, fc.data_path, v))
+    return out
+
+
+def restore_animated(values):
+    for idb, data_path, v in values:
+        head, _, attr = data_path.rpartition(".")
+        try:
+            owner = idb.path_resolve(head) if head else idb
+            setattr(owner, attr, v)
+        except (ValueError, TypeError, AttributeError) as e:
+            log("could not restore animated property", id=idb.name, path=data_path, err=str(e))
+
+
+@tool(
+    "render.animation",
+    description="Render a frame range with Cycles on the CPU to <output_prefix>_<frame:04d>.png in the session sandbox (at most 500 frames); same seed, same bytes. Reports progress per frame. Leaves the scene unchanged.",
+    schema={
+        "type": "object",
+        "properties": {
+            "output_prefix": {"type": "string", "pattern": PREFIX_PATTERN},
+            "frame_start": FRAME,
+            "frame_end": FRAME,
+            "resolution": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 16, "maximum": 4096},
+                "minItems": 2,
+                "maxItems": 2,
+                "default": [640, 480],
+            },
+            "samples": {"type": "integer", "minimum": 1, "maximum": 4096, "default": 16},
+            "seed": {"type": "integer", "minimum": 0, "maximum": 2147483647, "default": 0},
+        },
+        "required": ["output_prefix"],
+        "additionalProperties": False,
+    },
+    safety_level="safe_write",
+    idempotence_class="idempotent",
+    rollback_method="not_needed",
+    determinism_class="seeded",
+    blender_versions=">=3.4",
+)
+def tool_render_animation(tx, args):
+    if not has_cycles():
+        raise ToolError("capability_missing", "this Blender has no Cycles")
+    sc = current_scene()
+    start = int(args.get("frame_start", sc.frame_start))
+    end = int(args.get("frame_end", sc.frame_end))
+    if start > end:
+        raise ToolError("invalid_input", "frame_start %d is after frame_end %d" % (start, end))
+    n = end - start + 1
+    if n > MAX_ANIMATION_FRAMES:
+        raise ToolError("invalid_input", "%d frames; render.animation renders at most %d" % (n, MAX_ANIMATION_FRAMES))
+    prefix = args["output_prefix"]
+    paths = [sandbox_path("%s_%04d.png" % (prefix, f)) for f in range(start, end + 1)]
+    w, h = [int(x) for x in args.get("resolution", [640, 480])]
+    samples = int(args.get("samples", 16))
+    seed = int(args.get("seed", 0))
+    if sc.camera is None:
+        raise ToolError("conflict", "the scene has no camera")
+    r = sc.render
+    frame_before = sc.frame_current
+    subframe_before = sc.frame_subframe
+    animated = animated_values()
+    saved = Saved()
+    tmps = [p + ".partial.png" for p in paths]
+    ok = False
+    t0 = time.time()
+    try:
+        saved.set(r, "engine", "CYCLES")
+        saved.set(r, "resolution_x", w)
+        saved.set(r, "resolution_y", h)
+        saved.set(r, "resolution_percentage", 100)
+        saved.set(r, "use_file_extension", True)
+        saved.set(r, "use_compositing", False)
+        saved.set(r, "use_sequencer", False)
+        saved.set(r, "use_persistent_data", False)
+        saved.set(r, "use_border", False)
+        saved.set(r.image_settings, "file_format", "PNG")
+        for f in stamp_flags(r):
+            saved.set(r, f, False)
+        cy = sc.cycles
+        saved.set(cy, "device", "CPU")
+        saved.set(cy, "samples", samples)
+        saved.set(cy, "seed", seed)
+        saved.set(cy, "use_animated_seed", False)
+        saved.set(cy, "use_adaptive_sampling", False)
+        saved.set(cy, "use_denoising", False)
+        saved.set(r, "filepath", r.filepath)
+        for k, f in enumerate(range(start, end + 1)):
+            sc.frame_set(f)
+            r.filepath = tmps[k]
+            bpy.ops.render.render(write_still=True, scene=sc.name)
+            if not os.path.exists(tmps[k]):
+                raise ToolError("internal_error", "Blender did not write frame %d" % f)
+            strip_png_metadata(tmps[k])
+            tx.progress({"done": k + 1, "total": n, "frame": f})
+        for tmp, path in zip(tmps, paths):
+            os.replace(tmp, path)
+        ok = True
+        log("animation rendered", frames=n, seconds=round(time.time() - t0, 3), prefix=prefix)
+    finally:
+        saved.restore()
+        sc.frame_set(frame_before, subframe=subframe_before)
+        restore_animated(animated)
+        if not ok:
+            for tmp in tmps:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+    digests = []
+    for path in paths:
+        with open(path, "rb") as f:
+            digests.append(sha256_hex(f.read()))
+    return {"paths": paths, "sha256": digests, "frames": list(range(start, end + 1)), "seed": seed,
+            "samples": samples, "resolution": [w, h]}

@@ -1,0 +1,212 @@
+"""Collection tools: collection.create, collection.link.
+
+The hierarchy is in scene_state_v1 as each collection record's sorted
+``children`` and the scene record's ``collection_children`` (the master
+collection's); membership is on the object record (``collections``, with the
+master collection as ``"<scene>:<scene name>"``). collection.link accepts that
+label for the master collection, so collection names starting with
+``<scene>:`` are refused.
+
+Undo records (``v`` = 1):
+
+    {"v":1,"tool":"collection.create","collection":C,"parent":P|null,"scene":S}
+        -> unlink C from P (null: S's master collection) and remove it
+    {"v":1,"tool":"collection.link","object":O,
+     "collections":[{"scene":S}|{"collection":C}],
+     "bases":[{"scene":S,"view_layer":VL,"active":b,"select":b,"hide":b}]}
+        -> relink O to exactly those collections and restore its bases
+"""
+
+import bpy
+
+from common import is_tomb
+from registry import ToolError, field, tool, undoer
+from schema import NAME, check_name
+from state import collection_label, current_scene
+
+from .objects import collection_ref, get_object, live_object, resolve_collection, resolve_view_layer
+
+MASTER_PREFIX = "<scene>:"
+
+
+def get_collection(name, what="collection"):
+    """A collection by name, or a scene's master collection by its label."""
+    if name.startswith(MASTER_PREFIX):
+        sc = bpy.data.scenes.get(name[len(MASTER_PREFIX):])
+        if sc is not None:
+            return sc.collection
+    c = bpy.data.collections.get(name)
+    if c is None or is_tomb(name) or c.library is not None:
+        raise ToolError("not_found", "no %s named %r" % (what, name))
+    return c
+
+
+def touch_parent(tx, coll):
+    """Touch the record that lists coll's children."""
+    for sc in bpy.data.scenes:
+        if sc.collection == coll:
+            tx.touch("scene", sc.name)
+            return
+    tx.touch("collection", coll.name)
+
+
+@tool(
+    "collection.create",
+    description="Create a collection inside parent (a collection name; default the scene's master collection).",
+    schema={
+        "type": "object",
+        "properties": {"name": NAME, "parent": NAME},
+        "required": ["name"],
+        "additionalProperties": False,
+    },
+    safety_level="safe_write",
+    idempotence_class="keyed",
+    rollback_method="compensation",
+    blender_versions=">=3.4",
+)
+
+
+def tool_collection_create(tx, args):
+    name = args["name"]
+    check_name(name)
+    if name.startswith(MASTER_PREFIX):
+        raise ToolError("invalid_input", "collection names starting with %r are reserved" % MASTER_PREFIX)
+    if name in bpy.data.collections:
+        raise ToolError("conflict", "a collection named %r already exists" % name)
+    sc = current_scene()
+    parent = get_collection(args["parent"], "parent collection") if "parent" in args else sc.collection
+    c = bpy.data.collections.new(name)
+    tx.touch("collection", name)
+    tx.on_undo(lambda: bpy.data.collections.remove(bpy.data.collections[name]))
+    if c.name != name:
+        raise ToolError("conflict", "could not name the collection %r" % name)
+    touch_parent(tx, parent)
+    parent.children.link(c)
+    tx.on_undo(lambda: parent.children.unlink(c))
+    tx.checkpoint("collection.create:linked")
+    is_master = parent == sc.collection
+    tx.set_undo({"collection": name, "parent": None if is_master else parent.name, "scene": sc.name})
+    return {"name": name, "parent": collection_label(parent)}
+
+
+@undoer("collection.create")
+def undo_collection_create(tx, rec):
+    name = field(rec, "collection", str)
+    c = bpy.data.collections.get(name)
+    if c is None:
+        raise ToolError("conflict", "cannot undo: collection %r is gone" % name)
+    pn = field(rec, "parent", str, optional=True)
+    if pn is None:
+        sc = bpy.data.scenes.get(field(rec, "scene", str))
+        parent = sc.collection if sc is not None else None
+    else:
+        parent = bpy.data.collections.get(pn)
+    if parent is None or parent.children.get(name) is None:
+        raise ToolError("conflict", "cannot undo: %r is not in its parent collection any more" % name)
+    if len(c.objects) or len(c.children):
+        raise ToolError("conflict", "cannot undo: collection %r is not empty" % name)
+    if c.users != 1:
+        raise ToolError("conflict", "cannot undo: collection %r is linked elsewhere too" % name)
+    tx.touch("collection", name)
+    touch_parent(tx, parent)
+    tx.on_undo(lambda: parent.children.link(c))
+    parent.children.unlink(c)
+    tx.fault_point("collection.create:unlinked")
+    tx.checkpoint("undo.collection.create:unlinked")
+    bpy.data.collections.remove(c)  # validated: cannot fail
+
+
+def bases_of(ob):
+    out = []
+    for sc in bpy.data.scenes:
+        for vl in sc.view_layers:
+            if vl.objects.get(ob.name) is not None:
+                out.append({"scene": sc.name, "view_layer": vl.name, "active": vl.objects.active == ob,
+                            "select": bool(ob.select_get(view_layer=vl)), "hide": bool(ob.hide_get(view_layer=vl))})
+    return out
+
+
+def restore_bases(ob, bases):
+    """Put back active/select/hide of ob's bases (bases_of) still present."""
+    for b in bases:
+        sc, vl = resolve_view_layer(b["scene"], b["view_layer"])
+        if vl is None or vl.objects.get(ob.name) is None:
+            continue
+        if b["active"]:
+            vl.objects.active = ob
+        ob.select_set(b["select"], view_layer=vl)
+        ob.hide_set(b["hide"], view_layer=vl)
+
+
+def set_membership(tx, ob, want):
+    """Link ob to exactly the collections in want (link first, then unlink,
+    so it never drops out of a scene it stays in)."""
+    for c in want:
+        if ob.name not in c.objects:
+            c.objects.link(ob)
+            tx.on_undo(lambda c=c: c.objects.unlink(ob))
+    for c in list(ob.users_collection):
+        if c not in want:
+            c.objects.unlink(ob)
+            tx.on_undo(lambda c=c: c.objects.link(ob))
+
+
+@tool(
+    "collection.link",
+    description="Link an object into a collection (or a scene's master collection as \"<scene>:Scene\"); unlink_others removes it from every other collection. Already linked: no change.",
+    schema={
+        "type": "object",
+        "properties": {"object": NAME, "collection": NAME, "unlink_others": {"type": "boolean", "default": False}},
+        "required": ["object", "collection"],
+        "additionalProperties": False,
+    },
+    safety_level="safe_write",
+    idempotence_class="idempotent",
+    rollback_method="compensation",
+    blender_versions=">=3.4",
+)
+
+
+def tool_collection_link(tx, args):
+    ob = get_object(args["object"])
+    coll = get_collection(args["collection"])
+    before = list(ob.users_collection)
+    want = [coll] + ([] if args.get("unlink_others", False) else [c for c in before if c != coll])
+    bases = bases_of(ob)
+    tx.set_undo({"object": ob.name, "collections": [collection_ref(c) for c in before], "bases": bases})
+    tx.touch("object", ob.name)
+    for sc in bpy.data.scenes:
+        tx.touch("scene", sc.name)  # leaving a scene clears its active object
+    tx.on_undo(lambda: restore_bases(ob, bases))  # runs last on rollback
+    set_membership(tx, ob, want)
+    tx.checkpoint("collection.link:linked")
+    return {"object": ob.name, "collections": sorted(collection_label(c) for c in ob.users_collection)}
+
+
+@undoer("collection.link")
+def undo_collection_link(tx, rec):
+    ob = live_object(field(rec, "object", str))
+    want = []
+    for ref in field(rec, "collections", list):
+        c = resolve_collection(ref) if isinstance(ref, dict) else None
+        if c is None:
+            raise ToolError("conflict", "cannot undo: collection %r is gone" % (ref,))
+        want.append(c)
+    bases = []
+    for b in field(rec, "bases", list):
+        if not isinstance(b, dict):
+            raise ToolError("invalid_input", "undo record: bad base")
+        sc, vl = resolve_view_layer(field(b, "scene", str), field(b, "view_layer", str))
+        if vl is None:
+            raise ToolError("conflict", "cannot undo: view layer %r is gone" % b.get("view_layer"))
+        bases.append({"scene": sc.name, "view_layer": vl.name, "active": bool(b.get("active")),
+                      "select": bool(b.get("select")), "hide": bool(b.get("hide"))})
+    tx.touch("object", ob.name)
+    for sc in bpy.data.scenes:
+        tx.touch("scene", sc.name)
+    now = bases_of(ob)
+    tx.on_undo(lambda: restore_bases(ob, now))
+    set_membership(tx, ob, want)
+    tx.fault_point("collection.link:relinked")
+    tx.checkpoint("undo.collection.link:relinked")
+    restore_bases(ob, bases)

@@ -1,0 +1,468 @@
+"""Scene import/export: scene.export, scene.import.
+
+Both run Blender's importers/exporters (operators; they run headless on 3.4
+and 4.5). Formats and their operators (compat.io_operators):
+
+    format  extensions            export / import operators
+    gltf    .glb .gltf            export_scene.gltf / import_scene.gltf (add-on
+                                  io_scene_gltf2; needs numpy, which Debian's
+                                  Blender 3.4 lacks: capability_missing there)
+    obj     .obj                  wm.obj_export / wm.obj_import (C++, 3.3+)
+    fbx     .fbx                  export_scene.fbx / import_scene.fbx
+    usd     .usd .usda .usdc      wm.usd_export / wm.usd_import (only in builds
+                                  with USD: the 4.5 wheel yes, Debian's 3.4 no)
+
+A format this Blender lacks fails with capability_missing (the schema is the
+same on every runtime; the tool description lists the formats available).
+
+Files are plain names in the session sandbox (sandbox.py). Exports also write
+companion files next to the output, which must be plain sandbox names too:
+``<stem>.mtl`` (OBJ materials) and ``<stem>.bin`` (.gltf buffers; .gltf
+exports no images, use .glb for textures). Determinism: .glb/.gltf and .obj
+are byte-identical for the same scene and Blender (they embed the Blender /
+add-on version; .obj names its .mtl); .fbx embeds the export time
+(CreationTime), and 4.5's USD exporter writes the prims in an order that
+varies between exports (same content), so their bytes differ. The tool's
+determinism class is about the scene (unchanged) and, for glTF/OBJ, the bytes.
+USD exports leave out textures and the world (4.5 would otherwise write a
+textures/ directory with the world's dome-light image).
+
+scene.export leaves the scene unchanged (checked: a full recomputation of
+the scene hash must equal the running one). scene.import diffs every
+bpy.data collection before and after the importer and records every
+datablock it created; it puts back the active object, the selection and
+the frame range/fps the importer may have changed, so only the new
+datablocks differ. Before importing it checks the references a file makes
+to other files (glTF buffer/image URIs, OBJ mtllib and texture maps, USDA
+asset paths): each must be a plain file name inside the sandbox (or a data:
+URI), else policy_refused; after importing, every file path of a new image,
+library, sound, movie clip, volume or cache file must resolve inside the
+sandbox too (binary .usd/.usdc and .fbx are only checked this way).
+
+Undo record of scene.import (``v`` = UNDO_VERSION):
+
+    {"v":1,"tool":"scene.import","created":{"objects":[names],"meshes":[...],...},
+     "touched":[[kind,name]],"scene":S,"view_layer":VL}
+        -> remove every created datablock (bpy.data.batch_remove)
+"""
+
+import json
+import os
+import re
+import urllib.parse
+
+import bpy
+
+from common import is_tomb, one_line, sha256_hex
+from compat import io_operators
+from registry import ToolError, field, tool, undoer
+from sandbox import SANDBOX, file_pattern, sandbox_path
+from state import KINDS, STATE, active_view_layer, current_scene, full_snapshot
+
+from .render import animated_values, restore_animated
+
+FORMATS = {"gltf": ("glb", "gltf"), "obj": ("obj",), "fbx": ("fbx",), "usd": ("usd", "usda", "usdc")}
+ALL_EXTS = tuple(e for exts in FORMATS.values() for e in exts)
+FILE_PATTERN = file_pattern(*ALL_EXTS)
+PLAIN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$")
+KIND_OF = {coll: kind for kind, _, _, coll in KINDS}
+SKIP_COLLECTIONS = ("window_managers", "screens", "workspaces")
+FILE_IDS = ("images", "libraries", "sounds", "movieclips", "volumes", "cache_files")
+
+
+def available_formats():
+    return [f for f in sorted(FORMATS) if io_operators(f)[2] is None]
+
+
+def check_format(fmt, filename, what):
+    ext = filename.rsplit(".", 1)[-1].lower()
+    if ext not in FORMATS[fmt]:
+        raise ToolError("invalid_input", "%s %r: format %s needs a .%s file" % (what, filename, fmt, " or .".join(FORMATS[fmt])))
+    exp, imp, reason = io_operators(fmt)
+    if reason is not None:
+        raise ToolError("capability_missing", "format %s: %s" % (fmt, reason))
+    return exp, imp, ext
+
+
+def op_call(idname, **kw):
+    """bpy.ops.<idname>(**kw), passing only the keywords this version knows."""
+    mod, _, name = idname.partition(".")
+    op = getattr(getattr(bpy.ops, mod), name)
+    props = op.get_rna_type().properties
+    kw = {k: v for k, v in kw.items() if k in props}
+    for k, v in list(kw.items()):
+        p = props[k]
+        if p.type == "ENUM" and v not in p.enum_items.keys():
+            del kw[k]
+    return op(**kw)
+
+
+def enum_has(idname, prop, value):
+    mod, _, name = idname.partition(".")
+    props = getattr(getattr(bpy.ops, mod), name).get_rna_type().properties
+    return prop in props and value in props[prop].enum_items.keys()
+
+
+def changed_keys(snap):
+    """The state keys whose record in snap differs from the running state."""
+    from common import canonical
+    keys = []
+    seen = set()
+    for kind, section, _, _ in KINDS:
+        for name, rec in snap.get(section, {}).items():
+            key = kind + ":" + name
+            seen.add(key)
+            if STATE.digests.get(key) != sha256_hex(canonical(rec)):
+                keys.append(key)
+    keys += [k for k in STATE.digests if k not in seen]
+    return sorted(keys)
+
+
+def sha256_file(path):
+    with open(path, "rb") as f:
+        return sha256_hex(f.read())
+
+
+# ---------------------------------------------------------------------------
+# scene.export
+
+@tool(
+    "scene.export",
+    description="Export the scene to a file in the session sandbox: gltf (.glb/.gltf), obj, fbx or usd (.usd/.usda/.usdc). "
+                "Formats on this Blender: %s. Leaves the scene unchanged." % ", ".join(available_formats()),
+    schema={
+        "type": "object",
+        "properties": {
+            "format": {"type": "string", "enum": sorted(FORMATS)},
+            "output": {"type": "string", "pattern": FILE_PATTERN},
+        },
+        "required": ["format", "output"],
+        "additionalProperties": False,
+    },
+    safety_level="safe_write",
+    idempotence_class="idempotent",
+    rollback_method="not_needed",
+    blender_versions=">=3.4",
+)
+def tool_scene_export(tx, args):
+    fmt, output = args["format"], args["output"]
+    exp, _, ext = check_format(fmt, output, "output")
+    path = sandbox_path(output, FILE_PATTERN, "a plain file name with a %s extension" % fmt)
+    stem = output[: -(len(ext) + 1)]
+    companions = []
+    if fmt == "obj":
+        companions.append(stem + ".mtl")
+    elif ext == "gltf":
+        companions.append(stem + ".bin")
+        if not enum_has(exp, "export_image_format", "NONE") and len(bpy.data.images):
+            raise ToolError("policy_refused", "this glTF exporter would write images as separate files; export .glb")
+    extra = [sandbox_path(c, PLAIN_NAME.pattern, "a plain file name") for c in companions]
+    before = STATE.scene_hash()
+    sc = current_scene()
+    frame = (sc.frame_current, sc.frame_subframe)
+    animated = animated_values()
+    slots = {db.as_pointer(): len(db.materials) for coll in ("meshes", "curves") for db in getattr(bpy.data, coll)}
+    for vl in sc.view_layers:
+        vl.update()  # exporters read evaluated visibility: evaluate first, same output every time
+    ob_slots = {ob.as_pointer(): len(ob.material_slots) for ob in bpy.data.objects}
+    try:
+        if fmt == "gltf":
+            res = op_call(exp, filepath=path, export_format="GLB" if ext == "glb" else "GLTF_SEPARATE",
+                          use_selection=False, export_image_format="NONE" if ext == "gltf" else "AUTO",
+                          export_extras=False, will_save_settings=False, export_cameras=False, export_lights=False)
+        elif fmt == "obj":
+            res = op_call(exp, filepath=path, export_selected_objects=False, export_animation=False,
+                          export_materials=True, path_mode="AUTO")
+        elif fmt == "fbx":
+            res = op_call(exp, filepath=path, use_selection=False, path_mode="AUTO", embed_textures=False)
+        else:
+            # No textures directory, no world dome-light image (4.5 writes
+            # textures/ for both by default): exports stay one file.
+            res = op_call(exp, filepath=path, selected_objects_only=False, visible_objects_only=False, export_textures=False,
+                          export_textures_mode="KEEP", convert_world_material=False, relative_paths=True,
+                          export_animation=False)
+    except RuntimeError as e:
+        raise ToolError("internal_error", "export failed: " + one_line(e))
+    finally:
+        # Exporters of animation step through frames: put the frame and the
+        # animated properties back.
+        if animated or (sc.frame_current, sc.frame_subframe) != frame:
+            sc.frame_set(frame[0], subframe=frame[1])
+            restore_animated(animated)
+        # The FBX exporter (animation baking) gives meshes without materials
+        # an empty slot: drop it, and resync the objects' slot counts.
+        for coll in ("meshes", "curves"):
+            for db in getattr(bpy.data, coll):
+                n = slots.get(db.as_pointer())
+                while n is not None and len(db.materials) > n and db.materials[len(db.materials) - 1] is None:
+                    db.materials.pop()
+        for ob in bpy.data.objects:
+            n = ob_slots.get(ob.as_pointer())
+            if n is not None and len(ob.material_slots) != n and ob.data is not None:
+                ob.data = ob.data  # re-runs Blender's slot-count sync with the data
+    if "FINISHED" not in res or not os.path.isfile(path):
+        raise ToolError("internal_error", "the %s exporter wrote no file" % fmt)
+    snap, full = full_snapshot()
+    if full != before:
+        changed = changed_keys(snap)
+        STATE.rebuild()
+        raise ToolError("internal_error", "the %s exporter changed the scene (%s)" % (fmt, ", ".join(changed[:5])))
+    files = [path] + [p for p in extra if os.path.isfile(p)]
+    return {"path": path, "sha256": sha256_file(path), "bytes": os.path.getsize(path), "format": fmt, "files": files}
+
+
+# ---------------------------------------------------------------------------
+# scene.import: reference checks
+
+def check_ref(ref, what):
+    """A file another file refers to must be a plain name inside the sandbox."""
+    if ref.startswith("data:"):
+        return
+    name = urllib.parse.unquote(ref)
+    if not PLAIN_NAME.match(name):
+        raise ToolError("policy_refused", "%s refers to %r, which is not a plain file name in the sandbox" % (what, ref))
+    sandbox_path(name, PLAIN_NAME.pattern, "a plain file name")
+
+
+def gltf_json(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] == b"glTF":
+        if len(data) < 20 or data[16:20] != b"JSON":
+            raise ToolError("invalid_input", "not a valid .glb file")
+        n = int.from_bytes(data[12:16], "little")
+        data = data[20:20 + n]
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ToolError("invalid_input", "not a valid glTF file: " + one_line(e))
+    if not isinstance(doc, dict):
+        raise ToolError("invalid_input", "not a valid glTF file")
+    return doc
+
+
+def check_references(fmt, path, name):
+    if fmt == "gltf":
+        doc = gltf_json(path)
+        for key in ("buffers", "images"):
+            for item in doc.get(key) or []:
+                if isinstance(item, dict) and isinstance(item.get("uri"), str):
+                    check_ref(item["uri"], name)
+    elif fmt == "obj":
+        mtls = []
+        with open(path, "r", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("mtllib"):
+                    for m in line.split()[1:]:
+                        check_ref(m, name)
+                        mtls.append(m)
+        for m in mtls:
+            p = os.path.join(os.path.dirname(path), m)
+            if not os.path.isfile(p):
+                continue
+            with open(p, "r", encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    parts = line.split()
+                    if parts and (parts[0].startswith("map_") or parts[0] in ("bump", "disp", "decal", "refl", "norm")):
+                        check_ref(parts[-1], m)
+    elif fmt == "usd":
+        with open(path, "rb") as f:
+            head = f.read(8)
+        if head.startswith(b"#usda"):
+            with open(path, "r", encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            for ref in re.findall(r"@([^@\n]*)@", text):
+                check_ref(ref, name)
+
+
+def outside_sandbox(filepath):
+    if not filepath:
+        return False
+    root = os.path.realpath(SANDBOX["dir"])
+    p = os.path.realpath(bpy.path.abspath(filepath))
+    return os.path.commonpath([root, p]) != root
+
+
+# ---------------------------------------------------------------------------
+# scene.import
+
+def id_collections():
+    out = []
+    for prop in bpy.types.BlendData.bl_rna.properties:
+        if prop.type == "COLLECTION" and prop.identifier not in SKIP_COLLECTIONS:
+            out.append(prop.identifier)
+    return out
+
+
+def id_pointers():
+    return {attr: set(db.as_pointer() for db in getattr(bpy.data, attr)) for attr in id_collections()}
+
+
+def created_since(before):
+    out = {}
+    for attr, ptrs in before.items():
+        new = [db for db in getattr(bpy.data, attr) if db.as_pointer() not in ptrs]
+        if new:
+            out[attr] = new
+    return out
+
+
+def remove_ids(ids):
+    ids = [i for i in ids if i is not None]
+    if ids:
+        bpy.data.batch_remove(ids)
+
+
+@tool(
+    "scene.import",
+    description="Import a file from the session sandbox into the scene: gltf (.glb/.gltf), obj, fbx or usd (.usd/.usda/.usdc). "
+                "Formats on this Blender: %s. Returns the new objects." % ", ".join(available_formats()),
+    schema={
+        "type": "object",
+        "properties": {
+            "format": {"type": "string", "enum": sorted(FORMATS)},
+            "input": {"type": "string", "pattern": FILE_PATTERN},
+        },
+        "required": ["format", "input"],
+        "additionalProperties": False,
+    },
+    safety_level="safe_write",
+    idempotence_class="keyed",
+    rollback_method="compensation",
+    blender_versions=">=3.4",
+)
+def tool_scene_import(tx, args):
+    fmt, name = args["format"], args["input"]
+    _, imp, _ = check_format(fmt, name, "input")
+    path = sandbox_path(name, FILE_PATTERN, "a plain file name with a %s extension" % fmt)
+    if not os.path.isfile(path):
+        raise ToolError("not_found", "no file %r in the sandbox" % name)
+    check_references(fmt, path, name)
+
+    sc = current_scene()
+    vl = active_view_layer(sc)
+    r = sc.render
+    settings = [(sc, "frame_start", sc.frame_start), (sc, "frame_end", sc.frame_end),
+                (r, "fps", r.fps), (r, "fps_base", r.fps_base)]
+    frame = (sc.frame_current, sc.frame_subframe)
+    active = vl.objects.active if vl is not None else None
+    selected = [ob for ob in vl.objects if ob.select_get(view_layer=vl)] if vl is not None else []
+    before = id_pointers()
+    animated = animated_values()
+    created = {}
+
+    def rollback():
+        remove_ids([db for dbs in created_since(before).values() for db in dbs])
+        for owner, attr, v in settings:
+            if getattr(owner, attr) != v:
+                setattr(owner, attr, v)
+        if vl is not None:
+            vl.objects.active = active
+    tx.on_undo(rollback)
+    tx.touch("scene", sc.name)
+    try:
+        if fmt == "gltf":
+            res = op_call(imp, filepath=path)
+        elif fmt == "obj":
+            res = op_call(imp, filepath=path)
+        elif fmt == "fbx":
+            res = op_call(imp, filepath=path)
+        else:
+            res = op_call(imp, filepath=path, import_textures_mode="IMPORT_NONE")
+    except RuntimeError as e:
+        raise ToolError("invalid_input", "could not import %r: %s" % (name, one_line(e)))
+    finally:
+        created = created_since(before)
+        for attr, dbs in created.items():
+            kind = KIND_OF.get(attr)
+            if kind is not None:
+                for db in dbs:
+                    tx.touch(kind, db.name)
+    if "FINISHED" not in res:
+        raise ToolError("invalid_input", "the %s importer refused %r" % (fmt, name))
+
+    # Put back what importers change besides adding datablocks.
+    for owner, attr, v in settings:
+        if getattr(owner, attr) != v:
+            setattr(owner, attr, v)
+    if animated or (sc.frame_current, sc.frame_subframe) != frame:
+        sc.frame_set(frame[0], subframe=frame[1])
+        restore_animated(animated)
+    if vl is not None:
+        vl.objects.active = active
+        new_objects = set(db.as_pointer() for db in created.get("objects", []))
+        for ob in vl.objects:
+            if ob.as_pointer() not in new_objects:
+                ob.select_set(ob in selected, view_layer=vl)
+    for attr in FILE_IDS:
+        for db in created.get(attr, []):
+            if getattr(db, "packed_file", None) is None and outside_sandbox(getattr(db, "filepath", "")):
+                raise ToolError("policy_refused", "%r refers to a file outside the sandbox (%s %r)" % (name, attr, db.name))
+    tx.checkpoint("scene.import:imported")
+
+    # Pre-existing records that changed anyway (a new collection linked under
+    # an existing one): touched now and by the undo.
+    touched = []
+    for kind, _, fn, coll in KINDS:
+        for db in getattr(bpy.data, coll):
+            if db.as_pointer() in before.get(coll, ()) and db.library is None and not is_tomb(db.name):
+                key = kind + ":" + db.name
+                if STATE.digests.get(key) != sha256_hex(canonical_rec(fn, db.name)):
+                    tx.touch(kind, db.name)
+                    touched.append([kind, db.name])
+    tx.set_undo({
+        "created": {attr: [db.name for db in dbs] for attr, dbs in sorted(created.items())},
+        "touched": touched, "scene": sc.name, "view_layer": vl.name if vl is not None else None,
+    })
+    objects = sorted(db.name for db in created.get("objects", []))
+    return {"objects": objects, "format": fmt, "path": path,
+            "created": {attr: len(dbs) for attr, dbs in sorted(created.items())}}
+
+
+def canonical_rec(fn, name):
+    from common import canonical
+    return canonical(fn(name))
+
+
+@undoer("scene.import")
+def undo_scene_import(tx, rec):
+    created = field(rec, "created", dict)
+    touched = field(rec, "touched", list)
+    field(rec, "scene", str)
+    colls = set(id_collections())
+    ids = []
+    for attr, names in sorted(created.items()):
+        if attr not in colls or not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ToolError("invalid_input", "undo record: bad created %r" % attr)
+        for n in names:
+            db = getattr(bpy.data, attr).get(n)
+            if db is None:
+                raise ToolError("conflict", "cannot undo import: %s %r is gone" % (attr, n))
+            ids.append((attr, db))
+    for t in touched:
+        if not (isinstance(t, list) and len(t) == 2 and t[0] in KIND_OF.values() and isinstance(t[1], str)):
+            raise ToolError("invalid_input", "undo record: bad touched entry")
+    new_obs = set(db.as_pointer() for attr, db in ids if attr == "objects")
+    for sc in bpy.data.scenes:
+        if sc.camera is not None and sc.camera.as_pointer() in new_obs:
+            raise ToolError("conflict", "cannot undo import: scene %r uses imported camera %r" % (sc.name, sc.camera.name))
+    for ob in bpy.data.objects:
+        if ob.as_pointer() not in new_obs and ob.parent is not None and ob.parent.as_pointer() in new_obs:
+            raise ToolError("conflict", "cannot undo import: %r is parented to imported %r" % (ob.name, ob.parent.name))
+    for attr, db in ids:
+        kind = KIND_OF.get(attr)
+        if kind is not None:
+            tx.touch(kind, db.name)
+    for kind, name in touched:
+        tx.touch(kind, name)
+    for sc in bpy.data.scenes:
+        tx.touch("scene", sc.name)
+        for vl in sc.view_layers:
+            a = vl.objects.active
+            if a is not None and a.as_pointer() in new_obs:
+                tx.on_undo(lambda vl=vl, a=a: setattr(vl.objects, "active", a))
+                vl.objects.active = None
+    tx.fault_point("scene.import:deactivated")
+    tx.checkpoint("undo.scene.import:deactivated")
+    # Validated above; removal is the last, irreversible step.
+    remove_ids([db for _, db in ids])
