@@ -169,7 +169,7 @@ func productShot() *Macro {
 				{ID: "settings", Tool: "render.settings", Args: map[string]any{"resolution": a["resolution"], "samples": a["samples"]}},
 			}
 			return append(steps, lightingSteps(map[string]any{"target": a["target"], "center": a["center"],
-				"distance": 6.0, "key_energy": 1000.0, "name_prefix": ""}, "light_")...)
+				"distance": 6.0, "key_energy": 400.0, "name_prefix": ""}, "light_")...)
 		},
 	}
 }
