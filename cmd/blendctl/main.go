@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/blendplane/blendplane/cmd/internal/flagenv"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -164,17 +165,9 @@ func (c *cli) negotiateCmd(ctx context.Context, args []string) error {
 }
 
 func (c *cli) agents(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-	defer cancel()
-	resp, err := c.cp.ListAgents(ctx, &cpv1.ListAgentsRequest{})
-	if err != nil {
-		return err
-	}
-	if c.json {
-		return c.printJSON(resp)
-	}
-	printAgents(c.out, resp.GetAgents())
-	return nil
+	return show(ctx, c, func(ctx context.Context) (*cpv1.ListAgentsResponse, error) {
+		return c.cp.ListAgents(ctx, &cpv1.ListAgentsRequest{})
+	}, func(out io.Writer, resp *cpv1.ListAgentsResponse) { printAgents(out, resp.GetAgents()) })
 }
 
 func (c *cli) audit(ctx context.Context, args []string) error {
@@ -213,17 +206,10 @@ func (c *cli) cancel(ctx context.Context, args []string) error {
 	if len(args) != 1 {
 		return errors.New("usage: blendctl cancel REQUEST_ID")
 	}
-	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-	defer cancel()
-	resp, err := c.cp.CancelPlan(ctx, &cpv1.CancelPlanRequest{RequestId: args[0]})
-	if err != nil {
-		return err
-	}
-	if c.json {
-		return c.printJSON(resp.GetPlan())
-	}
-	printPlan(c.out, resp.GetPlan())
-	return nil
+	return show(ctx, c, func(ctx context.Context) (*cpv1.Plan, error) {
+		resp, err := c.cp.CancelPlan(ctx, &cpv1.CancelPlanRequest{RequestId: args[0]})
+		return resp.GetPlan(), err
+	}, printPlan)
 }
 
 func (c *cli) tools(ctx context.Context, args []string) error {
@@ -233,47 +219,40 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-	defer cancel()
-	resp, err := c.cp.ListTools(ctx, &cpv1.ListToolsRequest{SessionId: *session, RuntimeId: *runtime})
-	if err != nil {
-		return err
-	}
-	if c.json {
-		return c.printJSON(resp)
-	}
-	printTools(c.out, resp)
-	return nil
+	return show(ctx, c, func(ctx context.Context) (*cpv1.ListToolsResponse, error) {
+		return c.cp.ListTools(ctx, &cpv1.ListToolsRequest{SessionId: *session, RuntimeId: *runtime})
+	}, printTools)
 }
 
 func (c *cli) macros(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-	defer cancel()
-	resp, err := c.cp.ListMacros(ctx, &cpv1.ListMacrosRequest{})
-	if err != nil {
-		return err
-	}
-	if c.json {
-		return c.printJSON(resp)
-	}
-	printMacros(c.out, resp)
-	return nil
+	return show(ctx, c, func(ctx context.Context) (*cpv1.ListMacrosResponse, error) {
+		return c.cp.ListMacros(ctx, &cpv1.ListMacrosRequest{})
+	}, printMacros)
 }
 
 func (c *cli) plan(ctx context.Context, args []string) error {
 	if len(args) != 1 {
 		return errors.New("usage: blendctl plan REQUEST_ID")
 	}
+	return show(ctx, c, func(ctx context.Context) (*cpv1.Plan, error) {
+		resp, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: args[0]})
+		return resp.GetPlan(), err
+	}, printPlan)
+}
+
+// show makes one unary call under the CLI's deadline and prints the answer
+// as JSON (--json) or as text.
+func show[M proto.Message](ctx context.Context, c *cli, call func(context.Context) (M, error), text func(io.Writer, M)) error {
 	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	defer cancel()
-	resp, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: args[0]})
+	resp, err := call(ctx)
 	if err != nil {
 		return err
 	}
 	if c.json {
-		return c.printJSON(resp.GetPlan())
+		return c.printJSON(resp)
 	}
-	printPlan(c.out, resp.GetPlan())
+	text(c.out, resp)
 	return nil
 }
 
