@@ -117,6 +117,21 @@ func TestToolSurface(t *testing.T) {
 		}
 	})
 
+	t.Run("VerifyAndDeterminism", func(t *testing.T) {
+		s := c.negotiate(t)
+		create := op("v", "object.create", map[string]any{"type": "cone", "name": "Checked"})
+		create.Verify = true
+		render := op("r", "render.still", map[string]any{"output": "v.png", "resolution": []any{32, 24}, "samples": 1, "seed": 5}, "v")
+		p, rs := c.run(t, s.GetSessionId(), "verify-1", create, render)
+		if p.GetState() != cpv1.Plan_STATE_SUCCEEDED || !rs[0].GetVerified() || rs[1].GetVerified() {
+			t.Fatalf("verify: %v %v", p.GetFailure(), rs)
+		}
+		if rs[0].GetDeterminismClass() != "deterministic" || rs[1].GetDeterminismClass() != "seeded" ||
+			rs[1].GetResult().GetFields()["seed"].GetNumberValue() != 5 || rs[0].GetTolerance() == "" {
+			t.Fatalf("determinism metadata: %v", rs)
+		}
+	})
+
 	t.Run("ContractGates", func(t *testing.T) {
 		s := c.negotiate(t)
 		refused := func(requestID, reason string, atomic bool, ops ...*cpv1.Operation) {
@@ -132,15 +147,28 @@ func TestToolSurface(t *testing.T) {
 		py.SafetyLevel = cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE
 		refused("py", "POLICY_REFUSED", false, py)
 
+		// unsafe_ops alone is not enough: python.exec promises no determinism.
 		resp, err := c.client.Negotiate(ctxT(t, 2*time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) {
 			r.HostProfile.FeatureFlags = []string{"unsafe_ops"}
 		}))
 		if err != nil {
 			t.Fatal(err)
 		}
+		_, err = c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: resp.GetContract().GetSessionId(),
+			RequestId: "py-nondet", Operations: []*cpv1.Operation{py}})
+		if info, _ := details(status.Convert(err)); info.GetReason() != "NONDETERMINISTIC_REFUSED" {
+			t.Fatalf("python.exec without nondeterministic_tools: %v", err)
+		}
+		resp, err = c.client.Negotiate(ctxT(t, 2*time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) {
+			r.HostProfile.FeatureFlags = []string{"unsafe_ops", "nondeterministic_tools"}
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
 		unsafe := resp.GetContract().GetSessionId()
 		p, rs := c.run(t, unsafe, "py-ok", py)
-		if p.GetState() != cpv1.Plan_STATE_SUCCEEDED || rs[0].GetResult().GetFields()["result"].GetNumberValue() != 2 {
+		if p.GetState() != cpv1.Plan_STATE_SUCCEEDED || rs[0].GetResult().GetFields()["result"].GetNumberValue() != 2 ||
+			rs[0].GetDeterminismClass() != "nondeterministic" {
 			t.Fatalf("python.exec with unsafe_ops: %v %v", p.GetFailure(), rs)
 		}
 		_, err = c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: unsafe, RequestId: "py-atomic",

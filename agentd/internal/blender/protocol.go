@@ -74,6 +74,9 @@ type Tool struct {
 const (
 	DeterminismDeterministic = "deterministic"
 	DeterminismSeeded        = "seeded"
+	// DeterminismNondeterministic: no promise (python.exec); the control
+	// plane refuses such tools unless the session negotiated them.
+	DeterminismNondeterministic = "nondeterministic"
 
 	RollbackNone         = "none"
 	RollbackCompensation = "compensation"

@@ -27,7 +27,7 @@ func init() {
 		"scene.export":     {det, RollbackNotNeeded, IdempotenceIdempotent, hs, v},
 		"scene.import":     {det, comp, IdempotenceKeyed, hs, v},
 		"ui.highlight":     {det, RollbackNone, IdempotenceReadOnly, SafetyModeUIAssisted, v},
-		"python.exec":      {det, RollbackNone, IdempotenceKeyed, SafetyModeUnsafeOps, v},
+		"python.exec":      {DeterminismNondeterministic, RollbackNone, IdempotenceKeyed, SafetyModeUnsafeOps, v},
 	} {
 		wantToolClasses[name] = c
 	}

@@ -59,6 +59,7 @@ func (s *Server) Execute(req *agentv1.ExecuteRequest, stream grpc.ServerStreamin
 			OperationID: o.GetOperationId(), MCPCallID: o.GetMcpCallId(), Tool: o.GetToolName(),
 			Args: o.GetArgs().AsMap(), Safety: o.GetSafetyLevel(), IdempotencyKey: o.GetIdempotencyKey(),
 			Budget: time.Duration(o.GetTimeBudgetMs()) * time.Millisecond,
+			Verify: o.GetVerify(),
 		}
 	}
 	// Receipts come from the journal's committer goroutine, progress from

@@ -28,6 +28,8 @@ type Operation struct {
 	IdempotencyKey         string
 	// Budget is the call's time budget (0: none).
 	Budget time.Duration
+	// Verify checks the effect against a full snapshot after the call.
+	Verify bool
 }
 
 // Emit receives receipts in order, each after it is durable.
@@ -135,6 +137,7 @@ func (m *Manager) run(ctx context.Context, s *session, requestID string, op Oper
 	r := &cpv1.Receipt{
 		RequestId: requestID, OperationId: op.OperationID, ToolName: op.Tool,
 		McpCallId: op.MCPCallID, SafetyLevel: op.Safety, IdempotencyKey: op.IdempotencyKey,
+		DeterminismClass: s.runtime.determinism[op.Tool], Tolerance: SceneHashTolerance,
 	}
 	var start time.Time
 	attempt := func() (blender.Outcome, error, bool) {
@@ -180,6 +183,15 @@ func (m *Manager) run(ctx context.Context, s *session, requestID string, op Oper
 	r.CompleteTime = timestamppb.Now()
 	var toolErr *blender.ToolError
 	switch {
+	case err == nil && op.Verify:
+		if verr := m.verify(ctx, s, out, call); verr != nil {
+			r.Status = cpv1.Receipt_STATUS_FAILED
+			r.SceneHashBefore, r.SceneHashAfter = out.SceneHashBefore, out.SceneHashBefore
+			r.Error = toolFailure(op.OperationID, &blender.ToolError{Code: blender.CodeInternalError, Message: verr.Error()})
+			return r, &journal.Commit{Receipt: r}
+		}
+		r.Verified = true
+		fallthrough
 	case err == nil:
 		r.Status = cpv1.Receipt_STATUS_SUCCEEDED
 		r.SceneHashBefore, r.SceneHashAfter = out.SceneHashBefore, out.SceneHashAfter
@@ -210,6 +222,33 @@ func (m *Manager) run(ctx context.Context, s *session, requestID string, op Oper
 		}
 	}
 	return r, &journal.Commit{Receipt: r}
+}
+
+// verify is seed 001's phase 5: the scene is snapshotted from scratch and
+// must hash to what the call reported. On a mismatch the call is undone (and
+// if that fails, the session is rebuilt from the journal, which does not
+// hold the call yet), so a failed verification leaves no effect.
+func (m *Manager) verify(ctx context.Context, s *session, out blender.Outcome, call blender.Call) error {
+	snap, err := s.proc.Snapshot(ctx)
+	if err == nil && snap.SceneHash == out.SceneHashAfter {
+		return nil
+	}
+	reason := fmt.Sprintf("verification failed: the call reported scene %s, a full snapshot says %s", out.SceneHashAfter, snap.SceneHash)
+	if err != nil {
+		reason = "verification failed: " + err.Error()
+	}
+	if out.Undo != nil {
+		if _, uerr := s.proc.Undo(ctx, out.Undo, call); uerr == nil {
+			return errors.New(reason + "; the operation was undone")
+		}
+	}
+	if out.SceneHashAfter != out.SceneHashBefore {
+		if rerr := m.recover(ctx, s); rerr != nil {
+			s.broken = rerr
+			return fmt.Errorf("%s; restoring the session failed: %v", reason, rerr)
+		}
+	}
+	return errors.New(reason + "; the session was restored from its journal")
 }
 
 // cancelledReceipt answers for an operation interrupted by Cancel.

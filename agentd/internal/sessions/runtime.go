@@ -24,10 +24,15 @@ import (
 // RegistryVersion names the shape of the tool registry agentd reports.
 const RegistryVersion = "tool_registry_v1"
 
+// SceneHashTolerance is the float tolerance of scene_state_v1 hashes.
+const SceneHashTolerance = "1e-5"
+
 // Runtime is a probed Blender runtime: how to start it and what it offers.
 type Runtime struct {
 	blender.Runtime
 	Info *cpv1.Runtime
+	// determinism is each tool's determinism class, for receipts.
+	determinism map[string]string
 }
 
 // Probe starts each runtime once to learn its profile and tool registry.
@@ -50,7 +55,11 @@ func Probe(ctx context.Context, rts []blender.Runtime, workDir string, log *slog
 		}
 		log.Info("blender runtime ready", "runtime_id", info.GetRuntimeId(), "path", rt.Path,
 			"tools", len(info.GetRegistry().GetTools()), "registry_fingerprint", info.GetRegistry().GetFingerprint())
-		out = append(out, Runtime{Runtime: rt, Info: info})
+		det := map[string]string{}
+		for _, t := range p.Tools() {
+			det[t.Name] = t.DeterminismClass
+		}
+		out = append(out, Runtime{Runtime: rt, Info: info, determinism: det})
 	}
 	return out, nil
 }

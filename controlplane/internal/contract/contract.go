@@ -27,10 +27,13 @@ const (
 	FlagUnsafeOps = "unsafe_ops"
 	// FlagProgressEvents streams progress of long operations with receipts.
 	FlagProgressEvents = "progress_events"
+	// FlagNondeterministic allows tools that promise no determinism
+	// (python.exec); their replay after a crash may not reproduce the scene.
+	FlagNondeterministic = "nondeterministic_tools"
 )
 
 // SupportedFlags lists the flags above, sorted.
-var SupportedFlags = []string{FlagProgressEvents, FlagUnsafeOps}
+var SupportedFlags = []string{FlagNondeterministic, FlagProgressEvents, FlagUnsafeOps}
 
 // Safety modes of tools.
 const (

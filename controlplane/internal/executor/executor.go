@@ -329,6 +329,7 @@ func (e *Executor) execute(agent agentv1.AgentServiceClient, requestID, sessionI
 			SafetyLevel:    op.GetSafetyLevel(),
 			IdempotencyKey: plan.IdempotencyKey(requestID, op.GetOperationId(), op.GetArgs().AsMap()),
 			TimeBudgetMs:   budgetMs,
+			Verify:         op.GetVerify(),
 		}
 	}
 	return e.retry(log, func(ctx context.Context, alive func()) (bool, error) {

@@ -50,7 +50,7 @@ func (r *Registry) ExpandPlan(ops []plan.Operation) ([]plan.Operation, error) {
 			}
 			id := op.ID + ":" + s.ID
 			ids = append(ids, id)
-			out = append(out, plan.Operation{ID: id, Tool: s.Tool, Args: s.Args, DependsOn: deps, Safety: op.Safety})
+			out = append(out, plan.Operation{ID: id, Tool: s.Tool, Args: s.Args, DependsOn: deps, Safety: op.Safety, Verify: op.Verify})
 		}
 		expanded[op.ID] = ids
 	}

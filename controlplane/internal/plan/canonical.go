@@ -64,6 +64,11 @@ func Digest(ops []Operation, atomic bool) string {
 			writeField(h, []byte(d))
 		}
 		writeUint(h, uint64(int64(op.Safety)))
+		if op.Verify {
+			h.Write([]byte{1})
+		} else {
+			h.Write([]byte{0})
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -14,6 +14,8 @@ type Operation struct {
 	Args      map[string]any
 	DependsOn []string
 	Safety    SafetyLevel
+	// Verify asks for the effect to be checked after the call (seed 001).
+	Verify bool
 }
 
 // maxListedTools bounds the tool names a TOOL_UNKNOWN message lists.

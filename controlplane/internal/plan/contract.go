@@ -8,6 +8,7 @@ const (
 	ReasonCapabilityMissing = "CAPABILITY_MISSING"
 	ReasonPolicyRefused     = "POLICY_REFUSED"
 	ReasonContractViolation = "CONTRACT_VIOLATION"
+	ReasonNondeterministic  = "NONDETERMINISTIC_REFUSED"
 )
 
 // Contract is what a session's contract lets its plans do.
@@ -16,13 +17,16 @@ type Contract struct {
 	Callable map[string]bool
 	// Atomic is set for plans that roll back whole on failure.
 	Atomic bool
+	// Nondeterministic allows tools without a determinism promise.
+	Nondeterministic bool
 }
 
 // CheckContract is the contract gate, run after Check on a valid plan. It
 // refuses tools that need a UI (CAPABILITY_MISSING: sessions are headless),
 // unsafe_ops tools without the negotiated flag (POLICY_REFUSED), tools the
 // contract left out, and, in atomic plans, mutating tools that cannot be
-// rolled back (both CONTRACT_VIOLATION). The first of these reasons found
+// rolled back (both CONTRACT_VIOLATION), and tools that promise no
+// determinism without the negotiated flag (NONDETERMINISTIC_REFUSED). The first of these reasons found
 // names the refusal; all offending operations are listed.
 func CheckContract(ops []Operation, reg *Registry, c Contract) error {
 	var e *Error
@@ -37,6 +41,8 @@ func CheckContract(ops []Operation, reg *Registry, c Contract) error {
 			reason, desc = ReasonCapabilityMissing, fmt.Sprintf("operation %q: %s needs a UI, and sessions are headless", op.ID, op.Tool)
 		case def.Mode == "unsafe_ops" && !c.Callable[op.Tool]:
 			reason, desc = ReasonPolicyRefused, fmt.Sprintf("operation %q: %s runs unsafe operations; negotiate the unsafe_ops feature flag to use it", op.ID, op.Tool)
+		case def.Determinism == "nondeterministic" && !c.Nondeterministic:
+			reason, desc = ReasonNondeterministic, fmt.Sprintf("operation %q: %s promises no determinism; negotiate the nondeterministic_tools feature flag to use it", op.ID, op.Tool)
 		case !c.Callable[op.Tool]:
 			reason, desc = ReasonContractViolation, fmt.Sprintf("operation %q: %s is not among the tools of the session's contract", op.ID, op.Tool)
 		case c.Atomic && def.Rollback == "none" && def.Safety != SafetyReadOnly:

@@ -6,7 +6,7 @@ func TestCheckContract(t *testing.T) {
 	schema := map[string]any{"type": "object"}
 	reg, err := NewRegistry([]ToolDef{
 		{Name: "object.create", Safety: SafetySafeWrite, InputSchema: schema, Mode: "headless_safe", Rollback: "compensation"},
-		{Name: "python.exec", Safety: SafetyDestructive, InputSchema: schema, Mode: "unsafe_ops", Rollback: "none"},
+		{Name: "python.exec", Safety: SafetyDestructive, InputSchema: schema, Mode: "unsafe_ops", Rollback: "none", Determinism: "nondeterministic"},
 		{Name: "ui.highlight", Safety: SafetyReadOnly, InputSchema: schema, Mode: "ui_assisted", Rollback: "none"},
 		{Name: "scene.get_summary", Safety: SafetyReadOnly, InputSchema: schema, Mode: "headless_safe", Rollback: "none"},
 	})
@@ -24,8 +24,9 @@ func TestCheckContract(t *testing.T) {
 		{"object.create", Contract{Callable: base}, ""},
 		{"ui.highlight", Contract{Callable: unsafe}, ReasonCapabilityMissing},
 		{"python.exec", Contract{Callable: base}, ReasonPolicyRefused},
-		{"python.exec", Contract{Callable: unsafe}, ""},
-		{"python.exec", Contract{Callable: unsafe, Atomic: true}, ReasonContractViolation},
+		{"python.exec", Contract{Callable: unsafe}, ReasonNondeterministic},
+		{"python.exec", Contract{Callable: unsafe, Nondeterministic: true}, ""},
+		{"python.exec", Contract{Callable: unsafe, Nondeterministic: true, Atomic: true}, ReasonContractViolation},
 		{"scene.get_summary", Contract{Callable: base, Atomic: true}, ""},
 		{"object.create", Contract{Callable: map[string]bool{}}, ReasonContractViolation},
 	}

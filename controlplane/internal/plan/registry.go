@@ -23,6 +23,8 @@ type ToolDef struct {
 	Mode string
 	// Rollback is how a call is undone: compensation, not_needed or none.
 	Rollback string
+	// Determinism is deterministic, seeded or nondeterministic.
+	Determinism string
 }
 
 // Registry is one agent's tool registry with every input schema compiled.

@@ -100,7 +100,7 @@ func planRefusal(e *plan.Error) error {
 	}
 	code := codes.InvalidArgument
 	switch e.Reason {
-	case plan.ReasonContractViolation, plan.ReasonPolicyRefused, plan.ReasonCapabilityMissing:
+	case plan.ReasonContractViolation, plan.ReasonPolicyRefused, plan.ReasonCapabilityMissing, plan.ReasonNondeterministic:
 		code = codes.FailedPrecondition // a valid plan the session's contract does not allow
 	}
 	return newStatus(code, e.Reason, fmt.Sprintf("%s: %s", e.Reason, e.Message), br, protoadapt.MessageV1Of(repair))

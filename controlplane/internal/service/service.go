@@ -159,7 +159,9 @@ func (s *Server) SubmitPlan(ctx context.Context, req *cpv1.SubmitPlanRequest) (*
 	for _, t := range sess.Contract.GetCapabilities().GetTools() {
 		callable[t] = true
 	}
-	if err := plan.CheckContract(ops, reg, plan.Contract{Callable: callable, Atomic: req.GetAtomic()}); err != nil {
+	gate := plan.Contract{Callable: callable, Atomic: req.GetAtomic(),
+		Nondeterministic: slices.Contains(sess.Contract.GetCapabilities().GetFeatureFlags(), contract.FlagNondeterministic)}
+	if err := plan.CheckContract(ops, reg, gate); err != nil {
 		return nil, toStatus(err)
 	}
 	if len(ops) != len(req.GetOperations()) || macroUsed(req.GetOperations()) {
@@ -293,7 +295,8 @@ func (s *Server) registry(r *cpv1.ToolRegistry) (*plan.Registry, error) {
 	defs := make([]plan.ToolDef, 0, len(r.GetTools()))
 	for _, t := range r.GetTools() {
 		defs = append(defs, plan.ToolDef{Name: t.GetName(), Safety: plan.SafetyLevel(t.GetSafetyLevel()),
-			InputSchema: t.GetInputSchema().AsMap(), Mode: t.GetSafetyMode(), Rollback: t.GetRollbackMethod()})
+			InputSchema: t.GetInputSchema().AsMap(), Mode: t.GetSafetyMode(), Rollback: t.GetRollbackMethod(),
+			Determinism: t.GetDeterminismClass()})
 	}
 	reg, err := plan.NewRegistry(defs)
 	if err != nil {
@@ -312,6 +315,7 @@ func toPlanOperations(in []*cpv1.Operation) []plan.Operation {
 			Args:      o.GetArgs().AsMap(),
 			DependsOn: o.GetDependsOn(),
 			Safety:    plan.SafetyLevel(o.GetSafetyLevel()),
+			Verify:    o.GetVerify(),
 		}
 	}
 	return ops
@@ -322,7 +326,7 @@ func fromPlanOperations(ops []plan.Operation) []*cpv1.Operation {
 	for i, o := range ops {
 		args, _ := structpb.NewStruct(o.Args) // args came from a Struct or a macro's JSON values
 		out[i] = &cpv1.Operation{OperationId: o.ID, ToolName: o.Tool, Args: args, DependsOn: o.DependsOn,
-			SafetyLevel: cpv1.SafetyLevel(o.Safety)}
+			SafetyLevel: cpv1.SafetyLevel(o.Safety), Verify: o.Verify}
 	}
 	return out
 }

@@ -70,6 +70,11 @@ def sha256_hex(data):
     return hashlib.sha256(data).hexdigest()
 
 
+def sha256_file(path):
+    with open(path, "rb") as f:
+        return sha256_hex(f.read())
+
+
 def one_line(e):
     msg = ("%s: %s" % (type(e).__name__, e)).strip()
     return msg.splitlines()[0][:500] if msg else type(e).__name__

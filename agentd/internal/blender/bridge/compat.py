@@ -232,9 +232,9 @@ def action_fcurve_collections(action):
     return [action.fcurves] if hasattr(action, "fcurves") else []
 
 
-def object_fcurves(ob):
-    """The F-Curve collection animating ob (its action, and on 4.4+ its slot's
-    channelbag), or None."""
+def fcurves_owner(ob):
+    """What holds ob's F-Curves and their groups: its action (3.4), or on
+    4.4+ its slot's channelbag; None when ob is not animated."""
     ad = ob.animation_data
     if ad is None or ad.action is None:
         return None
@@ -247,23 +247,19 @@ def object_fcurves(ob):
             for strip in layer.strips:
                 cb = strip.channelbag(slot) if hasattr(strip, "channelbag") else None
                 if cb is not None:
-                    return cb.fcurves
+                    return cb
         return None
-    return act.fcurves
+    return act
+
+
+def object_fcurves(ob):
+    """The F-Curve collection animating ob (its action, and on 4.4+ its slot's
+    channelbag), or None."""
+    owner = fcurves_owner(ob)
+    return owner.fcurves if owner is not None else None
 
 
 def fcurve_groups(ob):
     """The action groups of ob's F-Curves (the channelbag's on 4.4+), or None."""
-    ad = ob.animation_data
-    if ad is None or ad.action is None:
-        return None
-    act = ad.action
-    if hasattr(ad, "action_slot") and hasattr(act, "layers"):
-        slot = ad.action_slot
-        for layer in act.layers:
-            for strip in layer.strips:
-                cb = strip.channelbag(slot) if slot is not None and hasattr(strip, "channelbag") else None
-                if cb is not None:
-                    return cb.groups
-        return None
-    return act.groups
+    owner = fcurves_owner(ob)
+    return owner.groups if owner is not None else None

@@ -136,6 +136,20 @@ def m_snapshot(params):
     snap, h = full_snapshot()
     return {"scene_hash": h, "incremental_scene_hash": STATE.scene_hash(), "snapshot": snap}
 
+def roll_back(tx, before, what, name):
+    """Roll back a failed tool (what "") or undo (what "undo "), then
+    internal_error when the scene does not hash as before; else the caller
+    re-raises the failure."""
+    try:
+        tx.rollback()
+    finally:
+        tx.apply_touches()
+    after = STATE.scene_hash()
+    if after != before:
+        log(what + "rollback left the scene changed", before=before, after=after)
+        raise ToolError("internal_error", "rollback after a failed %s%s left the scene changed" % (what, name))
+
+
 def m_execute(params):
     name = params.get("tool")
     args = params.get("args")
@@ -160,14 +174,7 @@ def m_execute(params):
                 tx.progress({"injected": i + 1, "of": n})
         result = tool["fn"](tx, args)
     except BaseException:
-        try:
-            tx.rollback()
-        finally:
-            tx.apply_touches()
-        after = STATE.scene_hash()
-        if after != before:
-            log("rollback left the scene changed", before=before, after=after)
-            raise ToolError("internal_error", "rollback after a failed %s left the scene changed" % name)
+        roll_back(tx, before, "", name)
         raise
     tx.apply_touches()
     after = STATE.scene_hash()
@@ -192,14 +199,7 @@ def m_undo(params):
         log("undo fault injected", tool=rec["tool"], before=before, after=STATE.scene_hash())
         raise ToolError("internal_error", str(e))
     except BaseException:
-        try:
-            tx.rollback()
-        finally:
-            tx.apply_touches()
-        after = STATE.scene_hash()
-        if after != before:
-            log("undo rollback left the scene changed", before=before, after=after)
-            raise ToolError("internal_error", "rollback after a failed undo of %s left the scene changed" % rec["tool"])
+        roll_back(tx, before, "undo ", rec["tool"])
         raise
     tx.apply_touches()
     after = STATE.scene_hash()

@@ -48,7 +48,9 @@ Metadata:
   it, below); ``not_needed`` when it writes only files, never the scene.
 - ``determinism_class``: ``deterministic`` = same scene + same args give the
   same scene and result; ``seeded`` = the output also depends on a seed
-  argument, which the result records.
+  argument, which the result records; ``nondeterministic`` = no such
+  promise (python.exec): the controlplane refuses these tools unless the
+  session negotiated the ``nondeterministic_tools`` flag.
 - ``safety_mode``: ``headless_safe`` runs in ``blender -b`` (every tool
   today); ``ui_assisted`` needs a UI context; ``unsafe_ops`` runs operators
   (bpy.ops) that may touch state outside the scene_state_v1 model.
@@ -183,7 +185,7 @@ UNDO_VERSION = 1
 SAFETY_LEVELS = ("read_only", "safe_write", "destructive")
 SAFETY_MODES = ("headless_safe", "ui_assisted", "unsafe_ops")
 IDEMPOTENCE_CLASSES = ("idempotent", "keyed", "read_only")
-DETERMINISM_CLASSES = ("deterministic", "seeded")
+DETERMINISM_CLASSES = ("deterministic", "seeded", "nondeterministic")
 ROLLBACK_METHODS = ("none", "compensation", "not_needed")
 
 TOOLS = {}    # name -> metadata dict plus "fn"

@@ -105,3 +105,16 @@ def check_name(name):
     if name.startswith(RESERVED_PREFIX):
         raise ToolError("invalid_input", "names starting with %r are reserved" % RESERVED_PREFIX)
 
+
+
+def check_name_free(name, taken, what):
+    """conflict when name is already in taken (a bpy.data collection); what
+    names a member with its article: "an object", "a material"."""
+    if name in taken:
+        raise ToolError("conflict", "%s named %r already exists" % (what, name))
+
+
+def check_new_name(name, taken, what):
+    """check_name, then check_name_free: the prologue of the create tools."""
+    check_name(name)
+    check_name_free(name, taken, what)

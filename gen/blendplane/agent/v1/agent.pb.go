@@ -314,7 +314,9 @@ type OperationCall struct {
 	McpCallId string `protobuf:"bytes,6,opt,name=mcp_call_id,json=mcpCallId,proto3" json:"mcp_call_id,omitempty"`
 	// Time budget of the call in milliseconds (0: none). Over it, the call is
 	// stopped, its effect discarded, and it fails with TIMEOUT.
-	TimeBudgetMs  int64 `protobuf:"varint,7,opt,name=time_budget_ms,json=timeBudgetMs,proto3" json:"time_budget_ms,omitempty"`
+	TimeBudgetMs int64 `protobuf:"varint,7,opt,name=time_budget_ms,json=timeBudgetMs,proto3" json:"time_budget_ms,omitempty"`
+	// Verify the effect against a full scene snapshot after the call.
+	Verify        bool `protobuf:"varint,8,opt,name=verify,proto3" json:"verify,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -396,6 +398,13 @@ func (x *OperationCall) GetTimeBudgetMs() int64 {
 		return x.TimeBudgetMs
 	}
 	return 0
+}
+
+func (x *OperationCall) GetVerify() bool {
+	if x != nil {
+		return x.Verify
+	}
+	return false
 }
 
 type ExecuteResponse struct {
@@ -792,7 +801,7 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"request_id\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\x12L\n" +
 	"\n" +
 	"operations\x18\x03 \x03(\v2\".blendplane.agent.v1.OperationCallB\b\xbaH\x05\x92\x01\x02\b\x01R\n" +
-	"operations\"\xfb\x02\n" +
+	"operations\"\x93\x03\n" +
 	"\rOperationCall\x12B\n" +
 	"\foperation_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\voperationId\x12$\n" +
 	"\ttool_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\btoolName\x123\n" +
@@ -800,7 +809,8 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\fsafety_level\x18\x04 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelR\vsafetyLevel\x120\n" +
 	"\x0fidempotency_key\x18\x05 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x0eidempotencyKey\x12'\n" +
 	"\vmcp_call_id\x18\x06 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tmcpCallId\x12$\n" +
-	"\x0etime_budget_ms\x18\a \x01(\x03R\ftimeBudgetMs\"\x9f\x01\n" +
+	"\x0etime_budget_ms\x18\a \x01(\x03R\ftimeBudgetMs\x12\x16\n" +
+	"\x06verify\x18\b \x01(\bR\x06verify\"\x9f\x01\n" +
 	"\x0fExecuteResponse\x12?\n" +
 	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptH\x00R\areceipt\x12B\n" +
 	"\bprogress\x18\x02 \x01(\v2$.blendplane.controlplane.v1.ProgressH\x00R\bprogressB\a\n" +

@@ -1204,8 +1204,12 @@ type Operation struct {
 	// Tool-specific arguments, checked against the tool's JSON Schema.
 	Args *structpb.Struct `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"`
 	// Operations that must succeed before this one runs.
-	DependsOn     []string    `protobuf:"bytes,4,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
-	SafetyLevel   SafetyLevel `protobuf:"varint,5,opt,name=safety_level,json=safetyLevel,proto3,enum=blendplane.controlplane.v1.SafetyLevel" json:"safety_level,omitempty"`
+	DependsOn   []string    `protobuf:"bytes,4,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	SafetyLevel SafetyLevel `protobuf:"varint,5,opt,name=safety_level,json=safetyLevel,proto3,enum=blendplane.controlplane.v1.SafetyLevel" json:"safety_level,omitempty"`
+	// Verify the operation's effect after it runs (seed 001, phase 5): the
+	// scene is snapshotted from scratch and must hash to what the operation
+	// reported; otherwise the operation is undone and fails.
+	Verify        bool `protobuf:"varint,6,opt,name=verify,proto3" json:"verify,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1273,6 +1277,13 @@ func (x *Operation) GetSafetyLevel() SafetyLevel {
 		return x.SafetyLevel
 	}
 	return SafetyLevel_SAFETY_LEVEL_UNSPECIFIED
+}
+
+func (x *Operation) GetVerify() bool {
+	if x != nil {
+		return x.Verify
+	}
+	return false
 }
 
 type SubmitPlanRequest struct {
@@ -1753,8 +1764,15 @@ type Receipt struct {
 	CompleteTime   *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=complete_time,json=completeTime,proto3" json:"complete_time,omitempty"`
 	// Time spent executing the tool inside Blender, in microseconds.
 	DurationMicros int64 `protobuf:"varint,15,opt,name=duration_micros,json=durationMicros,proto3" json:"duration_micros,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The tool's determinism class: deterministic, seeded (the seed is in the
+	// result) or nondeterministic.
+	DeterminismClass string `protobuf:"bytes,16,opt,name=determinism_class,json=determinismClass,proto3" json:"determinism_class,omitempty"`
+	// True when the operation asked for verification and passed it.
+	Verified bool `protobuf:"varint,17,opt,name=verified,proto3" json:"verified,omitempty"`
+	// Float tolerance of the scene hash (scene_state_v1 rounds to 1e-5).
+	Tolerance     string `protobuf:"bytes,18,opt,name=tolerance,proto3" json:"tolerance,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Receipt) Reset() {
@@ -1890,6 +1908,27 @@ func (x *Receipt) GetDurationMicros() int64 {
 		return x.DurationMicros
 	}
 	return 0
+}
+
+func (x *Receipt) GetDeterminismClass() string {
+	if x != nil {
+		return x.DeterminismClass
+	}
+	return ""
+}
+
+func (x *Receipt) GetVerified() bool {
+	if x != nil {
+		return x.Verified
+	}
+	return false
+}
+
+func (x *Receipt) GetTolerance() string {
+	if x != nil {
+		return x.Tolerance
+	}
+	return ""
 }
 
 // Failure is the failure contract of seed 000: what went wrong and the
@@ -3574,7 +3613,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x17max_operations_per_plan\x18\x01 \x01(\x05R\x14maxOperationsPerPlan\x12*\n" +
 	"\x11max_payload_bytes\x18\x02 \x01(\x03R\x0fmaxPayloadBytes\x12(\n" +
 	"\x10tool_surface_cap\x18\x03 \x01(\x05R\x0etoolSurfaceCap\x120\n" +
-	"\x14max_concurrent_calls\x18\x04 \x01(\x05R\x12maxConcurrentCalls\"\xcc\x02\n" +
+	"\x14max_concurrent_calls\x18\x04 \x01(\x05R\x12maxConcurrentCalls\"\xe4\x02\n" +
 	"\tOperation\x12B\n" +
 	"\foperation_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\voperationId\x12'\n" +
 	"\ttool_name\x18\x02 \x01(\tB\n" +
@@ -3583,7 +3622,8 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"depends_on\x18\x04 \x03(\tB&\xbaH#\x92\x01 \x18\x01\"\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tdependsOn\x12V\n" +
 	"\fsafety_level\x18\x05 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelB\n" +
-	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\vsafetyLevel\"\xf4\x01\n" +
+	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\vsafetyLevel\x12\x16\n" +
+	"\x06verify\x18\x06 \x01(\bR\x06verify\"\xf4\x01\n" +
 	"\x11SubmitPlanRequest\x12&\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tsessionId\x12)\n" +
@@ -3633,7 +3673,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\x03R\x04done\x12\x14\n" +
 	"\x05total\x18\x03 \x01(\x03R\x05total\x12/\n" +
-	"\x06detail\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06detail\"\xd0\x06\n" +
+	"\x06detail\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06detail\"\xb7\a\n" +
 	"\aReceipt\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x1d\n" +
 	"\n" +
@@ -3651,7 +3691,10 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\fsafety_level\x18\f \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelR\vsafetyLevel\x12'\n" +
 	"\x0fidempotency_key\x18\r \x01(\tR\x0eidempotencyKey\x12?\n" +
 	"\rcomplete_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\x12'\n" +
-	"\x0fduration_micros\x18\x0f \x01(\x03R\x0edurationMicros\"\x94\x01\n" +
+	"\x0fduration_micros\x18\x0f \x01(\x03R\x0edurationMicros\x12+\n" +
+	"\x11determinism_class\x18\x10 \x01(\tR\x10determinismClass\x12\x1a\n" +
+	"\bverified\x18\x11 \x01(\bR\bverified\x12\x1c\n" +
+	"\ttolerance\x18\x12 \x01(\tR\ttolerance\"\x94\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STATUS_SUCCEEDED\x10\x01\x12\x11\n" +

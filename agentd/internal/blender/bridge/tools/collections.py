@@ -21,10 +21,10 @@ import bpy
 
 from common import is_tomb
 from registry import ToolError, field, tool, undoer
-from schema import NAME, check_name
+from schema import NAME, check_name, check_name_free
 from state import collection_label, current_scene
 
-from .objects import collection_ref, get_object, live_object, resolve_collection, resolve_view_layer
+from .objects import collection_ref, get_object, live_object, new_exact, resolve_collection, resolve_view_layer
 
 MASTER_PREFIX = "<scene>:"
 
@@ -71,15 +71,10 @@ def tool_collection_create(tx, args):
     check_name(name)
     if name.startswith(MASTER_PREFIX):
         raise ToolError("invalid_input", "collection names starting with %r are reserved" % MASTER_PREFIX)
-    if name in bpy.data.collections:
-        raise ToolError("conflict", "a collection named %r already exists" % name)
+    check_name_free(name, bpy.data.collections, "a collection")
     sc = current_scene()
     parent = get_collection(args["parent"], "parent collection") if "parent" in args else sc.collection
-    c = bpy.data.collections.new(name)
-    tx.touch("collection", name)
-    tx.on_undo(lambda: bpy.data.collections.remove(bpy.data.collections[name]))
-    if c.name != name:
-        raise ToolError("conflict", "could not name the collection %r" % name)
+    c = new_exact(tx, "collections", "collection", name, "collection")
     touch_parent(tx, parent)
     parent.children.link(c)
     tx.on_undo(lambda: parent.children.unlink(c))

@@ -53,7 +53,7 @@ import urllib.parse
 
 import bpy
 
-from common import is_tomb, one_line, sha256_hex
+from common import is_tomb, one_line, sha256_file, sha256_hex
 from compat import io_operators
 from registry import ToolError, field, tool, undoer
 from sandbox import SANDBOX, file_pattern, sandbox_path
@@ -75,13 +75,31 @@ def available_formats():
 
 
 def check_format(fmt, filename, what):
+    """(export operator, import operator, extension, sandbox path) of file
+    filename in format fmt on this Blender; what names the argument."""
     ext = filename.rsplit(".", 1)[-1].lower()
     if ext not in FORMATS[fmt]:
         raise ToolError("invalid_input", "%s %r: format %s needs a .%s file" % (what, filename, fmt, " or .".join(FORMATS[fmt])))
     exp, imp, reason = io_operators(fmt)
     if reason is not None:
         raise ToolError("capability_missing", "format %s: %s" % (fmt, reason))
-    return exp, imp, ext
+    path = sandbox_path(filename, FILE_PATTERN, "a plain file name with a %s extension" % fmt)
+    return exp, imp, ext, path
+
+
+def restore_frame(sc, frame, animated):
+    """Put back sc's (frame, subframe) and the animated properties (render.
+    animated_values) after an operator that may have stepped through frames."""
+    if animated or (sc.frame_current, sc.frame_subframe) != frame:
+        sc.frame_set(frame[0], subframe=frame[1])
+        restore_animated(animated)
+
+
+def restore_settings(settings):
+    """Write back the (owner, attribute, value) triples that changed."""
+    for owner, attr, v in settings:
+        if getattr(owner, attr) != v:
+            setattr(owner, attr, v)
 
 
 def op_call(idname, **kw):
@@ -118,11 +136,6 @@ def changed_keys(snap):
     return sorted(keys)
 
 
-def sha256_file(path):
-    with open(path, "rb") as f:
-        return sha256_hex(f.read())
-
-
 # ---------------------------------------------------------------------------
 # scene.export
 
@@ -146,8 +159,7 @@ def sha256_file(path):
 )
 def tool_scene_export(tx, args):
     fmt, output = args["format"], args["output"]
-    exp, _, ext = check_format(fmt, output, "output")
-    path = sandbox_path(output, FILE_PATTERN, "a plain file name with a %s extension" % fmt)
+    exp, _, ext, path = check_format(fmt, output, "output")
     stem = output[: -(len(ext) + 1)]
     companions = []
     if fmt == "obj":
@@ -186,9 +198,7 @@ def tool_scene_export(tx, args):
     finally:
         # Exporters of animation step through frames: put the frame and the
         # animated properties back.
-        if animated or (sc.frame_current, sc.frame_subframe) != frame:
-            sc.frame_set(frame[0], subframe=frame[1])
-            restore_animated(animated)
+        restore_frame(sc, frame, animated)
         # The FBX exporter (animation baking) gives meshes without materials
         # an empty slot: drop it, and resync the objects' slot counts.
         for coll in ("meshes", "curves"):
@@ -333,8 +343,7 @@ def remove_ids(ids):
 )
 def tool_scene_import(tx, args):
     fmt, name = args["format"], args["input"]
-    _, imp, _ = check_format(fmt, name, "input")
-    path = sandbox_path(name, FILE_PATTERN, "a plain file name with a %s extension" % fmt)
+    _, imp, _, path = check_format(fmt, name, "input")
     if not os.path.isfile(path):
         raise ToolError("not_found", "no file %r in the sandbox" % name)
     check_references(fmt, path, name)
@@ -353,22 +362,16 @@ def tool_scene_import(tx, args):
 
     def rollback():
         remove_ids([db for dbs in created_since(before).values() for db in dbs])
-        for owner, attr, v in settings:
-            if getattr(owner, attr) != v:
-                setattr(owner, attr, v)
+        restore_settings(settings)
         if vl is not None:
             vl.objects.active = active
     tx.on_undo(rollback)
     tx.touch("scene", sc.name)
     try:
-        if fmt == "gltf":
-            res = op_call(imp, filepath=path)
-        elif fmt == "obj":
-            res = op_call(imp, filepath=path)
-        elif fmt == "fbx":
-            res = op_call(imp, filepath=path)
-        else:
+        if fmt == "usd":
             res = op_call(imp, filepath=path, import_textures_mode="IMPORT_NONE")
+        else:
+            res = op_call(imp, filepath=path)
     except RuntimeError as e:
         raise ToolError("invalid_input", "could not import %r: %s" % (name, one_line(e)))
     finally:
@@ -382,12 +385,8 @@ def tool_scene_import(tx, args):
         raise ToolError("invalid_input", "the %s importer refused %r" % (fmt, name))
 
     # Put back what importers change besides adding datablocks.
-    for owner, attr, v in settings:
-        if getattr(owner, attr) != v:
-            setattr(owner, attr, v)
-    if animated or (sc.frame_current, sc.frame_subframe) != frame:
-        sc.frame_set(frame[0], subframe=frame[1])
-        restore_animated(animated)
+    restore_settings(settings)
+    restore_frame(sc, frame, animated)
     if vl is not None:
         vl.objects.active = active
         new_objects = set(db.as_pointer() for db in created.get("objects", []))

@@ -22,10 +22,10 @@ import bpy
 from common import is_tomb
 from compat import principled_emission_color, set_material_use_nodes
 from registry import ToolError, field, tool, undoer
-from schema import NAME, check_name
+from schema import NAME, check_new_name
 from state import principled_node, record_principled
 
-from .objects import data_collection, get_object, live_object, touch_data
+from .objects import data_collection, get_object, live_object, new_exact, touch_data
 
 UNIT = {"type": "number", "minimum": 0, "maximum": 1}
 COLOR4 = {"type": "array", "items": UNIT, "minItems": 4, "maxItems": 4}
@@ -58,20 +58,14 @@ MAX_SLOTS = 32
 
 def tool_material_create(tx, args):
     name = args["name"]
-    check_name(name)
-    if name in bpy.data.materials:
-        raise ToolError("conflict", "a material named %r already exists" % name)
+    check_new_name(name, bpy.data.materials, "a material")
     base = [float(x) for x in args.get("base_color", (0.8, 0.8, 0.8, 1.0))]
     metallic = float(args.get("metallic", 0.0))
     roughness = float(args.get("roughness", 0.5))
     emission = [float(x) for x in args.get("emission_color", (0.0, 0.0, 0.0))]
     strength = float(args.get("emission_strength", 0.0))
 
-    m = bpy.data.materials.new(name)
-    tx.touch("material", name)
-    tx.on_undo(lambda: bpy.data.materials.remove(bpy.data.materials[name]))
-    if m.name != name:
-        raise ToolError("conflict", "could not name the material %r" % name)
+    m = new_exact(tx, "materials", "material", name, "material")
     set_material_use_nodes(m, True)
     n = principled_node(m)
     if n is None:  # Blender always makes one; be safe if a version does not

@@ -29,7 +29,7 @@ from compat import move_modifier
 from registry import ToolError, field, tool, undoer
 from schema import NAME, is_number
 from state import record_modifier
-from .objects import get_object, live_object
+from .objects import free_name_in, get_object, live_object
 
 TYPES = {
     # tool type: (Blender type, default name, allowed settings)
@@ -84,15 +84,6 @@ def settings_of(kind, args):
     return out
 
 
-def free_modifier_name(ob, base):
-    if ob.modifiers.get(base) is None:
-        return base
-    i = 1
-    while ob.modifiers.get("%s.%03d" % (base, i)) is not None:
-        i += 1
-    return "%s.%03d" % (base, i)
-
-
 @tool(
     "modifier.add",
     description="Add a modifier at the end of a mesh object's stack: subdivision (levels sets viewport and render levels), bevel (width, segments), array (count, relative_offset), mirror (axis), solidify (thickness). Settings of another type are refused.",
@@ -130,7 +121,7 @@ def tool_modifier_add(tx, args):
         raise ToolError("invalid_input", "%r is a %s object; modifiers need a mesh" % (ob.name, ob.type))
     name = args.get("name")
     if name is None:
-        name = free_modifier_name(ob, base)
+        name = free_name_in(ob.modifiers, base)
     elif ob.modifiers.get(name) is not None:
         raise ToolError("conflict", "%r already has a modifier named %r" % (ob.name, name))
     values = dict(PINNED[btype])

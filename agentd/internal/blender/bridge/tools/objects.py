@@ -51,7 +51,7 @@ from mathutils import Matrix
 
 from common import TOMB_OF, TOMB_PREFIX, is_tomb, sha256_hex
 from registry import ToolError, field, tool, undoer
-from schema import NAME, VEC3, check_name, is_number
+from schema import NAME, VEC3, check_new_name, is_number
 from state import BRIDGE, active_view_layer, current_scene, qv
 
 PRIMITIVES = {
@@ -105,12 +105,13 @@ def build_primitive(bm, kind, size):
         raise ToolError("invalid_input", "unknown primitive type %r" % kind)
 
 
-def free_name(base):
-    """The lowest free name of base, base.001, base.002, ...: a function of the
-    scene alone, so a replay after recovery picks the same names."""
-    if base not in bpy.data.objects:
+def free_name_in(coll, base):
+    """The lowest free name of base, base.001, base.002, ... in coll (a
+    bpy.data collection, an object's modifiers, ...): a function of the scene
+    alone, so a replay after recovery picks the same names."""
+    if base not in coll:
         return base
-    taken = set(bpy.data.objects.keys())
+    taken = set(coll.keys())
     i = 1
     while "%s.%03d" % (base, i) in taken:
         i += 1
@@ -149,10 +150,8 @@ def tool_object_create(tx, args):
     size = float(args.get("size", 2.0))
     name = args.get("name")
     if name is None:
-        name = free_name(PRIMITIVES[kind])
-    check_name(name)
-    if name in bpy.data.objects:
-        raise ToolError("conflict", "an object named %r already exists" % name)
+        name = free_name_in(bpy.data.objects, PRIMITIVES[kind])
+    check_new_object_name(name)
     sc = current_scene()
     vl = active_view_layer(sc)
 
@@ -168,23 +167,8 @@ def tool_object_create(tx, args):
     finally:
         bm.free()
     me.update()
-    ob = bpy.data.objects.new(name, me)
-    tx.touch("object", name)
-    tx.on_undo(lambda: bpy.data.objects.remove(bpy.data.objects[name], do_unlink=True))
-    if "location" in args:
-        ob.location = args["location"]
-    if "rotation_euler" in args:
-        ob.rotation_euler = args["rotation_euler"]
-    if "scale" in args:
-        ob.scale = args["scale"]
-    sc.collection.objects.link(ob)
-    prev_name = None
-    if vl is not None:
-        prev = vl.objects.active
-        prev_name = prev.name if prev is not None else None
-        tx.touch("scene", sc.name)
-        tx.on_undo(lambda: setattr(vl.objects, "active", bpy.data.objects.get(prev_name) if prev_name else None))
-        vl.objects.active = ob
+    ob = new_data_object(tx, name, me, args.get("location"), args.get("rotation_euler"), args.get("scale"))
+    prev_name = make_active(tx, sc, vl, ob)
     tx.checkpoint("object.create:linked")
     tx.set_undo({
         "object": name, "mesh": mesh_name,
@@ -261,9 +245,7 @@ def rename(idb, name, what):
 
 def tool_object_delete(tx, args):
     name = args["name"]
-    ob = bpy.data.objects.get(name)
-    if ob is None or is_tomb(name):
-        raise ToolError("not_found", "no object named %r" % name)
+    ob = get_object(name)
     data = ob.data
     data_kind = DATA_KINDS.get(ob.type) if data is not None else None
     # Sole owner: the old "remove the data once nothing else uses it".
@@ -353,9 +335,7 @@ def tool_object_delete(tx, args):
 
 def tool_object_set_transform(tx, args):
     name = args["name"]
-    ob = bpy.data.objects.get(name)
-    if ob is None or is_tomb(name):
-        raise ToolError("not_found", "no object named %r" % name)
+    ob = get_object(name)
     if not any(k in args for k in ("location", "rotation_euler", "scale")):
         raise ToolError("invalid_input", "give at least one of location, rotation_euler, scale")
     old = {k: tuple(getattr(ob, k)) for k in ("location", "rotation_euler", "scale")}
@@ -392,28 +372,14 @@ def undo_object_create(tx, rec):
     prev_name = field(rec, "active_before", str, optional=True)
     ob = live_object(name)
     me = bpy.data.meshes.get(mesh_name)
-    if me is None or ob.data != me or me.users != 1:
-        raise ToolError("conflict", "cannot undo create: %r no longer solely owns mesh %r" % (name, mesh_name))
-    if any(not is_tomb(c.name) for c in ob.children) or any(sc.camera == ob for sc in bpy.data.scenes):
-        raise ToolError("conflict", "cannot undo create: other datablocks now refer to %r" % name)
+    check_removable(ob, me, "mesh", mesh_name, "create")
     sc, vl = resolve_view_layer(field(rec, "scene", str), field(rec, "view_layer", str, optional=True))
     prev = live_object(prev_name, "previously active object") if prev_name else None
     tx.touch("object", name)
     tx.touch("mesh", mesh_name)
     for s in bpy.data.scenes:
         tx.touch("scene", s.name)
-
-    if vl is not None:
-        cur = vl.objects.active
-        tx.on_undo(lambda: setattr(vl.objects, "active", cur))
-        vl.objects.active = prev
-    for coll in list(ob.users_collection):
-        tx.on_undo(lambda coll=coll: coll.objects.link(ob))
-        coll.objects.unlink(ob)
-    tx.fault_point("object.create:unlinked")
-    tx.checkpoint("undo.object.create:unlinked")
-    # Irreversible and validated above: nothing after this point can fail.
-    bpy.data.objects.remove(ob)
+    remove_created_object(tx, ob, "object.create", vl, prev)
     bpy.data.meshes.remove(me)
 
 
@@ -571,17 +537,6 @@ def touch_data(tx, idb):
         tx.touch(kind, idb.name)
 
 
-def free_name_in(coll, base):
-    """Like free_name, in any bpy.data collection."""
-    if base not in coll:
-        return base
-    taken = set(coll.keys())
-    i = 1
-    while "%s.%03d" % (base, i) in taken:
-        i += 1
-    return "%s.%03d" % (base, i)
-
-
 def world_matrix(ob, depth=0):
     """ob's world matrix from its parent chain, basis and parent inverses:
     independent of depsgraph evaluation (matrix_world is stale after bpy.data
@@ -641,7 +596,7 @@ def matrix_from_record(rows):
     return Matrix(rows)
 
 
-def new_data_object(tx, name, data, location=None, rotation_euler=None):
+def new_data_object(tx, name, data, location=None, rotation_euler=None, scale=None):
     """Create object name for the new datablock data (already touched and with
     its removal registered), link it to the scene collection; set the
     transform. Returns the object."""
@@ -652,8 +607,36 @@ def new_data_object(tx, name, data, location=None, rotation_euler=None):
         ob.location = location
     if rotation_euler is not None:
         ob.rotation_euler = rotation_euler
+    if scale is not None:
+        ob.scale = scale
     current_scene().collection.objects.link(ob)
     return ob
+
+
+def make_active(tx, sc, vl, ob):
+    """Make ob the active object of view layer vl of scene sc (nothing when
+    vl is None); returns the name of the object active before, or None."""
+    if vl is None:
+        return None
+    prev = vl.objects.active
+    prev_name = prev.name if prev is not None else None
+    tx.touch("scene", sc.name)
+    tx.on_undo(lambda: setattr(vl.objects, "active", bpy.data.objects.get(prev_name) if prev_name else None))
+    vl.objects.active = ob
+    return prev_name
+
+
+def new_exact(tx, coll_name, kind, name, what):
+    """A new datablock in bpy.data.<coll_name> named exactly name (conflict
+    "could not name the <what>" otherwise), touched, with its removal
+    registered."""
+    coll = getattr(bpy.data, coll_name)
+    idb = coll.new(name)
+    tx.touch(kind, name)
+    tx.on_undo(lambda: coll.remove(coll[name]))
+    if idb.name != name:
+        raise ToolError("conflict", "could not name the %s %r" % (what, name))
+    return idb
 
 
 def new_data(tx, coll_name, kind, base, *args):
@@ -668,9 +651,33 @@ def new_data(tx, coll_name, kind, base, *args):
 
 
 def check_new_object_name(name):
-    check_name(name)
-    if name in bpy.data.objects:
-        raise ToolError("conflict", "an object named %r already exists" % name)
+    check_new_name(name, bpy.data.objects, "an object")
+
+
+def check_removable(ob, data, kind, data_name, verb):
+    """Before undoing the creation of ob with its data (kind data_name): ob
+    must still solely own data, and nothing may refer to ob."""
+    if data is None or ob.data != data or data.users != 1:
+        raise ToolError("conflict", "cannot undo %s: %r no longer solely owns %s %r" % (verb, ob.name, kind, data_name))
+    if any(not is_tomb(c.name) for c in ob.children) or any(sc.camera == ob for sc in bpy.data.scenes):
+        raise ToolError("conflict", "cannot undo %s: other datablocks now refer to %r" % (verb, ob.name))
+
+
+def remove_created_object(tx, ob, label, vl=None, prev=None):
+    """The last steps of undoing the creation of ob, validated before: make
+    prev the active object of vl again (when vl is given), unlink ob from its
+    collections (each step reversible), stop at the "undo" fault point and
+    checkpoint of label, then remove ob (irreversible, cannot fail)."""
+    if vl is not None:
+        cur = vl.objects.active
+        tx.on_undo(lambda: setattr(vl.objects, "active", cur))
+        vl.objects.active = prev
+    for c in list(ob.users_collection):
+        tx.on_undo(lambda c=c: c.objects.link(ob))
+        c.objects.unlink(ob)
+    tx.fault_point(label + ":unlinked")
+    tx.checkpoint("undo." + label + ":unlinked")
+    bpy.data.objects.remove(ob)
 
 
 def undo_remove_created(tx, rec, label):
@@ -714,15 +721,9 @@ def undo_remove_created(tx, rec, label):
         cur = cam_scene.camera
         tx.on_undo(lambda: setattr(cam_scene, "camera", cur))
         cam_scene.camera = cam_prev
-    for c in list(ob.users_collection):
-        tx.on_undo(lambda c=c: c.objects.link(ob))
-        c.objects.unlink(ob)
-    tx.fault_point(label + ":unlinked")
-    tx.checkpoint("undo." + label + ":unlinked")
-    # Irreversible and validated above: nothing after this point can fail.
-    bpy.data.objects.remove(ob)
+    remove_created_object(tx, ob, label)
     if data is not None:
-        coll.remove(data)
+        coll.remove(data)  # validated above: cannot fail
 
 
 def created_data_record(data):

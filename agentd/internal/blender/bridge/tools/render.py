@@ -21,7 +21,7 @@ import time
 
 import bpy
 
-from common import log, sha256_hex
+from common import log, sha256_file
 from compat import action_fcurve_collections, eevee_engine, has_cycles, stamp_flags
 from registry import ToolError, field, tool, undoer
 from sandbox import OUTPUT_PATTERN, sandbox_path
@@ -67,6 +67,71 @@ class Saved:
         for owner, attr, value in reversed(self.items):
             setattr(owner, attr, value)
 
+# Args shared by render.still and render.animation.
+RENDER_RESOLUTION = {
+    "type": "array",
+    "items": {"type": "integer", "minimum": 16, "maximum": 4096},
+    "minItems": 2,
+    "maxItems": 2,
+    "default": [640, 480],
+}
+RENDER_SAMPLES = {"type": "integer", "minimum": 1, "maximum": 4096, "default": 16}
+RENDER_SEED = {"type": "integer", "minimum": 0, "maximum": 2147483647, "default": 0}
+
+
+def require_cycles():
+    if not has_cycles():
+        raise ToolError("capability_missing", "this Blender has no Cycles")
+
+
+def render_options(sc, args):
+    """(width, height, samples, seed) of render.still/render.animation args;
+    conflict when the scene has no camera."""
+    w, h = [int(x) for x in args.get("resolution", [640, 480])]
+    samples = int(args.get("samples", 16))
+    seed = int(args.get("seed", 0))
+    if sc.camera is None:
+        raise ToolError("conflict", "the scene has no camera")
+    return w, h, samples, seed
+
+
+def pin_cycles(saved, sc, w, h, samples, seed):
+    """Set the deterministic Cycles CPU settings of render.still/animation
+    through saved (which puts them back), and save the output path that
+    render_png changes."""
+    r = sc.render
+    saved.set(r, "engine", "CYCLES")
+    saved.set(r, "resolution_x", w)
+    saved.set(r, "resolution_y", h)
+    saved.set(r, "resolution_percentage", 100)
+    saved.set(r, "use_file_extension", True)
+    saved.set(r, "use_compositing", False)
+    saved.set(r, "use_sequencer", False)
+    saved.set(r, "use_persistent_data", False)
+    saved.set(r, "use_border", False)
+    saved.set(r.image_settings, "file_format", "PNG")
+    for f in stamp_flags(r):
+        saved.set(r, f, False)
+    cy = sc.cycles
+    saved.set(cy, "device", "CPU")
+    saved.set(cy, "samples", samples)
+    saved.set(cy, "seed", seed)
+    saved.set(cy, "use_animated_seed", False)
+    saved.set(cy, "use_adaptive_sampling", False)
+    saved.set(cy, "use_denoising", False)
+    saved.set(r, "filepath", r.filepath)
+
+
+def render_png(sc, tmp, missing):
+    """Render sc's current frame to the PNG tmp, without its volatile chunks;
+    internal_error missing when Blender wrote nothing."""
+    sc.render.filepath = tmp
+    bpy.ops.render.render(write_still=True, scene=sc.name)
+    if not os.path.exists(tmp):
+        raise ToolError("internal_error", missing)
+    strip_png_metadata(tmp)
+
+
 @tool(
     "render.still",
     description="Render the scene camera with Cycles on the CPU to a PNG in the session sandbox; same seed, same bytes. Leaves the scene unchanged.",
@@ -74,15 +139,9 @@ class Saved:
         "type": "object",
         "properties": {
             "output": {"type": "string", "pattern": OUTPUT_PATTERN},
-            "resolution": {
-                "type": "array",
-                "items": {"type": "integer", "minimum": 16, "maximum": 4096},
-                "minItems": 2,
-                "maxItems": 2,
-                "default": [640, 480],
-            },
-            "samples": {"type": "integer", "minimum": 1, "maximum": 4096, "default": 16},
-            "seed": {"type": "integer", "minimum": 0, "maximum": 2147483647, "default": 0},
+            "resolution": RENDER_RESOLUTION,
+            "samples": RENDER_SAMPLES,
+            "seed": RENDER_SEED,
         },
         "required": ["output"],
         "additionalProperties": False,
@@ -96,54 +155,23 @@ class Saved:
 
 
 def tool_render_still(tx, args):
-    if not has_cycles():
-        raise ToolError("capability_missing", "this Blender has no Cycles")
+    require_cycles()
     path = sandbox_path(args["output"])
-    w, h = [int(x) for x in args.get("resolution", [640, 480])]
-    samples = int(args.get("samples", 16))
-    seed = int(args.get("seed", 0))
     sc = current_scene()
-    if sc.camera is None:
-        raise ToolError("conflict", "the scene has no camera")
-    r = sc.render
+    w, h, samples, seed = render_options(sc, args)
     saved = Saved()
+    tmp = path + ".partial.png"
     try:
-        saved.set(r, "engine", "CYCLES")
-        saved.set(r, "resolution_x", w)
-        saved.set(r, "resolution_y", h)
-        saved.set(r, "resolution_percentage", 100)
-        saved.set(r, "filepath", path)
-        saved.set(r, "use_file_extension", True)
-        saved.set(r, "use_compositing", False)
-        saved.set(r, "use_sequencer", False)
-        saved.set(r, "use_persistent_data", False)
-        saved.set(r, "use_border", False)
-        saved.set(r.image_settings, "file_format", "PNG")
-        for f in stamp_flags(r):
-            saved.set(r, f, False)
-        cy = sc.cycles
-        saved.set(cy, "device", "CPU")
-        saved.set(cy, "samples", samples)
-        saved.set(cy, "seed", seed)
-        saved.set(cy, "use_animated_seed", False)
-        saved.set(cy, "use_adaptive_sampling", False)
-        saved.set(cy, "use_denoising", False)
-        tmp = path + ".partial.png"
-        saved.set(r, "filepath", tmp)
+        pin_cycles(saved, sc, w, h, samples, seed)
         t0 = time.time()
-        bpy.ops.render.render(write_still=True, scene=sc.name)
-        if not os.path.exists(tmp):
-            raise ToolError("internal_error", "Blender did not write the render output")
-        strip_png_metadata(tmp)
+        render_png(sc, tmp, "Blender did not write the render output")
         os.replace(tmp, path)
         log("render done", seconds=round(time.time() - t0, 3), path=path)
     finally:
         saved.restore()
-        if os.path.exists(path + ".partial.png"):
-            os.remove(path + ".partial.png")
-    with open(path, "rb") as f:
-        digest = sha256_hex(f.read())
-    return {"path": path, "sha256": digest, "seed": seed, "samples": samples, "resolution": [w, h]}
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return {"path": path, "sha256": sha256_file(path), "seed": seed, "samples": samples, "resolution": [w, h]}
 
 
 # ---------------------------------------------------------------------------
@@ -162,8 +190,7 @@ FRAME = {"type": "integer", "minimum": 0, "maximum": MAX_FRAME}
 
 def engine_id(engine):
     if engine == "cycles":
-        if not has_cycles():
-            raise ToolError("capability_missing", "this Blender has no Cycles")
+        require_cycles()
         return "CYCLES"
     if engine == "eevee":
         e = eevee_engine()
@@ -197,8 +224,18 @@ SETTINGS_ATTRS = {
 }
 
 
-def settings_owner(sc, path):
-    return getattr(sc, path) if path else sc
+def setting_ref(sc, key):
+    """(owner, attribute) of render setting key (SETTINGS_ATTRS) of sc."""
+    path, attr = SETTINGS_ATTRS[key]
+    return (getattr(sc, path) if path else sc), attr
+
+
+def write_setting(tx, sc, key, value):
+    """Set render setting key of sc, registering the reversal."""
+    owner, attr = setting_ref(sc, key)
+    cur = getattr(owner, attr)
+    tx.on_undo(lambda: setattr(owner, attr, cur))
+    setattr(owner, attr, value)
 
 
 def write_order(values, sc):
@@ -261,17 +298,14 @@ def tool_render_settings(tx, args):
         want["fps_base"] = 1.0
     if "film_transparent" in args:
         want["film_transparent"] = bool(args["film_transparent"])
-    old = {k: getattr(settings_owner(sc, SETTINGS_ATTRS[k][0]), SETTINGS_ATTRS[k][1]) for k in want}
+    old = {k: getattr(*setting_ref(sc, k)) for k in want}
     tx.set_undo({"scene": sc.name, "settings": old})
     tx.touch("scene", sc.name)
     # Frame range: write in the order that never crosses (Blender clamps
     # start/end against each other).
     order = write_order(want, sc)
     for k in order:
-        owner, attr = settings_owner(sc, SETTINGS_ATTRS[k][0]), SETTINGS_ATTRS[k][1]
-        cur = getattr(owner, attr)
-        tx.on_undo(lambda owner=owner, attr=attr, cur=cur: setattr(owner, attr, cur))
-        setattr(owner, attr, want[k])
+        write_setting(tx, sc, k, want[k])
         tx.checkpoint("render.settings:" + k)
     so = samples_owner(sc, r.engine)
     return {
@@ -300,10 +334,7 @@ def undo_render_settings(tx, rec):
     tx.touch("scene", sc.name)
     order = write_order(settings, sc)
     for i, k in enumerate(order):
-        owner, attr = settings_owner(sc, SETTINGS_ATTRS[k][0]), SETTINGS_ATTRS[k][1]
-        cur = getattr(owner, attr)
-        tx.on_undo(lambda owner=owner, attr=attr, cur=cur: setattr(owner, attr, cur))
-        setattr(owner, attr, settings[k])
+        write_setting(tx, sc, k, settings[k])
         if i == 0:
             tx.fault_point("render.settings:" + k)
             tx.checkpoint("undo.render.settings:first")
@@ -356,15 +387,9 @@ def restore_animated(values):
             "output_prefix": {"type": "string", "pattern": PREFIX_PATTERN},
             "frame_start": FRAME,
             "frame_end": FRAME,
-            "resolution": {
-                "type": "array",
-                "items": {"type": "integer", "minimum": 16, "maximum": 4096},
-                "minItems": 2,
-                "maxItems": 2,
-                "default": [640, 480],
-            },
-            "samples": {"type": "integer", "minimum": 1, "maximum": 4096, "default": 16},
-            "seed": {"type": "integer", "minimum": 0, "maximum": 2147483647, "default": 0},
+            "resolution": RENDER_RESOLUTION,
+            "samples": RENDER_SAMPLES,
+            "seed": RENDER_SEED,
         },
         "required": ["output_prefix"],
         "additionalProperties": False,
@@ -376,8 +401,7 @@ def restore_animated(values):
     blender_versions=">=3.4",
 )
 def tool_render_animation(tx, args):
-    if not has_cycles():
-        raise ToolError("capability_missing", "this Blender has no Cycles")
+    require_cycles()
     sc = current_scene()
     start = int(args.get("frame_start", sc.frame_start))
     end = int(args.get("frame_end", sc.frame_end))
@@ -388,12 +412,7 @@ def tool_render_animation(tx, args):
         raise ToolError("invalid_input", "%d frames; render.animation renders at most %d" % (n, MAX_ANIMATION_FRAMES))
     prefix = args["output_prefix"]
     paths = [sandbox_path("%s_%04d.png" % (prefix, f)) for f in range(start, end + 1)]
-    w, h = [int(x) for x in args.get("resolution", [640, 480])]
-    samples = int(args.get("samples", 16))
-    seed = int(args.get("seed", 0))
-    if sc.camera is None:
-        raise ToolError("conflict", "the scene has no camera")
-    r = sc.render
+    w, h, samples, seed = render_options(sc, args)
     frame_before = sc.frame_current
     subframe_before = sc.frame_subframe
     animated = animated_values()
@@ -402,33 +421,10 @@ def tool_render_animation(tx, args):
     ok = False
     t0 = time.time()
     try:
-        saved.set(r, "engine", "CYCLES")
-        saved.set(r, "resolution_x", w)
-        saved.set(r, "resolution_y", h)
-        saved.set(r, "resolution_percentage", 100)
-        saved.set(r, "use_file_extension", True)
-        saved.set(r, "use_compositing", False)
-        saved.set(r, "use_sequencer", False)
-        saved.set(r, "use_persistent_data", False)
-        saved.set(r, "use_border", False)
-        saved.set(r.image_settings, "file_format", "PNG")
-        for f in stamp_flags(r):
-            saved.set(r, f, False)
-        cy = sc.cycles
-        saved.set(cy, "device", "CPU")
-        saved.set(cy, "samples", samples)
-        saved.set(cy, "seed", seed)
-        saved.set(cy, "use_animated_seed", False)
-        saved.set(cy, "use_adaptive_sampling", False)
-        saved.set(cy, "use_denoising", False)
-        saved.set(r, "filepath", r.filepath)
+        pin_cycles(saved, sc, w, h, samples, seed)
         for k, f in enumerate(range(start, end + 1)):
             sc.frame_set(f)
-            r.filepath = tmps[k]
-            bpy.ops.render.render(write_still=True, scene=sc.name)
-            if not os.path.exists(tmps[k]):
-                raise ToolError("internal_error", "Blender did not write frame %d" % f)
-            strip_png_metadata(tmps[k])
+            render_png(sc, tmps[k], "Blender did not write frame %d" % f)
             tx.progress({"done": k + 1, "total": n, "frame": f})
         for tmp, path in zip(tmps, paths):
             os.replace(tmp, path)
@@ -442,9 +438,5 @@ def tool_render_animation(tx, args):
             for tmp in tmps:
                 if os.path.exists(tmp):
                     os.remove(tmp)
-    digests = []
-    for path in paths:
-        with open(path, "rb") as f:
-            digests.append(sha256_hex(f.read()))
-    return {"paths": paths, "sha256": digests, "frames": list(range(start, end + 1)), "seed": seed,
-            "samples": samples, "resolution": [w, h]}
+    return {"paths": paths, "sha256": [sha256_file(p) for p in paths], "frames": list(range(start, end + 1)),
+            "seed": seed, "samples": samples, "resolution": [w, h]}

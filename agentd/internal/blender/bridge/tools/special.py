@@ -35,10 +35,12 @@ import traceback
 
 import bpy
 
-from common import canonical, is_tomb, log, one_line
+from common import canonical, log, one_line
 from registry import ToolError, tool
 from schema import NAME
 from state import STATE
+
+from .objects import get_object
 
 MAX_CODE = 65536
 MAX_STDOUT = 65536
@@ -55,9 +57,7 @@ MAX_STDOUT = 65536
 def tool_ui_highlight(tx, args):
     if bpy.app.background or bpy.context.window_manager is None or not bpy.context.window_manager.windows:
         raise ToolError("capability_missing", "ui.highlight needs a UI; sessions are headless")
-    ob = bpy.data.objects.get(args["name"])
-    if ob is None or is_tomb(ob.name):
-        raise ToolError("not_found", "no object named %r" % args["name"])
+    ob = get_object(args["name"])
     ob.select_set(True)  # selection is not part of scene_state_v1
     return {"name": ob.name, "highlighted": True}
 
@@ -83,7 +83,7 @@ class _Limited(io.StringIO):
     safety_level="destructive",
     idempotence_class="keyed",
     rollback_method="none",
-    determinism_class="deterministic",
+    determinism_class="nondeterministic",  # arbitrary code: replay may differ
     safety_mode="unsafe_ops",
     blender_versions=">=3.4",
 )

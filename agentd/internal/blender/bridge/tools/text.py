@@ -11,10 +11,11 @@ Undo record (``v`` = UNDO_VERSION):
 
 import bpy
 
-from common import is_tomb
 from registry import ToolError, field, tool, undoer
-from schema import NAME, VEC3, check_name
+from schema import NAME, VEC3
 from state import active_view_layer, current_scene
+
+from .objects import check_new_object_name, check_removable, live_object, make_active, new_data_object, remove_created_object
 
 MAX_BODY = 1024
 
@@ -42,9 +43,7 @@ MAX_BODY = 1024
 )
 def tool_text_create(tx, args):
     name, body = args["name"], args["body"]
-    check_name(name)
-    if name in bpy.data.objects:
-        raise ToolError("conflict", "an object named %r already exists" % name)
+    check_new_object_name(name)
     if "\x00" in body:
         raise ToolError("invalid_input", "body contains a NUL character")
     sc = current_scene()
@@ -61,21 +60,8 @@ def tool_text_create(tx, args):
     cu.body = body
     cu.size = float(args.get("size", 1.0))
     cu.extrude = float(args.get("extrude", 0.0))
-    ob = bpy.data.objects.new(name, cu)
-    tx.touch("object", name)
-    tx.on_undo(lambda: bpy.data.objects.remove(bpy.data.objects[name], do_unlink=True))
-    if "location" in args:
-        ob.location = args["location"]
-    if "rotation_euler" in args:
-        ob.rotation_euler = args["rotation_euler"]
-    sc.collection.objects.link(ob)
-    prev_name = None
-    if vl is not None:
-        prev = vl.objects.active
-        prev_name = prev.name if prev is not None else None
-        tx.touch("scene", sc.name)
-        tx.on_undo(lambda: setattr(vl.objects, "active", bpy.data.objects.get(prev_name) if prev_name else None))
-        vl.objects.active = ob
+    ob = new_data_object(tx, name, cu, args.get("location"), args.get("rotation_euler"))
+    prev_name = make_active(tx, sc, vl, ob)
     tx.checkpoint("text.create:linked")
     tx.set_undo({
         "object": name, "curve": cname, "fonts_created": fonts,
@@ -92,36 +78,17 @@ def undo_text_create(tx, rec):
     if not all(isinstance(f, str) for f in fonts):
         raise ToolError("invalid_input", "undo record: bad fonts_created")
     prev_name = field(rec, "active_before", str, optional=True)
-    ob = bpy.data.objects.get(name)
-    if ob is None or is_tomb(name):
-        raise ToolError("conflict", "cannot undo: object %r is gone" % name)
+    ob = live_object(name)
     cu = bpy.data.curves.get(cname)
-    if cu is None or ob.data != cu or cu.users != 1:
-        raise ToolError("conflict", "cannot undo text.create: %r no longer solely owns curve %r" % (name, cname))
-    if any(not is_tomb(c.name) for c in ob.children) or any(sc.camera == ob for sc in bpy.data.scenes):
-        raise ToolError("conflict", "cannot undo text.create: other datablocks now refer to %r" % name)
-    prev = None
-    if prev_name:
-        prev = bpy.data.objects.get(prev_name)
-        if prev is None or is_tomb(prev_name):
-            raise ToolError("conflict", "cannot undo: previously active object %r is gone" % prev_name)
+    check_removable(ob, cu, "curve", cname, "text.create")
+    prev = live_object(prev_name, "previously active object") if prev_name else None
     sc = bpy.data.scenes.get(field(rec, "scene", str))
     vl = sc.view_layers.get(field(rec, "view_layer", str, optional=True) or "") if sc is not None else None
     tx.touch("object", name)
     tx.touch("curve", cname)
     for s in bpy.data.scenes:
         tx.touch("scene", s.name)
-    if vl is not None:
-        cur = vl.objects.active
-        tx.on_undo(lambda: setattr(vl.objects, "active", cur))
-        vl.objects.active = prev
-    for coll in list(ob.users_collection):
-        tx.on_undo(lambda coll=coll: coll.objects.link(ob))
-        coll.objects.unlink(ob)
-    tx.fault_point("text.create:unlinked")
-    tx.checkpoint("undo.text.create:unlinked")
-    # Irreversible and validated above: nothing after this point can fail.
-    bpy.data.objects.remove(ob)
+    remove_created_object(tx, ob, "text.create", vl, prev)
     bpy.data.curves.remove(cu)
     for fn in fonts:
         f = bpy.data.fonts.get(fn)

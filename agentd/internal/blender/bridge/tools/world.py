@@ -25,16 +25,9 @@ from registry import ToolError, field, tool, undoer
 from schema import is_number
 from state import current_scene
 
+from .objects import free_name_in
+
 COLOR = {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1}, "minItems": 3, "maxItems": 3}
-
-
-def free_world_name(base="World"):
-    if base not in bpy.data.worlds:
-        return base
-    i = 1
-    while "%s.%03d" % (base, i) in bpy.data.worlds:
-        i += 1
-    return "%s.%03d" % (base, i)
 
 
 def ensure_background(tx, world):
@@ -91,7 +84,7 @@ def tool_world_set(tx, args):
     world = sc.world
     created = world is None
     if created:
-        world = bpy.data.worlds.new(free_world_name())
+        world = bpy.data.worlds.new(free_name_in(bpy.data.worlds, "World"))
         wname = world.name
         tx.touch("world", wname)
         tx.on_undo(lambda: bpy.data.worlds.remove(bpy.data.worlds[wname]))
