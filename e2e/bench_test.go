@@ -337,8 +337,8 @@ func BenchmarkScale(b *testing.B) {
 		"--checkpoint-idle", scaleIdle.String()}, nil)
 	scenes := []*scene{buildScene(b, c, scaleSmall), buildScene(b, c, scaleLarge)}
 	small, large := scenes[0], scenes[1]
-	// each runs measure on the small scene, then on the large one, after any
-	// pending checkpoint of either is done.
+	// each calls measure for the small scene, then for the large one, each
+	// time once the pending checkpoints of both sessions are on disk.
 	each := func(b *testing.B, measure func(b *testing.B, s *scene)) {
 		b.StopTimer()
 		for _, s := range scenes {
@@ -348,7 +348,7 @@ func BenchmarkScale(b *testing.B) {
 			measure(b, s)
 		}
 	}
-	ratio := func(b *testing.B, v map[*scene]float64, unit string) {
+	perSize := func(b *testing.B, v map[*scene]float64, unit string) {
 		b.ReportMetric(v[small], unit+"-"+small.label)
 		b.ReportMetric(v[large], unit+"-"+large.label)
 	}
@@ -385,9 +385,9 @@ func BenchmarkScale(b *testing.B) {
 			e2e[s] = ms(elapsed) / scaleTransformOps
 			bridge[s] = ms(agentTime(rs)) / scaleTransformOps
 		})
-		ratio(b, e2e, "ms/op-e2e")
+		perSize(b, e2e, "ms/op-e2e")
 		b.ReportMetric(e2e[large]/e2e[small], "ratio-e2e")
-		ratio(b, bridge, "ms/op-bridge")
+		perSize(b, bridge, "ms/op-bridge")
 		b.ReportMetric(bridge[large]/bridge[small], "ratio-bridge")
 	})
 
@@ -405,9 +405,9 @@ func BenchmarkScale(b *testing.B) {
 				plan[s] += ms(elapsed) / scaleRollbacks
 			}
 		})
-		ratio(b, undo, "ms/undo-agent")
+		perSize(b, undo, "ms/undo-agent")
 		b.ReportMetric(undo[large]/undo[small], "ratio-undo")
-		ratio(b, plan, "ms/plan-e2e")
+		perSize(b, plan, "ms/plan-e2e")
 		b.ReportMetric(plan[large]/plan[small], "ratio-plan")
 	}
 	b.Run("RollbackSetTransform", func(b *testing.B) {
@@ -426,10 +426,10 @@ func BenchmarkScale(b *testing.B) {
 			e, a, l := s.recoverAfterKill(b)
 			e2e[s], agent[s], load[s] = e.Seconds(), a.Seconds(), l.Seconds()
 		})
-		ratio(b, e2e, "s/recover-e2e")
-		ratio(b, agent, "s/recover-agent")
+		perSize(b, e2e, "s/recover-e2e")
+		perSize(b, agent, "s/recover-agent")
 		if load[small] > 0 && load[large] > 0 {
-			ratio(b, load, "s/ckpt-load")
+			perSize(b, load, "s/ckpt-load")
 		}
 		b.ReportMetric(e2e[large]/e2e[small], "ratio-e2e")
 	})
@@ -444,7 +444,7 @@ func BenchmarkScale(b *testing.B) {
 			requireStatuses(b, rs, scaleDurableOps, cpv1.Receipt_STATUS_SUCCEEDED)
 			rate[s] = scaleDurableOps / elapsed.Seconds()
 		})
-		ratio(b, rate, "ops/s")
+		perSize(b, rate, "ops/s")
 	})
 }
 

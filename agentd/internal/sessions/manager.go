@@ -409,6 +409,9 @@ func (m *Manager) acquire(ctx context.Context, id string) (*session, error) {
 		return nil, err
 	}
 	s.mu.Lock()
+	if s.idle != nil {
+		s.idle.Stop() // busy again: the idle checkpoint waits for the next quiet spell
+	}
 	if err := m.ensure(ctx, s); err != nil {
 		s.mu.Unlock()
 		return nil, err
