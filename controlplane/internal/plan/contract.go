@@ -1,6 +1,14 @@
 package plan
 
-import "fmt"
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// SandboxPathKeyword marks, in a tool's input schema, a string property that
+// names a file in the session's sandbox directory ("x-sandbox-path": true).
+const SandboxPathKeyword = "x-sandbox-path"
 
 // Reasons of the contract gate (seed 001's lifecycle: after validation, a
 // call must pass the session's contract).
@@ -36,6 +44,7 @@ func CheckContract(ops []Operation, reg *Registry, c Contract) error {
 			continue // Check reported it
 		}
 		reason, desc, action := "", "", ActionDrop
+		arg := escapingPath(def, op.Args)
 		switch {
 		case def.Mode == "ui_assisted":
 			reason, desc = ReasonCapabilityMissing, fmt.Sprintf("operation %q: %s needs a UI, and sessions are headless", op.ID, op.Tool)
@@ -45,6 +54,9 @@ func CheckContract(ops []Operation, reg *Registry, c Contract) error {
 			reason, desc = ReasonNondeterministic, fmt.Sprintf("operation %q: %s promises no determinism; negotiate the nondeterministic_tools feature flag to use it", op.ID, op.Tool)
 		case !c.Callable[op.Tool]:
 			reason, desc = ReasonContractViolation, fmt.Sprintf("operation %q: %s is not among the tools of the session's contract", op.ID, op.Tool)
+		case arg != "":
+			reason, desc, action = ReasonPolicyRefused, fmt.Sprintf("operation %q: %s %q leaves the session's sandbox directory; give a plain file name",
+				op.ID, arg, op.Args[arg]), ActionReplaceArgs
 		case c.Atomic && def.Rollback == "none" && def.Safety != SafetyReadOnly:
 			reason, desc, action = ReasonContractViolation, fmt.Sprintf("operation %q: %s cannot be rolled back, so it cannot be part of an atomic plan", op.ID, op.Tool), ActionDrop
 		default:
@@ -63,4 +75,30 @@ func CheckContract(ops []Operation, reg *Registry, c Contract) error {
 		e.Message += fmt.Sprintf(" (and %d more)", n-1)
 	}
 	return e
+}
+
+// escapingPath returns the first sandbox-path arg of op that is not a plain
+// file name: empty, ".", "..", or containing a path separator or NUL. (A
+// symlink planted in the sandbox is caught by the agent, which resolves it.)
+func escapingPath(def ToolDef, args map[string]any) string {
+	props, _ := def.InputSchema["properties"].(map[string]any)
+	names := make([]string, 0, len(props))
+	for name := range props {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		schema, _ := props[name].(map[string]any)
+		if marked, _ := schema[SandboxPathKeyword].(bool); !marked {
+			continue
+		}
+		v, ok := args[name].(string)
+		if !ok {
+			continue
+		}
+		if v == "" || v == "." || v == ".." || strings.ContainsAny(v, "/\\\x00") {
+			return name
+		}
+	}
+	return ""
 }

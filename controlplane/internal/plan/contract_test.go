@@ -41,3 +41,24 @@ func TestCheckContract(t *testing.T) {
 		}
 	}
 }
+
+func TestSandboxPaths(t *testing.T) {
+	schema := map[string]any{"type": "object", "properties": map[string]any{
+		"output": map[string]any{"type": "string", SandboxPathKeyword: true},
+		"note":   map[string]any{"type": "string"},
+	}}
+	reg, err := NewRegistry([]ToolDef{{Name: "scene.export", Safety: SafetySafeWrite, InputSchema: schema, Mode: "headless_safe", Rollback: "not_needed"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Contract{Callable: map[string]bool{"scene.export": true}}
+	for out, ok := range map[string]bool{"a.obj": true, "..": false, "../a.obj": false, "/etc/passwd": false, "sub/a.obj": false, `a\\b`: false, "": false} {
+		err := CheckContract([]Operation{{ID: "e", Tool: "scene.export", Args: map[string]any{"output": out, "note": "../fine"}}}, reg, c)
+		if ok != (err == nil) {
+			t.Errorf("output %q: %v", out, err)
+		}
+		if err != nil && err.(*Error).Reason != ReasonPolicyRefused {
+			t.Errorf("output %q: reason %s", out, err.(*Error).Reason)
+		}
+	}
+}
