@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"sync"
+	"time"
 
 	"github.com/blendplane/blendplane/agentd/internal/journal"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -14,14 +15,21 @@ type committer struct {
 	session string
 	emit    Emit
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	queue   []item
-	pending int // added but not yet emitted
-	closed  bool
-	err     error
-	done    chan struct{}
+	mu       sync.Mutex
+	cond     *sync.Cond
+	queue    []item
+	pending  int // added but not yet emitted
+	closed   bool
+	flushing bool // someone waits for everything: do not linger
+	err      error
+	done     chan struct{}
 }
+
+// Group commit: wait up to groupLinger for groupTarget receipts.
+const (
+	groupTarget = 32
+	groupLinger = time.Millisecond
+)
 
 type item struct {
 	receipt *cpv1.Receipt
@@ -49,6 +57,13 @@ func (c *committer) loop() {
 		c.mu.Lock()
 		for len(c.queue) == 0 && !c.closed {
 			c.cond.Wait()
+		}
+		if len(c.queue) < groupTarget && !c.closed && !c.flushing {
+			// Let a few more receipts arrive: one fsync for several of them
+			// costs less CPU than one each, and a receipt waits at most this.
+			c.mu.Unlock()
+			time.Sleep(groupLinger)
+			c.mu.Lock()
 		}
 		batch := c.queue
 		c.queue = nil
@@ -95,9 +110,11 @@ func (c *committer) write(batch []item, failed bool) error {
 func (c *committer) flush() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.flushing = true
 	for c.pending > 0 {
 		c.cond.Wait()
 	}
+	c.flushing = false
 	return c.err
 }
 

@@ -508,6 +508,12 @@ func NewID(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
 
+// Group commit: wait up to groupLinger for groupTarget receipts.
+const (
+	groupTarget = 32
+	groupLinger = time.Millisecond
+)
+
 // committer writes receipts in batches while the executor goes on.
 type committer struct {
 	st   *store.Store
@@ -531,6 +537,11 @@ func (c *committer) loop() {
 	defer close(c.done)
 	for r := range c.in {
 		batch := []*cpv1.Receipt{r}
+		if len(c.in) < groupTarget {
+			// Let a few more receipts arrive: one commit for several costs
+			// less than one each, and a receipt waits at most this long.
+			time.Sleep(groupLinger)
+		}
 	drain:
 		for len(batch) < 4096 {
 			select {
