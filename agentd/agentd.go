@@ -115,7 +115,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		grpc.ChainStreamInterceptor(protovalidate_mw.StreamServerInterceptor(val)),
 	)
 	hostname, _ := os.Hostname()
-	agentv1.RegisterAgentServiceServer(srv, service.New(agentID, hostname, mgr))
+	agentv1.RegisterAgentServiceServer(srv, service.New(agentID, hostname, mgr, func() *cpv1.Resources { return resources(cfg.DataDir) }))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)

@@ -21,23 +21,24 @@ import (
 // Server implements AgentService.
 type Server struct {
 	agentv1.UnimplementedAgentServiceServer
-	agentID  string
-	hostname string
-	sessions *sessions.Manager
+	agentID   string
+	hostname  string
+	sessions  *sessions.Manager
+	resources func() *cpv1.Resources
 }
 
 var _ agentv1.AgentServiceServer = (*Server)(nil)
 
 // New returns the service.
-func New(agentID, hostname string, m *sessions.Manager) *Server {
-	return &Server{agentID: agentID, hostname: hostname, sessions: m}
+func New(agentID, hostname string, m *sessions.Manager, resources func() *cpv1.Resources) *Server {
+	return &Server{agentID: agentID, hostname: hostname, sessions: m, resources: resources}
 }
 
 // Describe returns the agent's identity and runtimes.
 func (s *Server) Describe(ctx context.Context, _ *agentv1.DescribeRequest) (*agentv1.DescribeResponse, error) {
 	return &agentv1.DescribeResponse{
 		AgentId: s.agentID, Hostname: s.hostname,
-		Runtimes: s.sessions.Runtimes(), SessionCount: int32(s.sessions.Count()),
+		Runtimes: s.sessions.Runtimes(), SessionCount: int32(s.sessions.Count()), Resources: s.resources(),
 	}, nil
 }
 

@@ -132,10 +132,9 @@ def record_modifier(m):
     return rec
 
 
-def record_object(name):
-    ob = bpy.data.objects.get(name)
-    if ob is None:
-        return None
+def record_object(ob, collections=None):
+    """ob's record; collections: its sorted collection labels when the caller
+    has them (one-pass snapshot), else INDEX.labels(ob)."""
     rec = {
         "name": ob.name,
         "type": ob.type,
@@ -148,7 +147,7 @@ def record_object(name):
         "hide_viewport": bool(ob.hide_viewport),
         "hide_render": bool(ob.hide_render),
         "hide_select": bool(ob.hide_select),
-        "collections": sorted(collection_label(c) for c in ob.users_collection),
+        "collections": list(collections) if collections is not None else INDEX.labels(ob),
         "materials": [s.material.name if s.material else None for s in ob.material_slots],
         "modifiers": [record_modifier(m) for m in ob.modifiers],
     }
@@ -185,10 +184,7 @@ def mesh_geometry_digest(me):
     return h.hexdigest()
 
 
-def record_mesh(name):
-    me = bpy.data.meshes.get(name)
-    if me is None:
-        return None
+def record_mesh(me):
     return {
         "name": me.name,
         "vertices": len(me.vertices),
@@ -200,10 +196,7 @@ def record_mesh(name):
     }
 
 
-def record_camera(name):
-    c = bpy.data.cameras.get(name)
-    if c is None:
-        return None
+def record_camera(c):
     return {
         "name": c.name,
         "type": c.type,
@@ -219,10 +212,7 @@ def record_camera(name):
     }
 
 
-def record_light(name):
-    l = bpy.data.lights.get(name)
-    if l is None:
-        return None
+def record_light(l):
     rec = {
         "name": l.name,
         "type": l.type,
@@ -268,10 +258,7 @@ def record_principled(n):
     }
 
 
-def record_material(name):
-    m = bpy.data.materials.get(name)
-    if m is None:
-        return None
+def record_material(m):
     return {
         "name": m.name,
         "diffuse_color": qv(m.diffuse_color),
@@ -282,10 +269,7 @@ def record_material(name):
     }
 
 
-def record_collection(name):
-    c = bpy.data.collections.get(name)
-    if c is None:
-        return None
+def record_collection(c):
     return {
         "name": c.name,
         "children": sorted(ch.name for ch in c.children),
@@ -294,10 +278,7 @@ def record_collection(name):
     }
 
 
-def record_world(name):
-    w = bpy.data.worlds.get(name)
-    if w is None:
-        return None
+def record_world(w):
     rec = {"name": w.name, "color": qv(w.color), "use_nodes": world_use_nodes(w)}
     if world_uses_nodes(w):  # the background the renderers use (tools/world.py)
         bg = world_background_node(w)
@@ -308,11 +289,8 @@ def record_world(name):
     return rec
 
 
-def record_curve(name):
+def record_curve(c):
     """Curve datablocks; text (FONT) curves record their text (tools/text.py)."""
-    c = bpy.data.curves.get(name)
-    if c is None:
-        return None
     rec = {
         "name": c.name,
         "type": c.bl_rna.identifier,  # Curve, TextCurve, SurfaceCurve
@@ -331,13 +309,10 @@ def record_curve(name):
     return rec
 
 
-def record_action(name):
+def record_action(a):
     """Keyframes: every F-Curve (data path, array index) with its keys
     (frame, value, interpolation), sorted (tools/anim.py). Handles are left
     out: they are derived from the keys (auto handles)."""
-    a = bpy.data.actions.get(name)
-    if a is None:
-        return None
     curves = []
     for fcs in action_fcurve_collections(a):
         for fc in fcs:
@@ -350,10 +325,7 @@ def record_action(name):
     return {"name": a.name, "fcurves": curves}
 
 
-def record_scene(name):
-    sc = bpy.data.scenes.get(name)
-    if sc is None:
-        return None
+def record_scene(sc):
     r = sc.render
     vs = sc.view_settings
     active = None
@@ -409,7 +381,171 @@ KINDS = [
     ("scene", "scenes", record_scene, "scenes"),
     ("world", "worlds", record_world, "worlds"),
 ]
-RECORDERS = {k: f for k, _, f, _ in KINDS}
+RECORDERS = {k: f for k, _, f, _ in KINDS}  # kind -> fn(datablock) -> record
+COLLECTIONS = {k: c for k, _, _, c in KINDS}  # kind -> bpy.data collection name
+
+
+# ---------------------------------------------------------------------------
+# Lookups that cost what the change costs (INDEX).
+#
+# In Blender 4.5 ``bpy.data.objects.get(name)`` is a linear scan of the ID list
+# and ``ob.users_collection`` (a Python property of bpy_types) builds a tuple
+# of every object of every collection: at 10,000 objects each costs about as
+# much as everything else a set_transform does, ten times over. INDEX keeps
+#
+# - names: per bpy.data collection, name -> datablock. A hit is served only
+#   after checking that the datablock is still valid (a removed ID's Python
+#   object raises ReferenceError: Blender invalidates it when it frees the ID,
+#   whatever frees it, on 3.4 and 4.5) and still has that name; anything else
+#   drops the entry and falls back to bpy.data.<coll>.get(name) (the scan),
+#   which refreshes it. A miss always scans, so a datablock created behind the
+#   index's back is found.
+# - members: object name -> (the object, its sorted collection labels). Served
+#   only when the entry holds this very object (identity: one Python object per
+#   ID) and its user count still equals the number of collections (+1 for a
+#   fake user): a link or unlink the index missed changes the count, and the
+#   entry is recomputed from users_collection. Tools link and unlink objects
+#   through link_object / unlink_object, which keep the entry up to date; an
+#   operator or python.exec that may move objects is followed by a rebuild or
+#   INDEX.refresh_members().
+#
+# SceneState.rebuild fills both in its single pass; reset, checkpoint load,
+# python.exec and scene.import rebuild or invalidate them. full_snapshot never
+# reads INDEX (it recomputes membership in its own pass), so the tests'
+# "incremental == full" check after every tool also checks the index.
+
+class Index:
+    def __init__(self):
+        self.names = {}    # bpy.data collection name -> {name: ID}
+        self.members = {}  # object name -> (object, [labels])
+
+    def invalidate(self):
+        self.names = {}
+        self.members = {}
+
+    def get(self, coll, name):
+        """bpy.data.<coll>.get(name), from the cache when it is still true."""
+        m = self.names.setdefault(coll, {})
+        db = m.get(name)
+        if db is not None:
+            try:
+                if db.name == name:
+                    return db
+            except ReferenceError:  # freed
+                pass
+            del m[name]
+        db = getattr(bpy.data, coll).get(name)
+        if db is not None:
+            m[name] = db
+        return db
+
+    def put(self, coll, db):
+        """Note a datablock a tool just created (saves the scan of a miss)."""
+        self.names.setdefault(coll, {})[db.name] = db
+
+    def new_object(self, ob):
+        """Note an object a tool just created, before it links it anywhere."""
+        self.put("objects", ob)
+        self.members[ob.name] = (ob, [])
+
+    def labels(self, ob):
+        """ob's collection labels, sorted (what users_collection gives)."""
+        e = self.members.get(ob.name)
+        if e is not None and e[0] is ob and ob.users == len(e[1]) + (1 if ob.use_fake_user else 0):
+            return list(e[1])
+        labels = sorted(collection_label(c) for c in ob.users_collection)
+        self.members[ob.name] = (ob, labels)
+        return list(labels)
+
+    def collections_of(self, ob):
+        """The collections ob is linked to (users_collection, through labels)."""
+        out = []
+        for label in self.labels(ob):
+            if label.startswith("<scene>:"):
+                sc = self.get("scenes", label[len("<scene>:"):])
+                c = sc.collection if sc is not None else None
+            else:
+                c = self.get("collections", label)
+            if c is None:  # a label the index cannot resolve: ask Blender
+                return list(ob.users_collection)
+            out.append(c)
+        return out
+
+    def linked(self, ob, coll, linked):
+        e = self.members.get(ob.name)
+        if e is None or e[0] is not ob:
+            return  # unknown: computed when next needed
+        label = collection_label(coll)
+        labels = [x for x in e[1] if x != label] + ([label] if linked else [])
+        self.members[ob.name] = (ob, sorted(labels))
+
+    def refresh_members(self, members=None):
+        """Recompute every object's labels in one pass (after an operator)."""
+        if members is None:
+            members = memberships()
+        self.members = {}
+        for ob in bpy.data.objects:
+            self.members.setdefault(ob.name, (ob, members.get(ob.as_pointer(), [])))
+
+
+INDEX = Index()
+
+
+def link_object(coll, ob):
+    """coll.objects.link(ob), keeping INDEX up to date."""
+    coll.objects.link(ob)
+    INDEX.linked(ob, coll, True)
+
+
+def unlink_object(coll, ob):
+    """coll.objects.unlink(ob), keeping INDEX up to date."""
+    coll.objects.unlink(ob)
+    INDEX.linked(ob, coll, False)
+
+
+def memberships():
+    """Object pointer -> sorted collection labels, in one pass over the scenes'
+    master collections and bpy.data.collections (users_collection for all)."""
+    out = {}
+    for sc in bpy.data.scenes:
+        label = "<scene>:" + sc.name
+        for o in sc.collection.objects:
+            out.setdefault(o.as_pointer(), []).append(label)
+    for c in bpy.data.collections:
+        label = collection_label(c)
+        for o in c.objects:
+            out.setdefault(o.as_pointer(), []).append(label)
+    for labels in out.values():
+        labels.sort()
+    return out
+
+
+def record_of(kind, name):
+    """The record of datablock kind:name, or None when there is none."""
+    if is_tomb(name):
+        return None
+    db = INDEX.get(COLLECTIONS[kind], name)
+    return RECORDERS[kind](db) if db is not None else None
+
+
+def all_records():
+    """(kind, section, datablock, record) for every tracked datablock, in one
+    pass: each record is built from the datablock in hand (no lookup by name)
+    and membership comes from one pass over the collections, so this is
+    O(scene), not O(scene^2)."""
+    return all_records_with(memberships())
+
+
+def all_records_with(members):
+    for kind, section, fn, coll in KINDS:
+        for db in getattr(bpy.data, coll):
+            if db.library is not None or is_tomb(db.name):
+                continue
+            if kind == "object":
+                rec = record_object(db, members.get(db.as_pointer(), []))
+            else:
+                rec = fn(db)
+            yield kind, section, db, rec
 
 
 def term(key, digest):
@@ -423,16 +559,12 @@ def hash_from_acc(acc):
 def full_snapshot():
     """Recompute every record from scratch: (snapshot, scene_hash)."""
     snap = {"schema": SCHEMA}
+    for _, section, _, _ in KINDS:
+        snap[section] = {}
     acc = 0
-    for kind, section, fn, coll in KINDS:
-        recs = {}
-        for db in getattr(bpy.data, coll):
-            if db.library is not None or is_tomb(db.name):
-                continue
-            rec = fn(db.name)
-            recs[db.name] = rec
-            acc = (acc + term(kind + ":" + db.name, sha256_hex(canonical(rec)))) % (1 << 256)
-        snap[section] = recs
+    for kind, section, db, rec in all_records():
+        snap[section][db.name] = rec
+        acc = (acc + term(kind + ":" + db.name, sha256_hex(canonical(rec)))) % (1 << 256)
     return snap, hash_from_acc(acc)
 
 
@@ -444,12 +576,18 @@ class SceneState:
         self.acc = 0
 
     def rebuild(self):
+        """Every digest from scratch, in one pass; refills INDEX."""
+        INDEX.invalidate()
         self.digests = {}
         self.acc = 0
-        for kind, _, fn, coll in KINDS:
+        members = memberships()
+        for kind, _, _, coll in KINDS:
+            m = INDEX.names.setdefault(coll, {})
             for db in getattr(bpy.data, coll):
-                if db.library is None and not is_tomb(db.name):
-                    self._set(kind + ":" + db.name, sha256_hex(canonical(fn(db.name))))
+                m.setdefault(db.name, db)
+        INDEX.refresh_members(members)
+        for kind, _, db, rec in all_records_with(members):
+            self._set(kind + ":" + db.name, sha256_hex(canonical(rec)))
 
     def _set(self, key, digest):
         old = self.digests.pop(key, None)
@@ -460,7 +598,7 @@ class SceneState:
             self.acc = (self.acc + term(key, digest)) % (1 << 256)
 
     def touch(self, kind, name):
-        rec = None if is_tomb(name) else RECORDERS[kind](name)
+        rec = record_of(kind, name)
         self._set(kind + ":" + name, sha256_hex(canonical(rec)) if rec is not None else None)
 
     def scene_hash(self):
