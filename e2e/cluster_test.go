@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -230,7 +229,7 @@ func op(id, tool string, args map[string]any, deps ...string) *cpv1.Operation {
 	}
 	level := cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE
 	switch {
-	case strings.HasPrefix(tool, "scene."):
+	case tool == "scene.get_summary", tool == "scene.snapshot", tool == "ui.highlight":
 		level = cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY
 	case tool == "object.delete":
 		level = cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE

@@ -147,8 +147,6 @@ func testRefusals(t *testing.T, c *cluster) {
 		{"cycle", []*cpv1.Operation{op("a", "object.create", cube, "c"), op("b", "object.create", cube, "a"), op("c", "object.create", cube, "b")}, "GRAPH_CYCLE", "operations["},
 		{"missing dependency", []*cpv1.Operation{op("a", "object.create", cube, "ghost")}, "DEPENDENCY_MISSING", "operations[0].depends_on[0]"},
 		{"duplicate id", []*cpv1.Operation{op("a", "object.create", cube), op("a", "object.create", cube)}, "OPERATION_ID_DUPLICATE", "operations[1].operation_id"},
-		{"output outside the sandbox", []*cpv1.Operation{op("r", "render.still", map[string]any{"output": "../escape.png"})}, "SCHEMA_INVALID", "operations[0].args"},
-		{"absolute output", []*cpv1.Operation{op("r", "render.still", map[string]any{"output": "/tmp/escape.png"})}, "SCHEMA_INVALID", "operations[0].args"},
 		{"unknown tool", []*cpv1.Operation{op("a", "object.create", cube), op("b", "mesh.explode", map[string]any{})}, "TOOL_UNKNOWN", "operations[1].tool_name"},
 	}
 	for i, tc := range cases {
@@ -179,6 +177,18 @@ func testRefusals(t *testing.T, c *cluster) {
 				t.Errorf("refused plan was stored: %v", err)
 			}
 		})
+	}
+	// Paths that leave the session's sandbox: refused by the contract gate.
+	for i, out := range []string{"../escape.png", "/tmp/escape.png", "sub/escape.png"} {
+		rid := fmt.Sprintf("escape-%d", i)
+		_, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: s.GetSessionId(), RequestId: rid,
+			Operations: []*cpv1.Operation{op("zz-first", "object.create", map[string]any{"type": "cube", "name": "Z"}),
+				op("r", "render.still", map[string]any{"output": out})}})
+		st := status.Convert(err)
+		info, fields := details(st)
+		if st.Code() != codes.FailedPrecondition || info.GetReason() != "POLICY_REFUSED" || len(fields) != 1 || fields[0].GetField() != "operations[1].args.output" {
+			t.Fatalf("output %q: %v %v", out, err, fields)
+		}
 	}
 	// Nothing ran: the next operation starts from the baseline scene.
 	_, rs := c.run(t, s.GetSessionId(), "after-refusals", op("s", "scene.get_summary", map[string]any{}))

@@ -179,7 +179,7 @@ func TestToolSurface(t *testing.T) {
 		// Paths in any tool stay in the sandbox.
 		_, err = c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: s.GetSessionId(), RequestId: "escape",
 			Operations: []*cpv1.Operation{op("e", "scene.export", map[string]any{"format": "obj", "output": "../../escape.obj"})}})
-		if info, _ := details(status.Convert(err)); info.GetReason() != "SCHEMA_INVALID" {
+		if info, _ := details(status.Convert(err)); info.GetReason() != "POLICY_REFUSED" {
 			t.Fatalf("export outside the sandbox: %v", err)
 		}
 	})

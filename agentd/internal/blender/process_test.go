@@ -31,6 +31,12 @@ func TestStartProfileAndTools(t *testing.T) {
 			if tool.Version != "1.0.0" || tool.Description == "" || tool.InputSchema["additionalProperties"] != false {
 				t.Errorf("tool %s: incomplete metadata %+v", tool.Name, tool)
 			}
+			for prop, raw := range tool.InputSchema["properties"].(map[string]any) {
+				schema := raw.(map[string]any)
+				if marked, _ := schema["x-sandbox-path"].(bool); marked != sandboxPathArgs[tool.Name+"."+prop] {
+					t.Errorf("tool %s: property %s x-sandbox-path = %v", tool.Name, prop, schema["x-sandbox-path"])
+				}
+			}
 			switch tool.SafetyLevel {
 			case "read_only", "safe_write", "destructive":
 			default:
@@ -51,6 +57,16 @@ func TestStartProfileAndTools(t *testing.T) {
 			}
 		}
 	})
+}
+
+// sandboxPathArgs are the tool arguments that name files in the session
+// sandbox: their schemas carry "x-sandbox-path": true, which the control
+// plane's path gate reads.
+var sandboxPathArgs = map[string]bool{
+	"render.still.output":            true,
+	"render.animation.output_prefix": true,
+	"scene.export.output":            true,
+	"scene.import.input":             true,
 }
 
 func contains(list []string, s string) bool {

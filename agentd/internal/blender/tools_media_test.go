@@ -286,7 +286,10 @@ func TestMediaRenderAnimation(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(sandbox, "link_0001.png")); err == nil {
 			t.Error("a refused render.animation left a frame behind")
 		}
-		for _, bad := range []string{"../x", "/tmp/x", "a/b", ".x", ""} {
+		for _, bad := range []string{"../x", "/tmp/x", "a/b", `a\b`, "..", "."} {
+			wantToolError(t, p, "render.animation", map[string]any{"output_prefix": bad, "frame_start": 1, "frame_end": 1}, CodePolicyRefused)
+		}
+		for _, bad := range []string{"", strings.Repeat("x", 129)} {
 			wantToolError(t, p, "render.animation", map[string]any{"output_prefix": bad, "frame_start": 1, "frame_end": 1}, CodeInvalidInput)
 		}
 		wantToolError(t, p, "render.animation", map[string]any{"output_prefix": "x", "frame_start": 1, "frame_end": 501}, CodeInvalidInput)
@@ -356,10 +359,12 @@ func TestMediaImportExport(t *testing.T) {
 		wantToolError(t, p, "scene.import", map[string]any{"format": "obj", "input": "rt.fbx"}, CodeInvalidInput)
 		wantToolError(t, p, "scene.export", map[string]any{"format": "fbx", "output": "x.obj"}, CodeInvalidInput)
 		wantToolError(t, p, "scene.export", map[string]any{"format": "stl", "output": "x.stl"}, CodeInvalidInput)
-		for _, bad := range []string{"../x.obj", "/tmp/x.obj", "sub/x.obj", ".x.obj"} {
-			wantToolError(t, p, "scene.export", map[string]any{"format": "obj", "output": bad}, CodeInvalidInput)
-			wantToolError(t, p, "scene.import", map[string]any{"format": "obj", "input": bad}, CodeInvalidInput)
+		for _, bad := range []string{"../x.obj", "/tmp/x.obj", "sub/x.obj", `sub\x.obj`} {
+			wantToolError(t, p, "scene.export", map[string]any{"format": "obj", "output": bad}, CodePolicyRefused)
+			wantToolError(t, p, "scene.import", map[string]any{"format": "obj", "input": bad}, CodePolicyRefused)
 		}
+		wantToolError(t, p, "scene.export", map[string]any{"format": "obj", "output": "x.txt"}, CodeInvalidInput)
+		wantToolError(t, p, "scene.import", map[string]any{"format": "obj", "input": ""}, CodeInvalidInput)
 		outside := t.TempDir()
 		data, err := os.ReadFile(filepath.Join(sandbox, "rt.obj"))
 		if err != nil {

@@ -65,7 +65,11 @@ func CheckContract(ops []Operation, reg *Registry, c Contract) error {
 		if e == nil {
 			e = &Error{Reason: reason, Message: desc}
 		}
-		e.Violations = append(e.Violations, Violation{Field: opField(i, "tool_name"), Description: desc})
+		field := opField(i, "tool_name")
+		if reason == ReasonPolicyRefused && arg != "" {
+			field = opField(i, "args."+arg)
+		}
+		e.Violations = append(e.Violations, Violation{Field: field, Description: desc})
 		e.Repair = append(e.Repair, RepairStep{OperationID: op.ID, Action: action})
 	}
 	if e == nil {

@@ -5,10 +5,18 @@ plain file name that must resolve, after realpath, directly inside the
 sandbox directory: no sub-directories, no symlinks out, no absolute paths.
 Without a sandbox (hello's sandbox_dir empty) every file access is refused.
 
-    path = sandbox_path(args["output"])                       # a .png
-    path = sandbox_path(args["file"], file_pattern("glb", "gltf"), "a .glb or .gltf file name")
+A plain file name is the control plane's (controlplane/internal/plan,
+escapingPath): not empty, not "." or "..", and without "/", "\\" or NUL; the
+bridge also refuses control characters. Tool schemas mark such arguments
+with ``"x-sandbox-path": True`` (SANDBOX_PATH) and enforce only the
+extension in their ``pattern`` (file_pattern), so a name that leaves the
+sandbox passes the schema and is refused by the path gate: POLICY_REFUSED in
+the control plane before the plan runs, and here, as a second line, with
+ToolError("policy_refused", ...), as is a name that a symlink in the sandbox
+points outside it.
 
-A refusal is ToolError("policy_refused", ...).
+    "output": dict(SANDBOX_PATH, pattern=file_pattern("png"))   # schema
+    path = sandbox_path(args["output"])                          # in the tool
 """
 
 import os
@@ -18,31 +26,59 @@ from common import ToolError
 
 SANDBOX = {"dir": None}  # set by hello
 
+MAX_FILE_NAME = 128  # characters; the schemas' maxLength for a whole file name is this plus the extension
+SANDBOX_PATH = {"type": "string", "minLength": 1, "x-sandbox-path": True}
+
 
 def file_pattern(*extensions):
-    """The JSON-Schema pattern of a plain file name with one of extensions."""
+    """The JSON-Schema pattern of a file name with one of extensions: only
+    the extension is checked (the path gate checks the rest)."""
     exts = "|".join(re.escape(e.lstrip(".")) for e in extensions)
     if len(extensions) > 1:
         exts = "(?:%s)" % exts
-    return r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}\." + exts + "$"
+    return r"\." + exts + "$"
 
 
-OUTPUT_PATTERN = file_pattern("png")  # == r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}\.png$"
+def file_name_schema(*extensions):
+    """The schema of a sandbox file-name argument with one of extensions."""
+    longest = max(len(e.lstrip(".")) for e in extensions)
+    return dict(SANDBOX_PATH, maxLength=MAX_FILE_NAME + 1 + longest, pattern=file_pattern(*extensions))
+
+
+OUTPUT_PATTERN = file_pattern("png")  # == r"\.png$"
 
 
 def configure(sandbox_dir):
     SANDBOX["dir"] = sandbox_dir or None
 
 
-def sandbox_path(output, pattern=OUTPUT_PATTERN, what="a plain .png file name"):
-    """The absolute path of file name output inside the sandbox."""
+def is_plain_name(name):
+    """name is a plain file name (module docstring)."""
+    return (isinstance(name, str) and name not in ("", ".", "..")
+            and not any(ch in "/\\" or ord(ch) < 32 or ord(ch) == 127 for ch in name))
+
+
+def require_plain_name(name, what="a plain file name"):
+    """policy_refused unless name is a plain file name: for an argument that
+    is a part of file names (render.animation's output_prefix), refused on its
+    own terms as the control plane does."""
+    if not is_plain_name(name):
+        raise ToolError("policy_refused", "%r is not %s in the sandbox" % (name, what))
+
+
+def sandbox_path(name, pattern=None, what="a plain file name"):
+    """The absolute path of file name name inside the sandbox; policy_refused
+    when it is not a plain file name or resolves outside the sandbox.
+    pattern (a regex the name must match, invalid_input otherwise) is for
+    names that no schema checked, e.g. derived ones."""
     root = SANDBOX["dir"]
     if not root:
-        raise ToolError("policy_refused", "no sandbox directory is configured for outputs")
-    if not isinstance(output, str) or not re.match(pattern, output):
-        raise ToolError("policy_refused", "output must be " + what)
+        raise ToolError("policy_refused", "no sandbox directory is configured for files")
+    require_plain_name(name, what)
+    if pattern is not None and not re.search(pattern, name):
+        raise ToolError("invalid_input", "%r must be %s" % (name, what))
     root = os.path.realpath(root)
-    path = os.path.realpath(os.path.join(root, output))
+    path = os.path.realpath(os.path.join(root, name))
     if os.path.commonpath([root, path]) != root or os.path.dirname(path) != root:
-        raise ToolError("policy_refused", "output %r resolves outside the sandbox" % output)
+        raise ToolError("policy_refused", "%r resolves outside the sandbox" % name)
     return path

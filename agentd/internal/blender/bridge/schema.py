@@ -5,7 +5,9 @@ Supported keywords: type (object, array, number, integer, string, boolean,
 null, or a list of these: the value's own type's keywords then apply),
 properties, required, additionalProperties (false only), minProperties,
 items, minItems, maxItems, minimum, maximum, exclusiveMinimum, minLength,
-maxLength, pattern, enum. Others (description, default) are ignored here.
+maxLength, pattern, enum. Others (description, default) are ignored here,
+and so are vendor keywords starting with ``x-`` (``x-sandbox-path``, read by
+the control plane's path gate and by sandbox.py's users, not by this checker).
 Failures raise ToolError("invalid_input", "<path>: ...").
 """
 

@@ -463,7 +463,7 @@ class Index:
         for label in self.labels(ob):
             if label.startswith("<scene>:"):
                 sc = self.get("scenes", label[len("<scene>:"):])
-                c = sc.collection if sc is not None else None
+                c = sc.collection if sc is not None and self.get("collections", label) is None else None
             else:
                 c = self.get("collections", label)
             if c is None:  # a label the index cannot resolve: ask Blender
@@ -615,6 +615,7 @@ TRACKED_COLLECTIONS = ("objects", "meshes", "cameras", "lights", "materials", "w
 
 
 def reset_scene():
+    INDEX.invalidate()
     bpy.ops.wm.read_factory_settings(use_empty=True)
     BRIDGE["tomb_counter"] = 0
     for coll in TRACKED_COLLECTIONS:

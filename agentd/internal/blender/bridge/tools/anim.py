@@ -28,6 +28,7 @@ from common import is_tomb
 from compat import fcurve_groups, object_fcurves
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, is_number
+from state import INDEX
 
 DATA_PATHS = ("location", "rotation_euler", "scale")
 MAX_FRAME = 1048574  # Blender's MAXFRAME
@@ -130,7 +131,7 @@ def check_revertible(ob, rec):
 )
 def tool_keyframe_insert(tx, args):
     name, data_path, frame = args["object"], args["data_path"], int(args["frame"])
-    ob = bpy.data.objects.get(name)
+    ob = INDEX.get("objects", name)
     if ob is None or is_tomb(name):
         raise ToolError("not_found", "no object named %r" % name)
     if ob.library is not None:
@@ -222,7 +223,7 @@ def undo_keyframe_insert(tx, rec):
     r = {"data_path": data_path, "frame": frame, "value": value, "action": field(rec, "action", str),
          "action_created": field(rec, "action_created", bool), "anim_data_created": field(rec, "anim_data_created", bool),
          "groups_created": groups, "channels": channels}
-    ob = bpy.data.objects.get(name)
+    ob = INDEX.get("objects", name)
     if ob is None or is_tomb(name):
         raise ToolError("conflict", "cannot undo: object %r is gone" % name)
     check_revertible(ob, r)

@@ -22,7 +22,7 @@ import bpy
 from common import is_tomb
 from registry import ToolError, field, tool, undoer
 from schema import NAME, check_name, check_name_free
-from state import collection_label, current_scene
+from state import INDEX, collection_label, current_scene, link_object, unlink_object
 
 from .objects import collection_ref, get_object, live_object, new_exact, resolve_collection, resolve_view_layer
 
@@ -136,14 +136,15 @@ def restore_bases(ob, bases):
 def set_membership(tx, ob, want):
     """Link ob to exactly the collections in want (link first, then unlink,
     so it never drops out of a scene it stays in)."""
+    have = INDEX.collections_of(ob)
     for c in want:
-        if ob.name not in c.objects:
-            c.objects.link(ob)
-            tx.on_undo(lambda c=c: c.objects.unlink(ob))
-    for c in list(ob.users_collection):
+        if c not in have:
+            link_object(c, ob)
+            tx.on_undo(lambda c=c: unlink_object(c, ob))
+    for c in have:
         if c not in want:
-            c.objects.unlink(ob)
-            tx.on_undo(lambda c=c: c.objects.link(ob))
+            unlink_object(c, ob)
+            tx.on_undo(lambda c=c: link_object(c, ob))
 
 
 @tool(
@@ -165,7 +166,7 @@ def set_membership(tx, ob, want):
 def tool_collection_link(tx, args):
     ob = get_object(args["object"])
     coll = get_collection(args["collection"])
-    before = list(ob.users_collection)
+    before = INDEX.collections_of(ob)
     want = [coll] + ([] if args.get("unlink_others", False) else [c for c in before if c != coll])
     bases = bases_of(ob)
     tx.set_undo({"object": ob.name, "collections": [collection_ref(c) for c in before], "bases": bases})
@@ -175,7 +176,7 @@ def tool_collection_link(tx, args):
     tx.on_undo(lambda: restore_bases(ob, bases))  # runs last on rollback
     set_membership(tx, ob, want)
     tx.checkpoint("collection.link:linked")
-    return {"object": ob.name, "collections": sorted(collection_label(c) for c in ob.users_collection)}
+    return {"object": ob.name, "collections": INDEX.labels(ob)}
 
 
 @undoer("collection.link")

@@ -55,15 +55,15 @@ import bpy
 
 from common import is_tomb, one_line, sha256_file, sha256_hex
 from compat import io_operators
+from compat import remove_ids as compat_remove_ids
 from registry import ToolError, field, tool, undoer
-from sandbox import SANDBOX, file_pattern, sandbox_path
-from state import KINDS, STATE, active_view_layer, current_scene, full_snapshot
+from sandbox import SANDBOX, file_name_schema, sandbox_path
+from state import INDEX, KINDS, STATE, active_view_layer, current_scene, full_snapshot
 
 from .render import animated_values, restore_animated
 
 FORMATS = {"gltf": ("glb", "gltf"), "obj": ("obj",), "fbx": ("fbx",), "usd": ("usd", "usda", "usdc")}
 ALL_EXTS = tuple(e for exts in FORMATS.values() for e in exts)
-FILE_PATTERN = file_pattern(*ALL_EXTS)
 PLAIN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$")
 KIND_OF = {coll: kind for kind, _, _, coll in KINDS}
 SKIP_COLLECTIONS = ("window_managers", "screens", "workspaces")
@@ -83,7 +83,7 @@ def check_format(fmt, filename, what):
     exp, imp, reason = io_operators(fmt)
     if reason is not None:
         raise ToolError("capability_missing", "format %s: %s" % (fmt, reason))
-    path = sandbox_path(filename, FILE_PATTERN, "a plain file name with a %s extension" % fmt)
+    path = sandbox_path(filename)
     return exp, imp, ext, path
 
 
@@ -147,7 +147,7 @@ def changed_keys(snap):
         "type": "object",
         "properties": {
             "format": {"type": "string", "enum": sorted(FORMATS)},
-            "output": {"type": "string", "pattern": FILE_PATTERN},
+            "output": file_name_schema(*ALL_EXTS),
         },
         "required": ["format", "output"],
         "additionalProperties": False,
@@ -168,7 +168,7 @@ def tool_scene_export(tx, args):
         companions.append(stem + ".bin")
         if not enum_has(exp, "export_image_format", "NONE") and len(bpy.data.images):
             raise ToolError("policy_refused", "this glTF exporter would write images as separate files; export .glb")
-    extra = [sandbox_path(c, PLAIN_NAME.pattern, "a plain file name") for c in companions]
+    extra = [sandbox_path(c) for c in companions]
     before = STATE.scene_hash()
     sc = current_scene()
     frame = (sc.frame_current, sc.frame_subframe)
@@ -318,9 +318,8 @@ def created_since(before):
 
 
 def remove_ids(ids):
-    ids = [i for i in ids if i is not None]
-    if ids:
-        bpy.data.batch_remove(ids)
+    compat_remove_ids(ids)
+    INDEX.refresh_members()  # removed collections took objects' memberships along
 
 
 @tool(
@@ -331,7 +330,7 @@ def remove_ids(ids):
         "type": "object",
         "properties": {
             "format": {"type": "string", "enum": sorted(FORMATS)},
-            "input": {"type": "string", "pattern": FILE_PATTERN},
+            "input": file_name_schema(*ALL_EXTS),
         },
         "required": ["format", "input"],
         "additionalProperties": False,
@@ -375,6 +374,9 @@ def tool_scene_import(tx, args):
     except RuntimeError as e:
         raise ToolError("invalid_input", "could not import %r: %s" % (name, one_line(e)))
     finally:
+        # The importer linked objects (and maybe collections) behind INDEX's
+        # back: recompute every membership in one pass.
+        INDEX.refresh_members()
         created = created_since(before)
         for attr, dbs in created.items():
             kind = KIND_OF.get(attr)
@@ -406,7 +408,7 @@ def tool_scene_import(tx, args):
         for db in getattr(bpy.data, coll):
             if db.as_pointer() in before.get(coll, ()) and db.library is None and not is_tomb(db.name):
                 key = kind + ":" + db.name
-                if STATE.digests.get(key) != sha256_hex(canonical_rec(fn, db.name)):
+                if STATE.digests.get(key) != sha256_hex(canonical_rec(fn, db)):
                     tx.touch(kind, db.name)
                     touched.append([kind, db.name])
     tx.set_undo({
@@ -418,9 +420,9 @@ def tool_scene_import(tx, args):
             "created": {attr: len(dbs) for attr, dbs in sorted(created.items())}}
 
 
-def canonical_rec(fn, name):
+def canonical_rec(fn, db):
     from common import canonical
-    return canonical(fn(name))
+    return canonical(fn(db))
 
 
 @undoer("scene.import")

@@ -52,7 +52,8 @@ from mathutils import Matrix
 from common import TOMB_OF, TOMB_PREFIX, is_tomb, sha256_hex
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, check_new_name, is_number
-from state import BRIDGE, active_view_layer, current_scene, qv
+from compat import remove_ids
+from state import BRIDGE, INDEX, active_view_layer, current_scene, link_object, qv, unlink_object
 
 PRIMITIVES = {
     # type: default object/mesh name (Blender's own names for these primitives)
@@ -160,6 +161,7 @@ def tool_object_create(tx, args):
     try:
         build_primitive(bm, kind, size)
         me = bpy.data.meshes.new(name)
+        INDEX.put("meshes", me)
         mesh_name = me.name
         tx.touch("mesh", mesh_name)
         tx.on_undo(lambda: bpy.data.meshes.remove(bpy.data.meshes[mesh_name]))
@@ -269,7 +271,7 @@ def tool_object_delete(tx, args):
     rec = {
         "object": name, "tomb": tomb,
         "data": {"kind": data_kind[0], "name": data.name, "tomb": tomb if owns_data else None} if data_kind else None,
-        "collections": [collection_ref(c) for c in ob.users_collection],
+        "collections": [collection_ref(c) for c in INDEX.collections_of(ob)],
         "children": [{"name": c.name, "matrix_parent_inverse": matrix_rows(c.matrix_parent_inverse)} for c in children],
         "camera_of": [sc.name for sc in bpy.data.scenes if sc.camera == ob],
         "bases": bases,
@@ -297,9 +299,9 @@ def tool_object_delete(tx, args):
             vl = bpy.data.scenes[b["scene"]].view_layers[b["view_layer"]]
             tx.on_undo(lambda vl=vl: setattr(vl.objects, "active", ob))
             vl.objects.active = None
-    for coll in list(ob.users_collection):
-        tx.on_undo(lambda coll=coll: coll.objects.link(ob))
-        coll.objects.unlink(ob)
+    for coll in INDEX.collections_of(ob):
+        tx.on_undo(lambda coll=coll: link_object(coll, ob))
+        unlink_object(coll, ob)
     tx.checkpoint("object.delete:unlinked")
     tx.on_undo(lambda: setattr(ob, "use_fake_user", False))
     ob.use_fake_user = True  # unlinked objects would be dropped by a checkpoint
@@ -352,7 +354,7 @@ def tool_object_set_transform(tx, args):
 
 
 def live_object(name, what="object"):
-    ob = bpy.data.objects.get(name)
+    ob = INDEX.get("objects", name)
     if ob is None or is_tomb(name):
         raise ToolError("conflict", "cannot undo: %s %r is gone" % (what, name))
     return ob
@@ -371,7 +373,7 @@ def undo_object_create(tx, rec):
     mesh_name = field(rec, "mesh", str)
     prev_name = field(rec, "active_before", str, optional=True)
     ob = live_object(name)
-    me = bpy.data.meshes.get(mesh_name)
+    me = INDEX.get("meshes", mesh_name)
     check_removable(ob, me, "mesh", mesh_name, "create")
     sc, vl = resolve_view_layer(field(rec, "scene", str), field(rec, "view_layer", str, optional=True))
     prev = live_object(prev_name, "previously active object") if prev_name else None
@@ -379,8 +381,7 @@ def undo_object_create(tx, rec):
     tx.touch("mesh", mesh_name)
     for s in bpy.data.scenes:
         tx.touch("scene", s.name)
-    remove_created_object(tx, ob, "object.create", vl, prev)
-    bpy.data.meshes.remove(me)
+    remove_created_object(tx, ob, "object.create", vl, prev, data=me)
 
 
 @undoer("object.set_transform")
@@ -465,8 +466,8 @@ def undo_object_delete(tx, rec):
     tx.fault_point("object.delete:renamed")
     tx.checkpoint("undo.object.delete:renamed")
     for c in colls:
-        tx.on_undo(lambda c=c: c.objects.unlink(ob))
-        c.objects.link(ob)
+        tx.on_undo(lambda c=c: unlink_object(c, ob))
+        link_object(c, ob)
     for c, pinv in children:
         old = c.matrix_parent_inverse.copy()
         tx.on_undo(lambda c=c, old=old: (setattr(c, "parent", None), setattr(c, "matrix_parent_inverse", old)))
@@ -514,7 +515,7 @@ def data_collection(idb):
 
 def get_object(name, what="object"):
     """The live object named name, else not_found (tombstones included)."""
-    ob = bpy.data.objects.get(name)
+    ob = INDEX.get("objects", name)
     if ob is None or is_tomb(name):
         raise ToolError("not_found", "no %s named %r" % (what, name))
     return ob
@@ -601,6 +602,7 @@ def new_data_object(tx, name, data, location=None, rotation_euler=None, scale=No
     its removal registered), link it to the scene collection; set the
     transform. Returns the object."""
     ob = bpy.data.objects.new(name, data)
+    INDEX.new_object(ob)
     tx.touch("object", name)
     tx.on_undo(lambda: bpy.data.objects.remove(bpy.data.objects[name], do_unlink=True))
     if location is not None:
@@ -609,7 +611,7 @@ def new_data_object(tx, name, data, location=None, rotation_euler=None, scale=No
         ob.rotation_euler = rotation_euler
     if scale is not None:
         ob.scale = scale
-    current_scene().collection.objects.link(ob)
+    link_object(current_scene().collection, ob)
     return ob
 
 
@@ -663,21 +665,23 @@ def check_removable(ob, data, kind, data_name, verb):
         raise ToolError("conflict", "cannot undo %s: other datablocks now refer to %r" % (verb, ob.name))
 
 
-def remove_created_object(tx, ob, label, vl=None, prev=None):
+def remove_created_object(tx, ob, label, vl=None, prev=None, data=None):
     """The last steps of undoing the creation of ob, validated before: make
     prev the active object of vl again (when vl is given), unlink ob from its
     collections (each step reversible), stop at the "undo" fault point and
-    checkpoint of label, then remove ob (irreversible, cannot fail)."""
+    checkpoint of label, then free ob and its data (when given) together
+    (irreversible, cannot fail; one walk of Main for both, compat.remove_ids)."""
     if vl is not None:
         cur = vl.objects.active
-        tx.on_undo(lambda: setattr(vl.objects, "active", cur))
-        vl.objects.active = prev
-    for c in list(ob.users_collection):
-        tx.on_undo(lambda c=c: c.objects.link(ob))
-        c.objects.unlink(ob)
+        if cur != prev:
+            tx.on_undo(lambda: setattr(vl.objects, "active", cur))
+            vl.objects.active = prev
+    for c in INDEX.collections_of(ob):
+        tx.on_undo(lambda c=c: link_object(c, ob))
+        unlink_object(c, ob)
     tx.fault_point(label + ":unlinked")
     tx.checkpoint("undo." + label + ":unlinked")
-    bpy.data.objects.remove(ob)
+    remove_ids([ob, data])
 
 
 def undo_remove_created(tx, rec, label):
@@ -721,9 +725,7 @@ def undo_remove_created(tx, rec, label):
         cur = cam_scene.camera
         tx.on_undo(lambda: setattr(cam_scene, "camera", cur))
         cam_scene.camera = cam_prev
-    remove_created_object(tx, ob, label)
-    if data is not None:
-        coll.remove(data)  # validated above: cannot fail
+    remove_created_object(tx, ob, label, data=data)  # data validated above
 
 
 def created_data_record(data):
@@ -792,6 +794,7 @@ def tool_object_duplicate(tx, args):
         new_data_.name = want
         touch_data(tx, new_data_)
     ob = src.copy()
+    INDEX.new_object(ob)
     tx.on_undo(lambda: bpy.data.objects.remove(ob, do_unlink=True))
     tx.touch("object", new_name)
     rename(ob, new_name, "object")
@@ -799,8 +802,8 @@ def tool_object_duplicate(tx, args):
         ob.data = new_data_
     if "location" in args:
         ob.location = args["location"]
-    for c in src.users_collection:
-        c.objects.link(ob)
+    for c in INDEX.collections_of(src):
+        link_object(c, ob)
     tx.checkpoint("object.duplicate:linked")
     tx.set_undo({"object": new_name, "data": created_data_record(new_data_) if new_data_ is not None else None})
     return {"name": new_name, "data": ob.data.name if ob.data is not None else None, "linked": not copy_data}

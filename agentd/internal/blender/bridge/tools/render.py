@@ -24,7 +24,7 @@ import bpy
 from common import log, sha256_file
 from compat import action_fcurve_collections, eevee_engine, has_cycles, stamp_flags
 from registry import ToolError, field, tool, undoer
-from sandbox import OUTPUT_PATTERN, sandbox_path
+from sandbox import MAX_FILE_NAME, SANDBOX_PATH, file_name_schema, require_plain_name, sandbox_path
 from state import current_scene
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -138,7 +138,7 @@ def render_png(sc, tmp, missing):
     schema={
         "type": "object",
         "properties": {
-            "output": {"type": "string", "pattern": OUTPUT_PATTERN},
+            "output": file_name_schema("png"),
             "resolution": RENDER_RESOLUTION,
             "samples": RENDER_SAMPLES,
             "seed": RENDER_SEED,
@@ -344,7 +344,6 @@ def undo_render_settings(tx, rec):
 # render.animation: a frame range to PNGs in the sandbox.
 
 MAX_ANIMATION_FRAMES = 500
-PREFIX_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,100}$"
 
 
 def animated_values():
@@ -384,7 +383,7 @@ def restore_animated(values):
     schema={
         "type": "object",
         "properties": {
-            "output_prefix": {"type": "string", "pattern": PREFIX_PATTERN},
+            "output_prefix": dict(SANDBOX_PATH, maxLength=MAX_FILE_NAME),
             "frame_start": FRAME,
             "frame_end": FRAME,
             "resolution": RENDER_RESOLUTION,
@@ -411,6 +410,7 @@ def tool_render_animation(tx, args):
     if n > MAX_ANIMATION_FRAMES:
         raise ToolError("invalid_input", "%d frames; render.animation renders at most %d" % (n, MAX_ANIMATION_FRAMES))
     prefix = args["output_prefix"]
+    require_plain_name(prefix, "a plain file-name prefix")
     paths = [sandbox_path("%s_%04d.png" % (prefix, f)) for f in range(start, end + 1)]
     w, h, samples, seed = render_options(sc, args)
     frame_before = sc.frame_current
