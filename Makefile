@@ -88,14 +88,18 @@ check: lint
 	@! go list -deps ./controlplane/... ./cmd/controlplane | grep -q '/agentd/internal' || { echo "controlplane imports agentd internals"; exit 1; }
 	@echo "check: no drift"
 
-## bench: end-to-end, scale, recovery and validation benchmarks (results: docs/BENCHMARKS.md)
+## bench: end-to-end, scale, recovery, validation and per-tool-family benchmarks (results: docs/BENCHMARKS.md)
 # One full measurement per benchmark run (-benchtime 1x), three runs for the spread
 # (BenchmarkScale builds its 100- and 10,000-object scenes once and repeats only the
-# measurements); about 4 minutes on 2 CPUs. The output also goes to bin/bench.out.
+# measurements); about 4 minutes on 2 CPUs. Then BenchmarkToolFamilies (every tool
+# family at 100 vs 10,000 objects, in process on the bpy wheel; it builds its scenes
+# per run, in seconds): about 1.5 minutes more. The output also goes to bin/bench.out.
 bench: blender
 	@mkdir -p bin
 	set -o pipefail; go test -run '^$$' -bench . -benchtime 1x -count 3 -timeout 30m \
 		./e2e/ ./controlplane/internal/plan/ | tee bin/bench.out
+	set -o pipefail; go test -run '^$$' -bench '^BenchmarkToolFamilies$$' -benchtime 1x -count 3 -timeout 15m \
+		./agentd/internal/blender/ | tee -a bin/bench.out
 
 ## demo: start both daemons on loopback, run examples/plans/hello.json, show receipts
 demo: build blender
