@@ -28,7 +28,7 @@ func threePointLighting() *Macro {
 				"target":      nameSchema,
 				"center":      vec3Schema([]any{0.0, 0.0, 0.0}),
 				"distance":    map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": 1000, "default": 6.0},
-				"key_energy":  map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": 1e6, "default": 1000.0},
+				"key_energy":  map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": 1e6, "default": 300.0},
 				"name_prefix": map[string]any{"type": "string", "maxLength": 40, "pattern": "^[A-Za-z0-9_. -]*$", "default": ""},
 			},
 		},
@@ -169,7 +169,7 @@ func productShot() *Macro {
 				{ID: "settings", Tool: "render.settings", Args: map[string]any{"resolution": a["resolution"], "samples": a["samples"]}},
 			}
 			return append(steps, lightingSteps(map[string]any{"target": a["target"], "center": a["center"],
-				"distance": 6.0, "key_energy": 400.0, "name_prefix": ""}, "light_")...)
+				"distance": 6.0, "key_energy": 300.0, "name_prefix": ""}, "light_")...)
 		},
 	}
 }
