@@ -24,3 +24,32 @@ func BenchmarkExecuteObjectCreate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkExecuteBatchObjectCreate is BenchmarkExecuteObjectCreate through
+// ExecuteBatch (requests pipelined), in batches of 256.
+func BenchmarkExecuteBatchObjectCreate(b *testing.B) {
+	for _, r := range testRuntimes() {
+		b.Run(r.name, func(b *testing.B) {
+			if !isExecutable(r.rt.Path) {
+				b.Skipf("runtime %s not installed", r.name)
+			}
+			p := startTestProcess(b, r.rt)
+			ctx := context.Background()
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				n := min(256, b.N-done)
+				calls := make([]Call, n)
+				for i := range calls {
+					calls[i] = Call{Tool: "object.create", Args: map[string]any{"type": "cube"}}
+				}
+				p.ExecuteBatch(ctx, calls, func(i int, r BatchResult) bool {
+					if r.Err != nil {
+						b.Fatal(r.Err)
+					}
+					return true
+				})
+				done += n
+			}
+		})
+	}
+}

@@ -257,7 +257,8 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 		p.log.Warn("blender test faults enabled", "faults", faults)
 	}
 	var hello helloResult
-	if err := p.call(ctx, "hello", helloParams{SandboxDir: sandbox, Runtime: rt.Kind, Faults: faults}, &hello, nil); err != nil {
+	debug := logger.Enabled(ctx, slog.LevelDebug)
+	if err := p.call(ctx, "hello", helloParams{SandboxDir: sandbox, Runtime: rt.Kind, Faults: faults, Debug: debug}, &hello, nil); err != nil {
 		p.killGroup()
 		<-p.done
 		return nil, fmt.Errorf("blender: hello: %w", err)
@@ -505,29 +506,42 @@ func (p *Process) Snapshot(ctx context.Context) (Snapshot, error) {
 // after). A dead Blender returns an error wrapping ErrProcessExited. If ctx
 // ends during the call, Execute returns ctx.Err() and kills Blender.
 func (p *Process) Execute(ctx context.Context, c Call) (Outcome, error) {
+	start := time.Now()
+	var r executeResult
+	var errHash string
+	err := p.callProgress(ctx, "execute", c.params(""), &r, &errHash, c.OnProgress)
+	return p.outcome(c, r, errHash, err, start)
+}
+
+// params are the execute params of c, in batch (empty: none).
+func (c *Call) params(batch string) executeParams {
 	args := c.Args
 	if args == nil {
 		args = map[string]any{}
 	}
-	start := time.Now()
-	log := p.log.With("tool", c.Tool, "request_id", c.RequestID, "operation_id", c.OperationID, "mcp_call_id", c.MCPCallID, "mutation_id", c.MutationID)
-	var r executeResult
-	var errHash string
-	err := p.callProgress(ctx, "execute", executeParams{
+	return executeParams{
 		Tool: c.Tool, Args: args, MutationID: c.MutationID,
 		RequestID: c.RequestID, OperationID: c.OperationID, MCPCallID: c.MCPCallID,
-		InjectProgress: c.injectProgress,
-	}, &r, &errHash, c.OnProgress)
+		InjectProgress: c.injectProgress, InjectFailure: c.injectFailure, Batch: batch,
+	}
+}
+
+// outcome turns the result of an execute request into Execute's results.
+func (p *Process) outcome(c Call, r executeResult, errHash string, err error, start time.Time) (Outcome, error) {
 	if err != nil {
 		var te *ToolError
 		if errors.As(err, &te) {
-			log.Debug("tool refused", "code", te.Code, "message", te.Message, "duration", time.Since(start))
+			if p.log.Enabled(context.Background(), slog.LevelDebug) {
+				p.callLog(c).Debug("tool refused", "code", te.Code, "message", te.Message, "duration", time.Since(start))
+			}
 			return Outcome{SceneHashBefore: errHash, SceneHashAfter: errHash}, err
 		}
-		log.Warn("tool call failed", "err", err)
+		p.callLog(c).Warn("tool call failed", "err", err)
 		return Outcome{}, err
 	}
-	log.Debug("tool done", "mutated", r.Mutated, "scene_hash_after", r.SceneHashAfter, "duration", time.Since(start))
+	if p.log.Enabled(context.Background(), slog.LevelDebug) {
+		p.callLog(c).Debug("tool done", "mutated", r.Mutated, "scene_hash_after", r.SceneHashAfter, "duration", time.Since(start))
+	}
 	if r.Result == nil {
 		r.Result = map[string]any{}
 	}
@@ -536,6 +550,12 @@ func (p *Process) Execute(ctx context.Context, c Call) (Outcome, error) {
 		undo = r.Undo
 	}
 	return Outcome{Result: r.Result, SceneHashBefore: r.SceneHashBefore, SceneHashAfter: r.SceneHashAfter, Mutated: r.Mutated, Undo: undo}, nil
+}
+
+// callLog is the logger of one call, with its correlation ids (built only
+// when a line is written: With costs more than the call's other Go work).
+func (p *Process) callLog(c Call) *slog.Logger {
+	return p.log.With("tool", c.Tool, "request_id", c.RequestID, "operation_id", c.OperationID, "mcp_call_id", c.MCPCallID, "mutation_id", c.MutationID)
 }
 
 // Undo applies a compensation (an Outcome.Undo) and returns the scene hash

@@ -3,6 +3,7 @@ package blender
 import (
 	"encoding/json"
 	"errors"
+	"time"
 )
 
 // Tool error codes (seed-001), as returned in ToolError.Code.
@@ -106,8 +107,13 @@ type Call struct {
 	// (e.g. {"frame": 3, "frames": 10}), in order, on the goroutine that
 	// called Execute, before Execute returns. It must not call the Process.
 	OnProgress func(map[string]any)
+	// Budget bounds the call in ExecuteBatch (0: none), counted from when
+	// Blender can start it; over it, Blender is killed. Execute ignores it
+	// (it uses ctx).
+	Budget time.Duration
 
-	injectProgress int // test hook: the bridge reports this many progress events first
+	injectProgress int    // test hook: the bridge reports this many progress events first
+	injectFailure  string // test hook: executeParams.InjectFailure
 }
 
 // Outcome is what a tool call did.
@@ -171,7 +177,17 @@ type executeParams struct {
 	MCPCallID   string         `json:"mcp_call_id,omitempty"`
 	// InjectProgress is a test hook (Call.injectProgress).
 	InjectProgress int `json:"inject_progress,omitempty"`
+	// Batch is set by ExecuteBatch: once a call of the batch fails, the
+	// bridge refuses its later calls with codeNotRun, without running them.
+	Batch string `json:"batch,omitempty"`
+	// InjectFailure is a test hook: the bridge fails the tool at its
+	// Tx.checkpoint of that label, after partial work.
+	InjectFailure string `json:"inject_failure,omitempty"`
 }
+
+// codeNotRun is the bridge's answer to a call of a batch after one of its
+// calls failed: the call did not run. Never returned to callers.
+const codeNotRun = "not_run"
 
 type executeResult struct {
 	Result          map[string]any  `json:"result"`
@@ -208,6 +224,9 @@ type helloParams struct {
 	SandboxDir string      `json:"sandbox_dir"`
 	Runtime    RuntimeKind `json:"runtime"`
 	Faults     []string    `json:"faults,omitempty"`
+	// Debug turns on the bridge's per-call diagnostic lines, which Process
+	// logs at debug level only.
+	Debug bool `json:"debug,omitempty"`
 }
 
 type helloResult struct {

@@ -240,8 +240,9 @@ func TestTombstones(t *testing.T) {
 		}
 		s := assertIncrementalMatchesFull(t, p)
 		sc := s.State["scenes"].(map[string]any)["Scene"].(map[string]any)
-		if sc["camera"] != "Camera" || sc["active_object"] != "Active" {
-			t.Errorf("scene after undoing deletes: camera %v active %v", sc["camera"], sc["active_object"])
+		act := s.State["active_objects"].(map[string]any)["Scene"].(map[string]any)
+		if sc["camera"] != "Camera" || act["active_object"] != "Active" {
+			t.Errorf("scene after undoing deletes: camera %v active %v", sc["camera"], act["active_object"])
 		}
 		if cams := s.State["cameras"].(map[string]any); cams["Camera"] == nil {
 			t.Errorf("camera data not restored: %v", cams)

@@ -78,38 +78,65 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 	defer m.track(s, "", nil)
 
 	c := newCommitter(m.journal, sessionID, emit)
-	for i, op := range ops {
-		if err := c.failure(); err != nil {
-			break
+	debug := log.Enabled(ctx, slog.LevelDebug)
+	// done hands the receipt of fresh operation op to the committer; false
+	// stops the batch.
+	done := func(op Operation, r *cpv1.Receipt, commit *journal.Commit) bool {
+		if r == nil && ctx.Err() == nil {
+			// Cancelled: Blender was stopped mid-call (the next batch
+			// recovers it); nothing of the operation is journaled.
+			c.add(cancelledReceipt(requestID, op), nil)
+			log.Info("operation cancelled", "operation_id", op.OperationID, "mcp_call_id", op.MCPCallID)
+			return false
 		}
-		var r *cpv1.Receipt
-		var commit *journal.Commit
-		if records[i] != nil {
-			r = replayed(op, records[i])
-			log.Info("idempotent key seen again", "operation_id", op.OperationID, "mcp_call_id", op.MCPCallID, "status", r.GetStatus().String())
-		} else {
-			r, commit = m.run(calls, s, requestID, op, c, progress, log)
-			if r == nil && ctx.Err() == nil {
-				// Cancelled: Blender was stopped mid-call (the next batch
-				// recovers it); nothing of the operation is journaled.
-				c.add(cancelledReceipt(requestID, op), nil)
-				log.Info("operation cancelled", "operation_id", op.OperationID, "mcp_call_id", op.MCPCallID)
-				break
-			}
-			if r == nil {
-				break // the stream is gone: the op stays intended, not committed
-			}
+		if r == nil {
+			return false // the stream is gone: the op stays intended, not committed
+		}
+		if debug {
 			log.Debug("operation executed", "operation_id", op.OperationID, "mcp_call_id", op.MCPCallID,
 				"blender_mutation_id", r.GetBlenderMutationId(), "tool", op.Tool, "status", r.GetStatus().String(),
 				"scene_hash_after", r.GetSceneHashAfter())
-			if commit != nil && commit.Entry != nil {
-				s.dirty++
-			}
+		}
+		if commit != nil && commit.Entry != nil {
+			s.dirty++
 		}
 		c.add(r, commit)
-		if st := r.GetStatus(); st != cpv1.Receipt_STATUS_SUCCEEDED && st != cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT {
+		return succeeded(r)
+	}
+	for i := 0; i < len(ops); {
+		if err := c.failure(); err != nil {
 			break
 		}
+		op := ops[i]
+		if records[i] != nil {
+			r := replayed(op, records[i])
+			log.Info("idempotent key seen again", "operation_id", op.OperationID, "mcp_call_id", op.MCPCallID, "status", r.GetStatus().String())
+			c.add(r, nil)
+			if !succeeded(r) {
+				break
+			}
+			i++
+			continue
+		}
+		// A run of fresh operations goes to Blender pipelined; a verified
+		// one alone (its snapshot must follow it directly).
+		j := i + 1
+		for !op.Verify && j < len(ops) && records[j] == nil && !ops[j].Verify {
+			j++
+		}
+		if j-i == 1 {
+			r, commit := m.run(calls, s, requestID, op, c, progress, log)
+			if !done(op, r, commit) {
+				break
+			}
+			i++
+			continue
+		}
+		n, more := m.runPipelined(calls, s, requestID, ops[i:j], c, progress, log, done)
+		if !more {
+			break
+		}
+		i += n
 	}
 	if err := c.close(); err != nil {
 		return err
@@ -118,28 +145,70 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 	return ctx.Err()
 }
 
+func succeeded(r *cpv1.Receipt) bool {
+	st := r.GetStatus()
+	return st == cpv1.Receipt_STATUS_SUCCEEDED || st == cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT
+}
+
+// runPipelined runs fresh operations through Process.ExecuteBatch: Blender
+// gets the next request while agentd turns the previous result into a
+// receipt, so the round trip overlaps Blender's work. Each result goes
+// through run (retry after a crash, time budget, receipt) and done, in order.
+// It returns how many operations it handed to done and whether the batch
+// goes on: it stops early, with more true, when Blender had to be restored
+// (the rest continue on the new process).
+func (m *Manager) runPipelined(ctx context.Context, s *session, requestID string, ops []Operation, c *committer, progress Progress, log *slog.Logger, done func(Operation, *cpv1.Receipt, *journal.Commit) bool) (int, bool) {
+	proc := s.proc
+	calls := make([]blender.Call, len(ops))
+	lasts := make([]map[string]any, len(ops))
+	for k, op := range ops {
+		calls[k] = m.call(s, requestID, op, progress, &lasts[k])
+		calls[k].Budget = op.Budget
+	}
+	more := true
+	n := proc.ExecuteBatch(ctx, calls, func(k int, br blender.BatchResult) bool {
+		r, commit := m.finish(ctx, s, requestID, ops[k], calls[k], c, log, br, &lasts[k])
+		more = done(ops[k], r, commit)
+		return more && s.proc == proc
+	})
+	return n, more
+}
+
 // run executes one fresh operation. If Blender dies under it, the session is
 // recovered from the journal and the operation runs once more. Over its time
 // budget, the call is stopped (Blender with it) and the session recovered,
 // so nothing of it remains; the receipt says TIMEOUT with what was done. It
 // returns a nil receipt when ctx was cancelled.
 func (m *Manager) run(ctx context.Context, s *session, requestID string, op Operation, c *committer, progress Progress, log *slog.Logger) (*cpv1.Receipt, *journal.Commit) {
-	mutationID := MutationID(s.id, op.IdempotencyKey)
 	var last map[string]any
-	call := blender.Call{Tool: op.Tool, Args: op.Args, MutationID: mutationID,
+	call := m.call(s, requestID, op, progress, &last)
+	return m.finish(ctx, s, requestID, op, call, c, log, blender.BatchResult{}, &last)
+}
+
+// call is the Blender call of op; its progress reports go to progress and
+// the last one to *last.
+func (m *Manager) call(s *session, requestID string, op Operation, progress Progress, last *map[string]any) blender.Call {
+	return blender.Call{Tool: op.Tool, Args: op.Args, MutationID: MutationID(s.id, op.IdempotencyKey),
 		RequestID: requestID, OperationID: op.OperationID, MCPCallID: op.MCPCallID,
 		OnProgress: func(p map[string]any) {
-			last = p
+			*last = p
 			if progress != nil {
 				progress(toProgress(op.OperationID, p))
 			}
 		}}
+}
+
+// finish runs op (first, when its Start is zero: the call has not run yet)
+// or takes the result of its first attempt from first (ExecuteBatch), and
+// returns its receipt, as run describes.
+func (m *Manager) finish(ctx context.Context, s *session, requestID string, op Operation, call blender.Call, c *committer, log *slog.Logger, first blender.BatchResult, last *map[string]any) (*cpv1.Receipt, *journal.Commit) {
+	mutationID := call.MutationID
 	r := &cpv1.Receipt{
 		RequestId: requestID, OperationId: op.OperationID, ToolName: op.Tool,
 		McpCallId: op.MCPCallID, SafetyLevel: op.Safety, IdempotencyKey: op.IdempotencyKey,
 		DeterminismClass: s.runtime.determinism[op.Tool], Tolerance: SceneHashTolerance,
 	}
-	var start time.Time
+	var start, end time.Time
 	attempt := func() (blender.Outcome, error, bool) {
 		start = time.Now()
 		cctx, cancel := ctx, context.CancelFunc(func() {})
@@ -148,6 +217,7 @@ func (m *Manager) run(ctx context.Context, s *session, requestID string, op Oper
 		}
 		defer cancel()
 		out, err := s.proc.Execute(cctx, call)
+		end = time.Now()
 		timedOut := err != nil && op.Budget > 0 && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded)
 		return out, err, timedOut
 	}
@@ -163,7 +233,15 @@ func (m *Manager) run(ctx context.Context, s *session, requestID string, op Oper
 		}
 		return nil
 	}
-	out, err, timedOut := attempt()
+	var out blender.Outcome
+	var err error
+	var timedOut bool
+	if first.Start.IsZero() {
+		out, err, timedOut = attempt()
+	} else {
+		out, err, timedOut = first.Outcome, first.Err, first.TimedOut && ctx.Err() == nil
+		start, end = first.Start, first.Start.Add(first.Duration)
+	}
 	if !timedOut && errors.Is(err, blender.ErrProcessExited) && ctx.Err() == nil {
 		log.Warn("blender died during an operation; recovering the session", "operation_id", op.OperationID,
 			"mcp_call_id", op.MCPCallID, "err", err)
@@ -174,13 +252,13 @@ func (m *Manager) run(ctx context.Context, s *session, requestID string, op Oper
 		}
 	}
 	if timedOut {
-		return m.timedOut(s, r, op, start, last, restore, log), &journal.Commit{Receipt: r}
+		return m.timedOut(s, r, op, start, *last, restore, log), &journal.Commit{Receipt: r}
 	}
 	if ctx.Err() != nil {
 		return nil, nil
 	}
-	r.DurationMicros = time.Since(start).Microseconds()
-	r.CompleteTime = timestamppb.Now()
+	r.DurationMicros = end.Sub(start).Microseconds()
+	r.CompleteTime = timestamppb.New(end)
 	var toolErr *blender.ToolError
 	switch {
 	case err == nil && op.Verify:

@@ -27,7 +27,12 @@ ERROR_CODES = (
     "internal_error",            # a bug or an unexpected Blender failure
 )
 
+# Not a tool error: the protocol's answer to an execute of a batch whose
+# earlier operation failed (main.m_execute). The request did not run.
+NOT_RUN = "not_run"
+
 _corr = {}  # correlation ids of the request being served, for log lines
+LOG = {"debug": False}  # hello's "debug" param: write debug() lines too
 
 
 class ToolError(Exception):
@@ -49,6 +54,13 @@ def log(msg, **attrs):
     sys.stderr.flush()
 
 
+def debug(msg, **attrs):
+    """log(), only when agentd logs at debug level (hello's "debug" param):
+    per-call lines cost a write and a read on every call otherwise."""
+    if LOG["debug"]:
+        log(msg, **attrs)
+
+
 def set_correlation(params):
     _corr.clear()
     for k in ("request_id", "operation_id", "mcp_call_id", "mutation_id"):
@@ -60,8 +72,20 @@ def clear_correlation():
     _corr.clear()
 
 
+# One encoder each, built once: json.dumps with non-default options builds a
+# new JSONEncoder per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
 def canonical(obj):
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    """Sorted keys, no spaces, ASCII, no NaN: the encoding records are hashed in."""
+    return _CANONICAL.encode(obj)
+
+
+def compact(obj):
+    """canonical() without sorting keys: for protocol lines, which are not hashed."""
+    return _COMPACT.encode(obj)
 
 
 def sha256_hex(data):

@@ -113,8 +113,15 @@ _ID_COLLECTIONS = (("Object", "objects"), ("Mesh", "meshes"), ("Camera", "camera
                    ("NodeTree", "node_groups"), ("Texture", "textures"))
 
 
+_STAMP_FLAGS = {}  # RNA type -> its stamp flags (dir() is slow; the list is per type)
+
+
 def stamp_flags(render):
-    return sorted(p for p in dir(render) if p == "use_stamp" or p.startswith("use_stamp_"))
+    t = type(render)
+    flags = _STAMP_FLAGS.get(t)
+    if flags is None:
+        flags = _STAMP_FLAGS[t] = tuple(sorted(p for p in dir(render) if p == "use_stamp" or p.startswith("use_stamp_")))
+    return flags
 
 
 # ---------------------------------------------------------------------------

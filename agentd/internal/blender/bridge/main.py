@@ -33,12 +33,20 @@ capability_missing, timeout, nondeterministic_refused, internal_error. A bad
 request never stops the bridge; an unexpected Python exception becomes
 ``internal_error`` with a one-line message, and its traceback goes to stderr.
 
+Requests are served one at a time, in order, but agentd may write several
+before reading the responses (pipelining). ``execute`` params may carry
+``"batch": "<id>"``: after an execute of a batch fails, every later execute
+of the same batch is refused without running, with the protocol code
+``not_run`` (not a tool error code), so a failure stops the batch as if agentd
+had waited for each response.
+
 Run it as ``blender -b --factory-startup --python bridge/main.py -- --fd-in 3 --fd-out 4``
 or ``python -I bridge/main.py --fd-in 3 --fd-out 4`` (a Python that can import bpy).
 It puts its own directory first on sys.path and imports the other modules
 from there.
 
-hello (``{"sandbox_dir", "runtime", "faults"}``) loads the baseline scene and
+hello (``{"sandbox_dir", "runtime", "faults", "debug"}``; ``debug`` true
+turns on the per-call diagnostic lines) loads the baseline scene and
 returns the profile and the registry: only the tools whose
 ``blender_versions`` include this Blender.
 
@@ -76,8 +84,8 @@ import bpy  # noqa: E402
 import registry  # noqa: E402
 import sandbox  # noqa: E402
 import tools  # noqa: E402,F401  (registers every tool)
-from common import (PROTOCOL_VERSION, STATE_PROP, TOMB_PREFIX, ToolError, canonical, clear_correlation,  # noqa: E402
-                    log, one_line, set_correlation)
+from common import (LOG, NOT_RUN, PROTOCOL_VERSION, STATE_PROP, TOMB_PREFIX, ToolError, canonical,  # noqa: E402
+                    clear_correlation, compact, debug, log, one_line, set_correlation)
 from compat import blender_version, build_platform, build_string, eevee_engine, has_cycles  # noqa: E402
 from schema import check  # noqa: E402
 from state import BRIDGE, SCHEMA, STATE, current_scene, full_snapshot, reset_scene  # noqa: E402
@@ -115,6 +123,7 @@ def profile():
 
 
 def m_hello(params):
+    LOG["debug"] = params.get("debug") is True
     sandbox.configure(params.get("sandbox_dir"))
     registry.FAULTS.clear()
     registry.FAULTS.update(f for f in (params.get("faults") or []) if isinstance(f, str))
@@ -150,7 +159,27 @@ def roll_back(tx, before, what, name):
         raise ToolError("internal_error", "rollback after a failed %s%s left the scene changed" % (what, name))
 
 
+BATCH = {"failed": None}  # the batch id of the last execute that failed
+
+
 def m_execute(params):
+    """execute, with batches: requests carrying the same "batch" id are a
+    sequence agentd may write ahead of the responses (pipelining). Once one of
+    them fails, the later ones are refused without running, with code not_run,
+    so a failure stops the batch exactly as if agentd had waited for it."""
+    batch = params.get("batch")
+    if batch is None:
+        return execute(params)
+    if batch == BATCH["failed"]:
+        raise ToolError(NOT_RUN, "not run: an earlier operation of its batch failed")
+    try:
+        return execute(params)
+    except BaseException:
+        BATCH["failed"] = batch
+        raise
+
+
+def execute(params):
     name = params.get("tool")
     args = params.get("args")
     if args is None:
@@ -178,7 +207,8 @@ def m_execute(params):
         raise
     tx.apply_touches()
     after = STATE.scene_hash()
-    log("tool done", tool=name, ms=round((time.time() - t0) * 1000, 3), mutated=after != before)
+    if LOG["debug"]:
+        debug("tool done", tool=name, ms=round((time.time() - t0) * 1000, 3), mutated=after != before)
     return {"result": result, "scene_hash_before": before, "scene_hash_after": after, "mutated": after != before,
             "undo": tx.undo_record}
 
@@ -203,7 +233,7 @@ def m_undo(params):
         raise
     tx.apply_touches()
     after = STATE.scene_hash()
-    log("undo done", tool=rec["tool"], ms=round((time.time() - t0) * 1000, 3))
+    debug("undo done", tool=rec["tool"], ms=round((time.time() - t0) * 1000, 3))
     return {"scene_hash_before": before, "scene_hash_after": after}
 
 
@@ -302,7 +332,7 @@ OUT = {"stream": None, "id": None}  # the response stream and the request being 
 
 
 def write_line(obj):
-    OUT["stream"].write(canonical(obj).encode("ascii") + b"\n")
+    OUT["stream"].write(compact(obj).encode("ascii") + b"\n")
     OUT["stream"].flush()
 
 
@@ -334,7 +364,8 @@ def handle(line):
     except Shutdown:
         return {"id": rid, "ok": True, "result": {}}, True
     except ToolError as e:
-        log("request failed", code=e.code, message=e.message)
+        if e.code != NOT_RUN:
+            log("request failed", code=e.code, message=e.message)
         return {"id": rid, "ok": False, "error": {"code": e.code, "message": e.message, "scene_hash": STATE.scene_hash()}}, False
     except ValueError as e:  # bad JSON
         if rid is None:
@@ -375,9 +406,9 @@ def serve(fd_in, fd_out):
             continue
         resp, stop = handle(line)
         try:
-            data = canonical(resp)
+            data = compact(resp)
         except ValueError as e:  # e.g. NaN in a result
-            data = canonical({"id": resp.get("id"), "ok": False, "error": {"code": "internal_error", "message": one_line(e), "scene_hash": STATE.scene_hash()}})
+            data = compact({"id": resp.get("id"), "ok": False, "error": {"code": "internal_error", "message": one_line(e), "scene_hash": STATE.scene_hash()}})
         OUT["stream"].write(data.encode("ascii") + b"\n")
         OUT["stream"].flush()
         if stop:

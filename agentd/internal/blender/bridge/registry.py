@@ -78,11 +78,13 @@ gives the tool:
 
 - ``tx.touch(kind, name)``: declare every datablock whose record may change,
   be created or disappear (kind: object, mesh, camera, light, material,
-  collection, world, scene; see state.KINDS). Only touched records are
-  re-digested for the incremental hash: a missed touch makes ``snapshot``'s
-  full hash differ from the running one (the tests check that after every
-  tool). Touching too much is harmless but costs time. Changing the active
-  object or scene.camera touches the scene.
+  collection, world, scene, active; see state.KINDS). Only touched records
+  are re-digested for the incremental hash: a missed touch makes
+  ``snapshot``'s full hash differ from the running one (the tests check that
+  after every tool). Touching too much is harmless but costs time. Changing
+  scene.camera touches the scene; changing only the active object touches
+  ``("active", scene name)``, which is cheaper (touching the scene covers the
+  active object too).
 - ``tx.on_undo(fn)``: right after (or before) each mutation, register a
   zero-argument function that reverses it. If the tool raises, the
   registered functions run in reverse order and the scene must hash as

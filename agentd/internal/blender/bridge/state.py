@@ -31,8 +31,12 @@ curves and actions (render settings live in the scene record: engine, with
 fps, film transparency, Cycles and EEVEE samples; a world that renders through
 nodes adds its Background node's color and strength; an animated object adds
 ``"animation": {"action": name}``; a curve records its type, extrusion and,
-for text, body and size; an action its F-Curves with their keyframes). Keys
-are ``"<kind>:<name>"``.
+for text, body and size; an action its F-Curves with their keyframes), plus
+per scene a small record of its active object (section ``active_objects``,
+kind ``active``: ``{"scene": name, "active_object": name|null}``), kept out of
+the scene record so that making an object active does not re-digest the
+render settings; touching a scene re-digests both. Keys are
+``"<kind>:<name>"``.
 Floats are rounded to 5 decimal places (a 1e-5 tolerance) and -0.0 becomes
 0.0; mesh vertex coordinates enter as integers ``round(x * 1e5)`` through a
 SHA-256 digest, together with the face topology (each face's vertex indices
@@ -164,7 +168,7 @@ def mesh_geometry_digest(me):
     co = [0.0] * (3 * n)
     me.vertices.foreach_get("co", co)
     h = hashlib.sha256()
-    h.update(",".join(str(int(round(x * 100000))) for x in co).encode("ascii"))
+    h.update(",".join([str(round(x * 100000)) for x in co]).encode("ascii"))  # round(float) is an int
     h.update(b"|")
     loops = [0] * len(me.loops)
     me.loops.foreach_get("vertex_index", loops)
@@ -325,18 +329,24 @@ def record_action(a):
     return {"name": a.name, "fcurves": curves}
 
 
-def record_scene(sc):
-    r = sc.render
-    vs = sc.view_settings
+def record_active(sc):
+    """The scene's active object, a record of its own ("active:<scene>"): it
+    changes with nearly every create, and re-digesting the whole scene record
+    (render settings and all) for it would cost more than the create."""
     active = None
     if len(sc.view_layers):
         a = sc.view_layers[0].objects.active
         active = a.name if a is not None else None
+    return {"scene": sc.name, "active_object": active}
+
+
+def record_scene(sc):
+    r = sc.render
+    vs = sc.view_settings
     rec = {
         "name": sc.name,
         "camera": sc.camera.name if sc.camera else None,
         "world": sc.world.name if sc.world else None,
-        "active_object": active,
         "view_layers": [vl.name for vl in sc.view_layers],
         "collection_children": sorted(c.name for c in sc.collection.children),
         "frame": [sc.frame_current, sc.frame_start, sc.frame_end],
@@ -371,6 +381,7 @@ def record_scene(sc):
 KINDS = [
     # kind, snapshot section, record function, bpy.data collection name
     ("action", "actions", record_action, "actions"),
+    ("active", "active_objects", record_active, "scenes"),
     ("camera", "cameras", record_camera, "cameras"),
     ("collection", "collections", record_collection, "collections"),
     ("curve", "curves", record_curve, "curves"),
@@ -600,6 +611,8 @@ class SceneState:
     def touch(self, kind, name):
         rec = record_of(kind, name)
         self._set(kind + ":" + name, sha256_hex(canonical(rec)) if rec is not None else None)
+        if kind == "scene":  # a scene touch covers its active object too
+            self.touch("active", name)
 
     def scene_hash(self):
         return hash_from_acc(self.acc)

@@ -622,7 +622,7 @@ def make_active(tx, sc, vl, ob):
         return None
     prev = vl.objects.active
     prev_name = prev.name if prev is not None else None
-    tx.touch("scene", sc.name)
+    tx.touch("active", sc.name)
     tx.on_undo(lambda: setattr(vl.objects, "active", bpy.data.objects.get(prev_name) if prev_name else None))
     vl.objects.active = ob
     return prev_name

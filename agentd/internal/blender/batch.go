@@ -1,0 +1,289 @@
+package blender
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+)
+
+// batchWindow is how many execute requests ExecuteBatch keeps written ahead
+// of the responses it has read.
+const batchWindow = 16
+
+// BatchResult is the result of one call of ExecuteBatch.
+type BatchResult struct {
+	// Outcome and Err are what Execute would have returned for the call.
+	Outcome Outcome
+	Err     error
+	// Start is when Blender could start the call: when its request was
+	// written or, if later, when the previous call's response arrived.
+	// Duration runs from Start to the arrival of its response.
+	Start    time.Time
+	Duration time.Duration
+	// TimedOut: the call ran over its Call.Budget and Blender was killed
+	// (Err is context.DeadlineExceeded).
+	TimedOut bool
+}
+
+// written is the writer's news of one request: when it was written, or why
+// it could not be.
+type written struct {
+	at     time.Time
+	err    error // the write failed
+	encode error // the request could not be encoded (nothing was written)
+}
+
+// ExecuteBatch runs calls in order, like one Execute each, but writes up to
+// batchWindow requests ahead of the responses, so that Blender starts a call
+// as soon as it has answered the previous one and the round trip through
+// the caller overlaps Blender's work. each receives the result of every call
+// that ran, in order, on the caller's goroutine, as soon as it arrives;
+// progress reports reach the call's OnProgress before its result. Results
+// are handed to each one at a time: the next is not read until each returns.
+//
+// A failure stops the batch as it would stop a loop of Execute calls: after a
+// call fails (any Err), no later call of the batch runs (the bridge refuses
+// them unrun; they are not reported). When each returns false the batch stops
+// there too; if later requests were already written, Blender may have run
+// some of them, so it is killed (its next call fails with ErrProcessExited)
+// and the caller must restore the scene from its journal, as after a
+// cancelled call. If ctx ends, Blender is killed and the call in flight
+// reports ctx.Err(). A call over its Call.Budget kills Blender and reports
+// TimedOut.
+//
+// It returns how many results each received.
+func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i int, r BatchResult) bool) int {
+	if len(calls) == 0 {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.unusable(); err != nil {
+		each(0, BatchResult{Err: err, Start: time.Now()})
+		return 1
+	}
+	if err := ctx.Err(); err != nil {
+		each(0, BatchResult{Err: err, Start: time.Now()})
+		return 1
+	}
+	first := p.nextID + 1
+	p.nextID += uint64(len(calls))
+	batch := fmt.Sprintf("b%d", first)
+
+	stop := context.AfterFunc(ctx, func() {
+		p.broken.Store(true)
+		p.log.Warn("batch abandoned; killing blender", "err", ctx.Err())
+		p.killGroup()
+	})
+	defer stop()
+
+	// The writer: one request per token; a token comes back with each
+	// response, so at most batchWindow requests are ahead.
+	tokens := make(chan struct{}, batchWindow)
+	quit := make(chan struct{})
+	wrote := make(chan written, len(calls))
+	writerDone := make(chan struct{})
+	nWritten := 0 // read only after writerDone
+	go func() {
+		defer close(writerDone)
+		defer close(wrote)
+		for i := range calls {
+			select {
+			case tokens <- struct{}{}:
+			case <-quit:
+				return
+			}
+			line, err := json.Marshal(request{ID: first + uint64(i), Method: "execute", Params: calls[i].params(batch)})
+			if err != nil {
+				wrote <- written{encode: fmt.Errorf("blender: encode execute: %w", err)}
+				return
+			}
+			if _, err := p.reqW.Write(append(line, '\n')); err != nil {
+				wrote <- written{err: err}
+				return
+			}
+			nWritten++
+			wrote <- written{at: time.Now()}
+		}
+	}()
+	// abort stops the writer of a dead or killed process.
+	abort := func() {
+		close(quit)
+		<-writerDone
+	}
+
+	var prevEnd time.Time
+	for i := range calls {
+		c := calls[i]
+		id := first + uint64(i)
+		res := BatchResult{Start: time.Now()}
+		fail := func(err error) int {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			res.Err = err
+			res.Duration = time.Since(res.Start)
+			p.callLog(c).Warn("tool call failed", "err", err)
+			each(i, res)
+			abort()
+			return i + 1
+		}
+		var w written
+		select {
+		case w = <-wrote:
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		}
+		if w.encode != nil {
+			return fail(w.encode)
+		}
+		if w.err != nil {
+			return fail(p.exitError(w.err))
+		}
+		res.Start = w.at
+		if prevEnd.After(res.Start) {
+			res.Start = prevEnd
+		}
+		var timeout <-chan time.Time
+		var timer *time.Timer
+		if c.Budget > 0 {
+			timer = time.NewTimer(time.Until(res.Start.Add(c.Budget)))
+			timeout = timer.C
+		}
+	read:
+		for {
+			select {
+			case <-ctx.Done():
+				return fail(ctx.Err())
+			case <-timeout:
+				p.broken.Store(true)
+				p.callLog(c).Warn("call over its budget; killing blender", "budget", c.Budget)
+				p.killGroup()
+				res.TimedOut = true
+				res.Err = context.DeadlineExceeded
+				res.Duration = time.Since(res.Start)
+				each(i, res)
+				abort()
+				return i + 1
+			case raw, ok := <-p.resps:
+				if !ok {
+					return fail(p.exitError(io.EOF))
+				}
+				var resp response
+				if err := json.Unmarshal(raw, &resp); err != nil {
+					p.broken.Store(true)
+					p.killGroup()
+					return fail(fmt.Errorf("%w: execute: bad response: %v", ErrProcessExited, err))
+				}
+				if resp.ID == nil || *resp.ID != id {
+					p.log.Warn("dropping stale bridge response", "method", "execute", "want_id", id)
+					continue
+				}
+				if resp.Progress != nil {
+					if c.OnProgress != nil {
+						c.OnProgress(resp.Progress)
+					}
+					continue
+				}
+				end := time.Now()
+				<-tokens
+				var r executeResult
+				var errHash string
+				var err error
+				switch {
+				case !resp.OK && resp.Error == nil:
+					err = &ToolError{Code: CodeInternalError, Message: "bridge returned ok=false without an error"}
+				case !resp.OK && resp.Error.Code == codeNotRun:
+					// Only after a failure, which ended the batch already.
+					p.broken.Store(true)
+					p.killGroup()
+					return fail(fmt.Errorf("%w: bridge refused a call of a batch that had not failed", ErrProcessExited))
+				case !resp.OK:
+					errHash = resp.Error.SceneHash
+					err = &ToolError{Code: resp.Error.Code, Message: resp.Error.Message}
+				default:
+					if uerr := json.Unmarshal(resp.Result, &r); uerr != nil {
+						err = fmt.Errorf("blender: execute: decode result: %w", uerr)
+					}
+				}
+				res.Outcome, res.Err = p.outcome(c, r, errHash, err, res.Start)
+				res.Duration = end.Sub(res.Start)
+				prevEnd = end
+				break read
+			}
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		more := each(i, res)
+		if res.Err != nil {
+			p.drain(ctx, quit, writerDone, &nWritten, first, i+1)
+			return i + 1
+		}
+		if !more {
+			if i+1 < len(calls) {
+				// Later requests may be written already, and may run: the
+				// scene would no longer match the caller's record of it.
+				// Killed first: the writer may be blocked on a full pipe.
+				p.broken.Store(true)
+				p.log.Warn("batch stopped early with calls in flight; killing blender")
+				p.killGroup()
+			}
+			abort()
+			return i + 1
+		}
+	}
+	<-writerDone
+	return len(calls)
+}
+
+// drain reads the bridge's answers to the requests of a failed batch written
+// after call index next-1 (failed): each must be a not_run refusal. Anything
+// else means a call ran that the caller does not know of, so Blender is
+// killed.
+func (p *Process) drain(ctx context.Context, quit, writerDone chan struct{}, nWritten *int, first uint64, next int) {
+	close(quit)
+	done := false
+	read := next
+	for {
+		if done && read >= *nWritten {
+			return
+		}
+		select {
+		case <-writerDone:
+			done = true
+			writerDone = nil
+		case <-ctx.Done():
+			if !done {
+				<-writerDone
+			}
+			return
+		case raw, ok := <-p.resps:
+			if !ok {
+				if !done {
+					<-writerDone
+				}
+				return
+			}
+			var resp response
+			if err := json.Unmarshal(raw, &resp); err != nil || resp.ID == nil {
+				continue
+			}
+			if resp.Progress != nil || *resp.ID < first+uint64(read) {
+				continue
+			}
+			if resp.OK || resp.Error == nil || resp.Error.Code != codeNotRun {
+				p.broken.Store(true)
+				p.log.Warn("bridge ran a call after its batch failed; killing blender", "id", *resp.ID)
+				p.killGroup()
+				if !done {
+					<-writerDone
+				}
+				return
+			}
+			read++
+		}
+	}
+}
