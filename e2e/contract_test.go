@@ -84,6 +84,22 @@ func TestNegotiateContract(t *testing.T) {
 		t.Fatalf("11 operations with a limit of 10: %v", err)
 	}
 
+	// A payload over the contract's limit is refused before anything runs.
+	small, err := c.client.Negotiate(ctxT(t, 2*time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) {
+		r.Limits = &cpv1.Limits{MaxPayloadBytes: 300}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := small.GetContract().GetLimits().GetMaxPayloadBytes(); got != 300 {
+		t.Fatalf("proposed payload limit of 300 bytes became %d", got)
+	}
+	_, err = c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: small.GetContract().GetSessionId(),
+		RequestId: "too-big", Operations: ops[:8]})
+	if info, _ := details(status.Convert(err)); status.Code(err) != codes.FailedPrecondition || info.GetReason() != "CONTRACT_VIOLATION" {
+		t.Fatalf("plan over the payload limit: %v", err)
+	}
+
 	for _, tc := range []struct {
 		name, field, value string
 		mod                func(*cpv1.NegotiateRequest)

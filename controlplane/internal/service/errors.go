@@ -21,8 +21,6 @@ import (
 const ErrorDomain = "blendplane.dev"
 
 var (
-	// ErrContractViolation: the session cannot be agreed on as asked.
-	ErrContractViolation = errors.New("contract violation")
 	// ErrIdempotencyConflict: a request id was reused with other content.
 	ErrIdempotencyConflict = errors.New("idempotency conflict")
 	// ErrAgentUnavailable: the session's agent did not answer.
@@ -40,7 +38,6 @@ var errorTable = []struct {
 	{store.ErrPlanNotFound, codes.NotFound, "PLAN_NOT_FOUND"},
 	{store.ErrRuntimeNotFound, codes.NotFound, "RUNTIME_NOT_FOUND"},
 	{ErrIdempotencyConflict, codes.FailedPrecondition, "IDEMPOTENCY_CONFLICT"},
-	{ErrContractViolation, codes.FailedPrecondition, "CONTRACT_VIOLATION"},
 	{fleet.ErrNoAgent, codes.Unavailable, "NO_AGENT_AVAILABLE"},
 	{ErrAgentUnavailable, codes.Unavailable, "AGENT_UNAVAILABLE"},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},

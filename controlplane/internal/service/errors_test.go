@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/blendplane/blendplane/controlplane/internal/contract"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
@@ -25,7 +26,7 @@ func TestToStatus(t *testing.T) {
 		{fmt.Errorf("load: %w", store.ErrSessionNotFound), codes.NotFound, "SESSION_NOT_FOUND"},
 		{fmt.Errorf("load: %w", store.ErrPlanNotFound), codes.NotFound, "PLAN_NOT_FOUND"},
 		{fmt.Errorf("%w: x", ErrIdempotencyConflict), codes.FailedPrecondition, "IDEMPOTENCY_CONFLICT"},
-		{fmt.Errorf("%w: x", ErrContractViolation), codes.FailedPrecondition, "CONTRACT_VIOLATION"},
+		{&contract.Violation{Field: "contract_version", Value: "2.0.0", Message: "no"}, codes.FailedPrecondition, "CONTRACT_VIOLATION"},
 		{fmt.Errorf("%w: x", fleet.ErrNoAgent), codes.Unavailable, "NO_AGENT_AVAILABLE"},
 		{fmt.Errorf("%w: x", ErrAgentUnavailable), codes.Unavailable, "AGENT_UNAVAILABLE"},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
