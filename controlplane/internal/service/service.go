@@ -282,6 +282,15 @@ func (s *Server) ListAgents(ctx context.Context, req *cpv1.ListAgentsRequest) (*
 // RegisterAgent records an agent's registration or heartbeat.
 func (s *Server) RegisterAgent(ctx context.Context, req *cpv1.RegisterAgentRequest) (*cpv1.RegisterAgentResponse, error) {
 	s.fleet.Register(req)
+	// Compile new registries now, not on the first plan that needs them.
+	for _, rt := range req.GetRuntimes() {
+		s.mu.Lock()
+		_, known := s.registries[rt.GetRegistry().GetFingerprint()]
+		s.mu.Unlock()
+		if !known {
+			go s.registry(rt.GetRegistry())
+		}
+	}
 	return &cpv1.RegisterAgentResponse{HeartbeatIntervalSeconds: int32(s.fleet.Heartbeat() / time.Second)}, nil
 }
 
