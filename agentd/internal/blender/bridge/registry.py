@@ -280,8 +280,17 @@ def validate():
             raise ValueError("undoer for unknown tool %r" % name)
 
 
+_AVAILABLE = {}  # blender_versions -> whether this Blender is in range (fixed per process)
+
+
 def available(t, version=None):
-    return version_in_range(t["blender_versions"], version)
+    if version is not None:
+        return version_in_range(t["blender_versions"], version)
+    spec = t["blender_versions"]
+    ok = _AVAILABLE.get(spec)
+    if ok is None:
+        ok = _AVAILABLE[spec] = version_in_range(spec)
+    return ok
 
 
 def tool_list(version=None):
@@ -306,11 +315,21 @@ class Tx:
         self.fault = fault
         self.undo_record = None  # the compensation a successful tool returns
         self._progress = progress
+        self.known = {}  # (kind, name) -> record the tool built itself (touch_record)
 
     def touch(self, kind, name):
         """Declare a datablock whose scene_state_v1 record may change."""
         if (kind, name) not in self.touched:
             self.touched.append((kind, name))
+
+    def touch_record(self, kind, name, rec):
+        """touch(kind, name) when the tool knows the record it just made:
+        rec must equal what state.RECORDERS[kind] would read from Blender
+        (the tests' "incremental == full snapshot" check after every tool
+        holds it to that). Saves reading the datablock back. A rollback
+        drops these records: the touched keys are then re-read."""
+        self.touch(kind, name)
+        self.known[(kind, name)] = rec
 
     def on_undo(self, fn):
         """Register the reversal of the mutation just made (or about to be)."""
@@ -341,6 +360,7 @@ class Tx:
             raise InjectedFault("injected fault: undo stopped after " + label)
 
     def rollback(self):
+        self.known = {}
         for fn in reversed(self.undo):
             try:
                 fn()
@@ -349,8 +369,13 @@ class Tx:
                 raise
 
     def apply_touches(self):
+        known = self.known
         for kind, name in self.touched:
-            STATE.touch(kind, name)
+            rec = known.get((kind, name)) if known else None
+            if rec is not None:
+                STATE.set_record(kind, name, rec)
+            else:
+                STATE.touch(kind, name)
 
 
 # ---------------------------------------------------------------------------

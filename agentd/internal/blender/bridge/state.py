@@ -614,6 +614,10 @@ class SceneState:
         if kind == "scene":  # a scene touch covers its active object too
             self.touch("active", name)
 
+    def set_record(self, kind, name, rec):
+        """touch(kind, name) with the record in hand (Tx.touch_record)."""
+        self._set(kind + ":" + name, sha256_hex(canonical(rec)))
+
     def scene_hash(self):
         return hash_from_acc(self.acc)
 

@@ -51,9 +51,9 @@ from mathutils import Matrix
 
 from common import TOMB_OF, TOMB_PREFIX, is_tomb, sha256_hex
 from registry import ToolError, field, tool, undoer
-from schema import NAME, VEC3, check_new_name, is_number
+from schema import NAME, VEC3, check_name, check_name_free, check_new_name, is_number
 from compat import remove_ids
-from state import BRIDGE, INDEX, active_view_layer, current_scene, link_object, qv, unlink_object
+from state import BRIDGE, INDEX, active_view_layer, current_scene, link_object, mesh_geometry_digest, qv, unlink_object
 
 PRIMITIVES = {
     # type: default object/mesh name (Blender's own names for these primitives)
@@ -123,6 +123,33 @@ def transform_of(ob):
     return {"location": qv(ob.location), "rotation_euler": qv(ob.rotation_euler), "scale": qv(ob.scale)}
 
 
+# Prototypes of the primitives: bmesh output is a function of (type, size)
+# alone, so each is built once and written into every new mesh of that kind
+# (BMesh.to_mesh leaves the BMesh as it was), and the mesh record's counts and
+# geometry digest are computed once, from the first mesh made, with
+# state.mesh_geometry_digest itself. Keyed on the exact float size; at most
+# PROTO_MAX entries (oldest dropped). The BMesh belongs to no Main, so a
+# reset or a checkpoint load does not touch it.
+PROTO = {}  # (type, size) -> [BMesh, (vertices, edges, polygons, loops, geometry_sha256) | None]
+PROTO_MAX = 32
+
+
+def primitive_proto(kind, size):
+    key = (kind, size)
+    p = PROTO.get(key)
+    if p is None:
+        bm = bmesh.new()
+        try:
+            build_primitive(bm, kind, size)
+        except BaseException:
+            bm.free()
+            raise
+        while len(PROTO) >= PROTO_MAX:
+            PROTO.pop(next(iter(PROTO)))[0].free()
+        p = PROTO[key] = [bm, None]
+    return p
+
+
 @tool(
     "object.create",
     description="Create a mesh primitive object in the scene collection and make it active.",
@@ -147,36 +174,80 @@ def transform_of(ob):
 
 
 def tool_object_create(tx, args):
+    # The records of the new object, its mesh and the scene's active object
+    # are built here from what the tool just made (Tx.touch_record) instead
+    # of being read back from Blender; they must equal state.record_object /
+    # record_mesh / record_active, which the tests check after every call.
     kind = args["type"]
     size = float(args.get("size", 2.0))
     name = args.get("name")
     if name is None:
         name = free_name_in(bpy.data.objects, PRIMITIVES[kind])
-    check_new_object_name(name)
+    check_name(name)
+    if len(bpy.data.libraries):
+        # A linked object may carry the name without making a local one
+        # .001; the exact-name check below covers only local objects.
+        check_name_free(name, bpy.data.objects, "an object")
     sc = current_scene()
     vl = active_view_layer(sc)
+    proto = primitive_proto(kind, size)
+    prev = vl.objects.active if vl is not None else None  # before the link: no view-layer resync
+    prev_name = prev.name if prev is not None else None
 
-    # Everything that can fail on input happens before the first mutation.
-    bm = bmesh.new()
-    try:
-        build_primitive(bm, kind, size)
-        me = bpy.data.meshes.new(name)
-        INDEX.put("meshes", me)
-        mesh_name = me.name
-        tx.touch("mesh", mesh_name)
-        tx.on_undo(lambda: bpy.data.meshes.remove(bpy.data.meshes[mesh_name]))
-        bm.to_mesh(me)
-    finally:
-        bm.free()
+    me = bpy.data.meshes.new(name)
+    mesh_name = me.name
+    tx.touch("mesh", mesh_name)
+    tx.on_undo(lambda: bpy.data.meshes.remove(me))
+    proto[0].to_mesh(me)
     me.update()
-    ob = new_data_object(tx, name, me, args.get("location"), args.get("rotation_euler"), args.get("scale"))
-    prev_name = make_active(tx, sc, vl, ob)
+    geo = proto[1]
+    if geo is None:
+        geo = proto[1] = (len(me.vertices), len(me.edges), len(me.polygons), len(me.loops), mesh_geometry_digest(me))
+    ob = bpy.data.objects.new(name, me)
+    tx.on_undo(lambda: bpy.data.objects.remove(ob, do_unlink=True))
+    if ob.name != name:  # Blender made it name.001: the name is taken
+        raise ToolError("conflict", "an object named %r already exists" % name)
+    INDEX.put("meshes", me)
+    INDEX.new_object(ob)
+    tx.touch("object", name)
+    loc, rot, scale = args.get("location"), args.get("rotation_euler"), args.get("scale")
+    if loc is not None:
+        ob.location = loc
+        loc = qv(ob.location)  # as stored: float32
+    if rot is not None:
+        ob.rotation_euler = rot
+        rot = qv(ob.rotation_euler)
+    if scale is not None:
+        ob.scale = scale
+        scale = qv(ob.scale)
+    coll = sc.collection
+    tx.on_undo(lambda: unlink_object(coll, ob))
+    link_object(coll, ob)
+    if vl is not None:
+        tx.touch("active", sc.name)
+        tx.on_undo(lambda: setattr(vl.objects, "active", bpy.data.objects.get(prev_name) if prev_name else None))
+        vl.objects.active = ob
     tx.checkpoint("object.create:linked")
+    scene_name = sc.name
+    tx.known[("mesh", mesh_name)] = {
+        "name": mesh_name, "vertices": geo[0], "edges": geo[1], "polygons": geo[2], "loops": geo[3],
+        "geometry_sha256": geo[4], "materials": [],
+    }
+    tx.known[("object", name)] = {
+        "name": name, "type": "MESH", "data": mesh_name, "parent": None,
+        "location": loc if loc is not None else [0.0, 0.0, 0.0], "rotation_mode": "XYZ",
+        "rotation_euler": rot if rot is not None else [0.0, 0.0, 0.0],
+        "scale": scale if scale is not None else [1.0, 1.0, 1.0],
+        "hide_viewport": False, "hide_render": False, "hide_select": False,
+        "collections": ["<scene>:" + scene_name], "materials": [], "modifiers": [],
+    }
+    if vl is not None:
+        tx.known[("active", scene_name)] = {"scene": scene_name, "active_object": name}
     tx.set_undo({
         "object": name, "mesh": mesh_name,
-        "scene": sc.name, "view_layer": vl.name if vl is not None else None, "active_before": prev_name,
+        "scene": scene_name, "view_layer": vl.name if vl is not None else None, "active_before": prev_name,
     })
-    return {"name": ob.name, "type": kind, "vertices": len(me.vertices)}
+    return {"name": name, "type": kind, "vertices": geo[0]}
 
 
 DATA_KINDS = {"MESH": ("mesh", "meshes"), "CAMERA": ("camera", "cameras"), "LIGHT": ("light", "lights")}

@@ -1,0 +1,102 @@
+package blender
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestObjectCreatePrototypes covers object.create's cached primitives and the
+// records it builds itself (tools/objects.py: PROTO, Tx.touch_record): every
+// primitive at two sizes, twice each (the second from the cache), with and
+// without a transform; the incremental hash must equal the full recomputation
+// after each call, the cached meshes must record the same geometry as the
+// first, a taken name must fail with conflict and leave nothing behind, undo
+// must return the exact pre-op hash, and the final hash must be the same on
+// every runtime.
+func TestObjectCreatePrototypes(t *testing.T) {
+	types := []string{"cone", "cube", "cylinder", "ico_sphere", "monkey", "plane", "torus", "uv_sphere"}
+	finals := map[string]string{}
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		for _, typ := range types {
+			for _, size := range []float64{2.0, 0.5} {
+				var names []string
+				for k := 0; k < 2; k++ {
+					name := fmt.Sprintf("%s_%g_%d", typ, size, k)
+					args := map[string]any{"type": typ, "name": name, "size": size}
+					if k == 1 {
+						args["location"] = []any{1.1, -2.2, 1e-7}
+						args["rotation_euler"] = []any{0.3, -0.0, 7.0}
+						args["scale"] = []any{1.0, 2.5, -0.333333}
+					}
+					mustExecute(t, p, "object.create", args)
+					names = append(names, name)
+				}
+				s := assertIncrementalMatchesFull(t, p)
+				meshes := s.State["meshes"].(map[string]any)
+				a, b := meshes[names[0]].(map[string]any), meshes[names[1]].(map[string]any)
+				for _, f := range []string{"vertices", "edges", "polygons", "loops", "geometry_sha256"} {
+					if a[f] != b[f] {
+						t.Errorf("%s size %g: %s %v (fresh) != %v (cached)", typ, size, f, a[f], b[f])
+					}
+				}
+			}
+		}
+		// Default names go through the same path.
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube"})
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube"})
+		assertIncrementalMatchesFull(t, p)
+
+		// A taken name: conflict, no mesh or object left behind.
+		wantToolError(t, p, "object.create", map[string]any{"type": "cube", "name": "cube_2_0"}, CodeConflict)
+		s := assertIncrementalMatchesFull(t, p)
+		if _, ok := s.State["meshes"].(map[string]any)["cube_2_0.001"]; ok {
+			t.Error("a refused create left its mesh behind")
+		}
+		if _, ok := s.State["objects"].(map[string]any)["cube_2_0.001"]; ok {
+			t.Error("a refused create left its object behind")
+		}
+		// A failure after the link rolls back too.
+		before, err := p.SceneHash(callCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Execute(callCtx(t), Call{Tool: "object.create", Args: map[string]any{"type": "cube", "name": "Late"},
+			injectFailure: "object.create:linked"}); err == nil {
+			t.Fatal("injected failure did not fail")
+		}
+		if after, _ := p.SceneHash(callCtx(t)); after != before {
+			t.Fatalf("failed create changed the hash: %s -> %s", before, after)
+		}
+		assertIncrementalMatchesFull(t, p)
+
+		// Undo returns the exact pre-op hash; a redo hashes as the first time.
+		out := mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Undone", "location": []any{0.1, 0.2, 0.3}})
+		h, err := p.Undo(callCtx(t), out.Undo, Call{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h != out.SceneHashBefore {
+			t.Fatalf("undo hash %s, want %s", h, out.SceneHashBefore)
+		}
+		assertIncrementalMatchesFull(t, p)
+		again := mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Undone", "location": []any{0.1, 0.2, 0.3}})
+		if again.SceneHashAfter != out.SceneHashAfter {
+			t.Fatalf("redo hash %s, want %s", again.SceneHashAfter, out.SceneHashAfter)
+		}
+		h, err = p.SceneHash(callCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		finals[t.Name()] = h
+	})
+	var first string
+	for name, h := range finals {
+		if first == "" {
+			first = h
+		} else if h != first {
+			t.Errorf("final hashes differ between runtimes: %v (%s)", finals, name)
+			break
+		}
+	}
+}
