@@ -86,13 +86,13 @@ func TestNegotiateContract(t *testing.T) {
 
 	// A payload over the contract's limit is refused before anything runs.
 	small, err := c.client.Negotiate(ctxT(t, 2*time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) {
-		r.Limits = &cpv1.Limits{MaxPayloadBytes: 300}
+		r.Limits = &cpv1.Limits{MaxPayloadBytes: 100}
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := small.GetContract().GetLimits().GetMaxPayloadBytes(); got != 300 {
-		t.Fatalf("proposed payload limit of 300 bytes became %d", got)
+	if got := small.GetContract().GetLimits().GetMaxPayloadBytes(); got != 100 {
+		t.Fatalf("proposed payload limit of 100 bytes became %d", got)
 	}
 	_, err = c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: small.GetContract().GetSessionId(),
 		RequestId: "too-big", Operations: ops[:8]})
