@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -141,14 +142,21 @@ type cluster struct {
 	client            cpv1.ControlPlaneServiceClient
 }
 
+// freeAddr picks a free loopback port below Linux's ephemeral range
+// (32768+), so that no outgoing connection can take it between this check
+// and the daemon's bind.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for i := 0; i < 100; i++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			l.Close()
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free port in 20000-32000")
+	return ""
 }
 
 // startCluster starts both daemons with fresh data dirs and waits until the
