@@ -1047,7 +1047,7 @@ def tool_object_select(tx, args):
         active = get_object(args["active"])
         if vl.objects.get(active.name) is None:
             raise ToolError("conflict", "object %r is not in the scene's view layer" % active.name)
-    before = sorted(o.name for o in view_layer_objects(vl) if o.select_get(view_layer=vl))
+    before = sorted(o.name for o in vl.objects.selected if o is not None)
     prev = vl.objects.active
     tx.set_undo({"scene": sc.name, "view_layer": vl.name, "selected": before,
                  "active": prev.name if prev is not None else None})
@@ -1057,18 +1057,19 @@ def tool_object_select(tx, args):
     return {"selected": sorted(set(o.name for o in want)), "active": vl.objects.active.name if vl.objects.active else None}
 
 
-def view_layer_objects(vl):
-    """vl's objects. Right after bpy.data.objects.remove, 4.5's view layer can
-    hold a base without an object until it resyncs: skip those."""
-    return [o for o in vl.objects if o is not None]
-
-
 def apply_selection(tx, vl, names, active):
-    for o in view_layer_objects(vl):
-        sel = o.select_get(view_layer=vl)
-        if sel != (o.name in names):
-            tx.on_undo(lambda o=o, sel=sel: o.select_set(sel, view_layer=vl))
-            o.select_set(not sel, view_layer=vl)
+    """Select exactly names in vl (and make active the active object). It
+    walks the current selection and the names, never the whole view layer,
+    so its cost follows the selection, not the scene."""
+    for o in [o for o in vl.objects.selected if o is not None]:
+        if o.name not in names:
+            tx.on_undo(lambda o=o: o.select_set(True, view_layer=vl))
+            o.select_set(False, view_layer=vl)
+    for n in sorted(names):
+        o = vl.objects.get(n)
+        if o is not None and not o.select_get(view_layer=vl):
+            tx.on_undo(lambda o=o: o.select_set(False, view_layer=vl))
+            o.select_set(True, view_layer=vl)
     cur = vl.objects.active
     if cur != active:
         tx.on_undo(lambda: setattr(vl.objects, "active", cur))
