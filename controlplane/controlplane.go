@@ -42,8 +42,8 @@ type Config struct {
 	// silent for three intervals is listed as unreachable.
 	Heartbeat time.Duration
 	// OperationTimeout cancels a call to an agent that has been silent (no
-	// receipt, no progress) this long; it is also the largest tool time
-	// budget a session contract may ask for.
+	// receipt, no progress) this long; the largest tool time budget a
+	// session contract may ask for is two minutes less.
 	OperationTimeout time.Duration
 	// ToolTimeBudget is a tool call's time budget when the contract does not
 	// ask for one; over it, the call fails with TIMEOUT and has no effect.
@@ -108,7 +108,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		MaxPayloadBytes:       int64(cfg.MaxMessageBytes),
 		OpenSessionTimeout:    cfg.OpenSessionTimeout,
 		DefaultToolTimeBudget: cfg.ToolTimeBudget,
-		MaxToolTimeBudget:     cfg.OperationTimeout,
+		// Leave the agent time to rebuild a session after a call that ran over
+		// its budget, before the executor's watchdog gives up on it.
+		MaxToolTimeBudget: max(cfg.OperationTimeout-recoveryMargin, cfg.OperationTimeout/2),
 	}, st, fl, ex, log.With("component", "service")))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
@@ -147,6 +149,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	}
 	return nil
 }
+
+// recoveryMargin is kept between the largest tool time budget and the
+// executor's silence watchdog (OperationTimeout).
+const recoveryMargin = 2 * time.Minute
 
 // rpcLevel logs successful calls at debug level, failures at warn.
 func rpcLevel(code codes.Code) logging.Level {

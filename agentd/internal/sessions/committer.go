@@ -21,8 +21,12 @@ type committer struct {
 	pending  int // added but not yet emitted
 	closed   bool
 	flushing bool // someone waits for everything: do not linger
-	err      error
-	done     chan struct{}
+	err      error // the first journal or emit error
+	// journalErr is set when a group could not be journaled: the live scene
+	// then holds effects the journal lacks, and the session must be rebuilt.
+	journalErr error
+	emitFailed bool
+	done       chan struct{}
 }
 
 // Group commit: wait up to groupLinger for groupTarget receipts.
@@ -67,12 +71,12 @@ func (c *committer) loop() {
 		}
 		batch := c.queue
 		c.queue = nil
-		closed, failed := c.closed, c.err != nil
+		closed := c.closed
 		c.mu.Unlock()
 		if len(batch) == 0 && closed {
 			return
 		}
-		err := c.write(batch, failed)
+		err := c.write(batch)
 		c.mu.Lock()
 		if err != nil && c.err == nil {
 			c.err = err
@@ -83,9 +87,15 @@ func (c *committer) loop() {
 	}
 }
 
-func (c *committer) write(batch []item, failed bool) error {
-	if failed {
-		return nil // drop: nothing after a failed commit may be emitted
+// write journals a group, then emits it. After a failed emit (the stream
+// is gone) groups are still journaled, because their operations ran; only
+// the sends stop. After a failed journal write nothing more is written.
+func (c *committer) write(batch []item) error {
+	c.mu.Lock()
+	journalErr, emitFailed := c.journalErr, c.emitFailed
+	c.mu.Unlock()
+	if journalErr != nil {
+		return nil
 	}
 	var commits []journal.Commit
 	for _, it := range batch {
@@ -95,15 +105,31 @@ func (c *committer) write(batch []item, failed bool) error {
 	}
 	if len(commits) > 0 {
 		if err := c.journal.Commit(c.session, commits); err != nil {
+			c.mu.Lock()
+			c.journalErr = err
+			c.mu.Unlock()
 			return err
 		}
 	}
+	if emitFailed {
+		return nil
+	}
 	for _, it := range batch {
 		if err := c.emit(it.receipt); err != nil {
+			c.mu.Lock()
+			c.emitFailed = true
+			c.mu.Unlock()
 			return err
 		}
 	}
 	return nil
+}
+
+// lostJournal reports whether a group could not be journaled.
+func (c *committer) lostJournal() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.journalErr
 }
 
 // flush waits until everything added so far is committed and emitted.

@@ -138,7 +138,14 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 		}
 		i += n
 	}
-	if err := c.close(); err != nil {
+	err = c.close()
+	if jerr := c.lostJournal(); jerr != nil {
+		// The scene holds effects the journal could not keep: stop Blender
+		// so the next batch rebuilds the session from what is journaled.
+		log.Error("journal write failed; the session will be rebuilt from the journal", "err", jerr)
+		s.stop()
+	}
+	if err != nil {
 		return err
 	}
 	m.checkpointIfDue(s)
@@ -254,9 +261,11 @@ func (m *Manager) finish(ctx context.Context, s *session, requestID string, op O
 	if timedOut {
 		return m.timedOut(s, r, op, start, *last, restore, log), &journal.Commit{Receipt: r}
 	}
-	if ctx.Err() != nil {
-		return nil, nil
+	if ctx.Err() != nil && err != nil {
+		return nil, nil // interrupted: Blender was stopped mid-call
 	}
+	// A call that completed before ctx ended is journaled like any other:
+	// its effect is in the scene.
 	r.DurationMicros = end.Sub(start).Microseconds()
 	r.CompleteTime = timestamppb.New(end)
 	var toolErr *blender.ToolError
@@ -307,6 +316,7 @@ func (m *Manager) finish(ctx context.Context, s *session, requestID string, op O
 // if that fails, the session is rebuilt from the journal, which does not
 // hold the call yet), so a failed verification leaves no effect.
 func (m *Manager) verify(ctx context.Context, s *session, out blender.Outcome, call blender.Call) error {
+	ctx = context.WithoutCancel(ctx) // the call ran: finish judging it
 	snap, err := s.proc.Snapshot(ctx)
 	if err == nil && snap.SceneHash == out.SceneHashAfter {
 		return nil
@@ -463,8 +473,9 @@ func (m *Manager) Rollback(ctx context.Context, sessionID, requestID string, key
 		r.CompleteTime = timestamppb.Now()
 		r.Error = nil
 		if rec.RolledBack || rec.LogIndex == 0 {
-			// Already undone, or it never changed the scene.
-			r.SceneHashBefore = r.GetSceneHashAfter()
+			// Already undone, or it never changed the scene: the undo leads
+			// from the operation's after-state back to its before-state.
+			r.SceneHashBefore, r.SceneHashAfter = rec.Receipt.GetSceneHashAfter(), rec.Receipt.GetSceneHashBefore()
 			if err := emit(r); err != nil {
 				return err
 			}

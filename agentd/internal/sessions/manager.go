@@ -65,6 +65,9 @@ type session struct {
 	// tool calls; guarded by Manager.mu, not s.mu, so Cancel never waits.
 	running     string
 	cancelCalls context.CancelFunc
+	// cancelNext is a plan cancelled before its batch started: its next
+	// batch is interrupted as soon as it registers.
+	cancelNext string
 	broken      error
 	// Scene changes since the last checkpoint, and when it was taken.
 	dirty          int
@@ -209,6 +212,10 @@ func (m *Manager) ensure(ctx context.Context, s *session) error {
 // recover restarts the session's Blender, loads the last checkpoint, replays
 // the journal after it and checks that the scene hash is the journaled one.
 func (m *Manager) recover(ctx context.Context, s *session) error {
+	// A rebuild must not die with the request that triggered it (a cancel,
+	// a lost stream): that would leave the session broken for good.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recoverTimeout)
+	defer cancel()
 	start := time.Now()
 	if s.proc != nil {
 		s.proc.Stop(time.Second)
@@ -268,6 +275,9 @@ func (m *Manager) recover(ctx context.Context, s *session) error {
 		"scene_hash", hash, "in_flight", len(inflight), "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
+
+// recoverTimeout bounds rebuilding a session (start, load, replay).
+const recoverTimeout = 10 * time.Minute
 
 // checkpointTimeout bounds one .blend save; it is not tied to the request
 // that triggered it, which may end first.
@@ -388,6 +398,7 @@ func (m *Manager) Cancel(sessionID, requestID string) (bool, error) {
 		return false, fmt.Errorf("%w: %q", ErrNotFound, sessionID)
 	}
 	if s.running != requestID || s.cancelCalls == nil {
+		s.cancelNext = requestID
 		return false, nil
 	}
 	s.cancelCalls()
@@ -399,6 +410,10 @@ func (m *Manager) track(s *session, requestID string, cancel context.CancelFunc)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s.running, s.cancelCalls = requestID, cancel
+	if requestID != "" && requestID == s.cancelNext {
+		s.cancelNext = ""
+		cancel()
+	}
 }
 
 // acquire returns a session locked for one batch, its Blender running and

@@ -150,7 +150,7 @@ func Build(req *cpv1.NegotiateRequest, offer Offer) (*cpv1.SessionContract, erro
 		cons.TempStorageMib = offer.Resources.GetTempStorageMib()
 	}
 	if cons.ToolTimeBudgetMs == 0 {
-		cons.ToolTimeBudgetMs = offer.DefaultToolBudgetMs
+		cons.ToolTimeBudgetMs = min(offer.DefaultToolBudgetMs, offer.MaxToolTimeBudgetMs)
 	}
 	flags := sortedCopy(req.GetHostProfile().GetFeatureFlags())
 	cons.SafetyRails = []string{"headless", "sandboxed_paths"}

@@ -133,6 +133,20 @@ func (e *Executor) Cancel(ctx context.Context, requestID string) error {
 	}
 }
 
+// fail ends a plan whose run broke with an internal error.
+func (e *Executor) fail(requestID string, cause error) {
+	p, err := e.store.PlanState(requestID)
+	if err != nil || store.IsTerminal(p.GetState()) {
+		return
+	}
+	p.State = cpv1.Plan_STATE_FAILED
+	p.Failure = &cpv1.Failure{ErrorCode: "INTERNAL", Recoverable: false, Message: cause.Error(),
+		RetryHint: "check the control plane's log; resubmit the remaining operations under a new request_id"}
+	if err := e.store.Commit(p, nil); err != nil {
+		e.log.Error("cannot end the plan", "request_id", requestID, "err", err)
+	}
+}
+
 func (e *Executor) isCancelled(requestID string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -158,9 +172,15 @@ func (e *Executor) drain(sessionID string, q *queue) {
 		id := q.pending[0]
 		q.pending = q.pending[1:]
 		e.mu.Unlock()
-		if err := e.run(id); err != nil {
-			e.log.Error("plan run stopped", "request_id", id, "session_id", sessionID, "err", err)
+		if err := e.run(id); err != nil && e.ctx.Err() == nil {
+			// Not a shutdown: end the plan rather than strand it (it would
+			// resume out of order after a restart, behind later plans).
+			e.log.Error("plan run failed", "request_id", id, "session_id", sessionID, "err", err)
+			e.fail(id, err)
 		}
+		e.mu.Lock()
+		delete(e.cancelled, id)
+		e.mu.Unlock()
 	}
 }
 
@@ -448,8 +468,10 @@ func transportFailure(requestID string, op *cpv1.Operation, call *agentv1.Operat
 	switch st.Code() {
 	case codes.DeadlineExceeded:
 		code, hint = "TOOL_TIMEOUT", "retry the operation or lower its cost (resolution, samples)"
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.NotFound:
+	case codes.InvalidArgument:
 		code, hint, action = "AGENT_REFUSED", "fix the operation's arguments", cpv1.RepairStep_ACTION_REPLACE_ARGS
+	case codes.FailedPrecondition, codes.NotFound:
+		code, hint = "SESSION_LOST", "the agent cannot continue this session (its Blender could not be rebuilt, or the agent lost it): negotiate a new session and resubmit"
 	case codes.Unavailable:
 	default:
 		code = "INTERNAL"

@@ -118,6 +118,10 @@ func (s *Server) Negotiate(ctx context.Context, req *cpv1.NegotiateRequest) (*cp
 		Registry:     place.Runtime.GetRegistry(),
 	})
 	if err != nil {
+		// Do not leave a Blender running for a session nobody can reach.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		agent.CloseSession(cctx, &agentv1.CloseSessionRequest{SessionId: sessionID})
 		return nil, toStatus(err)
 	}
 	s.log.Info("session negotiated", "session_id", sessionID, "agent_id", place.AgentID,
