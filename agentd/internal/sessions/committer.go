@@ -20,7 +20,7 @@ type committer struct {
 	queue    []item
 	pending  int // added but not yet emitted
 	closed   bool
-	flushing bool // someone waits for everything: do not linger
+	flushing bool  // someone waits for everything: do not linger
 	err      error // the first journal or emit error
 	// journalErr is set when a group could not be journaled: the live scene
 	// then holds effects the journal lacks, and the session must be rebuilt.

@@ -68,7 +68,7 @@ type session struct {
 	// cancelNext is a plan cancelled before its batch started: its next
 	// batch is interrupted as soon as it registers.
 	cancelNext string
-	broken      error
+	broken     error
 	// Scene changes since the last checkpoint, and when it was taken.
 	dirty          int
 	lastCheckpoint time.Time
