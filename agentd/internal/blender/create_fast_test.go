@@ -2,6 +2,7 @@ package blender
 
 import (
 	"fmt"
+	"math"
 	"testing"
 )
 
@@ -26,7 +27,7 @@ func TestObjectCreatePrototypes(t *testing.T) {
 					args := map[string]any{"type": typ, "name": name, "size": size}
 					if k == 1 {
 						args["location"] = []any{1.1, -2.2, 1e-7}
-						args["rotation_euler"] = []any{0.3, -0.0, 7.0}
+						args["rotation_euler"] = []any{0.3, math.Copysign(0, -1), 7.0}
 						args["scale"] = []any{1.0, 2.5, -0.333333}
 					}
 					mustExecute(t, p, "object.create", args)

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -202,7 +203,7 @@ func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string) error {
 func (j *Journal) CloseSession(sessionID string) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
 		err := tx.Bucket(bucketSessions).DeleteBucket([]byte(sessionID))
-		if errors.Is(err, bolt.ErrBucketNotFound) {
+		if errors.Is(err, berrors.ErrBucketNotFound) {
 			return fmt.Errorf("%s: %w", sessionID, ErrSessionNotFound)
 		}
 		return err
