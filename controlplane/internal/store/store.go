@@ -250,20 +250,6 @@ func (s *Store) CreatePlan(p NewPlan) (existingDigest string, err error) {
 	return existingDigest, err
 }
 
-// PlanDigest returns the content digest of a stored plan.
-func (s *Store) PlanDigest(requestID string) (string, error) {
-	var d string
-	err := s.db.View(func(tx *bolt.Tx) error {
-		b, err := planBucket(tx, requestID)
-		if err != nil {
-			return err
-		}
-		d = string(b.Get(keyDigest))
-		return nil
-	})
-	return d, err
-}
-
 // Plan returns a stored plan including its schedule as operation ids.
 func (s *Store) Plan(requestID string) (*cpv1.Plan, error) {
 	var plan *cpv1.Plan
