@@ -1,6 +1,7 @@
 // Package controlplane wires the control-plane daemon: its configuration, its
-// bbolt store, the agent fleet, the plan executor and the gRPC server with
-// reflection and health.
+// bbolt store and blob directory, the agent fleet, the application layer
+// (which drives the plan executor) and the gRPC server with reflection and
+// health.
 package controlplane
 
 import (
@@ -20,6 +21,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/blendplane/blendplane/controlplane/internal/app"
+	"github.com/blendplane/blendplane/controlplane/internal/blob"
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
 	"github.com/blendplane/blendplane/controlplane/internal/service"
@@ -31,11 +34,19 @@ import (
 type Config struct {
 	// Listen is the gRPC listen address. Loopback by default.
 	Listen string
-	// DataDir holds controlplane.db (sessions, plans, receipts).
+	// DataDir holds controlplane.db (sessions, plans, receipts, audit) and
+	// blobs/ (artifact content).
 	DataDir string
-	// MaxMessageBytes caps one gRPC message. 64 MiB admits a plan of 100,000
-	// operations (about 12 MiB on the wire) with room to spare.
+	// MaxMessageBytes caps one gRPC request. 64 MiB admits a plan of 100,000
+	// operations (about 12 MiB on the wire) with room to spare. Requests
+	// over it are refused with RESOURCE_EXHAUSTED / PAYLOAD_TOO_LARGE.
 	MaxMessageBytes int
+	// MaxArtifactBytes caps one uploaded artifact (streamed in chunks, never
+	// whole in memory).
+	MaxArtifactBytes int64
+	// SessionIdleTimeout parks a session (checkpoint, stop its Blender)
+	// after this long without plans; the next plan restores it. 0: never.
+	SessionIdleTimeout time.Duration
 	// MaxOperationsPerPlan caps a plan's size.
 	MaxOperationsPerPlan int
 	// Heartbeat is the interval agents are asked to register at; an agent
@@ -51,7 +62,7 @@ type Config struct {
 	// AgentRetryWindow is how long an unreachable agent is retried before
 	// its operation fails with AGENT_UNAVAILABLE.
 	AgentRetryWindow time.Duration
-	// OpenSessionTimeout bounds starting a session's Blender.
+	// OpenSessionTimeout bounds opening a session on an agent.
 	OpenSessionTimeout time.Duration
 }
 
@@ -61,12 +72,14 @@ func Defaults() Config {
 		Listen:               "127.0.0.1:7400",
 		DataDir:              "./data/controlplane",
 		MaxMessageBytes:      64 << 20,
+		MaxArtifactBytes:     4 << 30,
+		SessionIdleTimeout:   10 * time.Minute,
 		MaxOperationsPerPlan: 100_000,
 		Heartbeat:            2 * time.Second,
 		OperationTimeout:     10 * time.Minute,
 		ToolTimeBudget:       5 * time.Minute,
 		AgentRetryWindow:     2 * time.Minute,
-		OpenSessionTimeout:   2 * time.Minute,
+		OpenSessionTimeout:   30 * time.Second,
 	}
 }
 
@@ -81,15 +94,31 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	defer st.Close()
+	blobs, err := blob.Open(filepath.Join(cfg.DataDir, "blobs"))
+	if err != nil {
+		return err
+	}
 
 	fl := fleet.New(cfg.Heartbeat, grpc.WithDefaultCallOptions(
 		grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))
 	defer fl.Close()
-	ex := executor.New(executor.Config{OperationTimeout: cfg.OperationTimeout, AgentRetryWindow: cfg.AgentRetryWindow},
-		st, fl, log.With("component", "executor"))
-	defer ex.Stop()
+	a := app.New(app.Config{
+		MaxOperationsPerPlan:  cfg.MaxOperationsPerPlan,
+		MaxPayloadBytes:       int64(cfg.MaxMessageBytes),
+		MaxArtifactBytes:      cfg.MaxArtifactBytes,
+		OpenSessionTimeout:    cfg.OpenSessionTimeout,
+		DefaultToolTimeBudget: cfg.ToolTimeBudget,
+		MinToolTimeBudget:     minToolTimeBudget,
+		// Leave the agent time to rebuild a session after a call that ran over
+		// its budget, before the executor's watchdog gives up on it.
+		MaxToolTimeBudget:  max(cfg.OperationTimeout-recoveryMargin, cfg.OperationTimeout/2),
+		SessionIdleTimeout: cfg.SessionIdleTimeout,
+	}, st, blobs, fl, executor.Config{OperationTimeout: cfg.OperationTimeout, AgentRetryWindow: cfg.AgentRetryWindow},
+		log.With("component", "app"))
+	defer a.Stop()
 
-	val, err := service.NewValidation()
+	codec := service.NewCodec(cfg.MaxMessageBytes)
+	val, err := service.NewValidation(codec)
 	if err != nil {
 		return err
 	}
@@ -98,20 +127,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	})
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(rpcLevel)}
 	srv := grpc.NewServer(
-		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
+		grpc.ForceServerCodecV2(codec),
+		// Above the codec's limit, so that a request somewhat over it gets a
+		// structured refusal rather than the transport's bare one.
+		grpc.MaxRecvMsgSize(2*cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(rpcLog, logOpts...), val.Unary()),
 		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(rpcLog, logOpts...), val.Stream()),
 	)
-	cpv1.RegisterControlPlaneServiceServer(srv, service.New(service.Limits{
-		MaxOperationsPerPlan:  cfg.MaxOperationsPerPlan,
-		MaxPayloadBytes:       int64(cfg.MaxMessageBytes),
-		OpenSessionTimeout:    cfg.OpenSessionTimeout,
-		DefaultToolTimeBudget: cfg.ToolTimeBudget,
-		// Leave the agent time to rebuild a session after a call that ran over
-		// its budget, before the executor's watchdog gives up on it.
-		MaxToolTimeBudget: max(cfg.OperationTimeout-recoveryMargin, cfg.OperationTimeout/2),
-	}, st, fl, ex, log.With("component", "service")))
+	cpv1.RegisterControlPlaneServiceServer(srv, service.New(a))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
@@ -120,7 +144,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	if err := ex.Resume(); err != nil {
+	if err := a.Start(); err != nil {
 		return err
 	}
 	log.Info("control plane serving", "addr", lis.Addr().String(), "data_dir", cfg.DataDir)
@@ -136,7 +160,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	}
 	log.Info("control plane stopping")
 	hs.Shutdown()
-	ex.Stop()
+	a.Stop()
 	stopped := make(chan struct{})
 	go func() { srv.GracefulStop(); close(stopped) }()
 	select {
@@ -153,6 +177,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 // recoveryMargin is kept between the largest tool time budget and the
 // executor's silence watchdog (OperationTimeout).
 const recoveryMargin = 2 * time.Minute
+
+// minToolTimeBudget is the smallest tool time budget a contract may ask
+// for: every call over its budget stops and rebuilds the session's Blender,
+// which alone takes about a second.
+const minToolTimeBudget = time.Second
 
 // rpcLevel logs successful calls at debug level, failures at warn.
 func rpcLevel(code codes.Code) logging.Level {

@@ -67,9 +67,13 @@ type Offer struct {
 	// The control plane's own ceilings.
 	MaxOperationsPerPlan int32
 	MaxPayloadBytes      int64
-	MaxToolTimeBudgetMs  int64
-	DefaultToolBudgetMs  int64
-	MacroRegistry        *cpv1.MacroRegistryRef
+	MaxArtifactBytes     int64
+	// Tool time budgets: the least and most a contract may ask for, and the
+	// default.
+	MinToolTimeBudgetMs int64
+	MaxToolTimeBudgetMs int64
+	DefaultToolBudgetMs int64
+	MacroRegistry       *cpv1.MacroRegistryRef
 }
 
 // CheckRequest refuses what no runtime could satisfy: the contract version,
@@ -139,6 +143,12 @@ func Build(req *cpv1.NegotiateRequest, offer Offer) (*cpv1.SessionContract, erro
 	if have := offer.Resources.GetTempStorageMib(); cons.TempStorageMib > have {
 		return nil, &Violation{"constraints.temp_storage_mib", fmt.Sprint(cons.TempStorageMib), fmt.Sprintf("the agent has %d MiB free", have)}
 	}
+	if cons.ToolTimeBudgetMs > 0 && cons.ToolTimeBudgetMs < offer.MinToolTimeBudgetMs {
+		// Below this every call would time out, and each timeout stops
+		// and rebuilds the session's Blender.
+		return nil, &Violation{"constraints.tool_time_budget_ms", fmt.Sprint(cons.ToolTimeBudgetMs),
+			fmt.Sprintf("at least %d ms per tool call (0 means the default)", offer.MinToolTimeBudgetMs)}
+	}
 	if cons.ToolTimeBudgetMs > offer.MaxToolTimeBudgetMs {
 		return nil, &Violation{"constraints.tool_time_budget_ms", fmt.Sprint(cons.ToolTimeBudgetMs),
 			fmt.Sprintf("at most %d ms per tool call", offer.MaxToolTimeBudgetMs)}
@@ -164,6 +174,7 @@ func Build(req *cpv1.NegotiateRequest, offer Offer) (*cpv1.SessionContract, erro
 		MaxPayloadBytes:      tighten(proposed.GetMaxPayloadBytes(), offer.MaxPayloadBytes),
 		ToolSurfaceCap:       tighten(proposed.GetToolSurfaceCap(), ToolSurfaceCap),
 		MaxConcurrentCalls:   tighten(proposed.GetMaxConcurrentCalls(), MaxConcurrentCalls),
+		MaxArtifactBytes:     tighten(proposed.GetMaxArtifactBytes(), offer.MaxArtifactBytes),
 	}
 
 	reg := offer.Runtime.GetRegistry()

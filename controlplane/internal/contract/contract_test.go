@@ -69,7 +69,8 @@ func runtime() *cpv1.Runtime {
 func offer() Offer {
 	return Offer{
 		Runtime: runtime(), Resources: &cpv1.Resources{MemoryMib: 8000, TempStorageMib: 1000},
-		MaxOperationsPerPlan: 1000, MaxPayloadBytes: 1 << 20, MaxToolTimeBudgetMs: 60000, DefaultToolBudgetMs: 30000,
+		MaxOperationsPerPlan: 1000, MaxPayloadBytes: 1 << 20, MaxArtifactBytes: 1 << 30,
+		MinToolTimeBudgetMs: 1000, MaxToolTimeBudgetMs: 60000, DefaultToolBudgetMs: 30000,
 		MacroRegistry: &cpv1.MacroRegistryRef{Version: "m1", Fingerprint: "mfp"},
 	}
 }
@@ -109,30 +110,38 @@ func TestRefusals(t *testing.T) {
 	if v := Fits(req, runtime()); v == nil || v.Field != "tool_registry_ref" {
 		t.Errorf("registry ref: %v", v)
 	}
-	for field, cons := range map[string]*cpv1.Constraints{
-		"constraints.max_memory_mib":      {MaxMemoryMib: 9000},
-		"constraints.temp_storage_mib":    {TempStorageMib: 2000},
-		"constraints.tool_time_budget_ms": {ToolTimeBudgetMs: 120000},
+	for _, c := range []struct {
+		field string
+		cons  *cpv1.Constraints
+	}{
+		{"constraints.max_memory_mib", &cpv1.Constraints{MaxMemoryMib: 9000}},
+		{"constraints.temp_storage_mib", &cpv1.Constraints{TempStorageMib: 2000}},
+		{"constraints.tool_time_budget_ms", &cpv1.Constraints{ToolTimeBudgetMs: 120000}},
+		// A budget of 1 ms would time out every call, each timeout
+		// restarting the session's Blender.
+		{"constraints.tool_time_budget_ms", &cpv1.Constraints{ToolTimeBudgetMs: 1}},
+		{"constraints.tool_time_budget_ms", &cpv1.Constraints{ToolTimeBudgetMs: 999}},
 	} {
 		req := request()
-		req.Constraints = cons
+		req.Constraints = c.cons
 		var v *Violation
-		if _, err := Build(req, offer()); !errors.As(err, &v) || v.Field != field {
-			t.Errorf("%s: %v", field, err)
+		if _, err := Build(req, offer()); !errors.As(err, &v) || v.Field != c.field {
+			t.Errorf("%s %v: %v", c.field, c.cons, err)
 		}
 	}
 }
 
 func TestBuild(t *testing.T) {
 	req := request("unsafe_ops")
-	req.Limits = &cpv1.Limits{MaxOperationsPerPlan: 50, MaxPayloadBytes: 1 << 30, ToolSurfaceCap: 100, MaxConcurrentCalls: 8}
+	req.Limits = &cpv1.Limits{MaxOperationsPerPlan: 50, MaxPayloadBytes: 1 << 30, ToolSurfaceCap: 100, MaxConcurrentCalls: 8, MaxArtifactBytes: 1 << 40}
 	req.Constraints = &cpv1.Constraints{ToolTimeBudgetMs: 5000}
 	c, err := Build(req, offer())
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := c.GetLimits()
-	if l.GetMaxOperationsPerPlan() != 50 || l.GetMaxPayloadBytes() != 1<<20 || l.GetToolSurfaceCap() != 35 || l.GetMaxConcurrentCalls() != 1 {
+	if l.GetMaxOperationsPerPlan() != 50 || l.GetMaxPayloadBytes() != 1<<20 || l.GetToolSurfaceCap() != 35 || l.GetMaxConcurrentCalls() != 1 ||
+		l.GetMaxArtifactBytes() != 1<<30 {
 		t.Errorf("limits not tightened: %v", l)
 	}
 	if got := c.GetCapabilities().GetTools(); len(got) != 2 || got[1] != "python.exec" {

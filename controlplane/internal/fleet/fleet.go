@@ -3,6 +3,8 @@
 //
 // Agents are soft state: each agentd registers again every heartbeat
 // interval, so after a control-plane restart the fleet refills by itself.
+// Sessions are bound to an agent's id, never to its address: an agent that
+// restarts on another address keeps its sessions.
 package fleet
 
 import (
@@ -26,6 +28,9 @@ var (
 	ErrNoAgent = errors.New("no ready agent")
 	// ErrNoFit: agents are ready, but none has a runtime the session accepts.
 	ErrNoFit = errors.New("no runtime fits")
+	// ErrUnknownAgent: the agent has not registered (since this control
+	// plane started).
+	ErrUnknownAgent = errors.New("agent not registered")
 )
 
 // Fleet is the set of known agents.
@@ -36,12 +41,13 @@ type Fleet struct {
 
 	mu     sync.Mutex
 	agents map[string]*member
-	conns  map[string]*grpc.ClientConn // by address
 }
 
 type member struct {
 	info     *cpv1.Agent
+	live     map[string]bool // sessions whose Blender runs, as last reported
 	lastSeen time.Time
+	conn     *grpc.ClientConn // to info.Address
 }
 
 // New returns an empty fleet. Agents missing three heartbeats are unreachable.
@@ -51,7 +57,6 @@ func New(heartbeat time.Duration, dialOpts ...grpc.DialOption) *Fleet {
 		now:       time.Now,
 		dialOpts:  append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dialOpts...),
 		agents:    map[string]*member{},
-		conns:     map[string]*grpc.ClientConn{},
 	}
 }
 
@@ -62,17 +67,31 @@ func (f *Fleet) Heartbeat() time.Duration { return f.heartbeat }
 func (f *Fleet) Register(req *cpv1.RegisterAgentRequest) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.agents[req.GetAgentId()] = &member{
-		info: &cpv1.Agent{
-			AgentId:      req.GetAgentId(),
-			Address:      req.GetAddress(),
-			Hostname:     req.GetHostname(),
-			Runtimes:     req.GetRuntimes(),
-			SessionCount: req.GetSessionCount(),
-			Resources:    req.GetResources(),
-		},
-		lastSeen: f.now(),
+	m, ok := f.agents[req.GetAgentId()]
+	if !ok {
+		m = &member{}
+		f.agents[req.GetAgentId()] = m
 	}
+	if m.conn != nil && m.info.GetAddress() != req.GetAddress() {
+		m.conn.Close() // the agent moved: dial its new address next time
+		m.conn = nil
+	}
+	m.info = &cpv1.Agent{
+		AgentId:          req.GetAgentId(),
+		Address:          req.GetAddress(),
+		Hostname:         req.GetHostname(),
+		Runtimes:         req.GetRuntimes(),
+		SessionCount:     req.GetSessionCount(),
+		Resources:        req.GetResources(),
+		MaxSessions:      req.GetMaxSessions(),
+		LiveSessionCount: int32(len(req.GetLiveSessions())),
+		BusySessionCount: req.GetBusySessions(),
+	}
+	m.live = make(map[string]bool, len(req.GetLiveSessions()))
+	for _, id := range req.GetLiveSessions() {
+		m.live[id] = true
+	}
+	m.lastSeen = f.now()
 }
 
 // List returns every known agent, sorted by id, with its current state.
@@ -97,46 +116,84 @@ func (f *Fleet) state(m *member) cpv1.Agent_State {
 	return cpv1.Agent_STATE_READY
 }
 
-// Placement is where a new session goes.
+// Live reports whether the agent said, at its last heartbeat, that the
+// session's Blender runs.
+func (f *Fleet) Live(agentID, sessionID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.agents[agentID]
+	return ok && m.live[sessionID]
+}
+
+// SetLive records a change of a session's Blender before the agent's next
+// heartbeat says so.
+func (f *Fleet) SetLive(agentID, sessionID string, live bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m, ok := f.agents[agentID]; ok {
+		if live {
+			m.live[sessionID] = true
+		} else {
+			delete(m.live, sessionID)
+		}
+	}
+}
+
+// Placement is where a new session may go.
 type Placement struct {
 	AgentID   string
-	Address   string
 	Runtime   *cpv1.Runtime
 	Resources *cpv1.Resources
 }
 
-// Place picks, among ready agents with the fewest sessions first (ties: the
-// lowest id), the first runtime that fits. Deterministic for a given fleet.
-func (f *Fleet) Place(fits func(*cpv1.Runtime) bool) (Placement, error) {
+// Place lists, best first, the ready agents with a runtime that fits (the
+// first fitting runtime of each): agents with the most Blender slots not
+// busy first, then the fewest sessions, then the lowest id. Deterministic
+// for a given fleet. A caller that opens a session on one of them should
+// call Placed, so that back-to-back placements spread out before the
+// agent's next heartbeat reports the new session.
+func (f *Fleet) Place(fits func(*cpv1.Runtime) bool) ([]Placement, error) {
 	agents := f.List()
-	sort.SliceStable(agents, func(i, j int) bool { return agents[i].GetSessionCount() < agents[j].GetSessionCount() })
+	sort.SliceStable(agents, func(i, j int) bool {
+		a, b := agents[i], agents[j]
+		if fa, fb := a.GetMaxSessions()-a.GetBusySessionCount(), b.GetMaxSessions()-b.GetBusySessionCount(); fa != fb {
+			return fa > fb
+		}
+		return a.GetSessionCount() < b.GetSessionCount()
+	})
 	ready := false
+	var out []Placement
 	for _, a := range agents {
 		if a.GetState() != cpv1.Agent_STATE_READY {
 			continue
 		}
 		ready = true
 		for _, rt := range a.GetRuntimes() {
-			if !fits(rt) {
-				continue
+			if fits(rt) {
+				out = append(out, Placement{AgentID: a.GetAgentId(), Runtime: rt, Resources: a.GetResources()})
+				break
 			}
-			f.mu.Lock()
-			// Count the new session now, so back-to-back placements spread
-			// out before the agent's next heartbeat reports it.
-			if m, ok := f.agents[a.GetAgentId()]; ok {
-				m.info.SessionCount++
-			}
-			f.mu.Unlock()
-			return Placement{AgentID: a.GetAgentId(), Address: a.GetAddress(), Runtime: rt, Resources: a.GetResources()}, nil
 		}
 	}
 	if !ready {
-		return Placement{}, fmt.Errorf("%w: start agentd and let it register", ErrNoAgent)
+		return nil, fmt.Errorf("%w: start agentd and let it register", ErrNoAgent)
 	}
-	return Placement{}, ErrNoFit
+	if len(out) == 0 {
+		return nil, ErrNoFit
+	}
+	return out, nil
 }
 
-// Runtimes returns every runtime of the ready agents, in placement order.
+// Placed counts a new session on an agent until its next heartbeat.
+func (f *Fleet) Placed(agentID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m, ok := f.agents[agentID]; ok {
+		m.info.SessionCount++
+	}
+}
+
+// Runtimes returns every runtime of the ready agents, by agent id.
 func (f *Fleet) Runtimes() []*cpv1.Runtime {
 	var out []*cpv1.Runtime
 	for _, a := range f.List() {
@@ -147,29 +204,33 @@ func (f *Fleet) Runtimes() []*cpv1.Runtime {
 	return out
 }
 
-// Client returns an AgentService client for an address, reusing one
-// connection per address.
-func (f *Fleet) Client(address string) (agentv1.AgentServiceClient, error) {
+// Client returns an AgentService client for an agent at the address it last
+// registered, reusing one connection per agent.
+func (f *Fleet) Client(agentID string) (agentv1.AgentServiceClient, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	conn, ok := f.conns[address]
+	m, ok := f.agents[agentID]
 	if !ok {
-		var err error
-		conn, err = grpc.NewClient(address, f.dialOpts...)
-		if err != nil {
-			return nil, fmt.Errorf("dial agent %s: %w", address, err)
-		}
-		f.conns[address] = conn
+		return nil, fmt.Errorf("%w: %s", ErrUnknownAgent, agentID)
 	}
-	return agentv1.NewAgentServiceClient(conn), nil
+	if m.conn == nil {
+		conn, err := grpc.NewClient(m.info.GetAddress(), f.dialOpts...)
+		if err != nil {
+			return nil, fmt.Errorf("dial agent %s at %s: %w", agentID, m.info.GetAddress(), err)
+		}
+		m.conn = conn
+	}
+	return agentv1.NewAgentServiceClient(m.conn), nil
 }
 
 // Close closes every agent connection.
 func (f *Fleet) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for addr, c := range f.conns {
-		c.Close()
-		delete(f.conns, addr)
+	for _, m := range f.agents {
+		if m.conn != nil {
+			m.conn.Close()
+			m.conn = nil
+		}
 	}
 }

@@ -8,9 +8,18 @@ import (
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
-func reg(id string, sessions int32) *cpv1.RegisterAgentRequest {
-	return &cpv1.RegisterAgentRequest{AgentId: id, Address: id + ":1", SessionCount: sessions,
-		Runtimes: []*cpv1.Runtime{{RuntimeId: "rt-" + id}}}
+func reg(id string, sessions, max, busy int32, live ...string) *cpv1.RegisterAgentRequest {
+	return &cpv1.RegisterAgentRequest{AgentId: id, Address: id + ":1", SessionCount: sessions, MaxSessions: max,
+		BusySessions: busy, LiveSessions: live, Runtimes: []*cpv1.Runtime{{RuntimeId: "rt-" + id}}}
+}
+
+func first(t *testing.T, f *Fleet) string {
+	t.Helper()
+	p, err := f.Place(func(*cpv1.Runtime) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p[0].AgentID
 }
 
 func TestPlacement(t *testing.T) {
@@ -21,20 +30,27 @@ func TestPlacement(t *testing.T) {
 	if _, err := f.Place(all); !errors.Is(err, ErrNoAgent) {
 		t.Fatalf("empty fleet: %v", err)
 	}
-	f.Register(reg("b", 0))
-	f.Register(reg("a", 1))
+	f.Register(reg("b", 0, 4, 0))
+	f.Register(reg("a", 1, 4, 0))
 	// Fewest sessions wins; then the counts even out and the lowest id wins.
 	for _, want := range []string{"b", "a", "b", "a"} {
-		p, err := f.Place(func(*cpv1.Runtime) bool { return true })
-		if err != nil || p.AgentID != want {
-			t.Fatalf("placed on %q (%v), want %q", p.AgentID, err, want)
+		got := first(t, f)
+		if got != want {
+			t.Fatalf("placed on %q, want %q", got, want)
 		}
+		f.Placed(got)
+	}
+	// More free Blender slots beat fewer sessions.
+	f.Register(reg("a", 9, 4, 0))
+	f.Register(reg("b", 0, 4, 3))
+	if got := first(t, f); got != "a" {
+		t.Fatalf("placed on %q, want a (b's Blenders are busy)", got)
 	}
 	// An agent silent for three heartbeats is unreachable and gets nothing.
 	now = now.Add(4 * time.Second)
-	f.Register(reg("b", 0))
-	if p, _ := f.Place(all); p.AgentID != "b" {
-		t.Fatalf("placed on %q, want the live agent b", p.AgentID)
+	f.Register(reg("b", 0, 4, 0))
+	if p, _ := f.Place(all); len(p) != 1 || p[0].AgentID != "b" {
+		t.Fatalf("placed on %v, want only the live agent b", p)
 	}
 	if _, err := f.Place(func(*cpv1.Runtime) bool { return false }); !errors.Is(err, ErrNoFit) {
 		t.Fatalf("no fitting runtime: %v", err)
@@ -46,4 +62,43 @@ func TestPlacement(t *testing.T) {
 	if states["a"] != cpv1.Agent_STATE_UNREACHABLE || states["b"] != cpv1.Agent_STATE_READY {
 		t.Fatalf("states %v", states)
 	}
+}
+
+func TestLiveSessionsAndAddress(t *testing.T) {
+	f := New(time.Second)
+	f.Register(reg("a", 2, 4, 0, "s1"))
+	if !f.Live("a", "s1") || f.Live("a", "s2") || f.Live("b", "s1") {
+		t.Fatal("live sessions not as reported")
+	}
+	f.SetLive("a", "s1", false)
+	if f.Live("a", "s1") {
+		t.Fatal("SetLive(false) ignored")
+	}
+	if _, err := f.Client("b"); !errors.Is(err, ErrUnknownAgent) {
+		t.Fatalf("client of an unknown agent: %v", err)
+	}
+	if _, err := f.Client("a"); err != nil {
+		t.Fatal(err)
+	}
+	// An agent that comes back on another address is dialled there: sessions
+	// are bound to its id.
+	moved := reg("a", 2, 4, 0)
+	moved.Address = "elsewhere:2"
+	f.Register(moved)
+	f.mu.Lock()
+	conn := f.agents["a"].conn
+	f.mu.Unlock()
+	if conn != nil {
+		t.Fatal("the connection to the old address was kept")
+	}
+	if _, err := f.Client("a"); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	target := f.agents["a"].conn.Target()
+	f.mu.Unlock()
+	if target != "elsewhere:2" {
+		t.Fatalf("dialled %s", target)
+	}
+	f.Close()
 }

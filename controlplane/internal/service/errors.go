@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
 
+	"github.com/blendplane/blendplane/controlplane/internal/app"
 	"github.com/blendplane/blendplane/controlplane/internal/contract"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
@@ -20,13 +22,6 @@ import (
 // ErrorDomain is the google.rpc.ErrorInfo domain of every Blendplane error.
 const ErrorDomain = "blendplane.dev"
 
-var (
-	// ErrIdempotencyConflict: a request id was reused with other content.
-	ErrIdempotencyConflict = errors.New("idempotency conflict")
-	// ErrAgentUnavailable: the session's agent did not answer.
-	ErrAgentUnavailable = errors.New("agent unavailable")
-)
-
 // errorTable maps sentinel errors to a gRPC code and an ErrorInfo reason.
 // The first entry whose error matches with errors.Is wins.
 var errorTable = []struct {
@@ -36,10 +31,16 @@ var errorTable = []struct {
 }{
 	{store.ErrSessionNotFound, codes.NotFound, "SESSION_NOT_FOUND"},
 	{store.ErrPlanNotFound, codes.NotFound, "PLAN_NOT_FOUND"},
-	{store.ErrRuntimeNotFound, codes.NotFound, "RUNTIME_NOT_FOUND"},
-	{ErrIdempotencyConflict, codes.FailedPrecondition, "IDEMPOTENCY_CONFLICT"},
+	{store.ErrArtifactNotFound, codes.NotFound, "ARTIFACT_NOT_FOUND"},
+	{app.ErrRuntimeNotFound, codes.NotFound, "RUNTIME_NOT_FOUND"},
+	{store.ErrSessionClosed, codes.FailedPrecondition, "SESSION_CLOSED"},
+	{app.ErrIdempotencyConflict, codes.FailedPrecondition, "IDEMPOTENCY_CONFLICT"},
+	{app.ErrRegistryInvalid, codes.FailedPrecondition, "REGISTRY_INVALID"},
+	{app.ErrChecksumMismatch, codes.InvalidArgument, "CHECKSUM_MISMATCH"},
+	{app.ErrArtifactUnavailable, codes.NotFound, "ARTIFACT_UNAVAILABLE"},
+	{app.ErrCapacityExhausted, codes.ResourceExhausted, "CAPACITY_EXHAUSTED"},
 	{fleet.ErrNoAgent, codes.Unavailable, "NO_AGENT_AVAILABLE"},
-	{ErrAgentUnavailable, codes.Unavailable, "AGENT_UNAVAILABLE"},
+	{app.ErrAgentUnavailable, codes.Unavailable, "AGENT_UNAVAILABLE"},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
 	{context.Canceled, codes.Canceled, "CANCELLED"},
 }
@@ -63,7 +64,39 @@ func toStatus(err error) error {
 			return newStatus(e.code, e.reason, err.Error())
 		}
 	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		// Already a status (a failed stream send or receive, a peer's
+		// answer): keep it, with exactly one ErrorInfo.
+		for _, d := range st.Details() {
+			if _, ok := d.(*errdetails.ErrorInfo); ok {
+				return err
+			}
+		}
+		return newStatus(st.Code(), strings.ToUpper(strcase(st.Code().String())), st.Message())
+	}
 	return newStatus(codes.Internal, "INTERNAL", err.Error())
+}
+
+// strcase turns a gRPC code name ("DeadlineExceeded") into snake case
+// ("Deadline_Exceeded").
+func strcase(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// fieldStatus is an error with its reason and one field violation.
+func fieldStatus(code codes.Code, reason, field, desc string) error {
+	if field == "" {
+		return newStatus(code, reason, fmt.Sprintf("%s: %s", reason, desc))
+	}
+	return newStatus(code, reason, fmt.Sprintf("%s: %s: %s", reason, field, desc),
+		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: desc}}})
 }
 
 func newStatus(code codes.Code, reason, msg string, details ...protoadapt.MessageV1) error {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/blendplane/blendplane/controlplane/internal/app"
 	"github.com/blendplane/blendplane/controlplane/internal/contract"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
@@ -25,10 +26,20 @@ func TestToStatus(t *testing.T) {
 	}{
 		{fmt.Errorf("load: %w", store.ErrSessionNotFound), codes.NotFound, "SESSION_NOT_FOUND"},
 		{fmt.Errorf("load: %w", store.ErrPlanNotFound), codes.NotFound, "PLAN_NOT_FOUND"},
-		{fmt.Errorf("%w: x", ErrIdempotencyConflict), codes.FailedPrecondition, "IDEMPOTENCY_CONFLICT"},
+		{fmt.Errorf("%w: x", app.ErrIdempotencyConflict), codes.FailedPrecondition, "IDEMPOTENCY_CONFLICT"},
+		{fmt.Errorf("x: %w", store.ErrSessionClosed), codes.FailedPrecondition, "SESSION_CLOSED"},
+		{fmt.Errorf("x: %w", store.ErrArtifactNotFound), codes.NotFound, "ARTIFACT_NOT_FOUND"},
+		{fmt.Errorf("%w: x", app.ErrCapacityExhausted), codes.ResourceExhausted, "CAPACITY_EXHAUSTED"},
+		{fmt.Errorf("%w: x", app.ErrRegistryInvalid), codes.FailedPrecondition, "REGISTRY_INVALID"},
+		{fmt.Errorf("%w: x", app.ErrChecksumMismatch), codes.InvalidArgument, "CHECKSUM_MISMATCH"},
+		{fmt.Errorf("%w: x", app.ErrArtifactUnavailable), codes.NotFound, "ARTIFACT_UNAVAILABLE"},
+		{fmt.Errorf("x: %w", app.ErrRuntimeNotFound), codes.NotFound, "RUNTIME_NOT_FOUND"},
+		{status.Error(codes.Unavailable, "peer gone"), codes.Unavailable, "UNAVAILABLE"},
+		{status.Error(codes.DeadlineExceeded, "slow"), codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
 		{&contract.Violation{Field: "contract_version", Value: "2.0.0", Message: "no"}, codes.FailedPrecondition, "CONTRACT_VIOLATION"},
 		{fmt.Errorf("%w: x", fleet.ErrNoAgent), codes.Unavailable, "NO_AGENT_AVAILABLE"},
-		{fmt.Errorf("%w: x", ErrAgentUnavailable), codes.Unavailable, "AGENT_UNAVAILABLE"},
+		{fmt.Errorf("%w: x", app.ErrAgentUnavailable), codes.Unavailable, "AGENT_UNAVAILABLE"},
+		{fmt.Errorf("%w: open: %w", app.ErrAgentUnavailable, status.Error(codes.ResourceExhausted, "full")), codes.Unavailable, "AGENT_UNAVAILABLE"},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
 		{errors.New("disk on fire"), codes.Internal, "INTERNAL"},
 		{&plan.Error{Reason: plan.ReasonGraphCycle, Message: "a → b → a",
@@ -78,28 +89,4 @@ func TestPlanRefusalDetails(t *testing.T) {
 	if repair == nil || repair.GetSteps()[0].GetAction() != cpv1.RepairStep_ACTION_REPLACE_ARGS {
 		t.Fatalf("repair plan %v", repair)
 	}
-}
-
-func FuzzPageToken(f *testing.F) {
-	f.Add(encodePageToken(42, "r1"), "r1")
-	f.Add(encodePageToken(7, ""), "")
-	f.Add("djE6eDpy", "r")
-	f.Add("", "x")
-	f.Fuzz(func(t *testing.T, token, requestID string) {
-		after, err := decodePageToken(token, requestID)
-		if err != nil {
-			return
-		}
-		if token != "" && decodeRoundTrip(t, after, requestID) != after {
-			t.Fatalf("token %q decoded to %d but does not round trip", token, after)
-		}
-	})
-}
-
-func decodeRoundTrip(t *testing.T, after uint64, requestID string) uint64 {
-	got, err := decodePageToken(encodePageToken(after, requestID), requestID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
 }

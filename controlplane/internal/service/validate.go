@@ -22,17 +22,20 @@ import (
 // and one BadRequest field violation per broken rule. It is a thin copy of
 // go-grpc-middleware's protovalidate interceptor that adds the ErrorInfo the
 // API promises.
+//
+// It also reports the requests that codec could not decode (see Codec).
 type Validation struct {
-	v protovalidate.Validator
+	v     protovalidate.Validator
+	codec *Codec
 }
 
-// NewValidation builds the validator once for the process.
-func NewValidation() (*Validation, error) {
+// NewValidation builds the validator once for the process; codec may be nil.
+func NewValidation(codec *Codec) (*Validation, error) {
 	v, err := protovalidate.New()
 	if err != nil {
 		return nil, fmt.Errorf("protovalidate: %w", err)
 	}
-	return &Validation{v: v}, nil
+	return &Validation{v: v, codec: codec}, nil
 }
 
 // Unary is the unary server interceptor.
@@ -65,6 +68,9 @@ func (s *validatingStream) RecvMsg(m any) error {
 }
 
 func (val *Validation) check(req any) error {
+	if err := val.codec.failure(req); err != nil {
+		return err
+	}
 	msg, ok := req.(proto.Message)
 	if !ok {
 		return newStatus(codes.Internal, "INTERNAL", fmt.Sprintf("unsupported message type %T", req))

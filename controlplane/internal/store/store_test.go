@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
@@ -24,64 +26,136 @@ func openTest(t testing.TB) (*Store, string) {
 	return s, path
 }
 
-func testPlan(id string) NewPlan {
+func testPlan(owner, id string) NewPlan {
 	args, _ := structpb.NewStruct(map[string]any{"type": "cube"})
 	return NewPlan{
-		Plan: &cpv1.Plan{RequestId: id, SessionId: "s1", State: cpv1.Plan_STATE_PENDING},
+		Owner: owner,
+		Plan:  &cpv1.Plan{RequestId: id, SessionId: "s1", State: cpv1.Plan_STATE_PENDING},
 		Request: &cpv1.SubmitPlanRequest{SessionId: "s1", RequestId: id, Operations: []*cpv1.Operation{
 			{OperationId: "b", ToolName: "object.create", Args: args},
 			{OperationId: "a", ToolName: "object.create", Args: args},
 		}},
 		Schedule: []int{1, 0},
-		Digest:   "d-" + id,
+		Digest:   "d-" + owner + "-" + id,
 	}
 }
 
-func TestSessionRoundTrip(t *testing.T) {
-	s, _ := openTest(t)
-	in := Session{
-		Contract:     &cpv1.SessionContract{SessionId: "s1", ContractVersion: "1.0.0"},
-		AgentAddress: "127.0.0.1:7401",
-		RuntimeID:    "rt",
-		Registry:     &cpv1.ToolRegistry{Fingerprint: "f"},
+func testSession(owner, id string) Session {
+	created := timestamppb.New(time.Unix(1000, 0))
+	return Session{
+		Owner: owner,
+		Info: &cpv1.Session{SessionId: id, State: cpv1.Session_STATE_OPEN, AgentId: "agent-1", RuntimeId: "rt",
+			Contract:  &cpv1.SessionContract{SessionId: id, ContractVersion: "1.0.0", BaselineSceneHash: "base"},
+			SceneHash: "base", CreateTime: created},
+		Registry: &cpv1.ToolRegistry{Fingerprint: "f"},
 	}
-	if err := s.PutSession(in); err != nil {
+}
+
+func TestSessionLifecycle(t *testing.T) {
+	s, _ := openTest(t)
+	for i := 1; i <= 5; i++ {
+		if err := s.PutSession(testSession("alice", fmt.Sprint("s", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutSession(testSession("bob", "s9")); err != nil {
 		t.Fatal(err)
+	}
+	if err := s.PutSession(testSession("alice", "s1")); err == nil {
+		t.Fatal("a session id was stored twice")
 	}
 	got, err := s.Session("s1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !proto.Equal(got.Contract, in.Contract) || got.AgentAddress != in.AgentAddress || got.RuntimeID != "rt" || got.Registry.GetFingerprint() != "f" {
+	if got.Owner != "alice" || got.Info.GetAgentId() != "agent-1" || got.Info.GetSceneHash() != "base" ||
+		got.Registry.GetFingerprint() != "f" || got.Info.GetUpdateTime().AsTime().Unix() != 1000 || got.Closed() {
 		t.Fatalf("got %+v", got)
 	}
 	if _, err := s.Session("nope"); !errors.Is(err, ErrSessionNotFound) {
 		t.Fatalf("missing session: %v", err)
 	}
+
+	closed, err := s.CloseSession("s2", time.Unix(2000, 0))
+	if err != nil || !closed.Closed() || closed.Info.GetCloseTime().AsTime().Unix() != 2000 {
+		t.Fatalf("close: %+v %v", closed, err)
+	}
+	if again, err := s.CloseSession("s2", time.Unix(3000, 0)); err != nil || again.Info.GetCloseTime().AsTime().Unix() != 2000 {
+		t.Fatalf("closing again changed the session: %+v %v", again, err)
+	}
+	if ids, _ := s.Releasing(); fmt.Sprint(ids) != "[s2]" {
+		t.Fatalf("releasing %v", ids)
+	}
+	if err := s.Released("s2"); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := s.Releasing(); len(ids) != 0 {
+		t.Fatalf("still releasing %v", ids)
+	}
+	// A closed session takes no plan.
+	p := testPlan("alice", "r1")
+	p.Plan.SessionId = "s2"
+	if _, err := s.CreatePlan(p); !errors.Is(err, ErrSessionClosed) {
+		t.Fatalf("plan in a closed session: %v", err)
+	}
+
+	// Pages of alice's open sessions, two at a time, in negotiation order.
+	var ids []string
+	var after uint64
+	for {
+		page, next, err := s.ListSessions("alice", after, 2, func(s Session) bool { return !s.Closed() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sess := range page {
+			ids = append(ids, sess.Info.GetSessionId())
+		}
+		if next == 0 {
+			break
+		}
+		after = next
+	}
+	if fmt.Sprint(ids) != "[s1 s3 s4 s5]" {
+		t.Fatalf("alice's open sessions %v", ids)
+	}
 }
 
 func TestPlanLifecycle(t *testing.T) {
 	s, path := openTest(t)
-	if _, err := s.CreatePlan(testPlan("r1")); err != nil {
+	if err := s.PutSession(testSession("alice", "s1")); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := s.CreatePlan(testPlan("r1")); !errors.Is(err, ErrPlanExists) || d != "d-r1" {
+	ref := PlanRef{"alice", "r1"}
+	if _, err := s.CreatePlan(testPlan("alice", "r1")); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.CreatePlan(testPlan("alice", "r1")); !errors.Is(err, ErrPlanExists) || d != "d-alice-r1" {
 		t.Fatalf("duplicate create: %q %v", d, err)
 	}
-	plan, err := s.Plan("r1")
+	// Request ids are per owner: bob's r1 is another plan.
+	if _, err := s.CreatePlan(testPlan("bob", "r1")); err != nil {
+		t.Fatalf("another owner's r1: %v", err)
+	}
+	if _, err := s.Plan(PlanRef{"carol", "r1"}); !errors.Is(err, ErrPlanNotFound) {
+		t.Fatalf("carol sees r1: %v", err)
+	}
+	plan, err := s.Plan(ref)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := plan.GetSchedule(); len(got) != 2 || got[0] != "a" || got[1] != "b" {
 		t.Fatalf("schedule %v", got)
 	}
-	if ids, _ := s.ActivePlans(); len(ids) != 1 || ids[0] != "r1" {
-		t.Fatalf("active %v", ids)
+	if refs, _ := s.ActivePlans(); len(refs) != 2 || refs[0] != ref || refs[1] != (PlanRef{"bob", "r1"}) {
+		t.Fatalf("active %v", refs)
+	}
+	if sess, _ := s.Session("s1"); sess.Info.GetPlanCount() != 2 || sess.Info.GetActivePlanCount() != 2 {
+		t.Fatalf("session counters %v", sess.Info)
 	}
 
-	watch := s.Watch("r1")
+	watch := s.Watch(ref)
 	plan.State = cpv1.Plan_STATE_RUNNING
-	if err := s.Commit(plan, []*cpv1.Receipt{{Sequence: 1, OperationId: "a"}}); err != nil {
+	if err := s.Commit(ref, plan, []*cpv1.Receipt{{Sequence: 1, OperationId: "a", SceneHashAfter: "h1"}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -90,15 +164,22 @@ func TestPlanLifecycle(t *testing.T) {
 		t.Fatal("watcher not woken by commit")
 	}
 	// A gap in the sequence is refused and changes nothing.
-	if err := s.Commit(plan, []*cpv1.Receipt{{Sequence: 3}}); err == nil {
+	if err := s.Commit(ref, plan, []*cpv1.Receipt{{Sequence: 3}}); err == nil {
 		t.Fatal("gap accepted")
 	}
 	plan.State = cpv1.Plan_STATE_SUCCEEDED
-	if err := s.Commit(plan, []*cpv1.Receipt{{Sequence: 2, OperationId: "b"}}); err != nil {
+	if err := s.Commit(ref, plan, []*cpv1.Receipt{{Sequence: 2, OperationId: "b", SceneHashAfter: "h2"}}); err != nil {
 		t.Fatal(err)
 	}
-	if ids, _ := s.ActivePlans(); len(ids) != 0 {
-		t.Fatalf("terminal plan still active: %v", ids)
+	// Committing the terminal state again does not count the plan twice.
+	if err := s.Commit(ref, plan, nil); err != nil {
+		t.Fatal(err)
+	}
+	if refs, _ := s.ActivePlans(); len(refs) != 1 || refs[0].Owner != "bob" {
+		t.Fatalf("terminal plan still active: %v", refs)
+	}
+	if sess, _ := s.Session("s1"); sess.Info.GetActivePlanCount() != 1 || sess.Info.GetSceneHash() != "h2" {
+		t.Fatalf("session after the plan: %v", sess.Info)
 	}
 
 	// Everything survives a reopen.
@@ -108,11 +189,11 @@ func TestPlanLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	st, err := s2.PlanState("r1")
+	st, err := s2.PlanState(ref)
 	if err != nil || st.GetReceiptCount() != 2 || st.GetState() != cpv1.Plan_STATE_SUCCEEDED {
 		t.Fatalf("after reopen: %v %v", st, err)
 	}
-	rs, err := s2.Receipts("r1", 2, 10)
+	rs, err := s2.Receipts(ref, 2, 10)
 	if err != nil || len(rs) != 1 || rs[0].GetOperationId() != "b" {
 		t.Fatalf("receipts from 2: %v %v", rs, err)
 	}
@@ -133,29 +214,43 @@ func TestRefusesNewerSchema(t *testing.T) {
 
 func TestAuditPages(t *testing.T) {
 	s, _ := openTest(t)
-	for _, id := range []string{"r1", "r2"} {
-		if _, err := s.CreatePlan(testPlan(id)); err != nil {
+	refs := []PlanRef{{"alice", "r1"}, {"alice", "r2"}, {"bob", "r2"}}
+	var plans []*cpv1.Plan
+	for _, ref := range refs {
+		if _, err := s.CreatePlan(testPlan(ref.Owner, ref.RequestID)); err != nil {
 			t.Fatal(err)
 		}
+		p, _ := s.Plan(ref)
+		plans = append(plans, p)
 	}
-	p1, _ := s.Plan("r1")
-	p2, _ := s.Plan("r2")
-	// Interleave the two plans' receipts in the global log.
+	// Interleave the plans' receipts in the global log.
 	for seq := int64(1); seq <= 3; seq++ {
-		for _, p := range []*cpv1.Plan{p1, p2} {
-			if err := s.Commit(p, []*cpv1.Receipt{{Sequence: seq, OperationId: fmt.Sprint("op", seq), McpCallId: "c"}}); err != nil {
+		for i, ref := range refs {
+			if err := s.Commit(ref, plans[i], []*cpv1.Receipt{{Sequence: seq, OperationId: fmt.Sprint("op", seq), McpCallId: "c"}}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	all, next, err := s.AuditRecords("", 0, 100)
-	if err != nil || len(all) != 6 || next != 0 {
-		t.Fatalf("all: %d records, next %d, %v", len(all), next, err)
+	count := func(f AuditFilter) int {
+		all, next, err := s.AuditRecords(f, 0, 100)
+		if err != nil || next != 0 {
+			t.Fatalf("%v: next %d, %v", f, next, err)
+		}
+		return len(all)
+	}
+	if n := count(AuditFilter{}); n != 9 {
+		t.Fatalf("all: %d records", n)
+	}
+	if n := count(AuditFilter{Owner: "alice"}); n != 6 {
+		t.Fatalf("alice: %d records", n)
+	}
+	if n := count(AuditFilter{Owner: "carol"}); n != 0 {
+		t.Fatalf("carol: %d records", n)
 	}
 	var got []string
 	var after uint64
 	for {
-		page, next, err := s.AuditRecords("r2", after, 2)
+		page, next, err := s.AuditRecords(AuditFilter{Owner: "bob", RequestID: "r2"}, after, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,12 +266,64 @@ func TestAuditPages(t *testing.T) {
 		after = next
 	}
 	if fmt.Sprint(got) != "[op1 op2 op3]" {
-		t.Fatalf("paged r2 records %v", got)
+		t.Fatalf("paged bob's r2 records %v", got)
+	}
+}
+
+func TestArtifacts(t *testing.T) {
+	s, _ := openTest(t)
+	put := func(name, sum, requestID string) *cpv1.Artifact {
+		t.Helper()
+		a, err := s.PutArtifact(&cpv1.Artifact{SessionId: "s1", Name: name, Sha256: sum, SizeBytes: 3, RequestId: requestID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	put("shot.png", "aa", "r1")
+	put("shot.png", "aa", "r1") // a replay adds nothing
+	put("mesh.glb", "bb", "r1")
+	put("shot.png", "cc", "r2")
+	put("in.obj", "dd", "")
+	if a, err := s.Artifact("s1", "shot.png", ""); err != nil || a.GetSha256() != "cc" {
+		t.Fatalf("newest shot.png: %v %v", a, err)
+	}
+	if a, err := s.Artifact("s1", "shot.png", "aa"); err != nil || a.GetRequestId() != "r1" {
+		t.Fatalf("shot.png version aa: %v %v", a, err)
+	}
+	if _, err := s.Artifact("s1", "shot.png", "ee"); !errors.Is(err, ErrArtifactNotFound) {
+		t.Fatalf("unknown version: %v", err)
+	}
+	if _, err := s.Artifact("s2", "shot.png", ""); !errors.Is(err, ErrArtifactNotFound) {
+		t.Fatalf("other session: %v", err)
+	}
+	list := func(requestID string, size int) []string {
+		var names []string
+		var after uint64
+		for {
+			page, next, err := s.ListArtifacts("s1", requestID, after, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range page {
+				names = append(names, a.GetName()+"@"+a.GetSha256())
+			}
+			if next == 0 {
+				return names
+			}
+			after = next
+		}
+	}
+	if got := fmt.Sprint(list("", 2)); got != "[shot.png@aa mesh.glb@bb shot.png@cc in.obj@dd]" {
+		t.Fatalf("all artifacts %s", got)
+	}
+	if got := fmt.Sprint(list("r1", 1)); got != "[shot.png@aa mesh.glb@bb]" {
+		t.Fatalf("r1's artifacts %s", got)
 	}
 }
 
 // TestMigratesSchema1 opens a database as the first release wrote it (no
-// audit buckets) and checks that it is upgraded and keeps its plans.
+// audit buckets) and checks that it is upgraded and keeps working.
 func TestMigratesSchema1(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v1.db")
 	db, err := bolt.Open(path, 0o600, nil)
@@ -198,14 +345,109 @@ func TestMigratesSchema1(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.CreatePlan(testPlan("r1")); err != nil {
+	ref := PlanRef{LegacyOwner, "r1"}
+	if _, err := s.CreatePlan(testPlan(LegacyOwner, "r1")); err != nil {
 		t.Fatal(err)
 	}
-	p, _ := s.Plan("r1")
-	if err := s.Commit(p, []*cpv1.Receipt{{Sequence: 1}}); err != nil {
+	p, _ := s.Plan(ref)
+	if err := s.Commit(ref, p, []*cpv1.Receipt{{Sequence: 1}}); err != nil {
 		t.Fatalf("commit after migration: %v", err)
 	}
-	if recs, _, _ := s.AuditRecords("r1", 0, 10); len(recs) != 1 {
+	if recs, _, _ := s.AuditRecords(AuditFilter{Owner: LegacyOwner, RequestID: "r1"}, 0, 10); len(recs) != 1 {
 		t.Fatalf("audit after migration: %v", recs)
+	}
+}
+
+// TestMigratesSchema2 writes a database in the schema 2 layout (sessions
+// as loose keys, plans keyed by request id alone) and checks that schema 3
+// keeps every session, plan, receipt and audit record, under LegacyOwner.
+func TestMigratesSchema2(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v2.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	contract := &cpv1.SessionContract{SessionId: "s1", AgentId: "agent-1", BaselineSceneHash: "base",
+		CreateTime: timestamppb.New(time.Unix(1000, 0))}
+	put := func(b *bolt.Bucket, k string, m proto.Message) {
+		raw, _ := proto.Marshal(m)
+		if err := b.Put([]byte(k), raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		meta, _ := tx.CreateBucket(bucketMeta)
+		for _, m := range migrations[:2] {
+			if err := m(tx); err != nil {
+				return err
+			}
+		}
+		sb, _ := tx.Bucket(bucketSessions).CreateBucket([]byte("s1"))
+		put(sb, "contract", contract)
+		put(sb, "registry", &cpv1.ToolRegistry{Fingerprint: "f"})
+		sb.Put([]byte("agent_address"), []byte("127.0.0.1:7401"))
+		sb.Put([]byte("runtime_id"), []byte("rt"))
+		for i, id := range []string{"done", "running"} {
+			pb, _ := tx.Bucket(bucketPlans).CreateBucket([]byte(id))
+			rb, _ := pb.CreateBucket(bucketReceipts)
+			state := cpv1.Plan_STATE_SUCCEEDED
+			if id == "running" {
+				state = cpv1.Plan_STATE_RUNNING
+				tx.Bucket(bucketActive).Put(u64(uint64(i+1)), []byte(id))
+			}
+			put(pb, "plan", &cpv1.Plan{RequestId: id, SessionId: "s1", State: state, ReceiptCount: 1})
+			put(pb, "request", &cpv1.SubmitPlanRequest{RequestId: id, SessionId: "s1", Operations: []*cpv1.Operation{{OperationId: "a"}}})
+			pb.Put(keySchedule, []byte{0, 0, 0, 0})
+			pb.Put(keyDigest, []byte("d-"+id))
+			put(rb, string(u64(1)), &cpv1.Receipt{Sequence: 1, OperationId: "a"})
+			seq, _ := tx.Bucket(bucketAudit).NextSequence()
+			put(tx.Bucket(bucketAudit), string(u64(seq)), &cpv1.AuditRecord{Sequence: int64(seq), RequestId: id})
+			idx, _ := tx.Bucket(bucketAuditIdx).CreateBucket([]byte(id))
+			idx.Put(u64(seq), nil)
+		}
+		return meta.Put(keySchemaVersion, u64(2))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sess, err := s.Session("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.Owner != LegacyOwner || sess.Info.GetAgentId() != "agent-1" || sess.Info.GetRuntimeId() != "rt" ||
+		sess.Info.GetState() != cpv1.Session_STATE_OPEN || sess.Info.GetSceneHash() != "base" ||
+		sess.Info.GetPlanCount() != 2 || sess.Info.GetActivePlanCount() != 1 || !proto.Equal(sess.Info.GetContract(), contract) {
+		t.Fatalf("migrated session %+v", sess)
+	}
+	if list, _, _ := s.ListSessions(LegacyOwner, 0, 10, func(Session) bool { return true }); len(list) != 1 {
+		t.Fatalf("session order: %v", list)
+	}
+	for _, id := range []string{"done", "running"} {
+		ref := PlanRef{LegacyOwner, id}
+		p, err := s.Plan(ref)
+		if err != nil || fmt.Sprint(p.GetSchedule()) != "[a]" {
+			t.Fatalf("plan %s: %v %v", id, p, err)
+		}
+		if rs, err := s.Receipts(ref, 1, 10); err != nil || len(rs) != 1 {
+			t.Fatalf("receipts of %s: %v %v", id, rs, err)
+		}
+		if recs, _, _ := s.AuditRecords(AuditFilter{Owner: LegacyOwner, RequestID: id}, 0, 10); len(recs) != 1 {
+			t.Fatalf("audit of %s: %v", id, recs)
+		}
+		if _, err := s.CreatePlan(testPlan(LegacyOwner, id)); !errors.Is(err, ErrPlanExists) {
+			t.Fatalf("request id %s free again after migration: %v", id, err)
+		}
+	}
+	if refs, _ := s.ActivePlans(); fmt.Sprint(refs) != fmt.Sprint([]PlanRef{{LegacyOwner, "running"}}) {
+		t.Fatalf("active plans %v", refs)
+	}
+	if recs, _, _ := s.AuditRecords(AuditFilter{Owner: LegacyOwner}, 0, 10); len(recs) != 2 {
+		t.Fatalf("owner audit %v", recs)
 	}
 }

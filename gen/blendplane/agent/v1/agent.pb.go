@@ -61,12 +61,16 @@ func (*DescribeRequest) Descriptor() ([]byte, []int) {
 }
 
 type DescribeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	Hostname      string                 `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	Runtimes      []*v1.Runtime          `protobuf:"bytes,3,rep,name=runtimes,proto3" json:"runtimes,omitempty"`
-	SessionCount  int32                  `protobuf:"varint,4,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
-	Resources     *v1.Resources          `protobuf:"bytes,5,opt,name=resources,proto3" json:"resources,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	AgentId  string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Hostname string                 `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Runtimes []*v1.Runtime          `protobuf:"bytes,3,rep,name=runtimes,proto3" json:"runtimes,omitempty"`
+	// Sessions the agent holds (running or parked).
+	SessionCount int32         `protobuf:"varint,4,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
+	Resources    *v1.Resources `protobuf:"bytes,5,opt,name=resources,proto3" json:"resources,omitempty"`
+	// Blender processes it runs at most, and the sessions whose Blender runs.
+	MaxSessions   int32    `protobuf:"varint,6,opt,name=max_sessions,json=maxSessions,proto3" json:"max_sessions,omitempty"`
+	LiveSessions  []string `protobuf:"bytes,7,rep,name=live_sessions,json=liveSessions,proto3" json:"live_sessions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -132,6 +136,20 @@ func (x *DescribeResponse) GetSessionCount() int32 {
 func (x *DescribeResponse) GetResources() *v1.Resources {
 	if x != nil {
 		return x.Resources
+	}
+	return nil
+}
+
+func (x *DescribeResponse) GetMaxSessions() int32 {
+	if x != nil {
+		return x.MaxSessions
+	}
+	return 0
+}
+
+func (x *DescribeResponse) GetLiveSessions() []string {
+	if x != nil {
+		return x.LiveSessions
 	}
 	return nil
 }
@@ -774,73 +792,429 @@ func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
 	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
+type PutFileRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Part:
+	//
+	//	*PutFileRequest_Header
+	//	*PutFileRequest_Chunk
+	Part          isPutFileRequest_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutFileRequest) Reset() {
+	*x = PutFileRequest{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutFileRequest) ProtoMessage() {}
+
+func (x *PutFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutFileRequest.ProtoReflect.Descriptor instead.
+func (*PutFileRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PutFileRequest) GetPart() isPutFileRequest_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *PutFileRequest) GetHeader() *FileHeader {
+	if x != nil {
+		if x, ok := x.Part.(*PutFileRequest_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *PutFileRequest) GetChunk() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*PutFileRequest_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+type isPutFileRequest_Part interface {
+	isPutFileRequest_Part()
+}
+
+type PutFileRequest_Header struct {
+	// First message: where the file goes and what it must be.
+	Header *FileHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type PutFileRequest_Chunk struct {
+	// Then the content, in chunks.
+	Chunk []byte `protobuf:"bytes,2,opt,name=chunk,proto3,oneof"`
+}
+
+func (*PutFileRequest_Header) isPutFileRequest_Part() {}
+
+func (*PutFileRequest_Chunk) isPutFileRequest_Part() {}
+
+// FileHeader names a file of a session's sandbox.
+type FileHeader struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Plain file name: no directories, no control characters.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The content's size and hex SHA-256; the file is refused if they differ.
+	SizeBytes     int64  `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	Sha256        string `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileHeader) Reset() {
+	*x = FileHeader{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileHeader) ProtoMessage() {}
+
+func (x *FileHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileHeader.ProtoReflect.Descriptor instead.
+func (*FileHeader) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *FileHeader) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *FileHeader) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FileHeader) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *FileHeader) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+type PutFileResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutFileResponse) Reset() {
+	*x = PutFileResponse{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutFileResponse) ProtoMessage() {}
+
+func (x *PutFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutFileResponse.ProtoReflect.Descriptor instead.
+func (*PutFileResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+}
+
+type GetFileRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFileRequest) Reset() {
+	*x = GetFileRequest{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFileRequest) ProtoMessage() {}
+
+func (x *GetFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFileRequest.ProtoReflect.Descriptor instead.
+func (*GetFileRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetFileRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *GetFileRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type GetFileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Part:
+	//
+	//	*GetFileResponse_Header
+	//	*GetFileResponse_Chunk
+	Part          isGetFileResponse_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFileResponse) Reset() {
+	*x = GetFileResponse{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFileResponse) ProtoMessage() {}
+
+func (x *GetFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFileResponse.ProtoReflect.Descriptor instead.
+func (*GetFileResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GetFileResponse) GetPart() isGetFileResponse_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *GetFileResponse) GetHeader() *FileHeader {
+	if x != nil {
+		if x, ok := x.Part.(*GetFileResponse_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *GetFileResponse) GetChunk() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*GetFileResponse_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+type isGetFileResponse_Part interface {
+	isGetFileResponse_Part()
+}
+
+type GetFileResponse_Header struct {
+	// First message: the file's size and SHA-256.
+	Header *FileHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type GetFileResponse_Chunk struct {
+	// Then the content, in chunks.
+	Chunk []byte `protobuf:"bytes,2,opt,name=chunk,proto3,oneof"`
+}
+
+func (*GetFileResponse_Header) isGetFileResponse_Part() {}
+
+func (*GetFileResponse_Chunk) isGetFileResponse_Part() {}
+
 var File_blendplane_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"\x1fblendplane/agent/v1/agent.proto\x12\x13blendplane.agent.v1\x1a-blendplane/controlplane/v1/controlplane.proto\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x11\n" +
-	"\x0fDescribeRequest\"\xf4\x01\n" +
+	"\x0fDescribeRequest\"\xbc\x02\n" +
 	"\x10DescribeResponse\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1a\n" +
 	"\bhostname\x18\x02 \x01(\tR\bhostname\x12?\n" +
 	"\bruntimes\x18\x03 \x03(\v2#.blendplane.controlplane.v1.RuntimeR\bruntimes\x12#\n" +
 	"\rsession_count\x18\x04 \x01(\x05R\fsessionCount\x12C\n" +
-	"\tresources\x18\x05 \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\"|\n" +
+	"\tresources\x18\x05 \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\x12!\n" +
+	"\fmax_sessions\x18\x06 \x01(\x05R\vmaxSessions\x12#\n" +
+	"\rlive_sessions\x18\a \x03(\tR\fliveSessions\"\x94\x01\n" +
 	"\x12OpenSessionRequest\x12>\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12&\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +
 	"\n" +
-	"runtime_id\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\truntimeId\"\x9a\x01\n" +
+	"runtime_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\truntimeId\"\x9a\x01\n" +
 	"\x13OpenSessionResponse\x12S\n" +
 	"\x0fblender_profile\x18\x01 \x01(\v2*.blendplane.controlplane.v1.BlenderProfileR\x0eblenderProfile\x12.\n" +
-	"\x13baseline_scene_hash\x18\x02 \x01(\tR\x11baselineSceneHash\"\xae\x01\n" +
-	"\x0eExecuteRequest\x12&\n" +
+	"\x13baseline_scene_hash\x18\x02 \x01(\tR\x11baselineSceneHash\"\xde\x01\n" +
+	"\x0eExecuteRequest\x12>\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tsessionId\x12&\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\x12L\n" +
+	"request_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12L\n" +
 	"\n" +
 	"operations\x18\x03 \x03(\v2\".blendplane.agent.v1.OperationCallB\b\xbaH\x05\x92\x01\x02\b\x01R\n" +
-	"operations\"\x93\x03\n" +
+	"operations\"\xc5\x03\n" +
 	"\rOperationCall\x12B\n" +
-	"\foperation_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\voperationId\x12$\n" +
-	"\ttool_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\btoolName\x123\n" +
+	"\foperation_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\voperationId\x12'\n" +
+	"\ttool_name\x18\x02 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\x80\x01R\btoolName\x123\n" +
 	"\x04args\x18\x03 \x01(\v2\x17.google.protobuf.StructB\x06\xbaH\x03\xc8\x01\x01R\x04args\x12J\n" +
-	"\fsafety_level\x18\x04 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelR\vsafetyLevel\x120\n" +
-	"\x0fidempotency_key\x18\x05 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x0eidempotencyKey\x12'\n" +
-	"\vmcp_call_id\x18\x06 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tmcpCallId\x12$\n" +
-	"\x0etime_budget_ms\x18\a \x01(\x03R\ftimeBudgetMs\x12\x16\n" +
+	"\fsafety_level\x18\x04 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelR\vsafetyLevel\x12>\n" +
+	"\x0fidempotency_key\x18\x05 \x01(\tB\x15\xbaH\x12r\x102\x0e^[0-9a-f]{64}$R\x0eidempotencyKey\x12?\n" +
+	"\vmcp_call_id\x18\x06 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tmcpCallId\x12-\n" +
+	"\x0etime_budget_ms\x18\a \x01(\x03B\a\xbaH\x04\"\x02(\x00R\ftimeBudgetMs\x12\x16\n" +
 	"\x06verify\x18\b \x01(\bR\x06verify\"\x9f\x01\n" +
 	"\x0fExecuteResponse\x12?\n" +
 	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptH\x00R\areceipt\x12B\n" +
 	"\bprogress\x18\x02 \x01(\v2$.blendplane.controlplane.v1.ProgressH\x00R\bprogressB\a\n" +
-	"\x05event\"\x96\x01\n" +
-	"\x0fRollbackRequest\x12&\n" +
+	"\x05event\"\xda\x01\n" +
+	"\x0fRollbackRequest\x12>\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tsessionId\x12&\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\x123\n" +
-	"\x10idempotency_keys\x18\x03 \x03(\tB\b\xbaH\x05\x92\x01\x02\b\x01R\x0fidempotencyKeys\"Q\n" +
+	"request_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12G\n" +
+	"\x10idempotency_keys\x18\x03 \x03(\tB\x1c\xbaH\x19\x92\x01\x16\b\x01\"\x12r\x102\x0e^[0-9a-f]{64}$R\x0fidempotencyKeys\"Q\n" +
 	"\x10RollbackResponse\x12=\n" +
-	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptR\areceipt\"_\n" +
-	"\rCancelRequest\x12&\n" +
+	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptR\areceipt\"\x8f\x01\n" +
+	"\rCancelRequest\x12>\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tsessionId\x12&\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\"2\n" +
+	"request_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\"2\n" +
 	"\x0eCancelResponse\x12 \n" +
-	"\vinterrupted\x18\x01 \x01(\bR\vinterrupted\"=\n" +
-	"\x13CloseSessionRequest\x12&\n" +
+	"\vinterrupted\x18\x01 \x01(\bR\vinterrupted\"U\n" +
+	"\x13CloseSessionRequest\x12>\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tsessionId\"\x16\n" +
-	"\x14CloseSessionResponse2\xb4\x04\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\"\x16\n" +
+	"\x14CloseSessionResponse\"~\n" +
+	"\x0ePutFileRequest\x129\n" +
+	"\x06header\x18\x01 \x01(\v2\x1f.blendplane.agent.v1.FileHeaderH\x00R\x06header\x12\"\n" +
+	"\x05chunk\x18\x02 \x01(\fB\n" +
+	"\xbaH\az\x05\x18\x80\x80\x80\x02H\x00R\x05chunkB\r\n" +
+	"\x04part\x12\x05\xbaH\x02\b\x01\"\xc3\x01\n" +
+	"\n" +
+	"FileHeader\x12>\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12\x1e\n" +
+	"\x04name\x18\x02 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xa0\x01R\x04name\x12&\n" +
+	"\n" +
+	"size_bytes\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\tsizeBytes\x12-\n" +
+	"\x06sha256\x18\x04 \x01(\tB\x15\xbaH\x12r\x102\x0e^[0-9a-f]{64}$R\x06sha256\"\x11\n" +
+	"\x0fPutFileResponse\"p\n" +
+	"\x0eGetFileRequest\x12>\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12\x1e\n" +
+	"\x04name\x18\x02 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xa0\x01R\x04name\"l\n" +
+	"\x0fGetFileResponse\x129\n" +
+	"\x06header\x18\x01 \x01(\v2\x1f.blendplane.agent.v1.FileHeaderH\x00R\x06header\x12\x16\n" +
+	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunkB\x06\n" +
+	"\x04part2\xe4\x05\n" +
 	"\fAgentService\x12W\n" +
 	"\bDescribe\x12$.blendplane.agent.v1.DescribeRequest\x1a%.blendplane.agent.v1.DescribeResponse\x12`\n" +
 	"\vOpenSession\x12'.blendplane.agent.v1.OpenSessionRequest\x1a(.blendplane.agent.v1.OpenSessionResponse\x12V\n" +
 	"\aExecute\x12#.blendplane.agent.v1.ExecuteRequest\x1a$.blendplane.agent.v1.ExecuteResponse0\x01\x12Y\n" +
 	"\bRollback\x12$.blendplane.agent.v1.RollbackRequest\x1a%.blendplane.agent.v1.RollbackResponse0\x01\x12Q\n" +
 	"\x06Cancel\x12\".blendplane.agent.v1.CancelRequest\x1a#.blendplane.agent.v1.CancelResponse\x12c\n" +
-	"\fCloseSession\x12(.blendplane.agent.v1.CloseSessionRequest\x1a).blendplane.agent.v1.CloseSessionResponseBBZ@github.com/blendplane/blendplane/gen/blendplane/agent/v1;agentv1b\x06proto3"
+	"\fCloseSession\x12(.blendplane.agent.v1.CloseSessionRequest\x1a).blendplane.agent.v1.CloseSessionResponse\x12V\n" +
+	"\aPutFile\x12#.blendplane.agent.v1.PutFileRequest\x1a$.blendplane.agent.v1.PutFileResponse(\x01\x12V\n" +
+	"\aGetFile\x12#.blendplane.agent.v1.GetFileRequest\x1a$.blendplane.agent.v1.GetFileResponse0\x01BBZ@github.com/blendplane/blendplane/gen/blendplane/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_blendplane_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -854,7 +1228,7 @@ func file_blendplane_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_blendplane_agent_v1_agent_proto_rawDescData
 }
 
-var file_blendplane_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_blendplane_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_blendplane_agent_v1_agent_proto_goTypes = []any{
 	(*DescribeRequest)(nil),      // 0: blendplane.agent.v1.DescribeRequest
 	(*DescribeResponse)(nil),     // 1: blendplane.agent.v1.DescribeResponse
@@ -869,41 +1243,52 @@ var file_blendplane_agent_v1_agent_proto_goTypes = []any{
 	(*CancelResponse)(nil),       // 10: blendplane.agent.v1.CancelResponse
 	(*CloseSessionRequest)(nil),  // 11: blendplane.agent.v1.CloseSessionRequest
 	(*CloseSessionResponse)(nil), // 12: blendplane.agent.v1.CloseSessionResponse
-	(*v1.Runtime)(nil),           // 13: blendplane.controlplane.v1.Runtime
-	(*v1.Resources)(nil),         // 14: blendplane.controlplane.v1.Resources
-	(*v1.BlenderProfile)(nil),    // 15: blendplane.controlplane.v1.BlenderProfile
-	(*structpb.Struct)(nil),      // 16: google.protobuf.Struct
-	(v1.SafetyLevel)(0),          // 17: blendplane.controlplane.v1.SafetyLevel
-	(*v1.Receipt)(nil),           // 18: blendplane.controlplane.v1.Receipt
-	(*v1.Progress)(nil),          // 19: blendplane.controlplane.v1.Progress
+	(*PutFileRequest)(nil),       // 13: blendplane.agent.v1.PutFileRequest
+	(*FileHeader)(nil),           // 14: blendplane.agent.v1.FileHeader
+	(*PutFileResponse)(nil),      // 15: blendplane.agent.v1.PutFileResponse
+	(*GetFileRequest)(nil),       // 16: blendplane.agent.v1.GetFileRequest
+	(*GetFileResponse)(nil),      // 17: blendplane.agent.v1.GetFileResponse
+	(*v1.Runtime)(nil),           // 18: blendplane.controlplane.v1.Runtime
+	(*v1.Resources)(nil),         // 19: blendplane.controlplane.v1.Resources
+	(*v1.BlenderProfile)(nil),    // 20: blendplane.controlplane.v1.BlenderProfile
+	(*structpb.Struct)(nil),      // 21: google.protobuf.Struct
+	(v1.SafetyLevel)(0),          // 22: blendplane.controlplane.v1.SafetyLevel
+	(*v1.Receipt)(nil),           // 23: blendplane.controlplane.v1.Receipt
+	(*v1.Progress)(nil),          // 24: blendplane.controlplane.v1.Progress
 }
 var file_blendplane_agent_v1_agent_proto_depIdxs = []int32{
-	13, // 0: blendplane.agent.v1.DescribeResponse.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	14, // 1: blendplane.agent.v1.DescribeResponse.resources:type_name -> blendplane.controlplane.v1.Resources
-	15, // 2: blendplane.agent.v1.OpenSessionResponse.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	18, // 0: blendplane.agent.v1.DescribeResponse.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	19, // 1: blendplane.agent.v1.DescribeResponse.resources:type_name -> blendplane.controlplane.v1.Resources
+	20, // 2: blendplane.agent.v1.OpenSessionResponse.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
 	5,  // 3: blendplane.agent.v1.ExecuteRequest.operations:type_name -> blendplane.agent.v1.OperationCall
-	16, // 4: blendplane.agent.v1.OperationCall.args:type_name -> google.protobuf.Struct
-	17, // 5: blendplane.agent.v1.OperationCall.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	18, // 6: blendplane.agent.v1.ExecuteResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	19, // 7: blendplane.agent.v1.ExecuteResponse.progress:type_name -> blendplane.controlplane.v1.Progress
-	18, // 8: blendplane.agent.v1.RollbackResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	0,  // 9: blendplane.agent.v1.AgentService.Describe:input_type -> blendplane.agent.v1.DescribeRequest
-	2,  // 10: blendplane.agent.v1.AgentService.OpenSession:input_type -> blendplane.agent.v1.OpenSessionRequest
-	4,  // 11: blendplane.agent.v1.AgentService.Execute:input_type -> blendplane.agent.v1.ExecuteRequest
-	7,  // 12: blendplane.agent.v1.AgentService.Rollback:input_type -> blendplane.agent.v1.RollbackRequest
-	9,  // 13: blendplane.agent.v1.AgentService.Cancel:input_type -> blendplane.agent.v1.CancelRequest
-	11, // 14: blendplane.agent.v1.AgentService.CloseSession:input_type -> blendplane.agent.v1.CloseSessionRequest
-	1,  // 15: blendplane.agent.v1.AgentService.Describe:output_type -> blendplane.agent.v1.DescribeResponse
-	3,  // 16: blendplane.agent.v1.AgentService.OpenSession:output_type -> blendplane.agent.v1.OpenSessionResponse
-	6,  // 17: blendplane.agent.v1.AgentService.Execute:output_type -> blendplane.agent.v1.ExecuteResponse
-	8,  // 18: blendplane.agent.v1.AgentService.Rollback:output_type -> blendplane.agent.v1.RollbackResponse
-	10, // 19: blendplane.agent.v1.AgentService.Cancel:output_type -> blendplane.agent.v1.CancelResponse
-	12, // 20: blendplane.agent.v1.AgentService.CloseSession:output_type -> blendplane.agent.v1.CloseSessionResponse
-	15, // [15:21] is the sub-list for method output_type
-	9,  // [9:15] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	21, // 4: blendplane.agent.v1.OperationCall.args:type_name -> google.protobuf.Struct
+	22, // 5: blendplane.agent.v1.OperationCall.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	23, // 6: blendplane.agent.v1.ExecuteResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	24, // 7: blendplane.agent.v1.ExecuteResponse.progress:type_name -> blendplane.controlplane.v1.Progress
+	23, // 8: blendplane.agent.v1.RollbackResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	14, // 9: blendplane.agent.v1.PutFileRequest.header:type_name -> blendplane.agent.v1.FileHeader
+	14, // 10: blendplane.agent.v1.GetFileResponse.header:type_name -> blendplane.agent.v1.FileHeader
+	0,  // 11: blendplane.agent.v1.AgentService.Describe:input_type -> blendplane.agent.v1.DescribeRequest
+	2,  // 12: blendplane.agent.v1.AgentService.OpenSession:input_type -> blendplane.agent.v1.OpenSessionRequest
+	4,  // 13: blendplane.agent.v1.AgentService.Execute:input_type -> blendplane.agent.v1.ExecuteRequest
+	7,  // 14: blendplane.agent.v1.AgentService.Rollback:input_type -> blendplane.agent.v1.RollbackRequest
+	9,  // 15: blendplane.agent.v1.AgentService.Cancel:input_type -> blendplane.agent.v1.CancelRequest
+	11, // 16: blendplane.agent.v1.AgentService.CloseSession:input_type -> blendplane.agent.v1.CloseSessionRequest
+	13, // 17: blendplane.agent.v1.AgentService.PutFile:input_type -> blendplane.agent.v1.PutFileRequest
+	16, // 18: blendplane.agent.v1.AgentService.GetFile:input_type -> blendplane.agent.v1.GetFileRequest
+	1,  // 19: blendplane.agent.v1.AgentService.Describe:output_type -> blendplane.agent.v1.DescribeResponse
+	3,  // 20: blendplane.agent.v1.AgentService.OpenSession:output_type -> blendplane.agent.v1.OpenSessionResponse
+	6,  // 21: blendplane.agent.v1.AgentService.Execute:output_type -> blendplane.agent.v1.ExecuteResponse
+	8,  // 22: blendplane.agent.v1.AgentService.Rollback:output_type -> blendplane.agent.v1.RollbackResponse
+	10, // 23: blendplane.agent.v1.AgentService.Cancel:output_type -> blendplane.agent.v1.CancelResponse
+	12, // 24: blendplane.agent.v1.AgentService.CloseSession:output_type -> blendplane.agent.v1.CloseSessionResponse
+	15, // 25: blendplane.agent.v1.AgentService.PutFile:output_type -> blendplane.agent.v1.PutFileResponse
+	17, // 26: blendplane.agent.v1.AgentService.GetFile:output_type -> blendplane.agent.v1.GetFileResponse
+	19, // [19:27] is the sub-list for method output_type
+	11, // [11:19] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_agent_v1_agent_proto_init() }
@@ -915,13 +1300,21 @@ func file_blendplane_agent_v1_agent_proto_init() {
 		(*ExecuteResponse_Receipt)(nil),
 		(*ExecuteResponse_Progress)(nil),
 	}
+	file_blendplane_agent_v1_agent_proto_msgTypes[13].OneofWrappers = []any{
+		(*PutFileRequest_Header)(nil),
+		(*PutFileRequest_Chunk)(nil),
+	}
+	file_blendplane_agent_v1_agent_proto_msgTypes[17].OneofWrappers = []any{
+		(*GetFileResponse_Header)(nil),
+		(*GetFileResponse_Chunk)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_agent_v1_agent_proto_rawDesc), len(file_blendplane_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,8 @@ const (
 	AgentService_Rollback_FullMethodName     = "/blendplane.agent.v1.AgentService/Rollback"
 	AgentService_Cancel_FullMethodName       = "/blendplane.agent.v1.AgentService/Cancel"
 	AgentService_CloseSession_FullMethodName = "/blendplane.agent.v1.AgentService/CloseSession"
+	AgentService_PutFile_FullMethodName      = "/blendplane.agent.v1.AgentService/PutFile"
+	AgentService_GetFile_FullMethodName      = "/blendplane.agent.v1.AgentService/GetFile"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -36,8 +38,10 @@ const (
 type AgentServiceClient interface {
 	// Describe returns the agent's identity and runtimes with their registries.
 	Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error)
-	// OpenSession starts a Blender process for a session and loads the
-	// baseline scene. Opening an open session again is a no-op.
+	// OpenSession records a new session on the baseline scene of a runtime.
+	// Its Blender starts when its first batch needs it. It fails with
+	// RESOURCE_EXHAUSTED when every Blender slot (--max-sessions) is busy.
+	// Opening a known session again is a no-op.
 	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error)
 	// Execute runs a batch of operations of one plan in a session, in order,
 	// and streams one receipt per operation, each after it is committed to the
@@ -56,8 +60,15 @@ type AgentServiceClient interface {
 	// the journal if it had to be stopped), and Execute ends after a NOT_RUN
 	// receipt with error code CANCELLED for it.
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
-	// CloseSession stops the session's Blender process.
+	// CloseSession stops the session's Blender process, removes its scene
+	// files and sandbox and forgets it.
 	CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error)
+	// PutFile writes a file into a session's sandbox (client streaming: a
+	// header, then chunks), atomically: readers see the old file or the whole
+	// new one.
+	PutFile(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PutFileRequest, PutFileResponse], error)
+	// GetFile streams a file of a session's sandbox.
+	GetFile(ctx context.Context, in *GetFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetFileResponse], error)
 }
 
 type agentServiceClient struct {
@@ -146,6 +157,38 @@ func (c *agentServiceClient) CloseSession(ctx context.Context, in *CloseSessionR
 	return out, nil
 }
 
+func (c *agentServiceClient) PutFile(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PutFileRequest, PutFileResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[2], AgentService_PutFile_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PutFileRequest, PutFileResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_PutFileClient = grpc.ClientStreamingClient[PutFileRequest, PutFileResponse]
+
+func (c *agentServiceClient) GetFile(ctx context.Context, in *GetFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetFileResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[3], AgentService_GetFile_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[GetFileRequest, GetFileResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_GetFileClient = grpc.ServerStreamingClient[GetFileResponse]
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -155,8 +198,10 @@ func (c *agentServiceClient) CloseSession(ctx context.Context, in *CloseSessionR
 type AgentServiceServer interface {
 	// Describe returns the agent's identity and runtimes with their registries.
 	Describe(context.Context, *DescribeRequest) (*DescribeResponse, error)
-	// OpenSession starts a Blender process for a session and loads the
-	// baseline scene. Opening an open session again is a no-op.
+	// OpenSession records a new session on the baseline scene of a runtime.
+	// Its Blender starts when its first batch needs it. It fails with
+	// RESOURCE_EXHAUSTED when every Blender slot (--max-sessions) is busy.
+	// Opening a known session again is a no-op.
 	OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error)
 	// Execute runs a batch of operations of one plan in a session, in order,
 	// and streams one receipt per operation, each after it is committed to the
@@ -175,8 +220,15 @@ type AgentServiceServer interface {
 	// the journal if it had to be stopped), and Execute ends after a NOT_RUN
 	// receipt with error code CANCELLED for it.
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
-	// CloseSession stops the session's Blender process.
+	// CloseSession stops the session's Blender process, removes its scene
+	// files and sandbox and forgets it.
 	CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error)
+	// PutFile writes a file into a session's sandbox (client streaming: a
+	// header, then chunks), atomically: readers see the old file or the whole
+	// new one.
+	PutFile(grpc.ClientStreamingServer[PutFileRequest, PutFileResponse]) error
+	// GetFile streams a file of a session's sandbox.
+	GetFile(*GetFileRequest, grpc.ServerStreamingServer[GetFileResponse]) error
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -204,6 +256,12 @@ func (UnimplementedAgentServiceServer) Cancel(context.Context, *CancelRequest) (
 }
 func (UnimplementedAgentServiceServer) CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CloseSession not implemented")
+}
+func (UnimplementedAgentServiceServer) PutFile(grpc.ClientStreamingServer[PutFileRequest, PutFileResponse]) error {
+	return status.Error(codes.Unimplemented, "method PutFile not implemented")
+}
+func (UnimplementedAgentServiceServer) GetFile(*GetFileRequest, grpc.ServerStreamingServer[GetFileResponse]) error {
+	return status.Error(codes.Unimplemented, "method GetFile not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -320,6 +378,24 @@ func _AgentService_CloseSession_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_PutFile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(AgentServiceServer).PutFile(&grpc.GenericServerStream[PutFileRequest, PutFileResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_PutFileServer = grpc.ClientStreamingServer[PutFileRequest, PutFileResponse]
+
+func _AgentService_GetFile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(GetFileRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).GetFile(m, &grpc.GenericServerStream[GetFileRequest, GetFileResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_GetFileServer = grpc.ServerStreamingServer[GetFileResponse]
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -353,6 +429,16 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Rollback",
 			Handler:       _AgentService_Rollback_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "PutFile",
+			Handler:       _AgentService_PutFile_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "GetFile",
+			Handler:       _AgentService_GetFile_Handler,
 			ServerStreams: true,
 		},
 	},

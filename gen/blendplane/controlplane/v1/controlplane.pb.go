@@ -80,7 +80,7 @@ func (SafetyLevel) EnumDescriptor() ([]byte, []int) {
 	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{0}
 }
 
-// State of a plan. Terminal states: VALIDATED, SUCCEEDED, FAILED.
+// State of a plan. Terminal states: VALIDATED, SUCCEEDED, FAILED, CANCELLED.
 type Plan_State int32
 
 const (
@@ -311,6 +311,66 @@ func (x Agent_State) Number() protoreflect.EnumNumber {
 // Deprecated: Use Agent_State.Descriptor instead.
 func (Agent_State) EnumDescriptor() ([]byte, []int) {
 	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{37, 0}
+}
+
+// State of a session.
+type Session_State int32
+
+const (
+	Session_STATE_UNSPECIFIED Session_State = 0
+	// Its Blender runs: a plan starts at once.
+	Session_STATE_OPEN Session_State = 1
+	// Its Blender is stopped (idle for --session-idle-timeout, or parked by
+	// its agent to make room under --max-sessions, or not started yet: a
+	// Blender starts when a session first needs it). The next plan starts
+	// or restores it transparently, on the scene it had.
+	Session_STATE_PARKED Session_State = 2
+	// Closed: plans are refused (SESSION_CLOSED); its Blender is stopped and
+	// its scene files removed; plans, receipts, audit and artifacts are kept.
+	Session_STATE_CLOSED Session_State = 3
+)
+
+// Enum value maps for Session_State.
+var (
+	Session_State_name = map[int32]string{
+		0: "STATE_UNSPECIFIED",
+		1: "STATE_OPEN",
+		2: "STATE_PARKED",
+		3: "STATE_CLOSED",
+	}
+	Session_State_value = map[string]int32{
+		"STATE_UNSPECIFIED": 0,
+		"STATE_OPEN":        1,
+		"STATE_PARKED":      2,
+		"STATE_CLOSED":      3,
+	}
+)
+
+func (x Session_State) Enum() *Session_State {
+	p := new(Session_State)
+	*p = x
+	return p
+}
+
+func (x Session_State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Session_State) Descriptor() protoreflect.EnumDescriptor {
+	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[5].Descriptor()
+}
+
+func (Session_State) Type() protoreflect.EnumType {
+	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[5]
+}
+
+func (x Session_State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Session_State.Descriptor instead.
+func (Session_State) EnumDescriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{50, 0}
 }
 
 type NegotiateRequest struct {
@@ -1131,8 +1191,10 @@ type Limits struct {
 	ToolSurfaceCap int32 `protobuf:"varint,3,opt,name=tool_surface_cap,json=toolSurfaceCap,proto3" json:"tool_surface_cap,omitempty"`
 	// Operations running at the same time in one session.
 	MaxConcurrentCalls int32 `protobuf:"varint,4,opt,name=max_concurrent_calls,json=maxConcurrentCalls,proto3" json:"max_concurrent_calls,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Largest artifact a client may upload, in bytes.
+	MaxArtifactBytes int64 `protobuf:"varint,5,opt,name=max_artifact_bytes,json=maxArtifactBytes,proto3" json:"max_artifact_bytes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
@@ -1189,6 +1251,13 @@ func (x *Limits) GetToolSurfaceCap() int32 {
 func (x *Limits) GetMaxConcurrentCalls() int32 {
 	if x != nil {
 		return x.MaxConcurrentCalls
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxArtifactBytes() int64 {
+	if x != nil {
+		return x.MaxArtifactBytes
 	}
 	return 0
 }
@@ -1289,12 +1358,13 @@ func (x *Operation) GetVerify() bool {
 type SubmitPlanRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// Correlation id of the plan; also its idempotency scope.
+	// Correlation id of the plan; also its idempotency scope. Unique per
+	// client: another client's plans never collide with it.
 	RequestId  string       `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Operations []*Operation `protobuf:"bytes,3,rep,name=operations,proto3" json:"operations,omitempty"`
 	// Validate and schedule only; run nothing and store nothing.
 	ValidateOnly bool `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
-	// Reserved: roll back every operation of the plan when one fails.
+	// Roll back every operation of the plan when one fails.
 	Atomic        bool `protobuf:"varint,5,opt,name=atomic,proto3" json:"atomic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1770,7 +1840,10 @@ type Receipt struct {
 	// True when the operation asked for verification and passed it.
 	Verified bool `protobuf:"varint,17,opt,name=verified,proto3" json:"verified,omitempty"`
 	// Float tolerance of the scene hash (scene_state_v1 rounds to 1e-5).
-	Tolerance     string `protobuf:"bytes,18,opt,name=tolerance,proto3" json:"tolerance,omitempty"`
+	Tolerance string `protobuf:"bytes,18,opt,name=tolerance,proto3" json:"tolerance,omitempty"`
+	// Files the operation wrote into the session's sandbox (renders,
+	// exports), kept as artifacts of the session (DownloadArtifact).
+	Artifacts     []*Artifact `protobuf:"bytes,19,rep,name=artifacts,proto3" json:"artifacts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1929,6 +2002,13 @@ func (x *Receipt) GetTolerance() string {
 		return x.Tolerance
 	}
 	return ""
+}
+
+func (x *Receipt) GetArtifacts() []*Artifact {
+	if x != nil {
+		return x.Artifacts
+	}
+	return nil
 }
 
 // Failure is the failure contract of seed 000: what went wrong and the
@@ -3003,12 +3083,17 @@ type Agent struct {
 	Hostname string      `protobuf:"bytes,3,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	State    Agent_State `protobuf:"varint,4,opt,name=state,proto3,enum=blendplane.controlplane.v1.Agent_State" json:"state,omitempty"`
 	Runtimes []*Runtime  `protobuf:"bytes,5,rep,name=runtimes,proto3" json:"runtimes,omitempty"`
-	// Sessions currently open on the agent.
-	SessionCount  int32                  `protobuf:"varint,6,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
-	LastSeenTime  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
-	Resources     *Resources             `protobuf:"bytes,8,opt,name=resources,proto3" json:"resources,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Sessions the agent holds (running or parked).
+	SessionCount int32                  `protobuf:"varint,6,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
+	LastSeenTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
+	Resources    *Resources             `protobuf:"bytes,8,opt,name=resources,proto3" json:"resources,omitempty"`
+	// How many Blender processes it runs at most, and how many run now.
+	MaxSessions      int32 `protobuf:"varint,9,opt,name=max_sessions,json=maxSessions,proto3" json:"max_sessions,omitempty"`
+	LiveSessionCount int32 `protobuf:"varint,10,opt,name=live_session_count,json=liveSessionCount,proto3" json:"live_session_count,omitempty"`
+	// How many of them are busy with a batch now.
+	BusySessionCount int32 `protobuf:"varint,11,opt,name=busy_session_count,json=busySessionCount,proto3" json:"busy_session_count,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Agent) Reset() {
@@ -3097,6 +3182,27 @@ func (x *Agent) GetResources() *Resources {
 	return nil
 }
 
+func (x *Agent) GetMaxSessions() int32 {
+	if x != nil {
+		return x.MaxSessions
+	}
+	return 0
+}
+
+func (x *Agent) GetLiveSessionCount() int32 {
+	if x != nil {
+		return x.LiveSessionCount
+	}
+	return 0
+}
+
+func (x *Agent) GetBusySessionCount() int32 {
+	if x != nil {
+		return x.BusySessionCount
+	}
+	return 0
+}
+
 // Runtime is one Blender an agent can run sessions in.
 type Runtime struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3104,8 +3210,10 @@ type Runtime struct {
 	RuntimeId      string          `protobuf:"bytes,1,opt,name=runtime_id,json=runtimeId,proto3" json:"runtime_id,omitempty"`
 	BlenderProfile *BlenderProfile `protobuf:"bytes,2,opt,name=blender_profile,json=blenderProfile,proto3" json:"blender_profile,omitempty"`
 	Registry       *ToolRegistry   `protobuf:"bytes,3,opt,name=registry,proto3" json:"registry,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Scene hash of the baseline scene every new session starts from.
+	BaselineSceneHash string `protobuf:"bytes,4,opt,name=baseline_scene_hash,json=baselineSceneHash,proto3" json:"baseline_scene_hash,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Runtime) Reset() {
@@ -3157,6 +3265,13 @@ func (x *Runtime) GetRegistry() *ToolRegistry {
 		return x.Registry
 	}
 	return nil
+}
+
+func (x *Runtime) GetBaselineSceneHash() string {
+	if x != nil {
+		return x.BaselineSceneHash
+	}
+	return ""
 }
 
 // ToolRegistry is the set of tools a runtime offers.
@@ -3405,11 +3520,18 @@ type RegisterAgentRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	AgentId string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	// Address the agent serves AgentService on, host:port.
-	Address       string     `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	Hostname      string     `protobuf:"bytes,3,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	Runtimes      []*Runtime `protobuf:"bytes,4,rep,name=runtimes,proto3" json:"runtimes,omitempty"`
-	SessionCount  int32      `protobuf:"varint,5,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
-	Resources     *Resources `protobuf:"bytes,6,opt,name=resources,proto3" json:"resources,omitempty"`
+	Address  string     `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Hostname string     `protobuf:"bytes,3,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Runtimes []*Runtime `protobuf:"bytes,4,rep,name=runtimes,proto3" json:"runtimes,omitempty"`
+	// Sessions the agent holds (running or parked).
+	SessionCount int32      `protobuf:"varint,5,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
+	Resources    *Resources `protobuf:"bytes,6,opt,name=resources,proto3" json:"resources,omitempty"`
+	// How many Blender processes the agent runs at most (--max-sessions).
+	MaxSessions int32 `protobuf:"varint,7,opt,name=max_sessions,json=maxSessions,proto3" json:"max_sessions,omitempty"`
+	// Sessions whose Blender runs now; the others are parked.
+	LiveSessions []string `protobuf:"bytes,8,rep,name=live_sessions,json=liveSessions,proto3" json:"live_sessions,omitempty"`
+	// Sessions whose Blender is busy with a batch now.
+	BusySessions  int32 `protobuf:"varint,9,opt,name=busy_sessions,json=busySessions,proto3" json:"busy_sessions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3486,12 +3608,36 @@ func (x *RegisterAgentRequest) GetResources() *Resources {
 	return nil
 }
 
+func (x *RegisterAgentRequest) GetMaxSessions() int32 {
+	if x != nil {
+		return x.MaxSessions
+	}
+	return 0
+}
+
+func (x *RegisterAgentRequest) GetLiveSessions() []string {
+	if x != nil {
+		return x.LiveSessions
+	}
+	return nil
+}
+
+func (x *RegisterAgentRequest) GetBusySessions() int32 {
+	if x != nil {
+		return x.BusySessions
+	}
+	return 0
+}
+
 type RegisterAgentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How often the agent should register again to stay READY, in seconds.
 	HeartbeatIntervalSeconds int32 `protobuf:"varint,1,opt,name=heartbeat_interval_seconds,json=heartbeatIntervalSeconds,proto3" json:"heartbeat_interval_seconds,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// Park a session (checkpoint it and stop its Blender) after this long
+	// without plans (the control plane's --session-idle-timeout); 0: never.
+	SessionIdleTimeoutMs int64 `protobuf:"varint,2,opt,name=session_idle_timeout_ms,json=sessionIdleTimeoutMs,proto3" json:"session_idle_timeout_ms,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *RegisterAgentResponse) Reset() {
@@ -3531,13 +3677,1018 @@ func (x *RegisterAgentResponse) GetHeartbeatIntervalSeconds() int32 {
 	return 0
 }
 
+func (x *RegisterAgentResponse) GetSessionIdleTimeoutMs() int64 {
+	if x != nil {
+		return x.SessionIdleTimeoutMs
+	}
+	return 0
+}
+
+type GetSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSessionRequest) Reset() {
+	*x = GetSessionRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSessionRequest) ProtoMessage() {}
+
+func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
+func (*GetSessionRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *GetSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type GetSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSessionResponse) Reset() {
+	*x = GetSessionResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSessionResponse) ProtoMessage() {}
+
+func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
+func (*GetSessionResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *GetSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+type ListSessionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many sessions; 0 means 100, values over 1000 are treated as 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only sessions in this state; unspecified: every session that is not
+	// closed.
+	State         Session_State `protobuf:"varint,3,opt,name=state,proto3,enum=blendplane.controlplane.v1.Session_State" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionsRequest) Reset() {
+	*x = ListSessionsRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionsRequest) ProtoMessage() {}
+
+func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
+func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ListSessionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSessionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListSessionsRequest) GetState() Session_State {
+	if x != nil {
+		return x.State
+	}
+	return Session_STATE_UNSPECIFIED
+}
+
+type ListSessionsResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Sessions []*Session             `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionsResponse) Reset() {
+	*x = ListSessionsResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionsResponse) ProtoMessage() {}
+
+func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
+func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ListSessionsResponse) GetSessions() []*Session {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *ListSessionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type CloseSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseSessionRequest) Reset() {
+	*x = CloseSessionRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseSessionRequest) ProtoMessage() {}
+
+func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
+func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *CloseSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type CloseSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseSessionResponse) Reset() {
+	*x = CloseSessionResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseSessionResponse) ProtoMessage() {}
+
+func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
+func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *CloseSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+// Session is a negotiated session: where it runs and where it stands.
+type Session struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	State     Session_State          `protobuf:"varint,2,opt,name=state,proto3,enum=blendplane.controlplane.v1.Session_State" json:"state,omitempty"`
+	Contract  *SessionContract       `protobuf:"bytes,3,opt,name=contract,proto3" json:"contract,omitempty"`
+	// The agent and runtime the session is placed on.
+	AgentId   string `protobuf:"bytes,4,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	RuntimeId string `protobuf:"bytes,5,opt,name=runtime_id,json=runtimeId,proto3" json:"runtime_id,omitempty"`
+	// Scene hash after the session's last committed operation (the baseline
+	// scene's hash before any).
+	SceneHash string `protobuf:"bytes,6,opt,name=scene_hash,json=sceneHash,proto3" json:"scene_hash,omitempty"`
+	// Plans accepted in the session, and those of them not finished yet.
+	PlanCount       int64                  `protobuf:"varint,7,opt,name=plan_count,json=planCount,proto3" json:"plan_count,omitempty"`
+	ActivePlanCount int64                  `protobuf:"varint,8,opt,name=active_plan_count,json=activePlanCount,proto3" json:"active_plan_count,omitempty"`
+	CreateTime      *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// When a plan was last accepted or last ended.
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	CloseTime     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=close_time,json=closeTime,proto3" json:"close_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Session) Reset() {
+	*x = Session{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Session) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Session) ProtoMessage() {}
+
+func (x *Session) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Session.ProtoReflect.Descriptor instead.
+func (*Session) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *Session) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Session) GetState() Session_State {
+	if x != nil {
+		return x.State
+	}
+	return Session_STATE_UNSPECIFIED
+}
+
+func (x *Session) GetContract() *SessionContract {
+	if x != nil {
+		return x.Contract
+	}
+	return nil
+}
+
+func (x *Session) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *Session) GetRuntimeId() string {
+	if x != nil {
+		return x.RuntimeId
+	}
+	return ""
+}
+
+func (x *Session) GetSceneHash() string {
+	if x != nil {
+		return x.SceneHash
+	}
+	return ""
+}
+
+func (x *Session) GetPlanCount() int64 {
+	if x != nil {
+		return x.PlanCount
+	}
+	return 0
+}
+
+func (x *Session) GetActivePlanCount() int64 {
+	if x != nil {
+		return x.ActivePlanCount
+	}
+	return 0
+}
+
+func (x *Session) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Session) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *Session) GetCloseTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CloseTime
+	}
+	return nil
+}
+
+// Artifact is a file of a session, content-addressed by its SHA-256: a
+// render or export that a receipt made, or a file a client uploaded. Tool
+// args name it by its plain name, inside the session's sandbox.
+type Artifact struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Plain file name, e.g. "shot.png".
+	Name      string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	SizeBytes int64  `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// Hex SHA-256 of the content.
+	Sha256 string `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// The plan and operation whose receipt made it; empty for uploads.
+	RequestId       string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	OperationId     string                 `protobuf:"bytes,6,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	ReceiptSequence int64                  `protobuf:"varint,7,opt,name=receipt_sequence,json=receiptSequence,proto3" json:"receipt_sequence,omitempty"`
+	CreateTime      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Artifact) Reset() {
+	*x = Artifact{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Artifact) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Artifact) ProtoMessage() {}
+
+func (x *Artifact) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Artifact.ProtoReflect.Descriptor instead.
+func (*Artifact) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *Artifact) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Artifact) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Artifact) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *Artifact) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *Artifact) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Artifact) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *Artifact) GetReceiptSequence() int64 {
+	if x != nil {
+		return x.ReceiptSequence
+	}
+	return 0
+}
+
+func (x *Artifact) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+type UploadArtifactRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Part:
+	//
+	//	*UploadArtifactRequest_Header
+	//	*UploadArtifactRequest_Chunk
+	Part          isUploadArtifactRequest_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadArtifactRequest) Reset() {
+	*x = UploadArtifactRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadArtifactRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadArtifactRequest) ProtoMessage() {}
+
+func (x *UploadArtifactRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadArtifactRequest.ProtoReflect.Descriptor instead.
+func (*UploadArtifactRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *UploadArtifactRequest) GetPart() isUploadArtifactRequest_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *UploadArtifactRequest) GetHeader() *ArtifactUpload {
+	if x != nil {
+		if x, ok := x.Part.(*UploadArtifactRequest_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *UploadArtifactRequest) GetChunk() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*UploadArtifactRequest_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+type isUploadArtifactRequest_Part interface {
+	isUploadArtifactRequest_Part()
+}
+
+type UploadArtifactRequest_Header struct {
+	// First message: where the file goes.
+	Header *ArtifactUpload `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type UploadArtifactRequest_Chunk struct {
+	// Then the content, in chunks of at most 4 MiB.
+	Chunk []byte `protobuf:"bytes,2,opt,name=chunk,proto3,oneof"`
+}
+
+func (*UploadArtifactRequest_Header) isUploadArtifactRequest_Part() {}
+
+func (*UploadArtifactRequest_Chunk) isUploadArtifactRequest_Part() {}
+
+// ArtifactUpload names an uploaded file.
+type ArtifactUpload struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Plain file name in the session's sandbox: no directories, no control
+	// characters, at most 160 characters.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// If set, the content must have exactly this size and SHA-256.
+	SizeBytes     int64  `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	Sha256        string `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactUpload) Reset() {
+	*x = ArtifactUpload{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactUpload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactUpload) ProtoMessage() {}
+
+func (x *ArtifactUpload) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactUpload.ProtoReflect.Descriptor instead.
+func (*ArtifactUpload) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ArtifactUpload) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ArtifactUpload) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ArtifactUpload) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *ArtifactUpload) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+type UploadArtifactResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Artifact      *Artifact              `protobuf:"bytes,1,opt,name=artifact,proto3" json:"artifact,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadArtifactResponse) Reset() {
+	*x = UploadArtifactResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadArtifactResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadArtifactResponse) ProtoMessage() {}
+
+func (x *UploadArtifactResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadArtifactResponse.ProtoReflect.Descriptor instead.
+func (*UploadArtifactResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *UploadArtifactResponse) GetArtifact() *Artifact {
+	if x != nil {
+		return x.Artifact
+	}
+	return nil
+}
+
+type DownloadArtifactRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// A version of the file by its SHA-256; empty: the newest.
+	Sha256        string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DownloadArtifactRequest) Reset() {
+	*x = DownloadArtifactRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DownloadArtifactRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DownloadArtifactRequest) ProtoMessage() {}
+
+func (x *DownloadArtifactRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DownloadArtifactRequest.ProtoReflect.Descriptor instead.
+func (*DownloadArtifactRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *DownloadArtifactRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *DownloadArtifactRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DownloadArtifactRequest) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+type DownloadArtifactResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Part:
+	//
+	//	*DownloadArtifactResponse_Artifact
+	//	*DownloadArtifactResponse_Chunk
+	Part          isDownloadArtifactResponse_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DownloadArtifactResponse) Reset() {
+	*x = DownloadArtifactResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DownloadArtifactResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DownloadArtifactResponse) ProtoMessage() {}
+
+func (x *DownloadArtifactResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DownloadArtifactResponse.ProtoReflect.Descriptor instead.
+func (*DownloadArtifactResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *DownloadArtifactResponse) GetPart() isDownloadArtifactResponse_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *DownloadArtifactResponse) GetArtifact() *Artifact {
+	if x != nil {
+		if x, ok := x.Part.(*DownloadArtifactResponse_Artifact); ok {
+			return x.Artifact
+		}
+	}
+	return nil
+}
+
+func (x *DownloadArtifactResponse) GetChunk() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*DownloadArtifactResponse_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+type isDownloadArtifactResponse_Part interface {
+	isDownloadArtifactResponse_Part()
+}
+
+type DownloadArtifactResponse_Artifact struct {
+	// First message: what follows.
+	Artifact *Artifact `protobuf:"bytes,1,opt,name=artifact,proto3,oneof"`
+}
+
+type DownloadArtifactResponse_Chunk struct {
+	// Then the content, in chunks.
+	Chunk []byte `protobuf:"bytes,2,opt,name=chunk,proto3,oneof"`
+}
+
+func (*DownloadArtifactResponse_Artifact) isDownloadArtifactResponse_Part() {}
+
+func (*DownloadArtifactResponse_Chunk) isDownloadArtifactResponse_Part() {}
+
+type ListArtifactsRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Only the artifacts of this plan's receipts.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// At most this many artifacts; 0 means 100, values over 1000 are treated as 1000.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListArtifactsRequest) Reset() {
+	*x = ListArtifactsRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListArtifactsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListArtifactsRequest) ProtoMessage() {}
+
+func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListArtifactsRequest.ProtoReflect.Descriptor instead.
+func (*ListArtifactsRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ListArtifactsRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ListArtifactsRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ListArtifactsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListArtifactsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListArtifactsResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Artifacts []*Artifact            `protobuf:"bytes,1,rep,name=artifacts,proto3" json:"artifacts,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListArtifactsResponse) Reset() {
+	*x = ListArtifactsResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListArtifactsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListArtifactsResponse) ProtoMessage() {}
+
+func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListArtifactsResponse.ProtoReflect.Descriptor instead.
+func (*ListArtifactsResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ListArtifactsResponse) GetArtifacts() []*Artifact {
+	if x != nil {
+		return x.Artifacts
+	}
+	return nil
+}
+
+func (x *ListArtifactsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_blendplane_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
-	"-blendplane/controlplane/v1/controlplane.proto\x12\x1ablendplane.controlplane.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\x04\n" +
-	"\x10NegotiateRequest\x122\n" +
-	"\x10contract_version\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x0fcontractVersion\x12R\n" +
+	"-blendplane/controlplane/v1/controlplane.proto\x12\x1ablendplane.controlplane.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x04\n" +
+	"\x10NegotiateRequest\x124\n" +
+	"\x10contract_version\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18 R\x0fcontractVersion\x12R\n" +
 	"\fhost_profile\x18\x02 \x01(\v2'.blendplane.controlplane.v1.HostProfileB\x06\xbaH\x03\xc8\x01\x01R\vhostProfile\x12;\n" +
 	"\x15blender_version_range\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18@R\x13blenderVersionRange\x12W\n" +
 	"\x11tool_registry_ref\x18\x04 \x01(\v2+.blendplane.controlplane.v1.ToolRegistryRefR\x0ftoolRegistryRef\x12Z\n" +
@@ -3564,13 +4715,13 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\bplatform\x18\x03 \x01(\tR\bplatform\x12\x18\n" +
 	"\aruntime\x18\x04 \x01(\tR\aruntime\x12%\n" +
 	"\x0epython_version\x18\x05 \x01(\tR\rpythonVersion\x12\x1a\n" +
-	"\bfeatures\x18\x06 \x03(\tR\bfeatures\"M\n" +
-	"\x0fToolRegistryRef\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\tR\aversion\x12 \n" +
-	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\"N\n" +
-	"\x10MacroRegistryRef\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\tR\aversion\x12 \n" +
-	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\"\xca\x01\n" +
+	"\bfeatures\x18\x06 \x03(\tR\bfeatures\"_\n" +
+	"\x0fToolRegistryRef\x12!\n" +
+	"\aversion\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18@R\aversion\x12)\n" +
+	"\vfingerprint\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18@R\vfingerprint\"`\n" +
+	"\x10MacroRegistryRef\x12!\n" +
+	"\aversion\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18@R\aversion\x12)\n" +
+	"\vfingerprint\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18@R\vfingerprint\"\xca\x01\n" +
 	"\vConstraints\x12-\n" +
 	"\x0emax_memory_mib\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\fmaxMemoryMib\x126\n" +
 	"\x13tool_time_budget_ms\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x10toolTimeBudgetMs\x121\n" +
@@ -3608,12 +4759,13 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\ffingerprints\x18\x0f \x03(\v2=.blendplane.controlplane.v1.SessionContract.FingerprintsEntryR\ffingerprints\x1a?\n" +
 	"\x11FingerprintsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
 	"\x06Limits\x125\n" +
 	"\x17max_operations_per_plan\x18\x01 \x01(\x05R\x14maxOperationsPerPlan\x12*\n" +
 	"\x11max_payload_bytes\x18\x02 \x01(\x03R\x0fmaxPayloadBytes\x12(\n" +
 	"\x10tool_surface_cap\x18\x03 \x01(\x05R\x0etoolSurfaceCap\x120\n" +
-	"\x14max_concurrent_calls\x18\x04 \x01(\x05R\x12maxConcurrentCalls\"\xe4\x02\n" +
+	"\x14max_concurrent_calls\x18\x04 \x01(\x05R\x12maxConcurrentCalls\x12,\n" +
+	"\x12max_artifact_bytes\x18\x05 \x01(\x03R\x10maxArtifactBytes\"\xe4\x02\n" +
 	"\tOperation\x12B\n" +
 	"\foperation_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\voperationId\x12'\n" +
 	"\ttool_name\x18\x02 \x01(\tB\n" +
@@ -3623,13 +4775,12 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"depends_on\x18\x04 \x03(\tB&\xbaH#\x92\x01 \x18\x01\"\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tdependsOn\x12V\n" +
 	"\fsafety_level\x18\x05 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelB\n" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\vsafetyLevel\x12\x16\n" +
-	"\x06verify\x18\x06 \x01(\bR\x06verify\"\xf4\x01\n" +
-	"\x11SubmitPlanRequest\x12&\n" +
+	"\x06verify\x18\x06 \x01(\bR\x06verify\"\xa1\x02\n" +
+	"\x11SubmitPlanRequest\x12>\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\tsessionId\x12)\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\x80\x02R\trequestId\x12O\n" +
+	"request_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12O\n" +
 	"\n" +
 	"operations\x18\x03 \x03(\v2%.blendplane.controlplane.v1.OperationB\b\xbaH\x05\x92\x01\x02\b\x01R\n" +
 	"operations\x12#\n" +
@@ -3660,10 +4811,10 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\rSTATE_RUNNING\x10\x03\x12\x13\n" +
 	"\x0fSTATE_SUCCEEDED\x10\x04\x12\x10\n" +
 	"\fSTATE_FAILED\x10\x05\x12\x13\n" +
-	"\x0fSTATE_CANCELLED\x10\x06\"o\n" +
-	"\x15StreamReceiptsRequest\x12&\n" +
+	"\x0fSTATE_CANCELLED\x10\x06\"\x87\x01\n" +
+	"\x15StreamReceiptsRequest\x12>\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\x12.\n" +
+	"request_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12.\n" +
 	"\x0estart_sequence\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\rstartSequence\"\xa6\x01\n" +
 	"\x16StreamReceiptsResponse\x12?\n" +
 	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptH\x00R\areceipt\x12B\n" +
@@ -3673,7 +4824,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\x03R\x04done\x12\x14\n" +
 	"\x05total\x18\x03 \x01(\x03R\x05total\x12/\n" +
-	"\x06detail\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06detail\"\xb7\a\n" +
+	"\x06detail\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06detail\"\xfb\a\n" +
 	"\aReceipt\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x1d\n" +
 	"\n" +
@@ -3694,7 +4845,8 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x0fduration_micros\x18\x0f \x01(\x03R\x0edurationMicros\x12+\n" +
 	"\x11determinism_class\x18\x10 \x01(\tR\x10determinismClass\x12\x1a\n" +
 	"\bverified\x18\x11 \x01(\bR\bverified\x12\x1c\n" +
-	"\ttolerance\x18\x12 \x01(\tR\ttolerance\"\x94\x01\n" +
+	"\ttolerance\x18\x12 \x01(\tR\ttolerance\x12B\n" +
+	"\tartifacts\x18\x13 \x03(\v2$.blendplane.controlplane.v1.ArtifactR\tartifacts\"\x94\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STATUS_SUCCEEDED\x10\x01\x12\x11\n" +
@@ -3729,22 +4881,22 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x1aACTION_INSERT_PRECONDITION\x10\x04\"J\n" +
 	"\n" +
 	"RepairPlan\x12<\n" +
-	"\x05steps\x18\x01 \x03(\v2&.blendplane.controlplane.v1.RepairStepR\x05steps\"8\n" +
-	"\x0eGetPlanRequest\x12&\n" +
+	"\x05steps\x18\x01 \x03(\v2&.blendplane.controlplane.v1.RepairStepR\x05steps\"P\n" +
+	"\x0eGetPlanRequest\x12>\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\"G\n" +
+	"request_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\"G\n" +
 	"\x0fGetPlanResponse\x124\n" +
-	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\";\n" +
-	"\x11CancelPlanRequest\x12&\n" +
+	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"S\n" +
+	"\x11CancelPlanRequest\x12>\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\trequestId\"J\n" +
+	"request_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\"J\n" +
 	"\x12CancelPlanResponse\x124\n" +
-	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"P\n" +
-	"\x10ListToolsRequest\x12\x1d\n" +
+	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"\x98\x01\n" +
+	"\x10ListToolsRequest\x12A\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"session_id\x18\x01 \x01(\tB\"\xbaH\x1f\xd8\x01\x01r\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12A\n" +
 	"\n" +
-	"runtime_id\x18\x02 \x01(\tR\truntimeId\"\xa5\x01\n" +
+	"runtime_id\x18\x02 \x01(\tB\"\xbaH\x1f\xd8\x01\x01r\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\truntimeId\"\xa5\x01\n" +
 	"\x11ListToolsResponse\x12N\n" +
 	"\fregistry_ref\x18\x01 \x01(\v2+.blendplane.controlplane.v1.ToolRegistryRefR\vregistryRef\x12@\n" +
 	"\x05tools\x18\x02 \x03(\v2*.blendplane.controlplane.v1.ToolDefinitionR\x05tools\"\x13\n" +
@@ -3759,13 +4911,13 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\finput_schema\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\x12:\n" +
 	"\fexample_args\x18\x05 \x01(\v2\x17.google.protobuf.StructR\vexampleArgs\x12\x14\n" +
 	"\x05tools\x18\x06 \x03(\tR\x05tools\x12 \n" +
-	"\vfingerprint\x18\a \x01(\tR\vfingerprint\"}\n" +
-	"\x17ListAuditRecordsRequest\x12\x1d\n" +
+	"\vfingerprint\x18\a \x01(\tR\vfingerprint\"\xab\x01\n" +
+	"\x17ListAuditRecordsRequest\x12A\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
-	"\tpage_size\x18\x02 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12\x1d\n" +
+	"request_id\x18\x01 \x01(\tB\"\xbaH\x1f\xd8\x01\x01r\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12$\n" +
+	"\tpage_size\x18\x02 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\x90\x01\n" +
+	"page_token\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\"\x90\x01\n" +
 	"\x18ListAuditRecordsResponse\x12L\n" +
 	"\raudit_records\x18\x01 \x03(\v2'.blendplane.controlplane.v1.AuditRecordR\fauditRecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb6\x04\n" +
@@ -3789,7 +4941,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"error_code\x18\r \x01(\tR\terrorCode\"\x13\n" +
 	"\x11ListAgentsRequest\"O\n" +
 	"\x12ListAgentsResponse\x129\n" +
-	"\x06agents\x18\x01 \x03(\v2!.blendplane.controlplane.v1.AgentR\x06agents\"\xcc\x03\n" +
+	"\x06agents\x18\x01 \x03(\v2!.blendplane.controlplane.v1.AgentR\x06agents\"\xcb\x04\n" +
 	"\x05Agent\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
@@ -3798,16 +4950,21 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\bruntimes\x18\x05 \x03(\v2#.blendplane.controlplane.v1.RuntimeR\bruntimes\x12#\n" +
 	"\rsession_count\x18\x06 \x01(\x05R\fsessionCount\x12@\n" +
 	"\x0elast_seen_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\x12C\n" +
-	"\tresources\x18\b \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\"F\n" +
+	"\tresources\x18\b \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\x12!\n" +
+	"\fmax_sessions\x18\t \x01(\x05R\vmaxSessions\x12,\n" +
+	"\x12live_session_count\x18\n" +
+	" \x01(\x05R\x10liveSessionCount\x12,\n" +
+	"\x12busy_session_count\x18\v \x01(\x05R\x10busySessionCount\"F\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSTATE_READY\x10\x01\x12\x15\n" +
-	"\x11STATE_UNREACHABLE\x10\x02\"\xc3\x01\n" +
+	"\x11STATE_UNREACHABLE\x10\x02\"\xf3\x01\n" +
 	"\aRuntime\x12\x1d\n" +
 	"\n" +
 	"runtime_id\x18\x01 \x01(\tR\truntimeId\x12S\n" +
 	"\x0fblender_profile\x18\x02 \x01(\v2*.blendplane.controlplane.v1.BlenderProfileR\x0eblenderProfile\x12D\n" +
-	"\bregistry\x18\x03 \x01(\v2(.blendplane.controlplane.v1.ToolRegistryR\bregistry\"\x8c\x01\n" +
+	"\bregistry\x18\x03 \x01(\v2(.blendplane.controlplane.v1.ToolRegistryR\bregistry\x12.\n" +
+	"\x13baseline_scene_hash\x18\x04 \x01(\tR\x11baselineSceneHash\"\x8c\x01\n" +
 	"\fToolRegistry\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12@\n" +
@@ -3828,21 +4985,120 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\tResources\x12\x1d\n" +
 	"\n" +
 	"memory_mib\x18\x01 \x01(\x03R\tmemoryMib\x12(\n" +
-	"\x10temp_storage_mib\x18\x02 \x01(\x03R\x0etempStorageMib\"\xc6\x02\n" +
+	"\x10temp_storage_mib\x18\x02 \x01(\x03R\x0etempStorageMib\"\xeb\x03\n" +
 	"\x14RegisterAgentRequest\x12:\n" +
-	"\bagent_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\aagentId\x12!\n" +
-	"\aaddress\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\aaddress\x12\x1a\n" +
-	"\bhostname\x18\x03 \x01(\tR\bhostname\x12I\n" +
-	"\bruntimes\x18\x04 \x03(\v2#.blendplane.controlplane.v1.RuntimeB\b\xbaH\x05\x92\x01\x02\b\x01R\bruntimes\x12#\n" +
+	"\bagent_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\aagentId\x12$\n" +
+	"\aaddress\x18\x02 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\x80\x02R\aaddress\x12$\n" +
+	"\bhostname\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\bhostname\x12K\n" +
+	"\bruntimes\x18\x04 \x03(\v2#.blendplane.controlplane.v1.RuntimeB\n" +
+	"\xbaH\a\x92\x01\x04\b\x01\x10\x10R\bruntimes\x12#\n" +
 	"\rsession_count\x18\x05 \x01(\x05R\fsessionCount\x12C\n" +
-	"\tresources\x18\x06 \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\"U\n" +
+	"\tresources\x18\x06 \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\x12!\n" +
+	"\fmax_sessions\x18\a \x01(\x05R\vmaxSessions\x12L\n" +
+	"\rlive_sessions\x18\b \x03(\tB'\xbaH$\x92\x01!\x10\x80 \"\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\fliveSessions\x12#\n" +
+	"\rbusy_sessions\x18\t \x01(\x05R\fbusySessions\"\x8c\x01\n" +
 	"\x15RegisterAgentResponse\x12<\n" +
-	"\x1aheartbeat_interval_seconds\x18\x01 \x01(\x05R\x18heartbeatIntervalSeconds*\x82\x01\n" +
+	"\x1aheartbeat_interval_seconds\x18\x01 \x01(\x05R\x18heartbeatIntervalSeconds\x125\n" +
+	"\x17session_idle_timeout_ms\x18\x02 \x01(\x03R\x14sessionIdleTimeoutMs\"S\n" +
+	"\x11GetSessionRequest\x12>\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\"S\n" +
+	"\x12GetSessionResponse\x12=\n" +
+	"\asession\x18\x01 \x01(\v2#.blendplane.controlplane.v1.SessionR\asession\"\xaf\x01\n" +
+	"\x13ListSessionsRequest\x12$\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\x12I\n" +
+	"\x05state\x18\x03 \x01(\x0e2).blendplane.controlplane.v1.Session.StateB\b\xbaH\x05\x82\x01\x02\x10\x01R\x05state\"\x7f\n" +
+	"\x14ListSessionsResponse\x12?\n" +
+	"\bsessions\x18\x01 \x03(\v2#.blendplane.controlplane.v1.SessionR\bsessions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"U\n" +
+	"\x13CloseSessionRequest\x12>\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\"U\n" +
+	"\x14CloseSessionResponse\x12=\n" +
+	"\asession\x18\x01 \x01(\v2#.blendplane.controlplane.v1.SessionR\asession\"\xdf\x04\n" +
+	"\aSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12?\n" +
+	"\x05state\x18\x02 \x01(\x0e2).blendplane.controlplane.v1.Session.StateR\x05state\x12G\n" +
+	"\bcontract\x18\x03 \x01(\v2+.blendplane.controlplane.v1.SessionContractR\bcontract\x12\x19\n" +
+	"\bagent_id\x18\x04 \x01(\tR\aagentId\x12\x1d\n" +
+	"\n" +
+	"runtime_id\x18\x05 \x01(\tR\truntimeId\x12\x1d\n" +
+	"\n" +
+	"scene_hash\x18\x06 \x01(\tR\tsceneHash\x12\x1d\n" +
+	"\n" +
+	"plan_count\x18\a \x01(\x03R\tplanCount\x12*\n" +
+	"\x11active_plan_count\x18\b \x01(\x03R\x0factivePlanCount\x12;\n" +
+	"\vcreate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x129\n" +
+	"\n" +
+	"close_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTime\"R\n" +
+	"\x05State\x12\x15\n" +
+	"\x11STATE_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\n" +
+	"STATE_OPEN\x10\x01\x12\x10\n" +
+	"\fSTATE_PARKED\x10\x02\x12\x10\n" +
+	"\fSTATE_CLOSED\x10\x03\"\x9e\x02\n" +
+	"\bArtifact\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\x12\x16\n" +
+	"\x06sha256\x18\x04 \x01(\tR\x06sha256\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x12!\n" +
+	"\foperation_id\x18\x06 \x01(\tR\voperationId\x12)\n" +
+	"\x10receipt_sequence\x18\a \x01(\x03R\x0freceiptSequence\x12;\n" +
+	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\x90\x01\n" +
+	"\x15UploadArtifactRequest\x12D\n" +
+	"\x06header\x18\x01 \x01(\v2*.blendplane.controlplane.v1.ArtifactUploadH\x00R\x06header\x12\"\n" +
+	"\x05chunk\x18\x02 \x01(\fB\n" +
+	"\xbaH\az\x05\x18\x80\x80\x80\x02H\x00R\x05chunkB\r\n" +
+	"\x04part\x12\x05\xbaH\x02\b\x01\"\xca\x01\n" +
+	"\x0eArtifactUpload\x12>\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12\x1e\n" +
+	"\x04name\x18\x02 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xa0\x01R\x04name\x12&\n" +
+	"\n" +
+	"size_bytes\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\tsizeBytes\x120\n" +
+	"\x06sha256\x18\x04 \x01(\tB\x18\xbaH\x15\xd8\x01\x01r\x102\x0e^[0-9a-f]{64}$R\x06sha256\"Z\n" +
+	"\x16UploadArtifactResponse\x12@\n" +
+	"\bartifact\x18\x01 \x01(\v2$.blendplane.controlplane.v1.ArtifactR\bartifact\"\xab\x01\n" +
+	"\x17DownloadArtifactRequest\x12>\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12\x1e\n" +
+	"\x04name\x18\x02 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xa0\x01R\x04name\x120\n" +
+	"\x06sha256\x18\x03 \x01(\tB\x18\xbaH\x15\xd8\x01\x01r\x102\x0e^[0-9a-f]{64}$R\x06sha256\"~\n" +
+	"\x18DownloadArtifactResponse\x12B\n" +
+	"\bartifact\x18\x01 \x01(\v2$.blendplane.controlplane.v1.ArtifactH\x00R\bartifact\x12\x16\n" +
+	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunkB\x06\n" +
+	"\x04part\"\xe8\x01\n" +
+	"\x14ListArtifactsRequest\x12>\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12A\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tB\"\xbaH\x1f\xd8\x01\x01r\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12$\n" +
+	"\tpage_size\x18\x03 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\"\x83\x01\n" +
+	"\x15ListArtifactsResponse\x12B\n" +
+	"\tartifacts\x18\x01 \x03(\v2$.blendplane.controlplane.v1.ArtifactR\tartifacts\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x82\x01\n" +
 	"\vSafetyLevel\x12\x1c\n" +
 	"\x18SAFETY_LEVEL_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SAFETY_LEVEL_READ_ONLY\x10\x01\x12\x1b\n" +
 	"\x17SAFETY_LEVEL_SAFE_WRITE\x10\x02\x12\x1c\n" +
-	"\x18SAFETY_LEVEL_DESTRUCTIVE\x10\x032\xf1\b\n" +
+	"\x18SAFETY_LEVEL_DESTRUCTIVE\x10\x032\xb6\x0e\n" +
 	"\x13ControlPlaneService\x12h\n" +
 	"\tNegotiate\x12,.blendplane.controlplane.v1.NegotiateRequest\x1a-.blendplane.controlplane.v1.NegotiateResponse\x12k\n" +
 	"\n" +
@@ -3857,7 +5113,14 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"ListAgents\x12-.blendplane.controlplane.v1.ListAgentsRequest\x1a..blendplane.controlplane.v1.ListAgentsResponse\x12}\n" +
 	"\x10ListAuditRecords\x123.blendplane.controlplane.v1.ListAuditRecordsRequest\x1a4.blendplane.controlplane.v1.ListAuditRecordsResponse\x12t\n" +
-	"\rRegisterAgent\x120.blendplane.controlplane.v1.RegisterAgentRequest\x1a1.blendplane.controlplane.v1.RegisterAgentResponseBPZNgithub.com/blendplane/blendplane/gen/blendplane/controlplane/v1;controlplanev1b\x06proto3"
+	"\rRegisterAgent\x120.blendplane.controlplane.v1.RegisterAgentRequest\x1a1.blendplane.controlplane.v1.RegisterAgentResponse\x12k\n" +
+	"\n" +
+	"GetSession\x12-.blendplane.controlplane.v1.GetSessionRequest\x1a..blendplane.controlplane.v1.GetSessionResponse\x12q\n" +
+	"\fListSessions\x12/.blendplane.controlplane.v1.ListSessionsRequest\x1a0.blendplane.controlplane.v1.ListSessionsResponse\x12q\n" +
+	"\fCloseSession\x12/.blendplane.controlplane.v1.CloseSessionRequest\x1a0.blendplane.controlplane.v1.CloseSessionResponse\x12y\n" +
+	"\x0eUploadArtifact\x121.blendplane.controlplane.v1.UploadArtifactRequest\x1a2.blendplane.controlplane.v1.UploadArtifactResponse(\x01\x12\x7f\n" +
+	"\x10DownloadArtifact\x123.blendplane.controlplane.v1.DownloadArtifactRequest\x1a4.blendplane.controlplane.v1.DownloadArtifactResponse0\x01\x12t\n" +
+	"\rListArtifacts\x120.blendplane.controlplane.v1.ListArtifactsRequest\x1a1.blendplane.controlplane.v1.ListArtifactsResponseBPZNgithub.com/blendplane/blendplane/gen/blendplane/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_blendplane_controlplane_v1_controlplane_proto_rawDescOnce sync.Once
@@ -3871,149 +5134,192 @@ func file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 	return file_blendplane_controlplane_v1_controlplane_proto_rawDescData
 }
 
-var file_blendplane_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_blendplane_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_blendplane_controlplane_v1_controlplane_proto_goTypes = []any{
 	(SafetyLevel)(0),                 // 0: blendplane.controlplane.v1.SafetyLevel
 	(Plan_State)(0),                  // 1: blendplane.controlplane.v1.Plan.State
 	(Receipt_Status)(0),              // 2: blendplane.controlplane.v1.Receipt.Status
 	(RepairStep_Action)(0),           // 3: blendplane.controlplane.v1.RepairStep.Action
 	(Agent_State)(0),                 // 4: blendplane.controlplane.v1.Agent.State
-	(*NegotiateRequest)(nil),         // 5: blendplane.controlplane.v1.NegotiateRequest
-	(*NegotiateResponse)(nil),        // 6: blendplane.controlplane.v1.NegotiateResponse
-	(*HostProfile)(nil),              // 7: blendplane.controlplane.v1.HostProfile
-	(*BlenderProfile)(nil),           // 8: blendplane.controlplane.v1.BlenderProfile
-	(*ToolRegistryRef)(nil),          // 9: blendplane.controlplane.v1.ToolRegistryRef
-	(*MacroRegistryRef)(nil),         // 10: blendplane.controlplane.v1.MacroRegistryRef
-	(*Constraints)(nil),              // 11: blendplane.controlplane.v1.Constraints
-	(*Capabilities)(nil),             // 12: blendplane.controlplane.v1.Capabilities
-	(*AuditPolicy)(nil),              // 13: blendplane.controlplane.v1.AuditPolicy
-	(*SessionContract)(nil),          // 14: blendplane.controlplane.v1.SessionContract
-	(*Limits)(nil),                   // 15: blendplane.controlplane.v1.Limits
-	(*Operation)(nil),                // 16: blendplane.controlplane.v1.Operation
-	(*SubmitPlanRequest)(nil),        // 17: blendplane.controlplane.v1.SubmitPlanRequest
-	(*SubmitPlanResponse)(nil),       // 18: blendplane.controlplane.v1.SubmitPlanResponse
-	(*Plan)(nil),                     // 19: blendplane.controlplane.v1.Plan
-	(*StreamReceiptsRequest)(nil),    // 20: blendplane.controlplane.v1.StreamReceiptsRequest
-	(*StreamReceiptsResponse)(nil),   // 21: blendplane.controlplane.v1.StreamReceiptsResponse
-	(*Progress)(nil),                 // 22: blendplane.controlplane.v1.Progress
-	(*Receipt)(nil),                  // 23: blendplane.controlplane.v1.Receipt
-	(*Failure)(nil),                  // 24: blendplane.controlplane.v1.Failure
-	(*Checkpoint)(nil),               // 25: blendplane.controlplane.v1.Checkpoint
-	(*RepairStep)(nil),               // 26: blendplane.controlplane.v1.RepairStep
-	(*RepairPlan)(nil),               // 27: blendplane.controlplane.v1.RepairPlan
-	(*GetPlanRequest)(nil),           // 28: blendplane.controlplane.v1.GetPlanRequest
-	(*GetPlanResponse)(nil),          // 29: blendplane.controlplane.v1.GetPlanResponse
-	(*CancelPlanRequest)(nil),        // 30: blendplane.controlplane.v1.CancelPlanRequest
-	(*CancelPlanResponse)(nil),       // 31: blendplane.controlplane.v1.CancelPlanResponse
-	(*ListToolsRequest)(nil),         // 32: blendplane.controlplane.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),        // 33: blendplane.controlplane.v1.ListToolsResponse
-	(*ListMacrosRequest)(nil),        // 34: blendplane.controlplane.v1.ListMacrosRequest
-	(*ListMacrosResponse)(nil),       // 35: blendplane.controlplane.v1.ListMacrosResponse
-	(*MacroDefinition)(nil),          // 36: blendplane.controlplane.v1.MacroDefinition
-	(*ListAuditRecordsRequest)(nil),  // 37: blendplane.controlplane.v1.ListAuditRecordsRequest
-	(*ListAuditRecordsResponse)(nil), // 38: blendplane.controlplane.v1.ListAuditRecordsResponse
-	(*AuditRecord)(nil),              // 39: blendplane.controlplane.v1.AuditRecord
-	(*ListAgentsRequest)(nil),        // 40: blendplane.controlplane.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),       // 41: blendplane.controlplane.v1.ListAgentsResponse
-	(*Agent)(nil),                    // 42: blendplane.controlplane.v1.Agent
-	(*Runtime)(nil),                  // 43: blendplane.controlplane.v1.Runtime
-	(*ToolRegistry)(nil),             // 44: blendplane.controlplane.v1.ToolRegistry
-	(*ToolDefinition)(nil),           // 45: blendplane.controlplane.v1.ToolDefinition
-	(*Resources)(nil),                // 46: blendplane.controlplane.v1.Resources
-	(*RegisterAgentRequest)(nil),     // 47: blendplane.controlplane.v1.RegisterAgentRequest
-	(*RegisterAgentResponse)(nil),    // 48: blendplane.controlplane.v1.RegisterAgentResponse
-	nil,                              // 49: blendplane.controlplane.v1.SessionContract.FingerprintsEntry
-	(*timestamppb.Timestamp)(nil),    // 50: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),          // 51: google.protobuf.Struct
+	(Session_State)(0),               // 5: blendplane.controlplane.v1.Session.State
+	(*NegotiateRequest)(nil),         // 6: blendplane.controlplane.v1.NegotiateRequest
+	(*NegotiateResponse)(nil),        // 7: blendplane.controlplane.v1.NegotiateResponse
+	(*HostProfile)(nil),              // 8: blendplane.controlplane.v1.HostProfile
+	(*BlenderProfile)(nil),           // 9: blendplane.controlplane.v1.BlenderProfile
+	(*ToolRegistryRef)(nil),          // 10: blendplane.controlplane.v1.ToolRegistryRef
+	(*MacroRegistryRef)(nil),         // 11: blendplane.controlplane.v1.MacroRegistryRef
+	(*Constraints)(nil),              // 12: blendplane.controlplane.v1.Constraints
+	(*Capabilities)(nil),             // 13: blendplane.controlplane.v1.Capabilities
+	(*AuditPolicy)(nil),              // 14: blendplane.controlplane.v1.AuditPolicy
+	(*SessionContract)(nil),          // 15: blendplane.controlplane.v1.SessionContract
+	(*Limits)(nil),                   // 16: blendplane.controlplane.v1.Limits
+	(*Operation)(nil),                // 17: blendplane.controlplane.v1.Operation
+	(*SubmitPlanRequest)(nil),        // 18: blendplane.controlplane.v1.SubmitPlanRequest
+	(*SubmitPlanResponse)(nil),       // 19: blendplane.controlplane.v1.SubmitPlanResponse
+	(*Plan)(nil),                     // 20: blendplane.controlplane.v1.Plan
+	(*StreamReceiptsRequest)(nil),    // 21: blendplane.controlplane.v1.StreamReceiptsRequest
+	(*StreamReceiptsResponse)(nil),   // 22: blendplane.controlplane.v1.StreamReceiptsResponse
+	(*Progress)(nil),                 // 23: blendplane.controlplane.v1.Progress
+	(*Receipt)(nil),                  // 24: blendplane.controlplane.v1.Receipt
+	(*Failure)(nil),                  // 25: blendplane.controlplane.v1.Failure
+	(*Checkpoint)(nil),               // 26: blendplane.controlplane.v1.Checkpoint
+	(*RepairStep)(nil),               // 27: blendplane.controlplane.v1.RepairStep
+	(*RepairPlan)(nil),               // 28: blendplane.controlplane.v1.RepairPlan
+	(*GetPlanRequest)(nil),           // 29: blendplane.controlplane.v1.GetPlanRequest
+	(*GetPlanResponse)(nil),          // 30: blendplane.controlplane.v1.GetPlanResponse
+	(*CancelPlanRequest)(nil),        // 31: blendplane.controlplane.v1.CancelPlanRequest
+	(*CancelPlanResponse)(nil),       // 32: blendplane.controlplane.v1.CancelPlanResponse
+	(*ListToolsRequest)(nil),         // 33: blendplane.controlplane.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),        // 34: blendplane.controlplane.v1.ListToolsResponse
+	(*ListMacrosRequest)(nil),        // 35: blendplane.controlplane.v1.ListMacrosRequest
+	(*ListMacrosResponse)(nil),       // 36: blendplane.controlplane.v1.ListMacrosResponse
+	(*MacroDefinition)(nil),          // 37: blendplane.controlplane.v1.MacroDefinition
+	(*ListAuditRecordsRequest)(nil),  // 38: blendplane.controlplane.v1.ListAuditRecordsRequest
+	(*ListAuditRecordsResponse)(nil), // 39: blendplane.controlplane.v1.ListAuditRecordsResponse
+	(*AuditRecord)(nil),              // 40: blendplane.controlplane.v1.AuditRecord
+	(*ListAgentsRequest)(nil),        // 41: blendplane.controlplane.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),       // 42: blendplane.controlplane.v1.ListAgentsResponse
+	(*Agent)(nil),                    // 43: blendplane.controlplane.v1.Agent
+	(*Runtime)(nil),                  // 44: blendplane.controlplane.v1.Runtime
+	(*ToolRegistry)(nil),             // 45: blendplane.controlplane.v1.ToolRegistry
+	(*ToolDefinition)(nil),           // 46: blendplane.controlplane.v1.ToolDefinition
+	(*Resources)(nil),                // 47: blendplane.controlplane.v1.Resources
+	(*RegisterAgentRequest)(nil),     // 48: blendplane.controlplane.v1.RegisterAgentRequest
+	(*RegisterAgentResponse)(nil),    // 49: blendplane.controlplane.v1.RegisterAgentResponse
+	(*GetSessionRequest)(nil),        // 50: blendplane.controlplane.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 51: blendplane.controlplane.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 52: blendplane.controlplane.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 53: blendplane.controlplane.v1.ListSessionsResponse
+	(*CloseSessionRequest)(nil),      // 54: blendplane.controlplane.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),     // 55: blendplane.controlplane.v1.CloseSessionResponse
+	(*Session)(nil),                  // 56: blendplane.controlplane.v1.Session
+	(*Artifact)(nil),                 // 57: blendplane.controlplane.v1.Artifact
+	(*UploadArtifactRequest)(nil),    // 58: blendplane.controlplane.v1.UploadArtifactRequest
+	(*ArtifactUpload)(nil),           // 59: blendplane.controlplane.v1.ArtifactUpload
+	(*UploadArtifactResponse)(nil),   // 60: blendplane.controlplane.v1.UploadArtifactResponse
+	(*DownloadArtifactRequest)(nil),  // 61: blendplane.controlplane.v1.DownloadArtifactRequest
+	(*DownloadArtifactResponse)(nil), // 62: blendplane.controlplane.v1.DownloadArtifactResponse
+	(*ListArtifactsRequest)(nil),     // 63: blendplane.controlplane.v1.ListArtifactsRequest
+	(*ListArtifactsResponse)(nil),    // 64: blendplane.controlplane.v1.ListArtifactsResponse
+	nil,                              // 65: blendplane.controlplane.v1.SessionContract.FingerprintsEntry
+	(*timestamppb.Timestamp)(nil),    // 66: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 67: google.protobuf.Struct
 }
 var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	7,  // 0: blendplane.controlplane.v1.NegotiateRequest.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
-	9,  // 1: blendplane.controlplane.v1.NegotiateRequest.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
-	10, // 2: blendplane.controlplane.v1.NegotiateRequest.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
-	11, // 3: blendplane.controlplane.v1.NegotiateRequest.constraints:type_name -> blendplane.controlplane.v1.Constraints
-	15, // 4: blendplane.controlplane.v1.NegotiateRequest.limits:type_name -> blendplane.controlplane.v1.Limits
-	13, // 5: blendplane.controlplane.v1.NegotiateRequest.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
-	14, // 6: blendplane.controlplane.v1.NegotiateResponse.contract:type_name -> blendplane.controlplane.v1.SessionContract
-	7,  // 7: blendplane.controlplane.v1.SessionContract.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
-	8,  // 8: blendplane.controlplane.v1.SessionContract.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	9,  // 9: blendplane.controlplane.v1.SessionContract.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
-	15, // 10: blendplane.controlplane.v1.SessionContract.limits:type_name -> blendplane.controlplane.v1.Limits
-	50, // 11: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
-	12, // 12: blendplane.controlplane.v1.SessionContract.capabilities:type_name -> blendplane.controlplane.v1.Capabilities
-	11, // 13: blendplane.controlplane.v1.SessionContract.constraints:type_name -> blendplane.controlplane.v1.Constraints
-	10, // 14: blendplane.controlplane.v1.SessionContract.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
-	13, // 15: blendplane.controlplane.v1.SessionContract.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
-	49, // 16: blendplane.controlplane.v1.SessionContract.fingerprints:type_name -> blendplane.controlplane.v1.SessionContract.FingerprintsEntry
-	51, // 17: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
+	8,  // 0: blendplane.controlplane.v1.NegotiateRequest.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
+	10, // 1: blendplane.controlplane.v1.NegotiateRequest.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	11, // 2: blendplane.controlplane.v1.NegotiateRequest.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	12, // 3: blendplane.controlplane.v1.NegotiateRequest.constraints:type_name -> blendplane.controlplane.v1.Constraints
+	16, // 4: blendplane.controlplane.v1.NegotiateRequest.limits:type_name -> blendplane.controlplane.v1.Limits
+	14, // 5: blendplane.controlplane.v1.NegotiateRequest.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
+	15, // 6: blendplane.controlplane.v1.NegotiateResponse.contract:type_name -> blendplane.controlplane.v1.SessionContract
+	8,  // 7: blendplane.controlplane.v1.SessionContract.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
+	9,  // 8: blendplane.controlplane.v1.SessionContract.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	10, // 9: blendplane.controlplane.v1.SessionContract.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	16, // 10: blendplane.controlplane.v1.SessionContract.limits:type_name -> blendplane.controlplane.v1.Limits
+	66, // 11: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
+	13, // 12: blendplane.controlplane.v1.SessionContract.capabilities:type_name -> blendplane.controlplane.v1.Capabilities
+	12, // 13: blendplane.controlplane.v1.SessionContract.constraints:type_name -> blendplane.controlplane.v1.Constraints
+	11, // 14: blendplane.controlplane.v1.SessionContract.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	14, // 15: blendplane.controlplane.v1.SessionContract.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
+	65, // 16: blendplane.controlplane.v1.SessionContract.fingerprints:type_name -> blendplane.controlplane.v1.SessionContract.FingerprintsEntry
+	67, // 17: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
 	0,  // 18: blendplane.controlplane.v1.Operation.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	16, // 19: blendplane.controlplane.v1.SubmitPlanRequest.operations:type_name -> blendplane.controlplane.v1.Operation
-	19, // 20: blendplane.controlplane.v1.SubmitPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	17, // 19: blendplane.controlplane.v1.SubmitPlanRequest.operations:type_name -> blendplane.controlplane.v1.Operation
+	20, // 20: blendplane.controlplane.v1.SubmitPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
 	1,  // 21: blendplane.controlplane.v1.Plan.state:type_name -> blendplane.controlplane.v1.Plan.State
-	24, // 22: blendplane.controlplane.v1.Plan.failure:type_name -> blendplane.controlplane.v1.Failure
-	50, // 23: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
-	50, // 24: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
-	23, // 25: blendplane.controlplane.v1.StreamReceiptsResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	22, // 26: blendplane.controlplane.v1.StreamReceiptsResponse.progress:type_name -> blendplane.controlplane.v1.Progress
-	51, // 27: blendplane.controlplane.v1.Progress.detail:type_name -> google.protobuf.Struct
+	25, // 22: blendplane.controlplane.v1.Plan.failure:type_name -> blendplane.controlplane.v1.Failure
+	66, // 23: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
+	66, // 24: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
+	24, // 25: blendplane.controlplane.v1.StreamReceiptsResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	23, // 26: blendplane.controlplane.v1.StreamReceiptsResponse.progress:type_name -> blendplane.controlplane.v1.Progress
+	67, // 27: blendplane.controlplane.v1.Progress.detail:type_name -> google.protobuf.Struct
 	2,  // 28: blendplane.controlplane.v1.Receipt.status:type_name -> blendplane.controlplane.v1.Receipt.Status
-	51, // 29: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
-	24, // 30: blendplane.controlplane.v1.Receipt.error:type_name -> blendplane.controlplane.v1.Failure
+	67, // 29: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
+	25, // 30: blendplane.controlplane.v1.Receipt.error:type_name -> blendplane.controlplane.v1.Failure
 	0,  // 31: blendplane.controlplane.v1.Receipt.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	50, // 32: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
-	26, // 33: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
-	25, // 34: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
-	3,  // 35: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
-	26, // 36: blendplane.controlplane.v1.RepairPlan.steps:type_name -> blendplane.controlplane.v1.RepairStep
-	19, // 37: blendplane.controlplane.v1.GetPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	19, // 38: blendplane.controlplane.v1.CancelPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	9,  // 39: blendplane.controlplane.v1.ListToolsResponse.registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
-	45, // 40: blendplane.controlplane.v1.ListToolsResponse.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
-	10, // 41: blendplane.controlplane.v1.ListMacrosResponse.registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
-	36, // 42: blendplane.controlplane.v1.ListMacrosResponse.macros:type_name -> blendplane.controlplane.v1.MacroDefinition
-	51, // 43: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
-	51, // 44: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
-	39, // 45: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
-	50, // 46: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
-	0,  // 47: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	2,  // 48: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
-	42, // 49: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
-	4,  // 50: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
-	43, // 51: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	50, // 52: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
-	46, // 53: blendplane.controlplane.v1.Agent.resources:type_name -> blendplane.controlplane.v1.Resources
-	8,  // 54: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	44, // 55: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
-	45, // 56: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
-	51, // 57: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	0,  // 58: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	43, // 59: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	46, // 60: blendplane.controlplane.v1.RegisterAgentRequest.resources:type_name -> blendplane.controlplane.v1.Resources
-	5,  // 61: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
-	17, // 62: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
-	20, // 63: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
-	28, // 64: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
-	30, // 65: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
-	32, // 66: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
-	34, // 67: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
-	40, // 68: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
-	37, // 69: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
-	47, // 70: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
-	6,  // 71: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
-	18, // 72: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
-	21, // 73: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
-	29, // 74: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
-	31, // 75: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
-	33, // 76: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
-	35, // 77: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
-	41, // 78: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
-	38, // 79: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
-	48, // 80: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
-	71, // [71:81] is the sub-list for method output_type
-	61, // [61:71] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	66, // 32: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
+	57, // 33: blendplane.controlplane.v1.Receipt.artifacts:type_name -> blendplane.controlplane.v1.Artifact
+	27, // 34: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
+	26, // 35: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
+	3,  // 36: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
+	27, // 37: blendplane.controlplane.v1.RepairPlan.steps:type_name -> blendplane.controlplane.v1.RepairStep
+	20, // 38: blendplane.controlplane.v1.GetPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	20, // 39: blendplane.controlplane.v1.CancelPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	10, // 40: blendplane.controlplane.v1.ListToolsResponse.registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	46, // 41: blendplane.controlplane.v1.ListToolsResponse.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
+	11, // 42: blendplane.controlplane.v1.ListMacrosResponse.registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	37, // 43: blendplane.controlplane.v1.ListMacrosResponse.macros:type_name -> blendplane.controlplane.v1.MacroDefinition
+	67, // 44: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
+	67, // 45: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
+	40, // 46: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
+	66, // 47: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
+	0,  // 48: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	2,  // 49: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
+	43, // 50: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
+	4,  // 51: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
+	44, // 52: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	66, // 53: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	47, // 54: blendplane.controlplane.v1.Agent.resources:type_name -> blendplane.controlplane.v1.Resources
+	9,  // 55: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	45, // 56: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
+	46, // 57: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
+	67, // 58: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	0,  // 59: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	44, // 60: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	47, // 61: blendplane.controlplane.v1.RegisterAgentRequest.resources:type_name -> blendplane.controlplane.v1.Resources
+	56, // 62: blendplane.controlplane.v1.GetSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
+	5,  // 63: blendplane.controlplane.v1.ListSessionsRequest.state:type_name -> blendplane.controlplane.v1.Session.State
+	56, // 64: blendplane.controlplane.v1.ListSessionsResponse.sessions:type_name -> blendplane.controlplane.v1.Session
+	56, // 65: blendplane.controlplane.v1.CloseSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
+	5,  // 66: blendplane.controlplane.v1.Session.state:type_name -> blendplane.controlplane.v1.Session.State
+	15, // 67: blendplane.controlplane.v1.Session.contract:type_name -> blendplane.controlplane.v1.SessionContract
+	66, // 68: blendplane.controlplane.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	66, // 69: blendplane.controlplane.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	66, // 70: blendplane.controlplane.v1.Session.close_time:type_name -> google.protobuf.Timestamp
+	66, // 71: blendplane.controlplane.v1.Artifact.create_time:type_name -> google.protobuf.Timestamp
+	59, // 72: blendplane.controlplane.v1.UploadArtifactRequest.header:type_name -> blendplane.controlplane.v1.ArtifactUpload
+	57, // 73: blendplane.controlplane.v1.UploadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
+	57, // 74: blendplane.controlplane.v1.DownloadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
+	57, // 75: blendplane.controlplane.v1.ListArtifactsResponse.artifacts:type_name -> blendplane.controlplane.v1.Artifact
+	6,  // 76: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
+	18, // 77: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
+	21, // 78: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
+	29, // 79: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
+	31, // 80: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
+	33, // 81: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
+	35, // 82: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
+	41, // 83: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
+	38, // 84: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
+	48, // 85: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
+	50, // 86: blendplane.controlplane.v1.ControlPlaneService.GetSession:input_type -> blendplane.controlplane.v1.GetSessionRequest
+	52, // 87: blendplane.controlplane.v1.ControlPlaneService.ListSessions:input_type -> blendplane.controlplane.v1.ListSessionsRequest
+	54, // 88: blendplane.controlplane.v1.ControlPlaneService.CloseSession:input_type -> blendplane.controlplane.v1.CloseSessionRequest
+	58, // 89: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:input_type -> blendplane.controlplane.v1.UploadArtifactRequest
+	61, // 90: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:input_type -> blendplane.controlplane.v1.DownloadArtifactRequest
+	63, // 91: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:input_type -> blendplane.controlplane.v1.ListArtifactsRequest
+	7,  // 92: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
+	19, // 93: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
+	22, // 94: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
+	30, // 95: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
+	32, // 96: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
+	34, // 97: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
+	36, // 98: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
+	42, // 99: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
+	39, // 100: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
+	49, // 101: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
+	51, // 102: blendplane.controlplane.v1.ControlPlaneService.GetSession:output_type -> blendplane.controlplane.v1.GetSessionResponse
+	53, // 103: blendplane.controlplane.v1.ControlPlaneService.ListSessions:output_type -> blendplane.controlplane.v1.ListSessionsResponse
+	55, // 104: blendplane.controlplane.v1.ControlPlaneService.CloseSession:output_type -> blendplane.controlplane.v1.CloseSessionResponse
+	60, // 105: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:output_type -> blendplane.controlplane.v1.UploadArtifactResponse
+	62, // 106: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:output_type -> blendplane.controlplane.v1.DownloadArtifactResponse
+	64, // 107: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:output_type -> blendplane.controlplane.v1.ListArtifactsResponse
+	92, // [92:108] is the sub-list for method output_type
+	76, // [76:92] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_controlplane_v1_controlplane_proto_init() }
@@ -4025,13 +5331,21 @@ func file_blendplane_controlplane_v1_controlplane_proto_init() {
 		(*StreamReceiptsResponse_Receipt)(nil),
 		(*StreamReceiptsResponse_Progress)(nil),
 	}
+	file_blendplane_controlplane_v1_controlplane_proto_msgTypes[52].OneofWrappers = []any{
+		(*UploadArtifactRequest_Header)(nil),
+		(*UploadArtifactRequest_Chunk)(nil),
+	}
+	file_blendplane_controlplane_v1_controlplane_proto_msgTypes[56].OneofWrappers = []any{
+		(*DownloadArtifactResponse_Artifact)(nil),
+		(*DownloadArtifactResponse_Chunk)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_controlplane_v1_controlplane_proto_rawDesc), len(file_blendplane_controlplane_v1_controlplane_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   45,
+			NumEnums:      6,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,12 @@ const (
 	ControlPlaneService_ListAgents_FullMethodName       = "/blendplane.controlplane.v1.ControlPlaneService/ListAgents"
 	ControlPlaneService_ListAuditRecords_FullMethodName = "/blendplane.controlplane.v1.ControlPlaneService/ListAuditRecords"
 	ControlPlaneService_RegisterAgent_FullMethodName    = "/blendplane.controlplane.v1.ControlPlaneService/RegisterAgent"
+	ControlPlaneService_GetSession_FullMethodName       = "/blendplane.controlplane.v1.ControlPlaneService/GetSession"
+	ControlPlaneService_ListSessions_FullMethodName     = "/blendplane.controlplane.v1.ControlPlaneService/ListSessions"
+	ControlPlaneService_CloseSession_FullMethodName     = "/blendplane.controlplane.v1.ControlPlaneService/CloseSession"
+	ControlPlaneService_UploadArtifact_FullMethodName   = "/blendplane.controlplane.v1.ControlPlaneService/UploadArtifact"
+	ControlPlaneService_DownloadArtifact_FullMethodName = "/blendplane.controlplane.v1.ControlPlaneService/DownloadArtifact"
+	ControlPlaneService_ListArtifacts_FullMethodName    = "/blendplane.controlplane.v1.ControlPlaneService/ListArtifacts"
 )
 
 // ControlPlaneServiceClient is the client API for ControlPlaneService service.
@@ -67,6 +73,25 @@ type ControlPlaneServiceClient interface {
 	// RegisterAgent is called by agentd at start-up and then periodically as a
 	// heartbeat; the control plane dials the advertised address back.
 	RegisterAgent(ctx context.Context, in *RegisterAgentRequest, opts ...grpc.CallOption) (*RegisterAgentResponse, error)
+	// GetSession returns a session with its state.
+	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
+	// ListSessions lists sessions, oldest first, a page at a time (AIP-158).
+	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
+	// CloseSession ends a session: its unfinished plans are cancelled, its
+	// Blender is stopped and its scene files are removed on the agent; its
+	// plans, receipts, audit records and artifacts are kept. Closing a closed
+	// session returns it as it is.
+	CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error)
+	// UploadArtifact stores a file in a session (client streaming: a header,
+	// then the content in chunks), where a plan can read it by its plain name
+	// (scene.import).
+	UploadArtifact(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadArtifactRequest, UploadArtifactResponse], error)
+	// DownloadArtifact streams an artifact of a session: a header, then the
+	// content in chunks.
+	DownloadArtifact(ctx context.Context, in *DownloadArtifactRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DownloadArtifactResponse], error)
+	// ListArtifacts lists the artifacts of a session, oldest first, a page at
+	// a time (AIP-158): renders and exports its receipts made, and uploads.
+	ListArtifacts(ctx context.Context, in *ListArtifactsRequest, opts ...grpc.CallOption) (*ListArtifactsResponse, error)
 }
 
 type controlPlaneServiceClient struct {
@@ -186,6 +211,78 @@ func (c *controlPlaneServiceClient) RegisterAgent(ctx context.Context, in *Regis
 	return out, nil
 }
 
+func (c *controlPlaneServiceClient) GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSessionResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_GetSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneServiceClient) ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSessionsResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_ListSessions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneServiceClient) CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CloseSessionResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_CloseSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneServiceClient) UploadArtifact(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadArtifactRequest, UploadArtifactResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ControlPlaneService_ServiceDesc.Streams[1], ControlPlaneService_UploadArtifact_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[UploadArtifactRequest, UploadArtifactResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControlPlaneService_UploadArtifactClient = grpc.ClientStreamingClient[UploadArtifactRequest, UploadArtifactResponse]
+
+func (c *controlPlaneServiceClient) DownloadArtifact(ctx context.Context, in *DownloadArtifactRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DownloadArtifactResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ControlPlaneService_ServiceDesc.Streams[2], ControlPlaneService_DownloadArtifact_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DownloadArtifactRequest, DownloadArtifactResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControlPlaneService_DownloadArtifactClient = grpc.ServerStreamingClient[DownloadArtifactResponse]
+
+func (c *controlPlaneServiceClient) ListArtifacts(ctx context.Context, in *ListArtifactsRequest, opts ...grpc.CallOption) (*ListArtifactsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListArtifactsResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_ListArtifacts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlPlaneServiceServer is the server API for ControlPlaneService service.
 // All implementations must embed UnimplementedControlPlaneServiceServer
 // for forward compatibility.
@@ -222,6 +319,25 @@ type ControlPlaneServiceServer interface {
 	// RegisterAgent is called by agentd at start-up and then periodically as a
 	// heartbeat; the control plane dials the advertised address back.
 	RegisterAgent(context.Context, *RegisterAgentRequest) (*RegisterAgentResponse, error)
+	// GetSession returns a session with its state.
+	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
+	// ListSessions lists sessions, oldest first, a page at a time (AIP-158).
+	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
+	// CloseSession ends a session: its unfinished plans are cancelled, its
+	// Blender is stopped and its scene files are removed on the agent; its
+	// plans, receipts, audit records and artifacts are kept. Closing a closed
+	// session returns it as it is.
+	CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error)
+	// UploadArtifact stores a file in a session (client streaming: a header,
+	// then the content in chunks), where a plan can read it by its plain name
+	// (scene.import).
+	UploadArtifact(grpc.ClientStreamingServer[UploadArtifactRequest, UploadArtifactResponse]) error
+	// DownloadArtifact streams an artifact of a session: a header, then the
+	// content in chunks.
+	DownloadArtifact(*DownloadArtifactRequest, grpc.ServerStreamingServer[DownloadArtifactResponse]) error
+	// ListArtifacts lists the artifacts of a session, oldest first, a page at
+	// a time (AIP-158): renders and exports its receipts made, and uploads.
+	ListArtifacts(context.Context, *ListArtifactsRequest) (*ListArtifactsResponse, error)
 	mustEmbedUnimplementedControlPlaneServiceServer()
 }
 
@@ -261,6 +377,24 @@ func (UnimplementedControlPlaneServiceServer) ListAuditRecords(context.Context, 
 }
 func (UnimplementedControlPlaneServiceServer) RegisterAgent(context.Context, *RegisterAgentRequest) (*RegisterAgentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegisterAgent not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSession not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSessions not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CloseSession not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) UploadArtifact(grpc.ClientStreamingServer[UploadArtifactRequest, UploadArtifactResponse]) error {
+	return status.Error(codes.Unimplemented, "method UploadArtifact not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) DownloadArtifact(*DownloadArtifactRequest, grpc.ServerStreamingServer[DownloadArtifactResponse]) error {
+	return status.Error(codes.Unimplemented, "method DownloadArtifact not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) ListArtifacts(context.Context, *ListArtifactsRequest) (*ListArtifactsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListArtifacts not implemented")
 }
 func (UnimplementedControlPlaneServiceServer) mustEmbedUnimplementedControlPlaneServiceServer() {}
 func (UnimplementedControlPlaneServiceServer) testEmbeddedByValue()                             {}
@@ -456,6 +590,96 @@ func _ControlPlaneService_RegisterAgent_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlPlaneService_GetSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).GetSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_GetSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).GetSession(ctx, req.(*GetSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlaneService_ListSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSessionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).ListSessions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_ListSessions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).ListSessions(ctx, req.(*ListSessionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlaneService_CloseSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CloseSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).CloseSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_CloseSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).CloseSession(ctx, req.(*CloseSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlaneService_UploadArtifact_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ControlPlaneServiceServer).UploadArtifact(&grpc.GenericServerStream[UploadArtifactRequest, UploadArtifactResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControlPlaneService_UploadArtifactServer = grpc.ClientStreamingServer[UploadArtifactRequest, UploadArtifactResponse]
+
+func _ControlPlaneService_DownloadArtifact_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(DownloadArtifactRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ControlPlaneServiceServer).DownloadArtifact(m, &grpc.GenericServerStream[DownloadArtifactRequest, DownloadArtifactResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControlPlaneService_DownloadArtifactServer = grpc.ServerStreamingServer[DownloadArtifactResponse]
+
+func _ControlPlaneService_ListArtifacts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListArtifactsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).ListArtifacts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_ListArtifacts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).ListArtifacts(ctx, req.(*ListArtifactsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlPlaneService_ServiceDesc is the grpc.ServiceDesc for ControlPlaneService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -499,11 +723,37 @@ var ControlPlaneService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "RegisterAgent",
 			Handler:    _ControlPlaneService_RegisterAgent_Handler,
 		},
+		{
+			MethodName: "GetSession",
+			Handler:    _ControlPlaneService_GetSession_Handler,
+		},
+		{
+			MethodName: "ListSessions",
+			Handler:    _ControlPlaneService_ListSessions_Handler,
+		},
+		{
+			MethodName: "CloseSession",
+			Handler:    _ControlPlaneService_CloseSession_Handler,
+		},
+		{
+			MethodName: "ListArtifacts",
+			Handler:    _ControlPlaneService_ListArtifacts_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "StreamReceipts",
 			Handler:       _ControlPlaneService_StreamReceipts_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "UploadArtifact",
+			Handler:       _ControlPlaneService_UploadArtifact_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "DownloadArtifact",
+			Handler:       _ControlPlaneService_DownloadArtifact_Handler,
 			ServerStreams: true,
 		},
 	},

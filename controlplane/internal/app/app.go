@@ -1,0 +1,106 @@
+// Package app holds the control plane's use cases — negotiate, submit,
+// watch, cancel, sessions, artifacts, catalogs — for every transport: the
+// gRPC layer (package service) only checks requests, calls these, maps
+// their errors and responds. It is the only caller of the store, the blob
+// directory, the fleet and the executor.
+//
+// Every use case takes the Principal that calls: sessions, plans and
+// artifacts belong to the principal that made them, and request ids are
+// unique per principal. Until identities exist every caller is Anonymous.
+package app
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/blendplane/blendplane/controlplane/internal/blob"
+	"github.com/blendplane/blendplane/controlplane/internal/executor"
+	"github.com/blendplane/blendplane/controlplane/internal/fleet"
+	"github.com/blendplane/blendplane/controlplane/internal/macro"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// Principal is who calls.
+type Principal struct {
+	Name string
+}
+
+// Anonymous is the principal of calls that carry no identity.
+var Anonymous = Principal{Name: store.LegacyOwner}
+
+// Config holds the control plane's ceilings and timings.
+type Config struct {
+	MaxOperationsPerPlan int
+	MaxPayloadBytes      int64
+	// MaxArtifactBytes is the largest artifact a session may upload.
+	MaxArtifactBytes int64
+	// OpenSessionTimeout bounds opening a session on an agent.
+	OpenSessionTimeout time.Duration
+	// Tool time budgets: the default, and the least and most a contract
+	// may ask for.
+	DefaultToolTimeBudget, MinToolTimeBudget, MaxToolTimeBudget time.Duration
+	// SessionIdleTimeout parks a session's Blender after this long without
+	// plans (told to agents at registration); 0: never.
+	SessionIdleTimeout time.Duration
+	// ReleaseInterval is how often closed sessions whose agent could not be
+	// told are retried.
+	ReleaseInterval time.Duration
+}
+
+// App is the control plane's application layer.
+type App struct {
+	cfg        Config
+	store      *store.Store
+	blobs      *blob.Store
+	fleet      *fleet.Fleet
+	exec       *executor.Executor
+	macros     *macro.Registry
+	registries *registries
+	log        *slog.Logger
+
+	stop    context.CancelFunc
+	stopped sync.WaitGroup
+}
+
+// New returns the application layer and the executor it drives (the
+// executor collects receipts' files through the app). Call Start to resume
+// unfinished plans and background work, Stop to end it.
+func New(cfg Config, st *store.Store, blobs *blob.Store, fl *fleet.Fleet, exCfg executor.Config, log *slog.Logger) *App {
+	a := &App{cfg: cfg, store: st, blobs: blobs, fleet: fl, macros: macro.Default(), log: log}
+	a.registries = newRegistries(log)
+	a.exec = executor.New(exCfg, st, fl, a.collect, log.With("component", "executor"))
+	return a
+}
+
+// Start resumes the plans the store holds as unfinished and starts
+// releasing closed sessions on their agents.
+func (a *App) Start() error {
+	if err := a.exec.Resume(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stop = cancel
+	a.stopped.Add(1)
+	go func() {
+		defer a.stopped.Done()
+		a.releaseLoop(ctx)
+	}()
+	return nil
+}
+
+// Stop stops the executor (unfinished plans resume at the next Start) and
+// the background work.
+func (a *App) Stop() {
+	if a.stop != nil {
+		a.stop()
+	}
+	a.stopped.Wait()
+	a.exec.Stop()
+}
+
+func (a *App) macroRef() *cpv1.MacroRegistryRef {
+	return &cpv1.MacroRegistryRef{Version: macro.Version, Fingerprint: a.macros.Fingerprint()}
+}

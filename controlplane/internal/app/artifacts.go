@@ -1,0 +1,284 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/blendplane/blendplane/controlplane/internal/blob"
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// chunkSize is the size of the chunks artifacts travel in.
+const chunkSize = 1 << 20
+
+// Upload stores a file in one of the caller's sessions: the content, read
+// chunk by chunk from next until io.EOF (never whole in memory), goes to
+// the blob directory, then into the session's sandbox on its agent, where
+// plans name it by its plain name. It is refused, with nothing stored, when
+// the name is not a plain file name (POLICY_REFUSED), the content is over
+// the contract's max_artifact_bytes (CONTRACT_VIOLATION), or it differs
+// from the size or SHA-256 the header declares.
+func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload, next func() ([]byte, error)) (*cpv1.Artifact, error) {
+	sess, err := a.session(who, h.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	if sess.Closed() {
+		return nil, fmt.Errorf("%w: session %s was closed", store.ErrSessionClosed, h.GetSessionId())
+	}
+	if err := checkArtifactName("header.name", h.GetName()); err != nil {
+		return nil, err
+	}
+	limit := sess.Info.GetContract().GetLimits().GetMaxArtifactBytes()
+	if limit <= 0 {
+		limit = a.cfg.MaxArtifactBytes
+	}
+	if h.GetSizeBytes() > limit {
+		return nil, tooLarge(h.GetSizeBytes(), limit)
+	}
+	w, err := a.blobs.Create(limit)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Abort()
+	for {
+		chunk, err := next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if _, err := w.Write(chunk); err != nil {
+			if errors.Is(err, blob.ErrTooLarge) {
+				return nil, tooLarge(w.Size()+int64(len(chunk)), limit)
+			}
+			return nil, err
+		}
+	}
+	size := w.Size()
+	if h.GetSizeBytes() > 0 && size != h.GetSizeBytes() {
+		return nil, fmt.Errorf("%w: received %d bytes, the header said %d", ErrChecksumMismatch, size, h.GetSizeBytes())
+	}
+	sum, err := w.Commit()
+	if err != nil {
+		return nil, err
+	}
+	if h.GetSha256() != "" && h.GetSha256() != sum {
+		return nil, fmt.Errorf("%w: the content's sha256 is %s, the header said %s", ErrChecksumMismatch, sum, h.GetSha256())
+	}
+	art := &cpv1.Artifact{SessionId: h.GetSessionId(), Name: h.GetName(), SizeBytes: size, Sha256: sum, CreateTime: timestamppb.Now()}
+	if err := a.push(ctx, sess.Info.GetAgentId(), art); err != nil {
+		return nil, err
+	}
+	stored, err := a.store.PutArtifact(art)
+	if err != nil {
+		return nil, err
+	}
+	a.log.Info("artifact uploaded", "session_id", art.GetSessionId(), "name", art.GetName(), "bytes", size, "sha256", sum)
+	return stored, nil
+}
+
+// push copies a stored blob into a session's sandbox on its agent.
+func (a *App) push(ctx context.Context, agentID string, art *cpv1.Artifact) error {
+	agent, err := a.fleet.Client(agentID)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrAgentUnavailable, err)
+	}
+	f, err := a.blobs.Open(art.GetSha256())
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	stream, err := agent.PutFile(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrAgentUnavailable, err)
+	}
+	header := &agentv1.FileHeader{SessionId: art.GetSessionId(), Name: art.GetName(), SizeBytes: art.GetSizeBytes(), Sha256: art.GetSha256()}
+	if err := stream.Send(&agentv1.PutFileRequest{Part: &agentv1.PutFileRequest_Header{Header: header}}); err != nil {
+		_, err = stream.CloseAndRecv()
+		return fmt.Errorf("%w: put %s: %w", ErrAgentUnavailable, art.GetName(), err)
+	}
+	buf := make([]byte, chunkSize)
+	for {
+		n, rerr := f.Read(buf)
+		if n > 0 {
+			if err := stream.Send(&agentv1.PutFileRequest{Part: &agentv1.PutFileRequest_Chunk{Chunk: buf[:n]}}); err != nil {
+				_, err = stream.CloseAndRecv()
+				return fmt.Errorf("%w: put %s: %w", ErrAgentUnavailable, art.GetName(), err)
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+	if _, err := stream.CloseAndRecv(); err != nil {
+		return fmt.Errorf("%w: put %s: %w", ErrAgentUnavailable, art.GetName(), err)
+	}
+	return nil
+}
+
+// Download sends an artifact of one of the caller's sessions (the newest
+// version of name, or the one with sha256): its description, then its
+// content in chunks. Content the control plane does not hold yet is
+// fetched from the session's agent first.
+func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha256 string, send func(*cpv1.DownloadArtifactResponse) error) error {
+	sess, err := a.session(who, sessionID)
+	if err != nil {
+		return err
+	}
+	art, err := a.store.Artifact(sessionID, name, sha256)
+	if err != nil {
+		return err
+	}
+	f, err := a.blobs.Open(art.GetSha256())
+	if errors.Is(err, blob.ErrNotFound) && !sess.Closed() {
+		if agent, cerr := a.fleet.Client(sess.Info.GetAgentId()); cerr == nil {
+			if ferr := a.fetch(ctx, agent, art); ferr != nil {
+				a.log.Warn("fetching an artifact from its agent", "session_id", sessionID, "name", name, "err", ferr)
+			}
+		}
+		f, err = a.blobs.Open(art.GetSha256())
+	}
+	if errors.Is(err, blob.ErrNotFound) {
+		return fmt.Errorf("%w: %s (sha256 %s) was overwritten or removed on its agent before the control plane could keep it",
+			ErrArtifactUnavailable, name, art.GetSha256())
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := send(&cpv1.DownloadArtifactResponse{Part: &cpv1.DownloadArtifactResponse_Artifact{Artifact: art}}); err != nil {
+		return err
+	}
+	return sendChunks(f, func(chunk []byte) error {
+		return send(&cpv1.DownloadArtifactResponse{Part: &cpv1.DownloadArtifactResponse_Chunk{Chunk: chunk}})
+	})
+}
+
+func sendChunks(f *os.File, send func([]byte) error) error {
+	buf := make([]byte, chunkSize)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if err := send(buf[:n]); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Artifacts lists the artifacts of one of the caller's sessions (of one
+// plan if requestID is set), oldest first, a page at a time.
+func (a *App) Artifacts(ctx context.Context, who Principal, sessionID, requestID string, size int32, token string) ([]*cpv1.Artifact, string, error) {
+	if _, err := a.session(who, sessionID); err != nil {
+		return nil, "", err
+	}
+	query := sessionID + "/" + requestID
+	after, err := decodePageToken(token, "artifacts", query)
+	if err != nil {
+		return nil, "", badPageToken(err)
+	}
+	list, next, err := a.store.ListArtifacts(sessionID, requestID, after, pageSize(size))
+	if err != nil {
+		return nil, "", err
+	}
+	return list, encodePageToken("artifacts", next, query), nil
+}
+
+// collect keeps the files a receipt names (the executor calls it before the
+// receipt is committed): their content is fetched from the agent into the
+// blob directory unless it is there already, and each is recorded as an
+// artifact of the session. A file that cannot be fetched is still recorded
+// (Download fetches it later, or says it is gone).
+func (a *App) collect(ctx context.Context, agent agentv1.AgentServiceClient, ref store.PlanRef, sessionID string, r *cpv1.Receipt) error {
+	var errs []error
+	for _, f := range r.GetArtifacts() {
+		art := &cpv1.Artifact{SessionId: sessionID, Name: f.GetName(), SizeBytes: f.GetSizeBytes(), Sha256: f.GetSha256(),
+			RequestId: ref.RequestID, OperationId: r.GetOperationId(), ReceiptSequence: r.GetSequence(), CreateTime: r.GetCompleteTime()}
+		if !a.blobs.Has(art.GetSha256()) {
+			if err := a.fetch(ctx, agent, art); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if _, err := a.store.PutArtifact(art); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fetch copies an artifact's content from the session's agent into the
+// blob directory, if the agent's file still has that content.
+func (a *App) fetch(ctx context.Context, agent agentv1.AgentServiceClient, art *cpv1.Artifact) error {
+	stream, err := agent.GetFile(ctx, &agentv1.GetFileRequest{SessionId: art.GetSessionId(), Name: art.GetName()})
+	if err != nil {
+		return err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return fmt.Errorf("get %s: %w", art.GetName(), err)
+	}
+	if h := first.GetHeader(); h.GetSha256() != art.GetSha256() {
+		return fmt.Errorf("%s changed on the agent (sha256 %s, the receipt said %s)", art.GetName(), h.GetSha256(), art.GetSha256())
+	}
+	w, err := a.blobs.Create(art.GetSizeBytes())
+	if err != nil {
+		return err
+	}
+	defer w.Abort()
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("get %s: %w", art.GetName(), err)
+		}
+		if _, err := w.Write(resp.GetChunk()); err != nil {
+			return err
+		}
+	}
+	sum, err := w.Commit()
+	if err != nil {
+		return err
+	}
+	if sum != art.GetSha256() {
+		return fmt.Errorf("%s arrived with sha256 %s, want %s", art.GetName(), sum, art.GetSha256())
+	}
+	return nil
+}
+
+// checkArtifactName refuses names that are not plain file names of the
+// sandbox, as the plan checker refuses such tool args.
+func checkArtifactName(field, name string) error {
+	if why := plan.FileNameProblem(name); why != "" {
+		return &plan.Error{Reason: plan.ReasonPolicyRefused,
+			Message:    fmt.Sprintf("%q is not a plain file name in the session's sandbox: %s", name, why),
+			Violations: []plan.Violation{{Field: field, Description: why}}}
+	}
+	return nil
+}
+
+func tooLarge(size, limit int64) error {
+	return &plan.Error{Reason: plan.ReasonContractViolation,
+		Message:    fmt.Sprintf("the file is %d bytes or more; the session's contract allows %d (max_artifact_bytes)", size, limit),
+		Violations: []plan.Violation{{Field: "header.size_bytes", Description: fmt.Sprintf("at most %d bytes", limit)}}}
+}

@@ -1,0 +1,24 @@
+package app
+
+import "errors"
+
+// Sentinel errors of the use cases; the gRPC layer maps each to a code and
+// an ErrorInfo reason in one table.
+var (
+	// ErrIdempotencyConflict: a request id was reused with other content.
+	ErrIdempotencyConflict = errors.New("idempotency conflict")
+	// ErrAgentUnavailable: the session's agent did not answer.
+	ErrAgentUnavailable = errors.New("agent unavailable")
+	// ErrCapacityExhausted: no agent can hold another session now.
+	ErrCapacityExhausted = errors.New("capacity exhausted")
+	// ErrBadPageToken: a page token this server did not issue for the query.
+	ErrBadPageToken = errors.New("invalid page_token")
+	// ErrRegistryInvalid: a runtime's tool registry does not compile.
+	ErrRegistryInvalid = errors.New("tool registry invalid")
+	// ErrChecksumMismatch: uploaded content differs from its declared size
+	// or SHA-256.
+	ErrChecksumMismatch = errors.New("checksum mismatch")
+	// ErrArtifactUnavailable: an artifact's content is not stored and its
+	// agent no longer has it.
+	ErrArtifactUnavailable = errors.New("artifact content unavailable")
+)

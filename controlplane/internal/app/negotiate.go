@@ -1,0 +1,112 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/blendplane/blendplane/controlplane/internal/contract"
+	"github.com/blendplane/blendplane/controlplane/internal/executor"
+	"github.com/blendplane/blendplane/controlplane/internal/fleet"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// Negotiate agrees on a session contract (seed 003) and places the session
+// on the best agent with a runtime that satisfies it and room for it. No
+// Blender starts here: the agent starts one when the session first needs
+// it. A negotiation that no agent can hold now is refused with
+// ErrCapacityExhausted.
+func (a *App) Negotiate(ctx context.Context, who Principal, req *cpv1.NegotiateRequest) (*cpv1.SessionContract, error) {
+	macros := a.macroRef()
+	if err := contract.CheckRequest(req, macros); err != nil {
+		return nil, err
+	}
+	var misfit *contract.Violation
+	places, err := a.fleet.Place(func(rt *cpv1.Runtime) bool {
+		v := contract.Fits(req, rt)
+		if v != nil && misfit == nil {
+			misfit = v
+		}
+		return v == nil
+	})
+	if errors.Is(err, fleet.ErrNoFit) && misfit != nil {
+		return nil, misfit
+	}
+	if err != nil {
+		return nil, err
+	}
+	var firstErr error
+	full := 0
+	for _, place := range places {
+		c, err := a.open(ctx, who, req, macros, place)
+		if err == nil {
+			return c, nil
+		}
+		if status.Code(err) == codes.ResourceExhausted {
+			full++
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if full == len(places) {
+		return nil, fmt.Errorf("%w: every Blender of %d agent(s) with a fitting runtime is busy; retry when a plan ends, or add agents or --max-sessions",
+			ErrCapacityExhausted, len(places))
+	}
+	return nil, firstErr
+}
+
+// open builds the contract for one placement and opens the session on its
+// agent.
+func (a *App) open(ctx context.Context, who Principal, req *cpv1.NegotiateRequest, macros *cpv1.MacroRegistryRef, place fleet.Placement) (*cpv1.SessionContract, error) {
+	c, err := contract.Build(req, contract.Offer{
+		Runtime: place.Runtime, Resources: place.Resources,
+		MaxOperationsPerPlan: int32(a.cfg.MaxOperationsPerPlan), MaxPayloadBytes: a.cfg.MaxPayloadBytes,
+		MaxArtifactBytes:    a.cfg.MaxArtifactBytes,
+		MinToolTimeBudgetMs: a.cfg.MinToolTimeBudget.Milliseconds(),
+		MaxToolTimeBudgetMs: a.cfg.MaxToolTimeBudget.Milliseconds(), DefaultToolBudgetMs: a.cfg.DefaultToolTimeBudget.Milliseconds(),
+		MacroRegistry: macros,
+	})
+	if err != nil {
+		return nil, err
+	}
+	agent, err := a.fleet.Client(place.AgentID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrAgentUnavailable, err)
+	}
+	sessionID := executor.NewID("s")
+	octx, cancel := context.WithTimeout(ctx, a.cfg.OpenSessionTimeout)
+	defer cancel()
+	opened, err := agent.OpenSession(octx, &agentv1.OpenSessionRequest{SessionId: sessionID, RuntimeId: place.Runtime.GetRuntimeId()})
+	if err != nil {
+		return nil, fmt.Errorf("%w: open session on agent %s: %w", ErrAgentUnavailable, place.AgentID, err)
+	}
+	c.SessionId, c.AgentId = sessionID, place.AgentID
+	c.BlenderProfile = opened.GetBlenderProfile()
+	c.BaselineSceneHash = opened.GetBaselineSceneHash()
+	contract.Seal(c)
+	c.CreateTime = timestamppb.Now()
+	err = a.store.PutSession(store.Session{
+		Owner: who.Name,
+		Info: &cpv1.Session{SessionId: sessionID, State: cpv1.Session_STATE_OPEN, Contract: c,
+			AgentId: place.AgentID, RuntimeId: place.Runtime.GetRuntimeId(), SceneHash: c.GetBaselineSceneHash(),
+			CreateTime: c.GetCreateTime()},
+		Registry: place.Runtime.GetRegistry(),
+	})
+	if err != nil {
+		// Do not leave a session on the agent that nobody can reach.
+		a.releaseOnAgent(context.WithoutCancel(ctx), place.AgentID, sessionID)
+		return nil, err
+	}
+	a.fleet.Placed(place.AgentID)
+	a.log.Info("session negotiated", "session_id", sessionID, "owner", who.Name, "agent_id", place.AgentID,
+		"runtime_id", place.Runtime.GetRuntimeId(), "client", req.GetHostProfile().GetClientName(),
+		"feature_flags", c.GetCapabilities().GetFeatureFlags())
+	return c, nil
+}

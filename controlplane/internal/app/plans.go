@@ -1,0 +1,98 @@
+package app
+
+import (
+	"context"
+	"slices"
+
+	"github.com/blendplane/blendplane/controlplane/internal/contract"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// Plan returns one of the caller's plans with its state and schedule.
+func (a *App) Plan(ctx context.Context, who Principal, requestID string) (*cpv1.Plan, error) {
+	return a.store.Plan(store.PlanRef{Owner: who.Name, RequestID: requestID})
+}
+
+// Cancel stops one of the caller's plans and returns it as it ended; a plan
+// already terminal is returned as it is.
+func (a *App) Cancel(ctx context.Context, who Principal, requestID string) (*cpv1.Plan, error) {
+	ref := store.PlanRef{Owner: who.Name, RequestID: requestID}
+	if _, err := a.store.PlanState(ref); err != nil {
+		return nil, err
+	}
+	if err := a.exec.Cancel(ctx, ref); err != nil {
+		return nil, err
+	}
+	p, err := a.store.Plan(ref)
+	if err != nil {
+		return nil, err
+	}
+	a.log.Info("plan cancelled", "request_id", requestID, "owner", who.Name, "state", p.GetState().String())
+	return p, nil
+}
+
+// receiptPage is how many stored receipts one read takes.
+const receiptPage = 512
+
+// Receipts sends a plan's receipts from sequence from on (stored ones, then
+// live ones as they are committed) and, if its session negotiated
+// progress_events, the progress of its running operation; it returns when
+// the plan is terminal and every receipt was sent, or when send fails or
+// ctx ends.
+func (a *App) Receipts(ctx context.Context, who Principal, requestID string, from int64, send func(*cpv1.StreamReceiptsResponse) error) error {
+	ref := store.PlanRef{Owner: who.Name, RequestID: requestID}
+	cursor := max(from, 1)
+	var lastProgress *cpv1.Progress
+	wantProgress := false
+	if st, err := a.store.PlanState(ref); err == nil {
+		if sess, err := a.store.Session(st.GetSessionId()); err == nil {
+			wantProgress = slices.Contains(sess.Info.GetContract().GetCapabilities().GetFeatureFlags(), contract.FlagProgressEvents)
+		}
+	}
+	for {
+		st, err := a.store.PlanState(ref)
+		if err != nil {
+			return err
+		}
+		var wake <-chan struct{}
+		if !store.IsTerminal(st.GetState()) {
+			// Watch before reading, then read the state again, so no commit
+			// can fall between the read and the wait.
+			wake = a.store.Watch(ref)
+			if st, err = a.store.PlanState(ref); err != nil {
+				return err
+			}
+		}
+		receipts, err := a.store.Receipts(ref, cursor, receiptPage)
+		if err != nil {
+			return err
+		}
+		for _, r := range receipts {
+			if err := send(&cpv1.StreamReceiptsResponse{Event: &cpv1.StreamReceiptsResponse_Receipt{Receipt: r}}); err != nil {
+				return err
+			}
+			cursor = r.GetSequence() + 1
+		}
+		if len(receipts) == receiptPage {
+			continue
+		}
+		if pg := a.store.Progress(ref); wantProgress && pg != nil && pg != lastProgress {
+			lastProgress = pg
+			if err := send(&cpv1.StreamReceiptsResponse{Event: &cpv1.StreamReceiptsResponse_Progress{Progress: pg}}); err != nil {
+				return err
+			}
+		}
+		if store.IsTerminal(st.GetState()) && cursor > st.GetReceiptCount() {
+			return nil
+		}
+		if wake == nil {
+			continue
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

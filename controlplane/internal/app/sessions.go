@@ -1,0 +1,187 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// session returns one of the caller's sessions; another principal's is
+// not found.
+func (a *App) session(who Principal, id string) (store.Session, error) {
+	sess, err := a.store.Session(id)
+	if err != nil {
+		return store.Session{}, err
+	}
+	if sess.Owner != who.Name {
+		return store.Session{}, fmt.Errorf("session %q: %w", id, store.ErrSessionNotFound)
+	}
+	return sess, nil
+}
+
+// view is a session as the API shows it: OPEN while its Blender runs (as
+// its agent last reported) or a plan of it is waiting or running, PARKED
+// when its Blender is stopped, CLOSED once closed.
+func (a *App) view(sess store.Session) *cpv1.Session {
+	info := sess.Info
+	if !sess.Closed() {
+		info.State = cpv1.Session_STATE_PARKED
+		if info.GetActivePlanCount() > 0 || a.fleet.Live(info.GetAgentId(), info.GetSessionId()) {
+			info.State = cpv1.Session_STATE_OPEN
+		}
+	}
+	return info
+}
+
+// Session returns one of the caller's sessions with its state.
+func (a *App) Session(ctx context.Context, who Principal, id string) (*cpv1.Session, error) {
+	sess, err := a.session(who, id)
+	if err != nil {
+		return nil, err
+	}
+	return a.view(sess), nil
+}
+
+// Sessions lists the caller's sessions in negotiation order, a page at a
+// time, those in state only (unspecified: all but closed ones).
+func (a *App) Sessions(ctx context.Context, who Principal, size int32, token string, state cpv1.Session_State) ([]*cpv1.Session, string, error) {
+	query := state.String()
+	after, err := decodePageToken(token, "sessions", query)
+	if err != nil {
+		return nil, "", badPageToken(err)
+	}
+	var views []*cpv1.Session
+	list, next, err := a.store.ListSessions(who.Name, after, pageSize(size), func(s store.Session) bool {
+		v := a.view(s)
+		if state == cpv1.Session_STATE_UNSPECIFIED {
+			return v.GetState() != cpv1.Session_STATE_CLOSED
+		}
+		return v.GetState() == state
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	for _, s := range list {
+		views = append(views, a.view(s))
+	}
+	return views, encodePageToken("sessions", next, query), nil
+}
+
+// CloseSession closes one of the caller's sessions: no plan is accepted in
+// it from now on, its unfinished plans are cancelled, and its agent stops
+// its Blender and removes its files. Plans, receipts, audit and artifacts
+// stay. If the agent cannot be told now, it is told later (releaseLoop).
+func (a *App) CloseSession(ctx context.Context, who Principal, id string) (*cpv1.Session, error) {
+	sess, err := a.session(who, id)
+	if err != nil {
+		return nil, err
+	}
+	if !sess.Closed() {
+		if sess, err = a.store.CloseSession(id, time.Now()); err != nil {
+			return nil, err
+		}
+		a.log.Info("session closed", "session_id", id, "owner", who.Name)
+	}
+	if err := a.cancelSessionPlans(ctx, id); err != nil {
+		a.log.Warn("cancelling the plans of a closed session", "session_id", id, "err", err)
+	}
+	a.release(ctx, id)
+	if sess, err = a.store.Session(id); err != nil {
+		return nil, err
+	}
+	return a.view(sess), nil
+}
+
+// cancelSessionPlans cancels every unfinished plan of a session and waits
+// for them to end, until ctx ends.
+func (a *App) cancelSessionPlans(ctx context.Context, sessionID string) error {
+	refs, err := a.store.ActivePlans()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ref := range refs {
+		p, err := a.store.PlanState(ref)
+		if err != nil || p.GetSessionId() != sessionID {
+			continue
+		}
+		if err := a.exec.Cancel(ctx, ref); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// release tells a closed session's agent to let go of it, once the session
+// has no unfinished plan; it records success and otherwise leaves the
+// session for releaseLoop.
+func (a *App) release(ctx context.Context, id string) {
+	sess, err := a.store.Session(id)
+	if err != nil || !sess.Closed() || sess.Info.GetActivePlanCount() > 0 {
+		return
+	}
+	if !a.releaseOnAgent(ctx, sess.Info.GetAgentId(), id) {
+		return
+	}
+	if err := a.store.Released(id); err != nil {
+		a.log.Warn("recording a released session", "session_id", id, "err", err)
+	}
+}
+
+// releaseOnAgent asks an agent to close a session; a session the agent
+// does not know is released too.
+func (a *App) releaseOnAgent(ctx context.Context, agentID, sessionID string) bool {
+	agent, err := a.fleet.Client(agentID)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = agent.CloseSession(ctx, &agentv1.CloseSessionRequest{SessionId: sessionID})
+	if err != nil && status.Code(err) != codes.NotFound {
+		a.log.Warn("agent did not release a closed session; retrying later", "session_id", sessionID, "agent_id", agentID, "err", err)
+		return false
+	}
+	a.fleet.SetLive(agentID, sessionID, false)
+	return true
+}
+
+// releaseLoop retries releasing closed sessions on their agents until
+// ctx ends.
+func (a *App) releaseLoop(ctx context.Context) {
+	every := a.cfg.ReleaseInterval
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		ids, err := a.store.Releasing()
+		if err != nil {
+			a.log.Warn("listing closed sessions", "err", err)
+		}
+		for _, id := range ids {
+			a.release(ctx, id)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// badPageToken refuses a page token like any malformed request field.
+func badPageToken(err error) error {
+	return &plan.Error{Reason: plan.ReasonSchemaInvalid, Message: err.Error(),
+		Violations: []plan.Violation{{Field: "page_token", Description: err.Error()}}}
+}

@@ -1,0 +1,152 @@
+package app
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/blendplane/blendplane/controlplane/internal/contract"
+	"github.com/blendplane/blendplane/controlplane/internal/macro"
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// Submit checks a plan against its session's registry and contract and
+// queues it, or refuses it whole. The same plan submitted again under the
+// same request id returns the stored plan and runs nothing again.
+func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanRequest) (*cpv1.Plan, error) {
+	sess, err := a.session(who, req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	if sess.Closed() {
+		return nil, fmt.Errorf("%w: session %s was closed; negotiate a new one", store.ErrSessionClosed, req.GetSessionId())
+	}
+	limits := sess.Info.GetContract().GetLimits()
+	if size := int64(proto.Size(req)); size > limits.GetMaxPayloadBytes() {
+		return nil, &plan.Error{Reason: plan.ReasonContractViolation,
+			Message:    fmt.Sprintf("the request is %d bytes; the session's contract allows %d: split the plan", size, limits.GetMaxPayloadBytes()),
+			Violations: []plan.Violation{{Field: "operations", Description: fmt.Sprintf("%d bytes, at most %d", size, limits.GetMaxPayloadBytes())}}}
+	}
+	reg, err := a.registries.get(sess.Registry)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := a.macros.ExpandPlan(toPlanOperations(req.GetOperations()))
+	if err != nil {
+		return nil, err
+	}
+	if n, max := len(ops), int(limits.GetMaxOperationsPerPlan()); n > max {
+		return nil, &plan.Error{Reason: plan.ReasonContractViolation,
+			Message:    fmt.Sprintf("the plan has %d operations (macros expanded); the session's contract allows %d: split it", n, max),
+			Violations: []plan.Violation{{Field: "operations", Description: fmt.Sprintf("%d operations, at most %d", n, max)}}}
+	}
+	sched, err := plan.Check(ops, reg)
+	if err != nil {
+		return nil, err
+	}
+	capabilities := sess.Info.GetContract().GetCapabilities()
+	callable := make(map[string]bool, len(capabilities.GetTools()))
+	for _, t := range capabilities.GetTools() {
+		callable[t] = true
+	}
+	gate := plan.Contract{Callable: callable, Atomic: req.GetAtomic(),
+		Nondeterministic: slices.Contains(capabilities.GetFeatureFlags(), contract.FlagNondeterministic)}
+	if err := plan.CheckContract(ops, reg, gate); err != nil {
+		return nil, err
+	}
+	if len(ops) != len(req.GetOperations()) || macroUsed(req.GetOperations()) {
+		// Store and run the expanded plan: receipts show each step.
+		req = proto.Clone(req).(*cpv1.SubmitPlanRequest)
+		req.Operations = fromPlanOperations(ops)
+	}
+	p := &cpv1.Plan{
+		RequestId:           req.GetRequestId(),
+		SessionId:           req.GetSessionId(),
+		State:               cpv1.Plan_STATE_PENDING,
+		Atomic:              req.GetAtomic(),
+		RegistryFingerprint: sess.Registry.GetFingerprint(),
+		CreateTime:          timestamppb.Now(),
+	}
+	p.UpdateTime = p.CreateTime
+	if req.GetValidateOnly() {
+		p.State = cpv1.Plan_STATE_VALIDATED
+		p.Schedule = scheduleIDs(req.GetOperations(), sched)
+		return p, nil
+	}
+	ref := store.PlanRef{Owner: who.Name, RequestID: req.GetRequestId()}
+	digest := planDigest(req.GetSessionId(), ops, req.GetAtomic())
+	existing, err := a.store.CreatePlan(store.NewPlan{Owner: who.Name, Plan: p, Request: req, Schedule: sched, Digest: digest})
+	switch {
+	case errors.Is(err, store.ErrPlanExists) && existing == digest:
+		// The same plan again: no new side effects, answer with the stored one.
+		return a.store.Plan(ref)
+	case errors.Is(err, store.ErrPlanExists):
+		return nil, fmt.Errorf("%w: request_id %q was already used for a different plan; use a new request_id",
+			ErrIdempotencyConflict, req.GetRequestId())
+	case err != nil:
+		return nil, err
+	}
+	a.exec.Enqueue(req.GetSessionId(), ref)
+	a.log.Info("plan accepted", "request_id", req.GetRequestId(), "owner", who.Name, "session_id", req.GetSessionId(), "operations", len(ops))
+	p.Schedule = scheduleIDs(req.GetOperations(), sched)
+	return p, nil
+}
+
+func toPlanOperations(in []*cpv1.Operation) []plan.Operation {
+	ops := make([]plan.Operation, len(in))
+	for i, o := range in {
+		ops[i] = plan.Operation{
+			ID:        o.GetOperationId(),
+			Tool:      o.GetToolName(),
+			Args:      o.GetArgs().AsMap(),
+			DependsOn: o.GetDependsOn(),
+			Safety:    plan.SafetyLevel(o.GetSafetyLevel()),
+			Verify:    o.GetVerify(),
+		}
+	}
+	return ops
+}
+
+func fromPlanOperations(ops []plan.Operation) []*cpv1.Operation {
+	out := make([]*cpv1.Operation, len(ops))
+	for i, o := range ops {
+		args, _ := structpb.NewStruct(o.Args) // args came from a Struct or a macro's JSON values
+		out[i] = &cpv1.Operation{OperationId: o.ID, ToolName: o.Tool, Args: args, DependsOn: o.DependsOn,
+			SafetyLevel: cpv1.SafetyLevel(o.Safety), Verify: o.Verify}
+	}
+	return out
+}
+
+func macroUsed(ops []*cpv1.Operation) bool {
+	for _, o := range ops {
+		if strings.HasPrefix(o.GetToolName(), macro.Prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func scheduleIDs(ops []*cpv1.Operation, sched []int) []string {
+	ids := make([]string, len(sched))
+	for i, idx := range sched {
+		ids[i] = ops[idx].GetOperationId()
+	}
+	return ids
+}
+
+// planDigest binds a plan's content to its session: the same request id in
+// another session is a different plan.
+func planDigest(sessionID string, ops []plan.Operation, atomic bool) string {
+	h := sha256.Sum256([]byte(sessionID + "\x00" + plan.Digest(ops, atomic)))
+	return hex.EncodeToString(h[:])
+}

@@ -1,0 +1,176 @@
+// Package blob keeps artifact content on the control plane's disk,
+// content-addressed: a file's name is its SHA-256, so equal content is
+// stored once and a stored file can be checked against its name.
+//
+// Layout under the directory given to Open:
+//
+//	sha256/<first two hex digits>/<64 hex digits>   the content
+//	tmp/                                            writes in progress
+//
+// A write goes to tmp/, is fsynced, and is renamed into place only when its
+// whole content and hash are known, so a crash never leaves a partial blob
+// under a hash name; tmp/ is emptied at Open.
+package blob
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// ErrTooLarge: the content is over the writer's limit.
+var ErrTooLarge = errors.New("content too large")
+
+// ErrNotFound: no blob with that hash.
+var ErrNotFound = errors.New("blob not found")
+
+// Store is a directory of blobs.
+type Store struct {
+	dir string
+}
+
+// Open opens (creating if needed) a blob directory.
+func Open(dir string) (*Store, error) {
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.RemoveAll(tmp); err != nil {
+		return nil, fmt.Errorf("blob: %w", err)
+	}
+	for _, d := range []string{tmp, filepath.Join(dir, "sha256")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("blob: %w", err)
+		}
+	}
+	return &Store{dir: dir}, nil
+}
+
+// ValidHash reports whether s is a lower-case hex SHA-256.
+func ValidHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil && s == hexLower(s)
+}
+
+func hexLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'F' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+func (s *Store) path(sum string) string {
+	return filepath.Join(s.dir, "sha256", sum[:2], sum)
+}
+
+// Has reports whether the blob is stored.
+func (s *Store) Has(sum string) bool {
+	if !ValidHash(sum) {
+		return false
+	}
+	_, err := os.Stat(s.path(sum))
+	return err == nil
+}
+
+// Open opens a stored blob for reading.
+func (s *Store) Open(sum string) (*os.File, error) {
+	if !ValidHash(sum) {
+		return nil, fmt.Errorf("%w: %q is not a sha256", ErrNotFound, sum)
+	}
+	f, err := os.Open(s.path(sum))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, sum)
+	}
+	return f, err
+}
+
+// Writer receives one blob's content.
+type Writer struct {
+	s     *Store
+	f     *os.File
+	h     hash.Hash
+	size  int64
+	limit int64
+	done  bool
+}
+
+// Create starts a blob of at most limit bytes.
+func (s *Store) Create(limit int64) (*Writer, error) {
+	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "blob-")
+	if err != nil {
+		return nil, fmt.Errorf("blob: %w", err)
+	}
+	return &Writer{s: s, f: f, h: sha256.New(), limit: limit}, nil
+}
+
+// Write appends content; past the limit it fails with ErrTooLarge.
+func (w *Writer) Write(p []byte) (int, error) {
+	if w.size+int64(len(p)) > w.limit {
+		return 0, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, w.limit)
+	}
+	n, err := w.f.Write(p)
+	w.h.Write(p[:n])
+	w.size += int64(n)
+	return n, err
+}
+
+// Size is how many bytes were written so far.
+func (w *Writer) Size() int64 { return w.size }
+
+// Commit makes the content durable under its hash and returns the hash.
+func (w *Writer) Commit() (string, error) {
+	defer w.Abort()
+	sum := hex.EncodeToString(w.h.Sum(nil))
+	if err := w.f.Sync(); err != nil {
+		return "", fmt.Errorf("blob: %w", err)
+	}
+	if err := w.f.Close(); err != nil {
+		return "", fmt.Errorf("blob: %w", err)
+	}
+	dst := w.s.path(sum)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return "", fmt.Errorf("blob: %w", err)
+	}
+	if err := os.Rename(w.f.Name(), dst); err != nil {
+		return "", fmt.Errorf("blob: %w", err)
+	}
+	w.done = true
+	if d, err := os.Open(filepath.Dir(dst)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return sum, nil
+}
+
+// Abort drops an uncommitted write; it is safe after Commit.
+func (w *Writer) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	w.f.Close()
+	os.Remove(w.f.Name())
+}
+
+// CopyFrom writes r's whole content (at most limit bytes) as a blob and
+// returns its hash and size.
+func (s *Store) CopyFrom(r io.Reader, limit int64) (sum string, size int64, err error) {
+	w, err := s.Create(limit)
+	if err != nil {
+		return "", 0, err
+	}
+	defer w.Abort()
+	if _, err := io.Copy(w, r); err != nil {
+		return "", 0, err
+	}
+	sum, err = w.Commit()
+	return sum, w.Size(), err
+}

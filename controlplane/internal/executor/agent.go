@@ -1,0 +1,218 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// client returns the agent's AgentService client, or an Unavailable error
+// while the agent is not registered (it is retried like a broken link).
+func (e *Executor) client(agentID string) (agentv1.AgentServiceClient, error) {
+	c, err := e.fleet.Client(agentID)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return c, nil
+}
+
+// interrupt asks the agent to stop the plan's running batch.
+func (e *Executor) interrupt(agentID, sessionID string, ref store.PlanRef, log *slog.Logger) {
+	agent, err := e.client(agentID)
+	if err != nil {
+		log.Warn("interrupting the running batch", "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := agent.Cancel(ctx, &agentv1.CancelRequest{SessionId: sessionID, RequestId: ref.RequestID}); err != nil {
+		log.Warn("interrupting the running batch", "err", err)
+	}
+}
+
+// execute sends a batch of operations to the agent and hands each receipt
+// to add, in order (after collecting the files it names). While the agent
+// is unreachable it retries the operations still without a receipt, with
+// the same idempotency keys. last says the batch ends the plan. It returns
+// an error only when the executor is stopping.
+func (e *Executor) execute(agentID string, ref store.PlanRef, sessionID string, budgetMs int64, ops []*cpv1.Operation, last bool, add func(*cpv1.Receipt, bool), log *slog.Logger) error {
+	calls := make([]*agentv1.OperationCall, len(ops))
+	for i, op := range ops {
+		calls[i] = &agentv1.OperationCall{
+			OperationId:    op.GetOperationId(),
+			ToolName:       op.GetToolName(),
+			Args:           op.GetArgs(),
+			SafetyLevel:    op.GetSafetyLevel(),
+			IdempotencyKey: plan.IdempotencyKey(ref.RequestID, op.GetOperationId(), op.GetArgs().AsMap()),
+			TimeBudgetMs:   budgetMs,
+			Verify:         op.GetVerify(),
+		}
+	}
+	return e.retry(log, func(ctx context.Context, alive func()) (bool, error) {
+		agent, err := e.client(agentID)
+		if err != nil {
+			return false, err
+		}
+		for _, c := range calls {
+			c.McpCallId = NewID("call") // unique per invocation, retries included
+		}
+		stream, err := agent.Execute(ctx, &agentv1.ExecuteRequest{SessionId: sessionID, RequestId: ref.RequestID, Operations: calls})
+		if err != nil {
+			return false, err
+		}
+		for len(calls) > 0 {
+			resp, err := stream.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = status.Error(codes.Unavailable, "agent ended the batch early")
+				}
+				return false, err
+			}
+			alive()
+			r := resp.GetReceipt()
+			if r == nil {
+				if pg := resp.GetProgress(); pg != nil {
+					e.store.PublishProgress(ref, pg)
+				}
+				continue
+			}
+			if r.GetOperationId() != calls[0].GetOperationId() {
+				return false, fmt.Errorf("agent answered for %q, expected %q", r.GetOperationId(), calls[0].GetOperationId())
+			}
+			if len(r.GetArtifacts()) > 0 && e.collect != nil {
+				if err := e.collect(ctx, agent, ref, sessionID, r); err != nil {
+					log.Warn("collecting the files of a receipt", "operation_id", r.GetOperationId(), "err", err)
+				}
+			}
+			calls = calls[1:]
+			ok := r.GetStatus() == cpv1.Receipt_STATUS_SUCCEEDED || r.GetStatus() == cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT
+			add(r, ok && (len(calls) > 0 || !last))
+			if !ok {
+				return true, nil
+			}
+		}
+		return true, nil
+	}, func(err error) {
+		add(transportFailure(ref.RequestID, ops[len(ops)-len(calls)], calls[0], err), false)
+	})
+}
+
+// rollback asks the agent to undo operations (newest first) and hands each
+// ROLLED_BACK (or ROLLBACK_FAILED) receipt to add.
+func (e *Executor) rollback(agentID string, ref store.PlanRef, sessionID string, keys []string, add func(*cpv1.Receipt, bool), log *slog.Logger) error {
+	log.Info("rolling back the plan", "operations", len(keys))
+	return e.retry(log, func(ctx context.Context, alive func()) (bool, error) {
+		agent, err := e.client(agentID)
+		if err != nil {
+			return false, err
+		}
+		stream, err := agent.Rollback(ctx, &agentv1.RollbackRequest{SessionId: sessionID, RequestId: ref.RequestID, IdempotencyKeys: keys})
+		if err != nil {
+			return false, err
+		}
+		for len(keys) > 0 {
+			resp, err := stream.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = status.Error(codes.Unavailable, "agent ended the rollback early")
+				}
+				return false, err
+			}
+			alive()
+			keys = keys[1:]
+			add(resp.GetReceipt(), len(keys) > 0)
+			if resp.GetReceipt().GetStatus() != cpv1.Receipt_STATUS_ROLLED_BACK {
+				return true, nil
+			}
+		}
+		return true, nil
+	}, func(err error) {
+		add(&cpv1.Receipt{
+			RequestId: ref.RequestID, IdempotencyKey: keys[0], Status: cpv1.Receipt_STATUS_FAILED, CompleteTime: timestamppb.Now(),
+			Error: &cpv1.Failure{ErrorCode: "ROLLBACK_FAILED", Recoverable: false, Message: status.Convert(err).Message(),
+				RetryHint: "the agent could not be reached to roll the plan back; inspect the session"},
+		}, false)
+	})
+}
+
+// retry runs attempt until it completes, retrying while the agent is
+// unreachable (within AgentRetryWindow). An attempt that hears nothing from
+// the agent for OperationTimeout is cancelled; attempt calls alive whenever
+// it hears something. giveUp records the final error.
+func (e *Executor) retry(log *slog.Logger, attempt func(ctx context.Context, alive func()) (bool, error), giveUp func(error)) error {
+	deadline := time.Now().Add(e.cfg.AgentRetryWindow)
+	backoff := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithCancel(e.ctx)
+		watchdog := time.AfterFunc(e.cfg.OperationTimeout, cancel)
+		ok, err := attempt(ctx, func() { watchdog.Reset(e.cfg.OperationTimeout) })
+		watchdog.Stop()
+		if err != nil && ctx.Err() != nil && e.ctx.Err() == nil {
+			err = status.Errorf(codes.DeadlineExceeded, "no answer from the agent for %s", e.cfg.OperationTimeout)
+		}
+		cancel()
+		if ok {
+			return nil
+		}
+		if e.ctx.Err() != nil {
+			return e.ctx.Err()
+		}
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			log.Warn("agent call failed", "err", err)
+			giveUp(err)
+			return nil
+		}
+		log.Warn("agent unreachable, retrying", "err", err, "backoff", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-e.ctx.Done():
+			return e.ctx.Err()
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func transportFailure(requestID string, op *cpv1.Operation, call *agentv1.OperationCall, err error) *cpv1.Receipt {
+	st := status.Convert(err)
+	code, hint, action := "AGENT_UNAVAILABLE", "resubmit the plan with the same request_id once the agent is back", cpv1.RepairStep_ACTION_RETRY
+	switch st.Code() {
+	case codes.DeadlineExceeded:
+		code, hint = "TOOL_TIMEOUT", "retry the operation or lower its cost (resolution, samples)"
+	case codes.InvalidArgument:
+		code, hint, action = "AGENT_REFUSED", "fix the operation's arguments", cpv1.RepairStep_ACTION_REPLACE_ARGS
+	case codes.FailedPrecondition, codes.NotFound:
+		code, hint = "SESSION_LOST", "the agent cannot continue this session (its Blender could not be rebuilt, or the agent lost it): negotiate a new session and resubmit"
+	case codes.Unavailable:
+	default:
+		code = "INTERNAL"
+	}
+	return &cpv1.Receipt{
+		RequestId:      requestID,
+		OperationId:    op.GetOperationId(),
+		ToolName:       op.GetToolName(),
+		Status:         cpv1.Receipt_STATUS_FAILED,
+		SafetyLevel:    op.GetSafetyLevel(),
+		McpCallId:      call.GetMcpCallId(),
+		IdempotencyKey: call.GetIdempotencyKey(),
+		CompleteTime:   timestamppb.Now(),
+		Error: &cpv1.Failure{
+			ErrorCode:         code,
+			Recoverable:       true,
+			RetryHint:         hint,
+			Message:           st.Message(),
+			MinimalRepairPlan: []*cpv1.RepairStep{{OperationId: op.GetOperationId(), Action: action}},
+		},
+	}
+}

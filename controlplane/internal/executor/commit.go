@@ -1,0 +1,113 @@
+package executor
+
+import (
+	"sync"
+	"time"
+
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// Group commit: while more receipts are known to follow at once, wait up to
+// groupLinger for groupTarget of them; otherwise commit at once, so an
+// interactive one-operation plan never waits for company.
+const (
+	groupTarget = 32
+	groupLinger = time.Millisecond
+)
+
+// committer writes receipts, in order, in batches while the executor goes
+// on. Each batch is one store transaction with the plan's state.
+type committer struct {
+	st  *store.Store
+	ref store.PlanRef
+
+	mu    sync.Mutex
+	cond  *sync.Cond
+	queue []pending
+	more  bool // the last item said more follow at once
+	plan  *cpv1.Plan
+	closing bool
+	err   error
+	done  chan struct{}
+}
+
+// pending is one receipt (nil: none) and, when it ends the plan, the plan's
+// final state to commit with it.
+type pending struct {
+	receipt *cpv1.Receipt
+	final   *cpv1.Plan
+}
+
+func newCommitter(st *store.Store, ref store.PlanRef, running *cpv1.Plan) *committer {
+	c := &committer{st: st, ref: ref, plan: running, done: make(chan struct{})}
+	c.cond = sync.NewCond(&c.mu)
+	go c.loop()
+	return c
+}
+
+// add queues a receipt and/or the plan's final state. more says that more
+// receipts follow at once (the batch goes on), so a short wait pays.
+func (c *committer) add(r *cpv1.Receipt, final *cpv1.Plan, more bool) {
+	c.mu.Lock()
+	c.queue = append(c.queue, pending{r, final})
+	c.more = more
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+func (c *committer) loop() {
+	defer close(c.done)
+	for {
+		c.mu.Lock()
+		for len(c.queue) == 0 && !c.closing {
+			c.cond.Wait()
+		}
+		if len(c.queue) == 0 {
+			c.mu.Unlock()
+			return
+		}
+		if c.more && len(c.queue) < groupTarget && !c.closing {
+			c.mu.Unlock()
+			time.Sleep(groupLinger)
+			c.mu.Lock()
+		}
+		batch := c.queue
+		c.queue = nil
+		failed := c.err != nil
+		c.mu.Unlock()
+		if failed {
+			continue // nothing more is written after a failed commit
+		}
+		receipts := make([]*cpv1.Receipt, 0, len(batch))
+		for _, p := range batch {
+			if p.receipt != nil {
+				receipts = append(receipts, p.receipt)
+			}
+			if p.final != nil {
+				c.plan = p.final
+			}
+		}
+		if err := c.st.Commit(c.ref, c.plan, receipts); err != nil {
+			c.mu.Lock()
+			c.err = err
+			c.mu.Unlock()
+		}
+	}
+}
+
+func (c *committer) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// close waits until everything added is committed.
+func (c *committer) close() error {
+	c.mu.Lock()
+	c.closing = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	<-c.done
+	return c.failure()
+}

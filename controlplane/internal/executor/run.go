@@ -1,0 +1,215 @@
+package executor
+
+import (
+	"fmt"
+	"log/slog"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// batchSize is how many operations go to the agent in one Execute stream.
+// The agent runs them one by one and commits their receipts in groups, so a
+// batch saves a network round trip and an fsync per operation.
+const batchSize = 256
+
+// progress is what the committed receipts of a plan say about it, so that a
+// resumed plan picks up exactly where it stopped.
+type progress struct {
+	next       int             // schedule positions consumed (ran, failed or not run)
+	done       []*cpv1.Receipt // succeeded or skipped, in order: what a rollback undoes
+	failed     *cpv1.Receipt   // the operation that failed, if any
+	rolledBack map[string]bool // idempotency keys already undone
+	rollback   *cpv1.Failure   // set when the rollback itself failed
+	cancelled  bool            // the agent interrupted an operation on Cancel
+}
+
+func (pr *progress) observe(r *cpv1.Receipt) {
+	switch r.GetStatus() {
+	case cpv1.Receipt_STATUS_SUCCEEDED, cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT:
+		pr.done = append(pr.done, r)
+		pr.next++
+	case cpv1.Receipt_STATUS_ROLLED_BACK:
+		pr.rolledBack[r.GetIdempotencyKey()] = true
+	case cpv1.Receipt_STATUS_FAILED:
+		if r.GetError().GetErrorCode() == "ROLLBACK_FAILED" {
+			pr.rollback = r.GetError()
+			return
+		}
+		pr.failed = r
+		pr.next++
+	case cpv1.Receipt_STATUS_NOT_RUN:
+		pr.next++
+		pr.cancelled = pr.cancelled || r.GetError().GetErrorCode() == "CANCELLED"
+	}
+}
+
+// run executes a plan, or resumes it after its last committed receipt:
+// operations in schedule order, then, if one failed, the rollback of the
+// plan's operations (atomic plans) and NOT_RUN receipts for the rest.
+func (e *Executor) run(ref store.PlanRef) error {
+	p, req, sched, err := e.store.PlanWork(ref)
+	if err != nil {
+		return err
+	}
+	if store.IsTerminal(p.GetState()) {
+		return nil
+	}
+	sess, err := e.store.Session(p.GetSessionId())
+	if err != nil {
+		return err
+	}
+	sessionID, agentID := p.GetSessionId(), sess.Info.GetAgentId()
+	log := e.log.With("request_id", ref.RequestID, "session_id", sessionID, "agent_id", agentID)
+
+	pr := &progress{rolledBack: map[string]bool{}}
+	if p.GetReceiptCount() > 0 {
+		prior, err := e.store.Receipts(ref, 1, int(p.GetReceiptCount()))
+		if err != nil {
+			return err
+		}
+		for _, r := range prior {
+			pr.observe(r)
+		}
+	}
+	log.Info("plan running", "operations", len(sched), "from", pr.next+1)
+	p.State = cpv1.Plan_STATE_RUNNING
+	c := newCommitter(e.store, ref, proto.Clone(p).(*cpv1.Plan))
+	seq := p.GetReceiptCount()
+	debug := log.Enabled(e.ctx, slog.LevelDebug)
+	finished := false // the final state went out with a receipt
+	// add hands a receipt to the committer; more says that more receipts
+	// follow at once. The receipt that completes the plan carries its final
+	// state, so that both are committed together.
+	add := func(r *cpv1.Receipt, more bool) {
+		seq++
+		r.Sequence = seq
+		if debug {
+			log.Debug("receipt", "sequence", seq, "operation_id", r.GetOperationId(), "mcp_call_id", r.GetMcpCallId(),
+				"blender_mutation_id", r.GetBlenderMutationId(), "status", r.GetStatus().String())
+		}
+		pr.observe(r)
+		var final *cpv1.Plan
+		if pr.next == len(sched) && pr.failed == nil && !pr.cancelled && !finished {
+			final = proto.Clone(p).(*cpv1.Plan)
+			final.State = cpv1.Plan_STATE_SUCCEEDED
+			finished = true
+		}
+		c.add(r, final, more && final == nil)
+	}
+
+	e.mu.Lock()
+	e.running[ref] = func() { e.interrupt(agentID, sessionID, ref, log) }
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.running, ref)
+		e.mu.Unlock()
+	}()
+
+	budget := sess.Info.GetContract().GetConstraints().GetToolTimeBudgetMs()
+	for pr.failed == nil && !pr.cancelled && pr.next < len(sched) && !e.isCancelled(ref) {
+		window := sched[pr.next:min(pr.next+batchSize, len(sched))]
+		ops := make([]*cpv1.Operation, len(window))
+		for i, idx := range window {
+			ops[i] = req.GetOperations()[idx]
+		}
+		last := pr.next+len(window) == len(sched)
+		if err := e.execute(agentID, ref, sessionID, budget, ops, last, add, log); err != nil {
+			c.close()
+			return err // stopping: the plan stays active and resumes
+		}
+		if err := c.failure(); err != nil {
+			c.close()
+			return fmt.Errorf("commit receipts: %w", err)
+		}
+	}
+	if pr.failed != nil && p.GetAtomic() && pr.rollback == nil {
+		var keys []string
+		for i := len(pr.done) - 1; i >= 0; i-- {
+			if k := pr.done[i].GetIdempotencyKey(); !pr.rolledBack[k] {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) > 0 {
+			if err := e.rollback(agentID, ref, sessionID, keys, add, log); err != nil {
+				c.close()
+				return err
+			}
+		}
+	}
+	if !finished {
+		final := e.final(p, pr, len(sched))
+		var tail []*cpv1.Receipt
+		if final.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+			for _, idx := range sched[pr.next:] {
+				tail = append(tail, notRun(ref.RequestID, req.GetOperations()[idx], pr.failed))
+			}
+		}
+		finished = true
+		for i, r := range tail {
+			seq++
+			r.Sequence = seq
+			var with *cpv1.Plan
+			if i == len(tail)-1 {
+				with = final
+			}
+			c.add(r, with, i < len(tail)-1)
+		}
+		if len(tail) == 0 {
+			c.add(nil, final, false)
+		}
+		log.Info("plan finished", "state", final.GetState().String())
+	}
+	if err := c.close(); err != nil {
+		return fmt.Errorf("commit receipts: %w", err)
+	}
+	return nil
+}
+
+// final is the terminal state of a plan that did not succeed op by op to
+// its end: cancelled, failed, or (a resumed plan with nothing left)
+// succeeded.
+func (e *Executor) final(p *cpv1.Plan, pr *progress, total int) *cpv1.Plan {
+	final := proto.Clone(p).(*cpv1.Plan)
+	switch {
+	case pr.failed != nil:
+		final.State = cpv1.Plan_STATE_FAILED
+		final.Failure = pr.failed.GetError()
+		if pr.rollback != nil {
+			final.Failure = pr.rollback
+		}
+	case pr.cancelled || pr.next < total:
+		// An operation was interrupted, or Cancel came between batches: the
+		// plan did not do all it was asked, so it never ends SUCCEEDED.
+		final.State = cpv1.Plan_STATE_CANCELLED
+		final.Failure = &cpv1.Failure{ErrorCode: "CANCELLED", Recoverable: true, Message: "cancelled by CancelPlan",
+			RetryHint: "submit the operations that did not run under a new request_id"}
+	default:
+		final.State = cpv1.Plan_STATE_SUCCEEDED
+	}
+	return final
+}
+
+func notRun(requestID string, op *cpv1.Operation, failed *cpv1.Receipt) *cpv1.Receipt {
+	r := &cpv1.Receipt{
+		RequestId: requestID, OperationId: op.GetOperationId(), ToolName: op.GetToolName(),
+		Status: cpv1.Receipt_STATUS_NOT_RUN, SafetyLevel: op.GetSafetyLevel(), CompleteTime: timestamppb.Now(),
+	}
+	if failed == nil {
+		r.Error = &cpv1.Failure{ErrorCode: "CANCELLED", Recoverable: true, Message: "not run: the plan was cancelled",
+			RetryHint: "submit the operations that did not run under a new request_id"}
+		return r
+	}
+	r.Error = &cpv1.Failure{
+		ErrorCode:         "PLAN_ABORTED",
+		Recoverable:       true,
+		RetryHint:         fmt.Sprintf("fix operation %q, then resubmit the remaining operations", failed.GetOperationId()),
+		Message:           fmt.Sprintf("not run: operation %q failed earlier in the plan", failed.GetOperationId()),
+		MinimalRepairPlan: failed.GetError().GetMinimalRepairPlan(),
+	}
+	return r
+}

@@ -1,0 +1,89 @@
+package store
+
+import (
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+func appendAudit(tx *bolt.Tx, ref PlanRef, sessionID string, r *cpv1.Receipt) error {
+	audit := tx.Bucket(bucketAudit)
+	seq, err := audit.NextSequence()
+	if err != nil {
+		return err
+	}
+	ts := r.GetCompleteTime()
+	if ts == nil {
+		ts = timestamppb.Now()
+	}
+	rec := &cpv1.AuditRecord{
+		Timestamp: ts, RequestId: ref.RequestID, OperationId: r.GetOperationId(),
+		McpCallId: r.GetMcpCallId(), BlenderMutationId: r.GetBlenderMutationId(), ToolName: r.GetToolName(),
+		SafetyLevel: r.GetSafetyLevel(), Status: r.GetStatus(), SceneHashBefore: r.GetSceneHashBefore(),
+		SceneHashAfter: r.GetSceneHashAfter(), SessionId: sessionID, Sequence: int64(seq),
+		ErrorCode: r.GetError().GetErrorCode(),
+	}
+	if err := putProto(audit, u64(seq), rec); err != nil {
+		return err
+	}
+	owner, err := tx.Bucket(bucketAuditIdx).CreateBucketIfNotExists([]byte(ref.Owner))
+	if err != nil {
+		return err
+	}
+	idx, err := owner.CreateBucketIfNotExists([]byte(ref.RequestID))
+	if err != nil {
+		return err
+	}
+	if err := idx.Put(u64(seq), nil); err != nil {
+		return err
+	}
+	byOwner, err := tx.Bucket(bucketAuditOwner).CreateBucketIfNotExists([]byte(ref.Owner))
+	if err != nil {
+		return err
+	}
+	return byOwner.Put(u64(seq), nil)
+}
+
+// AuditFilter selects audit records: of one owner's plan (Owner and
+// RequestID), of one owner (Owner), or all (neither).
+type AuditFilter struct {
+	Owner, RequestID string
+}
+
+// AuditRecords returns up to limit audit records with sequence > after,
+// oldest first, that match f. next is the last sequence returned when more
+// may follow, else 0.
+func (s *Store) AuditRecords(f AuditFilter, after uint64, limit int) (records []*cpv1.AuditRecord, next uint64, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		audit := tx.Bucket(bucketAudit)
+		var idx *bolt.Bucket
+		switch {
+		case f.Owner == "":
+			idx = audit
+		case f.RequestID == "":
+			idx = tx.Bucket(bucketAuditOwner).Bucket([]byte(f.Owner))
+		default:
+			if owner := tx.Bucket(bucketAuditIdx).Bucket([]byte(f.Owner)); owner != nil {
+				idx = owner.Bucket([]byte(f.RequestID))
+			}
+		}
+		if idx == nil {
+			return nil
+		}
+		c := idx.Cursor()
+		for k, _ := c.Seek(u64(after + 1)); k != nil; k, _ = c.Next() {
+			if len(records) == limit {
+				next = uint64(records[len(records)-1].GetSequence())
+				return nil
+			}
+			rec := &cpv1.AuditRecord{}
+			if err := getProto(audit, k, rec); err != nil {
+				return err
+			}
+			records = append(records, rec)
+		}
+		return nil
+	})
+	return records, next, err
+}

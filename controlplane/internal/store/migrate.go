@@ -1,0 +1,212 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// LegacyOwner owns the sessions and plans made before plans were keyed by
+// their owner (schema 3); it is also the owner of calls that carry no
+// principal.
+const LegacyOwner = "anonymous"
+
+// migrations[i] upgrades a database from schema version i to i+1, inside
+// the transaction that records the new version.
+var migrations = []func(tx *bolt.Tx) error{
+	// 0 → 1: the initial bucket tree.
+	func(tx *bolt.Tx) error {
+		return createBuckets(tx, bucketSessions, bucketPlans, bucketActive)
+	},
+	// 1 → 2: the audit log, recorded from now on.
+	func(tx *bolt.Tx) error {
+		return createBuckets(tx, bucketAudit, bucketAuditIdx)
+	},
+	migrateOwners,
+}
+
+// schemaVersion is the version this binary writes.
+var schemaVersion = uint64(len(migrations))
+
+func migrate(db *bolt.DB) error {
+	return db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		version := getU64(meta, keySchemaVersion)
+		if version > schemaVersion {
+			return fmt.Errorf("store schema version %d is newer than this binary's %d", version, schemaVersion)
+		}
+		for ; version < schemaVersion; version++ {
+			if err := migrations[version](tx); err != nil {
+				return fmt.Errorf("migrate store to version %d: %w", version+1, err)
+			}
+		}
+		return meta.Put(keySchemaVersion, u64(version))
+	})
+}
+
+func createBuckets(tx *bolt.Tx, names ...[]byte) error {
+	for _, b := range names {
+		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// migrateOwners (2 → 3) makes sessions resources with a state and an owner,
+// keys plans and their audit index by owner (LegacyOwner for every existing
+// one), and adds the session order, release queue, owner audit index and
+// artifact buckets.
+func migrateOwners(tx *bolt.Tx) error {
+	if err := createBuckets(tx, bucketSessionOrder, bucketReleasing, bucketAuditOwner, bucketArtifacts, bucketArtifactNames); err != nil {
+		return err
+	}
+	// Sessions: contract, agent_address, runtime_id → session, owner, order.
+	sessions := tx.Bucket(bucketSessions)
+	order, err := tx.Bucket(bucketSessionOrder).CreateBucketIfNotExists([]byte(LegacyOwner))
+	if err != nil {
+		return err
+	}
+	var ids [][]byte
+	if err := sessions.ForEachBucket(func(k []byte) error { ids = append(ids, append([]byte(nil), k...)); return nil }); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		b := sessions.Bucket(id)
+		c := &cpv1.SessionContract{}
+		if err := getProto(b, []byte("contract"), c); err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		info := &cpv1.Session{
+			SessionId: string(id), State: cpv1.Session_STATE_OPEN, Contract: c,
+			AgentId: c.GetAgentId(), RuntimeId: string(b.Get([]byte("runtime_id"))), CreateTime: c.GetCreateTime(),
+		}
+		if err := putProto(b, keySession, info); err != nil {
+			return err
+		}
+		seq, err := order.NextSequence()
+		if err != nil {
+			return err
+		}
+		for _, kv := range [][2][]byte{{keyOwner, []byte(LegacyOwner)}, {keyOrder, u64(seq)},
+			{keySceneHash, []byte(c.GetBaselineSceneHash())}} {
+			if err := b.Put(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		if err := order.Put(u64(seq), id); err != nil {
+			return err
+		}
+		for _, old := range []string{"contract", "agent_address", "runtime_id"} {
+			if err := b.Delete([]byte(old)); err != nil {
+				return err
+			}
+		}
+	}
+	// Plans and their audit index move under the legacy owner.
+	if err := nestUnder(tx, bucketPlans, LegacyOwner); err != nil {
+		return err
+	}
+	if err := nestUnder(tx, bucketAuditIdx, LegacyOwner); err != nil {
+		return err
+	}
+	// Counters of each session, from its plans.
+	plans := tx.Bucket(bucketPlans).Bucket([]byte(LegacyOwner))
+	err = plans.ForEachBucket(func(k []byte) error {
+		p := &cpv1.Plan{}
+		if err := getProto(plans.Bucket(k), keyPlan, p); err != nil {
+			return err
+		}
+		sb := sessions.Bucket([]byte(p.GetSessionId()))
+		if sb == nil {
+			return nil
+		}
+		if err := addU64(sb, keyPlanCount, 1); err != nil {
+			return err
+		}
+		if !IsTerminal(p.GetState()) {
+			return addU64(sb, keyActiveCount, 1)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The active queue names plans by owner too.
+	active := tx.Bucket(bucketActive)
+	var keys, vals [][]byte
+	if err := active.ForEach(func(k, v []byte) error {
+		keys, vals = append(keys, append([]byte(nil), k...)), append(vals, append([]byte(nil), v...))
+		return nil
+	}); err != nil {
+		return err
+	}
+	for i, k := range keys {
+		if err := active.Put(k, []byte(PlanRef{Owner: LegacyOwner, RequestID: string(vals[i])}.String())); err != nil {
+			return err
+		}
+	}
+	// Every existing audit record belongs to the legacy owner.
+	owner, err := tx.Bucket(bucketAuditOwner).CreateBucketIfNotExists([]byte(LegacyOwner))
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketAudit).ForEach(func(k, _ []byte) error {
+		if len(k) != 8 {
+			return nil
+		}
+		return owner.Put(k, nil)
+	})
+}
+
+// nestUnder moves every child bucket of the root bucket name into
+// name/owner/, keeping their keys: name/x/ becomes name/owner/x/. (They go
+// through a temporary root bucket: a bucket cannot be renamed.)
+func nestUnder(tx *bolt.Tx, name []byte, owner string) error {
+	tmpName := append(append([]byte(nil), name...), ".v3"...)
+	tmp, err := tx.CreateBucket(tmpName)
+	if err != nil {
+		return err
+	}
+	if err := moveChildren(tx, tx.Bucket(name), tmp); err != nil {
+		return err
+	}
+	if err := tx.DeleteBucket(name); err != nil {
+		return err
+	}
+	root, err := tx.CreateBucket(name)
+	if err != nil {
+		return err
+	}
+	dst, err := root.CreateBucket([]byte(owner))
+	if err != nil {
+		return err
+	}
+	if err := moveChildren(tx, tmp, dst); err != nil {
+		return err
+	}
+	return tx.DeleteBucket(tmpName)
+}
+
+// moveChildren moves every child bucket of src into dst.
+func moveChildren(tx *bolt.Tx, src, dst *bolt.Bucket) error {
+	var children [][]byte
+	if err := src.ForEachBucket(func(k []byte) error { children = append(children, append([]byte(nil), k...)); return nil }); err != nil {
+		return err
+	}
+	for _, k := range children {
+		if err := tx.MoveBucket(k, src, dst); err != nil {
+			return fmt.Errorf("move bucket %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// decodeU64 reads a big-endian uint64 key.
+func decodeU64(k []byte) uint64 { return binary.BigEndian.Uint64(k) }

@@ -1,0 +1,280 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// PlanRef names a plan: request ids are unique per owner, so one client's
+// ids never collide with another's. Owner names never contain "/".
+type PlanRef struct {
+	Owner, RequestID string
+}
+
+func (r PlanRef) String() string { return r.Owner + "/" + r.RequestID }
+
+func parsePlanRef(s string) PlanRef {
+	owner, id, _ := strings.Cut(s, "/")
+	return PlanRef{Owner: owner, RequestID: id}
+}
+
+// NewPlan is everything stored when a plan is accepted.
+type NewPlan struct {
+	Owner    string
+	Plan     *cpv1.Plan // without schedule
+	Request  *cpv1.SubmitPlanRequest
+	Schedule []int
+	Digest   string
+}
+
+// CreatePlan stores an accepted plan, queues it as active and counts it in
+// its session. It fails with ErrPlanExists when the owner already used the
+// request id, returning the stored digest.
+func (s *Store) CreatePlan(p NewPlan) (existingDigest string, err error) {
+	id := []byte(p.Plan.GetRequestId())
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		if sess, err := readSession(tx, p.Plan.GetSessionId()); err == nil && sess.Closed() {
+			return fmt.Errorf("session %s: %w", p.Plan.GetSessionId(), ErrSessionClosed)
+		}
+		plans, err := tx.Bucket(bucketPlans).CreateBucketIfNotExists([]byte(p.Owner))
+		if err != nil {
+			return err
+		}
+		if b := plans.Bucket(id); b != nil {
+			existingDigest = string(b.Get(keyDigest))
+			return fmt.Errorf("plan %q: %w", id, ErrPlanExists)
+		}
+		b, err := plans.CreateBucket(id)
+		if err != nil {
+			return err
+		}
+		if _, err := b.CreateBucket(bucketReceipts); err != nil {
+			return err
+		}
+		if err := putProto(b, keyPlan, p.Plan); err != nil {
+			return err
+		}
+		if err := putProto(b, keyRequest, p.Request); err != nil {
+			return err
+		}
+		sched := make([]byte, 4*len(p.Schedule))
+		for i, idx := range p.Schedule {
+			binary.BigEndian.PutUint32(sched[4*i:], uint32(idx))
+		}
+		if err := b.Put(keySchedule, sched); err != nil {
+			return err
+		}
+		if err := b.Put(keyDigest, []byte(p.Digest)); err != nil {
+			return err
+		}
+		active := tx.Bucket(bucketActive)
+		order, err := active.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := active.Put(u64(order), []byte(PlanRef{p.Owner, string(id)}.String())); err != nil {
+			return err
+		}
+		return touchSession(tx, p.Plan.GetSessionId(), 1, 1, "")
+	})
+	return existingDigest, err
+}
+
+// Plan returns a stored plan including its schedule as operation ids.
+func (s *Store) Plan(ref PlanRef) (*cpv1.Plan, error) {
+	var plan *cpv1.Plan
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b, err := planBucket(tx, ref)
+		if err != nil {
+			return err
+		}
+		plan = &cpv1.Plan{}
+		if err := getProto(b, keyPlan, plan); err != nil {
+			return err
+		}
+		req := &cpv1.SubmitPlanRequest{}
+		if err := getProto(b, keyRequest, req); err != nil {
+			return err
+		}
+		for _, idx := range decodeSchedule(b.Get(keySchedule)) {
+			plan.Schedule = append(plan.Schedule, req.GetOperations()[idx].GetOperationId())
+		}
+		return nil
+	})
+	return plan, err
+}
+
+// PlanState returns a plan without its schedule: cheap, for progress checks.
+func (s *Store) PlanState(ref PlanRef) (*cpv1.Plan, error) {
+	plan := &cpv1.Plan{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b, err := planBucket(tx, ref)
+		if err != nil {
+			return err
+		}
+		return getProto(b, keyPlan, plan)
+	})
+	return plan, err
+}
+
+// PlanWork returns what the executor needs to run or resume a plan.
+func (s *Store) PlanWork(ref PlanRef) (*cpv1.Plan, *cpv1.SubmitPlanRequest, []int, error) {
+	plan, req := &cpv1.Plan{}, &cpv1.SubmitPlanRequest{}
+	var sched []int
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b, err := planBucket(tx, ref)
+		if err != nil {
+			return err
+		}
+		if err := getProto(b, keyPlan, plan); err != nil {
+			return err
+		}
+		if err := getProto(b, keyRequest, req); err != nil {
+			return err
+		}
+		sched = decodeSchedule(b.Get(keySchedule))
+		return nil
+	})
+	return plan, req, sched, err
+}
+
+// ActivePlans lists the plans that are not terminal, in the order they were
+// submitted.
+func (s *Store) ActivePlans() ([]PlanRef, error) {
+	var refs []PlanRef
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketActive).ForEach(func(_, v []byte) error {
+			refs = append(refs, parsePlanRef(string(v)))
+			return nil
+		})
+	})
+	return refs, err
+}
+
+// Commit appends receipts to a plan, with one audit record each, and stores
+// its new state, in one transaction. Receipts must continue the plan's
+// sequence without a gap. A plan whose new state is terminal leaves the
+// active queue. The session's scene hash follows the receipts. Watchers of
+// the plan are woken after the commit.
+func (s *Store) Commit(ref PlanRef, plan *cpv1.Plan, receipts []*cpv1.Receipt) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b, err := planBucket(tx, ref)
+		if err != nil {
+			return err
+		}
+		rb := b.Bucket(bucketReceipts)
+		next := uint64(1)
+		if k, _ := rb.Cursor().Last(); k != nil {
+			next = binary.BigEndian.Uint64(k) + 1
+		}
+		sceneHash := ""
+		for _, r := range receipts {
+			if uint64(r.GetSequence()) != next {
+				return fmt.Errorf("plan %s: receipt sequence %d, want %d", ref, r.GetSequence(), next)
+			}
+			if err := putProto(rb, u64(next), r); err != nil {
+				return err
+			}
+			if err := appendAudit(tx, ref, plan.GetSessionId(), r); err != nil {
+				return err
+			}
+			if h := r.GetSceneHashAfter(); h != "" {
+				sceneHash = h
+			}
+			next++
+		}
+		was := &cpv1.Plan{}
+		if err := getProto(b, keyPlan, was); err != nil {
+			return err
+		}
+		stored := proto.Clone(plan).(*cpv1.Plan)
+		stored.Schedule = nil
+		stored.ReceiptCount = int64(next - 1)
+		stored.UpdateTime = timestamppb.Now()
+		if err := putProto(b, keyPlan, stored); err != nil {
+			return err
+		}
+		ended := IsTerminal(stored.GetState()) && !IsTerminal(was.GetState())
+		var active int64
+		if ended {
+			active = -1
+			if err := removeActive(tx, ref); err != nil {
+				return err
+			}
+		}
+		return touchSession(tx, plan.GetSessionId(), 0, active, sceneHash)
+	})
+	if err == nil {
+		s.wake(ref)
+	}
+	return err
+}
+
+// Receipts returns up to limit receipts of a plan with sequence ≥ from.
+func (s *Store) Receipts(ref PlanRef, from int64, limit int) ([]*cpv1.Receipt, error) {
+	if from < 1 {
+		from = 1
+	}
+	var out []*cpv1.Receipt
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b, err := planBucket(tx, ref)
+		if err != nil {
+			return err
+		}
+		c := b.Bucket(bucketReceipts).Cursor()
+		for k, v := c.Seek(u64(uint64(from))); k != nil && len(out) < limit; k, v = c.Next() {
+			r := &cpv1.Receipt{}
+			if err := proto.Unmarshal(v, r); err != nil {
+				return fmt.Errorf("decode receipt %d of %s: %w", binary.BigEndian.Uint64(k), ref, err)
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// IsTerminal reports whether a plan in this state will not change any more.
+func IsTerminal(st cpv1.Plan_State) bool {
+	switch st {
+	case cpv1.Plan_STATE_VALIDATED, cpv1.Plan_STATE_SUCCEEDED, cpv1.Plan_STATE_FAILED, cpv1.Plan_STATE_CANCELLED:
+		return true
+	}
+	return false
+}
+
+func removeActive(tx *bolt.Tx, ref PlanRef) error {
+	active := tx.Bucket(bucketActive)
+	want := ref.String()
+	c := active.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if string(v) == want {
+			return active.Delete(k)
+		}
+	}
+	return nil
+}
+
+func planBucket(tx *bolt.Tx, ref PlanRef) (*bolt.Bucket, error) {
+	if owner := tx.Bucket(bucketPlans).Bucket([]byte(ref.Owner)); owner != nil {
+		if b := owner.Bucket([]byte(ref.RequestID)); b != nil {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("plan %q: %w", ref.RequestID, ErrPlanNotFound)
+}
+
+func decodeSchedule(raw []byte) []int {
+	out := make([]int, len(raw)/4)
+	for i := range out {
+		out[i] = int(binary.BigEndian.Uint32(raw[4*i:]))
+	}
+	return out
+}

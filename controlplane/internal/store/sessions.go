@@ -1,0 +1,213 @@
+package store
+
+import (
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// Session is a negotiated session as stored.
+type Session struct {
+	// Owner is the principal that negotiated it.
+	Owner string
+	// Info is the session as the API shows it. Its state is OPEN or CLOSED
+	// here; whether an open session's Blender runs (OPEN) or not (PARKED)
+	// is its agent's to say.
+	Info *cpv1.Session
+	// Registry is the tool registry its plans are checked against.
+	Registry *cpv1.ToolRegistry
+}
+
+// Closed reports whether the session was closed.
+func (s Session) Closed() bool { return s.Info.GetState() == cpv1.Session_STATE_CLOSED }
+
+// PutSession stores a new session (Info.SessionId set, state OPEN).
+func (s *Store) PutSession(sess Session) error {
+	id := []byte(sess.Info.GetSessionId())
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.Bucket(bucketSessions).CreateBucket(id)
+		if err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		order, err := tx.Bucket(bucketSessionOrder).CreateBucketIfNotExists([]byte(sess.Owner))
+		if err != nil {
+			return err
+		}
+		seq, err := order.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := order.Put(u64(seq), id); err != nil {
+			return err
+		}
+		info := proto.Clone(sess.Info).(*cpv1.Session)
+		hash, updated := info.GetSceneHash(), info.GetUpdateTime()
+		if updated == nil {
+			updated = info.GetCreateTime()
+		}
+		info.SceneHash, info.PlanCount, info.ActivePlanCount, info.UpdateTime = "", 0, 0, nil
+		if err := putProto(b, keySession, info); err != nil {
+			return err
+		}
+		if err := putProto(b, keyRegistry, sess.Registry); err != nil {
+			return err
+		}
+		for _, kv := range [][2][]byte{{keyOwner, []byte(sess.Owner)}, {keyOrder, u64(seq)}, {keySceneHash, []byte(hash)},
+			{keyUpdateTime, u64(uint64(updated.AsTime().UnixNano()))}} {
+			if err := b.Put(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Session returns a stored session.
+func (s *Store) Session(id string) (Session, error) {
+	var sess Session
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		sess, err = readSession(tx, id)
+		return err
+	})
+	return sess, err
+}
+
+func sessionBucket(tx *bolt.Tx, id string) (*bolt.Bucket, error) {
+	b := tx.Bucket(bucketSessions).Bucket([]byte(id))
+	if b == nil {
+		return nil, fmt.Errorf("session %q: %w", id, ErrSessionNotFound)
+	}
+	return b, nil
+}
+
+func readSession(tx *bolt.Tx, id string) (Session, error) {
+	b, err := sessionBucket(tx, id)
+	if err != nil {
+		return Session{}, err
+	}
+	sess := Session{Owner: string(b.Get(keyOwner)), Info: &cpv1.Session{}, Registry: &cpv1.ToolRegistry{}}
+	if err := getProto(b, keySession, sess.Info); err != nil {
+		return Session{}, fmt.Errorf("session %s: %w", id, err)
+	}
+	if err := getProto(b, keyRegistry, sess.Registry); err != nil {
+		return Session{}, fmt.Errorf("session %s: %w", id, err)
+	}
+	sess.Info.SceneHash = string(b.Get(keySceneHash))
+	sess.Info.PlanCount = int64(getU64(b, keyPlanCount))
+	sess.Info.ActivePlanCount = int64(getU64(b, keyActiveCount))
+	if ns := getU64(b, keyUpdateTime); ns > 0 {
+		sess.Info.UpdateTime = timestamppb.New(time.Unix(0, int64(ns)))
+	}
+	return sess, nil
+}
+
+// CloseSession marks a session closed and queues its release on its agent
+// (see Releasing). It returns the session as closed; closing a closed
+// session changes nothing.
+func (s *Store) CloseSession(id string, now time.Time) (Session, error) {
+	var sess Session
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		if sess, err = readSession(tx, id); err != nil || sess.Closed() {
+			return err
+		}
+		b, _ := sessionBucket(tx, id)
+		stored := &cpv1.Session{}
+		if err := getProto(b, keySession, stored); err != nil {
+			return err
+		}
+		stored.State, stored.CloseTime = cpv1.Session_STATE_CLOSED, timestamppb.New(now)
+		if err := putProto(b, keySession, stored); err != nil {
+			return err
+		}
+		if err := b.Put(keyUpdateTime, u64(uint64(now.UnixNano()))); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketReleasing).Put([]byte(id), nil); err != nil {
+			return err
+		}
+		sess, err = readSession(tx, id)
+		return err
+	})
+	return sess, err
+}
+
+// Releasing lists closed sessions not yet released on their agent.
+func (s *Store) Releasing() ([]string, error) {
+	var ids []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketReleasing).ForEach(func(k, _ []byte) error {
+			ids = append(ids, string(k))
+			return nil
+		})
+	})
+	return ids, err
+}
+
+// Released records that a closed session's agent let go of it.
+func (s *Store) Released(id string) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketReleasing).Delete([]byte(id))
+	})
+}
+
+// ListSessions returns up to limit sessions of owner negotiated after
+// position after (0: from the first), oldest first, that keep accepts. next
+// is the position of the last one returned when more may follow, else 0.
+func (s *Store) ListSessions(owner string, after uint64, limit int, keep func(Session) bool) (out []Session, next uint64, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		order := tx.Bucket(bucketSessionOrder).Bucket([]byte(owner))
+		if order == nil {
+			return nil
+		}
+		c := order.Cursor()
+		for k, v := c.Seek(u64(after + 1)); k != nil; k, v = c.Next() {
+			sess, err := readSession(tx, string(v))
+			if err != nil {
+				return err
+			}
+			if !keep(sess) {
+				continue
+			}
+			if len(out) == limit {
+				next = getU64(tx.Bucket(bucketSessions).Bucket([]byte(out[len(out)-1].Info.GetSessionId())), keyOrder)
+				return nil
+			}
+			out = append(out, sess)
+		}
+		return nil
+	})
+	return out, next, err
+}
+
+// touchSession updates a session's counters and update time as plans come
+// and go, and its scene hash from committed receipts.
+func touchSession(tx *bolt.Tx, id string, plans, active int64, sceneHash string) error {
+	b := tx.Bucket(bucketSessions).Bucket([]byte(id))
+	if b == nil {
+		return nil // plans of sessions the store never had (tests)
+	}
+	if plans != 0 {
+		if err := addU64(b, keyPlanCount, plans); err != nil {
+			return err
+		}
+	}
+	if active != 0 {
+		if err := addU64(b, keyActiveCount, active); err != nil {
+			return err
+		}
+		if err := b.Put(keyUpdateTime, u64(uint64(time.Now().UnixNano()))); err != nil {
+			return err
+		}
+	}
+	if sceneHash != "" {
+		return b.Put(keySceneHash, []byte(sceneHash))
+	}
+	return nil
+}
