@@ -48,6 +48,11 @@ type Config struct {
 	Blender []string
 	// MaxMessageBytes caps one gRPC message.
 	MaxMessageBytes int
+	// MaxSessions bounds how many Blender processes run at once, one per
+	// session with work; idle sessions beyond it are parked (checkpointed,
+	// Blender stopped) and restored on their next plan. 0: from the
+	// machine's memory (DefaultMaxSessions).
+	MaxSessions int
 	// Checkpoint policy (see sessions.Config): a session's scene is saved
 	// after CheckpointEvery scene changes, after CheckpointInterval if
 	// anything changed, or after CheckpointIdle without operations.
@@ -93,8 +98,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	maxSessions := cfg.MaxSessions
+	if maxSessions <= 0 {
+		maxSessions = DefaultMaxSessions(resources(cfg.DataDir).GetMemoryMib())
+	}
 	mgr, err := sessions.NewManager(sessions.Config{
 		DataDir:            cfg.DataDir,
+		MaxLive:            maxSessions,
 		CheckpointEvery:    cfg.CheckpointEvery,
 		CheckpointInterval: cfg.CheckpointInterval,
 		CheckpointIdle:     cfg.CheckpointIdle,
@@ -130,7 +140,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
-	log.Info("agentd serving", "addr", lis.Addr().String(), "control_plane", cfg.ControlPlane, "data_dir", cfg.DataDir)
+	log.Info("agentd serving", "addr", lis.Addr().String(), "control_plane", cfg.ControlPlane, "data_dir", cfg.DataDir,
+		"max_sessions", maxSessions)
 
 	regCtx, stopReg := context.WithCancel(ctx)
 	defer stopReg()
@@ -170,7 +181,9 @@ func register(ctx context.Context, addr string, req *cpv1.RegisterAgentRequest, 
 	cp := cpv1.NewControlPlaneServiceClient(conn)
 	interval, failing, registered := 2*time.Second, false, false
 	for {
-		req.SessionCount = int32(mgr.Count())
+		st := mgr.Status()
+		req.SessionCount, req.MaxSessions = int32(st.Sessions), int32(st.MaxLive)
+		req.LiveSessions, req.BusySessions = st.Live, int32(st.Busy)
 		req.Resources = resources(dataDir)
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		resp, err := cp.RegisterAgent(rctx, req)
@@ -187,6 +200,7 @@ func register(ctx context.Context, addr string, req *cpv1.RegisterAgentRequest, 
 			if s := resp.GetHeartbeatIntervalSeconds(); s > 0 {
 				interval = time.Duration(s) * time.Second
 			}
+			mgr.SetIdleTimeout(time.Duration(resp.GetSessionIdleTimeoutMs()) * time.Millisecond)
 		}
 		wait := interval
 		if failing {
@@ -198,6 +212,20 @@ func register(ctx context.Context, addr string, req *cpv1.RegisterAgentRequest, 
 		case <-time.After(wait):
 		}
 	}
+}
+
+// Memory a session's Blender is budgeted (a bpy 4.5 session idles at about
+// 250 MiB; renders and large scenes take more), and what the machine keeps
+// for everything else.
+const (
+	sessionMemoryMiB  = 1024
+	reservedMemoryMiB = 2048
+)
+
+// DefaultMaxSessions is how many Blenders a machine with memMiB of memory
+// runs at once by default: one per GiB beyond 2 GiB, between 1 and 64.
+func DefaultMaxSessions(memMiB int64) int {
+	return int(min(max((memMiB-reservedMemoryMiB)/sessionMemoryMiB, 1), 64))
 }
 
 // searchDirs are where the repo's .blender/venv may be: the working

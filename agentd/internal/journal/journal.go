@@ -289,6 +289,28 @@ func (j *Journal) Intents(sessionID string) ([]string, error) {
 	return keys, err
 }
 
+// ClearIntents drops every intent of a session: calls that were cancelled,
+// lost with their stream or with a crash, and whose callers retry them by
+// key. It returns how many there were.
+func (j *Journal) ClearIntents(sessionID string) (int, error) {
+	keys, err := j.Intents(sessionID)
+	if err != nil || len(keys) == 0 {
+		return 0, err // no write, no fsync
+	}
+	err = j.db.Update(func(tx *bolt.Tx) error {
+		b, err := sessionBucket(tx, sessionID)
+		if err != nil {
+			return err
+		}
+		if err := b.DeleteBucket(bucketIntents); err != nil {
+			return err
+		}
+		_, err = b.CreateBucket(bucketIntents)
+		return err
+	})
+	return len(keys), err
+}
+
 // Lookup returns the committed record of an idempotency key, or nil.
 func (j *Journal) Lookup(sessionID, key string) (*Record, error) {
 	var rec *Record

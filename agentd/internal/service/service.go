@@ -5,6 +5,7 @@ package service
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"time"
 
@@ -17,6 +18,9 @@ import (
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
+
+// chunkSize is the size of the chunks files travel in.
+const chunkSize = 1 << 20
 
 // Server implements AgentService.
 type Server struct {
@@ -34,15 +38,17 @@ func New(agentID, hostname string, m *sessions.Manager, resources func() *cpv1.R
 	return &Server{agentID: agentID, hostname: hostname, sessions: m, resources: resources}
 }
 
-// Describe returns the agent's identity and runtimes.
+// Describe returns the agent's identity, runtimes and sessions.
 func (s *Server) Describe(ctx context.Context, _ *agentv1.DescribeRequest) (*agentv1.DescribeResponse, error) {
+	st := s.sessions.Status()
 	return &agentv1.DescribeResponse{
 		AgentId: s.agentID, Hostname: s.hostname,
-		Runtimes: s.sessions.Runtimes(), SessionCount: int32(s.sessions.Count()), Resources: s.resources(),
+		Runtimes: s.sessions.Runtimes(), SessionCount: int32(st.Sessions), Resources: s.resources(),
+		MaxSessions: int32(st.MaxLive), LiveSessions: st.Live,
 	}, nil
 }
 
-// OpenSession starts a session's Blender.
+// OpenSession records a new session; its Blender starts with its first batch.
 func (s *Server) OpenSession(ctx context.Context, req *agentv1.OpenSessionRequest) (*agentv1.OpenSessionResponse, error) {
 	prof, hash, err := s.sessions.Open(ctx, req.GetSessionId(), req.GetRuntimeId())
 	if err != nil {
@@ -98,12 +104,85 @@ func (s *Server) Cancel(ctx context.Context, req *agentv1.CancelRequest) (*agent
 	return &agentv1.CancelResponse{Interrupted: interrupted}, nil
 }
 
-// CloseSession stops a session's Blender.
+// CloseSession stops a session's Blender and removes its files.
 func (s *Server) CloseSession(ctx context.Context, req *agentv1.CloseSessionRequest) (*agentv1.CloseSessionResponse, error) {
 	if err := s.sessions.Close(req.GetSessionId()); err != nil {
 		return nil, toStatus(err)
 	}
 	return &agentv1.CloseSessionResponse{}, nil
+}
+
+// PutFile writes a file into a session's sandbox: a header, then chunks.
+func (s *Server) PutFile(stream grpc.ClientStreamingServer[agentv1.PutFileRequest, agentv1.PutFileResponse]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	h := first.GetHeader()
+	if h == nil {
+		return status.Error(codes.InvalidArgument, "the first message of PutFile must be its header")
+	}
+	err = s.sessions.PutFile(h.GetSessionId(), h.GetName(), h.GetSizeBytes(), h.GetSha256(), &chunkReader{next: func() ([]byte, error) {
+		m, err := stream.Recv()
+		if err != nil {
+			return nil, err
+		}
+		if m.GetHeader() != nil {
+			return nil, status.Error(codes.InvalidArgument, "PutFile has one header, in its first message")
+		}
+		return m.GetChunk(), nil
+	}})
+	if err != nil {
+		return toStatus(err)
+	}
+	return stream.SendAndClose(&agentv1.PutFileResponse{})
+}
+
+// GetFile streams a file of a session's sandbox: a header, then chunks.
+func (s *Server) GetFile(req *agentv1.GetFileRequest, stream grpc.ServerStreamingServer[agentv1.GetFileResponse]) error {
+	f, size, sum, err := s.sessions.OpenFile(req.GetSessionId(), req.GetName())
+	if err != nil {
+		return toStatus(err)
+	}
+	defer f.Close()
+	header := &agentv1.FileHeader{SessionId: req.GetSessionId(), Name: req.GetName(), SizeBytes: size, Sha256: sum}
+	if err := stream.Send(&agentv1.GetFileResponse{Part: &agentv1.GetFileResponse_Header{Header: header}}); err != nil {
+		return err
+	}
+	buf := make([]byte, chunkSize)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if err := stream.Send(&agentv1.GetFileResponse{Part: &agentv1.GetFileResponse_Chunk{Chunk: buf[:n]}}); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return toStatus(err)
+		}
+	}
+}
+
+// chunkReader reads a stream of chunks as one io.Reader.
+type chunkReader struct {
+	next func() ([]byte, error)
+	buf  []byte
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		chunk, err := r.next()
+		if err != nil {
+			return 0, err
+		}
+		r.buf = chunk
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
 }
 
 // toStatus maps the sessions package's errors to gRPC codes.
@@ -113,11 +192,13 @@ func toStatus(err error) error {
 		return nil
 	case status.Code(err) != codes.Unknown:
 		return err // already a status (a failed stream send)
-	case errors.Is(err, sessions.ErrNotFound), errors.Is(err, journal.ErrSessionNotFound):
+	case errors.Is(err, sessions.ErrNotFound), errors.Is(err, journal.ErrSessionNotFound), errors.Is(err, sessions.ErrFileNotFound):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, sessions.ErrUnknownRuntime):
+	case errors.Is(err, sessions.ErrUnknownRuntime), errors.Is(err, sessions.ErrBadFileName), errors.Is(err, sessions.ErrFileMismatch):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, sessions.ErrBroken):
+	case errors.Is(err, sessions.ErrCapacity):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, sessions.ErrBroken), errors.Is(err, sessions.ErrFileConflict):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())

@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -14,6 +15,10 @@ type committer struct {
 	journal *journal.Journal
 	session string
 	emit    Emit
+	// intents delivers the result of the batch's intent write, which must
+	// be durable before anything is journaled (a commit clears intents).
+	intents <-chan error
+	intended bool
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -21,6 +26,7 @@ type committer struct {
 	pending  int // added but not yet emitted
 	closed   bool
 	flushing bool  // someone waits for everything: do not linger
+	more     bool  // the last receipt added said more follow at once
 	err      error // the first journal or emit error
 	// journalErr is set when a group could not be journaled: the live scene
 	// then holds effects the journal lacks, and the session must be rebuilt.
@@ -29,7 +35,8 @@ type committer struct {
 	done       chan struct{}
 }
 
-// Group commit: wait up to groupLinger for groupTarget receipts.
+// Group commit: while the batch goes on, wait up to groupLinger for
+// groupTarget receipts; after its last operation, commit at once.
 const (
 	groupTarget = 32
 	groupLinger = time.Millisecond
@@ -40,16 +47,19 @@ type item struct {
 	commit  *journal.Commit // nil: nothing to journal (a replayed key)
 }
 
-func newCommitter(j *journal.Journal, session string, emit Emit) *committer {
-	c := &committer{journal: j, session: session, emit: emit, done: make(chan struct{})}
+func newCommitter(j *journal.Journal, session string, emit Emit, intents <-chan error) *committer {
+	c := &committer{journal: j, session: session, emit: emit, intents: intents, done: make(chan struct{})}
 	c.cond = sync.NewCond(&c.mu)
 	go c.loop()
 	return c
 }
 
-func (c *committer) add(r *cpv1.Receipt, commit *journal.Commit) {
+// add queues a receipt (and what to journal of it); more says that more
+// receipts follow at once, so a short wait for them pays.
+func (c *committer) add(r *cpv1.Receipt, commit *journal.Commit, more bool) {
 	c.mu.Lock()
 	c.queue = append(c.queue, item{r, commit})
+	c.more = more
 	c.pending++
 	c.cond.Broadcast()
 	c.mu.Unlock()
@@ -62,7 +72,7 @@ func (c *committer) loop() {
 		for len(c.queue) == 0 && !c.closed {
 			c.cond.Wait()
 		}
-		if len(c.queue) < groupTarget && !c.closed && !c.flushing {
+		if c.more && len(c.queue) < groupTarget && !c.closed && !c.flushing {
 			// Let a few more receipts arrive: one fsync for several of them
 			// costs less CPU than one each, and a receipt waits at most this.
 			c.mu.Unlock()
@@ -101,6 +111,15 @@ func (c *committer) write(batch []item) error {
 	for _, it := range batch {
 		if it.commit != nil {
 			commits = append(commits, *it.commit)
+		}
+	}
+	if len(commits) > 0 && !c.intended {
+		c.intended = true
+		if err := <-c.intents; err != nil {
+			c.mu.Lock()
+			c.journalErr = fmt.Errorf("record intents: %w", err)
+			c.mu.Unlock()
+			return c.journalErr
 		}
 	}
 	if len(commits) > 0 {

@@ -51,7 +51,7 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 	if err != nil {
 		return err
 	}
-	defer s.mu.Unlock()
+	defer m.release(s)
 	log := m.log.With("session_id", sessionID, "request_id", requestID)
 
 	records := make([]*journal.Record, len(ops))
@@ -64,10 +64,15 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 			fresh = append(fresh, op.IdempotencyKey)
 		}
 	}
+	// The intents are written while the first operation runs: an effect
+	// lives only in Blender's memory until its receipt is journaled, so the
+	// order of the two does not matter, and the committer waits for the
+	// intents before it journals anything (the commit clears them).
+	intents := make(chan error, 1)
 	if len(fresh) > 0 {
-		if err := m.journal.Intend(sessionID, fresh); err != nil {
-			return err
-		}
+		go func() { intents <- m.journal.Intend(sessionID, fresh) }()
+	} else {
+		intents <- nil
 	}
 
 	// Tool calls run under their own context, so that Cancel can stop them
@@ -77,20 +82,21 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 	m.track(s, requestID, cancelCalls)
 	defer m.track(s, "", nil)
 
-	c := newCommitter(m.journal, sessionID, emit)
+	c := newCommitter(m.journal, sessionID, emit, intents)
 	debug := log.Enabled(ctx, slog.LevelDebug)
+	committed := 0 // fresh operations handed to the committer with a journal commit
 	// done hands the receipt of fresh operation op to the committer; false
 	// stops the batch.
-	done := func(op Operation, r *cpv1.Receipt, commit *journal.Commit) bool {
+	done := func(op Operation, r *cpv1.Receipt, commit *journal.Commit, more bool) bool {
 		if r == nil && ctx.Err() == nil {
 			// Cancelled: Blender was stopped mid-call (the next batch
 			// recovers it); nothing of the operation is journaled.
-			c.add(cancelledReceipt(requestID, op), nil)
+			c.add(cancelledReceipt(requestID, op), nil, false)
 			log.Info("operation cancelled", "operation_id", op.OperationID, "mcp_call_id", op.MCPCallID)
 			return false
 		}
 		if r == nil {
-			return false // the stream is gone: the op stays intended, not committed
+			return false // the stream is gone: nothing of the op is journaled
 		}
 		if debug {
 			log.Debug("operation executed", "operation_id", op.OperationID, "mcp_call_id", op.MCPCallID,
@@ -100,8 +106,15 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 		if commit != nil && commit.Entry != nil {
 			s.dirty++
 		}
-		c.add(r, commit)
-		return succeeded(r)
+		if commit != nil {
+			committed++
+		}
+		if h := r.GetSceneHashAfter(); h != "" {
+			s.sceneHash = h
+		}
+		ok := succeeded(r)
+		c.add(r, commit, ok && more)
+		return ok
 	}
 	for i := 0; i < len(ops); {
 		if err := c.failure(); err != nil {
@@ -111,7 +124,7 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 		if records[i] != nil {
 			r := replayed(op, records[i])
 			log.Info("idempotent key seen again", "operation_id", op.OperationID, "mcp_call_id", op.MCPCallID, "status", r.GetStatus().String())
-			c.add(r, nil)
+			c.add(r, nil, i+1 < len(ops))
 			if !succeeded(r) {
 				break
 			}
@@ -126,19 +139,28 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 		}
 		if j-i == 1 {
 			r, commit := m.run(calls, s, requestID, op, c, progress, log)
-			if !done(op, r, commit) {
+			if !done(op, r, commit, i+1 < len(ops)) {
 				break
 			}
 			i++
 			continue
 		}
-		n, more := m.runPipelined(calls, s, requestID, ops[i:j], c, progress, log, done)
+		n, more := m.runPipelined(calls, s, requestID, ops[i:j], c, progress, log, func(k int, op Operation, r *cpv1.Receipt, commit *journal.Commit) bool {
+			return done(op, r, commit, i+k+1 < len(ops))
+		})
 		if !more {
 			break
 		}
 		i += n
 	}
 	err = c.close()
+	if committed < len(fresh) {
+		// Calls cancelled, lost with the stream or never reached: their
+		// intents go, their callers retry them by key.
+		if _, cerr := m.journal.ClearIntents(sessionID); cerr != nil {
+			log.Warn("clearing the intents of calls that did not run", "err", cerr)
+		}
+	}
 	if jerr := c.lostJournal(); jerr != nil {
 		// The scene holds effects the journal could not keep: stop Blender
 		// so the next batch rebuilds the session from what is journaled.
@@ -164,7 +186,7 @@ func succeeded(r *cpv1.Receipt) bool {
 // It returns how many operations it handed to done and whether the batch
 // goes on: it stops early, with more true, when Blender had to be restored
 // (the rest continue on the new process).
-func (m *Manager) runPipelined(ctx context.Context, s *session, requestID string, ops []Operation, c *committer, progress Progress, log *slog.Logger, done func(Operation, *cpv1.Receipt, *journal.Commit) bool) (int, bool) {
+func (m *Manager) runPipelined(ctx context.Context, s *session, requestID string, ops []Operation, c *committer, progress Progress, log *slog.Logger, done func(int, Operation, *cpv1.Receipt, *journal.Commit) bool) (int, bool) {
 	proc := s.proc
 	calls := make([]blender.Call, len(ops))
 	lasts := make([]map[string]any, len(ops))
@@ -175,7 +197,7 @@ func (m *Manager) runPipelined(ctx context.Context, s *session, requestID string
 	more := true
 	n := proc.ExecuteBatch(ctx, calls, func(k int, br blender.BatchResult) bool {
 		r, commit := m.finish(ctx, s, requestID, ops[k], calls[k], c, log, br, &lasts[k])
-		more = done(ops[k], r, commit)
+		more = done(k, ops[k], r, commit)
 		return more && s.proc == proc
 	})
 	return n, more
@@ -290,6 +312,7 @@ func (m *Manager) finish(ctx context.Context, s *session, requestID string, op O
 			res, _ = structpb.NewStruct(map[string]any{"error": "result not representable: " + serr.Error()})
 		}
 		r.Result = res
+		r.Artifacts = m.artifacts(s, out.Files, log)
 		commit := &journal.Commit{Receipt: r, Undo: out.Undo}
 		if out.SceneHashAfter != out.SceneHashBefore {
 			commit.Entry = &journal.Entry{Kind: "op", Key: op.IdempotencyKey, Tool: op.Tool, Args: op.Args,
@@ -298,8 +321,20 @@ func (m *Manager) finish(ctx context.Context, s *session, requestID string, op O
 		return r, commit
 	case errors.As(err, &toolErr):
 		r.Status = cpv1.Receipt_STATUS_FAILED
-		r.SceneHashBefore, r.SceneHashAfter = out.SceneHashBefore, out.SceneHashAfter
 		r.Error = toolFailure(op.OperationID, toolErr)
+		r.SceneHashBefore, r.SceneHashAfter = s.sceneHash, out.SceneHashAfter
+		if out.SceneHashAfter != s.sceneHash {
+			// The bridge could not undo what the call did before failing
+			// (a tool without compensation, such as python.exec): rebuild
+			// the scene from the journal, which does not hold the call.
+			log.Warn("a failed call left the scene changed; rebuilding the session from its journal",
+				"operation_id", op.OperationID, "mcp_call_id", op.MCPCallID, "scene_hash", out.SceneHashAfter)
+			r.Error.Message += "; its partial effect was discarded"
+			if rerr := restore(); rerr != nil {
+				r.Error.Message += ": " + rerr.Error()
+			}
+			r.SceneHashAfter = s.sceneHash
+		}
 	default:
 		r.Status = cpv1.Receipt_STATUS_FAILED
 		r.Error = &cpv1.Failure{
@@ -448,94 +483,3 @@ func toolFailure(operationID string, e *blender.ToolError) *cpv1.Failure {
 	}
 }
 
-// Rollback undoes committed operations, newest first, with their
-// compensating actions, and emits one ROLLED_BACK receipt per operation. If
-// a compensation fails, the session is rebuilt from the journal (which holds
-// the state before that compensation), checkpointed, and a FAILED receipt
-// with ROLLBACK_FAILED and that checkpoint is emitted last.
-func (m *Manager) Rollback(ctx context.Context, sessionID, requestID string, keys []string, emit Emit) error {
-	s, err := m.acquire(ctx, sessionID)
-	if err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	log := m.log.With("session_id", sessionID, "request_id", requestID)
-	for _, key := range keys {
-		rec, err := m.journal.Lookup(sessionID, key)
-		if err != nil {
-			return err
-		}
-		if rec == nil {
-			return fmt.Errorf("%w: no committed operation with idempotency key %s", ErrNotFound, key)
-		}
-		r := proto.Clone(rec.Receipt).(*cpv1.Receipt)
-		r.Status = cpv1.Receipt_STATUS_ROLLED_BACK
-		r.CompleteTime = timestamppb.Now()
-		r.Error = nil
-		if rec.RolledBack || rec.LogIndex == 0 {
-			// Already undone, or it never changed the scene: the undo leads
-			// from the operation's after-state back to its before-state.
-			r.SceneHashBefore, r.SceneHashAfter = rec.Receipt.GetSceneHashAfter(), rec.Receipt.GetSceneHashBefore()
-			if err := emit(r); err != nil {
-				return err
-			}
-			continue
-		}
-		before, err := s.proc.SceneHash(ctx)
-		if err != nil {
-			return err
-		}
-		start := time.Now()
-		hash, err := s.proc.Undo(ctx, rec.Undo, blender.Call{MutationID: rec.Receipt.GetBlenderMutationId(),
-			RequestID: requestID, OperationID: rec.Receipt.GetOperationId()})
-		if err == nil && hash != rec.Receipt.GetSceneHashBefore() {
-			err = fmt.Errorf("compensation left scene %s, the operation started from %s", hash, rec.Receipt.GetSceneHashBefore())
-		}
-		if err != nil {
-			log.Error("rollback failed", "operation_id", r.GetOperationId(), "blender_mutation_id", r.GetBlenderMutationId(), "err", err)
-			return emit(m.rollbackFailed(ctx, s, r, err))
-		}
-		if err := m.journal.CommitUndo(sessionID, key, hash); err != nil {
-			return err
-		}
-		s.dirty++
-		r.SceneHashBefore, r.SceneHashAfter = before, hash
-		r.DurationMicros = time.Since(start).Microseconds()
-		log.Info("operation rolled back", "operation_id", r.GetOperationId(), "blender_mutation_id", r.GetBlenderMutationId())
-		if err := emit(r); err != nil {
-			return err
-		}
-	}
-	m.checkpointIfDue(s)
-	return nil
-}
-
-// rollbackFailed restores the last consistent state after a failed
-// compensation and describes it in a ROLLBACK_FAILED receipt.
-func (m *Manager) rollbackFailed(ctx context.Context, s *session, r *cpv1.Receipt, cause error) *cpv1.Receipt {
-	r.Status = cpv1.Receipt_STATUS_FAILED
-	r.Error = &cpv1.Failure{
-		ErrorCode:   "ROLLBACK_FAILED",
-		Recoverable: false,
-		RetryHint:   "inspect the session: its scene was restored to the last consistent checkpoint, with this operation still applied",
-		Message:     fmt.Sprintf("compensation of %q failed: %v", r.GetOperationId(), cause),
-	}
-	if err := m.recover(ctx, s); err != nil {
-		s.broken = err
-		r.Error.Message += fmt.Sprintf("; restoring the session failed too: %v", err)
-		return r
-	}
-	if err := m.checkpoint(ctx, s); err != nil {
-		m.log.Warn("checkpoint after failed rollback", "session_id", s.id, "err", err)
-	}
-	if js, err := m.journal.Session(s.id); err == nil {
-		cp := &cpv1.Checkpoint{JournalIndex: int64(js.Head), SceneHash: js.HeadHash}
-		if js.Checkpoint != nil {
-			cp.Path = js.Checkpoint.Path
-			cp.JournalIndex = int64(js.Checkpoint.Index)
-		}
-		r.Error.LastConsistentCheckpoint = cp
-		r.SceneHashAfter = js.HeadHash
-	}
-	return r
-}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/blendplane/blendplane/agentd/internal/blender"
@@ -17,18 +18,26 @@ import (
 )
 
 var (
-	// ErrNotFound: no open session with that id.
+	// ErrNotFound: no session with that id.
 	ErrNotFound = errors.New("session not found")
 	// ErrUnknownRuntime: no runtime with that id on this agent.
 	ErrUnknownRuntime = errors.New("unknown runtime")
 	// ErrBroken: the session could not be recovered and cannot continue.
 	ErrBroken = errors.New("session broken")
+	// ErrCapacity: every Blender slot is held by a busy session.
+	ErrCapacity = errors.New("no Blender slot free")
 )
 
 // Config is the session manager's part of agentd's configuration.
 type Config struct {
 	// DataDir holds sessions/<id>/ (work files, checkpoints, output sandbox).
 	DataDir string
+	// MaxLive bounds how many sessions have a Blender running at once;
+	// beyond it the least recently used idle session is parked. 0: 1.
+	MaxLive int
+	// IdleTimeout parks a session after this long without batches (0:
+	// never); SetIdleTimeout changes it at run time.
+	IdleTimeout time.Duration
 	// Checkpoint policy: a session's scene is saved to a .blend after
 	// CheckpointEvery journaled scene changes, or when CheckpointInterval has
 	// passed since the last checkpoint and something changed, or after
@@ -41,16 +50,20 @@ type Config struct {
 	Faults []string
 }
 
-// Manager holds the agent's runtimes and sessions.
+// Manager holds the agent's runtimes and sessions: at most Config.MaxLive
+// of them have a Blender process at any time (see slots.go).
 type Manager struct {
-	cfg      Config
-	runtimes map[string]Runtime
-	journal  *journal.Journal
-	base     *slog.Logger // for Blender processes, which name their own component
-	log      *slog.Logger
+	cfg         Config
+	runtimes    map[string]Runtime
+	journal     *journal.Journal
+	base        *slog.Logger // for Blender processes, which name their own component
+	log         *slog.Logger
+	idleTimeout atomic.Int64 // nanoseconds
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	live     int           // sessions holding a Blender slot
+	changed  chan struct{} // closed (and replaced) when a slot may have freed
 }
 
 type session struct {
@@ -61,25 +74,38 @@ type session struct {
 
 	mu   sync.Mutex // one batch at a time
 	proc *blender.Process
-	// running is the plan whose batch runs now and how to interrupt its
-	// tool calls; guarded by Manager.mu, not s.mu, so Cancel never waits.
-	running     string
-	cancelCalls context.CancelFunc
-	// cancelNext is a plan cancelled before its batch started: its next
-	// batch is interrupted as soon as it registers.
-	cancelNext string
-	broken     error
+	// sceneHash is the scene's hash as journaled (or about to be) by the
+	// batch that holds mu: what a failed call must leave behind.
+	sceneHash string
+	broken    error
 	// Scene changes since the last checkpoint, and when it was taken.
 	dirty          int
 	lastCheckpoint time.Time
-	idle           *time.Timer
+	idle           *time.Timer // the idle checkpoint
+
+	// Guarded by Manager.mu, so that Cancel and slot decisions never wait
+	// for a batch.
+	//
+	// running is the plan whose batch runs now and how to interrupt its
+	// tool calls; cancelNext is a plan cancelled before its batch started:
+	// its next batch is interrupted as soon as it registers.
+	running     string
+	cancelCalls context.CancelFunc
+	cancelNext  string
+	live        bool      // holds a Blender slot: its Blender runs or is being started
+	users       int       // batches holding or waiting for mu
+	lastUsed    time.Time // when its last batch ended
+	closed      bool
+	park        *time.Timer // the idle park
 }
 
 // NewManager returns a manager that knows the sessions in the journal; their
 // Blender is started (and the scene recovered) on first use.
 func NewManager(cfg Config, rts []Runtime, j *journal.Journal, log *slog.Logger) (*Manager, error) {
+	cfg.MaxLive = max(cfg.MaxLive, 1)
 	m := &Manager{cfg: cfg, runtimes: map[string]Runtime{}, journal: j, base: log,
-		log: log.With("component", "sessions"), sessions: map[string]*session{}}
+		log: log.With("component", "sessions"), sessions: map[string]*session{}, changed: make(chan struct{})}
+	m.idleTimeout.Store(int64(cfg.IdleTimeout))
 	for _, rt := range rts {
 		m.runtimes[rt.Info.GetRuntimeId()] = rt
 	}
@@ -94,6 +120,11 @@ func NewManager(cfg Config, rts []Runtime, j *journal.Journal, log *slog.Logger)
 			s.broken = fmt.Errorf("%w: runtime %q of session %s is gone", ErrUnknownRuntime, js.RuntimeID, js.ID)
 		}
 		m.sessions[js.ID] = s
+		if n, err := j.ClearIntents(js.ID); err == nil && n > 0 {
+			// Calls in flight when agentd stopped: their effects died with
+			// Blender, and their callers retry them by key.
+			m.log.Info("dropped the intents of calls lost in the last run", "session_id", js.ID, "calls", n)
+		}
 		m.log.Info("session known from journal", "session_id", js.ID, "journal_head", js.Head)
 	}
 	return m, nil
@@ -101,7 +132,8 @@ func NewManager(cfg Config, rts []Runtime, j *journal.Journal, log *slog.Logger)
 
 func (m *Manager) newSession(id string, rt Runtime) *session {
 	dir := filepath.Join(m.cfg.DataDir, "sessions", id)
-	return &session{id: id, runtime: rt, dir: dir, sandbox: filepath.Join(dir, "output"), lastCheckpoint: time.Now()}
+	return &session{id: id, runtime: rt, dir: dir, sandbox: filepath.Join(dir, "output"), lastCheckpoint: time.Now(),
+		lastUsed: time.Now()}
 }
 
 // Runtimes returns the runtimes' descriptions, sorted by id.
@@ -114,45 +146,79 @@ func (m *Manager) Runtimes() []*cpv1.Runtime {
 	return out
 }
 
-// Count returns the number of open sessions.
-func (m *Manager) Count() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.sessions)
+// Status is what the agent reports about its sessions.
+type Status struct {
+	// Sessions the agent holds, running or parked.
+	Sessions int
+	// MaxLive is the bound on Blender processes; Live the sessions whose
+	// Blender runs (or is starting), sorted; Busy those running a batch.
+	MaxLive int
+	Live    []string
+	Busy    int
 }
 
-// Open starts a session's Blender on the baseline scene and journals it.
-// Opening an open session returns its current scene hash.
+// Status returns the sessions' status now.
+func (m *Manager) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := Status{Sessions: len(m.sessions), MaxLive: m.cfg.MaxLive}
+	for id, s := range m.sessions {
+		if s.live {
+			st.Live = append(st.Live, id)
+		}
+		if s.users > 0 {
+			st.Busy++
+		}
+	}
+	sort.Strings(st.Live)
+	return st
+}
+
+// SetIdleTimeout changes how long a session may stay idle before it is
+// parked (0: never); sessions idle now are judged by it at their next
+// check.
+func (m *Manager) SetIdleTimeout(d time.Duration) {
+	if old := time.Duration(m.idleTimeout.Swap(int64(d))); old != d {
+		m.log.Info("session idle timeout", "timeout", d)
+		m.mu.Lock()
+		for _, s := range m.sessions {
+			if s.live && s.users == 0 {
+				m.armPark(s)
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// Open records a new session on its runtime's baseline scene; its Blender
+// starts when a batch first needs it. It fails with ErrCapacity when every
+// Blender slot is held by a busy session, so that a flood of negotiations
+// goes to other agents (or is refused) rather than queueing here. Opening a
+// known session returns its current scene hash.
 func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string) (*cpv1.BlenderProfile, string, error) {
 	rt, ok := m.runtimes[runtimeID]
 	if !ok {
 		return nil, "", fmt.Errorf("%w: %q", ErrUnknownRuntime, runtimeID)
 	}
 	m.mu.Lock()
-	s, existed := m.sessions[sessionID]
-	if !existed {
-		s = m.newSession(sessionID, rt)
-		m.sessions[sessionID] = s
-	}
-	m.mu.Unlock()
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if existed {
-		if err := m.ensure(ctx, s); err != nil {
+	if _, known := m.sessions[sessionID]; known {
+		m.mu.Unlock()
+		js, err := m.journal.Session(sessionID)
+		if err != nil {
 			return nil, "", err
 		}
-		hash, err := s.proc.SceneHash(ctx)
-		return rt.Info.GetBlenderProfile(), hash, err
+		return rt.Info.GetBlenderProfile(), js.HeadHash, nil
 	}
-	hash, err := m.start(ctx, s)
-	if err == nil {
-		err = m.journal.OpenSession(sessionID, runtimeID, hash)
+	if busy := m.busyLive(); busy >= m.cfg.MaxLive {
+		m.mu.Unlock()
+		return nil, "", fmt.Errorf("%w: all %d Blender slots of this agent are busy", ErrCapacity, m.cfg.MaxLive)
 	}
-	if err != nil {
-		if s.proc != nil {
-			s.proc.Stop(5 * time.Second)
-		}
+	s := m.newSession(sessionID, rt)
+	m.sessions[sessionID] = s
+	m.mu.Unlock()
+
+	hash := rt.Info.GetBaselineSceneHash()
+	if err := m.journal.OpenSession(sessionID, runtimeID, hash); err != nil {
 		m.mu.Lock()
 		delete(m.sessions, sessionID)
 		m.mu.Unlock()
@@ -162,189 +228,30 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string) (*cpv1.
 	return rt.Info.GetBlenderProfile(), hash, nil
 }
 
-// start launches the session's Blender, which comes up on the baseline scene.
-func (m *Manager) start(ctx context.Context, s *session) (string, error) {
-	work := filepath.Join(s.dir, "work")
-	for _, d := range []string{work, s.sandbox} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return "", err
+// busyLive counts the slots held by sessions that are running a batch. The
+// caller holds m.mu.
+func (m *Manager) busyLive() int {
+	n := 0
+	for _, s := range m.sessions {
+		if s.live && s.users > 0 {
+			n++
 		}
 	}
-	p, err := blender.Start(ctx, s.runtime.Runtime, blender.Options{
-		Logger: m.base.With("session_id", s.id), WorkDir: work, SandboxDir: s.sandbox, Faults: m.cfg.Faults,
-	})
-	if err != nil {
-		return "", fmt.Errorf("start blender: %w", err)
-	}
-	s.proc = p
-	return p.SceneHash(ctx)
+	return n
 }
 
-// alive reports whether the session's Blender is running.
-func (s *session) alive() bool {
-	if s.proc == nil {
-		return false
-	}
-	select {
-	case <-s.proc.Done():
-		return false
-	default:
-		return true
-	}
-}
-
-// ensure makes sure the session's Blender runs and holds the journaled scene,
-// recovering it if needed. The caller holds s.mu.
-func (m *Manager) ensure(ctx context.Context, s *session) error {
-	if s.broken != nil {
-		return fmt.Errorf("%w: %v", ErrBroken, s.broken)
-	}
-	if s.alive() {
-		return nil
-	}
-	if err := m.recover(ctx, s); err != nil {
-		s.broken = err
-		return fmt.Errorf("%w: %v", ErrBroken, err)
-	}
-	return nil
-}
-
-// recover restarts the session's Blender, loads the last checkpoint, replays
-// the journal after it and checks that the scene hash is the journaled one.
-func (m *Manager) recover(ctx context.Context, s *session) error {
-	// A rebuild must not die with the request that triggered it (a cancel,
-	// a lost stream): that would leave the session broken for good.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recoverTimeout)
-	defer cancel()
-	start := time.Now()
-	if s.proc != nil {
-		s.proc.Stop(time.Second)
-		s.proc = nil
-	}
-	js, err := m.journal.Session(s.id)
-	if err != nil {
-		return err
-	}
-	hash, err := m.start(ctx, s)
-	if err != nil {
-		return err
-	}
-	var from uint64
-	if cp := js.Checkpoint; cp != nil {
-		if hash, err = s.proc.LoadCheckpoint(ctx, cp.Path); err != nil {
-			return fmt.Errorf("load checkpoint %s: %w", cp.Path, err)
-		}
-		if hash != cp.SceneHash {
-			return fmt.Errorf("checkpoint %s hashes to %s, journal says %s", cp.Path, hash, cp.SceneHash)
-		}
-		from = cp.Index
-	}
-	entries, err := m.journal.Entries(s.id, from)
-	if err != nil {
-		return err
-	}
-	for i, e := range entries {
-		index := from + uint64(i) + 1
-		switch e.Kind {
-		case "op":
-			out, err := s.proc.Execute(ctx, blender.Call{Tool: e.Tool, Args: e.Args, MutationID: e.MutationID})
-			if err != nil {
-				return fmt.Errorf("replay entry %d (%s): %w", index, e.Tool, err)
-			}
-			hash = out.SceneHashAfter
-		case "undo":
-			rec, err := m.journal.Lookup(s.id, e.Key)
-			if err != nil || rec == nil {
-				return fmt.Errorf("replay entry %d: undo record of %s: %v", index, e.Key, err)
-			}
-			if hash, err = s.proc.Undo(ctx, rec.Undo, blender.Call{MutationID: rec.Receipt.GetBlenderMutationId()}); err != nil {
-				return fmt.Errorf("replay entry %d (undo): %w", index, err)
-			}
-		default:
-			return fmt.Errorf("replay entry %d: unknown kind %q", index, e.Kind)
-		}
-		if hash != e.HashAfter {
-			return fmt.Errorf("replay entry %d: scene hash %s, journal says %s", index, hash, e.HashAfter)
-		}
-	}
-	if hash != js.HeadHash {
-		return fmt.Errorf("recovered scene hash %s, journal head says %s", hash, js.HeadHash)
-	}
-	inflight, _ := m.journal.Intents(s.id)
-	m.log.Info("session recovered", "session_id", s.id, "checkpoint_index", from, "replayed", len(entries),
-		"scene_hash", hash, "in_flight", len(inflight), "took", time.Since(start).Round(time.Millisecond))
-	return nil
-}
-
-// recoverTimeout bounds rebuilding a session (start, load, replay).
-const recoverTimeout = 10 * time.Minute
-
-// checkpointTimeout bounds one .blend save; it is not tied to the request
-// that triggered it, which may end first.
-const checkpointTimeout = 5 * time.Minute
-
-// checkpointIfDue saves a checkpoint when the policy says so and arms the
-// idle checkpoint. The caller holds s.mu.
-func (m *Manager) checkpointIfDue(s *session) {
-	if s.dirty > 0 && (s.dirty >= m.cfg.CheckpointEvery || time.Since(s.lastCheckpoint) >= m.cfg.CheckpointInterval) {
-		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
-		defer cancel()
-		if err := m.checkpoint(ctx, s); err != nil {
-			m.log.Warn("checkpoint failed", "session_id", s.id, "err", err)
-		}
-	}
-	if s.dirty > 0 && m.cfg.CheckpointIdle > 0 {
-		if s.idle != nil {
-			s.idle.Stop()
-		}
-		s.idle = time.AfterFunc(m.cfg.CheckpointIdle, func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.dirty > 0 && s.alive() && s.broken == nil {
-				ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
-				defer cancel()
-				if err := m.checkpoint(ctx, s); err != nil {
-					m.log.Warn("idle checkpoint failed", "session_id", s.id, "err", err)
-				}
-			}
-		})
-	}
-}
-
-// checkpoint saves the scene to a new .blend, makes the journal point at it,
-// then removes the previous file: a crash at any point leaves the journal
-// naming a file that exists and matches it. The caller holds s.mu.
-func (m *Manager) checkpoint(ctx context.Context, s *session) error {
-	js, err := m.journal.Session(s.id)
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(s.dir, fmt.Sprintf("checkpoint-%08d.blend", js.Head))
-	hash, err := s.proc.SaveCheckpoint(ctx, path)
-	if err != nil {
-		return err
-	}
-	if hash != js.HeadHash {
-		os.Remove(path)
-		return fmt.Errorf("checkpoint hashes to %s, journal head says %s", hash, js.HeadHash)
-	}
-	if err := m.journal.SetCheckpoint(s.id, journal.Checkpoint{Path: path, Index: js.Head, SceneHash: hash}); err != nil {
-		return err
-	}
-	if old := js.Checkpoint; old != nil && old.Path != path {
-		os.Remove(old.Path)
-	}
-	s.dirty, s.lastCheckpoint = 0, time.Now()
-	m.log.Debug("checkpoint saved", "session_id", s.id, "journal_index", js.Head, "path", path)
-	return nil
-}
-
-// Close stops a session's Blender and forgets the session; its output
-// directory stays.
+// Close stops a session's Blender, removes its files (checkpoints, work
+// files, sandbox) and forgets it. A batch running in it finishes first.
 func (m *Manager) Close(sessionID string) error {
 	m.mu.Lock()
 	s, ok := m.sessions[sessionID]
-	delete(m.sessions, sessionID)
+	if ok {
+		delete(m.sessions, sessionID)
+		s.closed = true
+		if s.park != nil {
+			s.park.Stop()
+		}
+	}
 	m.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNotFound, sessionID)
@@ -352,13 +259,14 @@ func (m *Manager) Close(sessionID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stop()
+	m.freeSlot(s)
 	if err := m.journal.CloseSession(sessionID); err != nil && !errors.Is(err, journal.ErrSessionNotFound) {
 		return err
 	}
-	matches, _ := filepath.Glob(filepath.Join(s.dir, "checkpoint-*.blend"))
-	for _, f := range matches {
-		os.Remove(f)
+	if err := os.RemoveAll(s.dir); err != nil {
+		return fmt.Errorf("remove the files of session %s: %w", sessionID, err)
 	}
+	m.log.Info("session closed", "session_id", sessionID)
 	return nil
 }
 
@@ -379,11 +287,15 @@ func (m *Manager) Shutdown() {
 	all := make([]*session, 0, len(m.sessions))
 	for _, s := range m.sessions {
 		all = append(all, s)
+		if s.park != nil {
+			s.park.Stop()
+		}
 	}
 	m.mu.Unlock()
 	for _, s := range all {
 		s.mu.Lock()
 		s.stop()
+		m.freeSlot(s)
 		s.mu.Unlock()
 	}
 }
@@ -416,24 +328,6 @@ func (m *Manager) track(s *session, requestID string, cancel context.CancelFunc)
 	}
 }
 
-// acquire returns a session locked for one batch, its Blender running and
-// holding the journaled scene. The caller unlocks s.mu.
-func (m *Manager) acquire(ctx context.Context, id string) (*session, error) {
-	s, err := m.session(id)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	if s.idle != nil {
-		s.idle.Stop() // busy again: the idle checkpoint waits for the next quiet spell
-	}
-	if err := m.ensure(ctx, s); err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
-	return s, nil
-}
-
 func (m *Manager) session(id string) (*session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -442,4 +336,17 @@ func (m *Manager) session(id string) (*session, error) {
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
 	return s, nil
+}
+
+// alive reports whether the session's Blender is running.
+func (s *session) alive() bool {
+	if s.proc == nil {
+		return false
+	}
+	select {
+	case <-s.proc.Done():
+		return false
+	default:
+		return true
+	}
 }

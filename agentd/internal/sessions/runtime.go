@@ -48,6 +48,10 @@ func Probe(ctx context.Context, rts []blender.Runtime, workDir string, log *slog
 			return nil, fmt.Errorf("probe %s: %w", rt.Path, err)
 		}
 		info, err := runtimeInfo(rt, p.Profile(), p.Tools())
+		if err == nil {
+			// Every session of the runtime starts from this scene.
+			info.BaselineSceneHash, err = p.SceneHash(ctx)
+		}
 		p.Stop(5 * time.Second)
 		os.RemoveAll(dir)
 		if err != nil {

@@ -1,7 +1,11 @@
 package sessions
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -29,6 +33,12 @@ func openJournal(t *testing.T) *journal.Journal {
 // a manager on a fresh journal.
 func newManager(t *testing.T) (*Manager, *journal.Journal, string) {
 	t.Helper()
+	return newManagerWith(t, func(*Config) {})
+}
+
+// newManagerWith is newManager with changes to its configuration.
+func newManagerWith(t *testing.T, configure func(*Config)) (*Manager, *journal.Journal, string) {
+	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
 	rts, err := blender.Discover(nil, []string{root})
@@ -42,7 +52,9 @@ func newManager(t *testing.T) (*Manager, *journal.Journal, string) {
 		t.Fatal(err)
 	}
 	j := openJournal(t)
-	m, err := NewManager(Config{DataDir: dir, CheckpointEvery: 1000, CheckpointInterval: time.Hour}, probed, j, log)
+	cfg := Config{DataDir: dir, CheckpointEvery: 1000, CheckpointInterval: time.Hour}
+	configure(&cfg)
+	m, err := NewManager(cfg, probed, j, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,13 +136,15 @@ func TestCommitterJournalsAfterEmitFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := 0
+	intents := make(chan error, 1)
+	intents <- nil
 	c := newCommitter(j, "s1", func(*cpv1.Receipt) error {
 		sent++
 		return errors.New("stream gone")
-	})
+	}, intents)
 	for i, key := range []string{"k1", "k2", "k3"} {
 		r := &cpv1.Receipt{IdempotencyKey: key, Status: cpv1.Receipt_STATUS_SUCCEEDED}
-		c.add(r, &journal.Commit{Receipt: r, Entry: &journal.Entry{Kind: "op", Key: key, HashAfter: string(rune('a' + i))}})
+		c.add(r, &journal.Commit{Receipt: r, Entry: &journal.Entry{Kind: "op", Key: key, HashAfter: string(rune('a' + i))}}, i < 2)
 		c.flush()
 	}
 	if err := c.close(); err == nil {
@@ -148,3 +162,10 @@ func TestCommitterJournalsAfterEmitFails(t *testing.T) {
 		t.Error("journal reported lost")
 	}
 }
+
+func sha(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

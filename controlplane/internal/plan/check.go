@@ -18,6 +18,34 @@ type Operation struct {
 	Verify bool
 }
 
+// OperationIDPattern is the wire rule for an operation_id: the buf.validate
+// pattern of Operation.operation_id in the control plane's and the agent's
+// protos. [ValidOperationID] is the same rule; the rule lives here so that
+// ids the control plane makes up (macro steps, "<operation_id>:<step>") are
+// held to it before the agent's protovalidate refuses a whole plan for one.
+const OperationIDPattern = `^[a-zA-Z0-9_.:-]{1,128}$`
+
+// MaxOperationIDLength is the longest operation_id [OperationIDPattern]
+// allows, in characters (all of them ASCII, so also in bytes).
+const MaxOperationIDLength = 128
+
+// ValidOperationID reports whether id matches [OperationIDPattern]: 1 to 128
+// characters, each an ASCII letter, digit, '_', '.', ':' or '-'.
+func ValidOperationID(id string) bool {
+	if len(id) == 0 || len(id) > MaxOperationIDLength {
+		return false
+	}
+	for k := 0; k < len(id); k++ {
+		switch c := id[k]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '_', c == '.', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // maxListedTools bounds the tool names a TOOL_UNKNOWN message lists.
 const maxListedTools = 40
 

@@ -2,6 +2,9 @@ package plan
 
 import (
 	"math"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -42,22 +45,42 @@ func TestCheckRefusals(t *testing.T) {
 			repair:     []RepairStep{{"x", ActionDrop}},
 		},
 		{
-			name:    "missing dependencies and a self edge",
+			name: "missing dependencies win over a self edge",
+			// b's self edges are a cycle, but missing dependencies are
+			// checked first: only they are listed.
 			ops:     []Operation{op("a", "ghost"), op("b", "a", "ghost", "b", "b"), op("c", "phantom")},
 			reason:  ReasonDependencyMissing,
-			message: []string{"depends_on names no other operation of the plan in 5 entries"},
+			message: []string{"depends_on names no operation of the plan in 3 entries"},
 			violations: []Violation{
 				{"operations[0].depends_on[0]", `operation "a" depends on "ghost", which is not in the plan`},
 				{"operations[1].depends_on[1]", `operation "b" depends on "ghost", which is not in the plan`},
-				{"operations[1].depends_on[2]", `operation "b" depends on itself`},
-				{"operations[1].depends_on[3]", `operation "b" depends on itself`},
 				{"operations[2].depends_on[0]", `operation "c" depends on "phantom", which is not in the plan`},
 			},
 			repair: []RepairStep{
 				{"ghost", ActionInsertPrecondition},
-				{"b", ActionDrop},
 				{"phantom", ActionInsertPrecondition},
 			},
+		},
+		{
+			name:    "an operation that depends on itself is a cycle of one",
+			ops:     []Operation{op("a", "a")},
+			reason:  ReasonGraphCycle,
+			message: []string{"dependency cycle a → a (", "1 operation can never run"},
+			violations: []Violation{
+				{"operations[0].depends_on[0]", `operation "a" depends on "a" on a cycle of 1 operation`},
+			},
+			repair: []RepairStep{{"a", ActionDrop}},
+		},
+		{
+			name: "a self edge among other edges, and its dependents",
+			// b also waits on a and repeats its self edge; c waits on b.
+			ops:     []Operation{op("c", "b"), op("b", "a", "b", "b"), op("a")},
+			reason:  ReasonGraphCycle,
+			message: []string{"dependency cycle b → b (", "2 operations can never run"},
+			violations: []Violation{
+				{"operations[1].depends_on[1]", `operation "b" depends on "b" on a cycle of 1 operation`},
+			},
+			repair: []RepairStep{{"b", ActionDrop}},
 		},
 		{
 			name: "three-node cycle with a tail",
@@ -91,7 +114,7 @@ func TestCheckRefusals(t *testing.T) {
 				{ID: "c", Tool: "", Safety: SafetyReadOnly},
 			},
 			reason:  ReasonToolUnknown,
-			message: []string{"unknown tool in 2 operations", "known tools: object.create, object.delete, scene.inspect"},
+			message: []string{"unknown tool in 2 operations", "known tools: object.create, object.delete, object.select, scene.export, scene.inspect"},
 			violations: []Violation{
 				{"operations[1].tool_name", `operation "b": tool "object.explode" is not in the agent's registry`},
 				{"operations[2].tool_name", `operation "c": tool "" is not in the agent's registry`},
@@ -113,6 +136,7 @@ func TestCheckRefusals(t *testing.T) {
 				{"operations[1].args.location", `operation "b": minItems: got 2, want 3`},
 				{"operations[1].args.location[1]", `operation "b": got string, want number`},
 				{"operations[1].args.mesh.size", `operation "b": exclusiveMinimum: got -1, want 0`},
+				{"operations[1].args.name", `operation "b": "" does not match the pattern ^[^\x00-\x1f\x7f]+$`},
 				{"operations[1].args.name", `operation "b": minLength: got 0, want 1`},
 				{"operations[2].args.kind", `operation "c": required property is missing`},
 				{"operations[2].args.name", `operation "c": required property is missing`},
@@ -134,6 +158,42 @@ func TestCheckRefusals(t *testing.T) {
 				{`operations[0].args["odd key"][1]`, `operation "a": -Inf is not a JSON number`},
 			},
 			repair: []RepairStep{{"a", ActionReplaceArgs}},
+		},
+		{
+			name: "names over 63 UTF-8 bytes (x-max-bytes), nested too",
+			ops: []Operation{
+				create("a", `{"name": "Cube", "kind": "MESH"}`),
+				// 63 characters pass maxLength, 63 bytes would not.
+				create("b", `{"name": "`+strings.Repeat("a", 62)+`é", "kind": "MESH"}`),
+				create("c", `{"name": "`+strings.Repeat("é", 63)+`", "kind": "MESH", "collection": "`+strings.Repeat("🧊", 16)+`"}`),
+				{ID: "d", Tool: "object.select", Safety: SafetySafeWrite, Args: map[string]any{
+					"names": []any{"Cube", strings.Repeat("ж", 32), strings.Repeat("ж", 31) + "a"},
+				}},
+			},
+			reason:  ReasonSchemaInvalid,
+			message: []string{"input schema in 3 operations"},
+			violations: []Violation{
+				{"operations[1].args.name", `operation "b": is 64 bytes in UTF-8, at most 63`},
+				{"operations[2].args.collection", `operation "c": is 64 bytes in UTF-8, at most 63`},
+				{"operations[2].args.name", `operation "c": is 126 bytes in UTF-8, at most 63`},
+				{"operations[3].args.names[1]", `operation "d": is 64 bytes in UTF-8, at most 63`},
+			},
+			repair: []RepairStep{{"b", ActionReplaceArgs}, {"c", ActionReplaceArgs}, {"d", ActionReplaceArgs}},
+		},
+		{
+			name: "control characters in names (pattern)",
+			ops: []Operation{
+				{ID: "nl", Tool: "object.create", Safety: SafetySafeWrite, Args: map[string]any{"name": "Cube\n", "kind": "MESH"}},
+				{ID: "nul", Tool: "object.select", Safety: SafetySafeWrite, Args: map[string]any{"names": []any{"a\x00b"}, "active": "del\x7f"}},
+				{ID: "ok", Tool: "object.create", Safety: SafetySafeWrite, Args: map[string]any{"name": "Cube é\u0085🧊", "kind": "MESH"}},
+			},
+			reason: ReasonSchemaInvalid,
+			violations: []Violation{
+				{"operations[0].args.name", `operation "nl": "Cube\n" does not match the pattern ^[^\x00-\x1f\x7f]+$`},
+				{"operations[1].args.active", `operation "nul": "del\x7f" does not match the pattern ^[^\x00-\x1f\x7f]+$`},
+				{"operations[1].args.names[0]", `operation "nul": "a\x00b" does not match the pattern ^[^\x00-\x1f\x7f]+$`},
+			},
+			repair: []RepairStep{{"nl", ActionReplaceArgs}, {"nul", ActionReplaceArgs}},
 		},
 		{
 			name: "declared safety below the tool's",
@@ -249,5 +309,36 @@ func TestCheckDoesNotModifyOps(t *testing.T) {
 	}
 	if Digest(ops, false) != before {
 		t.Fatal("Check modified the plan")
+	}
+}
+
+func TestValidOperationID(t *testing.T) {
+	re := regexp.MustCompile(OperationIDPattern)
+	ids := map[string]bool{
+		"a": true, "op-000001": true, "lights:key": true, "A.b_c-d:9": true, strings.Repeat("x", 128): true,
+		"": false, strings.Repeat("x", 129): false, "a b": false, "a/b": false, "é": false, "a\n": false, "a\x00": false, "🧊": false,
+	}
+	for r := rune(0); r < 0x100; r++ {
+		ids["a"+string(r)] = re.MatchString("a" + string(r))
+	}
+	for id, want := range ids {
+		if got := ValidOperationID(id); got != want || got != re.MatchString(id) {
+			t.Errorf("ValidOperationID(%q) = %v, want %v (pattern says %v)", id, got, want, re.MatchString(id))
+		}
+	}
+}
+
+// TestOperationIDPatternMatchesProtos: OperationIDPattern is the protos'
+// rule for operation_id, so that ids made up here pass the agent's check.
+func TestOperationIDPatternMatchesProtos(t *testing.T) {
+	for _, p := range []string{"controlplane/v1/controlplane.proto", "agent/v1/agent.proto"} {
+		b, err := os.ReadFile(filepath.Join("../../../proto/blendplane", p))
+		if err != nil {
+			t.Skipf("no protos: %v", err)
+		}
+		want := `string operation_id = 1 [(buf.validate.field).string.pattern = "` + OperationIDPattern + `"]`
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s has no %s", p, want)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"sort"
-	"strings"
 )
 
 // SandboxPathKeyword marks, in a tool's input schema, a string property that
@@ -55,8 +54,8 @@ func CheckContract(ops []Operation, reg *Registry, c Contract) error {
 		case !c.Callable[op.Tool]:
 			reason, desc = ReasonContractViolation, fmt.Sprintf("operation %q: %s is not among the tools of the session's contract", op.ID, op.Tool)
 		case arg != "":
-			reason, desc, action = ReasonPolicyRefused, fmt.Sprintf("operation %q: %s %q leaves the session's sandbox directory; give a plain file name",
-				op.ID, arg, op.Args[arg]), ActionReplaceArgs
+			reason, desc, action = ReasonPolicyRefused, fmt.Sprintf("operation %q: %s %q is not a plain file name in the session's sandbox directory; "+
+				`give a name other than "." or ".." without "/", "\" or control characters`, op.ID, arg, op.Args[arg]), ActionReplaceArgs
 		case c.Atomic && def.Rollback == "none" && def.Safety != SafetyReadOnly:
 			reason, desc, action = ReasonContractViolation, fmt.Sprintf("operation %q: %s cannot be rolled back, so it cannot be part of an atomic plan", op.ID, op.Tool), ActionDrop
 		default:
@@ -82,7 +81,11 @@ func CheckContract(ops []Operation, reg *Registry, c Contract) error {
 }
 
 // escapingPath returns the first sandbox-path arg of op that is not a plain
-// file name: empty, ".", "..", or containing a path separator or NUL. (A
+// file name: empty, ".", "..", or containing "/", "\" or a control
+// character (U+0000 to U+001F, U+007F). These rules are the bridge's
+// sandbox.is_plain_name (agentd/internal/blender/bridge/sandbox.py), which
+// checks again before a tool touches a file: keep the two identical, so that
+// the control plane refuses every such name before anything runs. (A
 // symlink planted in the sandbox is caught by the agent, which resolves it.)
 func escapingPath(def ToolDef, args map[string]any) string {
 	props, _ := def.InputSchema["properties"].(map[string]any)
@@ -100,9 +103,13 @@ func escapingPath(def ToolDef, args map[string]any) string {
 		if !ok {
 			continue
 		}
-		if v == "" || v == "." || v == ".." || strings.ContainsAny(v, "/\\\x00") {
+		if !isPlainFileName(v) {
 			return name
 		}
 	}
 	return ""
 }
+
+// isPlainFileName is sandbox.is_plain_name, plus the file system's limit
+// on a name's length (see FileNameProblem).
+func isPlainFileName(name string) bool { return FileNameProblem(name) == "" }

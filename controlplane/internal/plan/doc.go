@@ -7,11 +7,15 @@
 // repair plan in the shape of the seed's failure contract:
 //
 //  1. OPERATION_ID_DUPLICATE  an operation_id appears twice
-//  2. DEPENDENCY_MISSING      depends_on names an unknown id, or the operation itself
-//  3. GRAPH_CYCLE             the dependency graph has a cycle
+//  2. DEPENDENCY_MISSING      depends_on names an id that is not in the plan
+//  3. GRAPH_CYCLE             the dependency graph has a cycle (a → a included)
 //  4. TOOL_UNKNOWN            tool_name is not in the registry
-//  5. SCHEMA_INVALID          args are not plain JSON or fail the tool's JSON Schema
+//  5. SCHEMA_INVALID          args are not plain JSON or fail the tool's schema
 //  6. POLICY_BLOCKED          the declared safety level is below the tool's
+//
+// An operation that depends on itself is a cycle of one, not a missing
+// dependency. A tool's schema is JSON Schema plus [MaxBytesKeyword]
+// ("x-max-bytes"), which the agent's tools use for Blender's 63-byte names.
 //
 // The schedule is Kahn's algorithm with a min-heap on operation_id: among the
 // operations whose dependencies are done, the lexically smallest id (byte
@@ -27,4 +31,6 @@
 // recursively; args deeper than [MaxArgsDepth] are refused before it runs.)
 // The wire shape (id pattern, unique depends_on, safety level set) is checked
 // earlier by protovalidate in the gRPC layer, but Check never relies on it.
+// The id pattern is also [ValidOperationID], for ids the control plane
+// makes up itself (macro steps).
 package plan

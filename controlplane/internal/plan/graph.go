@@ -10,7 +10,8 @@ import (
 // graph is a plan's dependency graph in compressed form: the dependents of
 // operation i are next[start[i]:start[i+1]], and indegree[i] counts i's
 // depends_on entries. Each depends_on entry is one edge, so a repeated entry
-// (refused earlier on the wire) is counted and released consistently.
+// (refused earlier on the wire) is counted and released consistently, and a
+// self-dependency is an edge from i to i that is never released.
 type graph struct {
 	start    []int
 	next     []int
@@ -20,9 +21,9 @@ type graph struct {
 
 // buildGraph resolves every depends_on entry, or returns a
 // DEPENDENCY_MISSING refusal. The repair inserts each missing id as a
-// precondition (once, however many operations wait for it); an operation
-// that depends on itself has no precondition to insert, so its repair is to
-// drop it (a planner re-plans it without the self-edge).
+// precondition (once, however many operations wait for it). An operation
+// that depends on itself is not missing anything: its entry is an edge like
+// any other, a cycle of length one that schedule reports as GRAPH_CYCLE.
 func buildGraph(ops []Operation, index map[string]int) (*graph, error) {
 	n := len(ops)
 	g := &graph{start: make([]int, n+1), indegree: make([]int, n), deps: make([][]int, n)}
@@ -32,14 +33,13 @@ func buildGraph(ops []Operation, index map[string]int) (*graph, error) {
 	}
 	all := make([]int, total)
 	var e *Error
-	var repaired map[RepairStep]bool // each step once
+	var repaired map[string]bool // each missing id once
 	edges := 0
 	for i, op := range ops {
 		d := all[:len(op.DependsOn):len(op.DependsOn)]
 		all = all[len(op.DependsOn):]
 		for j, id := range op.DependsOn {
-			k, ok := index[id]
-			if ok && k != i {
+			if k, ok := index[id]; ok {
 				d[j] = k
 				g.start[k+1]++
 				g.indegree[i]++
@@ -48,27 +48,21 @@ func buildGraph(ops []Operation, index map[string]int) (*graph, error) {
 			}
 			if e == nil {
 				e = &Error{Reason: ReasonDependencyMissing}
-				repaired = make(map[RepairStep]bool)
+				repaired = make(map[string]bool)
 			}
-			v := Violation{Field: fmt.Sprintf("operations[%d].depends_on[%d]", i, j)}
-			var step RepairStep
-			if ok {
-				v.Description = fmt.Sprintf("operation %q depends on itself", op.ID)
-				step = RepairStep{OperationID: op.ID, Action: ActionDrop}
-			} else {
-				v.Description = fmt.Sprintf("operation %q depends on %q, which is not in the plan", op.ID, id)
-				step = RepairStep{OperationID: id, Action: ActionInsertPrecondition}
-			}
-			e.Violations = append(e.Violations, v)
-			if !repaired[step] {
-				repaired[step] = true
-				e.Repair = append(e.Repair, step)
+			e.Violations = append(e.Violations, Violation{
+				Field:       fmt.Sprintf("operations[%d].depends_on[%d]", i, j),
+				Description: fmt.Sprintf("operation %q depends on %q, which is not in the plan", op.ID, id),
+			})
+			if !repaired[id] {
+				repaired[id] = true
+				e.Repair = append(e.Repair, RepairStep{OperationID: id, Action: ActionInsertPrecondition})
 			}
 		}
 		g.deps[i] = d
 	}
 	if e != nil {
-		e.Message = fmt.Sprintf("depends_on names no other operation of the plan in %s; "+
+		e.Message = fmt.Sprintf("depends_on names no operation of the plan in %s; "+
 			"add the missing operations or remove the entries", plural(len(e.Violations), "entry", "entries"))
 		return nil, e
 	}
@@ -136,10 +130,12 @@ func (g *graph) schedule(ops []Operation) ([]int, error) {
 
 // cycleError finds one concrete cycle among the operations Kahn's algorithm
 // left (indegree > 0) and reports it. Every left operation waits for at
-// least one other left operation, so walking depends_on edges that stay
-// among them must revisit a node; the walk from the smallest left id, always
-// taking the smallest left dependency, makes the cycle independent of input
-// order. The cycle is then rotated to start at its smallest id.
+// least one left operation (possibly itself), so walking depends_on edges
+// that stay among them must revisit a node: an operation that depends on
+// itself closes a cycle of one as soon as it is its own smallest left
+// dependency. The walk from the smallest left id, always taking the smallest
+// left dependency, makes the cycle independent of input order. The cycle is
+// then rotated to start at its smallest id.
 func (g *graph) cycleError(ops []Operation, indegree []int, stuck int) *Error {
 	start := -1
 	for i, d := range indegree {
@@ -181,8 +177,8 @@ func (g *graph) cycleError(ops []Operation, indegree []int, stuck int) *Error {
 		dep := walk[(p+1)%len(walk)]
 		e.Violations = append(e.Violations, Violation{
 			Field: fmt.Sprintf("operations[%d].depends_on[%d]", i, edge[p]),
-			Description: fmt.Sprintf("operation %q depends on %q on a cycle of %d operations",
-				ops[i].ID, ops[dep].ID, len(walk)),
+			Description: fmt.Sprintf("operation %q depends on %q on a cycle of %s",
+				ops[i].ID, ops[dep].ID, plural(len(walk), "operation", "operations")),
 		})
 	}
 	closing := walk[len(walk)-1]

@@ -7,6 +7,10 @@ import (
 	"testing"
 )
 
+// nameSchema is the bridge's schema of a datablock name (bridge/schema.py's
+// NAME): at most 63 characters and 63 UTF-8 bytes, no control characters.
+const nameSchema = `{"type": "string", "minLength": 1, "maxLength": 63, "x-max-bytes": 63, "pattern": "^[^\\x00-\\x1f\\x7f]+$"}`
+
 // objectCreateSchema is close to what agentd reports for object.create.
 const objectCreateSchema = `{
 	"$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -14,12 +18,12 @@ const objectCreateSchema = `{
 	"additionalProperties": false,
 	"required": ["name", "kind"],
 	"properties": {
-		"name": {"type": "string", "minLength": 1, "maxLength": 63},
+		"name": ` + nameSchema + `,
 		"kind": {"enum": ["MESH", "LIGHT", "CAMERA", "EMPTY"]},
 		"location": {"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3},
 		"rotation_euler": {"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3},
 		"scale": {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0}, "minItems": 3, "maxItems": 3},
-		"collection": {"type": "string", "minLength": 1},
+		"collection": ` + nameSchema + `,
 		"mesh": {
 			"type": "object",
 			"additionalProperties": false,
@@ -37,7 +41,8 @@ func decodeJSON(tb testing.TB, s string) map[string]any {
 	return m
 }
 
-// testRegistry has one tool per safety level.
+// testRegistry has one tool per safety level, object.select with names in
+// an array, and scene.export with a sandbox file name.
 func testRegistry(tb testing.TB) *Registry {
 	tb.Helper()
 	reg, err := NewRegistry([]ToolDef{
@@ -45,6 +50,12 @@ func testRegistry(tb testing.TB) *Registry {
 		{Name: "object.delete", Safety: SafetyDestructive, InputSchema: decodeJSON(tb, `{
 			"type": "object", "additionalProperties": false, "required": ["name"],
 			"properties": {"name": {"type": "string", "minLength": 1}}}`)},
+		{Name: "object.select", Safety: SafetySafeWrite, InputSchema: decodeJSON(tb, `{
+			"type": "object", "additionalProperties": false,
+			"properties": {"names": {"type": "array", "items": `+nameSchema+`}, "active": `+nameSchema+`}}`)},
+		{Name: "scene.export", Safety: SafetySafeWrite, InputSchema: decodeJSON(tb, `{
+			"type": "object", "additionalProperties": false, "required": ["output"],
+			"properties": {"output": {"type": "string", "minLength": 1, "x-sandbox-path": true}}}`)},
 		{Name: "scene.inspect", Safety: SafetyReadOnly, InputSchema: decodeJSON(tb, `{"type": "object"}`)},
 	})
 	if err != nil {

@@ -43,9 +43,9 @@ type tool struct {
 
 // NewRegistry compiles the input schema of every tool. It refuses empty or
 // repeated names, unspecified safety levels, missing schemas, and schemas
-// that do not compile. Schemas may refer only to themselves and to the JSON
-// Schema metaschemas: nothing is loaded from files or the network, because
-// the schemas come from agents.
+// that do not compile (a malformed "x-max-bytes" included). Schemas may
+// refer only to themselves and to the JSON Schema metaschemas: nothing is
+// loaded from files or the network, because the schemas come from agents.
 func NewRegistry(defs []ToolDef) (*Registry, error) {
 	r := &Registry{tools: make(map[string]tool, len(defs)), names: make([]string, 0, len(defs))}
 	for i, d := range defs {
@@ -72,14 +72,33 @@ func NewRegistry(defs []ToolDef) (*Registry, error) {
 	return r, nil
 }
 
-// compileSchema compiles one tool's schema with a compiler of its own, so
-// that one tool's "$id" cannot shadow another's.
+// compileSchema compiles one tool's schema with compilers of its own, so
+// that one tool's "$id" cannot shadow another's. It compiles twice. The
+// first compile is plain JSON Schema and only checks the document against
+// its draft's whole metaschema: once a vocabulary is registered, jsonschema
+// v6 checks documents against the assertion vocabularies' metaschemas only,
+// and malformed annotations (a numeric "title" or "format") would pass. The
+// second compile adds Blendplane's [vocabulary] and is the one Check uses.
+// Registries are compiled once per fingerprint, so the cost is paid rarely.
 func compileSchema(name string, doc map[string]any) (*jsonschema.Schema, error) {
+	if _, err := compileWith(name, doc, nil); err != nil {
+		return nil, err
+	}
+	return compileWith(name, doc, vocabulary())
+}
+
+func compileWith(name string, doc map[string]any, vocab *jsonschema.Vocabulary) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	// No scheme loaders: a "$ref" to anything outside the schema itself
 	// fails to compile instead of reading a file on the control plane.
 	c.UseLoader(jsonschema.SchemeURLLoader{})
+	if vocab != nil {
+		// Drafts 2019-09 and later assert a vocabulary only if the
+		// metaschema lists it, or with AssertVocabs.
+		c.AssertVocabs()
+		c.RegisterVocabulary(vocab)
+	}
 	loc := "urn:blendplane:tool:" + url.PathEscape(name)
 	if err := c.AddResource(loc, doc); err != nil {
 		return nil, err

@@ -49,7 +49,7 @@ func TestRegistryLookup(t *testing.T) {
 	if _, ok := reg.Lookup("object.explode"); ok {
 		t.Fatal("found an unknown tool")
 	}
-	if want := []string{"object.create", "object.delete", "scene.inspect"}; !slices.Equal(reg.Names(), want) {
+	if want := []string{"object.create", "object.delete", "object.select", "scene.export", "scene.inspect"}; !slices.Equal(reg.Names(), want) {
 		t.Fatalf("Names = %v", reg.Names())
 	}
 	var none *Registry

@@ -213,12 +213,25 @@ func schemaViolations(i int, id string, args map[string]any, err error) []Violat
 			for _, p := range k.Properties {
 				add(e.InstanceLocation, p, "property is not allowed")
 			}
+		case *kind.Pattern:
+			// The library quotes the pattern like a Go string, doubling
+			// its backslashes: '^[^\\x00-\\x1f]+$'. Show it as written.
+			add(e.InstanceLocation, "", fmt.Sprintf("%q does not match the pattern %s", k.Got, showPattern(k.Want)))
 		default:
 			add(e.InstanceLocation, "", e.ErrorKind.LocalizedString(printer))
 		}
 	}
 	sortViolations(vs)
 	return slices.Compact(vs)
+}
+
+// showPattern renders a schema's pattern as written, unless it holds
+// characters that would not print.
+func showPattern(p string) string {
+	if strconv.CanBackquote(p) {
+		return p
+	}
+	return strconv.Quote(p)
 }
 
 // instanceField renders a JSON Schema instance location (plus an optional

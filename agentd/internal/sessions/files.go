@@ -1,0 +1,157 @@
+package sessions
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+	"unicode/utf8"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+var (
+	// ErrBadFileName: not a plain file name of the sandbox.
+	ErrBadFileName = errors.New("not a plain file name")
+	// ErrFileConflict: the name is taken by something that is not a file.
+	ErrFileConflict = errors.New("not a regular file")
+	// ErrFileNotFound: no such file in the sandbox.
+	ErrFileNotFound = errors.New("file not found")
+	// ErrFileMismatch: the content differs from the declared size or hash.
+	ErrFileMismatch = errors.New("file content mismatch")
+)
+
+// checkFileName applies the bridge's plain-name rules (bridge/sandbox.py,
+// is_plain_name): a name, not a path, without control characters.
+func checkFileName(name string) error {
+	if name == "" || name == "." || name == ".." || len(name) > 255 || !utf8.ValidString(name) {
+		return fmt.Errorf("%w: %q", ErrBadFileName, name)
+	}
+	for _, r := range name {
+		if r == '/' || r == '\\' || r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: %q", ErrBadFileName, name)
+		}
+	}
+	return nil
+}
+
+// PutFile writes a file into a session's sandbox from r, which must hold
+// exactly size bytes hashing to sha (hex SHA-256). The file appears whole
+// or not at all (a temporary file, fsynced, renamed over the name); a
+// symlink at the name is replaced, never followed. A parked session takes
+// files without starting its Blender.
+func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.Reader) error {
+	s, err := m.session(sessionID)
+	if err != nil {
+		return err
+	}
+	if err := checkFileName(name); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(s.sandbox, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(s.dir, ".upload-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, size+1))
+	if err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); n != size || got != sha {
+		return fmt.Errorf("%w: received %d bytes with sha256 %s, want %d bytes with %s", ErrFileMismatch, n, got, size, sha)
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	target := filepath.Join(s.sandbox, name)
+	if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
+		return fmt.Errorf("%w: %q is a directory in the sandbox", ErrFileConflict, name)
+	}
+	if err := os.Rename(tmp.Name(), target); err != nil {
+		return err
+	}
+	if d, err := os.Open(s.sandbox); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	m.log.Info("file received", "session_id", sessionID, "name", name, "bytes", size, "sha256", sha)
+	return nil
+}
+
+// OpenFile opens a regular file of a session's sandbox (never through a
+// symlink) and returns it with its size and SHA-256.
+func (m *Manager) OpenFile(sessionID, name string) (*os.File, int64, string, error) {
+	s, err := m.session(sessionID)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	if err := checkFileName(name); err != nil {
+		return nil, 0, "", err
+	}
+	f, size, sum, err := openHashed(filepath.Join(s.sandbox, name))
+	if err != nil {
+		return nil, 0, "", err
+	}
+	return f, size, sum, nil
+}
+
+// openHashed opens a regular file without following a symlink, hashes it
+// and returns it rewound.
+func openHashed(path string) (*os.File, int64, string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, 0, "", fmt.Errorf("%w: %s", ErrFileNotFound, filepath.Base(path))
+	case errors.Is(err, syscall.ELOOP):
+		return nil, 0, "", fmt.Errorf("%w: %s is a symlink", ErrFileConflict, filepath.Base(path))
+	case err != nil:
+		return nil, 0, "", err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%w: %s", ErrFileConflict, filepath.Base(path))
+	}
+	h := sha256.New()
+	var n int64
+	if err == nil {
+		n, err = io.Copy(h, f)
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, "", err
+	}
+	return f, n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// artifacts describes the files a call wrote (names from the bridge) for
+// its receipt. A file that cannot be read is left out and logged.
+func (m *Manager) artifacts(s *session, names []string, log *slog.Logger) []*cpv1.Artifact {
+	var out []*cpv1.Artifact
+	for _, name := range names {
+		if checkFileName(name) != nil {
+			log.Warn("the bridge reported a file that is not a plain name", "name", name)
+			continue
+		}
+		f, size, sum, err := openHashed(filepath.Join(s.sandbox, name))
+		if err != nil {
+			log.Warn("reading a file the call wrote", "name", name, "err", err)
+			continue
+		}
+		f.Close()
+		out = append(out, &cpv1.Artifact{SessionId: s.id, Name: name, SizeBytes: size, Sha256: sum})
+	}
+	return out
+}

@@ -1,0 +1,166 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/blendplane/blendplane/agentd/internal/blender"
+	"github.com/blendplane/blendplane/agentd/internal/journal"
+)
+
+// recoverTimeout bounds rebuilding a session (start, load, replay).
+const recoverTimeout = 10 * time.Minute
+
+// checkpointTimeout bounds one .blend save; it is not tied to the request
+// that triggered it, which may end first.
+const checkpointTimeout = 5 * time.Minute
+
+// start launches the session's Blender, which comes up on the baseline scene.
+func (m *Manager) start(ctx context.Context, s *session) (string, error) {
+	work := filepath.Join(s.dir, "work")
+	for _, d := range []string{work, s.sandbox} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", err
+		}
+	}
+	p, err := blender.Start(ctx, s.runtime.Runtime, blender.Options{
+		Logger: m.base.With("session_id", s.id), WorkDir: work, SandboxDir: s.sandbox, Faults: m.cfg.Faults,
+	})
+	if err != nil {
+		return "", fmt.Errorf("start blender: %w", err)
+	}
+	s.proc = p
+	return p.SceneHash(ctx)
+}
+
+// recover (re)starts the session's Blender, loads the last checkpoint,
+// replays the journal after it and checks that the scene hash is the
+// journaled one. It serves a session's first batch (no checkpoint, nothing
+// to replay), a parked session's restore and a crash alike. The caller
+// holds s.mu and the session holds a slot.
+func (m *Manager) recover(ctx context.Context, s *session) error {
+	// A rebuild must not die with the request that triggered it (a cancel,
+	// a lost stream): that would leave the session broken for good.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recoverTimeout)
+	defer cancel()
+	start := time.Now()
+	if s.proc != nil {
+		s.proc.Stop(time.Second)
+		s.proc = nil
+	}
+	js, err := m.journal.Session(s.id)
+	if err != nil {
+		return err
+	}
+	hash, err := m.start(ctx, s)
+	if err != nil {
+		return err
+	}
+	var from uint64
+	if cp := js.Checkpoint; cp != nil {
+		if hash, err = s.proc.LoadCheckpoint(ctx, cp.Path); err != nil {
+			return fmt.Errorf("load checkpoint %s: %w", cp.Path, err)
+		}
+		if hash != cp.SceneHash {
+			return fmt.Errorf("checkpoint %s hashes to %s, journal says %s", cp.Path, hash, cp.SceneHash)
+		}
+		from = cp.Index
+	}
+	entries, err := m.journal.Entries(s.id, from)
+	if err != nil {
+		return err
+	}
+	for i, e := range entries {
+		index := from + uint64(i) + 1
+		switch e.Kind {
+		case "op":
+			out, err := s.proc.Execute(ctx, blender.Call{Tool: e.Tool, Args: e.Args, MutationID: e.MutationID})
+			if err != nil {
+				return fmt.Errorf("replay entry %d (%s): %w", index, e.Tool, err)
+			}
+			hash = out.SceneHashAfter
+		case "undo":
+			rec, err := m.journal.Lookup(s.id, e.Key)
+			if err != nil || rec == nil {
+				return fmt.Errorf("replay entry %d: undo record of %s: %v", index, e.Key, err)
+			}
+			if hash, err = s.proc.Undo(ctx, rec.Undo, blender.Call{MutationID: rec.Receipt.GetBlenderMutationId()}); err != nil {
+				return fmt.Errorf("replay entry %d (undo): %w", index, err)
+			}
+		default:
+			return fmt.Errorf("replay entry %d: unknown kind %q", index, e.Kind)
+		}
+		if hash != e.HashAfter {
+			return fmt.Errorf("replay entry %d: scene hash %s, journal says %s", index, hash, e.HashAfter)
+		}
+	}
+	if hash != js.HeadHash {
+		return fmt.Errorf("recovered scene hash %s, journal head says %s", hash, js.HeadHash)
+	}
+	s.sceneHash = hash
+	s.dirty = len(entries)
+	m.log.Info("session ready", "session_id", s.id, "checkpoint_index", from, "replayed", len(entries),
+		"scene_hash", hash, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// checkpointIfDue saves a checkpoint when the policy says so and arms the
+// idle checkpoint. The caller holds s.mu.
+func (m *Manager) checkpointIfDue(s *session) {
+	if s.dirty > 0 && (s.dirty >= m.cfg.CheckpointEvery || time.Since(s.lastCheckpoint) >= m.cfg.CheckpointInterval) {
+		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+		defer cancel()
+		if err := m.checkpoint(ctx, s); err != nil {
+			m.log.Warn("checkpoint failed", "session_id", s.id, "err", err)
+		}
+	}
+	if s.dirty > 0 && m.cfg.CheckpointIdle > 0 {
+		if s.idle != nil {
+			s.idle.Stop()
+		}
+		s.idle = time.AfterFunc(m.cfg.CheckpointIdle, func() {
+			if !s.mu.TryLock() {
+				return // a batch or a park has it; either checkpoints as needed
+			}
+			defer s.mu.Unlock()
+			if s.dirty > 0 && s.alive() && s.broken == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+				defer cancel()
+				if err := m.checkpoint(ctx, s); err != nil {
+					m.log.Warn("idle checkpoint failed", "session_id", s.id, "err", err)
+				}
+			}
+		})
+	}
+}
+
+// checkpoint saves the scene to a new .blend, makes the journal point at it,
+// then removes the previous file: a crash at any point leaves the journal
+// naming a file that exists and matches it. The caller holds s.mu.
+func (m *Manager) checkpoint(ctx context.Context, s *session) error {
+	js, err := m.journal.Session(s.id)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(s.dir, fmt.Sprintf("checkpoint-%08d.blend", js.Head))
+	hash, err := s.proc.SaveCheckpoint(ctx, path)
+	if err != nil {
+		return err
+	}
+	if hash != js.HeadHash {
+		os.Remove(path)
+		return fmt.Errorf("checkpoint hashes to %s, journal head says %s", hash, js.HeadHash)
+	}
+	if err := m.journal.SetCheckpoint(s.id, journal.Checkpoint{Path: path, Index: js.Head, SceneHash: hash}); err != nil {
+		return err
+	}
+	if old := js.Checkpoint; old != nil && old.Path != path {
+		os.Remove(old.Path)
+	}
+	s.dirty, s.lastCheckpoint = 0, time.Now()
+	m.log.Debug("checkpoint saved", "session_id", s.id, "journal_index", js.Head, "path", path)
+	return nil
+}

@@ -1,0 +1,189 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Blender slots. A session holds a slot while its Blender runs (or starts);
+// at most Config.MaxLive sessions hold one. A batch for a session without a
+// slot takes a free one, or parks the least recently used session that is
+// not running a batch (checkpoint, stop its Blender), or waits until a batch
+// ends. A session also parks itself after the idle timeout. Parking loses
+// nothing: the next batch restores the session from its checkpoint and
+// journal, on the same scene hash.
+//
+// Lock order: a session's mu before Manager.mu, never the reverse; slot
+// decisions take other sessions' mu only with TryLock, so nothing waits in a
+// cycle.
+
+// acquire returns a session locked for one batch (the caller calls release),
+// its Blender running and holding the journaled scene: started, restored
+// from a park, or recovered after a crash.
+func (m *Manager) acquire(ctx context.Context, id string) (*session, error) {
+	m.mu.Lock()
+	s, ok := m.sessions[id]
+	if !ok {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	s.users++
+	if s.park != nil {
+		s.park.Stop()
+	}
+	m.mu.Unlock()
+
+	s.mu.Lock()
+	if err := m.ready(ctx, s); err != nil {
+		m.release(s)
+		return nil, err
+	}
+	if s.idle != nil {
+		s.idle.Stop() // busy again: the idle checkpoint waits for the next quiet spell
+	}
+	return s, nil
+}
+
+// ready makes sure the session can run a batch. The caller holds s.mu.
+func (m *Manager) ready(ctx context.Context, s *session) error {
+	m.mu.Lock()
+	closed := s.closed
+	m.mu.Unlock()
+	if closed {
+		return fmt.Errorf("%w: %q was closed", ErrNotFound, s.id)
+	}
+	if s.broken != nil {
+		return fmt.Errorf("%w: %v", ErrBroken, s.broken)
+	}
+	if s.alive() {
+		return nil
+	}
+	if err := m.reserve(ctx, s); err != nil {
+		return err
+	}
+	if err := m.recover(ctx, s); err != nil {
+		s.broken = err
+		s.stop()
+		m.freeSlot(s)
+		return fmt.Errorf("%w: %v", ErrBroken, err)
+	}
+	return nil
+}
+
+// release ends a batch (or a failed acquire) and unlocks the session.
+func (m *Manager) release(s *session) {
+	s.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.users--
+	s.lastUsed = time.Now()
+	if s.users == 0 && s.live {
+		m.armPark(s)
+	}
+	m.notify()
+}
+
+// reserve gives the session a Blender slot, parking another session or
+// waiting if none is free. The caller holds s.mu.
+func (m *Manager) reserve(ctx context.Context, s *session) error {
+	for {
+		m.mu.Lock()
+		if s.live {
+			m.mu.Unlock()
+			return nil // it kept its slot (its Blender died): restart it there
+		}
+		if m.live < m.cfg.MaxLive {
+			m.live++
+			s.live = true
+			m.mu.Unlock()
+			return nil
+		}
+		victim := m.leastRecentlyUsed()
+		wait := m.changed
+		m.mu.Unlock()
+		if victim != nil && victim.mu.TryLock() {
+			m.parkLocked(victim, "to make room for session "+s.id)
+			victim.mu.Unlock()
+			continue
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for a Blender slot: %w", ctx.Err())
+		}
+	}
+}
+
+// leastRecentlyUsed is the session holding a slot that is not running a
+// batch and was used the longest time ago, or nil. The caller holds m.mu.
+func (m *Manager) leastRecentlyUsed() *session {
+	var lru *session
+	for _, v := range m.sessions {
+		if v.live && v.users == 0 && (lru == nil || v.lastUsed.Before(lru.lastUsed)) {
+			lru = v
+		}
+	}
+	return lru
+}
+
+// parkLocked checkpoints a session's scene (if it changed) and stops its
+// Blender, giving up its slot. The caller holds s.mu.
+func (m *Manager) parkLocked(s *session, why string) {
+	start := time.Now()
+	if s.alive() && s.dirty > 0 && s.broken == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+		if err := m.checkpoint(ctx, s); err != nil {
+			// Still park: the journal replays whatever the checkpoint lacks.
+			m.log.Warn("checkpoint before parking failed", "session_id", s.id, "err", err)
+		}
+		cancel()
+	}
+	s.stop()
+	m.freeSlot(s)
+	m.log.Info("session parked", "session_id", s.id, "why", why, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// freeSlot gives up a session's slot, if it holds one. The caller holds
+// s.mu (or the session is gone).
+func (m *Manager) freeSlot(s *session) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s.live {
+		s.live = false
+		m.live--
+		m.notify()
+	}
+}
+
+// armPark (re)starts a session's idle park timer. The caller holds m.mu.
+func (m *Manager) armPark(s *session) {
+	if s.park != nil {
+		s.park.Stop()
+	}
+	timeout := time.Duration(m.idleTimeout.Load())
+	if timeout <= 0 {
+		return
+	}
+	s.park = time.AfterFunc(timeout, func() { m.parkIdle(s, timeout) })
+}
+
+// parkIdle parks a session that stayed idle for timeout.
+func (m *Manager) parkIdle(s *session, timeout time.Duration) {
+	if !s.mu.TryLock() {
+		return // a batch runs: it re-arms the timer when it ends
+	}
+	defer s.mu.Unlock()
+	m.mu.Lock()
+	idle := s.live && s.users == 0 && !s.closed && time.Since(s.lastUsed) >= timeout
+	m.mu.Unlock()
+	if idle {
+		m.parkLocked(s, fmt.Sprintf("idle for %s", timeout))
+	}
+}
+
+// notify wakes batches waiting for a slot. The caller holds m.mu.
+func (m *Manager) notify() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}

@@ -1,0 +1,319 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// run executes ops in a session and returns their receipts.
+func run(t *testing.T, m *Manager, sessionID, requestID string, ops ...Operation) []*cpv1.Receipt {
+	t.Helper()
+	var got []*cpv1.Receipt
+	var mu sync.Mutex
+	err := m.Execute(context.Background(), sessionID, requestID, ops, func(r *cpv1.Receipt) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, r)
+		return nil
+	}, nil)
+	if err != nil {
+		t.Fatalf("execute %s in %s: %v", requestID, sessionID, err)
+	}
+	return got
+}
+
+func open(t *testing.T, m *Manager, rt string, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if _, _, err := m.Open(context.Background(), id, rt); err != nil {
+			t.Fatalf("open %s: %v", id, err)
+		}
+	}
+}
+
+// blenders counts the sessions whose Blender process is alive.
+func blenders(m *Manager) int {
+	m.mu.Lock()
+	all := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	n := 0
+	for _, s := range all {
+		if s.mu.TryLock() {
+			if s.alive() {
+				n++
+			}
+			s.mu.Unlock()
+		} else {
+			n++ // a batch holds it: count it as running
+		}
+	}
+	return n
+}
+
+// TestSlotsBoundBlenders: with two slots, four sessions used in turn never
+// run more than two Blenders; the least recently used is parked, and a
+// parked session comes back on the scene it had.
+func TestSlotsBoundBlenders(t *testing.T) {
+	m, _, rt := newManagerWith(t, func(c *Config) { c.MaxLive = 2 })
+	open(t, m, rt, "s1", "s2", "s3", "s4")
+	if n := blenders(m); n != 0 {
+		t.Fatalf("%d Blenders before any batch: Open must not start one", n)
+	}
+	after := map[string]string{}
+	for i, id := range []string{"s1", "s2", "s3", "s4"} {
+		rs := run(t, m, id, "r1", create(fmt.Sprint("a", i), "Box"))
+		if rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+			t.Fatalf("%s: %v", id, rs[0])
+		}
+		after[id] = rs[0].GetSceneHashAfter()
+		if n := blenders(m); n > 2 {
+			t.Fatalf("%d Blenders after %s, at most 2", n, id)
+		}
+	}
+	if st := m.Status(); fmt.Sprint(st.Live) != "[s3 s4]" || st.Sessions != 4 || st.MaxLive != 2 {
+		t.Fatalf("status %+v: the least recently used sessions should be parked", st)
+	}
+	// s1 was parked with a checkpoint; it comes back on its scene.
+	rs := run(t, m, "s1", "r2", create("again", "Box"))
+	if rs[0].GetStatus() != cpv1.Receipt_STATUS_FAILED || rs[0].GetError().GetErrorCode() != "CONFLICT" {
+		t.Fatalf("the restored scene lost its Box: %v", rs[0])
+	}
+	if rs[0].GetSceneHashBefore() != after["s1"] {
+		t.Fatalf("restored scene %s, it was %s", rs[0].GetSceneHashBefore(), after["s1"])
+	}
+	if st := m.Status(); fmt.Sprint(st.Live) != "[s1 s4]" {
+		t.Fatalf("live %v: s3 was the least recently used", st.Live)
+	}
+}
+
+// TestBatchesWaitForASlot: with one slot, batches of several sessions that
+// arrive together all run, one Blender at a time.
+func TestBatchesWaitForASlot(t *testing.T) {
+	m, _, rt := newManagerWith(t, func(c *Config) { c.MaxLive = 1 })
+	open(t, m, rt, "s1", "s2", "s3")
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	most := 0
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				if n := len(m.Status().Live); n > most {
+					most = n
+				}
+			}
+		}
+	}()
+	for _, id := range []string{"s1", "s2", "s3"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 2; i++ {
+				rs := run(t, m, id, fmt.Sprint("r", i), create(fmt.Sprint("op", i), fmt.Sprint("Box", i)))
+				if rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+					t.Errorf("%s: %v", id, rs[0])
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if most > 1 {
+		t.Fatalf("%d sessions held a Blender at once, at most 1", most)
+	}
+}
+
+// TestIdleSessionIsParked: a session idle for the timeout gives up its
+// Blender, checkpointed, and its next batch finds its scene.
+func TestIdleSessionIsParked(t *testing.T) {
+	m, j, rt := newManagerWith(t, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
+	open(t, m, rt, "s1")
+	rs := run(t, m, "s1", "r1", create("a", "Box"))
+	deadline := time.Now().Add(10 * time.Second)
+	for len(m.Status().Live) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle session was not parked")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := blenders(m); n != 0 {
+		t.Fatalf("%d Blenders after parking", n)
+	}
+	js, err := j.Session("s1")
+	if err != nil || js.Checkpoint == nil || js.Checkpoint.SceneHash != rs[0].GetSceneHashAfter() {
+		t.Fatalf("parked without a checkpoint of its scene: %+v %v", js, err)
+	}
+	next := run(t, m, "s1", "r2", Operation{OperationID: "look", MCPCallID: "c", Tool: "scene.get_summary",
+		Args: map[string]any{}, Safety: cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY, IdempotencyKey: "key-look"})
+	if next[0].GetSceneHashBefore() != rs[0].GetSceneHashAfter() {
+		t.Fatalf("restored on scene %s, parked on %s", next[0].GetSceneHashBefore(), rs[0].GetSceneHashAfter())
+	}
+}
+
+// TestOpenRefusedWhileEverySlotIsBusy: a new session is refused while every
+// Blender slot runs a batch, and accepted once one is free.
+func TestOpenRefusedWhileEverySlotIsBusy(t *testing.T) {
+	m, _, rt := newManagerWith(t, func(c *Config) { c.MaxLive = 1 })
+	open(t, m, rt, "s1")
+	done := make(chan []*cpv1.Receipt)
+	go func() {
+		done <- run(t, m, "s1", "r1", Operation{OperationID: "sleep", MCPCallID: "c", Tool: "python.exec",
+			Args: map[string]any{"code": "import time\ntime.sleep(3)"}, Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE,
+			IdempotencyKey: "key-sleep"})
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for m.Status().Busy == 0 || len(m.Status().Live) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the batch did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, _, err := m.Open(context.Background(), "s2", rt); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("open while the only slot is busy: %v", err)
+	}
+	if rs := <-done; rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("sleep: %v", rs[0])
+	}
+	open(t, m, rt, "s2")
+}
+
+// TestCloseRemovesTheSession: closing stops the Blender, removes every file
+// of the session and forgets it.
+func TestCloseRemovesTheSession(t *testing.T) {
+	m, j, rt := newManager(t)
+	open(t, m, rt, "s1")
+	run(t, m, "s1", "r1", create("a", "Box"))
+	s, _ := m.session("s1")
+	dir := s.dir
+	if _, err := os.Stat(filepath.Join(dir, "output")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close("s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("session files left: %v", err)
+	}
+	if _, err := j.Session("s1"); err == nil {
+		t.Fatal("the journal still has the session")
+	}
+	if st := m.Status(); st.Sessions != 0 || len(st.Live) != 0 {
+		t.Fatalf("status after close %+v", st)
+	}
+	if err := m.Execute(context.Background(), "s1", "r2", []Operation{create("b", "B")}, func(*cpv1.Receipt) error { return nil }, nil); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("execute in a closed session: %v", err)
+	}
+}
+
+// TestCancelledCallLeavesNoIntent: the intent of a call that was cancelled
+// is cleaned up with the batch.
+func TestCancelledCallLeavesNoIntent(t *testing.T) {
+	m, j, rt := newManager(t)
+	open(t, m, rt, "s1")
+	go func() {
+		for {
+			if interrupted, _ := m.Cancel("s1", "r1"); interrupted {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	rs := run(t, m, "s1", "r1", Operation{OperationID: "sleep", MCPCallID: "c", Tool: "python.exec",
+		Args: map[string]any{"code": "import time\ntime.sleep(30)"}, Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE,
+		IdempotencyKey: "key-sleep"})
+	if len(rs) != 1 || rs[0].GetError().GetErrorCode() != "CANCELLED" {
+		t.Fatalf("receipts %v", rs)
+	}
+	if keys, err := j.Intents("s1"); err != nil || len(keys) != 0 {
+		t.Fatalf("intents left: %v %v", keys, err)
+	}
+}
+
+// TestFailedCallThatChangedTheSceneLeavesNothing: a call that fails after
+// changing the scene in a way the bridge cannot undo (python.exec) is
+// discarded by rebuilding the session from its journal.
+func TestFailedCallThatChangedTheSceneLeavesNothing(t *testing.T) {
+	m, _, rt := newManager(t)
+	open(t, m, rt, "s1")
+	first := run(t, m, "s1", "r1", create("a", "Box"))
+	rs := run(t, m, "s1", "r2", Operation{OperationID: "leak", MCPCallID: "c", Tool: "python.exec",
+		Args:   map[string]any{"code": "import bpy\nbpy.data.objects.new('Leak', None)\nraise RuntimeError('boom')"},
+		Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-leak"})
+	if rs[0].GetStatus() != cpv1.Receipt_STATUS_FAILED {
+		t.Fatalf("receipt %v", rs[0])
+	}
+	if h := rs[0].GetSceneHashAfter(); h != first[0].GetSceneHashAfter() {
+		t.Fatalf("scene after the failed call %s, before it %s", h, first[0].GetSceneHashAfter())
+	}
+	look := run(t, m, "s1", "r3", Operation{OperationID: "look", MCPCallID: "c", Tool: "python.exec",
+		Args:   map[string]any{"code": "import bpy\nresult = [n for n in ('Box', 'Leak') if n in bpy.data.objects]"},
+		Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-look"})
+	names := look[0].GetResult().GetFields()["result"].GetListValue().AsSlice()
+	if fmt.Sprint(names) != "[Box]" {
+		t.Fatalf("objects after the failed call: %v (want the Box only): %v", names, look[0])
+	}
+}
+
+// TestFiles: files go into the sandbox whole or not at all, by plain name
+// only, and come back with their hash.
+func TestFiles(t *testing.T) {
+	m, _, rt := newManager(t)
+	open(t, m, rt, "s1")
+	content := []byte("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+	sum := sha(content)
+	put := func(name string, body []byte, size int64, hash string) error {
+		return m.PutFile("s1", name, size, hash, bytesReader(body))
+	}
+	if err := put("tri.obj", content, int64(len(content)), sum); err != nil {
+		t.Fatal(err)
+	}
+	f, size, got, err := m.OpenFile("s1", "tri.obj")
+	if err != nil || size != int64(len(content)) || got != sum {
+		t.Fatalf("open: %d %s %v", size, got, err)
+	}
+	f.Close()
+	for _, name := range []string{"../x.obj", "a/b.obj", "", "..", "tab\t.obj", "nl\n.obj"} {
+		if err := put(name, content, int64(len(content)), sum); !errors.Is(err, ErrBadFileName) {
+			t.Errorf("name %q: %v", name, err)
+		}
+	}
+	if err := put("bad.obj", content, int64(len(content)), sha([]byte("other"))); !errors.Is(err, ErrFileMismatch) {
+		t.Errorf("wrong hash: %v", err)
+	}
+	if err := put("short.obj", content, int64(len(content))+1, sum); !errors.Is(err, ErrFileMismatch) {
+		t.Errorf("wrong size: %v", err)
+	}
+	if _, _, _, err := m.OpenFile("s1", "bad.obj"); !errors.Is(err, ErrFileNotFound) {
+		t.Errorf("a refused file was written: %v", err)
+	}
+	s, _ := m.session("s1")
+	outside := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(outside, []byte("secret"), 0o600)
+	os.Symlink(outside, filepath.Join(s.sandbox, "link.obj"))
+	if _, _, _, err := m.OpenFile("s1", "link.obj"); !errors.Is(err, ErrFileConflict) {
+		t.Errorf("read through a symlink: %v", err)
+	}
+	if err := put("link.obj", content, int64(len(content)), sum); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "secret" {
+		t.Error("a put followed a symlink out of the sandbox")
+	}
+	os.Mkdir(filepath.Join(s.sandbox, "dir.obj"), 0o755)
+	if err := put("dir.obj", content, int64(len(content)), sum); !errors.Is(err, ErrFileConflict) {
+		t.Errorf("put over a directory: %v", err)
+	}
+}

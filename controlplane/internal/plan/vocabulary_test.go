@@ -1,0 +1,100 @@
+package plan
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestMaxBytesWherever: "x-max-bytes" applies wherever a schema can be,
+// in every draft, and only to strings.
+func TestMaxBytesWherever(t *testing.T) {
+	long := strings.Repeat("é", 32) // 32 characters, 64 bytes
+	tests := []struct {
+		name   string
+		schema string
+		args   string
+		field  string // "" if accepted
+	}{
+		{"at the limit", `{"properties": {"n": {"x-max-bytes": 64}}}`, `{"n": "` + long + `"}`, ""},
+		{"over the limit", `{"properties": {"n": {"x-max-bytes": 63}}}`, `{"n": "` + long + `"}`, "operations[0].args.n"},
+		{"zero", `{"properties": {"n": {"x-max-bytes": 0}}}`, `{"n": "a"}`, "operations[0].args.n"},
+		{"only strings", `{"properties": {"n": {"x-max-bytes": 1}}}`, `{"n": [1, 2, 3]}`, ""},
+		{"on the args object itself", `{"x-max-bytes": 1}`, `{"n": "` + long + `"}`, ""},
+		{"items", `{"properties": {"n": {"items": {"x-max-bytes": 63}}}}`, `{"n": ["a", "` + long + `"]}`, "operations[0].args.n[1]"},
+		{"prefixItems", `{"properties": {"n": {"prefixItems": [{}, {"x-max-bytes": 63}]}}}`, `{"n": ["` + long + `", "` + long + `"]}`, "operations[0].args.n[1]"},
+		{"additionalProperties", `{"additionalProperties": {"x-max-bytes": 63}}`, `{"odd key": "` + long + `"}`, `operations[0].args["odd key"]`},
+		{"$ref to $defs", `{"$defs": {"name": {"type": "string", "x-max-bytes": 63}}, "properties": {"n": {"$ref": "#/$defs/name"}}}`, `{"n": "` + long + `"}`, "operations[0].args.n"},
+		{"allOf", `{"properties": {"n": {"allOf": [{"type": "string"}, {"x-max-bytes": 63}]}}}`, `{"n": "` + long + `"}`, "operations[0].args.n"},
+		{"anyOf", `{"properties": {"n": {"anyOf": [{"type": "number"}, {"x-max-bytes": 63}]}}}`, `{"n": "` + long + `"}`, "operations[0].args.n"},
+		{"draft-07", `{"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"name": {"x-max-bytes": 63}}, "properties": {"n": {"$ref": "#/definitions/name"}}}`,
+			`{"n": "` + long + `"}`, "operations[0].args.n"},
+		{"draft 2019-09", `{"$schema": "https://json-schema.org/draft/2019-09/schema", "properties": {"n": {"x-max-bytes": 63}}}`, `{"n": "` + long + `"}`, "operations[0].args.n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg, err := NewRegistry([]ToolDef{{Name: "t", Safety: SafetyReadOnly, InputSchema: decodeJSON(t, tt.schema)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Check([]Operation{{ID: "a", Tool: "t", Args: decodeJSON(t, tt.args), Safety: SafetyReadOnly}}, reg)
+			if tt.field == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			pe := asPlanError(t, err)
+			if pe.Reason != ReasonSchemaInvalid || !slices.ContainsFunc(pe.Violations, func(v Violation) bool { return v.Field == tt.field }) {
+				t.Fatalf("got %s %q, want a violation of %s", pe.Reason, pe.Violations, tt.field)
+			}
+		})
+	}
+}
+
+func TestMaxBytesMalformed(t *testing.T) {
+	for _, v := range []string{`"63"`, `-1`, `1.5`, `true`, `null`, `1e12`} {
+		_, err := NewRegistry([]ToolDef{{Name: "t", Safety: SafetyReadOnly,
+			InputSchema: decodeJSON(t, `{"properties": {"n": {"items": {"x-max-bytes": `+v+`}}}}`)}})
+		if err == nil || !strings.Contains(err.Error(), `"x-max-bytes" must be a non-negative integer`) {
+			t.Errorf("x-max-bytes %s: err = %v", v, err)
+		}
+	}
+}
+
+// TestSchemaMetaschemaStillWhole: registering the vocabulary must not
+// loosen the check of the schema against its draft's metaschema.
+func TestSchemaMetaschemaStillWhole(t *testing.T) {
+	for _, s := range []string{`{"title": 5}`, `{"properties": {"n": {"format": 7}}}`, `{"deprecated": "yes"}`} {
+		if _, err := NewRegistry([]ToolDef{{Name: "t", Safety: SafetyReadOnly, InputSchema: decodeJSON(t, s)}}); err == nil {
+			t.Errorf("schema %s compiled", s)
+		}
+	}
+}
+
+// TestControlCharacterPatterns: the bridge's pattern refuses control
+// characters whether its JSON spells them as regexp escapes or (from a
+// Python string that was not raw) as the characters themselves.
+func TestControlCharacterPatterns(t *testing.T) {
+	for _, pattern := range []string{`^[^\x00-\x1f\x7f]+$`, "^[^\x00-\x1f\x7f]+$"} {
+		reg, err := NewRegistry([]ToolDef{{Name: "t", Safety: SafetyReadOnly, InputSchema: map[string]any{
+			"properties": map[string]any{"name": map[string]any{"type": "string", "pattern": pattern}},
+		}}})
+		if err != nil {
+			t.Fatalf("pattern %q: %v", pattern, err)
+		}
+		for name, ok := range map[string]bool{"Cube": true, "Cube é🧊 ~": true, "\u0085": true, "a\nb": false, "\x00": false, "\x1f": false, "\x7f": false, "\t": false, "": false} {
+			_, err := Check([]Operation{{ID: "a", Tool: "t", Args: map[string]any{"name": name}, Safety: SafetyReadOnly}}, reg)
+			if ok != (err == nil) {
+				t.Errorf("pattern %q, name %q: %v", pattern, name, err)
+			}
+			if err != nil {
+				pe := asPlanError(t, err)
+				if pe.Reason != ReasonSchemaInvalid || len(pe.Violations) != 1 || pe.Violations[0].Field != "operations[0].args.name" ||
+					!strings.Contains(pe.Violations[0].Description, "does not match the pattern") {
+					t.Errorf("pattern %q, name %q: %s %q", pattern, name, pe.Reason, pe.Violations)
+				}
+			}
+		}
+	}
+}
