@@ -32,7 +32,7 @@ type BatchResult struct {
 type written struct {
 	at     time.Time
 	err    error // the write failed
-	encode error // the request could not be encoded (nothing was written)
+	encode error // the request was refused (args too deep) or could not be encoded: nothing was written
 }
 
 // ExecuteBatch runs calls in order, like one Execute each, but writes up to
@@ -93,6 +93,10 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 			select {
 			case tokens <- struct{}{}:
 			case <-quit:
+				return
+			}
+			if err := checkArgsDepth(calls[i].Args); err != nil {
+				wrote <- written{encode: err} // refused unsent, like Execute
 				return
 			}
 			line, err := json.Marshal(request{ID: first + uint64(i), Method: "execute", Params: calls[i].params(batch)})

@@ -94,7 +94,7 @@ func TestProgress(t *testing.T) {
 const versionScript = `
 import sys
 sys.path.insert(0, sys.argv[sys.argv.index("--") + 1] if "--" in sys.argv else sys.argv[1])
-import main, registry, compat
+import json, main, registry, compat
 from common import ToolError
 from schema import NO_ARGS
 
@@ -131,7 +131,7 @@ registry.register("test.now", lambda tx, a: {"ok": True}, "on this Blender", NO_
 names = [t["name"] for t in registry.tool_list()]
 assert "test.now" in names and "test.old" not in names, names
 assert "test.old" in [t["name"] for t in registry.tool_list((2, 93, 0))]
-assert main.m_execute({"tool": "test.now", "args": {}})["result"] == {"ok": True}
+assert json.loads(main.m_execute({"tool": "test.now", "args": {}}))["result"] == {"ok": True}
 try:
     main.m_execute({"tool": "test.old", "args": {}})
 except ToolError as e:
@@ -143,25 +143,141 @@ print("VERSION-RANGES-OK")
 
 func TestToolVersionRanges(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
-		dir := t.TempDir()
-		bridge, err := writeBridge(filepath.Join(dir, "bridge"))
+		runBridgeScript(t, rt, versionScript, "VERSION-RANGES-OK")
+	})
+}
+
+// runBridgeScript runs a Python script inside Blender with the bridge
+// package importable (its directory is the first argument after "--" or
+// the script name) and fails unless it prints marker.
+func runBridgeScript(t *testing.T, rt Runtime, code, marker string) {
+	t.Helper()
+	dir := t.TempDir()
+	bridge, err := writeBridge(filepath.Join(dir, "bridge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "check.py")
+	if err := os.WriteFile(script, []byte(code), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var cmd *exec.Cmd
+	if rt.Kind == RuntimeBinary {
+		cmd = exec.Command(rt.Path, "-b", "--factory-startup", "--python-exit-code", "1", "--python", script, "--", filepath.Dir(bridge))
+	} else {
+		cmd = exec.Command(rt.Path, "-I", script, filepath.Dir(bridge))
+	}
+	cmd.Env = blenderEnv(os.Environ(), dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), marker) {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// transactionScript registers a test tool that changes the scene (with its
+// reversal) and writes a file (Tx.wrote), then fails in every way a tool
+// can, and serves requests through main.handle the way the transport does.
+const transactionScript = `
+import json, os, sys, tempfile
+sys.path.insert(0, sys.argv[sys.argv.index("--") + 1] if "--" in sys.argv else sys.argv[1])
+import bpy
+import main, registry, sandbox
+from state import STATE
+
+main.m_hello({"sandbox_dir": tempfile.mkdtemp()})
+out_path = os.path.join(os.path.realpath(sandbox.SANDBOX["dir"]), "t.txt")
+
+def tool(tx, args):
+    ob = bpy.data.objects["Light"]
+    old = tuple(ob.location)
+    tx.touch("object", "Light")
+    tx.on_undo(lambda: setattr(ob, "location", old))
+    ob.location = (9.0, 9.0, 9.0)
+    path = sandbox.output_path("t.txt", "output")
+    with open(path, "w") as f:
+        f.write("partial")
+    tx.wrote(path)
+    kind = args.get("kind")
+    if kind == "big":
+        return {"x": "a" * main.MAX_RESULT_BYTES}
+    if kind == "nan":
+        return {"x": float("nan")}
+    if kind == "object":
+        return {"x": object()}
+    if kind == "raise":
+        raise RuntimeError("late")
+    if kind == "recurse":
+        def f(n):
+            return f(n + 1)
+        f(0)
+    return {"ok": True}
+
+registry.register("test.write", tool, "test", {"type": "object", "properties": {"kind": {"type": "string"}},
+                  "additionalProperties": False}, "safe_write", idempotence_class="idempotent",
+                  rollback_method="not_needed")
+
+def serve(line):
+    resp, _ = main.handle(line)
+    return json.loads(main.response_line(resp))
+
+before = STATE.scene_hash()
+for i, (kind, code) in enumerate([("big", "invalid_input"), ("nan", "internal_error"), ("object", "internal_error"),
+                                  ("raise", "internal_error"), ("recurse", "invalid_input")]):
+    rid = 100 + i
+    r = serve(json.dumps({"id": rid, "method": "execute", "params": {"tool": "test.write", "args": {"kind": kind}}}).encode())
+    assert r["id"] == rid and not r["ok"] and r["error"]["code"] == code, (kind, r)
+    assert r["error"]["scene_hash"] == before == STATE.scene_hash(), (kind, "scene changed")
+    assert tuple(bpy.data.objects["Light"].location) != (9.0, 9.0, 9.0), kind
+    assert not os.path.exists(out_path), (kind, "file left behind")
+
+r = serve(b'{"id":7,"method":"execute","params":{"tool":"test.write","args":{"kind":"ok"}}}')
+assert r["id"] == 7 and r["ok"] and r["result"]["files"] == ["t.txt"] and r["result"]["mutated"], r
+assert r["result"]["result"] == {"ok": True} and r["result"]["undo"] is None, r
+assert os.path.isfile(out_path)
+
+# Lines json cannot decode are answered with the id Go writes first.
+deep = '{"id":8,"method":"execute","params":{"tool":"object.create","args":{"type":' + "[" * 5000 + "]" * 5000 + "}}}"
+truncated = b'{"id": 9, "method": "execu'
+for rid, line in ((8, deep.encode()), (9, truncated), (10, b'{"id":10,"method":"execute","params":\xff}')):
+    r = serve(line)
+    assert r["id"] == rid and not r["ok"] and r["error"]["code"] == "invalid_input", r
+    assert r["error"]["scene_hash"] == STATE.scene_hash()
+r = serve(b"[not json")
+assert r["id"] is None and r["error"]["code"] == "invalid_input", r
+print("TRANSACTIONS-OK")
+`
+
+// TestBridgeTransactions: whatever makes a tool fail after it changed the
+// scene and wrote a file (an exception, a result that is not JSON, one over
+// MAX_RESULT_BYTES, a RecursionError), the call is rolled back: the scene
+// hashes as before, the file is gone, and the error carries the hash; a
+// successful call reports its file. Request lines json cannot decode (too
+// deep, truncated, not UTF-8) are answered with their id.
+func TestBridgeTransactions(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		runBridgeScript(t, rt, transactionScript, "TRANSACTIONS-OK")
+	})
+}
+
+// TestOversizedResult: a result over MAX_RESULT_BYTES is refused with
+// invalid_input and rolled back; python.exec has no rollback, so one that
+// changed the scene fails with internal_error and the honest hash of the
+// changed scene, which the caller sees differ from the hash before.
+func TestOversizedResult(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		wantToolError(t, p, "python.exec", map[string]any{"code": "result = 'x' * (17 << 20)"}, CodeInvalidInput)
+		before, err := p.SceneHash(callCtx(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		script := filepath.Join(dir, "check.py")
-		if err := os.WriteFile(script, []byte(versionScript), 0o600); err != nil {
-			t.Fatal(err)
+		out, err := p.Execute(callCtx(t), Call{Tool: "python.exec", Args: map[string]any{
+			"code": "bpy.data.objects['Light'].location.x = 5\nresult = ['x' * (1 << 20)] * 17"}})
+		now, herr := p.SceneHash(callCtx(t))
+		if !isCode(err, CodeInternalError) || herr != nil || out.SceneHashAfter != now || now == before {
+			t.Fatalf("changing python.exec with a huge result: %+v, %v; hash now %s, before %s", out, err, now, before)
 		}
-		var cmd *exec.Cmd
-		if rt.Kind == RuntimeBinary {
-			cmd = exec.Command(rt.Path, "-b", "--factory-startup", "--python-exit-code", "1", "--python", script, "--", filepath.Dir(bridge))
-		} else {
-			cmd = exec.Command(rt.Path, "-I", script, filepath.Dir(bridge))
-		}
-		cmd.Env = blenderEnv(os.Environ(), dir)
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "VERSION-RANGES-OK") {
-			t.Fatalf("%v\n%s", err, out)
-		}
+		assertIncrementalMatchesFull(t, p)
+		mustExecute(t, p, "scene.get_summary", nil)
 	})
 }

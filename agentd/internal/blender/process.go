@@ -70,7 +70,10 @@ type Options struct {
 	// stdout/stderr. Nil means slog.Default().
 	Logger *slog.Logger
 	// WorkDir is private to this process: the bridge package (WorkDir/bridge/,
-	// rewritten at every Start), Blender's user config and temp files go here. Created if missing. Required.
+	// rewritten at every Start), Blender's user config, temp files and home
+	// directory (HOME and XDG_* point into WorkDir/home, so nothing of the
+	// session lands in the user's caches) go here. Created if missing.
+	// Required.
 	WorkDir string
 	// SandboxDir is the per-session output directory; file outputs of tools
 	// (renders) must resolve inside it. Created if missing. Empty refuses
@@ -134,7 +137,7 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("blender: work dir: %w", err)
 	}
-	for _, d := range []string{workDir, filepath.Join(workDir, "tmp"), filepath.Join(workDir, "user")} {
+	for _, d := range []string{workDir, filepath.Join(workDir, "tmp"), filepath.Join(workDir, "user"), filepath.Join(workDir, "home")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("blender: work dir: %w", err)
 		}
@@ -278,18 +281,28 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 }
 
 // blenderEnv keeps the caller's environment minus anything that would load
-// user configuration, add-ons or foreign Python paths into Blender.
+// user configuration, add-ons or foreign Python paths into Blender, and
+// points every directory Blender and its libraries write through (temp
+// files, HOME, the XDG base directories: thumbnails, font caches, audio
+// cookies) into workDir, so that nothing of a session is written elsewhere.
 func blenderEnv(base []string, workDir string) []string {
 	var env []string
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "BLENDER_") || strings.HasPrefix(k, "PYTHON") || k == "TMPDIR" {
+		if strings.HasPrefix(k, "BLENDER_") || strings.HasPrefix(k, "PYTHON") || k == "TMPDIR" ||
+			k == "HOME" || strings.HasPrefix(k, "XDG_") && strings.HasSuffix(k, "_HOME") {
 			continue
 		}
 		env = append(env, kv)
 	}
 	user := filepath.Join(workDir, "user")
+	home := filepath.Join(workDir, "home")
 	return append(env,
+		"HOME="+home,
+		"XDG_CACHE_HOME="+filepath.Join(home, ".cache"),
+		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"XDG_DATA_HOME="+filepath.Join(home, ".local", "share"),
+		"XDG_STATE_HOME="+filepath.Join(home, ".local", "state"),
 		"BLENDER_USER_RESOURCES="+user, // 4.2+: overrides all user dirs
 		"BLENDER_USER_CONFIG="+filepath.Join(user, "config"),
 		"BLENDER_USER_SCRIPTS="+filepath.Join(user, "scripts"),
@@ -501,11 +514,21 @@ func (p *Process) Snapshot(ctx context.Context) (Snapshot, error) {
 }
 
 // Execute runs one tool. Progress the tool reports while it runs is passed
-// to c.OnProgress, in order, before Execute returns. A failure of the tool returns a *ToolError (the
-// scene is unchanged; Outcome carries that scene's hash as both before and
-// after). A dead Blender returns an error wrapping ErrProcessExited. If ctx
-// ends during the call, Execute returns ctx.Err() and kills Blender.
+// to c.OnProgress, in order, before Execute returns. A failure of the tool
+// returns a *ToolError; Outcome then carries the scene's current hash as
+// both before and after: the hash before the call, unless the bridge could
+// not roll the failed call back (internal_error; python.exec has no
+// rollback), so a caller that knows the hash before must compare. Args
+// nested deeper than 64 levels fail at once with an invalid_input
+// *ToolError and an empty Outcome, without a round trip to Blender. A result
+// larger than the bridge's MAX_RESULT_BYTES (16 MiB, bridge/main.py) fails
+// with invalid_input and is rolled back. A dead Blender returns an error
+// wrapping ErrProcessExited. If ctx ends during the call, Execute returns
+// ctx.Err() and kills Blender.
 func (p *Process) Execute(ctx context.Context, c Call) (Outcome, error) {
+	if err := checkArgsDepth(c.Args); err != nil {
+		return Outcome{}, err
+	}
 	start := time.Now()
 	var r executeResult
 	var errHash string
@@ -549,7 +572,10 @@ func (p *Process) outcome(c Call, r executeResult, errHash string, err error, st
 	if len(r.Undo) > 0 && string(r.Undo) != "null" {
 		undo = r.Undo
 	}
-	return Outcome{Result: r.Result, SceneHashBefore: r.SceneHashBefore, SceneHashAfter: r.SceneHashAfter, Mutated: r.Mutated, Undo: undo}, nil
+	if len(r.Files) == 0 {
+		r.Files = nil // the bridge sends []
+	}
+	return Outcome{Result: r.Result, SceneHashBefore: r.SceneHashBefore, SceneHashAfter: r.SceneHashAfter, Mutated: r.Mutated, Undo: undo, Files: r.Files}, nil
 }
 
 // callLog is the logger of one call, with its correlation ids (built only

@@ -3,9 +3,12 @@ package blender
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -233,5 +236,113 @@ func TestBadRequestsDoNotCrashBridge(t *testing.T) {
 		if _, err := p.SceneHash(callCtx(t)); err != nil {
 			t.Fatalf("bridge unusable after garbage: %v", err)
 		}
+	})
+}
+
+// nestedArgs returns args whose deepest container is at depth ({} is depth
+// 1): {"v": [[...[]...]]}, the innermost array empty.
+func nestedArgs(depth int) map[string]any {
+	var v any = []any{}
+	for d := depth; d > 2; d-- {
+		v = []any{v}
+	}
+	return map[string]any{"v": v}
+}
+
+// TestDeepArgs: args nested deeper than maxArgsDepth (the control plane's
+// plan.MaxArgsDepth, same definition) fail at once with invalid_input,
+// without a request to Blender, in Execute and ExecuteBatch; args at the
+// limit reach the bridge; a request nested too deep for the bridge's JSON
+// decoder, which only a caller bypassing Execute can send, is answered with
+// its id instead of leaving the caller waiting.
+func TestDeepArgs(t *testing.T) {
+	if checkArgsDepth(nestedArgs(maxArgsDepth)) != nil || checkArgsDepth(map[string]any{"v": nestedArgs(maxArgsDepth - 1)}) != nil {
+		t.Fatal("args at the limit refused")
+	}
+	if !isCode(checkArgsDepth(nestedArgs(maxArgsDepth+1)), CodeInvalidInput) ||
+		!isCode(checkArgsDepth(map[string]any{"a": 1.0, "v": map[string]any{"w": nestedArgs(maxArgsDepth - 1)}}), CodeInvalidInput) {
+		t.Fatal("args over the limit accepted")
+	}
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		sent := p.nextID
+		out, err := p.Execute(callCtx(t), Call{Tool: "object.create", Args: nestedArgs(maxArgsDepth + 1)})
+		if !isCode(err, CodeInvalidInput) || out.SceneHashBefore != "" || p.nextID != sent {
+			t.Fatalf("too deep: %+v, %v (requests sent: %d)", out, err, p.nextID-sent)
+		}
+		out, err = p.Execute(callCtx(t), Call{Tool: "object.create", Args: nestedArgs(maxArgsDepth)})
+		if !isCode(err, CodeInvalidInput) || out.SceneHashBefore == "" || p.nextID != sent+1 {
+			t.Fatalf("at the limit: %+v, %v (the bridge's schema check should refuse it)", out, err)
+		}
+
+		calls := cubeCalls("D1", "D2", "D3")
+		calls[1].Args["extra"] = nestedArgs(maxArgsDepth)
+		got := runBatch(t, p, calls)
+		if len(got) != 2 || got[0].Err != nil || !isCode(got[1].Err, CodeInvalidInput) {
+			t.Fatalf("batch: %+v", got)
+		}
+		if s := mustExecute(t, p, "scene.get_summary", nil); s.Result["object_count"] != 3.0 {
+			t.Errorf("after the batch: %v, want D1 only", s.Result)
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err = p.call(ctx, "execute", map[string]any{"tool": "object.create", "args": nestedArgs(1000)}, nil, nil)
+		if !isCode(err, CodeInvalidInput) {
+			t.Fatalf("1,000 deep past Execute: %v, want invalid_input", err)
+		}
+		assertIncrementalMatchesFull(t, p)
+	})
+}
+
+// TestNothingWrittenOutsideWorkDir: Blender gets HOME, the XDG base
+// directories and TMPDIR inside WorkDir, and saving a checkpoint writes no
+// thumbnail: with this test's HOME and XDG_* on an empty directory, a
+// session that renders, exports and saves and loads checkpoints leaves
+// that directory empty, and WorkDir holds no thumbnail either.
+func TestNothingWrittenOutsideWorkDir(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, k := range []string{"XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"} {
+		t.Setenv(k, filepath.Join(home, k))
+	}
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		dir := t.TempDir()
+		work := filepath.Join(dir, "work")
+		p, err := Start(callCtx(t), rt, Options{Logger: testLogger(t), WorkDir: work, SandboxDir: filepath.Join(dir, "sandbox")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Stop(5 * time.Second)
+		mustExecute(t, p, "object.create", map[string]any{"type": "monkey"})
+		mustExecute(t, p, "render.still", map[string]any{"output": "r.png", "resolution": []any{16, 16}, "samples": 1})
+		mustExecute(t, p, "scene.export", map[string]any{"format": "obj", "output": "r.obj"})
+		cp := filepath.Join(dir, "cp.blend")
+		if _, err := p.SaveCheckpoint(callCtx(t), cp); err != nil {
+			t.Fatal(err)
+		}
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube"})
+		if _, err := p.LoadCheckpoint(callCtx(t), cp); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.SaveCheckpoint(callCtx(t), cp); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Stop(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		_ = filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
+			if path != home {
+				t.Errorf("written outside the work dir: %s", path)
+			}
+			return err
+		})
+		// Blender makes the thumbnail directories at start; no file in them.
+		_ = filepath.WalkDir(work, func(path string, d fs.DirEntry, err error) error {
+			if d != nil && !d.IsDir() && strings.Contains(path, string(filepath.Separator)+"thumbnails"+string(filepath.Separator)) {
+				t.Errorf("a thumbnail: %s", path)
+			}
+			return err
+		})
 	})
 }

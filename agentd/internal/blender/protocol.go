@@ -3,6 +3,7 @@ package blender
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -142,6 +143,13 @@ type Outcome struct {
 	//
 	// Floats are exact (not rounded), so a restore is bit-identical.
 	Undo json.RawMessage
+	// Files are the files the call wrote into Options.SandboxDir (renders,
+	// exports): plain names relative to it, sorted; nil when it wrote none.
+	// A failed call reports none and leaves none of the files it wrote
+	// (the bridge removes them with the rest of its rollback; a failed
+	// scene.export also removes the files it was replacing). python.exec
+	// writes files without reporting them.
+	Files []string
 }
 
 // Wire shapes of the fd 3/4 protocol (see bridge/main.py).
@@ -195,6 +203,47 @@ type executeResult struct {
 	SceneHashAfter  string          `json:"scene_hash_after"`
 	Mutated         bool            `json:"mutated"`
 	Undo            json.RawMessage `json:"undo"`
+	Files           []string        `json:"files"`
+}
+
+// maxArgsDepth is the deepest nesting of objects and arrays Execute sends to
+// Blender ({} is depth 1): a copy of the control plane's plan.MaxArgsDepth,
+// with its definition (agentd does not import the control plane). Deeper
+// args would make the bridge's JSON decoder or schema checker recurse; the
+// bridge refuses them too, but Go refuses them without a round trip.
+const maxArgsDepth = 64
+
+// checkArgsDepth returns an invalid_input *ToolError when args nest deeper
+// than maxArgsDepth: a non-empty object or array at depth maxArgsDepth, as
+// plan.MaxArgsDepth counts. It walks map[string]any and []any, the shapes
+// of decoded JSON and structpb values; the bridge catches any other.
+func checkArgsDepth(args map[string]any) error {
+	type node struct {
+		v     any
+		depth int
+	}
+	todo := []node{{args, 1}}
+	for len(todo) > 0 {
+		n := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		switch x := n.v.(type) {
+		case map[string]any:
+			if len(x) > 0 && n.depth >= maxArgsDepth {
+				return &ToolError{Code: CodeInvalidInput, Message: fmt.Sprintf("args nested deeper than %d levels", maxArgsDepth)}
+			}
+			for _, v := range x {
+				todo = append(todo, node{v, n.depth + 1})
+			}
+		case []any:
+			if len(x) > 0 && n.depth >= maxArgsDepth {
+				return &ToolError{Code: CodeInvalidInput, Message: fmt.Sprintf("args nested deeper than %d levels", maxArgsDepth)}
+			}
+			for _, v := range x {
+				todo = append(todo, node{v, n.depth + 1})
+			}
+		}
+	}
+	return nil
 }
 
 type undoParams struct {

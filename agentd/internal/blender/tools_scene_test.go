@@ -149,7 +149,8 @@ func sceneSteps() []sceneStep {
 		sceneOKInject("camera.look_at", "camera.look_at:rotated", kv{"name": "Cam2", "target": "Box"}),
 		sceneOK("camera.look_at", kv{"name": "Cam3", "target": []any{0, 0, 0}}),
 		sceneOK("camera.look_at", kv{"name": "Key", "target": "Floor"}),
-		sceneOK("camera.look_at", kv{"name": "Crate", "target": []any{0, 0, 10}}), // straight up
+		sceneOK("camera.look_at", kv{"name": "Cam2", "target": []any{0, -10, 12}}),                      // straight up
+		sceneRefuse(CodeInvalidInput, "camera.look_at", kv{"name": "Crate", "target": []any{0, 0, 10}}), // a mesh
 		sceneRefuse(CodeConflict, "camera.look_at", kv{"name": "Cam3", "target": []any{10, 0, 0}}),
 		sceneRefuse(CodeNotFound, "camera.look_at", kv{"name": "Cam3", "target": "Nope"}),
 		sceneRefuse(CodeInvalidInput, "camera.look_at", kv{"name": "Cam3", "target": []any{1, 2}}),

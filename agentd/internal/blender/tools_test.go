@@ -183,11 +183,11 @@ func sandboxRefusals(t *testing.T, p *Process, sandbox string) {
 		t.Error("render escaped the sandbox through a symlink")
 	}
 	// Names that leave the sandbox pass the schema (it checks only the
-	// extension) and meet the path gate: policy_refused.
-	for _, bad := range []string{"../escape.png", "/tmp/abs.png", "sub/dir.png", `..\escape.png`, "nul\x00.png", "tab\t.png"} {
+	// extension and control characters) and meet the path gate: policy_refused.
+	for _, bad := range []string{"../escape.png", "/tmp/abs.png", "sub/dir.png", `..\escape.png`} {
 		wantToolError(t, p, "render.still", small(bad), CodePolicyRefused)
 	}
-	for _, bad := range []string{"x.jpg", "", ".png.jpg", strings.Repeat("x", 130) + ".png"} {
+	for _, bad := range []string{"x.jpg", "", ".png.jpg", strings.Repeat("x", 130) + ".png", "nul\x00.png", "tab\t.png", "x.png\n", "del\x7f.png"} {
 		wantToolError(t, p, "render.still", small(bad), CodeInvalidInput)
 	}
 	wantToolError(t, p, "render.still", map[string]any{"output": "a.png", "resolution": []any{8, 16}}, CodeInvalidInput)

@@ -17,7 +17,7 @@ type committer struct {
 	emit    Emit
 	// intents delivers the result of the batch's intent write, which must
 	// be durable before anything is journaled (a commit clears intents).
-	intents <-chan error
+	intents  <-chan error
 	intended bool
 
 	mu       sync.Mutex

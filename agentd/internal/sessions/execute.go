@@ -482,4 +482,3 @@ func toolFailure(operationID string, e *blender.ToolError) *cpv1.Failure {
 		MinimalRepairPlan: []*cpv1.RepairStep{{OperationId: operationID, Action: action}},
 	}
 }
-

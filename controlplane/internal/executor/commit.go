@@ -22,14 +22,14 @@ type committer struct {
 	st  *store.Store
 	ref store.PlanRef
 
-	mu    sync.Mutex
-	cond  *sync.Cond
-	queue []pending
-	more  bool // the last item said more follow at once
-	plan  *cpv1.Plan
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []pending
+	more    bool // the last item said more follow at once
+	plan    *cpv1.Plan
 	closing bool
-	err   error
-	done  chan struct{}
+	err     error
+	done    chan struct{}
 }
 
 // pending is one receipt (nil: none) and, when it ends the plan, the plan's
