@@ -29,9 +29,12 @@ Usage:
 
 Commands:
   submit PLAN.json [--session ID] [--request-id ID] [--validate-only] [--atomic] [--watch]
-                      [--flag F]... [--blender RANGE]
-                      submit a plan (negotiates a new session unless --session is given);
-                      --watch streams its receipts with progress until it ends
+                      [--out DIR] [--keep-session] [--flag F]... [--blender RANGE] [--budget-ms N]
+                      submit a plan. Without --session it negotiates a session, waits for
+                      the plan to end and closes the session (--keep-session keeps it); a
+                      request_id from the file that is already taken is replaced by a fresh
+                      one. --watch streams receipts with progress; --out saves the plan's
+                      renders and exports into DIR
   watch REQUEST_ID [--from N]
                       stream a plan's receipts from sequence N
   plan REQUEST_ID     show a plan and its state
@@ -41,6 +44,16 @@ Commands:
   macros              list the macros, with their example args
   negotiate [--flag F]... [--blender RANGE] [--budget-ms N]
                       open a session and print its contract
+  sessions [--state open|parked|closed|all]
+                      list sessions (default: those not closed)
+  session ID          show a session
+  close ID            close a session: cancel its plans, stop its Blender, remove its scene files
+  upload FILE --session ID [--name NAME]
+                      store a file in a session (scene.import reads it by NAME)
+  download NAME --session ID [--sha256 H] [-o PATH]
+                      save a session's artifact (a render, an export, an upload)
+  artifacts --session ID [--request-id ID]
+                      list a session's artifacts (of one plan)
   agents              list the agents registered with the control plane
 
 Environment: BLENDPLANE_ADDR overrides --addr.
@@ -108,11 +121,24 @@ func run(args []string) error {
 		return c.negotiateCmd(ctx, rest)
 	case "agents":
 		return c.agents(ctx)
+	case "sessions":
+		return c.sessions(ctx, rest)
+	case "session":
+		return c.session(ctx, rest)
+	case "close":
+		return c.closeCmd(ctx, rest)
+	case "upload":
+		return c.upload(ctx, rest)
+	case "download":
+		return c.download(ctx, rest)
+	case "artifacts":
+		return c.artifacts(ctx, rest)
 	case "help":
 		fs.Usage()
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (try: %s)", cmd, strings.Join([]string{"submit", "watch", "plan", "cancel", "audit", "tools", "macros", "negotiate", "agents"}, ", "))
+	return fmt.Errorf("unknown command %q (try: %s)", cmd, strings.Join([]string{"submit", "watch", "plan", "cancel", "audit",
+		"tools", "macros", "negotiate", "sessions", "session", "close", "upload", "download", "artifacts", "agents"}, ", "))
 }
 
 // rpcTimeout bounds unary calls; Negotiate may start a Blender.
@@ -253,134 +279,6 @@ func show[M proto.Message](ctx context.Context, c *cli, call func(context.Contex
 		return c.printJSON(resp)
 	}
 	text(c.out, resp)
-	return nil
-}
-
-func (c *cli) submit(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
-	session := fs.String("session", "", "session to run in (default: negotiate a new one)")
-	requestID := fs.String("request-id", "", "override the plan file's request_id")
-	validateOnly := fs.Bool("validate-only", false, "validate and schedule only; run nothing")
-	atomic := fs.Bool("atomic", false, "roll back the whole plan if an operation fails")
-	watch := fs.Bool("watch", false, "stream receipts with progress until the plan ends")
-	var sf sessionFlags
-	sf.register(fs)
-	path, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	req, err := readPlan(path)
-	if err != nil {
-		return err
-	}
-	if *requestID != "" {
-		req.RequestId = *requestID
-	}
-	req.ValidateOnly, req.Atomic = *validateOnly, *atomic
-	req.SessionId = *session
-	if req.SessionId == "" {
-		contract, err := c.negotiate(ctx, sf)
-		if err != nil {
-			return err
-		}
-		req.SessionId = contract.GetSessionId()
-		if !c.json {
-			fmt.Fprintf(c.out, "session %s on agent %s (Blender %s, %s)\n", contract.GetSessionId(), contract.GetAgentId(),
-				contract.GetBlenderProfile().GetVersion(), contract.GetBlenderProfile().GetRuntime())
-		}
-	}
-	sctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-	defer cancel()
-	resp, err := c.cp.SubmitPlan(sctx, req)
-	if err != nil {
-		return fmt.Errorf("submit %s: %w", path, err)
-	}
-	p := resp.GetPlan()
-	if c.json && !*watch {
-		return c.printJSON(p)
-	}
-	if !c.json {
-		fmt.Fprintf(c.out, "plan %s %s: %d operations, schedule %s\n", p.GetRequestId(), stateName(p.GetState()),
-			len(p.GetSchedule()), abbreviate(p.GetSchedule(), 8))
-	}
-	if !*watch || p.GetState() == cpv1.Plan_STATE_VALIDATED {
-		return nil
-	}
-	return c.watch(ctx, p.GetRequestId(), 1, len(p.GetSchedule()))
-}
-
-func (c *cli) watchCmd(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
-	from := fs.Int64("from", 1, "first receipt sequence to show")
-	id, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	gctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-	defer cancel()
-	resp, err := c.cp.GetPlan(gctx, &cpv1.GetPlanRequest{RequestId: id})
-	if err != nil {
-		return err
-	}
-	return c.watch(ctx, id, *from, len(resp.GetPlan().GetSchedule()))
-}
-
-// watch streams receipts from a cursor; if the stream breaks it resumes from
-// the last receipt seen, so nothing is shown twice or skipped.
-func (c *cli) watch(ctx context.Context, requestID string, from int64, total int) error {
-	progress := newProgress(c.out, total, c.json)
-	cursor := from
-	for attempt := 0; ; attempt++ {
-		stream, err := c.cp.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID, StartSequence: cursor})
-		if err != nil {
-			return err
-		}
-		for {
-			resp, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				return c.finish(ctx, requestID, progress)
-			}
-			if err != nil {
-				if ctx.Err() != nil || attempt >= 5 {
-					return err
-				}
-				fmt.Fprintf(os.Stderr, "blendctl: stream interrupted (%v); resuming at receipt %d\n", describeError(err), cursor)
-				time.Sleep(time.Second)
-				break
-			}
-			r := resp.GetReceipt()
-			if r == nil {
-				if pg := resp.GetProgress(); pg != nil && !c.json {
-					progress.step(pg)
-				}
-				continue
-			}
-			cursor = r.GetSequence() + 1
-			if c.json {
-				if err := c.printJSON(r); err != nil {
-					return err
-				}
-				continue
-			}
-			progress.receipt(r)
-		}
-	}
-}
-
-func (c *cli) finish(ctx context.Context, requestID string, progress *progress) error {
-	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-	defer cancel()
-	resp, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID})
-	if err != nil {
-		return err
-	}
-	p := resp.GetPlan()
-	if !c.json {
-		progress.done(p)
-	}
-	if p.GetState() == cpv1.Plan_STATE_FAILED {
-		return errPlanFailed
-	}
 	return nil
 }
 

@@ -106,8 +106,8 @@ func (p *progress) receipt(r *cpv1.Receipt) {
 		line += fmt.Sprintf(" %6.1fms", float64(d)/1000)
 	}
 	fmt.Fprintln(p.out, line)
-	if res := r.GetResult().GetFields(); res["path"] != nil {
-		fmt.Fprintf(p.out, "         wrote %s (sha256 %s)\n", res["path"].GetStringValue(), short(res["sha256"].GetStringValue()))
+	for _, a := range r.GetArtifacts() {
+		fmt.Fprintf(p.out, "         wrote %s (%d bytes, sha256 %s)\n", a.GetName(), a.GetSizeBytes(), short(a.GetSha256()))
 	}
 	if e := r.GetError(); e != nil && r.GetStatus() == cpv1.Receipt_STATUS_FAILED {
 		fmt.Fprintf(p.out, "         %s: %s\n         hint: %s\n", e.GetErrorCode(), e.GetMessage(), e.GetRetryHint())
@@ -176,15 +176,16 @@ func printAgents(out io.Writer, agents []*cpv1.Agent) {
 		fmt.Fprintln(out, "no agents registered")
 		return
 	}
-	fmt.Fprintf(out, "%-20s %-22s %-12s %-9s %s\n", "AGENT", "ADDRESS", "STATE", "SESSIONS", "RUNTIMES")
+	fmt.Fprintf(out, "%-20s %-22s %-12s %-9s %-9s %s\n", "AGENT", "ADDRESS", "STATE", "SESSIONS", "BLENDERS", "RUNTIMES")
 	for _, a := range agents {
 		var rts []string
 		for _, rt := range a.GetRuntimes() {
 			rts = append(rts, fmt.Sprintf("%s (%d tools)", rt.GetRuntimeId(), len(rt.GetRegistry().GetTools())))
 		}
 		sort.Strings(rts)
-		fmt.Fprintf(out, "%-20s %-22s %-12s %-9d %s\n", a.GetAgentId(), a.GetAddress(),
-			strings.TrimPrefix(a.GetState().String(), "STATE_"), a.GetSessionCount(), strings.Join(rts, ", "))
+		fmt.Fprintf(out, "%-20s %-22s %-12s %-9d %-9s %s\n", a.GetAgentId(), a.GetAddress(),
+			strings.TrimPrefix(a.GetState().String(), "STATE_"), a.GetSessionCount(),
+			fmt.Sprintf("%d/%d", a.GetLiveSessionCount(), a.GetMaxSessions()), strings.Join(rts, ", "))
 	}
 }
 
@@ -217,5 +218,44 @@ func printMacros(out io.Writer, resp *cpv1.ListMacrosResponse) {
 		example, _ := protojson.Marshal(m.GetExampleArgs())
 		fmt.Fprintf(out, "\n%s %s\n  %s\n  tools:   %s\n  example: %s\n", m.GetName(), m.GetVersion(), m.GetDescription(),
 			strings.Join(m.GetTools(), ", "), example)
+	}
+}
+
+func sessionState(s cpv1.Session_State) string { return strings.TrimPrefix(s.String(), "STATE_") }
+
+func printSessions(out io.Writer, sessions []*cpv1.Session) {
+	if len(sessions) == 0 {
+		fmt.Fprintln(out, "no sessions")
+		return
+	}
+	fmt.Fprintf(out, "%-28s %-8s %-20s %-26s %-6s %-12s %s\n", "SESSION", "STATE", "AGENT", "RUNTIME", "PLANS", "SCENE", "LAST USED")
+	for _, s := range sessions {
+		fmt.Fprintf(out, "%-28s %-8s %-20s %-26s %-6d %-12s %s\n", s.GetSessionId(), sessionState(s.GetState()), s.GetAgentId(),
+			s.GetRuntimeId(), s.GetPlanCount(), short(s.GetSceneHash()), s.GetUpdateTime().AsTime().Local().Format(time.DateTime))
+	}
+}
+
+func printSession(out io.Writer, s *cpv1.Session) {
+	fmt.Fprintf(out, "session %s\n  state:     %s\n  agent:     %s\n  runtime:   %s\n  scene:     %s\n  plans:     %d (%d unfinished)\n  created:   %s\n  last used: %s\n",
+		s.GetSessionId(), sessionState(s.GetState()), s.GetAgentId(), s.GetRuntimeId(), s.GetSceneHash(),
+		s.GetPlanCount(), s.GetActivePlanCount(), s.GetCreateTime().AsTime().Local().Format(time.DateTime),
+		s.GetUpdateTime().AsTime().Local().Format(time.DateTime))
+	if s.GetCloseTime() != nil {
+		fmt.Fprintf(out, "  closed:    %s\n", s.GetCloseTime().AsTime().Local().Format(time.DateTime))
+	}
+}
+
+func printArtifacts(out io.Writer, list []*cpv1.Artifact) {
+	if len(list) == 0 {
+		fmt.Fprintln(out, "no artifacts")
+		return
+	}
+	fmt.Fprintf(out, "%-32s %12s %-12s %-20s %s\n", "NAME", "BYTES", "SHA256", "PLAN", "OPERATION")
+	for _, a := range list {
+		plan, op := a.GetRequestId(), a.GetOperationId()
+		if plan == "" {
+			plan, op = "(upload)", ""
+		}
+		fmt.Fprintf(out, "%-32s %12d %-12s %-20s %s\n", a.GetName(), a.GetSizeBytes(), short(a.GetSha256()), plan, op)
 	}
 }

@@ -218,7 +218,11 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string) (*cpv1.
 	m.mu.Unlock()
 
 	hash := rt.Info.GetBaselineSceneHash()
-	if err := m.journal.OpenSession(sessionID, runtimeID, hash); err != nil {
+	err := os.MkdirAll(s.sandbox, 0o755) // files may arrive before its Blender starts
+	if err == nil {
+		err = m.journal.OpenSession(sessionID, runtimeID, hash)
+	}
+	if err != nil {
 		m.mu.Lock()
 		delete(m.sessions, sessionID)
 		m.mu.Unlock()

@@ -102,7 +102,11 @@ func (m *Manager) recover(ctx context.Context, s *session) error {
 	}
 	s.sceneHash = hash
 	s.dirty = len(entries)
-	m.log.Info("session ready", "session_id", s.id, "checkpoint_index", from, "replayed", len(entries),
+	msg := "session started"
+	if js.Checkpoint != nil || len(entries) > 0 {
+		msg = "session recovered" // from a park, a crash or a stopped call
+	}
+	m.log.Info(msg, "session_id", s.id, "checkpoint_index", from, "replayed", len(entries),
 		"scene_hash", hash, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+func (c *cli) sessions(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("sessions", flag.ContinueOnError)
+	state := fs.String("state", "", "open, parked, closed or all (default: all but closed)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	req := &cpv1.ListSessionsRequest{PageSize: 500}
+	switch s := strings.ToLower(*state); s {
+	case "", "all":
+	default:
+		v, ok := cpv1.Session_State_value["STATE_"+strings.ToUpper(s)]
+		if !ok || v == 0 {
+			return fmt.Errorf("--state %q: want open, parked, closed or all", *state)
+		}
+		req.State = cpv1.Session_State(v)
+	}
+	var all []*cpv1.Session
+	states := []cpv1.Session_State{req.GetState()}
+	if *state == "all" {
+		states = []cpv1.Session_State{cpv1.Session_STATE_UNSPECIFIED, cpv1.Session_STATE_CLOSED}
+	}
+	for _, st := range states {
+		req.State, req.PageToken = st, ""
+		for {
+			pctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+			resp, err := c.cp.ListSessions(pctx, req)
+			cancel()
+			if err != nil {
+				return err
+			}
+			all = append(all, resp.GetSessions()...)
+			if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
+				break
+			}
+		}
+	}
+	if c.json {
+		for _, s := range all {
+			if err := c.printJSON(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	printSessions(c.out, all)
+	return nil
+}
+
+func (c *cli) session(ctx context.Context, args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: blendctl session ID")
+	}
+	return show(ctx, c, func(ctx context.Context) (*cpv1.Session, error) {
+		resp, err := c.cp.GetSession(ctx, &cpv1.GetSessionRequest{SessionId: args[0]})
+		return resp.GetSession(), err
+	}, printSession)
+}
+
+func (c *cli) closeCmd(ctx context.Context, args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: blendctl close SESSION_ID")
+	}
+	return show(ctx, c, func(ctx context.Context) (*cpv1.Session, error) {
+		resp, err := c.cp.CloseSession(ctx, &cpv1.CloseSessionRequest{SessionId: args[0]})
+		return resp.GetSession(), err
+	}, printSession)
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/status"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+func (c *cli) submit(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
+	session := fs.String("session", "", "session to run in (default: negotiate one, closed when the plan ends)")
+	requestID := fs.String("request-id", "", "override the plan file's request_id")
+	validateOnly := fs.Bool("validate-only", false, "validate and schedule only; run nothing")
+	atomic := fs.Bool("atomic", false, "roll back the whole plan if an operation fails")
+	watch := fs.Bool("watch", false, "stream receipts with progress until the plan ends")
+	out := fs.String("out", "", "save the plan's renders and exports into this directory when it ends")
+	keep := fs.Bool("keep-session", false, "keep the negotiated session open after the plan ends")
+	var sf sessionFlags
+	sf.register(fs)
+	path, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	req, err := readPlan(path)
+	if err != nil {
+		return err
+	}
+	renamable := *requestID == "" // an id from the file may be replaced if taken
+	if *requestID != "" {
+		req.RequestId = *requestID
+	}
+	req.ValidateOnly, req.Atomic = *validateOnly, *atomic
+	req.SessionId = *session
+	if req.SessionId == "" {
+		contract, err := c.negotiate(ctx, sf)
+		if err != nil {
+			return err
+		}
+		req.SessionId = contract.GetSessionId()
+		if !c.json {
+			fmt.Fprintf(c.out, "session %s on agent %s (Blender %s, %s)\n", contract.GetSessionId(), contract.GetAgentId(),
+				contract.GetBlenderProfile().GetVersion(), contract.GetBlenderProfile().GetRuntime())
+		}
+		if !*keep {
+			defer c.closeSession(req.SessionId)
+		}
+	}
+	p, err := c.submitPlan(ctx, req, renamable)
+	if err != nil {
+		return fmt.Errorf("submit %s: %w", path, err)
+	}
+	if c.json && !*watch {
+		if err := c.printJSON(p); err != nil {
+			return err
+		}
+	} else if !c.json {
+		fmt.Fprintf(c.out, "plan %s %s: %d operations, schedule %s\n", p.GetRequestId(), stateName(p.GetState()),
+			len(p.GetSchedule()), abbreviate(p.GetSchedule(), 8))
+	}
+	if p.GetState() == cpv1.Plan_STATE_VALIDATED {
+		return nil
+	}
+	// The plan runs in a session this command owns (which it closes), or
+	// its files are wanted: wait for its end.
+	if !*watch && (*session != "" || *keep) && *out == "" {
+		return nil
+	}
+	var end error
+	if *watch {
+		end = c.watch(ctx, p.GetRequestId(), 1, len(p.GetSchedule()))
+	} else {
+		end = c.wait(ctx, p.GetRequestId())
+	}
+	if *out != "" && (end == nil || errors.Is(end, errPlanFailed)) {
+		if err := c.saveArtifacts(ctx, req.GetSessionId(), p.GetRequestId(), *out); err != nil {
+			return err
+		}
+	}
+	return end
+}
+
+// submitPlan submits a plan; if its request_id is taken by another plan and
+// may be replaced, it is submitted again under a fresh one, saying so.
+func (c *cli) submitPlan(ctx context.Context, req *cpv1.SubmitPlanRequest, renamable bool) (*cpv1.Plan, error) {
+	for attempt := 0; ; attempt++ {
+		sctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+		resp, err := c.cp.SubmitPlan(sctx, req)
+		cancel()
+		if err == nil {
+			return resp.GetPlan(), nil
+		}
+		if !renamable || attempt > 2 || reason(err) != "IDEMPOTENCY_CONFLICT" {
+			return nil, err
+		}
+		fresh := freshID(req.GetRequestId())
+		fmt.Fprintf(os.Stderr, "blendctl: request_id %s is already taken by another plan; submitting as %s\n", req.GetRequestId(), fresh)
+		req.RequestId = fresh
+	}
+}
+
+// freshID derives a new request id from a taken one: base-<6 hex digits>,
+// within the 128 characters a request id may have.
+func freshID(id string) string {
+	var b [3]byte
+	rand.Read(b[:])
+	suffix := "-" + hex.EncodeToString(b[:])
+	if len(id)+len(suffix) > 128 {
+		id = id[:128-len(suffix)]
+	}
+	return id + suffix
+}
+
+// reason is the ErrorInfo reason of a gRPC error, or "".
+func reason(err error) string {
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
+// closeSession closes a session this command negotiated, even after an
+// interrupt: closing cancels what still runs in it.
+func (c *cli) closeSession(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	if _, err := c.cp.CloseSession(ctx, &cpv1.CloseSessionRequest{SessionId: id}); err != nil {
+		fmt.Fprintf(os.Stderr, "blendctl: closing session %s: %s\n", id, describeError(err))
+		return
+	}
+	if !c.json {
+		fmt.Fprintf(c.out, "session %s closed\n", id)
+	}
+}
+
+func (c *cli) watchCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
+	from := fs.Int64("from", 1, "first receipt sequence to show")
+	id, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	gctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	resp, err := c.cp.GetPlan(gctx, &cpv1.GetPlanRequest{RequestId: id})
+	if err != nil {
+		return err
+	}
+	return c.watch(ctx, id, *from, len(resp.GetPlan().GetSchedule()))
+}
+
+// watch streams receipts from a cursor; if the stream breaks it resumes from
+// the last receipt seen, so nothing is shown twice or skipped.
+func (c *cli) watch(ctx context.Context, requestID string, from int64, total int) error {
+	progress := newProgress(c.out, total, c.json)
+	return c.follow(ctx, requestID, from, func(resp *cpv1.StreamReceiptsResponse) error {
+		if r := resp.GetReceipt(); r != nil {
+			if c.json {
+				return c.printJSON(r)
+			}
+			progress.receipt(r)
+		} else if pg := resp.GetProgress(); pg != nil && !c.json {
+			progress.step(pg)
+		}
+		return nil
+	}, progress.done)
+}
+
+// wait follows a plan to its end without showing its receipts.
+func (c *cli) wait(ctx context.Context, requestID string) error {
+	progress := newProgress(c.out, 0, c.json)
+	return c.follow(ctx, requestID, 1, func(*cpv1.StreamReceiptsResponse) error { return nil }, progress.done)
+}
+
+// follow reads a plan's receipt stream from a cursor to its end, resuming
+// after a broken stream, then reports the plan as it ended.
+func (c *cli) follow(ctx context.Context, requestID string, from int64, each func(*cpv1.StreamReceiptsResponse) error, done func(*cpv1.Plan)) error {
+	cursor := from
+	for attempt := 0; ; attempt++ {
+		stream, err := c.cp.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID, StartSequence: cursor})
+		if err != nil {
+			return err
+		}
+		for {
+			resp, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return c.finish(ctx, requestID, done)
+			}
+			if err != nil {
+				if ctx.Err() != nil || attempt >= 5 {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "blendctl: stream interrupted (%v); resuming at receipt %d\n", describeError(err), cursor)
+				time.Sleep(time.Second)
+				break
+			}
+			if r := resp.GetReceipt(); r != nil {
+				cursor = r.GetSequence() + 1
+			}
+			if err := each(resp); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (c *cli) finish(ctx context.Context, requestID string, done func(*cpv1.Plan)) error {
+	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	resp, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID})
+	if err != nil {
+		return err
+	}
+	p := resp.GetPlan()
+	if !c.json {
+		done(p)
+	}
+	if p.GetState() == cpv1.Plan_STATE_FAILED || p.GetState() == cpv1.Plan_STATE_CANCELLED {
+		return errPlanFailed
+	}
+	return nil
+}
