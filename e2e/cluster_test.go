@@ -169,14 +169,25 @@ func startCluster(t testing.TB) *cluster {
 // startClusterWith passes extra flags and environment to agentd.
 func startClusterWith(t testing.TB, agentArgs, agentEnv []string) *cluster {
 	t.Helper()
-	c := &cluster{cpAddr: freeAddr(t), agentAddr: freeAddr(t), agentEnv: agentEnv}
+	return startClusterOpts(t, clusterOpts{agentArgs: agentArgs, agentEnv: agentEnv})
+}
+
+// clusterOpts are extra flags for each daemon and environment for agentd.
+type clusterOpts struct {
+	cpArgs, agentArgs, agentEnv []string
+}
+
+func startClusterOpts(t testing.TB, o clusterOpts) *cluster {
+	t.Helper()
+	agentArgs := o.agentArgs
+	c := &cluster{cpAddr: freeAddr(t), agentAddr: freeAddr(t), agentEnv: o.agentEnv}
 	dir := t.TempDir()
 	c.dir = dir
-	c.cp = startDaemon(t, "controlplane", "--listen", c.cpAddr, "--data-dir", filepath.Join(dir, "cp"), "--heartbeat", "1s",
-		"--agent-retry-window", "1m")
+	c.cp = startDaemon(t, "controlplane", append([]string{"--listen", c.cpAddr, "--data-dir", filepath.Join(dir, "cp"), "--heartbeat", "1s",
+		"--agent-retry-window", "1m"}, o.cpArgs...)...)
 	c.agentArgs = append(append([]string{"--listen", c.agentAddr, "--control-plane", c.cpAddr,
 		"--data-dir", filepath.Join(dir, "agent")}, blenderFlags()...), agentArgs...)
-	c.agent = startDaemonEnv(t, agentEnv, "agentd", c.agentArgs...)
+	c.agent = startDaemonEnv(t, o.agentEnv, "agentd", c.agentArgs...)
 	conn, err := grpc.NewClient(c.cpAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 	if err != nil {

@@ -13,19 +13,36 @@ import (
 
 // blenderPIDs lists processes whose command line mentions dir: the Blender
 // children of one agentd data dir (their bridge package lives under it).
+// A process forked by one of them (Blender runs helpers such as
+// xdg-user-dir, and the fork has its parent's command line until it execs)
+// is not another Blender.
 func blenderPIDs(t testing.TB, dir string) []string {
 	t.Helper()
 	entries, _ := os.ReadDir("/proc")
-	var pids []string
+	parent := map[string]string{}
+	var found []string
 	for _, e := range entries {
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		if err != nil || !strings.Contains(string(cmdline), dir) || !strings.Contains(string(cmdline), "bridge") {
 			continue
 		}
-		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(stat), ") Z ") {
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // gone
+		}
+		// stat: pid (comm) state ppid ...
+		fields := strings.Fields(string(stat[strings.LastIndex(string(stat), ")")+1:]))
+		if len(fields) < 2 || fields[0] == "Z" {
 			continue // a zombie is already dead
 		}
-		pids = append(pids, e.Name())
+		parent[e.Name()] = fields[1]
+		found = append(found, e.Name())
+	}
+	var pids []string
+	for _, pid := range found {
+		if _, forked := parent[parent[pid]]; !forked {
+			pids = append(pids, pid)
+		}
 	}
 	return pids
 }

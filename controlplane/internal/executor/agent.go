@@ -43,7 +43,7 @@ func (e *Executor) interrupt(agentID, sessionID string, ref store.PlanRef, log *
 }
 
 // execute sends a batch of operations to the agent and hands each receipt
-// to add, in order (after collecting the files it names). While the agent
+// to add, in order. While the agent
 // is unreachable it retries the operations still without a receipt, with
 // the same idempotency keys. last says the batch ends the plan. It returns
 // an error only when the executor is stopping.
@@ -90,11 +90,6 @@ func (e *Executor) execute(agentID string, ref store.PlanRef, sessionID string, 
 			}
 			if r.GetOperationId() != calls[0].GetOperationId() {
 				return false, fmt.Errorf("agent answered for %q, expected %q", r.GetOperationId(), calls[0].GetOperationId())
-			}
-			if len(r.GetArtifacts()) > 0 && e.collect != nil {
-				if err := e.collect(ctx, agent, ref, sessionID, r); err != nil {
-					log.Warn("collecting the files of a receipt", "operation_id", r.GetOperationId(), "err", err)
-				}
 			}
 			calls = calls[1:]
 			ok := r.GetStatus() == cpv1.Receipt_STATUS_SUCCEEDED || r.GetStatus() == cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT

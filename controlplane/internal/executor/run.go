@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
@@ -92,6 +93,9 @@ func (e *Executor) run(ref store.PlanRef) error {
 				"blender_mutation_id", r.GetBlenderMutationId(), "status", r.GetStatus().String())
 		}
 		pr.observe(r)
+		if len(r.GetArtifacts()) > 0 {
+			e.collectFiles(agentID, ref, sessionID, r, log)
+		}
 		var final *cpv1.Plan
 		if pr.next == len(sched) && pr.failed == nil && !pr.cancelled && !finished {
 			final = proto.Clone(p).(*cpv1.Plan)
@@ -168,6 +172,24 @@ func (e *Executor) run(ref store.PlanRef) error {
 		return fmt.Errorf("commit receipts: %w", err)
 	}
 	return nil
+}
+
+// collectFiles has the files a receipt names taken from the agent before
+// the receipt is committed, so that whoever sees the receipt can download
+// them. A failure is logged: the receipt is committed anyway.
+func (e *Executor) collectFiles(agentID string, ref store.PlanRef, sessionID string, r *cpv1.Receipt, log *slog.Logger) {
+	if e.collect == nil {
+		return
+	}
+	agent, err := e.client(agentID)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(e.ctx, e.cfg.OperationTimeout)
+		err = e.collect(ctx, agent, ref, sessionID, r)
+		cancel()
+	}
+	if err != nil {
+		log.Warn("collecting the files of a receipt", "operation_id", r.GetOperationId(), "err", err)
+	}
 }
 
 // final is the terminal state of a plan that did not succeed op by op to

@@ -1,0 +1,402 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+func (c *cluster) session(t testing.TB, id string) *cpv1.Session {
+	t.Helper()
+	resp, err := c.client.GetSession(ctxT(t, 10*time.Second), &cpv1.GetSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatalf("get session %s: %v", id, err)
+	}
+	return resp.GetSession()
+}
+
+// waitState waits until a session is in state want.
+func (c *cluster) waitState(t testing.TB, id string, want cpv1.Session_State) *cpv1.Session {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		s := c.session(t, id)
+		if s.GetState() == want {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s stayed %v, want %v", id, s.GetState(), want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// wantRefusal checks an error's code and ErrorInfo reason.
+func wantRefusal(t testing.TB, what string, err error, code codes.Code, reason string) {
+	t.Helper()
+	st := status.Convert(err)
+	info, _ := details(st)
+	if st.Code() != code || info.GetReason() != reason {
+		t.Fatalf("%s: %v (reason %q), want %v %s", what, err, info.GetReason(), code, reason)
+	}
+}
+
+// TestSessionParkRestoreClose: a session starts no Blender until its first
+// plan, is parked when idle (checkpointed, Blender stopped), comes back on
+// the same scene hash, and once closed refuses plans, has no files left on
+// its agent and keeps its plans, receipts and audit.
+func TestSessionParkRestoreClose(t *testing.T) {
+	c := startClusterOpts(t, clusterOpts{cpArgs: []string{"--session-idle-timeout", "2s"}})
+	s := c.negotiate(t)
+	id := s.GetSessionId()
+	dir := filepath.Join(c.dir, "agent", "sessions", id)
+	if pids := blenderPIDs(t, dir); len(pids) != 0 {
+		t.Fatalf("Negotiate started Blender %v", pids)
+	}
+	if st := c.session(t, id).GetState(); st != cpv1.Session_STATE_PARKED {
+		t.Fatalf("a new session is %v, want PARKED (no Blender yet)", st)
+	}
+	p, rs := c.run(t, id, "park-1", op("a", "object.create", map[string]any{"type": "cube", "name": "Keep"}))
+	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+		t.Fatalf("plan %v", p)
+	}
+	if pids := blenderPIDs(t, dir); len(pids) != 1 {
+		t.Fatalf("Blender processes of the session after its plan: %v", pids)
+	}
+	parked := c.waitState(t, id, cpv1.Session_STATE_PARKED)
+	if pids := blenderPIDs(t, dir); len(pids) != 0 {
+		t.Fatalf("a parked session still runs Blender %v", pids)
+	}
+	if checkpoints, _ := filepath.Glob(filepath.Join(dir, "checkpoint-*.blend")); len(checkpoints) != 1 {
+		t.Fatalf("checkpoints of the parked session: %v", checkpoints)
+	}
+	if parked.GetSceneHash() != rs[0].GetSceneHashAfter() || parked.GetPlanCount() != 1 {
+		t.Fatalf("parked session %v, last receipt %v", parked, rs[0])
+	}
+
+	// The next plan restores it transparently, on the same scene.
+	_, rs2 := c.run(t, id, "park-2", op("again", "object.create", map[string]any{"type": "cube", "name": "Keep"}))
+	if rs2[0].GetSceneHashBefore() != rs[0].GetSceneHashAfter() || rs2[0].GetError().GetErrorCode() != "CONFLICT" {
+		t.Fatalf("after the restore: %v (want a CONFLICT on the scene %s)", rs2[0], rs[0].GetSceneHashAfter())
+	}
+
+	resp, err := c.client.CloseSession(ctxT(t, time.Minute), &cpv1.CloseSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if closed := resp.GetSession(); closed.GetState() != cpv1.Session_STATE_CLOSED || closed.GetCloseTime() == nil {
+		t.Fatalf("closed session %v", closed)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the session's files are left on the agent: %v", err)
+	}
+	if pids := blenderPIDs(t, dir); len(pids) != 0 {
+		t.Fatalf("a closed session runs Blender %v", pids)
+	}
+	_, err = c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: id, RequestId: "park-3",
+		Operations: []*cpv1.Operation{op("a", "scene.get_summary", map[string]any{})}})
+	wantRefusal(t, "plan in a closed session", err, codes.FailedPrecondition, "SESSION_CLOSED")
+	if again, err := c.client.CloseSession(ctxT(t, time.Minute), &cpv1.CloseSessionRequest{SessionId: id}); err != nil ||
+		again.GetSession().GetCloseTime().AsTime() != resp.GetSession().GetCloseTime().AsTime() {
+		t.Fatalf("closing again: %v %v", again, err)
+	}
+	// Its plans, receipts and audit stay.
+	if got := c.receipts(t, "park-1", 1); len(got) != 1 || got[0].GetSceneHashAfter() != rs[0].GetSceneHashAfter() {
+		t.Fatalf("receipts of a closed session's plan: %v", got)
+	}
+	audit, err := c.client.ListAuditRecords(ctxT(t, 10*time.Second), &cpv1.ListAuditRecordsRequest{RequestId: "park-1"})
+	if err != nil || len(audit.GetAuditRecords()) != 1 {
+		t.Fatalf("audit of a closed session's plan: %v %v", audit, err)
+	}
+	// Closed sessions are listed only when asked for.
+	list := func(state cpv1.Session_State) []string {
+		resp, err := c.client.ListSessions(ctxT(t, 10*time.Second), &cpv1.ListSessionsRequest{State: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, s := range resp.GetSessions() {
+			ids = append(ids, s.GetSessionId())
+		}
+		return ids
+	}
+	if ids := list(cpv1.Session_STATE_UNSPECIFIED); len(ids) != 0 {
+		t.Fatalf("sessions listed by default: %v", ids)
+	}
+	if ids := list(cpv1.Session_STATE_CLOSED); fmt.Sprint(ids) != fmt.Sprint([]string{id}) {
+		t.Fatalf("closed sessions: %v", ids)
+	}
+}
+
+// TestFloodUnderMaxSessions: fifty clients negotiating and running a plan
+// at once against an agent with --max-sessions 3 never make it run more than
+// three Blenders, and lose no plan: each succeeds, or its negotiation is
+// refused with RESOURCE_EXHAUSTED.
+func TestFloodUnderMaxSessions(t *testing.T) {
+	c := startClusterWith(t, []string{"--max-sessions", "3"}, nil)
+	agentDir := filepath.Join(c.dir, "agent")
+	stop := make(chan struct{})
+	most := make(chan int)
+	go func() {
+		peak := 0
+		for {
+			select {
+			case <-stop:
+				most <- peak
+				return
+			case <-time.After(20 * time.Millisecond):
+				peak = max(peak, len(blenderPIDs(t, agentDir)))
+			}
+		}
+	}()
+	var mu sync.Mutex
+	ran, refused := 0, 0
+	var wg sync.WaitGroup
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.client.Negotiate(ctxT(t, 2*time.Minute), &cpv1.NegotiateRequest{
+				ContractVersion: "1.0.0", HostProfile: &cpv1.HostProfile{ClientName: "flood"}})
+			if status.Code(err) == codes.ResourceExhausted {
+				if info, _ := details(status.Convert(err)); info.GetReason() != "CAPACITY_EXHAUSTED" {
+					t.Errorf("refusal %v", err)
+				}
+				mu.Lock()
+				refused++
+				mu.Unlock()
+				return
+			}
+			if err != nil {
+				t.Errorf("negotiate %d: %v", i, err)
+				return
+			}
+			rid := fmt.Sprintf("flood-%d", i)
+			if _, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: resp.GetContract().GetSessionId(),
+				RequestId: rid, Operations: []*cpv1.Operation{op("a", "object.create", map[string]any{"type": "cube"})}}); err != nil {
+				t.Errorf("submit %s: %v", rid, err)
+				return
+			}
+			rs := c.receipts(t, rid, 1)
+			if p := c.plan(t, rid); p.GetState() != cpv1.Plan_STATE_SUCCEEDED || len(rs) != 1 {
+				t.Errorf("plan %s ended %v with %d receipts: %v", rid, p.GetState(), len(rs), p.GetFailure())
+				return
+			}
+			mu.Lock()
+			ran++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	peak := <-most
+	t.Logf("%d plans ran, %d negotiations refused, at most %d Blenders at once", ran, refused, peak)
+	if peak > 3 {
+		t.Fatalf("%d Blenders at once under --max-sessions 3", peak)
+	}
+	if ran+refused != 50 || ran < 3 {
+		t.Fatalf("%d ran and %d were refused, of 50", ran, refused)
+	}
+}
+
+// upload sends a file to a session in chunks of chunk bytes.
+func (c *cluster) upload(t testing.TB, header *cpv1.ArtifactUpload, content []byte, chunk int) (*cpv1.Artifact, error) {
+	t.Helper()
+	stream, err := c.client.UploadArtifact(ctxT(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&cpv1.UploadArtifactRequest{Part: &cpv1.UploadArtifactRequest_Header{Header: header}}); err != nil {
+		_, err = stream.CloseAndRecv()
+		return nil, err
+	}
+	for len(content) > 0 {
+		n := min(chunk, len(content))
+		if err := stream.Send(&cpv1.UploadArtifactRequest{Part: &cpv1.UploadArtifactRequest_Chunk{Chunk: content[:n]}}); err != nil {
+			_, err = stream.CloseAndRecv()
+			return nil, err
+		}
+		content = content[n:]
+	}
+	resp, err := stream.CloseAndRecv()
+	return resp.GetArtifact(), err
+}
+
+// download fetches an artifact and checks that its content hashes as its
+// header says.
+func (c *cluster) download(t testing.TB, req *cpv1.DownloadArtifactRequest) (*cpv1.Artifact, []byte, error) {
+	t.Helper()
+	stream, err := c.client.DownloadArtifact(ctxT(t, time.Minute), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a *cpv1.Artifact
+	var content bytes.Buffer
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if h := resp.GetArtifact(); h != nil {
+			a = h
+		}
+		content.Write(resp.GetChunk())
+	}
+	if hexSHA(content.Bytes()) != a.GetSha256() || int64(content.Len()) != a.GetSizeBytes() {
+		t.Fatalf("downloaded %d bytes hashing to %s; the header says %d bytes, %s", content.Len(), hexSHA(content.Bytes()), a.GetSizeBytes(), a.GetSha256())
+	}
+	return a, content.Bytes(), nil
+}
+
+func hexSHA(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// TestArtifacts: a file uploaded in chunks is imported by a plan; the
+// plan's render and export are kept as artifacts, downloaded with the hash
+// the receipt names and the agent's file has; bad uploads change nothing.
+func TestArtifacts(t *testing.T) {
+	c := startCluster(t)
+	s := c.negotiate(t)
+	id := s.GetSessionId()
+	obj := []byte("o Tri\nv 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+	up, err := c.upload(t, &cpv1.ArtifactUpload{SessionId: id, Name: "tri.obj", SizeBytes: int64(len(obj)), Sha256: hexSHA(obj)}, obj, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.GetSha256() != hexSHA(obj) || up.GetSizeBytes() != int64(len(obj)) || up.GetRequestId() != "" {
+		t.Fatalf("uploaded %v", up)
+	}
+	p, rs := c.run(t, id, "art-1",
+		op("imp", "scene.import", map[string]any{"format": "obj", "input": "tri.obj"}),
+		op("shot", "render.still", map[string]any{"output": "shot.png", "resolution": []any{64, 48}, "samples": 1, "seed": 3}, "imp"),
+		op("out", "scene.export", map[string]any{"format": "gltf", "output": "scene.glb"}, "imp"))
+	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+		t.Fatalf("plan %v: %v", p.GetState(), rs)
+	}
+	sandbox := filepath.Join(c.dir, "agent", "sessions", id, "output")
+	for _, r := range rs[1:] {
+		if len(r.GetArtifacts()) == 0 {
+			t.Fatalf("receipt of %s names no file: %v", r.GetOperationId(), r)
+		}
+		for _, f := range r.GetArtifacts() {
+			a, content, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: f.GetName()})
+			if err != nil {
+				t.Fatalf("download %s: %v", f.GetName(), err)
+			}
+			onAgent, _ := os.ReadFile(filepath.Join(sandbox, f.GetName()))
+			if a.GetSha256() != f.GetSha256() || hexSHA(onAgent) != f.GetSha256() || !bytes.Equal(content, onAgent) {
+				t.Fatalf("%s: downloaded %s, receipt %s, agent's file %s", f.GetName(), a.GetSha256(), f.GetSha256(), hexSHA(onAgent))
+			}
+			if a.GetRequestId() != "art-1" || a.GetOperationId() != r.GetOperationId() || a.GetReceiptSequence() != r.GetSequence() {
+				t.Fatalf("artifact %v does not name its receipt %v", a, r)
+			}
+		}
+	}
+	list, err := c.client.ListArtifacts(ctxT(t, 10*time.Second), &cpv1.ListArtifactsRequest{SessionId: id, RequestId: "art-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range list.GetArtifacts() {
+		names = append(names, a.GetName())
+	}
+	if got := strings.Join(names, " "); !strings.Contains(got, "shot.png") || !strings.Contains(got, "scene.glb") || strings.Contains(got, "tri.obj") {
+		t.Fatalf("artifacts of art-1: %s", got)
+	}
+
+	// Refusals, each changing nothing.
+	_, err = c.upload(t, &cpv1.ArtifactUpload{SessionId: id, Name: "../evil.obj"}, obj, 1<<20)
+	wantRefusal(t, "a path as a name", err, codes.FailedPrecondition, "POLICY_REFUSED")
+	_, err = c.upload(t, &cpv1.ArtifactUpload{SessionId: id, Name: "evil\n.obj"}, obj, 1<<20)
+	wantRefusal(t, "a control character in a name", err, codes.FailedPrecondition, "POLICY_REFUSED")
+	_, err = c.upload(t, &cpv1.ArtifactUpload{SessionId: id, Name: "tri.obj", Sha256: hexSHA([]byte("other"))}, obj, 1<<20)
+	wantRefusal(t, "a wrong hash", err, codes.InvalidArgument, "CHECKSUM_MISMATCH")
+	if a, _, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "tri.obj"}); err != nil || a.GetSha256() != hexSHA(obj) {
+		t.Fatalf("the refused upload replaced tri.obj: %v %v", a, err)
+	}
+	_, _, err = c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "nope.png"})
+	wantRefusal(t, "an unknown artifact", err, codes.NotFound, "ARTIFACT_NOT_FOUND")
+	small, err := c.client.Negotiate(ctxT(t, time.Minute), &cpv1.NegotiateRequest{ContractVersion: "1.0.0",
+		HostProfile: &cpv1.HostProfile{ClientName: "e2e"}, Limits: &cpv1.Limits{MaxArtifactBytes: 16}})
+	if err != nil || small.GetContract().GetLimits().GetMaxArtifactBytes() != 16 {
+		t.Fatalf("negotiate a small artifact limit: %v %v", small, err)
+	}
+	_, err = c.upload(t, &cpv1.ArtifactUpload{SessionId: small.GetContract().GetSessionId(), Name: "tri.obj"}, obj, 8)
+	wantRefusal(t, "an upload over the contract's limit", err, codes.FailedPrecondition, "CONTRACT_VIOLATION")
+	if _, err := os.Stat(filepath.Join(c.dir, "agent", "sessions", small.GetContract().GetSessionId(), "output", "tri.obj")); !os.IsNotExist(err) {
+		t.Fatalf("the refused upload reached the agent: %v", err)
+	}
+}
+
+// TestHelloTwiceWithBlendctl: the hello example runs twice through
+// blendctl: the second run gets a fresh request id, each closes the session
+// it negotiated, and --out saves the render with the hash the control plane
+// holds.
+func TestHelloTwiceWithBlendctl(t *testing.T) {
+	c := startCluster(t)
+	out := t.TempDir()
+	sessionLine := regexp.MustCompile(`session (s-[0-9a-f]+) on agent`)
+	var sessions []string
+	for i := 0; i < 2; i++ {
+		cmd := exec.Command(filepath.Join(binDir, "blendctl"), "--addr", c.cpAddr, "submit",
+			filepath.Join(repoRoot(), "examples/plans/hello.json"), "--watch", "--out", out)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("run %d: %v\n%s\n%s", i+1, err, stdout.String(), stderr.String())
+		}
+		text := stdout.String()
+		for _, want := range []string{"[8/8]", "SUCCEEDED", "wrote hello.png", "saved " + filepath.Join(out, "hello.png"), "closed"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("run %d: output lacks %q:\n%s", i+1, want, text)
+			}
+		}
+		if i == 1 && !strings.Contains(stderr.String(), "request_id hello-1 is already taken") {
+			t.Errorf("the second run does not say its request id was replaced:\n%s", stderr.String())
+		}
+		m := sessionLine.FindStringSubmatch(text)
+		if m == nil {
+			t.Fatalf("no session in the output:\n%s", text)
+		}
+		sessions = append(sessions, m[1])
+	}
+	for _, id := range sessions {
+		if st := c.session(t, id).GetState(); st != cpv1.Session_STATE_CLOSED {
+			t.Errorf("session %s left %v", id, st)
+		}
+	}
+	saved, err := os.ReadFile(filepath.Join(out, "hello.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: sessions[1], Name: "hello.png"})
+	if err != nil || a.GetSha256() != hexSHA(saved) {
+		t.Fatalf("saved render %s, artifact %v %v", hexSHA(saved), a, err)
+	}
+	// Seeded renders of the same plan are the same bytes.
+	first, _, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: sessions[0], Name: "hello.png"})
+	if err != nil || first.GetSha256() != a.GetSha256() {
+		t.Fatalf("the two runs rendered %v and %v", first, a)
+	}
+}
