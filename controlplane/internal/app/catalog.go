@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 )
 
 // ErrRuntimeNotFound: no registered agent offers that runtime.
-var ErrRuntimeNotFound = fmt.Errorf("runtime not found")
+var ErrRuntimeNotFound = errors.New("runtime not found")
 
 // Tools returns the tool registry of one of the caller's sessions, or of a
 // runtime (runtimeID empty: the first ready one).
@@ -22,7 +23,7 @@ func (a *App) Tools(ctx context.Context, who Principal, sessionID, runtimeID str
 		if err != nil {
 			return nil, err
 		}
-		return sess.Registry, nil
+		return a.store.Registry(sess.RegistryFingerprint())
 	}
 	for _, rt := range a.fleet.Runtimes() {
 		if runtimeID == "" || rt.GetRuntimeId() == runtimeID {
@@ -61,7 +62,8 @@ func (a *App) Agents(ctx context.Context) []*cpv1.Agent { return a.fleet.List() 
 func (a *App) RegisterAgent(ctx context.Context, req *cpv1.RegisterAgentRequest) *cpv1.RegisterAgentResponse {
 	a.fleet.Register(req)
 	for _, rt := range req.GetRuntimes() {
-		go a.registries.get(rt.GetRegistry()) // compiles once per fingerprint; errors are logged there
+		// Compiled once per fingerprint; errors are logged there.
+		go a.registries.get(rt.GetRegistry().GetFingerprint(), known(rt.GetRegistry()))
 	}
 	return &cpv1.RegisterAgentResponse{
 		HeartbeatIntervalSeconds: int32(a.fleet.Heartbeat() / time.Second),

@@ -97,8 +97,7 @@ func (a *App) open(ctx context.Context, who Principal, req *cpv1.NegotiateReques
 		Info: &cpv1.Session{SessionId: sessionID, State: cpv1.Session_STATE_OPEN, Contract: c,
 			AgentId: place.AgentID, RuntimeId: place.Runtime.GetRuntimeId(), SceneHash: c.GetBaselineSceneHash(),
 			CreateTime: c.GetCreateTime()},
-		Registry: place.Runtime.GetRegistry(),
-	})
+	}, place.Runtime.GetRegistry())
 	if err != nil {
 		// Do not leave a session on the agent that nobody can reach.
 		a.releaseOnAgent(context.WithoutCancel(ctx), place.AgentID, sessionID)

@@ -23,6 +23,7 @@ type registries struct {
 
 type compiled struct {
 	once sync.Once
+	raw  *cpv1.ToolRegistry
 	reg  *plan.Registry
 	err  error
 }
@@ -31,11 +32,10 @@ func newRegistries(log *slog.Logger) *registries {
 	return &registries{log: log, compile: compileRegistry, byFP: map[string]*compiled{}}
 }
 
-// get returns the compiled registry, compiling it on first use. A registry
-// that does not compile fails with ErrRegistryInvalid, every time, and is
-// logged once.
-func (r *registries) get(tr *cpv1.ToolRegistry) (*plan.Registry, error) {
-	fp := tr.GetFingerprint()
+// get returns the compiled registry with fingerprint fp, loading it with
+// load and compiling it on first use. A registry that does not compile fails
+// with ErrRegistryInvalid, every time, and is logged once.
+func (r *registries) get(fp string, load func() (*cpv1.ToolRegistry, error)) (*plan.Registry, error) {
 	r.mu.Lock()
 	c, ok := r.byFP[fp]
 	if !ok {
@@ -44,13 +44,22 @@ func (r *registries) get(tr *cpv1.ToolRegistry) (*plan.Registry, error) {
 	}
 	r.mu.Unlock()
 	c.once.Do(func() {
-		c.reg, c.err = r.compile(tr)
+		c.raw, c.err = load()
+		if c.err != nil {
+			return
+		}
+		c.reg, c.err = r.compile(c.raw)
 		if c.err != nil {
 			c.err = fmt.Errorf("%w: registry %s: %w", ErrRegistryInvalid, fp, c.err)
 			r.log.Error("tool registry does not compile; plans against it are refused", "fingerprint", fp, "err", c.err)
 		}
 	})
 	return c.reg, c.err
+}
+
+// known is a loader of a registry at hand (a runtime's, from its agent).
+func known(tr *cpv1.ToolRegistry) func() (*cpv1.ToolRegistry, error) {
+	return func() (*cpv1.ToolRegistry, error) { return tr, nil }
 }
 
 func compileRegistry(r *cpv1.ToolRegistry) (*plan.Registry, error) {

@@ -37,7 +37,8 @@ func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanReq
 			Message:    fmt.Sprintf("the request is %d bytes; the session's contract allows %d: split the plan", size, limits.GetMaxPayloadBytes()),
 			Violations: []plan.Violation{{Field: "operations", Description: fmt.Sprintf("%d bytes, at most %d", size, limits.GetMaxPayloadBytes())}}}
 	}
-	reg, err := a.registries.get(sess.Registry)
+	fp := sess.RegistryFingerprint()
+	reg, err := a.registries.get(fp, func() (*cpv1.ToolRegistry, error) { return a.store.Registry(fp) })
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +75,7 @@ func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanReq
 		SessionId:           req.GetSessionId(),
 		State:               cpv1.Plan_STATE_PENDING,
 		Atomic:              req.GetAtomic(),
-		RegistryFingerprint: sess.Registry.GetFingerprint(),
+		RegistryFingerprint: fp,
 		CreateTime:          timestamppb.Now(),
 	}
 	p.UpdateTime = p.CreateTime

@@ -64,10 +64,11 @@ func createBuckets(tx *bolt.Tx, names ...[]byte) error {
 // one), and adds the session order, release queue, owner audit index and
 // artifact buckets.
 func migrateOwners(tx *bolt.Tx) error {
-	if err := createBuckets(tx, bucketSessionOrder, bucketReleasing, bucketAuditOwner, bucketArtifacts, bucketArtifactNames); err != nil {
+	if err := createBuckets(tx, bucketRegistries, bucketSessionOrder, bucketReleasing, bucketAuditOwner, bucketArtifacts, bucketArtifactNames); err != nil {
 		return err
 	}
-	// Sessions: contract, agent_address, runtime_id → session, owner, order.
+	// Sessions: contract, agent_address, runtime_id, registry → session,
+	// owner, order; registries are kept once, by fingerprint.
 	sessions := tx.Bucket(bucketSessions)
 	order, err := tx.Bucket(bucketSessionOrder).CreateBucketIfNotExists([]byte(LegacyOwner))
 	if err != nil {
@@ -103,7 +104,14 @@ func migrateOwners(tx *bolt.Tx) error {
 		if err := order.Put(u64(seq), id); err != nil {
 			return err
 		}
-		for _, old := range []string{"contract", "agent_address", "runtime_id"} {
+		reg := &cpv1.ToolRegistry{}
+		if err := getProto(b, []byte("registry"), reg); err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		if err := putRegistry(tx, reg); err != nil {
+			return err
+		}
+		for _, old := range []string{"contract", "agent_address", "runtime_id", "registry"} {
 			if err := b.Delete([]byte(old)); err != nil {
 				return err
 			}

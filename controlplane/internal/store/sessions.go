@@ -17,17 +17,25 @@ type Session struct {
 	Owner string
 	// Info is the session as the API shows it. Its state is OPEN or CLOSED
 	// here; whether an open session's Blender runs (OPEN) or not (PARKED)
-	// is its agent's to say.
+	// is its agent's to say. Its contract names the tool registry its plans
+	// are checked against (Registry reads it).
 	Info *cpv1.Session
-	// Registry is the tool registry its plans are checked against.
-	Registry *cpv1.ToolRegistry
+}
+
+// RegistryFingerprint is the fingerprint of the session's tool registry.
+func (s Session) RegistryFingerprint() string {
+	return s.Info.GetContract().GetToolRegistryRef().GetFingerprint()
 }
 
 // Closed reports whether the session was closed.
 func (s Session) Closed() bool { return s.Info.GetState() == cpv1.Session_STATE_CLOSED }
 
-// PutSession stores a new session (Info.SessionId set, state OPEN).
-func (s *Store) PutSession(sess Session) error {
+// PutSession stores a new session (Info.SessionId set, state OPEN) and, if
+// the store does not hold it yet, the tool registry its contract names.
+func (s *Store) PutSession(sess Session, registry *cpv1.ToolRegistry) error {
+	if fp := registry.GetFingerprint(); fp != sess.RegistryFingerprint() {
+		return fmt.Errorf("session %s: registry %s is not the contract's %s", sess.Info.GetSessionId(), fp, sess.RegistryFingerprint())
+	}
 	id := []byte(sess.Info.GetSessionId())
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.Bucket(bucketSessions).CreateBucket(id)
@@ -54,7 +62,7 @@ func (s *Store) PutSession(sess Session) error {
 		if err := putProto(b, keySession, info); err != nil {
 			return err
 		}
-		if err := putProto(b, keyRegistry, sess.Registry); err != nil {
+		if err := putRegistry(tx, registry); err != nil {
 			return err
 		}
 		for _, kv := range [][2][]byte{{keyOwner, []byte(sess.Owner)}, {keyOrder, u64(seq)}, {keySceneHash, []byte(hash)},
@@ -91,11 +99,8 @@ func readSession(tx *bolt.Tx, id string) (Session, error) {
 	if err != nil {
 		return Session{}, err
 	}
-	sess := Session{Owner: string(b.Get(keyOwner)), Info: &cpv1.Session{}, Registry: &cpv1.ToolRegistry{}}
+	sess := Session{Owner: string(b.Get(keyOwner)), Info: &cpv1.Session{}}
 	if err := getProto(b, keySession, sess.Info); err != nil {
-		return Session{}, fmt.Errorf("session %s: %w", id, err)
-	}
-	if err := getProto(b, keyRegistry, sess.Registry); err != nil {
 		return Session{}, fmt.Errorf("session %s: %w", id, err)
 	}
 	sess.Info.SceneHash = string(b.Get(keySceneHash))
@@ -105,6 +110,27 @@ func readSession(tx *bolt.Tx, id string) (Session, error) {
 		sess.Info.UpdateTime = timestamppb.New(time.Unix(0, int64(ns)))
 	}
 	return sess, nil
+}
+
+// putRegistry stores a tool registry under its fingerprint, once.
+func putRegistry(tx *bolt.Tx, r *cpv1.ToolRegistry) error {
+	regs := tx.Bucket(bucketRegistries)
+	if regs.Get([]byte(r.GetFingerprint())) != nil {
+		return nil
+	}
+	return putProto(regs, []byte(r.GetFingerprint()), r)
+}
+
+// Registry returns a stored tool registry by its fingerprint.
+func (s *Store) Registry(fingerprint string) (*cpv1.ToolRegistry, error) {
+	r := &cpv1.ToolRegistry{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return getProto(tx.Bucket(bucketRegistries), []byte(fingerprint), r)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tool registry %s: %w", fingerprint, err)
+	}
+	return r, nil
 }
 
 // CloseSession marks a session closed and queues its release on its agent

@@ -10,13 +10,14 @@
 //	sessions/
 //	  <session_id>/
 //	    session             → Session (proto): contract, placement, state OPEN or CLOSED, times
-//	    registry            → ToolRegistry (proto), what plans are checked against
 //	    owner               → the principal that negotiated it
 //	    order               → uint64: its position in session_order
 //	    scene_hash          → scene hash after its last committed operation
 //	    plans               → uint64: plans accepted
 //	    active_plans        → uint64: plans accepted and not terminal
 //	    update_time         → int64 unix nanoseconds: last plan accepted or ended
+//	registries/             (schema 3)
+//	  <fingerprint>         → ToolRegistry (proto) that session contracts name: plans are checked against it
 //	session_order/          (schema 3)
 //	  <owner>/
 //	    <order>             → session_id, in negotiation order (uint64 big endian)
@@ -69,6 +70,7 @@ import (
 var (
 	bucketMeta          = []byte("meta")
 	bucketSessions      = []byte("sessions")
+	bucketRegistries    = []byte("registries")
 	bucketSessionOrder  = []byte("session_order")
 	bucketReleasing     = []byte("releasing")
 	bucketPlans         = []byte("plans")
@@ -82,7 +84,6 @@ var (
 
 	keySchemaVersion = []byte("schema_version")
 	keySession       = []byte("session")
-	keyRegistry      = []byte("registry")
 	keyOwner         = []byte("owner")
 	keyOrder         = []byte("order")
 	keySceneHash     = []byte("scene_hash")

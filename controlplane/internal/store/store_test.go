@@ -45,23 +45,25 @@ func testSession(owner, id string) Session {
 	return Session{
 		Owner: owner,
 		Info: &cpv1.Session{SessionId: id, State: cpv1.Session_STATE_OPEN, AgentId: "agent-1", RuntimeId: "rt",
-			Contract:  &cpv1.SessionContract{SessionId: id, ContractVersion: "1.0.0", BaselineSceneHash: "base"},
+			Contract: &cpv1.SessionContract{SessionId: id, ContractVersion: "1.0.0", BaselineSceneHash: "base",
+				ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}},
 			SceneHash: "base", CreateTime: created},
-		Registry: &cpv1.ToolRegistry{Fingerprint: "f"},
 	}
 }
+
+var testRegistry = &cpv1.ToolRegistry{Fingerprint: "f", Version: "v"}
 
 func TestSessionLifecycle(t *testing.T) {
 	s, _ := openTest(t)
 	for i := 1; i <= 5; i++ {
-		if err := s.PutSession(testSession("alice", fmt.Sprint("s", i))); err != nil {
+		if err := s.PutSession(testSession("alice", fmt.Sprint("s", i)), testRegistry); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.PutSession(testSession("bob", "s9")); err != nil {
+	if err := s.PutSession(testSession("bob", "s9"), testRegistry); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutSession(testSession("alice", "s1")); err == nil {
+	if err := s.PutSession(testSession("alice", "s1"), testRegistry); err == nil {
 		t.Fatal("a session id was stored twice")
 	}
 	got, err := s.Session("s1")
@@ -69,8 +71,15 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.Owner != "alice" || got.Info.GetAgentId() != "agent-1" || got.Info.GetSceneHash() != "base" ||
-		got.Registry.GetFingerprint() != "f" || got.Info.GetUpdateTime().AsTime().Unix() != 1000 || got.Closed() {
+		got.RegistryFingerprint() != "f" || got.Info.GetUpdateTime().AsTime().Unix() != 1000 || got.Closed() {
 		t.Fatalf("got %+v", got)
+	}
+	if reg, err := s.Registry("f"); err != nil || reg.GetVersion() != "v" {
+		t.Fatalf("registry: %v %v", reg, err)
+	}
+	bad := testSession("alice", "s8")
+	if err := s.PutSession(bad, &cpv1.ToolRegistry{Fingerprint: "other"}); err == nil {
+		t.Fatal("a session stored with another registry than its contract's")
 	}
 	if _, err := s.Session("nope"); !errors.Is(err, ErrSessionNotFound) {
 		t.Fatalf("missing session: %v", err)
@@ -122,7 +131,7 @@ func TestSessionLifecycle(t *testing.T) {
 
 func TestPlanLifecycle(t *testing.T) {
 	s, path := openTest(t)
-	if err := s.PutSession(testSession("alice", "s1")); err != nil {
+	if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {
 		t.Fatal(err)
 	}
 	ref := PlanRef{"alice", "r1"}
@@ -368,7 +377,7 @@ func TestMigratesSchema2(t *testing.T) {
 		t.Fatal(err)
 	}
 	contract := &cpv1.SessionContract{SessionId: "s1", AgentId: "agent-1", BaselineSceneHash: "base",
-		CreateTime: timestamppb.New(time.Unix(1000, 0))}
+		CreateTime: timestamppb.New(time.Unix(1000, 0)), ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}
 	put := func(b *bolt.Bucket, k string, m proto.Message) {
 		raw, _ := proto.Marshal(m)
 		if err := b.Put([]byte(k), raw); err != nil {
@@ -424,6 +433,9 @@ func TestMigratesSchema2(t *testing.T) {
 		sess.Info.GetState() != cpv1.Session_STATE_OPEN || sess.Info.GetSceneHash() != "base" ||
 		sess.Info.GetPlanCount() != 2 || sess.Info.GetActivePlanCount() != 1 || !proto.Equal(sess.Info.GetContract(), contract) {
 		t.Fatalf("migrated session %+v", sess)
+	}
+	if reg, err := s.Registry("f"); err != nil || reg.GetFingerprint() != "f" {
+		t.Fatalf("migrated registry: %v %v", reg, err)
 	}
 	if list, _, _ := s.ListSessions(LegacyOwner, 0, 10, func(Session) bool { return true }); len(list) != 1 {
 		t.Fatalf("session order: %v", list)

@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+const (
+	oneOpPlans  = 200 // timed one-operation plans per kind and run
+	oneOpWarmup = 20  // untimed ones first
+)
+
+// BenchmarkOneOpPlan times what an MCP host or a planner does all day: one
+// tool call as a one-operation plan, end to end through the real binaries
+// (SubmitPlan until its receipt arrives on StreamReceipts), 200 in a row for
+// object.create and 200 for scene.get_summary, beside each receipt's bridge
+// time (duration_micros) and, in the same run, a bare persistent Blender
+// doing the same create over a pipe (testdata/bare_blender.py).
+//
+// Metrics (milliseconds): p50/p90/p99 of create-e2e, create-bridge,
+// summary-e2e, summary-bridge and bare-create; create-overhead-p50 and
+// summary-overhead-p50 (the median of e2e minus bridge time, per plan); and
+// ratio-p50 (create-e2e p50 / bare-create p50; target ≤ 10).
+func BenchmarkOneOpPlan(b *testing.B) {
+	c := startCluster(b)
+	var create, createBridge, summary, summaryBridge, bare []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		s := c.negotiate(b)
+		oneOp := func(kind string, n int, mk func(j int) *cpv1.Operation) (e2e, bridge []time.Duration) {
+			for j := -oneOpWarmup; j < n; j++ {
+				elapsed, agent := runPlan(b, c, s.GetSessionId(), fmt.Sprintf("oneop-%s-%d-%d", kind, i, j), []*cpv1.Operation{mk(j)})
+				if j >= 0 {
+					e2e, bridge = append(e2e, elapsed), append(bridge, agent)
+				}
+			}
+			return e2e, bridge
+		}
+		b.StartTimer()
+		e, br := oneOp("create", oneOpPlans, func(j int) *cpv1.Operation {
+			return cubeOp("create", fmt.Sprintf("One%d_%04d", i, j+oneOpWarmup), j+oneOpWarmup)
+		})
+		create, createBridge = append(create, e...), append(createBridge, br...)
+		e, br = oneOp("summary", oneOpPlans, func(int) *cpv1.Operation {
+			return op("summary", "scene.get_summary", map[string]any{})
+		})
+		summary, summaryBridge = append(summary, e...), append(summaryBridge, br...)
+		b.StopTimer()
+
+		bp := startBare(b)
+		for j := 0; j < oneOpWarmup; j++ {
+			bp.create(b, fmt.Sprintf("W%d_%04d", i, j), j)
+		}
+		for j := 0; j < oneOpPlans; j++ {
+			start := time.Now()
+			bp.create(b, fmt.Sprintf("B%d_%04d", i, j), j)
+			bare = append(bare, time.Since(start))
+		}
+		bp.close(b)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	report := func(name string, d []time.Duration) float64 {
+		p50 := percentile(d, 50)
+		b.ReportMetric(p50, name+"-p50-ms")
+		b.ReportMetric(percentile(d, 90), name+"-p90-ms")
+		b.ReportMetric(percentile(d, 99), name+"-p99-ms")
+		return p50
+	}
+	createP50 := report("create-e2e", create)
+	report("create-bridge", createBridge)
+	report("summary-e2e", summary)
+	report("summary-bridge", summaryBridge)
+	bareP50 := report("bare-create", bare)
+	b.ReportMetric(percentile(minus(create, createBridge), 50), "create-overhead-p50-ms")
+	b.ReportMetric(percentile(minus(summary, summaryBridge), 50), "summary-overhead-p50-ms")
+	b.ReportMetric(createP50/bareP50, "ratio-p50")
+}
+
+// percentile is the p-th percentile of d in milliseconds (nearest rank).
+func percentile(d []time.Duration, p int) float64 {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	i := min(len(s)-1, max(0, (p*len(s)+99)/100-1))
+	return float64(s[i]) / float64(time.Millisecond)
+}
+
+func minus(a, b []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(a))
+	for i := range a {
+		out[i] = a[i] - b[i]
+	}
+	return out
+}
