@@ -72,11 +72,8 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 	p.nextID += uint64(len(calls))
 	batch := fmt.Sprintf("b%d", first)
 
-	stop := context.AfterFunc(ctx, func() {
-		p.broken.Store(true)
-		p.log.Warn("batch abandoned; killing blender", "err", ctx.Err())
-		p.killGroup()
-	})
+	abandon := p.abandoner("batch abandoned; killing blender")
+	stop := context.AfterFunc(ctx, func() { abandon(ctx) })
 	defer stop()
 
 	// The writer: one request per token; a token comes back with each
@@ -125,7 +122,7 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 		res := BatchResult{Start: time.Now()}
 		fail := func(err error) int {
 			if ctx.Err() != nil {
-				err = ctx.Err()
+				err = abandon(ctx)
 			}
 			res.Err = err
 			res.Duration = time.Since(res.Start)

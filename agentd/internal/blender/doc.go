@@ -16,7 +16,11 @@
 // docstring before adding a tool), sandbox.py (file names inside the session
 // sandbox) and tools/ (one module per tool family, listed in
 // tools/__init__.py). Start writes it to WorkDir/bridge/ and runs
-// bridge/main.py. A tool may report progress while it runs (Call.OnProgress).
+// bridge/main.py. A tool may report progress while it runs (Call.OnProgress)
+// and reports the files it wrote into SandboxDir (Outcome.Files). Blender
+// writes nothing outside WorkDir and SandboxDir: HOME, the XDG base
+// directories and TMPDIR point into WorkDir, and checkpoints carry no
+// preview (no thumbnail cache).
 //
 // Crash safety and rollback: Execute returns, for every mutating tool, a
 // compensation (Outcome.Undo) that Process.Undo applies at the cost of the

@@ -375,27 +375,24 @@ func (p *Process) callProgress(ctx context.Context, method string, params, out a
 	}
 	line = append(line, '\n')
 
-	stop := context.AfterFunc(ctx, func() {
-		p.broken.Store(true)
-		p.log.Warn("call abandoned; killing blender", "method", method, "err", ctx.Err())
-		p.killGroup()
-	})
+	abandon := p.abandoner("call abandoned; killing blender", "method", method)
+	stop := context.AfterFunc(ctx, func() { abandon(ctx) })
 	defer stop()
 
 	if _, err := p.reqW.Write(line); err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return abandon(ctx)
 		}
 		return p.exitError(err)
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return abandon(ctx)
 		case raw, ok := <-p.resps:
 			if !ok {
 				if ctx.Err() != nil {
-					return ctx.Err()
+					return abandon(ctx)
 				}
 				return p.exitError(io.EOF)
 			}
@@ -429,6 +426,24 @@ func (p *Process) callProgress(ctx context.Context, method string, params, out a
 			}
 			return nil
 		}
+	}
+}
+
+// abandoner returns the function that ends a call (or batch) whose ctx
+// ended: it marks the process broken, kills Blender, whose state is unknown
+// with a request still running, and returns ctx.Err(); it acts once. It is
+// given to context.AfterFunc and also called where the call sees ctx end:
+// ctx closes Done before it starts AfterFunc's functions, so the call can
+// return first, and its deferred stop would then keep them from running.
+func (p *Process) abandoner(msg string, attrs ...any) func(ctx context.Context) error {
+	var once sync.Once
+	return func(ctx context.Context) error {
+		once.Do(func() {
+			p.broken.Store(true)
+			p.log.Warn(msg, append(attrs, "err", ctx.Err())...)
+			p.killGroup()
+		})
+		return ctx.Err()
 	}
 }
 

@@ -346,3 +346,42 @@ func TestNothingWrittenOutsideWorkDir(t *testing.T) {
 		})
 	})
 }
+
+// lateCtx is a context whose functions registered with context.AfterFunc
+// never run: the moment between a cancel closing Done and starting them,
+// which a call may see first, made to last. Value hides the cancelCtx
+// inside, so that context.AfterFunc goes through the AfterFunc method.
+type lateCtx struct{ context.Context }
+
+func (lateCtx) AfterFunc(func()) func() bool { return func() bool { return true } }
+func (lateCtx) Value(any) any                { return nil }
+
+// TestAbandonedCallKillsBlenderItself: a call or a batch that sees its ctx
+// end kills Blender itself, whether or not context.AfterFunc has run yet
+// (its deferred stop would otherwise keep it from running at all, and
+// Blender would go on with a request its caller has given up).
+func TestAbandonedCallKillsBlenderItself(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		for _, batch := range []bool{false, true} {
+			p := startTestProcess(t, rt)
+			inner, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(300*time.Millisecond, cancel)
+			ctx := lateCtx{inner}
+			call := Call{Tool: "python.exec", Args: map[string]any{"code": "import time\ntime.sleep(3)"}}
+			var err error
+			if batch {
+				p.ExecuteBatch(ctx, []Call{call}, func(i int, r BatchResult) bool { err = r.Err; return true })
+			} else {
+				_, err = p.Execute(ctx, call)
+			}
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("batch %v: %v, want context.Canceled", batch, err)
+			}
+			select {
+			case <-p.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatalf("batch %v: Blender still running after an abandoned call", batch)
+			}
+		}
+	})
+}

@@ -289,7 +289,7 @@ func TestMediaRenderAnimation(t *testing.T) {
 		for _, bad := range []string{"../x", "/tmp/x", "a/b", `a\b`, "..", "."} {
 			wantToolError(t, p, "render.animation", map[string]any{"output_prefix": bad, "frame_start": 1, "frame_end": 1}, CodePolicyRefused)
 		}
-		for _, bad := range []string{"", strings.Repeat("x", 129)} {
+		for _, bad := range []string{"", strings.Repeat("x", 129), strings.Repeat("é", 120), "a\nb"} {
 			wantToolError(t, p, "render.animation", map[string]any{"output_prefix": bad, "frame_start": 1, "frame_end": 1}, CodeInvalidInput)
 		}
 		wantToolError(t, p, "render.animation", map[string]any{"output_prefix": "x", "frame_start": 1, "frame_end": 501}, CodeInvalidInput)

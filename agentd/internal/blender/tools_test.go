@@ -187,7 +187,7 @@ func sandboxRefusals(t *testing.T, p *Process, sandbox string) {
 	for _, bad := range []string{"../escape.png", "/tmp/abs.png", "sub/dir.png", `..\escape.png`} {
 		wantToolError(t, p, "render.still", small(bad), CodePolicyRefused)
 	}
-	for _, bad := range []string{"x.jpg", "", ".png.jpg", strings.Repeat("x", 130) + ".png", "nul\x00.png", "tab\t.png", "x.png\n", "del\x7f.png"} {
+	for _, bad := range []string{"x.jpg", "", ".png.jpg", strings.Repeat("x", 130) + ".png", "nul\x00.png", "tab\t.png", "x.png\n", "del\x7f.png", strings.Repeat("é", 127) + ".png"} {
 		wantToolError(t, p, "render.still", small(bad), CodeInvalidInput)
 	}
 	wantToolError(t, p, "render.still", map[string]any{"output": "a.png", "resolution": []any{8, 16}}, CodeInvalidInput)

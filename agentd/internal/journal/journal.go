@@ -2,7 +2,7 @@
 // agent's identity and, per session, a redo log on top of the session's last
 // .blend checkpoint.
 //
-// An operation is journaled twice: an intent before it runs, and after it
+// An operation is journaled twice: an intent when it starts, and after it
 // ran, in one transaction, its receipt (with the compensating action that
 // undoes it), a log entry if it changed the scene, and the new head. After a
 // crash the session is rebuilt by loading the checkpoint and replaying the
@@ -10,10 +10,17 @@
 // retried idempotency key finds its committed record instead of running
 // again.
 //
+// Intents say which calls were in flight when agentd or its Blender died.
+// Nothing is rebuilt from them (an effect lives only in Blender's memory
+// until its receipt is journaled, and a call without a receipt is simply
+// retried by key), so they live in a second bbolt file that is not fsynced
+// (<name>-intents.db beside the journal): they survive a crash of agentd,
+// which leaves the page cache, and cost the receipt's commit no wait.
+//
 // Bucket tree (every key is a named variable below):
 //
 //	meta/
-//	  schema_version      → uint64, big endian (currently 1)
+//	  schema_version      → uint64, big endian (currently 2)
 //	  agent_id            → the agent's identity, kept across restarts
 //	sessions/
 //	  <session_id>/
@@ -25,8 +32,12 @@
 //	      <index>         → Entry (JSON), index uint64 big endian, from 1
 //	    ops/
 //	      <idempotency_key> → Record (JSON): receipt, undo, log index, rolled back
-//	    intents/
-//	      <idempotency_key> → RFC 3339 time the operation was started
+//
+// and in the intents file:
+//
+//	intents/
+//	  <session_id>/
+//	    <idempotency_key> → RFC 3339 time the operation was started
 package journal
 
 import (
@@ -36,6 +47,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -104,9 +117,10 @@ type Session struct {
 	Checkpoint *Checkpoint
 }
 
-// Journal is agentd's bbolt database.
+// Journal is agentd's bbolt database, and its intents file.
 type Journal struct {
-	db *bolt.DB
+	db      *bolt.DB
+	intents *bolt.DB
 }
 
 // migrations[i] upgrades a journal from schema version i to i+1.
@@ -116,12 +130,42 @@ var migrations = []func(tx *bolt.Tx) error{
 		_, err := tx.CreateBucketIfNotExists(bucketSessions)
 		return err
 	},
+	// 1 → 2: intents move to the intents file; those left were calls lost
+	// in the last run, which their callers retry by key.
+	func(tx *bolt.Tx) error {
+		sessions := tx.Bucket(bucketSessions)
+		return sessions.ForEachBucket(func(k []byte) error {
+			err := sessions.Bucket(k).DeleteBucket(bucketIntents)
+			if errors.Is(err, berrors.ErrBucketNotFound) {
+				return nil
+			}
+			return err
+		})
+	},
 }
 
-// Open opens (creating if needed) the journal at path and migrates it.
+// IntentsPath is the intents file of the journal at path.
+func IntentsPath(path string) string {
+	return strings.TrimSuffix(path, filepath.Ext(path)) + "-intents" + filepath.Ext(path)
+}
+
+// Open opens (creating if needed) the journal at path, and its intents
+// file, and migrates it.
 func Open(path string) (*Journal, error) {
+	intents, err := bolt.Open(IntentsPath(path), 0o600, &bolt.Options{Timeout: 5 * time.Second, NoSync: true})
+	if err != nil {
+		return nil, fmt.Errorf("open journal intents %s: %w", IntentsPath(path), err)
+	}
+	if err := intents.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucketIntents)
+		return err
+	}); err != nil {
+		intents.Close()
+		return nil, fmt.Errorf("journal intents: %w", err)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
+		intents.Close()
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -145,13 +189,16 @@ func Open(path string) (*Journal, error) {
 	})
 	if err != nil {
 		db.Close()
+		intents.Close()
 		return nil, err
 	}
-	return &Journal{db: db}, nil
+	return &Journal{db: db, intents: intents}, nil
 }
 
 // Close closes the journal.
-func (j *Journal) Close() error { return j.db.Close() }
+func (j *Journal) Close() error {
+	return errors.Join(j.db.Close(), j.intents.Close())
+}
 
 // AgentID returns the agent's identity, creating it on first use.
 func (j *Journal) AgentID() (string, error) {
@@ -184,7 +231,7 @@ func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string) error {
 		if err != nil {
 			return err
 		}
-		for _, name := range [][]byte{bucketLog, bucketOps, bucketIntents} {
+		for _, name := range [][]byte{bucketLog, bucketOps} {
 			if _, err := b.CreateBucket(name); err != nil {
 				return err
 			}
@@ -201,6 +248,9 @@ func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string) error {
 
 // CloseSession forgets a session.
 func (j *Journal) CloseSession(sessionID string) error {
+	if _, err := j.ClearIntents(sessionID); err != nil {
+		return err
+	}
 	return j.db.Update(func(tx *bolt.Tx) error {
 		err := tx.Bucket(bucketSessions).DeleteBucket([]byte(sessionID))
 		if errors.Is(err, berrors.ErrBucketNotFound) {
@@ -254,17 +304,17 @@ func readSession(tx *bolt.Tx, id string) (Session, error) {
 	return s, nil
 }
 
-// Intend records that operations are about to run, in one transaction.
+// Intend records that operations are about to run, in one transaction of
+// the intents file (not fsynced: see the package doc).
 func (j *Journal) Intend(sessionID string, keys []string) error {
 	now := []byte(time.Now().UTC().Format(time.RFC3339Nano))
-	return j.db.Update(func(tx *bolt.Tx) error {
-		b, err := sessionBucket(tx, sessionID)
+	return j.intents.Update(func(tx *bolt.Tx) error {
+		b, err := tx.Bucket(bucketIntents).CreateBucketIfNotExists([]byte(sessionID))
 		if err != nil {
 			return err
 		}
-		intents := b.Bucket(bucketIntents)
 		for _, k := range keys {
-			if err := intents.Put([]byte(k), now); err != nil {
+			if err := b.Put([]byte(k), now); err != nil {
 				return err
 			}
 		}
@@ -276,12 +326,12 @@ func (j *Journal) Intend(sessionID string, keys []string) error {
 // flight when the agent or its Blender died.
 func (j *Journal) Intents(sessionID string) ([]string, error) {
 	var keys []string
-	err := j.db.View(func(tx *bolt.Tx) error {
-		b, err := sessionBucket(tx, sessionID)
-		if err != nil {
-			return err
+	err := j.intents.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketIntents).Bucket([]byte(sessionID))
+		if b == nil {
+			return nil
 		}
-		return b.Bucket(bucketIntents).ForEach(func(k, _ []byte) error {
+		return b.ForEach(func(k, _ []byte) error {
 			keys = append(keys, string(k))
 			return nil
 		})
@@ -295,20 +345,28 @@ func (j *Journal) Intents(sessionID string) ([]string, error) {
 func (j *Journal) ClearIntents(sessionID string) (int, error) {
 	keys, err := j.Intents(sessionID)
 	if err != nil || len(keys) == 0 {
-		return 0, err // no write, no fsync
+		return 0, err
 	}
-	err = j.db.Update(func(tx *bolt.Tx) error {
-		b, err := sessionBucket(tx, sessionID)
-		if err != nil {
-			return err
-		}
-		if err := b.DeleteBucket(bucketIntents); err != nil {
-			return err
-		}
-		_, err = b.CreateBucket(bucketIntents)
-		return err
+	err = j.intents.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketIntents).DeleteBucket([]byte(sessionID))
 	})
 	return len(keys), err
+}
+
+// clearIntents drops the intents of committed operations.
+func (j *Journal) clearIntents(sessionID string, keys []string) error {
+	return j.intents.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketIntents).Bucket([]byte(sessionID))
+		if b == nil {
+			return nil
+		}
+		for _, k := range keys {
+			if err := b.Delete([]byte(k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Lookup returns the committed record of an idempotency key, or nil.
@@ -334,9 +392,9 @@ type Commit struct {
 }
 
 // Commit journals executed operations in one transaction: each record, its
-// log entry and the new head, and clears their intents.
+// log entry and the new head; then it clears their intents.
 func (j *Journal) Commit(sessionID string, commits []Commit) error {
-	return j.db.Update(func(tx *bolt.Tx) error {
+	err := j.db.Update(func(tx *bolt.Tx) error {
 		b, err := sessionBucket(tx, sessionID)
 		if err != nil {
 			return err
@@ -352,12 +410,17 @@ func (j *Journal) Commit(sessionID string, commits []Commit) error {
 			if err := putRecord(b.Bucket(bucketOps), key, rec); err != nil {
 				return err
 			}
-			if err := b.Bucket(bucketIntents).Delete([]byte(key)); err != nil {
-				return err
-			}
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	keys := make([]string, len(commits))
+	for i, c := range commits {
+		keys[i] = c.Receipt.GetIdempotencyKey()
+	}
+	return j.clearIntents(sessionID, keys)
 }
 
 // CommitUndo journals that an operation's compensation ran: the record is

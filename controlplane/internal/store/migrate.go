@@ -64,7 +64,7 @@ func createBuckets(tx *bolt.Tx, names ...[]byte) error {
 // one), and adds the session order, release queue, owner audit index and
 // artifact buckets.
 func migrateOwners(tx *bolt.Tx) error {
-	if err := createBuckets(tx, bucketRegistries, bucketSessionOrder, bucketReleasing, bucketAuditOwner, bucketArtifacts, bucketArtifactNames); err != nil {
+	if err := createBuckets(tx, bucketRegistries, bucketSessionState, bucketSessionOrder, bucketReleasing, bucketAuditOwner, bucketArtifacts, bucketArtifactNames); err != nil {
 		return err
 	}
 	// Sessions: contract, agent_address, runtime_id, registry → session,
@@ -95,11 +95,17 @@ func migrateOwners(tx *bolt.Tx) error {
 		if err != nil {
 			return err
 		}
-		for _, kv := range [][2][]byte{{keyOwner, []byte(LegacyOwner)}, {keyOrder, u64(seq)},
-			{keySceneHash, []byte(c.GetBaselineSceneHash())}} {
+		for _, kv := range [][2][]byte{{keyOwner, []byte(LegacyOwner)}, {keyOrder, u64(seq)}} {
 			if err := b.Put(kv[0], kv[1]); err != nil {
 				return err
 			}
+		}
+		state, err := tx.Bucket(bucketSessionState).CreateBucket(id)
+		if err != nil {
+			return err
+		}
+		if err := state.Put(keySceneHash, []byte(c.GetBaselineSceneHash())); err != nil {
+			return err
 		}
 		if err := order.Put(u64(seq), id); err != nil {
 			return err
@@ -124,14 +130,28 @@ func migrateOwners(tx *bolt.Tx) error {
 	if err := nestUnder(tx, bucketAuditIdx, LegacyOwner); err != nil {
 		return err
 	}
-	// Counters of each session, from its plans.
+	// Each plan's request and schedule move into its body; each session
+	// counts its plans.
 	plans := tx.Bucket(bucketPlans).Bucket([]byte(LegacyOwner))
 	err = plans.ForEachBucket(func(k []byte) error {
-		p := &cpv1.Plan{}
-		if err := getProto(plans.Bucket(k), keyPlan, p); err != nil {
+		pb := plans.Bucket(k)
+		body, err := pb.CreateBucket(bucketPlanBody)
+		if err != nil {
 			return err
 		}
-		sb := sessions.Bucket([]byte(p.GetSessionId()))
+		for _, key := range [][]byte{keyRequest, keySchedule} {
+			if err := body.Put(key, pb.Get(key)); err != nil {
+				return err
+			}
+			if err := pb.Delete(key); err != nil {
+				return err
+			}
+		}
+		p := &cpv1.Plan{}
+		if err := getProto(pb, keyPlan, p); err != nil {
+			return err
+		}
+		sb := tx.Bucket(bucketSessionState).Bucket([]byte(p.GetSessionId()))
 		if sb == nil {
 			return nil
 		}

@@ -61,14 +61,18 @@ func (s *Store) CreatePlan(p NewPlan) (existingDigest string, err error) {
 		if err := putProto(b, keyPlan, p.Plan); err != nil {
 			return err
 		}
-		if err := putProto(b, keyRequest, p.Request); err != nil {
+		body, err := b.CreateBucket(bucketPlanBody)
+		if err != nil {
+			return err
+		}
+		if err := putProto(body, keyRequest, p.Request); err != nil {
 			return err
 		}
 		sched := make([]byte, 4*len(p.Schedule))
 		for i, idx := range p.Schedule {
 			binary.BigEndian.PutUint32(sched[4*i:], uint32(idx))
 		}
-		if err := b.Put(keySchedule, sched); err != nil {
+		if err := body.Put(keySchedule, sched); err != nil {
 			return err
 		}
 		if err := b.Put(keyDigest, []byte(p.Digest)); err != nil {
@@ -100,10 +104,11 @@ func (s *Store) Plan(ref PlanRef) (*cpv1.Plan, error) {
 			return err
 		}
 		req := &cpv1.SubmitPlanRequest{}
-		if err := getProto(b, keyRequest, req); err != nil {
+		body := b.Bucket(bucketPlanBody)
+		if err := getProto(body, keyRequest, req); err != nil {
 			return err
 		}
-		for _, idx := range decodeSchedule(b.Get(keySchedule)) {
+		for _, idx := range decodeSchedule(body.Get(keySchedule)) {
 			plan.Schedule = append(plan.Schedule, req.GetOperations()[idx].GetOperationId())
 		}
 		return nil
@@ -136,10 +141,11 @@ func (s *Store) PlanWork(ref PlanRef) (*cpv1.Plan, *cpv1.SubmitPlanRequest, []in
 		if err := getProto(b, keyPlan, plan); err != nil {
 			return err
 		}
-		if err := getProto(b, keyRequest, req); err != nil {
+		body := b.Bucket(bucketPlanBody)
+		if err := getProto(body, keyRequest, req); err != nil {
 			return err
 		}
-		sched = decodeSchedule(b.Get(keySchedule))
+		sched = decodeSchedule(body.Get(keySchedule))
 		return nil
 	})
 	return plan, req, sched, err

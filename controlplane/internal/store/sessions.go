@@ -65,13 +65,19 @@ func (s *Store) PutSession(sess Session, registry *cpv1.ToolRegistry) error {
 		if err := putRegistry(tx, registry); err != nil {
 			return err
 		}
-		for _, kv := range [][2][]byte{{keyOwner, []byte(sess.Owner)}, {keyOrder, u64(seq)}, {keySceneHash, []byte(hash)},
-			{keyUpdateTime, u64(uint64(updated.AsTime().UnixNano()))}} {
+		for _, kv := range [][2][]byte{{keyOwner, []byte(sess.Owner)}, {keyOrder, u64(seq)}} {
 			if err := b.Put(kv[0], kv[1]); err != nil {
 				return err
 			}
 		}
-		return nil
+		state, err := tx.Bucket(bucketSessionState).CreateBucket(id)
+		if err != nil {
+			return err
+		}
+		if err := state.Put(keySceneHash, []byte(hash)); err != nil {
+			return err
+		}
+		return state.Put(keyUpdateTime, u64(uint64(updated.AsTime().UnixNano())))
 	})
 }
 
@@ -103,11 +109,13 @@ func readSession(tx *bolt.Tx, id string) (Session, error) {
 	if err := getProto(b, keySession, sess.Info); err != nil {
 		return Session{}, fmt.Errorf("session %s: %w", id, err)
 	}
-	sess.Info.SceneHash = string(b.Get(keySceneHash))
-	sess.Info.PlanCount = int64(getU64(b, keyPlanCount))
-	sess.Info.ActivePlanCount = int64(getU64(b, keyActiveCount))
-	if ns := getU64(b, keyUpdateTime); ns > 0 {
-		sess.Info.UpdateTime = timestamppb.New(time.Unix(0, int64(ns)))
+	if st := tx.Bucket(bucketSessionState).Bucket([]byte(id)); st != nil {
+		sess.Info.SceneHash = string(st.Get(keySceneHash))
+		sess.Info.PlanCount = int64(getU64(st, keyPlanCount))
+		sess.Info.ActivePlanCount = int64(getU64(st, keyActiveCount))
+		if ns := getU64(st, keyUpdateTime); ns > 0 {
+			sess.Info.UpdateTime = timestamppb.New(time.Unix(0, int64(ns)))
+		}
 	}
 	return sess, nil
 }
@@ -152,8 +160,10 @@ func (s *Store) CloseSession(id string, now time.Time) (Session, error) {
 		if err := putProto(b, keySession, stored); err != nil {
 			return err
 		}
-		if err := b.Put(keyUpdateTime, u64(uint64(now.UnixNano()))); err != nil {
-			return err
+		if st := tx.Bucket(bucketSessionState).Bucket([]byte(id)); st != nil {
+			if err := st.Put(keyUpdateTime, u64(uint64(now.UnixNano()))); err != nil {
+				return err
+			}
 		}
 		if err := tx.Bucket(bucketReleasing).Put([]byte(id), nil); err != nil {
 			return err
@@ -215,7 +225,7 @@ func (s *Store) ListSessions(owner string, after uint64, limit int, keep func(Se
 // touchSession updates a session's counters and update time as plans come
 // and go, and its scene hash from committed receipts.
 func touchSession(tx *bolt.Tx, id string, plans, active int64, sceneHash string) error {
-	b := tx.Bucket(bucketSessions).Bucket([]byte(id))
+	b := tx.Bucket(bucketSessionState).Bucket([]byte(id))
 	if b == nil {
 		return nil // plans of sessions the store never had (tests)
 	}

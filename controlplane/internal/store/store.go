@@ -12,6 +12,8 @@
 //	    session             → Session (proto): contract, placement, state OPEN or CLOSED, times
 //	    owner               → the principal that negotiated it
 //	    order               → uint64: its position in session_order
+//	session_state/          (schema 3; apart from sessions/, so that a commit rewrites small pages only)
+//	  <session_id>/
 //	    scene_hash          → scene hash after its last committed operation
 //	    plans               → uint64: plans accepted
 //	    active_plans        → uint64: plans accepted and not terminal
@@ -27,9 +29,10 @@
 //	  <owner>/              (schema 3: request ids are unique per owner)
 //	    <request_id>/
 //	      plan              → Plan (proto) without its schedule
-//	      request           → SubmitPlanRequest (proto) as accepted
-//	      schedule          → operation indices in execution order, uint32 big endian each
 //	      digest            → content digest, to tell a resubmission from a conflict
+//	      body/             (schema 3; apart from plan, which every commit rewrites)
+//	        request         → SubmitPlanRequest (proto) as accepted
+//	        schedule        → operation indices in execution order, uint32 big endian each
 //	      receipts/
 //	        <sequence>      → Receipt (proto), key uint64 big endian
 //	active/
@@ -70,6 +73,8 @@ import (
 var (
 	bucketMeta          = []byte("meta")
 	bucketSessions      = []byte("sessions")
+	bucketSessionState  = []byte("session_state")
+	bucketPlanBody      = []byte("body")
 	bucketRegistries    = []byte("registries")
 	bucketSessionOrder  = []byte("session_order")
 	bucketReleasing     = []byte("releasing")

@@ -88,6 +88,13 @@ def compact(obj):
     return _COMPACT.encode(obj)
 
 
+class Encoded(str):
+    """JSON text already encoded with compact(): a response line embeds it as
+    it is (main.response_line). execute encodes its result inside the tool's
+    transaction, to check it, and a result can be megabytes (scene.snapshot):
+    encoding it a second time would cost as much again."""
+
+
 def sha256_hex(data):
     if isinstance(data, str):
         data = data.encode("utf-8")

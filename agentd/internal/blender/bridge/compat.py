@@ -41,6 +41,17 @@ def has_cycles():
     return hasattr(bpy.types.Scene, "cycles")
 
 
+def disable_file_previews():
+    """No preview in saved .blend files, and so no thumbnail under
+    ~/.cache/thumbnails (outside the session's directories). 3.4 and 4.5
+    have filepaths.file_preview_type; older 3.x had use_save_preview_images."""
+    fp = bpy.context.preferences.filepaths
+    if hasattr(fp, "file_preview_type"):
+        fp.file_preview_type = "NONE"
+    elif hasattr(fp, "use_save_preview_images"):
+        fp.use_save_preview_images = False
+
+
 def world_use_nodes(world):
     # World.use_nodes is deprecated after 4.5; absent means node-less is impossible.
     return bool(getattr(world, "use_nodes", False))

@@ -32,6 +32,22 @@ Error codes (seed-001): invalid_input, not_found, conflict, policy_refused,
 capability_missing, timeout, nondeterministic_refused, internal_error. A bad
 request never stops the bridge; an unexpected Python exception becomes
 ``internal_error`` with a one-line message, and its traceback goes to stderr.
+Every request is answered with its id, even a line that is not valid JSON
+or nests too deep for Python's decoder (invalid_input): Go writes ``"id"``
+first, and the id is read from the start of such a line. A RecursionError
+anywhere (args nested too deep for a recursive step) is invalid_input too.
+An error's ``scene_hash`` is always the scene's current hash: after a failed
+execute whose rollback could not restore the scene (python.exec has none) it
+differs from the hash before, and agentd rebuilds the session.
+
+execute answers ``{"result": {...}, "undo": record|null, "files": [names],
+"scene_hash_before", "scene_hash_after", "mutated"}``: ``files`` are the
+plain names (sorted) of the files the call wrote into the sandbox
+(Tx.wrote). The tool's part (result, undo record, files) is encoded inside
+the tool's transaction: a result that is not JSON (NaN) fails with
+internal_error, and one larger than MAX_RESULT_BYTES (16 MiB of compact JSON;
+scene.snapshot of 10,000 planes is 4.6 MB) with invalid_input, and either
+way the call is rolled back like any failed tool, files included.
 
 Requests are served one at a time, in order, but agentd may write several
 before reading the responses (pipelining). ``execute`` params may carry
@@ -49,6 +65,12 @@ hello (``{"sandbox_dir", "runtime", "faults", "debug"}``; ``debug`` true
 turns on the per-call diagnostic lines) loads the baseline scene and
 returns the profile and the registry: only the tools whose
 ``blender_versions`` include this Blender.
+
+Nothing of a session is written outside its directories: Go points HOME,
+XDG_* and TMPDIR into the work dir, and save_checkpoint turns Blender's file
+previews off before every save (compat.disable_file_previews; hello and
+reset reload the factory preferences, which have them on), so a save writes
+no thumbnail under ~/.cache/thumbnails.
 
 Checkpoints
 -----------
@@ -84,9 +106,10 @@ import bpy  # noqa: E402
 import registry  # noqa: E402
 import sandbox  # noqa: E402
 import tools  # noqa: E402,F401  (registers every tool)
-from common import (LOG, NOT_RUN, PROTOCOL_VERSION, STATE_PROP, TOMB_PREFIX, ToolError, canonical,  # noqa: E402
-                    clear_correlation, compact, debug, log, one_line, set_correlation)
-from compat import blender_version, build_platform, build_string, eevee_engine, has_cycles  # noqa: E402
+from common import (LOG, NOT_RUN, PROTOCOL_VERSION, STATE_PROP, TOMB_PREFIX, Encoded, ToolError,  # noqa: E402
+                    canonical, clear_correlation, compact, debug, log, one_line, set_correlation)
+from compat import (blender_version, build_platform, build_string, disable_file_previews, eevee_engine,  # noqa: E402
+                    has_cycles)
 from schema import check  # noqa: E402
 from state import BRIDGE, SCHEMA, STATE, current_scene, full_snapshot, reset_scene  # noqa: E402
 
@@ -161,6 +184,11 @@ def roll_back(tx, before, what, name):
 
 BATCH = {"failed": None}  # the batch id of the last execute that failed
 
+# The largest tool part of an execute answer (result, undo record and file
+# list, as compact JSON). scene.snapshot of 10,000 planes is 4.6 MB; agentd's
+# gRPC messages carry up to 64 MiB.
+MAX_RESULT_BYTES = 16 << 20
+
 
 def m_execute(params):
     """execute, with batches: requests carrying the same "batch" id are a
@@ -202,6 +230,7 @@ def execute(params):
             for i in range(n):
                 tx.progress({"injected": i + 1, "of": n})
         result = tool["fn"](tx, args)
+        reply = encode_reply(name, result, tx)
     except BaseException:
         roll_back(tx, before, "", name)
         raise
@@ -209,8 +238,25 @@ def execute(params):
     after = STATE.scene_hash()
     if LOG["debug"]:
         debug("tool done", tool=name, ms=round((time.time() - t0) * 1000, 3), mutated=after != before)
-    return {"result": result, "scene_hash_before": before, "scene_hash_after": after, "mutated": after != before,
-            "undo": tx.undo_record}
+    hashes = compact({"scene_hash_before": before, "scene_hash_after": after, "mutated": after != before})
+    return Encoded(reply[:-1] + "," + hashes[1:])
+
+
+def encode_reply(name, result, tx):
+    """The compact JSON of what the tool made (result, undo record, files),
+    encoded inside the tool's transaction so that a reply that cannot be
+    sent rolls the call back (module docstring)."""
+    try:
+        reply = compact({"result": result, "undo": tx.undo_record, "files": tx.files()})
+    except (TypeError, ValueError) as e:  # NaN, a non-JSON value: the tool's bug
+        raise ToolError("internal_error", "%s returned a result that is not JSON: %s" % (name, one_line(e)))
+    if len(reply) > MAX_RESULT_BYTES:
+        # invalid_input: the args asked for more than one answer may carry,
+        # as the bridge's other limits on what a call asks for (frames of
+        # render.animation, python.exec's code) are invalid_input.
+        raise ToolError("invalid_input", "%s: the result is %d bytes of JSON, over the limit of %d" %
+                        (name, len(reply), MAX_RESULT_BYTES))
+    return reply
 
 
 def m_undo(params):
@@ -252,6 +298,7 @@ def m_save_checkpoint(params):
             os.remove(stale)
     sc = current_scene()
     sc[STATE_PROP] = canonical({"schema": SCHEMA, "scene_hash": h, "tomb_counter": BRIDGE["tomb_counter"]})
+    disable_file_previews()  # before every save: reset and python.exec can turn them back on
     t0 = time.time()
     try:
         res = bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, compress=False,
@@ -336,6 +383,24 @@ def write_line(obj):
     OUT["stream"].flush()
 
 
+def response_line(resp):
+    """The JSON line of a response, embedding an Encoded result as it is."""
+    result = resp.get("result")
+    if isinstance(result, Encoded):
+        return '{"id":%s,"ok":true,"result":%s}' % (compact(resp["id"]), result)
+    return compact(resp)
+
+
+# Go writes every request as {"id":N,"method":...}: the id of a line that
+# json cannot decode (truncated, or nested deeper than Python's recursion
+# limit) is read from its start, so that its caller gets an answer.
+REQUEST_ID = re.compile(rb'\s*\{\s*"id"\s*:\s*(\d+)\s*[,}]')
+
+
+def error_response(rid, code, message):
+    return {"id": rid, "ok": False, "error": {"code": code, "message": message, "scene_hash": STATE.scene_hash()}}
+
+
 def emit_progress(info):
     """Write {"id": N, "progress": info} for the request being served."""
     write_line({"id": OUT["id"], "progress": info})
@@ -347,7 +412,12 @@ def handle(line):
     OUT["id"] = None
     clear_correlation()
     try:
-        req = json.loads(line)
+        try:
+            req = json.loads(line)
+        except (ValueError, RecursionError) as e:  # ValueError includes UnicodeDecodeError
+            m = REQUEST_ID.match(line)
+            rid = int(m.group(1)) if m else None
+            raise ToolError("invalid_input", "request is not valid JSON: " + one_line(e))
         if not isinstance(req, dict):
             raise ToolError("invalid_input", "request must be a JSON object")
         rid = req.get("id")
@@ -366,15 +436,13 @@ def handle(line):
     except ToolError as e:
         if e.code != NOT_RUN:
             log("request failed", code=e.code, message=e.message)
-        return {"id": rid, "ok": False, "error": {"code": e.code, "message": e.message, "scene_hash": STATE.scene_hash()}}, False
-    except ValueError as e:  # bad JSON
-        if rid is None:
-            return {"id": None, "ok": False, "error": {"code": "invalid_input", "message": one_line(e), "scene_hash": STATE.scene_hash()}}, False
-        log("unexpected error", trace=traceback.format_exc())
-        return {"id": rid, "ok": False, "error": {"code": "internal_error", "message": one_line(e), "scene_hash": STATE.scene_hash()}}, False
+        return error_response(rid, e.code, e.message), False
+    except RecursionError as e:  # input nested too deep for a recursive step: bad input
+        log("request failed", code="invalid_input", message=one_line(e))
+        return error_response(rid, "invalid_input", "nested too deep: " + one_line(e)), False
     except Exception as e:
         log("unexpected error", trace=traceback.format_exc())
-        return {"id": rid, "ok": False, "error": {"code": "internal_error", "message": one_line(e), "scene_hash": STATE.scene_hash()}}, False
+        return error_response(rid, "internal_error", one_line(e)), False
 
 
 def parse_argv(argv):
@@ -406,9 +474,11 @@ def serve(fd_in, fd_out):
             continue
         resp, stop = handle(line)
         try:
-            data = compact(resp)
-        except ValueError as e:  # e.g. NaN in a result
-            data = compact({"id": resp.get("id"), "ok": False, "error": {"code": "internal_error", "message": one_line(e), "scene_hash": STATE.scene_hash()}})
+            data = response_line(resp)
+        except (TypeError, ValueError, RecursionError) as e:
+            # Not from execute, whose reply is encoded (and checked) inside
+            # its transaction: a method's own bug. The scene is as it was.
+            data = compact(error_response(resp.get("id"), "internal_error", one_line(e)))
         OUT["stream"].write(data.encode("ascii") + b"\n")
         OUT["stream"].flush()
         if stop:

@@ -61,8 +61,11 @@ Metadata:
 The tool function
 -----------------
 ``args`` is already checked against ``schema`` (defaults are NOT filled in:
-use ``args.get("size", 2.0)``). Return a JSON-able dict (no NaN). Fail by
-raising ``ToolError(code, message)``; codes (common.ERROR_CODES):
+use ``args.get("size", 2.0)``). Return a JSON-able dict: execute encodes it
+with the undo record and the files inside the transaction, and a result with
+NaN (internal_error) or over main.MAX_RESULT_BYTES (16 MiB of JSON,
+invalid_input) fails the call, which is rolled back. Fail by raising
+``ToolError(code, message)``; codes (common.ERROR_CODES):
 
     invalid_input            args make no sense beyond the schema
     not_found                a named object/datablock/file does not exist
@@ -102,6 +105,14 @@ gives the tool:
 - ``tx.checkpoint(label)``: a test hook; execute's ``inject_failure`` param
   fails the tool there (label ``"<tool>:<step>"``), after partial work, to
   test the rollback. Put one after the last mutation.
+- ``tx.wrote(path)``: declare a file the tool wrote into the sandbox (a
+  path from sandbox.sandbox_path / output_path). Call it once the file is in
+  place, or just before an operator writes it in place (an exporter): if the
+  call fails, the rollback removes the file, so a failed call leaves none of
+  the files it declared; if it succeeds, execute reports the plain names of
+  those that exist as ``"files"`` (agentd records them as artifacts). Every
+  tool that writes files must declare them (python.exec cannot: its files
+  are not reported).
 - ``tx.mutation_id``: the journal's mutation id (or None), for names that
   must be the same when a journal is replayed (see tools/objects.py tombstones).
 - ``tx.tool``: the running tool's name.
@@ -175,10 +186,12 @@ which the normal rollback runs (tests of "no partial effect"), and execute's
 events ``{"injected": i, "of": n}`` before the tool runs.
 '''
 
+import os
 import traceback
 
 from common import ToolError, canonical, log  # noqa: F401  (re-exported for tool modules)
 from compat import parse_version_range, version_in_range
+from sandbox import SANDBOX
 from state import STATE
 
 TOOL_VERSION = "1.0.0"
@@ -316,6 +329,7 @@ class Tx:
         self.undo_record = None  # the compensation a successful tool returns
         self._progress = progress
         self.known = {}  # (kind, name) -> record the tool built itself (touch_record)
+        self.written = []  # paths declared with wrote()
 
     def touch(self, kind, name):
         """Declare a datablock whose scene_state_v1 record may change."""
@@ -340,6 +354,20 @@ class Tx:
         rec = {"v": UNDO_VERSION, "tool": self.tool}
         rec.update(record)
         self.undo_record = rec
+
+    def wrote(self, path):
+        """Declare a file the tool wrote (or is writing) in the sandbox: a
+        failed call removes it; a successful one reports it (files())."""
+        root = os.path.realpath(SANDBOX["dir"] or "/")
+        if os.path.dirname(path) != root:
+            raise ValueError("%r is not a file directly in the sandbox" % path)
+        if path not in self.written:
+            self.written.append(path)
+            self.on_undo(lambda: remove_file(path))
+
+    def files(self):
+        """The sorted plain names of the declared files that exist."""
+        return sorted(os.path.basename(p) for p in self.written if os.path.isfile(p))
 
     def progress(self, info):
         """Report progress (a JSON-able dict) to agentd before the result."""
@@ -376,6 +404,16 @@ class Tx:
                 STATE.set_record(kind, name, rec)
             else:
                 STATE.touch(kind, name)
+
+
+def remove_file(path):
+    """Remove a file a failed tool wrote. A file that cannot be removed is
+    logged, not raised: it must not stop the scene's rollback."""
+    try:
+        if os.path.lexists(path):
+            os.remove(path)
+    except OSError as e:
+        log("could not remove a file of a failed call", path=path, err=str(e))
 
 
 # ---------------------------------------------------------------------------

@@ -8,15 +8,20 @@ Without a sandbox (hello's sandbox_dir empty) every file access is refused.
 A plain file name is the control plane's (controlplane/internal/plan,
 escapingPath): not empty, not "." or "..", and without "/", "\\" or NUL; the
 bridge also refuses control characters. Tool schemas mark such arguments
-with ``"x-sandbox-path": True`` (SANDBOX_PATH) and enforce only the
-extension in their ``pattern`` (file_pattern), so a name that leaves the
-sandbox passes the schema and is refused by the path gate: POLICY_REFUSED in
-the control plane before the plan runs, and here, as a second line, with
-ToolError("policy_refused", ...), as is a name that a symlink in the sandbox
-points outside it.
+with ``"x-sandbox-path": True`` (SANDBOX_PATH) and enforce in their
+``pattern`` only the extension (file_pattern) and the absence of control
+characters (U+0000-U+001F, U+007F: invalid_input, like a datablock name with
+one), so a name that leaves the sandbox passes the schema and is refused by
+the path gate: POLICY_REFUSED in the control plane before the plan runs, and
+here, as a second line, with ToolError("policy_refused", ...), as is a name
+that a symlink in the sandbox points outside it.
 
-    "output": dict(SANDBOX_PATH, pattern=file_pattern("png"))   # schema
-    path = sandbox_path(args["output"])                          # in the tool
+    "output": file_name_schema("png")                           # schema
+    path = output_path(args["output"], "output")                # in the tool
+
+A file a tool is going to write goes through output_path, which also refuses
+a name taken by a directory (conflict, before anything changes: writing
+would fail midway); the tool declares the file with Tx.wrote (registry.py).
 """
 
 import os
@@ -27,25 +32,27 @@ from common import ToolError
 SANDBOX = {"dir": None}  # set by hello
 
 MAX_FILE_NAME = 128  # characters; the schemas' maxLength for a whole file name is this plus the extension
-SANDBOX_PATH = {"type": "string", "minLength": 1, "x-sandbox-path": True}
+# UTF-8 bytes of a file-name argument (x-max-bytes, schema.py): file systems
+# allow 255, and tools add suffixes ("_0001.png", ".partial.png") to names.
+MAX_FILE_BYTES = 200
+NO_CONTROL = r"^[^\x00-\x1f\x7f]*"  # the start of every file-name pattern (schema.NAME_PATTERN's class)
+SANDBOX_PATH = {"type": "string", "minLength": 1, "x-sandbox-path": True, "x-max-bytes": MAX_FILE_BYTES,
+                "pattern": NO_CONTROL + "$"}
 
 
 def file_pattern(*extensions):
-    """The JSON-Schema pattern of a file name with one of extensions: only
-    the extension is checked (the path gate checks the rest)."""
+    """The JSON-Schema pattern of a file name with one of extensions and no
+    control characters (the path gate checks the rest)."""
     exts = "|".join(re.escape(e.lstrip(".")) for e in extensions)
     if len(extensions) > 1:
         exts = "(?:%s)" % exts
-    return r"\." + exts + "$"
+    return NO_CONTROL + r"\." + exts + "$"
 
 
 def file_name_schema(*extensions):
     """The schema of a sandbox file-name argument with one of extensions."""
     longest = max(len(e.lstrip(".")) for e in extensions)
     return dict(SANDBOX_PATH, maxLength=MAX_FILE_NAME + 1 + longest, pattern=file_pattern(*extensions))
-
-
-OUTPUT_PATTERN = file_pattern("png")  # == r"\.png$"
 
 
 def configure(sandbox_dir):
@@ -81,4 +88,14 @@ def sandbox_path(name, pattern=None, what="a plain file name"):
     path = os.path.realpath(os.path.join(root, name))
     if os.path.commonpath([root, path]) != root or os.path.dirname(path) != root:
         raise ToolError("policy_refused", "%r resolves outside the sandbox" % name)
+    return path
+
+
+def output_path(name, what):
+    """sandbox_path of a file a tool is going to write; conflict when the
+    name is taken by a directory. what names the argument in the message
+    ("output", "output: companion file")."""
+    path = sandbox_path(name)
+    if os.path.isdir(path):
+        raise ToolError("conflict", "%s %r is a directory in the sandbox" % (what, name))
     return path

@@ -1,14 +1,28 @@
-"""A tiny JSON Schema checker for the subset our tool schemas use. Go validates
+r"""A tiny JSON Schema checker for the subset our tool schemas use. Go validates
 args first; this keeps a bad request from reaching bpy.
 
 Supported keywords: type (object, array, number, integer, string, boolean,
 null, or a list of these: the value's own type's keywords then apply),
 properties, required, additionalProperties (false only), minProperties,
 items, minItems, maxItems, minimum, maximum, exclusiveMinimum, minLength,
-maxLength, pattern, enum. Others (description, default) are ignored here,
-and so are vendor keywords starting with ``x-`` (``x-sandbox-path``, read by
-the control plane's path gate and by sandbox.py's users, not by this checker).
-Failures raise ToolError("invalid_input", "<path>: ...").
+maxLength, pattern, enum, and the vendor keyword ``x-max-bytes`` (below).
+Others (description, default) are ignored here, and so are the other vendor
+keywords starting with ``x-`` (``x-sandbox-path``, read by the control
+plane's path gate and by sandbox.py's users, not by this checker). Failures
+raise ToolError("invalid_input", "<path>: ...").
+
+``"x-max-bytes": n`` bounds the length of a string in UTF-8 bytes (a
+non-negative integer; other types ignore it). maxLength counts characters,
+but Blender names are at most 63 bytes (NAME): 63 "é" pass maxLength and
+fail x-max-bytes; file names are at most sandbox.MAX_FILE_BYTES. The
+control plane's checker enforces the same keyword.
+
+``pattern`` is an ECMA-262 regex, as JSON Schema says, and the control plane
+checks it with Go's RE2: the patterns here use only syntax that means the
+same in Python's re, RE2 and ECMA-262, except ``$``, which in Python also
+matches before a final newline ("Cube\n" would pass ``^[^\n]+$``). The
+checker therefore reads ``$`` outside a character class as ``\Z`` (end of
+the string only), as RE2 and ECMA-262 do.
 """
 
 import math
@@ -16,10 +30,47 @@ import re
 
 from common import MAX_NAME_BYTES, RESERVED_PREFIX, ToolError
 
+# A datablock name: no control characters (U+0000-U+001F, U+007F), which
+# exporters would write into line-based files (an OBJ "o" line with a
+# newline in it becomes two statements). The same pattern in every schema
+# that takes a datablock name.
+NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+
 # Reusable schema fragments for tool modules.
 VEC3 = {"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3}
-NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_BYTES}
+NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_BYTES, "x-max-bytes": MAX_NAME_BYTES,
+        "pattern": NAME_PATTERN}
 NO_ARGS = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def is_control(ch):
+    return ord(ch) < 32 or ord(ch) == 127
+
+
+_PATTERNS = {}  # schema pattern -> compiled regex (see the module docstring)
+
+
+def compiled_pattern(pattern):
+    r"""pattern compiled with $ outside character classes read as \Z."""
+    rx = _PATTERNS.get(pattern)
+    if rx is None:
+        out, i, in_class = [], 0, False
+        while i < len(pattern):
+            ch = pattern[i]
+            if ch == "\\":
+                out.append(pattern[i:i + 2])
+                i += 2
+                continue
+            if in_class:
+                in_class = ch != "]"
+            elif ch == "[":
+                in_class = True
+            elif ch == "$":
+                ch = r"\Z"
+            out.append(ch)
+            i += 1
+        rx = _PATTERNS[pattern] = re.compile("".join(out))
+    return rx
 
 
 def is_number(v):
@@ -90,7 +141,9 @@ def check(schema, value, path="args"):
             raise ToolError("invalid_input", "%s: must be a string" % path)
         if len(value) < schema.get("minLength", 0) or len(value) > schema.get("maxLength", len(value)):
             raise ToolError("invalid_input", "%s: wrong length" % path)
-        if "pattern" in schema and not re.search(schema["pattern"], value):
+        if "x-max-bytes" in schema and len(value.encode("utf-8", "surrogatepass")) > schema["x-max-bytes"]:
+            raise ToolError("invalid_input", "%s: longer than %d bytes in UTF-8" % (path, schema["x-max-bytes"]))
+        if "pattern" in schema and not compiled_pattern(schema["pattern"]).search(value):
             raise ToolError("invalid_input", "%s: does not match %s" % (path, schema["pattern"]))
     elif t == "boolean":
         if not isinstance(value, bool):
@@ -102,11 +155,10 @@ def check(schema, value, path="args"):
 def check_name(name):
     if len(name.encode("utf-8")) > MAX_NAME_BYTES:
         raise ToolError("invalid_input", "name is longer than %d bytes" % MAX_NAME_BYTES)
-    if "\x00" in name:
-        raise ToolError("invalid_input", "name contains a NUL character")
+    if any(is_control(ch) for ch in name):
+        raise ToolError("invalid_input", "name contains a control character")
     if name.startswith(RESERVED_PREFIX):
         raise ToolError("invalid_input", "names starting with %r are reserved" % RESERVED_PREFIX)
-
 
 
 def check_name_free(name, taken, what):

@@ -8,12 +8,17 @@ for new cameras; the baseline camera has 100 m), shift 0, ortho scale 6. It
 does not change the active object or the selection; set_active makes it the
 scene camera.
 
-camera.look_at sets an object's rotation_euler (mode XYZ; set if the object
-had another rotation mode) so that its local -Z axis points at the target
-and its local +Y axis is as close to world +Z as possible (the camera "track
-to" convention: mathutils Vector.to_track_quat("-Z", "Y")). Positions are world
+camera.look_at sets a camera's or a light's rotation_euler (mode XYZ; set if
+the object had another rotation mode) so that its local -Z axis (a camera's
+view, a spot/area/sun light's direction) points at the target and its local
++Y axis is as close to world +Z as possible (the camera "track to"
+convention: mathutils Vector.to_track_quat("-Z", "Y")). Positions are world
 positions from the parent chain; for a parented object the rotation is
-expressed relative to the parent's rotation.
+expressed relative to the parent's rotation. Other object types are refused
+(invalid_input, as camera.set_active refuses a non-camera): rotating a mesh
+is object.set_transform's job. Lights are aimed too because
+macro.three_point_lighting (controlplane/internal/macro) aims its lights
+with this tool.
 
 Undo records (``v`` = 1):
 
@@ -112,6 +117,16 @@ def get_camera(name):
     return ob
 
 
+AIM_TYPES = ("CAMERA", "LIGHT")  # the objects camera.look_at aims (module docstring)
+
+
+def get_aimable(name):
+    ob = get_object(name)
+    if ob.type not in AIM_TYPES:
+        raise ToolError("invalid_input", "%r is a %s object; camera.look_at aims cameras and lights" % (name, ob.type))
+    return ob
+
+
 @tool(
     "camera.set_active",
     description="Make a camera object the scene camera.",
@@ -152,14 +167,13 @@ def undo_camera_set_active(tx, rec):
 
 @tool(
     "camera.look_at",
-    description="Rotate an object (camera, light, ...) so that its local -Z axis points at a target object's origin or a point [x,y,z], with +Z world up. Sets rotation_euler (XYZ).",
+    description="Rotate a camera or light object so that its local -Z axis (view or light direction) points at a target object's origin or a point [x,y,z], with +Z world up. Sets rotation_euler (XYZ). Other object types are refused.",
     schema={
         "type": "object",
         "properties": {
             "name": NAME,
-            "target": {"type": ["string", "array"], "minLength": 1, "maxLength": NAME["maxLength"],
-                       "items": {"type": "number"}, "minItems": 3, "maxItems": 3,
-                       "description": "An object name or a world point [x, y, z]."},
+            "target": dict(NAME, type=["string", "array"], items={"type": "number"}, minItems=3, maxItems=3,
+                           description="An object name or a world point [x, y, z]."),
         },
         "required": ["name", "target"],
         "additionalProperties": False,
@@ -172,7 +186,7 @@ def undo_camera_set_active(tx, rec):
 
 
 def tool_camera_look_at(tx, args):
-    ob = get_object(args["name"])
+    ob = get_aimable(args["name"])
     target = args["target"]
     if isinstance(target, str):
         tob = get_object(target, "target object")

@@ -33,11 +33,17 @@ bpy.data collection before and after the importer and records every
 datablock it created; it puts back the active object, the selection and
 the frame range/fps the importer may have changed, so only the new
 datablocks differ. Before importing it checks the references a file makes
-to other files (glTF buffer/image URIs, OBJ mtllib and texture maps, USDA
-asset paths): each must be a plain file name inside the sandbox (or a data:
-URI), else policy_refused; after importing, every file path of a new image,
-library, sound, movie clip, volume or cache file must resolve inside the
-sandbox too (binary .usd/.usdc and .fbx are only checked this way).
+to other files (every glTF "uri"; the OBJ statements mtllib, maplib, call,
+shadow_obj and trace_obj, and the texture statements of the MTL files it
+loads, <stem>.mtl included, parsed as Blender parses them: see OBJ_REFS;
+USDA asset paths): each must be a plain file name inside the sandbox (or a
+data: URI), else policy_refused; after importing, every file path of a new
+image, library, sound, movie clip, volume or cache file must resolve inside
+the sandbox too (binary .usd/.usdc and .fbx are only checked this way).
+
+scene.export refuses an output (or companion) name that a directory in the
+sandbox has (conflict), removes stale copies of the output and its
+companions first, and reports the files it wrote in execute's ``"files"``.
 
 Undo record of scene.import (``v`` = UNDO_VERSION):
 
@@ -57,14 +63,14 @@ from common import is_tomb, one_line, sha256_file, sha256_hex
 from compat import io_operators
 from compat import remove_ids as compat_remove_ids
 from registry import ToolError, field, tool, undoer
-from sandbox import SANDBOX, file_name_schema, sandbox_path
+from sandbox import SANDBOX, file_name_schema, output_path, sandbox_path
 from state import INDEX, KINDS, STATE, active_view_layer, current_scene, full_snapshot
 
 from .render import animated_values, restore_animated
 
 FORMATS = {"gltf": ("glb", "gltf"), "obj": ("obj",), "fbx": ("fbx",), "usd": ("usd", "usda", "usdc")}
 ALL_EXTS = tuple(e for exts in FORMATS.values() for e in exts)
-PLAIN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$")
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}\Z")  # with match(): the whole string
 KIND_OF = {coll: kind for kind, _, _, coll in KINDS}
 SKIP_COLLECTIONS = ("window_managers", "screens", "workspaces")
 FILE_IDS = ("images", "libraries", "sounds", "movieclips", "volumes", "cache_files")
@@ -168,7 +174,15 @@ def tool_scene_export(tx, args):
         companions.append(stem + ".bin")
         if not enum_has(exp, "export_image_format", "NONE") and len(bpy.data.images):
             raise ToolError("policy_refused", "this glTF exporter would write images as separate files; export .glb")
-    extra = [sandbox_path(c) for c in companions]
+    path = output_path(output, "output")
+    extra = [output_path(c, "output: companion file") for c in companions]
+    # The export rewrites the output and its companions: stale ones go first,
+    # so "files" names only what this export wrote, and a failed export
+    # (which removes the files it declared) leaves none of them behind.
+    for p in [path] + extra:
+        if os.path.lexists(p):
+            os.remove(p)
+        tx.wrote(p)
     before = STATE.scene_hash()
     sc = current_scene()
     frame = (sc.frame_current, sc.frame_subframe)
@@ -244,37 +258,112 @@ def gltf_json(path):
         data = data[20:20 + n]
     try:
         doc = json.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise ToolError("invalid_input", "not a valid glTF file: " + one_line(e))
     if not isinstance(doc, dict):
         raise ToolError("invalid_input", "not a valid glTF file")
     return doc
 
 
+def gltf_uris(doc):
+    """Every "uri" string anywhere in a glTF document (buffers, images and
+    any extension's), walked without recursion."""
+    out, todo = [], [doc]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k == "uri" and isinstance(x, str):
+                    out.append(x)
+                else:
+                    todo.append(x)
+        elif isinstance(v, list):
+            todo.extend(v)
+    return out
+
+
+# OBJ and MTL files as Blender's importer reads them (io/wavefront_obj,
+# obj_import_file_reader.cc): a line ends at "\n" only; a statement is a
+# keyword after leading blanks, followed by a blank or the end of the line,
+# where a blank is any byte <= 0x20 and, since C's char is signed there, any
+# byte >= 0x80. The rest of the line is the statement's argument: mtllib
+# takes it whole (outer quotes dropped) as one file name, other readers split
+# it at blanks; a texture statement (map_*, refl, bump, ...) takes options
+# (-bm 1.0, -o u v w, ...) and then the rest as its file name. Blender also
+# loads <obj stem>.mtl when it exists. In an OBJ file a backslash followed by
+# blanks and a newline joins two lines: a statement still starts at the
+# start of a line, and one whose line ends in a continuation contains a
+# backslash, which a reference may not, so reading plain lines finds every
+# file reference under any reading of the continuations.
+BLANK = rb"[\x00-\x20\x80-\xff]"
+# Keywords match in any case: other readers may, and it only refuses more.
+OBJ_REFS = re.compile(BLANK + rb"*(mtllib|maplib|call|shadow_obj|trace_obj)(?:" + BLANK + rb"|\Z)", re.I)
+MTL_REFS = re.compile(BLANK + rb"*(map_[^\x00-\x20\x80-\xff]*|refl|bump|disp|decal|norm)(?:" + BLANK + rb"|\Z)", re.I)
+PLAIN_NAME_BYTES = re.compile(PLAIN_NAME.pattern.encode("ascii"))
+
+
+def file_refs(path, statements):
+    """(keyword, argument) of every statement of the file at path that
+    refers to files; statements is OBJ_REFS or MTL_REFS."""
+    with open(path, "rb") as f:
+        data = f.read()
+    out = []
+    for line in data.split(b"\n"):
+        m = statements.match(line)
+        if m is not None:
+            out.append((m.group(1).decode("ascii", "replace"), line[m.end():]))
+    return out
+
+
+def check_file_ref(keyword, arg, what):
+    """The sandbox paths of the readings of the file name in the argument
+    arg of an OBJ/MTL statement keyword of file what: the whole argument and
+    each blank-separated word. Every word must be a plain name (PLAIN_NAME,
+    so no quotes, slashes or dots alone) and every reading must stay in the
+    sandbox (symlinks); policy_refused otherwise."""
+    words = [w for w in re.split(rb"[\x00-\x20]+", arg) if w]
+    whole = arg.strip(bytes(range(33)))  # words are plain: no quotes to drop
+    if b"/" in arg or b"\\" in arg or not all(PLAIN_NAME_BYTES.match(w) for w in words):
+        raise ToolError("policy_refused", "%s: %r %r is not a plain file name in the sandbox" %
+                        (what, keyword, arg.decode("utf-8", "replace")[:200]))
+    root = os.path.realpath(SANDBOX["dir"])
+    paths = []
+    for name in set(words + [whole]):
+        if not name:
+            continue
+        p = os.path.join(root, os.fsdecode(name))
+        if os.path.dirname(os.path.realpath(p)) != root:
+            raise ToolError("policy_refused", "%s: %r %r resolves outside the sandbox" %
+                            (what, keyword, os.fsdecode(name)))
+        paths.append(p)
+    return sorted(paths)
+
+
+def check_obj_references(path, name):
+    """policy_refused unless every file the OBJ at path and the MTL files it
+    loads refer to is a plain name in the sandbox (see OBJ_REFS)."""
+    mtls = []
+    for keyword, arg in file_refs(path, OBJ_REFS):
+        paths = check_file_ref(keyword, arg, name)
+        if keyword == "mtllib":
+            mtls += paths
+    default = os.path.splitext(path)[0] + ".mtl"
+    if os.path.lexists(default):
+        if os.path.dirname(os.path.realpath(default)) != os.path.dirname(path):
+            raise ToolError("policy_refused", "%s: its .mtl %r resolves outside the sandbox" % (name, os.path.basename(default)))
+        mtls.append(default)
+    for mtl in sorted(set(mtls)):
+        if os.path.isfile(mtl):
+            for keyword, arg in file_refs(mtl, MTL_REFS):
+                check_file_ref(keyword, arg, os.path.basename(mtl))
+
+
 def check_references(fmt, path, name):
     if fmt == "gltf":
-        doc = gltf_json(path)
-        for key in ("buffers", "images"):
-            for item in doc.get(key) or []:
-                if isinstance(item, dict) and isinstance(item.get("uri"), str):
-                    check_ref(item["uri"], name)
+        for uri in gltf_uris(gltf_json(path)):
+            check_ref(uri, name)
     elif fmt == "obj":
-        mtls = []
-        with open(path, "r", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("mtllib"):
-                    for m in line.split()[1:]:
-                        check_ref(m, name)
-                        mtls.append(m)
-        for m in mtls:
-            p = os.path.join(os.path.dirname(path), m)
-            if not os.path.isfile(p):
-                continue
-            with open(p, "r", encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    parts = line.split()
-                    if parts and (parts[0].startswith("map_") or parts[0] in ("bump", "disp", "decal", "refl", "norm")):
-                        check_ref(parts[-1], m)
+        check_obj_references(path, name)
     elif fmt == "usd":
         with open(path, "rb") as f:
             head = f.read(8)

@@ -946,7 +946,7 @@ def would_cycle(ob, parent):
         "type": "object",
         "properties": {
             "name": NAME,
-            "parent": {"type": ["string", "null"], "minLength": 1, "maxLength": NAME["maxLength"]},
+            "parent": dict(NAME, type=["string", "null"]),
             "keep_transform": {"type": "boolean", "default": True},
         },
         "required": ["name", "parent"],

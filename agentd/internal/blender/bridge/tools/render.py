@@ -14,6 +14,10 @@ bytes), writes each frame to a temporary file and renames all of them at the
 end (a failure leaves no frame behind), reports ``{"done", "total", "frame"}``
 after each frame, then restores the current frame, every setting it touched
 and every animated property (frame_set evaluated the animation).
+
+Both render tools refuse an output file name that a directory in the sandbox
+has (conflict, before rendering) and report the PNGs they wrote in execute's
+``"files"`` (Tx.wrote).
 """
 
 import os
@@ -24,7 +28,7 @@ import bpy
 from common import log, sha256_file
 from compat import action_fcurve_collections, eevee_engine, has_cycles, stamp_flags
 from registry import ToolError, field, tool, undoer
-from sandbox import MAX_FILE_NAME, SANDBOX_PATH, file_name_schema, require_plain_name, sandbox_path
+from sandbox import MAX_FILE_NAME, SANDBOX_PATH, file_name_schema, output_path, require_plain_name
 from state import current_scene
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -122,6 +126,18 @@ def pin_cycles(saved, sc, w, h, samples, seed):
     saved.set(r, "filepath", r.filepath)
 
 
+def partial_path(path, what):
+    """The temporary file a render goes to before it is renamed to path: a
+    stale one (file or symlink) is removed, so the render cannot write
+    through a symlink; conflict when a directory has its name."""
+    tmp = path + ".partial.png"
+    if os.path.isdir(tmp) and not os.path.islink(tmp):
+        raise ToolError("conflict", "%s: the temporary file %r is a directory in the sandbox" % (what, os.path.basename(tmp)))
+    if os.path.lexists(tmp):
+        os.remove(tmp)
+    return tmp
+
+
 def render_png(sc, tmp, missing):
     """Render sc's current frame to the PNG tmp, without its volatile chunks;
     internal_error missing when Blender wrote nothing."""
@@ -156,16 +172,17 @@ def render_png(sc, tmp, missing):
 
 def tool_render_still(tx, args):
     require_cycles()
-    path = sandbox_path(args["output"])
+    path = output_path(args["output"], "output")
     sc = current_scene()
     w, h, samples, seed = render_options(sc, args)
+    tmp = partial_path(path, "output")
     saved = Saved()
-    tmp = path + ".partial.png"
     try:
         pin_cycles(saved, sc, w, h, samples, seed)
         t0 = time.time()
         render_png(sc, tmp, "Blender did not write the render output")
         os.replace(tmp, path)
+        tx.wrote(path)
         log("render done", seconds=round(time.time() - t0, 3), path=path)
     finally:
         saved.restore()
@@ -411,13 +428,13 @@ def tool_render_animation(tx, args):
         raise ToolError("invalid_input", "%d frames; render.animation renders at most %d" % (n, MAX_ANIMATION_FRAMES))
     prefix = args["output_prefix"]
     require_plain_name(prefix, "a plain file-name prefix")
-    paths = [sandbox_path("%s_%04d.png" % (prefix, f)) for f in range(start, end + 1)]
+    paths = [output_path("%s_%04d.png" % (prefix, f), "output_prefix: frame file") for f in range(start, end + 1)]
     w, h, samples, seed = render_options(sc, args)
+    tmps = [partial_path(p, "output_prefix") for p in paths]
     frame_before = sc.frame_current
     subframe_before = sc.frame_subframe
     animated = animated_values()
     saved = Saved()
-    tmps = [p + ".partial.png" for p in paths]
     ok = False
     t0 = time.time()
     try:
@@ -428,6 +445,7 @@ def tool_render_animation(tx, args):
             tx.progress({"done": k + 1, "total": n, "frame": f})
         for tmp, path in zip(tmps, paths):
             os.replace(tmp, path)
+            tx.wrote(path)
         ok = True
         log("animation rendered", frames=n, seconds=round(time.time() - t0, 3), prefix=prefix)
     finally:

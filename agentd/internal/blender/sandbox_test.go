@@ -1,0 +1,207 @@
+package blender
+
+import (
+	"bytes"
+	"image"
+	"image/png"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// Tests of the files tools read and write in the session sandbox
+// (bridge/sandbox.py, the reference checks of bridge/tools/io.py, Tx.wrote).
+
+const triangleOBJ = "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n"
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writePNG(t *testing.T, path string) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, 2, 2))); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, b.String())
+}
+
+// sandboxOf returns the sandbox directory of p (from a file a call wrote).
+func sandboxOf(t *testing.T, p *Process) string {
+	t.Helper()
+	out := mustExecute(t, p, "scene.export", kv{"format": "obj", "output": "probe.obj"})
+	return filepath.Dir(out.Result["path"].(string))
+}
+
+// TestImportReferenceParsing: scene.import reads OBJ and MTL files as
+// Blender's importer does to find the files they refer to (leading blanks
+// and tabs, bytes Blender counts as blanks, line continuations, several
+// names on one statement, quotes, texture options, other statements that
+// name files, the default <stem>.mtl, symlinks) and refuses, before the
+// importer reads anything, every reference that leaves the sandbox; files
+// that stay inside still import.
+func TestImportReferenceParsing(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		sandbox := sandboxOf(t, p)
+		outside := filepath.Dir(sandbox) // "../" from the sandbox
+		writeFile(t, filepath.Join(outside, "evil.mtl"), "newmtl Evil\nKd 1 0 0\n")
+		writePNG(t, filepath.Join(outside, "evil.png"))
+		writePNG(t, filepath.Join(outside, "evil b.png"))
+		if err := os.Symlink(filepath.Join(outside, "evil.mtl"), filepath.Join(sandbox, "link.mtl")); err != nil {
+			t.Fatal(err)
+		}
+
+		objs := map[string]string{
+			"tab":          "\tmtllib\t../evil.mtl\n",
+			"exported":     "o x\n\tmtllib\t../evil.mtl\n", // an object named "x\n\tmtllib\t../evil.mtl"
+			"blank_bytes":  "\xc2\xa0mtllib ../evil.mtl\n",
+			"continuation": "mtllib ok.mtl \\\n  ../evil.mtl\n",
+			"two_names":    "mtllib ok.mtl ../evil.mtl\n",
+			"quoted":       "mtllib \"../evil.mtl\"\n",
+			"upper":        "MTLLIB ../evil.mtl\n",
+			"crlf":         "mtllib ../evil.mtl\r\n",
+			"dotdot":       "mtllib ..\n",
+			"call":         "call ../evil.obj\n",
+			"symlink":      "mtllib link.mtl\n",
+		}
+		mtls := map[string]string{
+			"bm":          "map_Kd -bm 1.0 ../evil.png\n",
+			"bump":        "  bump -bm 0.5 ../evil.png\n",
+			"disp":        "disp ../evil.png\n",
+			"refl":        "refl -type sphere ../evil.png\n",
+			"space":       "map_Kd ../evil b.png\n", // Blender reads "../evil b.png"
+			"tab_map":     "\tmap_Ks\t../evil.png\n",
+			"option_only": "map_Kd -o 1 1 1 /abs/evil.png\n",
+		}
+		for name, mtl := range mtls {
+			writeFile(t, filepath.Join(sandbox, "m_"+name+".mtl"), "newmtl M\nKd 1 1 1\n"+mtl)
+			objs["mtl_"+name] = "mtllib m_" + name + ".mtl\nusemtl M\n"
+		}
+		// Blender loads <stem>.mtl without any mtllib.
+		writeFile(t, filepath.Join(sandbox, "stem.mtl"), "newmtl M\nmap_Kd ../evil.png\n")
+		writeFile(t, filepath.Join(sandbox, "stem.obj"), "usemtl M\n"+triangleOBJ)
+		if err := os.Symlink(filepath.Join(outside, "evil.mtl"), filepath.Join(sandbox, "stemlink.mtl")); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(sandbox, "stemlink.obj"), triangleOBJ)
+
+		var inputs []string
+		for name, head := range objs {
+			writeFile(t, filepath.Join(sandbox, "o_"+name+".obj"), head+triangleOBJ)
+			inputs = append(inputs, "o_"+name+".obj")
+		}
+		sort.Strings(inputs)
+		inputs = append(inputs, "stem.obj", "stemlink.obj")
+		for _, in := range inputs {
+			te := wantToolError(t, p, "scene.import", kv{"format": "obj", "input": in}, CodePolicyRefused)
+			if strings.Contains(te.Message, "refers to a file outside") { // the check after importing
+				t.Errorf("%s: refused only after the importer read it: %s", in, te.Message)
+			}
+		}
+
+		// Inside the sandbox: options, several statements, the default .mtl.
+		writePNG(t, filepath.Join(sandbox, "tex.png"))
+		writeFile(t, filepath.Join(sandbox, "good.mtl"), "newmtl Good\nKd 1 1 1\nmap_Kd -bm 1.0 -o 0 0 0 tex.png\n\tbump -bm 0.5 tex.png\n")
+		writeFile(t, filepath.Join(sandbox, "good.obj"), "# a comment\n  mtllib good.mtl\nusemtl Good\n"+triangleOBJ)
+		out := mustExecute(t, p, "scene.import", kv{"format": "obj", "input": "good.obj"})
+		if !reflect.DeepEqual(out.Result["objects"], []any{"good"}) {
+			t.Errorf("good.obj imported %v", out.Result)
+		}
+		s := assertIncrementalMatchesFull(t, p)
+		if record(t, s, "materials", "Good") == nil {
+			t.Errorf("good.mtl not loaded")
+		}
+	})
+}
+
+// TestOutputDirectoryConflict: an output file name that a directory in the
+// sandbox has is refused with conflict, naming the argument, before
+// anything changes, by every tool that writes files.
+func TestOutputDirectoryConflict(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		sandbox := sandboxOf(t, p)
+		for _, d := range []string{"still.png", "anim_0002.png", "shot.png.partial.png", "scene.obj", "comp.mtl", "scene.glb"} {
+			if err := os.Mkdir(filepath.Join(sandbox, d), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		small := kv{"resolution": []any{16, 16}, "samples": 1}
+		with := func(extra kv) kv {
+			out := kv{}
+			for k, v := range small {
+				out[k] = v
+			}
+			for k, v := range extra {
+				out[k] = v
+			}
+			return out
+		}
+		for _, c := range []struct {
+			tool string
+			args kv
+			arg  string
+		}{
+			{"render.still", with(kv{"output": "still.png"}), "output"},
+			{"render.still", with(kv{"output": "shot.png"}), "output"}, // its temporary file
+			{"render.animation", with(kv{"output_prefix": "anim", "frame_start": 1, "frame_end": 2}), "output_prefix"},
+			{"scene.export", kv{"format": "obj", "output": "scene.obj"}, "output"},
+			{"scene.export", kv{"format": "obj", "output": "comp.obj"}, "output"}, // its .mtl
+			{"scene.export", kv{"format": "gltf", "output": "scene.glb"}, "output"},
+		} {
+			if c.args["format"] == "gltf" && rt.Kind == RuntimeBinary {
+				continue // Debian's 3.4 may lack glTF: capability_missing first
+			}
+			te := wantToolError(t, p, c.tool, c.args, CodeConflict)
+			if !strings.HasPrefix(te.Message, c.arg) || !strings.Contains(te.Message, "directory") {
+				t.Errorf("%s %v: message %q does not name %s", c.tool, c.args, te.Message, c.arg)
+			}
+		}
+		for _, f := range []string{"anim_0001.png", "comp.obj", "shot.png"} {
+			if _, err := os.Stat(filepath.Join(sandbox, f)); err == nil {
+				t.Errorf("a refused call left %s behind", f)
+			}
+		}
+	})
+}
+
+// TestFilesReported: Outcome.Files names the files a call wrote into the
+// sandbox (Execute and ExecuteBatch); other tools report none. A call that
+// fails after writing leaves no file: TestBridgeTransactions.
+func TestFilesReported(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		small := kv{"resolution": []any{16, 16}, "samples": 1}
+		still := mustExecute(t, p, "render.still", kv{"output": "a.png", "resolution": small["resolution"], "samples": 1})
+		if !reflect.DeepEqual(still.Files, []string{"a.png"}) {
+			t.Errorf("render.still files %v", still.Files)
+		}
+		anim := mustExecute(t, p, "render.animation", kv{"output_prefix": "f", "frame_start": 3, "frame_end": 4, "resolution": small["resolution"], "samples": 1})
+		if !reflect.DeepEqual(anim.Files, []string{"f_0003.png", "f_0004.png"}) {
+			t.Errorf("render.animation files %v", anim.Files)
+		}
+		exp := mustExecute(t, p, "scene.export", kv{"format": "obj", "output": "x.obj"})
+		if !reflect.DeepEqual(exp.Files, []string{"x.mtl", "x.obj"}) {
+			t.Errorf("scene.export files %v", exp.Files)
+		}
+		if out := mustExecute(t, p, "object.create", kv{"type": "cube"}); out.Files != nil {
+			t.Errorf("object.create files %v", out.Files)
+		}
+		var got []BatchResult
+		p.ExecuteBatch(callCtx(t), []Call{
+			{Tool: "scene.get_summary"},
+			{Tool: "render.still", Args: kv{"output": "b.png", "resolution": small["resolution"], "samples": 1}},
+		}, func(i int, r BatchResult) bool { got = append(got, r); return true })
+		if len(got) != 2 || got[1].Err != nil || got[0].Outcome.Files != nil || !reflect.DeepEqual(got[1].Outcome.Files, []string{"b.png"}) {
+			t.Errorf("batch files: %+v", got)
+		}
+	})
+}
