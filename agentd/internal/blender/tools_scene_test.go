@@ -137,6 +137,10 @@ func sceneSteps() []sceneStep {
 		sceneRefuse(CodeInvalidInput, "light.create", kv{"name": "S2", "type": "laser"}),
 		sceneRefuse(CodeInvalidInput, "light.create", kv{"name": "S2", "size": 0}),
 		sceneRefuse(CodeInvalidInput, "light.create", kv{"name": "S2", "energy": -1}),
+		sceneOK("light.create", kv{"name": "Aimed", "type": "spot", "location": []any{0, -5, 5}, "target": "Box"}),
+		sceneRefuse(CodeInvalidInput, "light.create", kv{"name": "S2", "target": "Box", "rotation_euler": []any{0, 0, 0}}),
+		sceneRefuse(CodeNotFound, "light.create", kv{"name": "S2", "target": "Nope"}),
+		sceneRefuse(CodeConflict, "light.create", kv{"name": "S2", "location": []any{1, 2, 3}, "target": []any{1, 2, 3}}),
 
 		// camera.create / set_active / look_at
 		sceneOKInject("camera.create", "camera.create:linked", kv{"name": "Cam2", "lens": 35, "location": []any{0, -10, 2}, "set_active": true}),
@@ -148,7 +152,8 @@ func sceneSteps() []sceneStep {
 		sceneRefuse(CodeNotFound, "camera.set_active", kv{"name": "Nope"}),
 		sceneOKInject("camera.look_at", "camera.look_at:rotated", kv{"name": "Cam2", "target": "Box"}),
 		sceneOK("camera.look_at", kv{"name": "Cam3", "target": []any{0, 0, 0}}),
-		sceneOK("camera.look_at", kv{"name": "Key", "target": "Floor"}),
+		// A light is not a camera: it is aimed at creation (light.create's target).
+		sceneRefuse(CodeInvalidInput, "camera.look_at", kv{"name": "Key", "target": "Floor"}),
 		sceneOK("camera.look_at", kv{"name": "Cam2", "target": []any{0, -10, 12}}),                      // straight up
 		sceneRefuse(CodeInvalidInput, "camera.look_at", kv{"name": "Crate", "target": []any{0, 0, 10}}), // a mesh
 		sceneRefuse(CodeConflict, "camera.look_at", kv{"name": "Cam3", "target": []any{10, 0, 0}}),

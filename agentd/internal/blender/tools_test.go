@@ -283,3 +283,25 @@ func TestFailureMidwayRollsBack(t *testing.T) {
 		}
 	})
 }
+
+// TestLightTarget: a light created with a target is rotated exactly as
+// camera.look_at rotates a camera at the same place toward the same point,
+// and camera.look_at refuses to move a light.
+func TestLightTarget(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		loc, target := []any{3.0, -4.0, 5.0}, []any{0.5, 0.25, 1.0}
+		mustExecute(t, p, "light.create", map[string]any{"name": "L", "type": "area", "location": loc, "target": target})
+		mustExecute(t, p, "camera.create", map[string]any{"name": "C", "location": loc})
+		cam := mustExecute(t, p, "camera.look_at", map[string]any{"name": "C", "target": target})
+		snap := assertIncrementalMatchesFull(t, p)
+		l, c := record(t, snap, "objects", "L"), record(t, snap, "objects", "C")
+		if l["rotation_euler"] == nil || fmt.Sprint(l["rotation_euler"]) != fmt.Sprint(c["rotation_euler"]) {
+			t.Fatalf("light rotation %v, camera aimed at the same point %v", l["rotation_euler"], c["rotation_euler"])
+		}
+		wantToolError(t, p, "camera.look_at", map[string]any{"name": "L", "target": []any{0, 0, 0}}, CodeInvalidInput)
+		if h := assertIncrementalMatchesFull(t, p).SceneHash; h != cam.SceneHashAfter {
+			t.Fatalf("scene hash %s after a refused look_at, %s before", h, cam.SceneHashAfter)
+		}
+	})
+}

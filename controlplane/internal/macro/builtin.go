@@ -20,7 +20,7 @@ func builtin() []*Macro {
 func threePointLighting() *Macro {
 	return &Macro{
 		Name:        "macro.three_point_lighting",
-		Version:     "1.0.0",
+		Version:     "1.1.0",
 		Description: "Key, fill and rim area lights around center, aimed at the target object.",
 		Schema: map[string]any{
 			"type": "object", "additionalProperties": false, "required": []any{"target"},
@@ -33,7 +33,7 @@ func threePointLighting() *Macro {
 			},
 		},
 		Example: map[string]any{"target": "Suzanne", "distance": 6.0},
-		Tools:   []string{"camera.look_at", "light.create"},
+		Tools:   []string{"light.create"},
 		expand:  func(a map[string]any) []Step { return lightingSteps(a, "") },
 	}
 }
@@ -55,14 +55,11 @@ func lightingSteps(a map[string]any, idPrefix string) []Step {
 	for _, l := range lights {
 		az, el := l.azimuth*math.Pi/180, l.elevation*math.Pi/180
 		name := prefix + l.name
-		steps = append(steps,
-			Step{ID: idPrefix + l.id, Tool: "light.create", Args: map[string]any{
-				"name": name, "type": "area", "energy": round(e * l.kE), "size": round(d / 4),
-				"location": vec(cx+d*math.Cos(el)*math.Sin(az), cy-d*math.Cos(el)*math.Cos(az), cz+d*math.Sin(el)),
-			}},
-			Step{ID: idPrefix + "aim_" + l.id, Tool: "camera.look_at", Args: map[string]any{"name": name, "target": str(a, "target")},
-				DependsOn: []string{idPrefix + l.id}},
-		)
+		steps = append(steps, Step{ID: idPrefix + l.id, Tool: "light.create", Args: map[string]any{
+			"name": name, "type": "area", "energy": round(e * l.kE), "size": round(d / 4),
+			"location": vec(cx+d*math.Cos(el)*math.Sin(az), cy-d*math.Cos(el)*math.Cos(az), cz+d*math.Sin(el)),
+			"target":   str(a, "target"),
+		}})
 	}
 	return steps
 }
@@ -137,7 +134,7 @@ func turntableCamera() *Macro {
 func productShot() *Macro {
 	return &Macro{
 		Name:        "macro.product_shot",
-		Version:     "1.0.0",
+		Version:     "1.1.0",
 		Description: "Backdrop plane with a matte material, three-point lighting and an active 85 mm camera aimed at the target.",
 		Schema: map[string]any{
 			"type": "object", "additionalProperties": false, "required": []any{"target"},

@@ -52,14 +52,14 @@ func TestExpandPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out) != 2+6 {
+	if len(out) != 2+3 {
 		t.Fatalf("%d ops: %v", len(out), out)
 	}
-	if out[1].ID != "lights:key" || fmt.Sprint(out[1].DependsOn) != "[hero]" || fmt.Sprint(out[2].DependsOn) != "[lights:key]" {
+	if out[1].ID != "lights:key" || fmt.Sprint(out[1].DependsOn) != "[hero]" || out[1].Args["target"] != "Suzanne" {
 		t.Fatalf("steps %+v %+v", out[1], out[2])
 	}
 	last := out[len(out)-1]
-	if last.ID != "shot" || len(last.DependsOn) != 6 || !strings.HasPrefix(last.DependsOn[0], "lights:") {
+	if last.ID != "shot" || len(last.DependsOn) != 3 || !strings.HasPrefix(last.DependsOn[0], "lights:") {
 		t.Fatalf("dependents of the macro: %+v", last)
 	}
 	again, _ := r.ExpandPlan(ops)
@@ -105,9 +105,9 @@ func TestExpandPlanRefusals(t *testing.T) {
 	inspect := func(id string) plan.Operation {
 		return plan.Operation{ID: id, Tool: "scene.inspect", Safety: plan.SafetyReadOnly}
 	}
-	// three_point_lighting's longest step is "aim_fill": ":aim_fill" adds 9
-	// characters, so its operation ids may have at most 119.
-	fits, over := strings.Repeat("l", 119), strings.Repeat("l", 120)
+	// three_point_lighting's longest step is "fill": ":fill" adds 5
+	// characters, so its operation ids may have at most 123.
+	fits, over := strings.Repeat("l", 123), strings.Repeat("l", 124)
 	tests := []struct {
 		name       string
 		ops        []plan.Operation
@@ -122,8 +122,8 @@ func TestExpandPlanRefusals(t *testing.T) {
 			reason:  plan.ReasonSchemaInvalid,
 			message: []string{"1 operation would give macro steps ids", plan.OperationIDPattern, "give them shorter operation ids"},
 			violations: []plan.Violation{{Field: "operations[2].operation_id", Description: `operation "` + over +
-				`": macro.three_point_lighting would give a step the id "` + over + `:aim_fill" of 129 characters; ` +
-				`an operation_id has at most 128, so this operation's id may have at most 119`}},
+				`": macro.three_point_lighting would give a step the id "` + over + `:fill" of 129 characters; ` +
+				`an operation_id has at most 128, so this operation's id may have at most 123`}},
 			repair: []plan.RepairStep{{OperationID: over, Action: plan.ActionDrop}},
 		},
 		{
@@ -141,7 +141,7 @@ func TestExpandPlanRefusals(t *testing.T) {
 			message: []string{"macro args do not match the macro's schema", "; 1 operation would give macro steps ids"},
 			violations: []plan.Violation{
 				{Field: "operations[0].operation_id", Description: `operation "` + over + `": macro.three_point_lighting would give a step the id "` +
-					over + `:aim_fill" of 129 characters; an operation_id has at most 128, so this operation's id may have at most 119`},
+					over + `:fill" of 129 characters; an operation_id has at most 128, so this operation's id may have at most 123`},
 				{Field: "operations[1].args", Description: `operation "x": args of macro.three_point_lighting: at '/distance': exclusiveMinimum: got -1, want 0`},
 			},
 			repair: []plan.RepairStep{{OperationID: over, Action: plan.ActionDrop}, {OperationID: "x", Action: plan.ActionReplaceArgs}},

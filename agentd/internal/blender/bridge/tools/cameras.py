@@ -8,17 +8,15 @@ for new cameras; the baseline camera has 100 m), shift 0, ortho scale 6. It
 does not change the active object or the selection; set_active makes it the
 scene camera.
 
-camera.look_at sets a camera's or a light's rotation_euler (mode XYZ; set if
-the object had another rotation mode) so that its local -Z axis (a camera's
-view, a spot/area/sun light's direction) points at the target and its local
-+Y axis is as close to world +Z as possible (the camera "track to"
-convention: mathutils Vector.to_track_quat("-Z", "Y")). Positions are world
-positions from the parent chain; for a parented object the rotation is
-expressed relative to the parent's rotation. Other object types are refused
-(invalid_input, as camera.set_active refuses a non-camera): rotating a mesh
-is object.set_transform's job. Lights are aimed too because
-macro.three_point_lighting (controlplane/internal/macro) aims its lights
-with this tool.
+camera.look_at sets a camera's rotation_euler (mode XYZ; set if the object
+had another rotation mode) so that its local -Z axis (its view) points at the
+target and its local +Y axis is as close to world +Z as possible (the camera
+"track to" convention: mathutils Vector.to_track_quat("-Z", "Y")). Positions
+are world positions from the parent chain; for a parented camera the rotation
+is expressed relative to the parent's rotation. Other object types are
+refused (invalid_input, as camera.set_active refuses a non-camera): a light
+is aimed when it is created (light.create's target, with the same
+convention), a mesh is rotated by object.set_transform.
 
 Undo records (``v`` = 1):
 
@@ -117,14 +115,24 @@ def get_camera(name):
     return ob
 
 
-AIM_TYPES = ("CAMERA", "LIGHT")  # the objects camera.look_at aims (module docstring)
+TARGET_SCHEMA = dict(NAME, type=["string", "array"], items={"type": "number"}, minItems=3, maxItems=3,
+                     description="An object name or a world point [x, y, z].")
 
 
-def get_aimable(name):
-    ob = get_object(name)
-    if ob.type not in AIM_TYPES:
-        raise ToolError("invalid_input", "%r is a %s object; camera.look_at aims cameras and lights" % (name, ob.type))
-    return ob
+def target_point(target):
+    """The world point of a target arg: an object's origin or [x, y, z]."""
+    if isinstance(target, str):
+        return world_matrix(get_object(target, "target object")).to_translation()
+    return Vector([float(x) for x in target])
+
+
+def aim_rotation(name, origin, point):
+    """The world rotation (quaternion) that points an object's local -Z axis
+    from origin at point, +Z up; conflict when they coincide."""
+    d = point - origin
+    if d.length < 1e-9:
+        raise ToolError("conflict", "%r is at the target point" % name)
+    return d.to_track_quat("-Z", "Y")
 
 
 @tool(
@@ -167,13 +175,12 @@ def undo_camera_set_active(tx, rec):
 
 @tool(
     "camera.look_at",
-    description="Rotate a camera or light object so that its local -Z axis (view or light direction) points at a target object's origin or a point [x,y,z], with +Z world up. Sets rotation_euler (XYZ). Other object types are refused.",
+    description="Rotate a camera object so that its view direction (local -Z) points at a target object's origin or a point [x,y,z], with +Z world up. Sets rotation_euler (XYZ). Other object types are refused (aim a light with light.create's target).",
     schema={
         "type": "object",
         "properties": {
             "name": NAME,
-            "target": dict(NAME, type=["string", "array"], items={"type": "number"}, minItems=3, maxItems=3,
-                           description="An object name or a world point [x, y, z]."),
+            "target": TARGET_SCHEMA,
         },
         "required": ["name", "target"],
         "additionalProperties": False,
@@ -186,18 +193,9 @@ def undo_camera_set_active(tx, rec):
 
 
 def tool_camera_look_at(tx, args):
-    ob = get_aimable(args["name"])
-    target = args["target"]
-    if isinstance(target, str):
-        tob = get_object(target, "target object")
-        point = world_matrix(tob).to_translation()
-    else:
-        point = Vector([float(x) for x in target])
-    mw = world_matrix(ob)
-    d = point - mw.to_translation()
-    if d.length < 1e-9:
-        raise ToolError("conflict", "%r is at the target point" % ob.name)
-    rot = d.to_track_quat("-Z", "Y")
+    ob = get_camera(args["name"])
+    point = target_point(args["target"])
+    rot = aim_rotation(ob.name, world_matrix(ob).to_translation(), point)
     if ob.parent is not None:
         pm = world_matrix(ob.parent) @ ob.matrix_parent_inverse
         rot = pm.to_quaternion().inverted() @ rot

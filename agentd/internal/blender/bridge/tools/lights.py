@@ -14,6 +14,10 @@ radius 0.25 on 3.4, 0 on 4.5):
     area         shape SQUARE, size = size_y = size (default 1 m)
     sun          angle 0.00918043 rad (0.526 deg, Blender's default)
 
+With ``target`` (an object name or a point), the light is rotated so that
+it shines at it (its local -Z axis points there, +Z up), as camera.look_at
+aims a camera.
+
 It does not change the active object or the selection.
 
 Undo record (``v`` = 1):
@@ -24,9 +28,12 @@ Undo record (``v`` = 1):
 
 import math
 
+from mathutils import Vector
+
 from registry import ToolError, tool, undoer
 from schema import NAME, VEC3
 
+from .cameras import TARGET_SCHEMA, aim_rotation, target_point
 from .objects import check_new_object_name, created_data_record, new_data, new_data_object, undo_remove_created
 
 LIGHT_TYPES = {"point": "POINT", "sun": "SUN", "spot": "SPOT", "area": "AREA"}
@@ -34,7 +41,7 @@ LIGHT_TYPES = {"point": "POINT", "sun": "SUN", "spot": "SPOT", "area": "AREA"}
 
 @tool(
     "light.create",
-    description="Create a light (point, sun, spot or area) in the scene collection. size is the radius of a point/spot light or the side of a square area light (sun: not allowed). Defaults: 1000 W (sun 1.0), white, radius 0.1 m, area 1 m.",
+    description="Create a light (point, sun, spot or area) in the scene collection. size is the radius of a point/spot light or the side of a square area light (sun: not allowed). target (an object name or a point) aims it there instead of rotation_euler. Defaults: 1000 W (sun 1.0), white, radius 0.1 m, area 1 m.",
     schema={
         "type": "object",
         "properties": {
@@ -45,6 +52,7 @@ LIGHT_TYPES = {"point": "POINT", "sun": "SUN", "spot": "SPOT", "area": "AREA"}
             "size": {"type": "number", "exclusiveMinimum": 0, "maximum": 1000000},
             "location": VEC3,
             "rotation_euler": VEC3,
+            "target": TARGET_SCHEMA,
         },
         "required": ["name"],
         "additionalProperties": False,
@@ -62,6 +70,12 @@ def tool_light_create(tx, args):
     ltype = LIGHT_TYPES[args.get("type", "point")]
     if ltype == "SUN" and "size" in args:
         raise ToolError("invalid_input", "size does not apply to a sun light")
+    rotation = args.get("rotation_euler")
+    if "target" in args:
+        if rotation is not None:
+            raise ToolError("invalid_input", "give rotation_euler or target, not both")
+        origin = Vector([float(x) for x in args.get("location", (0.0, 0.0, 0.0))])
+        rotation = list(aim_rotation(name, origin, target_point(args["target"])).to_euler("XYZ"))
     light = new_data(tx, "lights", "light", name, ltype)
     light.energy = float(args.get("energy", 1.0 if ltype == "SUN" else 1000.0))
     light.color = [float(x) for x in args.get("color", (1.0, 1.0, 1.0))]
@@ -77,7 +91,7 @@ def tool_light_create(tx, args):
         light.size_y = light.size
     elif ltype == "SUN":
         light.angle = math.radians(0.526)
-    ob = new_data_object(tx, name, light, args.get("location"), args.get("rotation_euler"))
+    ob = new_data_object(tx, name, light, args.get("location"), rotation)
     tx.checkpoint("light.create:linked")
     tx.set_undo({"object": name, "data": created_data_record(light)})
     return {"name": ob.name, "data": light.name, "type": args.get("type", "point"), "energy": light.energy}
