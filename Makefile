@@ -74,7 +74,7 @@ test: blender
 	go test -count=1 -timeout 20m $(GO_PACKAGES)
 	@if [ -x /usr/bin/blender ]; then \
 		echo "== end-to-end cluster tests on Debian's Blender 3.4"; \
-		BLENDPLANE_TEST_BLENDER=/usr/bin/blender go test -count=1 -timeout 10m -run 'TestCluster|TestAtomicRollback' ./e2e/; \
+		BLENDPLANE_TEST_BLENDER=/usr/bin/blender go test -count=1 -timeout 10m -run 'TestCluster|TestAtomicRollback|TestBadInput' ./e2e/; \
 	fi
 
 ## check: fail on any drift (generated code, lint, format, go.mod, import boundaries)

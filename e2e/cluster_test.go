@@ -250,7 +250,7 @@ func op(id, tool string, args map[string]any, deps ...string) *cpv1.Operation {
 	switch {
 	case tool == "scene.get_summary", tool == "scene.snapshot", tool == "ui.highlight":
 		level = cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY
-	case tool == "object.delete":
+	case tool == "object.delete", tool == "python.exec":
 		level = cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE
 	}
 	return &cpv1.Operation{OperationId: id, ToolName: tool, Args: s, DependsOn: deps, SafetyLevel: level}

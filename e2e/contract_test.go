@@ -231,6 +231,29 @@ func TestCancelAndTimeBudget(t *testing.T) {
 		t.Fatalf("scene after cancel %s, want %s", after[0].GetSceneHashBefore(), rs[0].GetSceneHashAfter())
 	}
 
+	// A plan whose only operation is interrupted did not do what it was
+	// asked: it ends CANCELLED, never SUCCEEDED.
+	if _, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: s.GetSessionId(), RequestId: "cancel-one",
+		Operations: []*cpv1.Operation{op("r", "render.still", slow)}}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); c.plan(t, "cancel-one").GetState() != cpv1.Plan_STATE_RUNNING; {
+		if time.Now().After(deadline) {
+			t.Fatal("the one-operation plan did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // the render is under way
+	one, err := c.client.CancelPlan(ctxT(t, 30*time.Second), &cpv1.CancelPlanRequest{RequestId: "cancel-one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ors := c.receipts(t, "cancel-one", 1)
+	if one.GetPlan().GetState() != cpv1.Plan_STATE_CANCELLED || len(ors) != 1 || ors[0].GetStatus() != cpv1.Receipt_STATUS_NOT_RUN ||
+		ors[0].GetError().GetErrorCode() != "CANCELLED" {
+		t.Fatalf("one-operation plan after cancel: %v, receipts %v", one.GetPlan(), ors)
+	}
+
 	// Time budget: 1.5 s per tool call.
 	resp, err := c.client.Negotiate(ctxT(t, 2*time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) {
 		r.Constraints = &cpv1.Constraints{ToolTimeBudgetMs: 1500}

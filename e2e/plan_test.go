@@ -146,6 +146,11 @@ func testRefusals(t *testing.T, c *cluster) {
 		{"unknown arg", []*cpv1.Operation{op("a", "object.create", map[string]any{"type": "cube", "colour": "red"})}, "SCHEMA_INVALID", "operations[0].args"},
 		{"cycle", []*cpv1.Operation{op("a", "object.create", cube, "c"), op("b", "object.create", cube, "a"), op("c", "object.create", cube, "b")}, "GRAPH_CYCLE", "operations["},
 		{"missing dependency", []*cpv1.Operation{op("a", "object.create", cube, "ghost")}, "DEPENDENCY_MISSING", "operations[0].depends_on[0]"},
+		{"self dependency", []*cpv1.Operation{op("a", "object.create", cube, "a")}, "GRAPH_CYCLE", "operations[0].depends_on[0]"},
+		{"control character in a name", []*cpv1.Operation{op("a", "object.create", map[string]any{"type": "cube", "name": "Evil\n\tmtllib\t../x.mtl"})}, "SCHEMA_INVALID", "operations[0].args.name"},
+		{"name of 63 characters but 126 bytes", []*cpv1.Operation{op("a", "object.create", map[string]any{"type": "cube", "name": strings.Repeat("é", 63)})}, "SCHEMA_INVALID", "operations[0].args.name"},
+		{"control character in a file name", []*cpv1.Operation{op("a", "render.still", map[string]any{"output": "evil\n.png"})}, "SCHEMA_INVALID", "operations[0].args.output"},
+		{"macro step ids over 128 characters", []*cpv1.Operation{op(strings.Repeat("m", 124), "macro.three_point_lighting", map[string]any{"target": "Z"})}, "SCHEMA_INVALID", "operations[0].operation_id"},
 		{"duplicate id", []*cpv1.Operation{op("a", "object.create", cube), op("a", "object.create", cube)}, "OPERATION_ID_DUPLICATE", "operations[1].operation_id"},
 		{"unknown tool", []*cpv1.Operation{op("a", "object.create", cube), op("b", "mesh.explode", map[string]any{})}, "TOOL_UNKNOWN", "operations[1].tool_name"},
 	}
