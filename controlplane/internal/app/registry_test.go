@@ -1,0 +1,83 @@
+package app
+
+import (
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// TestRegistriesCompileOnce: a registry is compiled once per fingerprint,
+// a broken one too (its error is kept, not recompiled at every heartbeat),
+// and a slow compile holds up no other registry.
+func TestRegistriesCompileOnce(t *testing.T) {
+	r := newRegistries(slog.New(slog.DiscardHandler))
+	var compiles atomic.Int32
+	release := make(chan struct{})
+	r.compile = func(tr *cpv1.ToolRegistry) (*plan.Registry, error) {
+		compiles.Add(1)
+		switch tr.GetFingerprint() {
+		case "slow":
+			<-release
+		case "broken":
+			return nil, errors.New("bad schema")
+		}
+		return plan.NewRegistry(nil)
+	}
+	go r.get("slow", known(&cpv1.ToolRegistry{Fingerprint: "slow"}))
+	done := make(chan error)
+	go func() {
+		_, err := r.get("fast", known(&cpv1.ToolRegistry{Fingerprint: "fast"}))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a slow compile of another registry held this one up")
+	}
+	close(release)
+	for i := 0; i < 5; i++ { // heartbeats
+		if _, err := r.get("broken", known(&cpv1.ToolRegistry{Fingerprint: "broken"})); !errors.Is(err, ErrRegistryInvalid) {
+			t.Fatalf("broken registry: %v", err)
+		}
+		if _, err := r.get("slow", known(&cpv1.ToolRegistry{Fingerprint: "slow"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := compiles.Load(); n != 3 {
+		t.Fatalf("%d compiles for 3 registries", n)
+	}
+}
+
+func FuzzPageToken(f *testing.F) {
+	f.Add(encodePageToken("audit", 42, "r1"), "audit", "r1")
+	f.Add(encodePageToken("sessions", 7, ""), "sessions", "")
+	f.Add("djE6eDpy", "audit", "r")
+	f.Add("", "artifacts", "x")
+	f.Fuzz(func(t *testing.T, token, kind, query string) {
+		after, err := decodePageToken(token, kind, query)
+		if err != nil {
+			if !errors.Is(err, ErrBadPageToken) {
+				t.Fatalf("error %v is not ErrBadPageToken", err)
+			}
+			return
+		}
+		if token == "" {
+			if after != 0 {
+				t.Fatalf("empty token decoded to %d", after)
+			}
+			return
+		}
+		again, err := decodePageToken(encodePageToken(kind, after, query), kind, query)
+		if err != nil || again != after {
+			t.Fatalf("token %q decoded to %d but does not round trip: %d %v", token, after, again, err)
+		}
+	})
+}
