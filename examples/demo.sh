@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Blendplane demo: start a control plane and an agent on loopback with
 # temporary data directories, run examples/plans/hello.json on real Blender,
-# show its receipts live, print where the render is, and stop both daemons.
+# show its receipts live, download the render it made and show it, close the
+# session and stop both daemons.
 # Run it through `make demo`, which builds the binaries and installs Blender.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,8 +46,8 @@ echo
 ./bin/blendctl agents
 
 echo "== submitting $PLAN"
-./bin/blendctl submit "$PLAN" --watch
+./bin/blendctl submit "$PLAN" --watch --out "$work/out" --show
 
-png=$(find "$work/agentd/sessions" -name '*.png' -print -quit)
-echo "== render: ${png:-none}"
+png=$(find "$work/out" -name '*.png' -print -quit)
+echo "== render downloaded to ${png:-nothing}"
 echo "== data and logs kept in $work (rm -rf it when done)"

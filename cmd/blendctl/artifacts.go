@@ -199,15 +199,15 @@ func (c *cli) listArtifacts(ctx context.Context, session, requestID string) ([]*
 	}
 }
 
-// saveArtifacts downloads the files a plan's receipts made into dir: the
-// newest version of each name.
-func (c *cli) saveArtifacts(ctx context.Context, session, requestID, dir string) error {
+// saveArtifacts downloads the files a plan's receipts made into dir (the
+// newest version of each name) and returns their paths.
+func (c *cli) saveArtifacts(ctx context.Context, session, requestID, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	list, err := c.listArtifacts(ctx, session, requestID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	newest := map[string]*cpv1.Artifact{}
 	var names []string
@@ -217,12 +217,14 @@ func (c *cli) saveArtifacts(ctx context.Context, session, requestID, dir string)
 		}
 		newest[a.GetName()] = a
 	}
+	var saved []string
 	for _, name := range names {
 		a := newest[name]
 		target := filepath.Join(dir, name)
 		if _, err := c.fetch(ctx, &cpv1.DownloadArtifactRequest{SessionId: session, Name: name, Sha256: a.GetSha256()}, target); err != nil {
-			return fmt.Errorf("save %s: %w", name, err)
+			return saved, fmt.Errorf("save %s: %w", name, err)
 		}
+		saved = append(saved, target)
 		if !c.json {
 			fmt.Fprintf(c.out, "saved %s (%d bytes, sha256 %s)\n", target, a.GetSizeBytes(), short(a.GetSha256()))
 		}
@@ -230,5 +232,5 @@ func (c *cli) saveArtifacts(ctx context.Context, session, requestID, dir string)
 	if len(names) == 0 && !c.json {
 		fmt.Fprintln(c.out, "the plan wrote no files")
 	}
-	return nil
+	return saved, nil
 }

@@ -29,12 +29,12 @@ Usage:
 
 Commands:
   submit PLAN.json [--session ID] [--request-id ID] [--validate-only] [--atomic] [--watch]
-                      [--out DIR] [--keep-session] [--flag F]... [--blender RANGE] [--budget-ms N]
+                      [--out DIR [--show]] [--keep-session] [--flag F]... [--blender RANGE] [--budget-ms N]
                       submit a plan. Without --session it negotiates a session, waits for
                       the plan to end and closes the session (--keep-session keeps it); a
                       request_id from the file that is already taken is replaced by a fresh
                       one. --watch streams receipts with progress; --out saves the plan's
-                      renders and exports into DIR
+                      renders and exports into DIR (--show draws PNGs in the terminal)
   watch REQUEST_ID [--from N]
                       stream a plan's receipts from sequence N
   plan REQUEST_ID     show a plan and its state

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -26,6 +27,7 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 	watch := fs.Bool("watch", false, "stream receipts with progress until the plan ends")
 	out := fs.String("out", "", "save the plan's renders and exports into this directory when it ends")
 	keep := fs.Bool("keep-session", false, "keep the negotiated session open after the plan ends")
+	show := fs.Bool("show", false, "with --out: draw the saved PNG renders in the terminal")
 	var sf sessionFlags
 	sf.register(fs)
 	path, err := parseInterspersed(fs, args)
@@ -83,8 +85,16 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 		end = c.wait(ctx, p.GetRequestId())
 	}
 	if *out != "" && (end == nil || errors.Is(end, errPlanFailed)) {
-		if err := c.saveArtifacts(ctx, req.GetSessionId(), p.GetRequestId(), *out); err != nil {
+		saved, err := c.saveArtifacts(ctx, req.GetSessionId(), p.GetRequestId(), *out)
+		if err != nil {
 			return err
+		}
+		for _, path := range saved {
+			if *show && strings.HasSuffix(path, ".png") {
+				if err := preview(c.out, path); err != nil {
+					fmt.Fprintln(os.Stderr, "blendctl:", err)
+				}
+			}
 		}
 	}
 	return end

@@ -1,0 +1,66 @@
+package blob
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestBlobs(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := bytes.Repeat([]byte("blendplane"), 1000)
+	sum, size, err := s.CopyFrom(bytes.NewReader(content), 1<<20)
+	want := sha256.Sum256(content)
+	if err != nil || sum != hex.EncodeToString(want[:]) || size != int64(len(content)) {
+		t.Fatalf("copy: %s %d %v", sum, size, err)
+	}
+	if !s.Has(sum) {
+		t.Fatal("a stored blob is missing")
+	}
+	f, err := s.Open(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(f)
+	f.Close()
+	if !bytes.Equal(got, content) {
+		t.Fatal("content changed")
+	}
+	// Over the limit: refused, nothing stored, nothing left in tmp/.
+	if _, _, err := s.CopyFrom(bytes.NewReader(content), 100); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("over the limit: %v", err)
+	}
+	// A write that never commits leaves nothing behind either.
+	w, _ := s.Create(1 << 20)
+	w.Write([]byte("partial"))
+	w.Abort()
+	if left, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(left) != 0 {
+		t.Fatalf("tmp/ holds %v", left)
+	}
+	if _, err := s.Open("nothex"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a bad hash: %v", err)
+	}
+	if _, err := s.Open(hex.EncodeToString(make([]byte, 32))); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("an unknown hash: %v", err)
+	}
+	// A crash mid-write leaves a file in tmp/; the next Open clears it.
+	os.WriteFile(filepath.Join(dir, "tmp", "blob-crashed"), []byte("x"), 0o600)
+	if _, err := Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(left) != 0 {
+		t.Fatalf("tmp/ after reopening holds %v", left)
+	}
+	if !s.Has(sum) {
+		t.Fatal("reopening lost a blob")
+	}
+}
