@@ -335,6 +335,11 @@ func TestArtifacts(t *testing.T) {
 	if a, _, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "tri.obj"}); err != nil || a.GetSha256() != hexSHA(obj) {
 		t.Fatalf("the refused upload replaced tri.obj: %v %v", a, err)
 	}
+	if err := os.Mkdir(filepath.Join(sandbox, "dir.obj"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.upload(t, &cpv1.ArtifactUpload{SessionId: id, Name: "dir.obj"}, obj, 1<<20)
+	wantRefusal(t, "an upload onto a directory's name", err, codes.FailedPrecondition, "ARTIFACT_CONFLICT")
 	_, _, err = c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "nope.png"})
 	wantRefusal(t, "an unknown artifact", err, codes.NotFound, "ARTIFACT_NOT_FOUND")
 	small, err := c.client.Negotiate(ctxT(t, time.Minute), &cpv1.NegotiateRequest{ContractVersion: "1.0.0",

@@ -183,20 +183,10 @@ func (c *cli) artifacts(ctx context.Context, args []string) error {
 }
 
 func (c *cli) listArtifacts(ctx context.Context, session, requestID string) ([]*cpv1.Artifact, error) {
-	req := &cpv1.ListArtifactsRequest{SessionId: session, RequestId: requestID, PageSize: 1000}
-	var all []*cpv1.Artifact
-	for {
-		pctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-		resp, err := c.cp.ListArtifacts(pctx, req)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, resp.GetArtifacts()...)
-		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
-			return all, nil
-		}
-	}
+	return allPages(ctx, func(ctx context.Context, token string) ([]*cpv1.Artifact, string, error) {
+		resp, err := c.cp.ListArtifacts(ctx, &cpv1.ListArtifactsRequest{SessionId: session, RequestId: requestID, PageSize: 1000, PageToken: token})
+		return resp.GetArtifacts(), resp.GetNextPageToken(), err
+	})
 }
 
 // saveArtifacts downloads the files a plan's receipts made into dir (the

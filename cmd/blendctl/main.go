@@ -200,32 +200,27 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 	if len(args) > 1 {
 		return errors.New("usage: blendctl audit [REQUEST_ID]")
 	}
-	req := &cpv1.ListAuditRecordsRequest{PageSize: 500}
+	requestID := ""
 	if len(args) == 1 {
-		req.RequestId = args[0]
+		requestID = args[0]
 	}
-	header := true
-	for {
-		pctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-		resp, err := c.cp.ListAuditRecords(pctx, req)
-		cancel()
-		if err != nil {
-			return err
-		}
-		for _, r := range resp.GetAuditRecords() {
-			if c.json {
-				if err := c.printJSON(r); err != nil {
-					return err
-				}
-				continue
+	records, err := allPages(ctx, func(ctx context.Context, token string) ([]*cpv1.AuditRecord, string, error) {
+		resp, err := c.cp.ListAuditRecords(ctx, &cpv1.ListAuditRecordsRequest{RequestId: requestID, PageSize: 500, PageToken: token})
+		return resp.GetAuditRecords(), resp.GetNextPageToken(), err
+	})
+	if err != nil {
+		return err
+	}
+	for i, r := range records {
+		if c.json {
+			if err := c.printJSON(r); err != nil {
+				return err
 			}
-			printAudit(c.out, r, header)
-			header = false
+			continue
 		}
-		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
-			return nil
-		}
+		printAudit(c.out, r, i == 0)
 	}
+	return nil
 }
 
 func (c *cli) cancel(ctx context.Context, args []string) error {

@@ -16,35 +16,28 @@ func (c *cli) sessions(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	req := &cpv1.ListSessionsRequest{PageSize: 500}
+	states := []cpv1.Session_State{cpv1.Session_STATE_UNSPECIFIED}
 	switch s := strings.ToLower(*state); s {
-	case "", "all":
+	case "":
+	case "all":
+		states = append(states, cpv1.Session_STATE_CLOSED)
 	default:
 		v, ok := cpv1.Session_State_value["STATE_"+strings.ToUpper(s)]
 		if !ok || v == 0 {
 			return fmt.Errorf("--state %q: want open, parked, closed or all", *state)
 		}
-		req.State = cpv1.Session_State(v)
+		states = []cpv1.Session_State{cpv1.Session_State(v)}
 	}
 	var all []*cpv1.Session
-	states := []cpv1.Session_State{req.GetState()}
-	if *state == "all" {
-		states = []cpv1.Session_State{cpv1.Session_STATE_UNSPECIFIED, cpv1.Session_STATE_CLOSED}
-	}
 	for _, st := range states {
-		req.State, req.PageToken = st, ""
-		for {
-			pctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-			resp, err := c.cp.ListSessions(pctx, req)
-			cancel()
-			if err != nil {
-				return err
-			}
-			all = append(all, resp.GetSessions()...)
-			if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
-				break
-			}
+		list, err := allPages(ctx, func(ctx context.Context, token string) ([]*cpv1.Session, string, error) {
+			resp, err := c.cp.ListSessions(ctx, &cpv1.ListSessionsRequest{PageSize: 500, PageToken: token, State: st})
+			return resp.GetSessions(), resp.GetNextPageToken(), err
+		})
+		if err != nil {
+			return err
 		}
+		all = append(all, list...)
 	}
 	if c.json {
 		for _, s := range all {

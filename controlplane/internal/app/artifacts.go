@@ -1,12 +1,15 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/blendplane/blendplane/controlplane/internal/blob"
@@ -103,27 +106,17 @@ func (a *App) push(ctx context.Context, agentID string, art *cpv1.Artifact) erro
 		return fmt.Errorf("%w: %w", ErrAgentUnavailable, err)
 	}
 	header := &agentv1.FileHeader{SessionId: art.GetSessionId(), Name: art.GetName(), SizeBytes: art.GetSizeBytes(), Sha256: art.GetSha256()}
-	if err := stream.Send(&agentv1.PutFileRequest{Part: &agentv1.PutFileRequest_Header{Header: header}}); err != nil {
-		_, err = stream.CloseAndRecv()
-		return fmt.Errorf("%w: put %s: %w", ErrAgentUnavailable, art.GetName(), err)
+	err = stream.Send(&agentv1.PutFileRequest{Part: &agentv1.PutFileRequest_Header{Header: header}})
+	if err == nil {
+		err = sendChunks(f, func(chunk []byte) error {
+			return stream.Send(&agentv1.PutFileRequest{Part: &agentv1.PutFileRequest_Chunk{Chunk: chunk}})
+		})
 	}
-	buf := make([]byte, chunkSize)
-	for {
-		n, rerr := f.Read(buf)
-		if n > 0 {
-			if err := stream.Send(&agentv1.PutFileRequest{Part: &agentv1.PutFileRequest_Chunk{Chunk: buf[:n]}}); err != nil {
-				_, err = stream.CloseAndRecv()
-				return fmt.Errorf("%w: put %s: %w", ErrAgentUnavailable, art.GetName(), err)
-			}
+	if _, cerr := stream.CloseAndRecv(); err != nil || cerr != nil {
+		err = cmp.Or(cerr, err) // the agent's refusal says more than a failed send
+		if status.Code(err) == codes.FailedPrecondition {
+			return fmt.Errorf("%w: %s: %s", ErrArtifactConflict, art.GetName(), status.Convert(err).Message())
 		}
-		if errors.Is(rerr, io.EOF) {
-			break
-		}
-		if rerr != nil {
-			return rerr
-		}
-	}
-	if _, err := stream.CloseAndRecv(); err != nil {
 		return fmt.Errorf("%w: put %s: %w", ErrAgentUnavailable, art.GetName(), err)
 	}
 	return nil

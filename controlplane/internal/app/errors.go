@@ -18,6 +18,9 @@ var (
 	// ErrChecksumMismatch: uploaded content differs from its declared size
 	// or SHA-256.
 	ErrChecksumMismatch = errors.New("checksum mismatch")
+	// ErrArtifactConflict: the session's sandbox holds something that is not
+	// a file (a directory) under an upload's name.
+	ErrArtifactConflict = errors.New("artifact name taken by a directory")
 	// ErrArtifactUnavailable: an artifact's content is not stored and its
 	// agent no longer has it.
 	ErrArtifactUnavailable = errors.New("artifact content unavailable")

@@ -38,6 +38,7 @@ var errorTable = []struct {
 	{app.ErrRegistryInvalid, codes.FailedPrecondition, "REGISTRY_INVALID"},
 	{app.ErrChecksumMismatch, codes.InvalidArgument, "CHECKSUM_MISMATCH"},
 	{app.ErrArtifactUnavailable, codes.NotFound, "ARTIFACT_UNAVAILABLE"},
+	{app.ErrArtifactConflict, codes.FailedPrecondition, "ARTIFACT_CONFLICT"},
 	{app.ErrCapacityExhausted, codes.ResourceExhausted, "CAPACITY_EXHAUSTED"},
 	{fleet.ErrNoAgent, codes.Unavailable, "NO_AGENT_AVAILABLE"},
 	{app.ErrAgentUnavailable, codes.Unavailable, "AGENT_UNAVAILABLE"},

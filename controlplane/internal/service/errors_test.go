@@ -33,6 +33,7 @@ func TestToStatus(t *testing.T) {
 		{fmt.Errorf("%w: x", app.ErrRegistryInvalid), codes.FailedPrecondition, "REGISTRY_INVALID"},
 		{fmt.Errorf("%w: x", app.ErrChecksumMismatch), codes.InvalidArgument, "CHECKSUM_MISMATCH"},
 		{fmt.Errorf("%w: x", app.ErrArtifactUnavailable), codes.NotFound, "ARTIFACT_UNAVAILABLE"},
+		{fmt.Errorf("%w: x", app.ErrArtifactConflict), codes.FailedPrecondition, "ARTIFACT_CONFLICT"},
 		{fmt.Errorf("x: %w", app.ErrRuntimeNotFound), codes.NotFound, "RUNTIME_NOT_FOUND"},
 		{status.Error(codes.Unavailable, "peer gone"), codes.Unavailable, "UNAVAILABLE"},
 		{status.Error(codes.DeadlineExceeded, "slow"), codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
