@@ -90,3 +90,26 @@ func TestShutdownAndRestart(t *testing.T) {
 		t.Fatalf("receipts after restart: %v", got)
 	}
 }
+
+// TestAgentComesBackOnAnotherAddress: sessions are bound to their agent's
+// id, not its address: an agent restarted on another port keeps serving
+// them.
+func TestAgentComesBackOnAnotherAddress(t *testing.T) {
+	c := startCluster(t)
+	s := c.negotiate(t)
+	_, rs := c.run(t, s.GetSessionId(), "moved-1", op("a", "object.create", map[string]any{"type": "cube", "name": "Stay"}))
+	c.agent.stop(t, syscall.SIGTERM)
+	moved := freeAddr(t)
+	for i, arg := range c.agentArgs {
+		if arg == c.agentAddr {
+			c.agentArgs[i] = moved
+		}
+	}
+	c.agentAddr = moved
+	c.restartAgent(t)
+	c.waitAgent(t)
+	p, after := c.run(t, s.GetSessionId(), "moved-2", op("b", "scene.get_summary", map[string]any{}))
+	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED || after[0].GetSceneHashBefore() != rs[0].GetSceneHashAfter() {
+		t.Fatalf("after the agent moved: %v %v", p, after)
+	}
+}
