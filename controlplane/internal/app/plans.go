@@ -11,7 +11,12 @@ import (
 
 // Plan returns one of the caller's plans with its state and schedule.
 func (a *App) Plan(ctx context.Context, who Principal, requestID string) (*cpv1.Plan, error) {
-	return a.store.Plan(store.PlanRef{Owner: who.Name, RequestID: requestID})
+	ref := store.PlanRef{Owner: who.Name, RequestID: requestID}
+	p, err := a.store.Plan(ref)
+	if err == nil && p.GetState() == cpv1.Plan_STATE_PENDING && a.exec.Running(ref) {
+		p.State = cpv1.Plan_STATE_RUNNING // started, no receipt committed yet
+	}
+	return p, err
 }
 
 // Cancel stops one of the caller's plans and returns it as it ended; a plan

@@ -166,6 +166,15 @@ func (e *Executor) isCancelled(ref store.PlanRef) bool {
 	return e.cancelled[ref]
 }
 
+// Running reports whether the executor is running the plan now. Its state
+// in the store says RUNNING only from its first committed receipt on: the
+// start is not worth a commit of its own on every plan's path.
+func (e *Executor) Running(ref store.PlanRef) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running[ref] != nil
+}
+
 // Pending reports how many cancel marks the executor holds (for tests: it
 // must not grow with plans that ended).
 func (e *Executor) Pending() int {
