@@ -79,13 +79,18 @@ type progress struct {
 }
 
 func newProgress(out io.Writer, total int, quiet bool) *progress {
-	tty := false
-	if f, ok := out.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil {
-			tty = fi.Mode()&os.ModeCharDevice != 0
-		}
+	return &progress{out: out, total: total, start: time.Now(), tty: isTerminal(out), quiet: quiet}
+}
+
+// isTerminal reports whether out is a terminal (for live counters and
+// pictures).
+func isTerminal(out io.Writer) bool {
+	f, ok := out.(*os.File)
+	if !ok {
+		return false
 	}
-	return &progress{out: out, total: total, start: time.Now(), tty: tty, quiet: quiet}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func (p *progress) receipt(r *cpv1.Receipt) {

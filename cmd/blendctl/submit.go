@@ -90,10 +90,15 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 			return err
 		}
 		for _, path := range saved {
-			if *show && strings.HasSuffix(path, ".png") {
-				if err := preview(c.out, path); err != nil {
-					fmt.Fprintln(os.Stderr, "blendctl:", err)
-				}
+			if !*show || !strings.HasSuffix(path, ".png") {
+				continue
+			}
+			if !isTerminal(c.out) {
+				fmt.Fprintf(c.out, "(--show draws %s only on a terminal)\n", path)
+				continue
+			}
+			if err := preview(c.out, path); err != nil {
+				fmt.Fprintln(os.Stderr, "blendctl:", err)
 			}
 		}
 	}
