@@ -405,3 +405,89 @@ func TestHelloTwiceWithBlendctl(t *testing.T) {
 		t.Fatalf("the two runs rendered %v and %v", first, a)
 	}
 }
+
+// TestCapacityExhausted: with every Blender slot of the only agent running
+// a plan, a negotiation is refused with RESOURCE_EXHAUSTED /
+// CAPACITY_EXHAUSTED; once the plan ends it is accepted.
+func TestCapacityExhausted(t *testing.T) {
+	c := startClusterWith(t, []string{"--max-sessions", "1"}, nil)
+	s := c.negotiate(t)
+	slow := map[string]any{"output": "slow.png", "resolution": []any{640, 480}, "samples": 4096, "seed": 1}
+	if _, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: s.GetSessionId(), RequestId: "busy",
+		Operations: []*cpv1.Operation{op("r", "render.still", slow)}}); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the agent reports its only slot busy.
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		resp, err := c.client.ListAgents(ctxT(t, 10*time.Second), &cpv1.ListAgentsRequest{})
+		if err == nil && len(resp.GetAgents()) == 1 && resp.GetAgents()[0].GetBusySessionCount() == 1 && resp.GetAgents()[0].GetMaxSessions() == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent never reported its slot busy: %v %v", resp, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, err := c.client.Negotiate(ctxT(t, time.Minute), negotiateReq(nil))
+	wantRefusal(t, "a negotiation while every slot is busy", err, codes.ResourceExhausted, "CAPACITY_EXHAUSTED")
+	if _, err := c.client.CancelPlan(ctxT(t, time.Minute), &cpv1.CancelPlanRequest{RequestId: "busy"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, err := c.client.Negotiate(ctxT(t, time.Minute), negotiateReq(nil))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("negotiation still refused after the plan ended: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestBlendctlSessionsAndFiles: blendctl's session and file commands.
+func TestBlendctlSessionsAndFiles(t *testing.T) {
+	c := startCluster(t)
+	s := c.negotiate(t)
+	id := s.GetSessionId()
+	blendctl := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(filepath.Join(binDir, "blendctl"), append([]string{"--addr", c.cpAddr}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("blendctl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	dir := t.TempDir()
+	obj := filepath.Join(dir, "tri.obj")
+	os.WriteFile(obj, []byte("o Tri\nv 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n"), 0o644)
+	if out := blendctl("upload", obj, "--session", id); !strings.Contains(out, "uploaded tri.obj to session "+id) {
+		t.Fatalf("upload: %s", out)
+	}
+	plan := filepath.Join(dir, "plan.json")
+	os.WriteFile(plan, []byte(`{"request_id":"cli-files","operations":[
+		{"operation_id":"imp","tool_name":"scene.import","args":{"format":"obj","input":"tri.obj"},"depends_on":[],"safety_level":"safe_write"},
+		{"operation_id":"out","tool_name":"scene.export","args":{"format":"gltf","output":"tri.glb"},"depends_on":["imp"],"safety_level":"safe_write"}]}`), 0o644)
+	if out := blendctl("submit", plan, "--session", id, "--watch"); !strings.Contains(out, "wrote tri.glb") {
+		t.Fatalf("submit: %s", out)
+	}
+	if out := blendctl("artifacts", "--session", id); !strings.Contains(out, "tri.obj") || !strings.Contains(out, "(upload)") ||
+		!strings.Contains(out, "tri.glb") || !strings.Contains(out, "cli-files") {
+		t.Fatalf("artifacts: %s", out)
+	}
+	if out := blendctl("download", "tri.glb", "--session", id, "-o", dir); !strings.Contains(out, "saved "+filepath.Join(dir, "tri.glb")) {
+		t.Fatalf("download: %s", out)
+	}
+	if out := blendctl("sessions"); !strings.Contains(out, id) || !strings.Contains(out, "OPEN") && !strings.Contains(out, "PARKED") {
+		t.Fatalf("sessions: %s", out)
+	}
+	if out := blendctl("close", id); !strings.Contains(out, "CLOSED") {
+		t.Fatalf("close: %s", out)
+	}
+	if out := blendctl("sessions"); strings.Contains(out, id) {
+		t.Fatalf("a closed session listed by default: %s", out)
+	}
+	if out := blendctl("sessions", "--state", "closed"); !strings.Contains(out, id) {
+		t.Fatalf("sessions --state closed: %s", out)
+	}
+}
