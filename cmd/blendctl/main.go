@@ -8,8 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -102,43 +104,34 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
-	switch cmd {
-	case "submit":
-		return c.submit(ctx, rest)
-	case "watch":
-		return c.watchCmd(ctx, rest)
-	case "plan":
-		return c.plan(ctx, rest)
-	case "audit":
-		return c.audit(ctx, rest)
-	case "cancel":
-		return c.cancel(ctx, rest)
-	case "tools":
-		return c.tools(ctx, rest)
-	case "macros":
-		return c.macros(ctx)
-	case "negotiate":
-		return c.negotiateCmd(ctx, rest)
-	case "agents":
-		return c.agents(ctx)
-	case "sessions":
-		return c.sessions(ctx, rest)
-	case "session":
-		return c.session(ctx, rest)
-	case "close":
-		return c.closeCmd(ctx, rest)
-	case "upload":
-		return c.upload(ctx, rest)
-	case "download":
-		return c.download(ctx, rest)
-	case "artifacts":
-		return c.artifacts(ctx, rest)
-	case "help":
+	if cmd == "help" {
 		fs.Usage()
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (try: %s)", cmd, strings.Join([]string{"submit", "watch", "plan", "cancel", "audit",
-		"tools", "macros", "negotiate", "sessions", "session", "close", "upload", "download", "artifacts", "agents"}, ", "))
+	command, ok := commands[cmd]
+	if !ok {
+		return fmt.Errorf("unknown command %q (try: %s)", cmd, strings.Join(slices.Sorted(maps.Keys(commands)), ", "))
+	}
+	return command(c, ctx, rest)
+}
+
+// commands are blendctl's commands by name (see usage).
+var commands = map[string]func(c *cli, ctx context.Context, args []string) error{
+	"submit":    (*cli).submit,
+	"watch":     (*cli).watchCmd,
+	"plan":      (*cli).plan,
+	"audit":     (*cli).audit,
+	"cancel":    (*cli).cancel,
+	"tools":     (*cli).tools,
+	"macros":    func(c *cli, ctx context.Context, _ []string) error { return c.macros(ctx) },
+	"negotiate": (*cli).negotiateCmd,
+	"agents":    func(c *cli, ctx context.Context, _ []string) error { return c.agents(ctx) },
+	"sessions":  (*cli).sessions,
+	"session":   (*cli).session,
+	"close":     (*cli).closeCmd,
+	"upload":    (*cli).upload,
+	"download":  (*cli).download,
+	"artifacts": (*cli).artifacts,
 }
 
 // rpcTimeout bounds unary calls; Negotiate may start a Blender.
