@@ -151,7 +151,7 @@ func (a *App) releaseOnAgent(ctx context.Context, agentID, sessionID string) boo
 		a.log.Warn("agent did not release a closed session; retrying later", "session_id", sessionID, "agent_id", agentID, "err", err)
 		return false
 	}
-	a.fleet.SetLive(agentID, sessionID, false)
+	a.fleet.Released(agentID, sessionID)
 	return true
 }
 

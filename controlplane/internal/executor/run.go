@@ -108,7 +108,9 @@ func (e *Executor) run(ref store.PlanRef) error {
 	e.mu.Lock()
 	e.running[ref] = func() { e.interrupt(agentID, sessionID, ref, log) }
 	e.mu.Unlock()
+	e.fleet.Touch(agentID, sessionID)
 	defer func() {
+		e.fleet.Touch(agentID, sessionID) // its Blender ran until now
 		e.mu.Lock()
 		delete(e.running, ref)
 		e.mu.Unlock()

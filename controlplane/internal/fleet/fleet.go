@@ -45,7 +45,8 @@ type Fleet struct {
 
 type member struct {
 	info     *cpv1.Agent
-	live     map[string]bool // sessions whose Blender runs, as last reported
+	live     map[string]bool      // sessions whose Blender runs, as last reported
+	touched  map[string]time.Time // sessions a plan ran in, and when
 	lastSeen time.Time
 	conn     *grpc.ClientConn // to info.Address
 }
@@ -69,7 +70,7 @@ func (f *Fleet) Register(req *cpv1.RegisterAgentRequest) {
 	defer f.mu.Unlock()
 	m, ok := f.agents[req.GetAgentId()]
 	if !ok {
-		m = &member{}
+		m = &member{touched: map[string]time.Time{}}
 		f.agents[req.GetAgentId()] = m
 	}
 	if m.conn != nil && m.info.GetAddress() != req.GetAddress() {
@@ -91,7 +92,18 @@ func (f *Fleet) Register(req *cpv1.RegisterAgentRequest) {
 	for _, id := range req.GetLiveSessions() {
 		m.live[id] = true
 	}
-	m.lastSeen = f.now()
+	// A report may have been taken just before a plan started a session's
+	// Blender: a session touched within two heartbeats stays live until a
+	// later report.
+	now := f.now()
+	for id, at := range m.touched {
+		if now.Sub(at) < 2*f.heartbeat {
+			m.live[id] = true
+		} else {
+			delete(m.touched, id)
+		}
+	}
+	m.lastSeen = now
 }
 
 // List returns every known agent, sorted by id, with its current state.
@@ -125,17 +137,24 @@ func (f *Fleet) Live(agentID, sessionID string) bool {
 	return ok && m.live[sessionID]
 }
 
-// SetLive records a change of a session's Blender before the agent's next
-// heartbeat says so.
-func (f *Fleet) SetLive(agentID, sessionID string, live bool) {
+// Touch records that a plan runs in a session: its Blender runs, whatever
+// the agent's last report said.
+func (f *Fleet) Touch(agentID, sessionID string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if m, ok := f.agents[agentID]; ok {
-		if live {
-			m.live[sessionID] = true
-		} else {
-			delete(m.live, sessionID)
-		}
+		m.live[sessionID] = true
+		m.touched[sessionID] = f.now()
+	}
+}
+
+// Released records that an agent let go of a session.
+func (f *Fleet) Released(agentID, sessionID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m, ok := f.agents[agentID]; ok {
+		delete(m.live, sessionID)
+		delete(m.touched, sessionID)
 	}
 }
 

@@ -70,9 +70,23 @@ func TestLiveSessionsAndAddress(t *testing.T) {
 	if !f.Live("a", "s1") || f.Live("a", "s2") || f.Live("b", "s1") {
 		t.Fatal("live sessions not as reported")
 	}
-	f.SetLive("a", "s1", false)
+	f.Released("a", "s1")
 	if f.Live("a", "s1") {
-		t.Fatal("SetLive(false) ignored")
+		t.Fatal("a released session is live")
+	}
+	// A plan runs in s2 just after the agent took its report: the report
+	// does not undo what the plan shows, until two heartbeats later.
+	now := time.Unix(1000, 0)
+	f.now = func() time.Time { return now }
+	f.Touch("a", "s2")
+	f.Register(reg("a", 2, 4, 0))
+	if !f.Live("a", "s2") {
+		t.Fatal("a stale report hid a session a plan just ran in")
+	}
+	now = now.Add(3 * time.Second)
+	f.Register(reg("a", 2, 4, 0))
+	if f.Live("a", "s2") {
+		t.Fatal("the agent's later report that s2 was parked is ignored")
 	}
 	if _, err := f.Client("b"); !errors.Is(err, ErrUnknownAgent) {
 		t.Fatalf("client of an unknown agent: %v", err)
