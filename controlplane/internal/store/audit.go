@@ -22,7 +22,7 @@ func appendAudit(tx *bolt.Tx, ref PlanRef, sessionID string, r *cpv1.Receipt) er
 		McpCallId: r.GetMcpCallId(), BlenderMutationId: r.GetBlenderMutationId(), ToolName: r.GetToolName(),
 		SafetyLevel: r.GetSafetyLevel(), Status: r.GetStatus(), SceneHashBefore: r.GetSceneHashBefore(),
 		SceneHashAfter: r.GetSceneHashAfter(), SessionId: sessionID, Sequence: int64(seq),
-		ErrorCode: r.GetError().GetErrorCode(),
+		ErrorCode: r.GetError().GetErrorCode(), Principal: ref.Owner,
 	}
 	if err := putProto(audit, u64(seq), rec); err != nil {
 		return err

@@ -26,6 +26,10 @@ var migrations = []func(tx *bolt.Tx) error{
 		return createBuckets(tx, bucketAudit, bucketAuditIdx)
 	},
 	migrateOwners,
+	// 3 → 4: bearer tokens.
+	func(tx *bolt.Tx) error {
+		return createBuckets(tx, bucketTokens, bucketTokenHashes)
+	},
 }
 
 // schemaVersion is the version this binary writes.

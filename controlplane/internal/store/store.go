@@ -6,7 +6,7 @@
 // Bucket tree (every key is a named variable below):
 //
 //	meta/
-//	  schema_version        → uint64, big endian (currently 3)
+//	  schema_version        → uint64, big endian (currently 4)
 //	sessions/
 //	  <session_id>/
 //	    session             → Session (proto): contract, placement, state OPEN or CLOSED, times
@@ -52,6 +52,10 @@
 //	artifact_names/         (schema 3)
 //	  <session_id>/
 //	    <name>              → uint64: sequence of the name's newest version
+//	tokens/                 (schema 4)
+//	  <name>                → Token (proto): principal, scopes, times
+//	token_hashes/           (schema 4)
+//	  <sha256 of secret>    → name: how a call's bearer token finds its principal
 //
 // Receipts are committed before anyone can read them; Watch lets a stream
 // wait for the next commit of a plan without polling.
@@ -86,6 +90,8 @@ var (
 	bucketAuditOwner    = []byte("audit_by_owner")
 	bucketArtifacts     = []byte("artifacts")
 	bucketArtifactNames = []byte("artifact_names")
+	bucketTokens        = []byte("tokens")
+	bucketTokenHashes   = []byte("token_hashes")
 
 	keySchemaVersion = []byte("schema_version")
 	keySession       = []byte("session")
@@ -155,6 +161,13 @@ func getProto(b *bolt.Bucket, key []byte, m proto.Message) error {
 	}
 	if err := proto.Unmarshal(raw, m); err != nil {
 		return fmt.Errorf("decode %s: %w", key, err)
+	}
+	return nil
+}
+
+func unmarshal(raw []byte, m proto.Message) error {
+	if err := proto.Unmarshal(raw, m); err != nil {
+		return fmt.Errorf("decode %T: %w", m, err)
 	}
 	return nil
 }

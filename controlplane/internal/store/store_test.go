@@ -264,7 +264,7 @@ func TestAuditPages(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range page {
-			if r.GetRequestId() != "r2" || r.GetSessionId() != "s1" || r.GetTimestamp() == nil {
+			if r.GetRequestId() != "r2" || r.GetSessionId() != "s1" || r.GetTimestamp() == nil || r.GetPrincipal() != "bob" {
 				t.Fatalf("record %v", r)
 			}
 			got = append(got, r.GetOperationId())
@@ -461,5 +461,54 @@ func TestMigratesSchema2(t *testing.T) {
 	}
 	if recs, _, _ := s.AuditRecords(AuditFilter{Owner: LegacyOwner}, 0, 10); len(recs) != 2 {
 		t.Fatalf("owner audit %v", recs)
+	}
+}
+
+func TestTokens(t *testing.T) {
+	s, _ := openTest(t)
+	for _, name := range []string{"carol", "alice", "bob"} {
+		if err := s.PutToken(&cpv1.Token{Name: name, Scopes: []string{"plans"}}, "h-"+name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutToken(&cpv1.Token{Name: "alice"}, "h-other"); !errors.Is(err, ErrTokenExists) {
+		t.Fatalf("a second alice: %v", err)
+	}
+	if tok, err := s.TokenByHash("h-bob"); err != nil || tok.GetName() != "bob" {
+		t.Fatalf("by hash: %v %v", tok, err)
+	}
+	if _, err := s.TokenByHash("h-nobody"); !errors.Is(err, ErrTokenNotFound) {
+		t.Fatalf("unknown hash: %v", err)
+	}
+	revoked, err := s.RevokeToken("bob", time.Unix(5000, 0))
+	if err != nil || revoked.GetRevokeTime().AsTime().Unix() != 5000 {
+		t.Fatalf("revoke: %v %v", revoked, err)
+	}
+	if again, _ := s.RevokeToken("bob", time.Unix(6000, 0)); again.GetRevokeTime().AsTime().Unix() != 5000 {
+		t.Fatalf("revoking again moved the time: %v", again)
+	}
+	if tok, _ := s.TokenByHash("h-bob"); tok.GetRevokeTime() == nil {
+		t.Fatal("the revocation is not seen through the hash")
+	}
+	if _, err := s.RevokeToken("nobody", time.Now()); !errors.Is(err, ErrTokenNotFound) {
+		t.Fatalf("revoke unknown: %v", err)
+	}
+	var names []string
+	after := ""
+	for {
+		page, next, err := s.ListTokens(after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range page {
+			names = append(names, tok.GetName())
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if fmt.Sprint(names) != "[alice bob carol]" {
+		t.Fatalf("tokens %v", names)
 	}
 }

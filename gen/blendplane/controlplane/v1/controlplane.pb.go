@@ -10,6 +10,7 @@ import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -1605,6 +1606,8 @@ type StreamReceiptsRequest struct {
 	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// First sequence to send; 0 and 1 both mean from the beginning.
 	StartSequence int64 `protobuf:"varint,2,opt,name=start_sequence,json=startSequence,proto3" json:"start_sequence,omitempty"`
+	// Admin only: the principal whose plan it is; empty: the caller.
+	Owner         string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1651,6 +1654,13 @@ func (x *StreamReceiptsRequest) GetStartSequence() int64 {
 		return x.StartSequence
 	}
 	return 0
+}
+
+func (x *StreamReceiptsRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 type StreamReceiptsResponse struct {
@@ -2264,8 +2274,10 @@ func (x *RepairPlan) GetSteps() []*RepairStep {
 }
 
 type GetPlanRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Admin only: the principal whose plan it is; empty: the caller.
+	Owner         string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2303,6 +2315,13 @@ func (*GetPlanRequest) Descriptor() ([]byte, []int) {
 func (x *GetPlanRequest) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
+	}
+	return ""
+}
+
+func (x *GetPlanRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
 	}
 	return ""
 }
@@ -2352,8 +2371,10 @@ func (x *GetPlanResponse) GetPlan() *Plan {
 }
 
 type CancelPlanRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Admin only: the principal whose plan it is; empty: the caller.
+	Owner         string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2391,6 +2412,13 @@ func (*CancelPlanRequest) Descriptor() ([]byte, []int) {
 func (x *CancelPlanRequest) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CancelPlanRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
 	}
 	return ""
 }
@@ -2739,7 +2767,10 @@ type ListAuditRecordsRequest struct {
 	// At most this many records; 0 means 100, values over 1000 are treated as 1000.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Admin only: the records of this principal; empty: the caller's (for an
+	// admin without request_id: everyone's).
+	Owner         string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2791,6 +2822,13 @@ func (x *ListAuditRecordsRequest) GetPageSize() int32 {
 func (x *ListAuditRecordsRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListAuditRecordsRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
 	}
 	return ""
 }
@@ -2868,7 +2906,9 @@ type AuditRecord struct {
 	// Position in the audit log, increasing.
 	Sequence int64 `protobuf:"varint,12,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// The receipt's error code, when it failed.
-	ErrorCode     string `protobuf:"bytes,13,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorCode string `protobuf:"bytes,13,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	// The principal whose plan it is.
+	Principal     string `protobuf:"bytes,14,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2994,8 +3034,19 @@ func (x *AuditRecord) GetErrorCode() string {
 	return ""
 }
 
+func (x *AuditRecord) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
 type ListAgentsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many agents; 0 means 100, values over 1000 are treated as 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3030,9 +3081,25 @@ func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
 	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{35}
 }
 
+func (x *ListAgentsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListAgentsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListAgentsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Agents        []*Agent               `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Agents []*Agent               `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3072,6 +3139,13 @@ func (x *ListAgentsResponse) GetAgents() []*Agent {
 		return x.Agents
 	}
 	return nil
+}
+
+func (x *ListAgentsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // Agent is an agentd daemon known to the control plane.
@@ -3531,9 +3605,12 @@ type RegisterAgentRequest struct {
 	// Sessions whose Blender runs now; the others are parked.
 	LiveSessions []string `protobuf:"bytes,8,rep,name=live_sessions,json=liveSessions,proto3" json:"live_sessions,omitempty"`
 	// Sessions whose Blender is busy with a batch now.
-	BusySessions  int32 `protobuf:"varint,9,opt,name=busy_sessions,json=busySessions,proto3" json:"busy_sessions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BusySessions int32 `protobuf:"varint,9,opt,name=busy_sessions,json=busySessions,proto3" json:"busy_sessions,omitempty"`
+	// A PEM certificate request (ECDSA, CommonName = agent_id): the control
+	// plane answers with a certificate for the agent's AgentService (mTLS).
+	CertificateRequest []byte `protobuf:"bytes,10,opt,name=certificate_request,json=certificateRequest,proto3" json:"certificate_request,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RegisterAgentRequest) Reset() {
@@ -3629,6 +3706,13 @@ func (x *RegisterAgentRequest) GetBusySessions() int32 {
 	return 0
 }
 
+func (x *RegisterAgentRequest) GetCertificateRequest() []byte {
+	if x != nil {
+		return x.CertificateRequest
+	}
+	return nil
+}
+
 type RegisterAgentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How often the agent should register again to stay READY, in seconds.
@@ -3636,8 +3720,12 @@ type RegisterAgentResponse struct {
 	// Park a session (checkpoint it and stop its Blender) after this long
 	// without plans (the control plane's --session-idle-timeout); 0: never.
 	SessionIdleTimeoutMs int64 `protobuf:"varint,2,opt,name=session_idle_timeout_ms,json=sessionIdleTimeoutMs,proto3" json:"session_idle_timeout_ms,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// For a certificate_request: the agent's certificate (PEM), and the CA
+	// that signed it and the control plane's client certificate.
+	Certificate   []byte `protobuf:"bytes,3,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	CaCertificate []byte `protobuf:"bytes,4,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterAgentResponse) Reset() {
@@ -3682,6 +3770,20 @@ func (x *RegisterAgentResponse) GetSessionIdleTimeoutMs() int64 {
 		return x.SessionIdleTimeoutMs
 	}
 	return 0
+}
+
+func (x *RegisterAgentResponse) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
+func (x *RegisterAgentResponse) GetCaCertificate() []byte {
+	if x != nil {
+		return x.CaCertificate
+	}
+	return nil
 }
 
 type GetSessionRequest struct {
@@ -3780,7 +3882,9 @@ type ListSessionsRequest struct {
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only sessions in this state; unspecified: every session that is not
 	// closed.
-	State         Session_State `protobuf:"varint,3,opt,name=state,proto3,enum=blendplane.controlplane.v1.Session_State" json:"state,omitempty"`
+	State Session_State `protobuf:"varint,3,opt,name=state,proto3,enum=blendplane.controlplane.v1.Session_State" json:"state,omitempty"`
+	// Admin only: every principal's sessions, not only the caller's.
+	AllPrincipals bool `protobuf:"varint,4,opt,name=all_principals,json=allPrincipals,proto3" json:"all_principals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3834,6 +3938,13 @@ func (x *ListSessionsRequest) GetState() Session_State {
 		return x.State
 	}
 	return Session_STATE_UNSPECIFIED
+}
+
+func (x *ListSessionsRequest) GetAllPrincipals() bool {
+	if x != nil {
+		return x.AllPrincipals
+	}
+	return false
 }
 
 type ListSessionsResponse struct {
@@ -3994,8 +4105,10 @@ type Session struct {
 	ActivePlanCount int64                  `protobuf:"varint,8,opt,name=active_plan_count,json=activePlanCount,proto3" json:"active_plan_count,omitempty"`
 	CreateTime      *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// When a plan was last accepted or last ended.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	CloseTime     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=close_time,json=closeTime,proto3" json:"close_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	CloseTime  *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=close_time,json=closeTime,proto3" json:"close_time,omitempty"`
+	// The principal that negotiated it.
+	Owner         string `protobuf:"bytes,12,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4105,6 +4218,13 @@ func (x *Session) GetCloseTime() *timestamppb.Timestamp {
 		return x.CloseTime
 	}
 	return nil
+}
+
+func (x *Session) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 // Artifact is a file of a session, content-addressed by its SHA-256: a
@@ -4682,11 +4802,412 @@ func (x *ListArtifactsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// Token is a bearer token of a principal, without its secret.
+type Token struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The principal's name: owner of what its calls make.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// What it may do: plans, unsafe, approve, admin, agent.
+	Scopes     []string               `protobuf:"bytes,2,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// When it stops working; unset: never.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// Set once revoked.
+	RevokeTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
+	// The principal that created it.
+	CreatedBy     string `protobuf:"bytes,6,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Token) Reset() {
+	*x = Token{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Token) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Token) ProtoMessage() {}
+
+func (x *Token) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Token.ProtoReflect.Descriptor instead.
+func (*Token) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *Token) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Token) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *Token) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Token) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *Token) GetRevokeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokeTime
+	}
+	return nil
+}
+
+func (x *Token) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+type CreateTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The principal's name; one token per name.
+	Name   string   `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Scopes []string `protobuf:"bytes,2,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// How long it works; unset: until revoked.
+	Ttl           *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenRequest) Reset() {
+	*x = CreateTokenRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenRequest) ProtoMessage() {}
+
+func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *CreateTokenRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *CreateTokenRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+type CreateTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Token *Token                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// The secret to send as "authorization: Bearer <secret>". Shown once: the
+	// control plane keeps only its hash.
+	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenResponse) Reset() {
+	*x = CreateTokenResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenResponse) ProtoMessage() {}
+
+func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *CreateTokenResponse) GetToken() *Token {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *CreateTokenResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type ListTokensRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many tokens; 0 means 100, values over 1000 are treated as 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensRequest) Reset() {
+	*x = ListTokensRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensRequest) ProtoMessage() {}
+
+func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
+func (*ListTokensRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *ListTokensRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTokensRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListTokensResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tokens []*Token               `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensResponse) Reset() {
+	*x = ListTokensResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensResponse) ProtoMessage() {}
+
+func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
+func (*ListTokensResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ListTokensResponse) GetTokens() []*Token {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+func (x *ListTokensResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type RevokeTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenRequest) Reset() {
+	*x = RevokeTokenRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenRequest) ProtoMessage() {}
+
+func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *RevokeTokenRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RevokeTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *Token                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenResponse) Reset() {
+	*x = RevokeTokenResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenResponse) ProtoMessage() {}
+
+func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *RevokeTokenResponse) GetToken() *Token {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
 var File_blendplane_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
-	"-blendplane/controlplane/v1/controlplane.proto\x12\x1ablendplane.controlplane.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x04\n" +
+	"-blendplane/controlplane/v1/controlplane.proto\x12\x1ablendplane.controlplane.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x04\n" +
 	"\x10NegotiateRequest\x124\n" +
 	"\x10contract_version\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18 R\x0fcontractVersion\x12R\n" +
 	"\fhost_profile\x18\x02 \x01(\v2'.blendplane.controlplane.v1.HostProfileB\x06\xbaH\x03\xc8\x01\x01R\vhostProfile\x12;\n" +
@@ -4811,11 +5332,12 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\rSTATE_RUNNING\x10\x03\x12\x13\n" +
 	"\x0fSTATE_SUCCEEDED\x10\x04\x12\x10\n" +
 	"\fSTATE_FAILED\x10\x05\x12\x13\n" +
-	"\x0fSTATE_CANCELLED\x10\x06\"\x87\x01\n" +
+	"\x0fSTATE_CANCELLED\x10\x06\"\xc4\x01\n" +
 	"\x15StreamReceiptsRequest\x12>\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12.\n" +
-	"\x0estart_sequence\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\rstartSequence\"\xa6\x01\n" +
+	"\x0estart_sequence\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\rstartSequence\x12;\n" +
+	"\x05owner\x18\x03 \x01(\tB%\xbaH\"\xd8\x01\x01r\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$R\x05owner\"\xa6\x01\n" +
 	"\x16StreamReceiptsResponse\x12?\n" +
 	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptH\x00R\areceipt\x12B\n" +
 	"\bprogress\x18\x02 \x01(\v2$.blendplane.controlplane.v1.ProgressH\x00R\bprogressB\a\n" +
@@ -4881,15 +5403,17 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x1aACTION_INSERT_PRECONDITION\x10\x04\"J\n" +
 	"\n" +
 	"RepairPlan\x12<\n" +
-	"\x05steps\x18\x01 \x03(\v2&.blendplane.controlplane.v1.RepairStepR\x05steps\"P\n" +
+	"\x05steps\x18\x01 \x03(\v2&.blendplane.controlplane.v1.RepairStepR\x05steps\"\x8d\x01\n" +
 	"\x0eGetPlanRequest\x12>\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\"G\n" +
+	"request_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12;\n" +
+	"\x05owner\x18\x02 \x01(\tB%\xbaH\"\xd8\x01\x01r\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$R\x05owner\"G\n" +
 	"\x0fGetPlanResponse\x124\n" +
-	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"S\n" +
+	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"\x90\x01\n" +
 	"\x11CancelPlanRequest\x12>\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\"J\n" +
+	"request_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12;\n" +
+	"\x05owner\x18\x02 \x01(\tB%\xbaH\"\xd8\x01\x01r\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$R\x05owner\"J\n" +
 	"\x12CancelPlanResponse\x124\n" +
 	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"\x98\x01\n" +
 	"\x10ListToolsRequest\x12A\n" +
@@ -4911,16 +5435,17 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\finput_schema\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\x12:\n" +
 	"\fexample_args\x18\x05 \x01(\v2\x17.google.protobuf.StructR\vexampleArgs\x12\x14\n" +
 	"\x05tools\x18\x06 \x03(\tR\x05tools\x12 \n" +
-	"\vfingerprint\x18\a \x01(\tR\vfingerprint\"\xab\x01\n" +
+	"\vfingerprint\x18\a \x01(\tR\vfingerprint\"\xe8\x01\n" +
 	"\x17ListAuditRecordsRequest\x12A\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\"\xbaH\x1f\xd8\x01\x01r\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12$\n" +
 	"\tpage_size\x18\x02 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\"\x90\x01\n" +
+	"page_token\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\x12;\n" +
+	"\x05owner\x18\x04 \x01(\tB%\xbaH\"\xd8\x01\x01r\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$R\x05owner\"\x90\x01\n" +
 	"\x18ListAuditRecordsResponse\x12L\n" +
 	"\raudit_records\x18\x01 \x03(\v2'.blendplane.controlplane.v1.AuditRecordR\fauditRecords\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb6\x04\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd4\x04\n" +
 	"\vAuditRecord\x128\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x1d\n" +
 	"\n" +
@@ -4938,10 +5463,15 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"session_id\x18\v \x01(\tR\tsessionId\x12\x1a\n" +
 	"\bsequence\x18\f \x01(\x03R\bsequence\x12\x1d\n" +
 	"\n" +
-	"error_code\x18\r \x01(\tR\terrorCode\"\x13\n" +
-	"\x11ListAgentsRequest\"O\n" +
+	"error_code\x18\r \x01(\tR\terrorCode\x12\x1c\n" +
+	"\tprincipal\x18\x0e \x01(\tR\tprincipal\"b\n" +
+	"\x11ListAgentsRequest\x12$\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\"w\n" +
 	"\x12ListAgentsResponse\x129\n" +
-	"\x06agents\x18\x01 \x03(\v2!.blendplane.controlplane.v1.AgentR\x06agents\"\xcb\x04\n" +
+	"\x06agents\x18\x01 \x03(\v2!.blendplane.controlplane.v1.AgentR\x06agents\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xcb\x04\n" +
 	"\x05Agent\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
@@ -4981,36 +5511,42 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x10blender_versions\x18\n" +
 	" \x01(\tR\x0fblenderVersions\x12+\n" +
 	"\x11determinism_class\x18\x06 \x01(\tR\x10determinismClass\x12'\n" +
-	"\x0frollback_method\x18\a \x01(\tR\x0erollbackMethod\"T\n" +
-	"\tResources\x12\x1d\n" +
+	"\x0frollback_method\x18\a \x01(\tR\x0erollbackMethod\"f\n" +
+	"\tResources\x12&\n" +
 	"\n" +
-	"memory_mib\x18\x01 \x01(\x03R\tmemoryMib\x12(\n" +
-	"\x10temp_storage_mib\x18\x02 \x01(\x03R\x0etempStorageMib\"\xeb\x03\n" +
+	"memory_mib\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\tmemoryMib\x121\n" +
+	"\x10temp_storage_mib\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x0etempStorageMib\"\xc4\x04\n" +
 	"\x14RegisterAgentRequest\x12:\n" +
 	"\bagent_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\aagentId\x12$\n" +
 	"\aaddress\x18\x02 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\x80\x02R\aaddress\x12$\n" +
 	"\bhostname\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\bhostname\x12K\n" +
 	"\bruntimes\x18\x04 \x03(\v2#.blendplane.controlplane.v1.RuntimeB\n" +
-	"\xbaH\a\x92\x01\x04\b\x01\x10\x10R\bruntimes\x12#\n" +
-	"\rsession_count\x18\x05 \x01(\x05R\fsessionCount\x12C\n" +
-	"\tresources\x18\x06 \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\x12!\n" +
-	"\fmax_sessions\x18\a \x01(\x05R\vmaxSessions\x12L\n" +
-	"\rlive_sessions\x18\b \x03(\tB'\xbaH$\x92\x01!\x10\x80 \"\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\fliveSessions\x12#\n" +
-	"\rbusy_sessions\x18\t \x01(\x05R\fbusySessions\"\x8c\x01\n" +
+	"\xbaH\a\x92\x01\x04\b\x01\x10\x10R\bruntimes\x12,\n" +
+	"\rsession_count\x18\x05 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\fsessionCount\x12C\n" +
+	"\tresources\x18\x06 \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\x12-\n" +
+	"\fmax_sessions\x18\a \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\x80 (\x00R\vmaxSessions\x12L\n" +
+	"\rlive_sessions\x18\b \x03(\tB'\xbaH$\x92\x01!\x10\x80 \"\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\fliveSessions\x12,\n" +
+	"\rbusy_sessions\x18\t \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\fbusySessions\x129\n" +
+	"\x13certificate_request\x18\n" +
+	" \x01(\fB\b\xbaH\x05z\x03\x18\x80@R\x12certificateRequest\"\xd5\x01\n" +
 	"\x15RegisterAgentResponse\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x01 \x01(\x05R\x18heartbeatIntervalSeconds\x125\n" +
-	"\x17session_idle_timeout_ms\x18\x02 \x01(\x03R\x14sessionIdleTimeoutMs\"S\n" +
+	"\x17session_idle_timeout_ms\x18\x02 \x01(\x03R\x14sessionIdleTimeoutMs\x12 \n" +
+	"\vcertificate\x18\x03 \x01(\fR\vcertificate\x12%\n" +
+	"\x0eca_certificate\x18\x04 \x01(\fR\rcaCertificate\"S\n" +
 	"\x11GetSessionRequest\x12>\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\"S\n" +
 	"\x12GetSessionResponse\x12=\n" +
-	"\asession\x18\x01 \x01(\v2#.blendplane.controlplane.v1.SessionR\asession\"\xaf\x01\n" +
+	"\asession\x18\x01 \x01(\v2#.blendplane.controlplane.v1.SessionR\asession\"\xd6\x01\n" +
 	"\x13ListSessionsRequest\x12$\n" +
 	"\tpage_size\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\x12I\n" +
-	"\x05state\x18\x03 \x01(\x0e2).blendplane.controlplane.v1.Session.StateB\b\xbaH\x05\x82\x01\x02\x10\x01R\x05state\"\x7f\n" +
+	"\x05state\x18\x03 \x01(\x0e2).blendplane.controlplane.v1.Session.StateB\b\xbaH\x05\x82\x01\x02\x10\x01R\x05state\x12%\n" +
+	"\x0eall_principals\x18\x04 \x01(\bR\rallPrincipals\"\x7f\n" +
 	"\x14ListSessionsResponse\x12?\n" +
 	"\bsessions\x18\x01 \x03(\v2#.blendplane.controlplane.v1.SessionR\bsessions\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"U\n" +
@@ -5018,7 +5554,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\"U\n" +
 	"\x14CloseSessionResponse\x12=\n" +
-	"\asession\x18\x01 \x01(\v2#.blendplane.controlplane.v1.SessionR\asession\"\xdf\x04\n" +
+	"\asession\x18\x01 \x01(\v2#.blendplane.controlplane.v1.SessionR\asession\"\xf5\x04\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12?\n" +
@@ -5038,7 +5574,8 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x129\n" +
 	"\n" +
-	"close_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTime\"R\n" +
+	"close_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTime\x12\x14\n" +
+	"\x05owner\x18\f \x01(\tR\x05owner\"R\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -5093,12 +5630,42 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\"\x83\x01\n" +
 	"\x15ListArtifactsResponse\x12B\n" +
 	"\tartifacts\x18\x01 \x03(\v2$.blendplane.controlplane.v1.ArtifactR\tartifacts\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x82\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x89\x02\n" +
+	"\x05Token\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06scopes\x18\x02 \x03(\tR\x06scopes\x12;\n" +
+	"\vcreate_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12;\n" +
+	"\vrevoke_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"revokeTime\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\x06 \x01(\tR\tcreatedBy\"\xd3\x01\n" +
+	"\x12CreateTokenRequest\x126\n" +
+	"\x04name\x18\x01 \x01(\tB\"\xbaH\x1fr\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$R\x04name\x12L\n" +
+	"\x06scopes\x18\x02 \x03(\tB4\xbaH1\x92\x01.\b\x01\x18\x01\"(r&R\x05plansR\x06unsafeR\aapproveR\x05adminR\x05agentR\x06scopes\x127\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationB\n" +
+	"\xbaH\a\xaa\x01\x042\x02\b\x01R\x03ttl\"f\n" +
+	"\x13CreateTokenResponse\x127\n" +
+	"\x05token\x18\x01 \x01(\v2!.blendplane.controlplane.v1.TokenR\x05token\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"b\n" +
+	"\x11ListTokensRequest\x12$\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\"w\n" +
+	"\x12ListTokensResponse\x129\n" +
+	"\x06tokens\x18\x01 \x03(\v2!.blendplane.controlplane.v1.TokenR\x06tokens\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"L\n" +
+	"\x12RevokeTokenRequest\x126\n" +
+	"\x04name\x18\x01 \x01(\tB\"\xbaH\x1fr\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$R\x04name\"N\n" +
+	"\x13RevokeTokenResponse\x127\n" +
+	"\x05token\x18\x01 \x01(\v2!.blendplane.controlplane.v1.TokenR\x05token*\x82\x01\n" +
 	"\vSafetyLevel\x12\x1c\n" +
 	"\x18SAFETY_LEVEL_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SAFETY_LEVEL_READ_ONLY\x10\x01\x12\x1b\n" +
 	"\x17SAFETY_LEVEL_SAFE_WRITE\x10\x02\x12\x1c\n" +
-	"\x18SAFETY_LEVEL_DESTRUCTIVE\x10\x032\xb6\x0e\n" +
+	"\x18SAFETY_LEVEL_DESTRUCTIVE\x10\x032\x83\x11\n" +
 	"\x13ControlPlaneService\x12h\n" +
 	"\tNegotiate\x12,.blendplane.controlplane.v1.NegotiateRequest\x1a-.blendplane.controlplane.v1.NegotiateResponse\x12k\n" +
 	"\n" +
@@ -5120,7 +5687,11 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\fCloseSession\x12/.blendplane.controlplane.v1.CloseSessionRequest\x1a0.blendplane.controlplane.v1.CloseSessionResponse\x12y\n" +
 	"\x0eUploadArtifact\x121.blendplane.controlplane.v1.UploadArtifactRequest\x1a2.blendplane.controlplane.v1.UploadArtifactResponse(\x01\x12\x7f\n" +
 	"\x10DownloadArtifact\x123.blendplane.controlplane.v1.DownloadArtifactRequest\x1a4.blendplane.controlplane.v1.DownloadArtifactResponse0\x01\x12t\n" +
-	"\rListArtifacts\x120.blendplane.controlplane.v1.ListArtifactsRequest\x1a1.blendplane.controlplane.v1.ListArtifactsResponseBPZNgithub.com/blendplane/blendplane/gen/blendplane/controlplane/v1;controlplanev1b\x06proto3"
+	"\rListArtifacts\x120.blendplane.controlplane.v1.ListArtifactsRequest\x1a1.blendplane.controlplane.v1.ListArtifactsResponse\x12n\n" +
+	"\vCreateToken\x12..blendplane.controlplane.v1.CreateTokenRequest\x1a/.blendplane.controlplane.v1.CreateTokenResponse\x12k\n" +
+	"\n" +
+	"ListTokens\x12-.blendplane.controlplane.v1.ListTokensRequest\x1a..blendplane.controlplane.v1.ListTokensResponse\x12n\n" +
+	"\vRevokeToken\x12..blendplane.controlplane.v1.RevokeTokenRequest\x1a/.blendplane.controlplane.v1.RevokeTokenResponseBPZNgithub.com/blendplane/blendplane/gen/blendplane/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_blendplane_controlplane_v1_controlplane_proto_rawDescOnce sync.Once
@@ -5135,7 +5706,7 @@ func file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 }
 
 var file_blendplane_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_blendplane_controlplane_v1_controlplane_proto_goTypes = []any{
 	(SafetyLevel)(0),                 // 0: blendplane.controlplane.v1.SafetyLevel
 	(Plan_State)(0),                  // 1: blendplane.controlplane.v1.Plan.State
@@ -5202,124 +5773,145 @@ var file_blendplane_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*DownloadArtifactResponse)(nil), // 62: blendplane.controlplane.v1.DownloadArtifactResponse
 	(*ListArtifactsRequest)(nil),     // 63: blendplane.controlplane.v1.ListArtifactsRequest
 	(*ListArtifactsResponse)(nil),    // 64: blendplane.controlplane.v1.ListArtifactsResponse
-	nil,                              // 65: blendplane.controlplane.v1.SessionContract.FingerprintsEntry
-	(*timestamppb.Timestamp)(nil),    // 66: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),          // 67: google.protobuf.Struct
+	(*Token)(nil),                    // 65: blendplane.controlplane.v1.Token
+	(*CreateTokenRequest)(nil),       // 66: blendplane.controlplane.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),      // 67: blendplane.controlplane.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),        // 68: blendplane.controlplane.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),       // 69: blendplane.controlplane.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),       // 70: blendplane.controlplane.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),      // 71: blendplane.controlplane.v1.RevokeTokenResponse
+	nil,                              // 72: blendplane.controlplane.v1.SessionContract.FingerprintsEntry
+	(*timestamppb.Timestamp)(nil),    // 73: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 74: google.protobuf.Struct
+	(*durationpb.Duration)(nil),      // 75: google.protobuf.Duration
 }
 var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	8,  // 0: blendplane.controlplane.v1.NegotiateRequest.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
-	10, // 1: blendplane.controlplane.v1.NegotiateRequest.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
-	11, // 2: blendplane.controlplane.v1.NegotiateRequest.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
-	12, // 3: blendplane.controlplane.v1.NegotiateRequest.constraints:type_name -> blendplane.controlplane.v1.Constraints
-	16, // 4: blendplane.controlplane.v1.NegotiateRequest.limits:type_name -> blendplane.controlplane.v1.Limits
-	14, // 5: blendplane.controlplane.v1.NegotiateRequest.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
-	15, // 6: blendplane.controlplane.v1.NegotiateResponse.contract:type_name -> blendplane.controlplane.v1.SessionContract
-	8,  // 7: blendplane.controlplane.v1.SessionContract.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
-	9,  // 8: blendplane.controlplane.v1.SessionContract.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	10, // 9: blendplane.controlplane.v1.SessionContract.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
-	16, // 10: blendplane.controlplane.v1.SessionContract.limits:type_name -> blendplane.controlplane.v1.Limits
-	66, // 11: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
-	13, // 12: blendplane.controlplane.v1.SessionContract.capabilities:type_name -> blendplane.controlplane.v1.Capabilities
-	12, // 13: blendplane.controlplane.v1.SessionContract.constraints:type_name -> blendplane.controlplane.v1.Constraints
-	11, // 14: blendplane.controlplane.v1.SessionContract.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
-	14, // 15: blendplane.controlplane.v1.SessionContract.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
-	65, // 16: blendplane.controlplane.v1.SessionContract.fingerprints:type_name -> blendplane.controlplane.v1.SessionContract.FingerprintsEntry
-	67, // 17: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
-	0,  // 18: blendplane.controlplane.v1.Operation.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	17, // 19: blendplane.controlplane.v1.SubmitPlanRequest.operations:type_name -> blendplane.controlplane.v1.Operation
-	20, // 20: blendplane.controlplane.v1.SubmitPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	1,  // 21: blendplane.controlplane.v1.Plan.state:type_name -> blendplane.controlplane.v1.Plan.State
-	25, // 22: blendplane.controlplane.v1.Plan.failure:type_name -> blendplane.controlplane.v1.Failure
-	66, // 23: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
-	66, // 24: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
-	24, // 25: blendplane.controlplane.v1.StreamReceiptsResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	23, // 26: blendplane.controlplane.v1.StreamReceiptsResponse.progress:type_name -> blendplane.controlplane.v1.Progress
-	67, // 27: blendplane.controlplane.v1.Progress.detail:type_name -> google.protobuf.Struct
-	2,  // 28: blendplane.controlplane.v1.Receipt.status:type_name -> blendplane.controlplane.v1.Receipt.Status
-	67, // 29: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
-	25, // 30: blendplane.controlplane.v1.Receipt.error:type_name -> blendplane.controlplane.v1.Failure
-	0,  // 31: blendplane.controlplane.v1.Receipt.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	66, // 32: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
-	57, // 33: blendplane.controlplane.v1.Receipt.artifacts:type_name -> blendplane.controlplane.v1.Artifact
-	27, // 34: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
-	26, // 35: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
-	3,  // 36: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
-	27, // 37: blendplane.controlplane.v1.RepairPlan.steps:type_name -> blendplane.controlplane.v1.RepairStep
-	20, // 38: blendplane.controlplane.v1.GetPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	20, // 39: blendplane.controlplane.v1.CancelPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	10, // 40: blendplane.controlplane.v1.ListToolsResponse.registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
-	46, // 41: blendplane.controlplane.v1.ListToolsResponse.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
-	11, // 42: blendplane.controlplane.v1.ListMacrosResponse.registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
-	37, // 43: blendplane.controlplane.v1.ListMacrosResponse.macros:type_name -> blendplane.controlplane.v1.MacroDefinition
-	67, // 44: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
-	67, // 45: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
-	40, // 46: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
-	66, // 47: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
-	0,  // 48: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	2,  // 49: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
-	43, // 50: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
-	4,  // 51: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
-	44, // 52: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	66, // 53: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
-	47, // 54: blendplane.controlplane.v1.Agent.resources:type_name -> blendplane.controlplane.v1.Resources
-	9,  // 55: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	45, // 56: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
-	46, // 57: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
-	67, // 58: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	0,  // 59: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	44, // 60: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	47, // 61: blendplane.controlplane.v1.RegisterAgentRequest.resources:type_name -> blendplane.controlplane.v1.Resources
-	56, // 62: blendplane.controlplane.v1.GetSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
-	5,  // 63: blendplane.controlplane.v1.ListSessionsRequest.state:type_name -> blendplane.controlplane.v1.Session.State
-	56, // 64: blendplane.controlplane.v1.ListSessionsResponse.sessions:type_name -> blendplane.controlplane.v1.Session
-	56, // 65: blendplane.controlplane.v1.CloseSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
-	5,  // 66: blendplane.controlplane.v1.Session.state:type_name -> blendplane.controlplane.v1.Session.State
-	15, // 67: blendplane.controlplane.v1.Session.contract:type_name -> blendplane.controlplane.v1.SessionContract
-	66, // 68: blendplane.controlplane.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	66, // 69: blendplane.controlplane.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	66, // 70: blendplane.controlplane.v1.Session.close_time:type_name -> google.protobuf.Timestamp
-	66, // 71: blendplane.controlplane.v1.Artifact.create_time:type_name -> google.protobuf.Timestamp
-	59, // 72: blendplane.controlplane.v1.UploadArtifactRequest.header:type_name -> blendplane.controlplane.v1.ArtifactUpload
-	57, // 73: blendplane.controlplane.v1.UploadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
-	57, // 74: blendplane.controlplane.v1.DownloadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
-	57, // 75: blendplane.controlplane.v1.ListArtifactsResponse.artifacts:type_name -> blendplane.controlplane.v1.Artifact
-	6,  // 76: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
-	18, // 77: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
-	21, // 78: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
-	29, // 79: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
-	31, // 80: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
-	33, // 81: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
-	35, // 82: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
-	41, // 83: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
-	38, // 84: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
-	48, // 85: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
-	50, // 86: blendplane.controlplane.v1.ControlPlaneService.GetSession:input_type -> blendplane.controlplane.v1.GetSessionRequest
-	52, // 87: blendplane.controlplane.v1.ControlPlaneService.ListSessions:input_type -> blendplane.controlplane.v1.ListSessionsRequest
-	54, // 88: blendplane.controlplane.v1.ControlPlaneService.CloseSession:input_type -> blendplane.controlplane.v1.CloseSessionRequest
-	58, // 89: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:input_type -> blendplane.controlplane.v1.UploadArtifactRequest
-	61, // 90: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:input_type -> blendplane.controlplane.v1.DownloadArtifactRequest
-	63, // 91: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:input_type -> blendplane.controlplane.v1.ListArtifactsRequest
-	7,  // 92: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
-	19, // 93: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
-	22, // 94: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
-	30, // 95: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
-	32, // 96: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
-	34, // 97: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
-	36, // 98: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
-	42, // 99: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
-	39, // 100: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
-	49, // 101: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
-	51, // 102: blendplane.controlplane.v1.ControlPlaneService.GetSession:output_type -> blendplane.controlplane.v1.GetSessionResponse
-	53, // 103: blendplane.controlplane.v1.ControlPlaneService.ListSessions:output_type -> blendplane.controlplane.v1.ListSessionsResponse
-	55, // 104: blendplane.controlplane.v1.ControlPlaneService.CloseSession:output_type -> blendplane.controlplane.v1.CloseSessionResponse
-	60, // 105: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:output_type -> blendplane.controlplane.v1.UploadArtifactResponse
-	62, // 106: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:output_type -> blendplane.controlplane.v1.DownloadArtifactResponse
-	64, // 107: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:output_type -> blendplane.controlplane.v1.ListArtifactsResponse
-	92, // [92:108] is the sub-list for method output_type
-	76, // [76:92] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	8,   // 0: blendplane.controlplane.v1.NegotiateRequest.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
+	10,  // 1: blendplane.controlplane.v1.NegotiateRequest.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	11,  // 2: blendplane.controlplane.v1.NegotiateRequest.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	12,  // 3: blendplane.controlplane.v1.NegotiateRequest.constraints:type_name -> blendplane.controlplane.v1.Constraints
+	16,  // 4: blendplane.controlplane.v1.NegotiateRequest.limits:type_name -> blendplane.controlplane.v1.Limits
+	14,  // 5: blendplane.controlplane.v1.NegotiateRequest.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
+	15,  // 6: blendplane.controlplane.v1.NegotiateResponse.contract:type_name -> blendplane.controlplane.v1.SessionContract
+	8,   // 7: blendplane.controlplane.v1.SessionContract.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
+	9,   // 8: blendplane.controlplane.v1.SessionContract.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	10,  // 9: blendplane.controlplane.v1.SessionContract.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	16,  // 10: blendplane.controlplane.v1.SessionContract.limits:type_name -> blendplane.controlplane.v1.Limits
+	73,  // 11: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
+	13,  // 12: blendplane.controlplane.v1.SessionContract.capabilities:type_name -> blendplane.controlplane.v1.Capabilities
+	12,  // 13: blendplane.controlplane.v1.SessionContract.constraints:type_name -> blendplane.controlplane.v1.Constraints
+	11,  // 14: blendplane.controlplane.v1.SessionContract.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	14,  // 15: blendplane.controlplane.v1.SessionContract.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
+	72,  // 16: blendplane.controlplane.v1.SessionContract.fingerprints:type_name -> blendplane.controlplane.v1.SessionContract.FingerprintsEntry
+	74,  // 17: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
+	0,   // 18: blendplane.controlplane.v1.Operation.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	17,  // 19: blendplane.controlplane.v1.SubmitPlanRequest.operations:type_name -> blendplane.controlplane.v1.Operation
+	20,  // 20: blendplane.controlplane.v1.SubmitPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	1,   // 21: blendplane.controlplane.v1.Plan.state:type_name -> blendplane.controlplane.v1.Plan.State
+	25,  // 22: blendplane.controlplane.v1.Plan.failure:type_name -> blendplane.controlplane.v1.Failure
+	73,  // 23: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
+	73,  // 24: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
+	24,  // 25: blendplane.controlplane.v1.StreamReceiptsResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	23,  // 26: blendplane.controlplane.v1.StreamReceiptsResponse.progress:type_name -> blendplane.controlplane.v1.Progress
+	74,  // 27: blendplane.controlplane.v1.Progress.detail:type_name -> google.protobuf.Struct
+	2,   // 28: blendplane.controlplane.v1.Receipt.status:type_name -> blendplane.controlplane.v1.Receipt.Status
+	74,  // 29: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
+	25,  // 30: blendplane.controlplane.v1.Receipt.error:type_name -> blendplane.controlplane.v1.Failure
+	0,   // 31: blendplane.controlplane.v1.Receipt.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	73,  // 32: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
+	57,  // 33: blendplane.controlplane.v1.Receipt.artifacts:type_name -> blendplane.controlplane.v1.Artifact
+	27,  // 34: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
+	26,  // 35: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
+	3,   // 36: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
+	27,  // 37: blendplane.controlplane.v1.RepairPlan.steps:type_name -> blendplane.controlplane.v1.RepairStep
+	20,  // 38: blendplane.controlplane.v1.GetPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	20,  // 39: blendplane.controlplane.v1.CancelPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	10,  // 40: blendplane.controlplane.v1.ListToolsResponse.registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	46,  // 41: blendplane.controlplane.v1.ListToolsResponse.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
+	11,  // 42: blendplane.controlplane.v1.ListMacrosResponse.registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	37,  // 43: blendplane.controlplane.v1.ListMacrosResponse.macros:type_name -> blendplane.controlplane.v1.MacroDefinition
+	74,  // 44: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
+	74,  // 45: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
+	40,  // 46: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
+	73,  // 47: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
+	0,   // 48: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	2,   // 49: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
+	43,  // 50: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
+	4,   // 51: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
+	44,  // 52: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	73,  // 53: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	47,  // 54: blendplane.controlplane.v1.Agent.resources:type_name -> blendplane.controlplane.v1.Resources
+	9,   // 55: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	45,  // 56: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
+	46,  // 57: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
+	74,  // 58: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	0,   // 59: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	44,  // 60: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	47,  // 61: blendplane.controlplane.v1.RegisterAgentRequest.resources:type_name -> blendplane.controlplane.v1.Resources
+	56,  // 62: blendplane.controlplane.v1.GetSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
+	5,   // 63: blendplane.controlplane.v1.ListSessionsRequest.state:type_name -> blendplane.controlplane.v1.Session.State
+	56,  // 64: blendplane.controlplane.v1.ListSessionsResponse.sessions:type_name -> blendplane.controlplane.v1.Session
+	56,  // 65: blendplane.controlplane.v1.CloseSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
+	5,   // 66: blendplane.controlplane.v1.Session.state:type_name -> blendplane.controlplane.v1.Session.State
+	15,  // 67: blendplane.controlplane.v1.Session.contract:type_name -> blendplane.controlplane.v1.SessionContract
+	73,  // 68: blendplane.controlplane.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	73,  // 69: blendplane.controlplane.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	73,  // 70: blendplane.controlplane.v1.Session.close_time:type_name -> google.protobuf.Timestamp
+	73,  // 71: blendplane.controlplane.v1.Artifact.create_time:type_name -> google.protobuf.Timestamp
+	59,  // 72: blendplane.controlplane.v1.UploadArtifactRequest.header:type_name -> blendplane.controlplane.v1.ArtifactUpload
+	57,  // 73: blendplane.controlplane.v1.UploadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
+	57,  // 74: blendplane.controlplane.v1.DownloadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
+	57,  // 75: blendplane.controlplane.v1.ListArtifactsResponse.artifacts:type_name -> blendplane.controlplane.v1.Artifact
+	73,  // 76: blendplane.controlplane.v1.Token.create_time:type_name -> google.protobuf.Timestamp
+	73,  // 77: blendplane.controlplane.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
+	73,  // 78: blendplane.controlplane.v1.Token.revoke_time:type_name -> google.protobuf.Timestamp
+	75,  // 79: blendplane.controlplane.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	65,  // 80: blendplane.controlplane.v1.CreateTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
+	65,  // 81: blendplane.controlplane.v1.ListTokensResponse.tokens:type_name -> blendplane.controlplane.v1.Token
+	65,  // 82: blendplane.controlplane.v1.RevokeTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
+	6,   // 83: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
+	18,  // 84: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
+	21,  // 85: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
+	29,  // 86: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
+	31,  // 87: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
+	33,  // 88: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
+	35,  // 89: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
+	41,  // 90: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
+	38,  // 91: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
+	48,  // 92: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
+	50,  // 93: blendplane.controlplane.v1.ControlPlaneService.GetSession:input_type -> blendplane.controlplane.v1.GetSessionRequest
+	52,  // 94: blendplane.controlplane.v1.ControlPlaneService.ListSessions:input_type -> blendplane.controlplane.v1.ListSessionsRequest
+	54,  // 95: blendplane.controlplane.v1.ControlPlaneService.CloseSession:input_type -> blendplane.controlplane.v1.CloseSessionRequest
+	58,  // 96: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:input_type -> blendplane.controlplane.v1.UploadArtifactRequest
+	61,  // 97: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:input_type -> blendplane.controlplane.v1.DownloadArtifactRequest
+	63,  // 98: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:input_type -> blendplane.controlplane.v1.ListArtifactsRequest
+	66,  // 99: blendplane.controlplane.v1.ControlPlaneService.CreateToken:input_type -> blendplane.controlplane.v1.CreateTokenRequest
+	68,  // 100: blendplane.controlplane.v1.ControlPlaneService.ListTokens:input_type -> blendplane.controlplane.v1.ListTokensRequest
+	70,  // 101: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:input_type -> blendplane.controlplane.v1.RevokeTokenRequest
+	7,   // 102: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
+	19,  // 103: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
+	22,  // 104: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
+	30,  // 105: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
+	32,  // 106: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
+	34,  // 107: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
+	36,  // 108: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
+	42,  // 109: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
+	39,  // 110: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
+	49,  // 111: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
+	51,  // 112: blendplane.controlplane.v1.ControlPlaneService.GetSession:output_type -> blendplane.controlplane.v1.GetSessionResponse
+	53,  // 113: blendplane.controlplane.v1.ControlPlaneService.ListSessions:output_type -> blendplane.controlplane.v1.ListSessionsResponse
+	55,  // 114: blendplane.controlplane.v1.ControlPlaneService.CloseSession:output_type -> blendplane.controlplane.v1.CloseSessionResponse
+	60,  // 115: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:output_type -> blendplane.controlplane.v1.UploadArtifactResponse
+	62,  // 116: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:output_type -> blendplane.controlplane.v1.DownloadArtifactResponse
+	64,  // 117: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:output_type -> blendplane.controlplane.v1.ListArtifactsResponse
+	67,  // 118: blendplane.controlplane.v1.ControlPlaneService.CreateToken:output_type -> blendplane.controlplane.v1.CreateTokenResponse
+	69,  // 119: blendplane.controlplane.v1.ControlPlaneService.ListTokens:output_type -> blendplane.controlplane.v1.ListTokensResponse
+	71,  // 120: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:output_type -> blendplane.controlplane.v1.RevokeTokenResponse
+	102, // [102:121] is the sub-list for method output_type
+	83,  // [83:102] is the sub-list for method input_type
+	83,  // [83:83] is the sub-list for extension type_name
+	83,  // [83:83] is the sub-list for extension extendee
+	0,   // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_controlplane_v1_controlplane_proto_init() }
@@ -5345,7 +5937,7 @@ func file_blendplane_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_controlplane_v1_controlplane_proto_rawDesc), len(file_blendplane_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   60,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+var (
+	// ErrTokenExists: a token of that name exists (revoked ones too: a name
+	// is never reused, so audit records name one principal).
+	ErrTokenExists = errors.New("token exists")
+	// ErrTokenNotFound: no token with that name or hash.
+	ErrTokenNotFound = errors.New("token not found")
+)
+
+// PutToken stores a new token and the hash of its secret.
+func (s *Store) PutToken(t *cpv1.Token, hash string) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		tokens := tx.Bucket(bucketTokens)
+		if tokens.Get([]byte(t.GetName())) != nil {
+			return fmt.Errorf("token %q: %w", t.GetName(), ErrTokenExists)
+		}
+		if err := putProto(tokens, []byte(t.GetName()), t); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketTokenHashes).Put([]byte(hash), []byte(t.GetName()))
+	})
+}
+
+// TokenByHash returns the token whose secret hashes to hash.
+func (s *Store) TokenByHash(hash string) (*cpv1.Token, error) {
+	t := &cpv1.Token{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		name := tx.Bucket(bucketTokenHashes).Get([]byte(hash))
+		if name == nil {
+			return ErrTokenNotFound
+		}
+		return getProto(tx.Bucket(bucketTokens), name, t)
+	})
+	return t, err
+}
+
+// Token returns a token by name.
+func (s *Store) Token(name string) (*cpv1.Token, error) {
+	t := &cpv1.Token{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketTokens).Get([]byte(name)) == nil {
+			return fmt.Errorf("token %q: %w", name, ErrTokenNotFound)
+		}
+		return getProto(tx.Bucket(bucketTokens), []byte(name), t)
+	})
+	return t, err
+}
+
+// RevokeToken marks a token revoked (once: revoking again changes nothing)
+// and returns it.
+func (s *Store) RevokeToken(name string, now time.Time) (*cpv1.Token, error) {
+	t := &cpv1.Token{}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		tokens := tx.Bucket(bucketTokens)
+		if tokens.Get([]byte(name)) == nil {
+			return fmt.Errorf("token %q: %w", name, ErrTokenNotFound)
+		}
+		if err := getProto(tokens, []byte(name), t); err != nil {
+			return err
+		}
+		if t.GetRevokeTime() != nil {
+			return nil
+		}
+		t.RevokeTime = timestamppb.New(now)
+		return putProto(tokens, []byte(name), t)
+	})
+	return t, err
+}
+
+// ListTokens returns up to limit tokens with names after after, by name.
+// next is the last name returned when more may follow, else "".
+func (s *Store) ListTokens(after string, limit int) (out []*cpv1.Token, next string, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketTokens).Cursor()
+		k, v := c.First()
+		if after != "" {
+			if k, v = c.Seek([]byte(after)); k != nil && string(k) == after {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil; k, v = c.Next() {
+			if len(out) == limit {
+				next = out[len(out)-1].GetName()
+				return nil
+			}
+			t := &cpv1.Token{}
+			if err := unmarshal(v, t); err != nil {
+				return err
+			}
+			out = append(out, t)
+		}
+		return nil
+	})
+	return out, next, err
+}
