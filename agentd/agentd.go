@@ -5,6 +5,8 @@ package agentd
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +20,7 @@ import (
 	"buf.build/go/protovalidate"
 	protovalidate_mw "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/protovalidate"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -40,6 +43,16 @@ type Config struct {
 	Advertise string
 	// ControlPlane is the control plane's address.
 	ControlPlane string
+	// TokenFile holds the agent's bearer token (a token with the agent
+	// scope), sent at every registration.
+	TokenFile string
+	// CAFile is the control plane's CA certificate, to trust a control plane
+	// that is not on loopback (whose listener is then TLS).
+	CAFile string
+	// AllowInsecureLocal turns authentication and TLS off (development on
+	// one machine): refused unless both addresses are on loopback, and the
+	// control plane must run with it too.
+	AllowInsecureLocal bool
 	// DataDir holds agentd.db (identity, journal) and sessions/<id>/ (each
 	// session's work files and its output sandbox).
 	DataDir string
@@ -115,11 +128,41 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer mgr.Shutdown()
 
+	var id *identity
+	var token string
+	serverCreds := insecure.NewCredentials()
+	if cfg.AllowInsecureLocal {
+		for _, addr := range []string{cfg.Listen, cfg.ControlPlane} {
+			if !loopback(addr) {
+				return fmt.Errorf("--allow-insecure-local: %s is not on loopback; run with --token-file instead", addr)
+			}
+		}
+		log.Warn("authentication and TLS are off (--allow-insecure-local): anyone on this machine can drive this agent")
+	} else {
+		if cfg.TokenFile == "" {
+			return errors.New("agentd needs --token-file, a token with the agent scope (blendctl token create --scope agent), or --allow-insecure-local for development on one machine")
+		}
+		raw, err := os.ReadFile(cfg.TokenFile)
+		if err != nil {
+			return fmt.Errorf("token file: %w", err)
+		}
+		token = strings.TrimSpace(string(raw))
+		if id, err = loadIdentity(cfg.DataDir, agentID); err != nil {
+			return err
+		}
+		serverCreds = credentials.NewTLS(id.serverTLS())
+	}
+	cpCreds, err := controlPlaneCreds(cfg)
+	if err != nil {
+		return err
+	}
+
 	val, err := protovalidate.New()
 	if err != nil {
 		return err
 	}
 	srv := grpc.NewServer(
+		grpc.Creds(serverCreds),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(protovalidate_mw.UnaryServerInterceptor(val)),
 		grpc.ChainStreamInterceptor(protovalidate_mw.StreamServerInterceptor(val)),
@@ -145,9 +188,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	regCtx, stopReg := context.WithCancel(ctx)
 	defer stopReg()
-	go register(regCtx, cfg.ControlPlane, &cpv1.RegisterAgentRequest{
-		AgentId: agentID, Address: advertise, Hostname: hostname, Runtimes: mgr.Runtimes(),
-	}, mgr, cfg.DataDir, log)
+	go register(regCtx, registration{addr: cfg.ControlPlane, creds: cpCreds, token: token, id: id, dataDir: cfg.DataDir,
+		req: &cpv1.RegisterAgentRequest{AgentId: agentID, Address: advertise, Hostname: hostname, Runtimes: mgr.Runtimes()}}, mgr, log)
 
 	select {
 	case err := <-errc:
@@ -169,42 +211,82 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return nil
 }
 
+// registration is what register needs.
+type registration struct {
+	addr    string
+	creds   credentials.TransportCredentials
+	token   string    // empty: no authentication
+	id      *identity // nil: no TLS
+	dataDir string
+	req     *cpv1.RegisterAgentRequest
+}
+
 // register announces the agent to the control plane and repeats it at the
-// interval the control plane asks for, as a heartbeat.
-func register(ctx context.Context, addr string, req *cpv1.RegisterAgentRequest, mgr *sessions.Manager, dataDir string, log *slog.Logger) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// interval the control plane asks for, as a heartbeat. It asks for a
+// certificate when the agent has none or its certificate is getting old.
+func register(ctx context.Context, r registration, mgr *sessions.Manager, log *slog.Logger) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(r.creds)}
+	if r.token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(r.token)))
+	}
+	conn, err := grpc.NewClient(r.addr, opts...)
 	if err != nil {
-		log.Error("control plane address", "addr", addr, "err", err)
+		log.Error("control plane address", "addr", r.addr, "err", err)
 		return
 	}
 	defer conn.Close()
 	cp := cpv1.NewControlPlaneServiceClient(conn)
-	interval, failing, registered := 2*time.Second, false, false
+	req := r.req
+	interval, failing, registered, warnedNoCert := 2*time.Second, false, false, false
 	for {
 		st := mgr.Status()
 		req.SessionCount, req.MaxSessions = int32(st.Sessions), int32(st.MaxLive)
 		req.LiveSessions, req.BusySessions = st.Live, int32(st.Busy)
-		req.Resources = resources(dataDir)
+		req.Resources = resources(r.dataDir)
+		req.CertificateRequest = nil
+		if r.id != nil {
+			if req.CertificateRequest, err = r.id.request(); err != nil {
+				log.Error("certificate request", "err", err)
+			}
+		}
+		again := false
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		resp, err := cp.RegisterAgent(rctx, req)
 		cancel()
 		switch {
 		case err != nil && !failing:
 			failing = true
-			log.Warn("cannot register with control plane; retrying", "control_plane", addr, "err", err)
+			log.Warn("cannot register with control plane; retrying", "control_plane", r.addr, "err", err)
 		case err == nil:
 			if failing || !registered {
-				log.Info("registered with control plane", "control_plane", addr)
+				log.Info("registered with control plane", "control_plane", r.addr)
 			}
 			failing, registered = false, true
 			if s := resp.GetHeartbeatIntervalSeconds(); s > 0 {
 				interval = time.Duration(s) * time.Second
 			}
 			mgr.SetIdleTimeout(time.Duration(resp.GetSessionIdleTimeoutMs()) * time.Millisecond)
+			switch {
+			case len(resp.GetCertificate()) > 0:
+				if err := r.id.install(resp.GetCertificate(), resp.GetCaCertificate()); err != nil {
+					log.Error("the control plane's certificate for this agent is unusable", "err", err)
+				} else {
+					log.Info("certificate installed: AgentService serves the control plane over mutual TLS")
+					// The control plane places sessions on this agent from its
+					// first registration without a certificate request: at once.
+					again = true
+				}
+			case len(req.CertificateRequest) > 0 && !warnedNoCert:
+				warnedNoCert = true
+				log.Error("the control plane issued no certificate: it runs with --allow-insecure-local, so run agentd with it too")
+			}
 		}
 		wait := interval
-		if failing {
+		switch {
+		case failing:
 			wait = 500 * time.Millisecond
+		case again:
+			wait = 0
 		}
 		select {
 		case <-ctx.Done():
@@ -212,6 +294,52 @@ func register(ctx context.Context, addr string, req *cpv1.RegisterAgentRequest, 
 		case <-time.After(wait):
 		}
 	}
+}
+
+// controlPlaneCreds are the transport credentials to reach the control
+// plane: plain on loopback, TLS with its CA elsewhere.
+func controlPlaneCreds(cfg Config) (credentials.TransportCredentials, error) {
+	if loopback(cfg.ControlPlane) {
+		return insecure.NewCredentials(), nil
+	}
+	if cfg.AllowInsecureLocal {
+		return nil, fmt.Errorf("--allow-insecure-local: control plane %s is not on loopback", cfg.ControlPlane)
+	}
+	if cfg.CAFile == "" {
+		return nil, fmt.Errorf("control plane %s is not on loopback: give its CA certificate with --ca-file", cfg.ControlPlane)
+	}
+	pem, err := os.ReadFile(cfg.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--ca-file %s holds no certificate", cfg.CAFile)
+	}
+	return credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}), nil
+}
+
+// bearer sends the token with every call. The transport may be plain on
+// loopback, where nobody else can read it.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
+
+// loopback reports whether a host:port is on the loopback interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Memory a session's Blender is budgeted (a bpy 4.5 session idles at about

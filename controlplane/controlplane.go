@@ -6,6 +6,7 @@ package controlplane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,11 +18,14 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/blendplane/blendplane/controlplane/internal/app"
+	"github.com/blendplane/blendplane/controlplane/internal/auth"
 	"github.com/blendplane/blendplane/controlplane/internal/blob"
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
@@ -64,6 +68,15 @@ type Config struct {
 	AgentRetryWindow time.Duration
 	// OpenSessionTimeout bounds opening a session on an agent.
 	OpenSessionTimeout time.Duration
+	// AgentForgetAfter drops an agent silent this long from the fleet.
+	AgentForgetAfter time.Duration
+	// AllowInsecureLocal turns authentication and TLS off, for development
+	// on one machine: refused unless the listener is on loopback.
+	AllowInsecureLocal bool
+	// TLSHosts are further names and addresses clients reach the control
+	// plane by, put into its TLS certificate beside its host name and the
+	// listen address (every interface's, for a wildcard one).
+	TLSHosts []string
 }
 
 // Defaults returns the default configuration.
@@ -80,8 +93,18 @@ func Defaults() Config {
 		ToolTimeBudget:       5 * time.Minute,
 		AgentRetryWindow:     2 * time.Minute,
 		OpenSessionTimeout:   30 * time.Second,
+		AgentForgetAfter:     10 * time.Minute,
 	}
 }
+
+// Files the first start writes into the data dir.
+const (
+	// AdminTokenFile holds the admin token's secret (mode 0600).
+	AdminTokenFile = "admin.token"
+	// CAFile is the CA certificate clients and agents trust (ca-key.pem
+	// beside it is the CA's key, mode 0600).
+	CAFile = "ca.pem"
+)
 
 // Run serves until ctx is cancelled, then shuts down gracefully. ready, if
 // not nil, receives the bound address once the server accepts connections.
@@ -89,17 +112,51 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	if cfg.AllowInsecureLocal && !loopback(cfg.Listen) {
+		return fmt.Errorf("--allow-insecure-local: %s is not on loopback; every listener beyond loopback is authenticated and TLS", cfg.Listen)
+	}
 	st, err := store.Open(filepath.Join(cfg.DataDir, "controlplane.db"))
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	var ca *auth.CA
+	var agentCreds func(string) credentials.TransportCredentials
+	serverCreds := insecure.NewCredentials()
+	if cfg.AllowInsecureLocal {
+		log.Warn("authentication and TLS are off (--allow-insecure-local): anyone on this machine can do anything")
+	} else {
+		var created bool
+		if ca, created, err = auth.LoadOrCreateCA(cfg.DataDir); err != nil {
+			return err
+		}
+		if created {
+			log.Info("certificate authority created", "ca", filepath.Join(cfg.DataDir, CAFile))
+		}
+		client, err := ca.ClientCert(auth.ControlPlaneName, certValidity)
+		if err != nil {
+			return err
+		}
+		agentCreds = func(agentID string) credentials.TransportCredentials {
+			return credentials.NewTLS(&tls.Config{
+				MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{client}, RootCAs: ca.Pool(), ServerName: auth.AgentServerName(agentID),
+				VerifyConnection: func(cs tls.ConnectionState) error { return auth.VerifyAgent(cs, agentID) },
+			})
+		}
+		if !loopback(cfg.Listen) {
+			cert, err := ca.ServerCert(serverNames(cfg.Listen, cfg.TLSHosts), certValidity)
+			if err != nil {
+				return err
+			}
+			serverCreds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}})
+		}
+	}
 	blobs, err := blob.Open(filepath.Join(cfg.DataDir, "blobs"))
 	if err != nil {
 		return err
 	}
 
-	fl := fleet.New(cfg.Heartbeat, grpc.WithDefaultCallOptions(
+	fl := fleet.New(cfg.Heartbeat, agentCreds, grpc.WithDefaultCallOptions(
 		grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))
 	defer fl.Close()
 	a := app.New(app.Config{
@@ -113,9 +170,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		// its budget, before the executor's watchdog gives up on it.
 		MaxToolTimeBudget:  max(cfg.OperationTimeout-recoveryMargin, cfg.OperationTimeout/2),
 		SessionIdleTimeout: cfg.SessionIdleTimeout,
-	}, st, blobs, fl, executor.Config{OperationTimeout: cfg.OperationTimeout, AgentRetryWindow: cfg.AgentRetryWindow},
+		AgentForgetAfter:   cfg.AgentForgetAfter,
+	}, st, blobs, fl, ca, executor.Config{OperationTimeout: cfg.OperationTimeout, AgentRetryWindow: cfg.AgentRetryWindow},
 		log.With("component", "app"))
 	defer a.Stop()
+	authn := &service.Authentication{App: a, Off: cfg.AllowInsecureLocal}
 
 	codec := service.NewCodec(cfg.MaxMessageBytes)
 	val, err := service.NewValidation(codec)
@@ -127,13 +186,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	})
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(rpcLevel)}
 	srv := grpc.NewServer(
+		grpc.Creds(serverCreds),
 		grpc.ForceServerCodecV2(codec),
 		// Above the codec's limit, so that a request somewhat over it gets a
 		// structured refusal rather than the transport's bare one.
 		grpc.MaxRecvMsgSize(2*cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
-		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(rpcLog, logOpts...), val.Unary()),
-		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(rpcLog, logOpts...), val.Stream()),
+		// Who calls, before anything looks at what they sent.
+		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(rpcLog, logOpts...), authn.Unary(), val.Unary()),
+		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(rpcLog, logOpts...), authn.Stream(), val.Stream()),
 	)
 	cpv1.RegisterControlPlaneServiceServer(srv, service.New(a))
 	hs := health.NewServer()
@@ -146,6 +207,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	}
 	if err := a.Start(); err != nil {
 		return err
+	}
+	// Written once the port is bound, so that whoever waits for the file
+	// (make demo, a first-time operator) can use it at once.
+	if ca != nil {
+		path := filepath.Join(cfg.DataDir, AdminTokenFile)
+		created, err := a.EnsureAdminToken(path)
+		if err != nil {
+			return fmt.Errorf("admin token: %w", err)
+		}
+		if created {
+			log.Info("admin token written", "path", path)
+		}
 	}
 	log.Info("control plane serving", "addr", lis.Addr().String(), "data_dir", cfg.DataDir)
 	if ready != nil {
@@ -182,6 +255,44 @@ const recoveryMargin = 2 * time.Minute
 // for: every call over its budget stops and rebuilds the session's Blender,
 // which alone takes about a second.
 const minToolTimeBudget = time.Second
+
+// certValidity is how long the control plane's own certificates are valid;
+// they are made anew at every start.
+const certValidity = 365 * 24 * time.Hour
+
+// serverNames are the names the control plane's certificate is valid for:
+// the listen host (for a wildcard, every interface address), the host name
+// and any extra names.
+func serverNames(listen string, extra []string) []string {
+	host, _, _ := net.SplitHostPort(listen)
+	names := append([]string{}, extra...)
+	if hostname, err := os.Hostname(); err == nil {
+		names = append(names, hostname)
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return append(names, host)
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			names = append(names, n.IP.String())
+		}
+	}
+	return names
+}
+
+// loopback reports whether a host:port is on the loopback interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
 
 // rpcLevel logs successful calls at debug level, failures at warn.
 func rpcLevel(code codes.Code) logging.Level {

@@ -82,7 +82,7 @@ func TestBadInput(t *testing.T) {
 		invoke := func(method string, body []byte) error {
 			var out []byte
 			return conn.Invoke(ctxT(t, time.Minute), "/blendplane.controlplane.v1.ControlPlaneService/"+method, body, &out,
-				grpc.ForceCodec(rawCodec{}))
+				grpc.ForceCodec(rawCodec{}), grpc.PerRPCCredentials(bearer(c.adminToken)))
 		}
 		// A field tag with no field number, and a length past the end.
 		wantRefusal(t, "malformed protobuf", invoke("GetPlan", []byte{0x00, 0xff, 0xff}), codes.InvalidArgument, "SCHEMA_INVALID")
@@ -160,7 +160,7 @@ func TestBadInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		agent := agentv1.NewAgentServiceClient(dial(t, c.agentAddr))
+		agent := agentv1.NewAgentServiceClient(c.agentConn(t))
 		stream, err := agent.Execute(ctxT(t, time.Minute), &agentv1.ExecuteRequest{SessionId: s.GetSessionId(), RequestId: "deep-1",
 			Operations: []*agentv1.OperationCall{{OperationId: "a", ToolName: "object.create", Args: args,
 				SafetyLevel: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: strings.Repeat("ab", 32), McpCallId: "call-deep"}}})

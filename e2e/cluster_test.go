@@ -5,6 +5,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -14,12 +16,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -134,6 +138,9 @@ func (d *daemon) stop(t testing.TB, sig syscall.Signal) {
 // cluster is a control plane with one agent.
 type cluster struct {
 	cpAddr, agentAddr string
+	insecure          bool   // --allow-insecure-local
+	tls               bool   // beyond loopback: clients trust cp/ca.pem
+	adminToken        string // the admin token's secret
 	dir               string // data dirs: cp/ and agent/
 	agentArgs         []string
 	agentEnv          []string
@@ -145,10 +152,13 @@ type cluster struct {
 // freeAddr picks a free loopback port below Linux's ephemeral range
 // (32768+), so that no outgoing connection can take it between this check
 // and the daemon's bind.
-func freeAddr(t testing.TB) string {
+func freeAddr(t testing.TB) string { t.Helper(); return freeAddrOn(t, "127.0.0.1") }
+
+// freeAddrOn is freeAddr on another address of this machine.
+func freeAddrOn(t testing.TB, ip string) string {
 	t.Helper()
 	for i := 0; i < 100; i++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		addr := net.JoinHostPort(ip, fmt.Sprint(20000+rand.IntN(12000)))
 		l, err := net.Listen("tcp", addr)
 		if err == nil {
 			l.Close()
@@ -173,31 +183,135 @@ func startClusterWith(t testing.TB, agentArgs, agentEnv []string) *cluster {
 }
 
 // clusterOpts are extra flags for each daemon and environment for agentd.
+// insecure runs both with --allow-insecure-local (no tokens, no TLS).
 type clusterOpts struct {
 	cpArgs, agentArgs, agentEnv []string
+	insecure                    bool
+	// host, if set, is a non-loopback address of this machine both daemons
+	// listen on: every listener is then TLS.
+	host string
 }
 
+// startClusterOpts starts a control plane, waits for the admin token its
+// first start writes, makes an agent token with it and starts agentd with
+// that token. c.client calls as admin.
 func startClusterOpts(t testing.TB, o clusterOpts) *cluster {
 	t.Helper()
 	agentArgs := o.agentArgs
-	c := &cluster{cpAddr: freeAddr(t), agentAddr: freeAddr(t), agentEnv: o.agentEnv}
+	c := &cluster{cpAddr: freeAddr(t), agentAddr: freeAddr(t), agentEnv: o.agentEnv, insecure: o.insecure}
 	dir := t.TempDir()
 	c.dir = dir
-	c.cp = startDaemon(t, "controlplane", append([]string{"--listen", c.cpAddr, "--data-dir", filepath.Join(dir, "cp"), "--heartbeat", "1s",
-		"--agent-retry-window", "1m"}, o.cpArgs...)...)
-	c.agentArgs = append(append([]string{"--listen", c.agentAddr, "--control-plane", c.cpAddr,
-		"--data-dir", filepath.Join(dir, "agent")}, blenderFlags()...), agentArgs...)
+	if o.host != "" {
+		c.cpAddr, c.agentAddr, c.tls = freeAddrOn(t, o.host), freeAddrOn(t, o.host), true
+		agentArgs = append([]string{"--ca-file", c.caFile()}, agentArgs...)
+	}
+	cpArgs := append([]string{"--listen", c.cpAddr, "--data-dir", filepath.Join(dir, "cp"), "--heartbeat", "1s",
+		"--agent-retry-window", "1m"}, o.cpArgs...)
+	auth := []string{"--token-file", filepath.Join(dir, "agent.token")}
+	if o.insecure {
+		cpArgs = append(cpArgs, "--allow-insecure-local")
+		auth = []string{"--allow-insecure-local"}
+	}
+	c.cp = startDaemon(t, "controlplane", cpArgs...)
+	if !o.insecure {
+		c.adminToken = c.waitAdminToken(t)
+	}
+	c.client = c.clientAs(t, c.adminToken)
+	if !o.insecure {
+		secret := c.createToken(t, "agent-1", "agent")
+		if err := os.WriteFile(filepath.Join(dir, "agent.token"), []byte(secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.agentArgs = append(append(append([]string{"--listen", c.agentAddr, "--control-plane", c.cpAddr,
+		"--data-dir", filepath.Join(dir, "agent")}, auth...), blenderFlags()...), agentArgs...)
 	c.agent = startDaemonEnv(t, o.agentEnv, "agentd", c.agentArgs...)
-	conn, err := grpc.NewClient(c.cpAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	c.waitAgent(t)
+	return c
+}
+
+// waitAdminToken reads the admin token the control plane's first start
+// writes.
+func (c *cluster) waitAdminToken(t testing.TB) string {
+	t.Helper()
+	path := c.adminTokenFile()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if raw, err := os.ReadFile(path); err == nil && len(raw) > 0 {
+			return strings.TrimSpace(string(raw))
+		}
+		select {
+		case <-c.cp.done:
+			t.Fatalf("controlplane exited:\n%s", c.cp.log.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("no %s after 30s:\n%s", path, c.cp.log.String())
+	return ""
+}
+
+func (c *cluster) adminTokenFile() string { return filepath.Join(c.dir, "cp", "admin.token") }
+
+func (c *cluster) caFile() string { return filepath.Join(c.dir, "cp", "ca.pem") }
+
+// clientAs is a ControlPlaneService client that calls with a token ("":
+// none).
+func (c *cluster) clientAs(t testing.TB, token string) cpv1.ControlPlaneServiceClient {
+	t.Helper()
+	creds := insecure.NewCredentials()
+	if c.tls {
+		pem, err := os.ReadFile(c.caFile())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			t.Fatalf("%s holds no certificate", c.caFile())
+		}
+		creds = credentials.NewTLS(&tls.Config{RootCAs: pool})
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20))}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	conn, err := grpc.NewClient(c.cpAddr, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	c.client = cpv1.NewControlPlaneServiceClient(conn)
-	c.waitAgent(t)
-	return c
+	return cpv1.NewControlPlaneServiceClient(conn)
 }
+
+// createToken makes a token as admin and returns its secret.
+func (c *cluster) createToken(t testing.TB, name string, scopes ...string) string {
+	t.Helper()
+	resp, err := c.client.CreateToken(ctxT(t, 10*time.Second), &cpv1.CreateTokenRequest{Name: name, Scopes: scopes})
+	if err != nil {
+		t.Fatalf("create token %s: %v", name, err)
+	}
+	return resp.GetSecret()
+}
+
+// blendctl runs the CLI against the cluster as admin.
+func (c *cluster) blendctl(args ...string) *exec.Cmd {
+	base := []string{"--addr", c.cpAddr}
+	if !c.insecure {
+		base = append(base, "--token-file", c.adminTokenFile())
+	}
+	if c.tls {
+		base = append(base, "--ca-file", c.caFile())
+	}
+	return exec.Command(filepath.Join(binDir, "blendctl"), append(base, args...)...)
+}
+
+// bearer sends a token with every call, over plain loopback too.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
 
 func (c *cluster) waitAgent(t testing.TB) {
 	t.Helper()
@@ -329,15 +443,50 @@ func (c *cluster) restartAgent(t testing.TB) {
 	c.agent = startDaemonEnv(t, c.agentEnv, "agentd", c.agentArgs...)
 }
 
-// agentID returns the id of the agent at the cluster's agent address.
-func (c *cluster) agentID(t testing.TB) string {
+// agentConn dials agentd as the control plane does: with a client
+// certificate for "controlplane" from the control plane's CA (made here from
+// the CA's key in its data dir), checking that the agent's certificate is
+// from that CA.
+func (c *cluster) agentConn(t testing.TB) *grpc.ClientConn {
 	t.Helper()
-	c.waitAgent(t)
-	resp, err := agentv1.NewAgentServiceClient(dial(t, c.agentAddr)).Describe(ctxT(t, 10*time.Second), &agentv1.DescribeRequest{})
+	if c.insecure {
+		return dial(t, c.agentAddr)
+	}
+	cert, pool := mintClientCert(t, filepath.Join(c.dir, "cp"), "controlplane")
+	conn, err := grpc.NewClient(c.agentAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: agentServerName(c.agentID(t))})))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.GetAgentId()
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// agentID returns the id of the cluster's agent, as the control plane knows it.
+func (c *cluster) agentID(t testing.TB) string {
+	t.Helper()
+	c.waitAgent(t)
+	resp, err := c.client.ListAgents(ctxT(t, 10*time.Second), &cpv1.ListAgentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range resp.GetAgents() {
+		if a.GetAddress() == c.agentAddr {
+			return a.GetAgentId()
+		}
+	}
+	t.Fatalf("no agent at %s", c.agentAddr)
+	return ""
+}
+
+// describe calls the agent's Describe as the control plane.
+func (c *cluster) describe(t testing.TB) *agentv1.DescribeResponse {
+	t.Helper()
+	resp, err := agentv1.NewAgentServiceClient(c.agentConn(t)).Describe(ctxT(t, 10*time.Second), &agentv1.DescribeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 func (c *cluster) plan(t testing.TB, requestID string) *cpv1.Plan {

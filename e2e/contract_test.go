@@ -157,7 +157,7 @@ func TestNegotiateContract(t *testing.T) {
 		t.Skip("Debian's blender is not installed; placement across versions not tested")
 	}
 	second := freeAddr(t)
-	startDaemon(t, "agentd", "--listen", second, "--control-plane", c.cpAddr, "--data-dir", filepath.Join(c.dir, "agent34"), "--blender", debianBlender)
+	startDaemon(t, "agentd", "--listen", second, "--control-plane", c.cpAddr, "--data-dir", filepath.Join(c.dir, "agent34"), "--token-file", filepath.Join(c.dir, "agent.token"), "--blender", debianBlender)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := c.client.ListAgents(ctxT(t, 5*time.Second), &cpv1.ListAgentsRequest{})

@@ -255,7 +255,7 @@ func TestAtomicRollback(t *testing.T) {
 	}
 
 	// The rolled-back key, sent again to the agent, is a conflict: nothing runs.
-	agent := agentv1.NewAgentServiceClient(dial(t, c.agentAddr))
+	agent := agentv1.NewAgentServiceClient(c.agentConn(t))
 	stream, err := agent.Execute(ctxT(t, time.Minute), &agentv1.ExecuteRequest{SessionId: s.GetSessionId(), RequestId: "atomic-1",
 		Operations: []*agentv1.OperationCall{{OperationId: "a1", ToolName: "object.create", Args: ops[0].GetArgs(),
 			SafetyLevel: ops[0].GetSafetyLevel(), IdempotencyKey: rs[0].GetIdempotencyKey(), McpCallId: "call-manual"}}})

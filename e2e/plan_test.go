@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,6 +65,9 @@ func testAgentListed(t *testing.T, c *cluster) {
 func testHealth(t *testing.T, c *cluster) {
 	for _, addr := range []string{c.cpAddr, c.agentAddr} {
 		conn := dial(t, addr)
+		if addr == c.agentAddr {
+			conn = c.agentConn(t) // only the control plane reaches agentd
+		}
 		resp, err := grpc_health_v1.NewHealthClient(conn).Check(ctxT(t, 5*time.Second), &grpc_health_v1.HealthCheckRequest{})
 		if err != nil || resp.GetStatus() != grpc_health_v1.HealthCheckResponse_SERVING {
 			t.Errorf("health of %s: %v %v", addr, resp, err)
@@ -388,7 +390,7 @@ func testDeterminism(t *testing.T, c *cluster) {
 }
 
 func testBlendctl(t *testing.T, c *cluster) {
-	cmd := exec.Command(filepath.Join(binDir, "blendctl"), "--addr", c.cpAddr, "submit", filepath.Join(repoRoot(), "examples/plans/hello.json"), "--watch")
+	cmd := c.blendctl("submit", filepath.Join(repoRoot(), "examples/plans/hello.json"), "--watch")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("blendctl submit: %v\n%s", err, out)
@@ -404,19 +406,19 @@ func testBlendctl(t *testing.T, c *cluster) {
 	os.WriteFile(bad, []byte(`{"request_id":"cli-cycle","operations":[
 		{"operation_id":"a","tool_name":"object.create","args":{"type":"cube"},"depends_on":["b"],"safety_level":"safe_write"},
 		{"operation_id":"b","tool_name":"object.create","args":{"type":"cube"},"depends_on":["a"],"safety_level":"safe_write"}]}`), 0o644)
-	out, err = exec.Command(filepath.Join(binDir, "blendctl"), "--addr", c.cpAddr, "submit", bad).CombinedOutput()
+	out, err = c.blendctl("submit", bad).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "GRAPH_CYCLE") {
 		t.Fatalf("blendctl on a cycle: %v\n%s", err, out)
 	}
-	out, err = exec.Command(filepath.Join(binDir, "blendctl"), "--addr", c.cpAddr, "plan", "hello-1").CombinedOutput()
+	out, err = c.blendctl("plan", "hello-1").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "SUCCEEDED") {
 		t.Fatalf("blendctl plan: %v\n%s", err, out)
 	}
-	out, err = exec.Command(filepath.Join(binDir, "blendctl"), "--addr", c.cpAddr, "audit", "hello-1").CombinedOutput()
+	out, err = c.blendctl("audit", "hello-1").CombinedOutput()
 	if err != nil || strings.Count(string(out), "hello-1") != 8 || !strings.Contains(string(out), "render.still") {
 		t.Fatalf("blendctl audit: %v\n%s", err, out)
 	}
-	out, err = exec.Command(filepath.Join(binDir, "blendctl"), "--addr", c.cpAddr, "agents").CombinedOutput()
+	out, err = c.blendctl("agents").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "READY") {
 		t.Fatalf("blendctl agents: %v\n%s", err, out)
 	}

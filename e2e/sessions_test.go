@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -364,7 +363,7 @@ func TestHelloTwiceWithBlendctl(t *testing.T) {
 	sessionLine := regexp.MustCompile(`session (s-[0-9a-f]+) on agent`)
 	var sessions []string
 	for i := 0; i < 2; i++ {
-		cmd := exec.Command(filepath.Join(binDir, "blendctl"), "--addr", c.cpAddr, "submit",
+		cmd := c.blendctl("submit",
 			filepath.Join(repoRoot(), "examples/plans/hello.json"), "--watch", "--out", out)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -452,7 +451,7 @@ func TestBlendctlSessionsAndFiles(t *testing.T) {
 	id := s.GetSessionId()
 	blendctl := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(filepath.Join(binDir, "blendctl"), append([]string{"--addr", c.cpAddr}, args...)...).CombinedOutput()
+		out, err := c.blendctl(args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("blendctl %v: %v\n%s", args, err, out)
 		}

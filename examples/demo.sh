@@ -27,13 +27,25 @@ stop() {
 trap stop EXIT
 trap 'exit 130' INT TERM
 
-echo "== starting controlplane on $CP_ADDR and agentd on $AGENT_ADDR (logs in $work)"
+echo "== starting controlplane on $CP_ADDR (logs in $work)"
 ./bin/controlplane --listen "$CP_ADDR" --data-dir "$work/controlplane" >"$work/controlplane.log" 2>&1 &
 pids+=($!)
-./bin/agentd --listen "$AGENT_ADDR" --control-plane "$CP_ADDR" --data-dir "$work/agentd" >"$work/agentd.log" 2>&1 &
+# Its first start writes an admin token; blendctl calls with it.
+export BLENDPLANE_ADDR=$CP_ADDR BLENDPLANE_TOKEN_FILE=$work/controlplane/admin.token
+for _ in $(seq 1 100); do
+	[ -s "$BLENDPLANE_TOKEN_FILE" ] && break
+	if ! kill -0 "${pids[0]}" 2>/dev/null; then
+		echo "demo: controlplane exited:" >&2; tail -20 "$work/controlplane.log" >&2; exit 1
+	fi
+	sleep 0.1
+done
+echo "== making a token for the agent (scope agent) and starting agentd on $AGENT_ADDR"
+./bin/blendctl token create --name demo-agent --scope agent >"$work/agent.token"
+chmod 600 "$work/agent.token"
+./bin/agentd --listen "$AGENT_ADDR" --control-plane "$CP_ADDR" --data-dir "$work/agentd" \
+	--token-file "$work/agent.token" >"$work/agentd.log" 2>&1 &
 pids+=($!)
 
-export BLENDPLANE_ADDR=$CP_ADDR
 printf "== waiting for the agent to probe Blender and register"
 for _ in $(seq 1 120); do
 	if ./bin/blendctl agents 2>/dev/null | grep -q READY; then break; fi

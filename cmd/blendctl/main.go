@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/blendplane/blendplane/cmd/internal/flagenv"
@@ -27,7 +26,7 @@ import (
 const usage = `blendctl: the Blendplane CLI
 
 Usage:
-  blendctl [--addr HOST:PORT] [--json] COMMAND [ARGS]
+  blendctl [--addr HOST:PORT] [--token T | --token-file F] [--ca-file CA] [--json] COMMAND [ARGS]
 
 Commands:
   submit PLAN.json [--session ID] [--request-id ID] [--validate-only] [--atomic] [--watch]
@@ -56,9 +55,17 @@ Commands:
                       save a session's artifact (a render, an export, an upload)
   artifacts --session ID [--request-id ID]
                       list a session's artifacts (of one plan)
-  agents              list the agents registered with the control plane
+  agents              list the agents registered with the control plane (admin)
+  token create --name N --scope S [--scope S]... [--ttl D]
+                      make a token (admin); its secret is printed once
+  token list          list the tokens, never their secrets (admin)
+  token revoke NAME   revoke a token: its next call fails (admin)
 
-Environment: BLENDPLANE_ADDR overrides --addr.
+Every call carries a bearer token: --token, or --token-file (a control
+plane's first start writes <data-dir>/admin.token). A control plane that is
+not on loopback is reached over TLS: --ca-file is its <data-dir>/ca.pem.
+Environment: BLENDPLANE_<FLAG> sets a flag (BLENDPLANE_ADDR, BLENDPLANE_TOKEN,
+BLENDPLANE_TOKEN_FILE, BLENDPLANE_CA_FILE).
 `
 
 type cli struct {
@@ -86,6 +93,9 @@ func run(args []string) error {
 	addr := fs.String("addr", "127.0.0.1:7400", "control plane address")
 	asJSON := fs.Bool("json", false, "print JSON (protojson) instead of text")
 	maxMsg := fs.Int("max-message-bytes", 64<<20, "largest gRPC message sent or received")
+	token := fs.String("token", "", "bearer token")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token")
+	caFile := fs.String("ca-file", "", "the control plane's CA certificate, to reach it over TLS when it is not on loopback")
 	if err := flagenv.Parse(fs, args); err != nil {
 		return err
 	}
@@ -93,8 +103,12 @@ func run(args []string) error {
 		fs.Usage()
 		return errors.New("no command given")
 	}
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(*maxMsg), grpc.MaxCallSendMsgSize(*maxMsg)))
+	opts, err := dialOptions(*addr, *token, *tokenFile, *caFile)
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(*addr, append(opts,
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(*maxMsg), grpc.MaxCallSendMsgSize(*maxMsg)))...)
 	if err != nil {
 		return err
 	}
@@ -132,6 +146,7 @@ var commands = map[string]func(c *cli, ctx context.Context, args []string) error
 	"upload":    (*cli).upload,
 	"download":  (*cli).download,
 	"artifacts": (*cli).artifacts,
+	"token":     (*cli).token,
 }
 
 // rpcTimeout bounds unary calls; Negotiate may start a Blender.
@@ -184,9 +199,23 @@ func (c *cli) negotiateCmd(ctx context.Context, args []string) error {
 }
 
 func (c *cli) agents(ctx context.Context) error {
-	return show(ctx, c, func(ctx context.Context) (*cpv1.ListAgentsResponse, error) {
-		return c.cp.ListAgents(ctx, &cpv1.ListAgentsRequest{})
-	}, func(out io.Writer, resp *cpv1.ListAgentsResponse) { printAgents(out, resp.GetAgents()) })
+	list, err := allPages(ctx, func(ctx context.Context, token string) ([]*cpv1.Agent, string, error) {
+		resp, err := c.cp.ListAgents(ctx, &cpv1.ListAgentsRequest{PageSize: 500, PageToken: token})
+		return resp.GetAgents(), resp.GetNextPageToken(), err
+	})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		for _, a := range list {
+			if err := c.printJSON(a); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	printAgents(c.out, list)
+	return nil
 }
 
 func (c *cli) audit(ctx context.Context, args []string) error {

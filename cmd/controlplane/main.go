@@ -14,7 +14,9 @@ func main() {
 	cfg := controlplane.Defaults()
 	fs := flag.NewFlagSet("controlplane", flag.ExitOnError)
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
-	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for controlplane.db and blobs/ (artifacts)")
+	fs.BoolVar(&cfg.AllowInsecureLocal, "allow-insecure-local", cfg.AllowInsecureLocal, "no authentication, no TLS: development on one machine (loopback only)")
+	fs.DurationVar(&cfg.AgentForgetAfter, "agent-forget-after", cfg.AgentForgetAfter, "drop an agent silent this long from the fleet")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for controlplane.db, blobs/ (artifacts), admin.token and the CA (ca.pem)")
 	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", cfg.MaxMessageBytes, "largest gRPC message accepted or sent")
 	fs.Int64Var(&cfg.MaxArtifactBytes, "max-artifact-bytes", cfg.MaxArtifactBytes, "largest artifact a client may upload")
 	fs.DurationVar(&cfg.SessionIdleTimeout, "session-idle-timeout", cfg.SessionIdleTimeout, "park a session (checkpoint it, stop its Blender) after this long without plans; 0: never")
@@ -24,6 +26,10 @@ func main() {
 	fs.DurationVar(&cfg.ToolTimeBudget, "tool-time-budget", cfg.ToolTimeBudget, "a tool call's time budget when the contract asks for none")
 	fs.DurationVar(&cfg.AgentRetryWindow, "agent-retry-window", cfg.AgentRetryWindow, "how long an unreachable agent is retried")
 	fs.DurationVar(&cfg.OpenSessionTimeout, "open-session-timeout", cfg.OpenSessionTimeout, "time limit for opening a session on an agent")
+	fs.Func("tls-host", "a further name or address clients reach the control plane by, for its TLS certificate (repeatable)", func(v string) error {
+		cfg.TLSHosts = append(cfg.TLSHosts, v)
+		return nil
+	})
 	flagenv.Daemon("controlplane", fs, func(ctx context.Context, log *slog.Logger) error {
 		return controlplane.Run(ctx, cfg, log, nil)
 	})

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/blendplane/blendplane/controlplane/internal/auth"
 	"github.com/blendplane/blendplane/controlplane/internal/blob"
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
@@ -22,14 +23,6 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
-
-// Principal is who calls.
-type Principal struct {
-	Name string
-}
-
-// Anonymous is the principal of calls that carry no identity.
-var Anonymous = Principal{Name: store.LegacyOwner}
 
 // Config holds the control plane's ceilings and timings.
 type Config struct {
@@ -46,13 +39,17 @@ type Config struct {
 	// plans (told to agents at registration); 0: never.
 	SessionIdleTimeout time.Duration
 	// ReleaseInterval is how often closed sessions whose agent could not be
-	// told are retried.
+	// told are retried (and silent agents are forgotten).
 	ReleaseInterval time.Duration
+	// AgentForgetAfter drops an agent that has not registered for this long
+	// from the fleet (it registers again when it is back); 0: never.
+	AgentForgetAfter time.Duration
 }
 
 // App is the control plane's application layer.
 type App struct {
 	cfg        Config
+	ca         *auth.CA // nil when authentication is off
 	store      *store.Store
 	blobs      *blob.Store
 	fleet      *fleet.Fleet
@@ -68,8 +65,8 @@ type App struct {
 // New returns the application layer and the executor it drives (the
 // executor collects receipts' files through the app). Call Start to resume
 // unfinished plans and background work, Stop to end it.
-func New(cfg Config, st *store.Store, blobs *blob.Store, fl *fleet.Fleet, exCfg executor.Config, log *slog.Logger) *App {
-	a := &App{cfg: cfg, store: st, blobs: blobs, fleet: fl, macros: macro.Default(), log: log}
+func New(cfg Config, st *store.Store, blobs *blob.Store, fl *fleet.Fleet, ca *auth.CA, exCfg executor.Config, log *slog.Logger) *App {
+	a := &App{cfg: cfg, store: st, blobs: blobs, fleet: fl, ca: ca, macros: macro.Default(), log: log}
 	a.registries = newRegistries(log)
 	a.exec = executor.New(exCfg, st, fl, a.collect, log.With("component", "executor"))
 	return a

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -53,34 +52,26 @@ func (a *App) Macros(ctx context.Context) (*cpv1.ListMacrosResponse, error) {
 	return resp, nil
 }
 
-// Agents lists the registered agents with their state.
-func (a *App) Agents(ctx context.Context) []*cpv1.Agent { return a.fleet.List() }
-
-// RegisterAgent records an agent's registration or heartbeat and answers
-// with the fleet's settings. New tool registries are compiled now, in the
-// background, not on the first plan that needs them.
-func (a *App) RegisterAgent(ctx context.Context, req *cpv1.RegisterAgentRequest) *cpv1.RegisterAgentResponse {
-	a.fleet.Register(req)
-	for _, rt := range req.GetRuntimes() {
-		// Compiled once per fingerprint; errors are logged there.
-		go a.registries.get(rt.GetRegistry().GetFingerprint(), known(rt.GetRegistry()))
-	}
-	return &cpv1.RegisterAgentResponse{
-		HeartbeatIntervalSeconds: int32(a.fleet.Heartbeat() / time.Second),
-		SessionIdleTimeoutMs:     a.cfg.SessionIdleTimeout.Milliseconds(),
-	}
-}
-
 // AuditRecords pages through the caller's audit records (AIP-158), of one
-// plan or of all of them.
-func (a *App) AuditRecords(ctx context.Context, who Principal, requestID string, size int32, token string) ([]*cpv1.AuditRecord, string, error) {
-	after, err := decodePageToken(token, "audit", requestID)
-	if err != nil {
-		return nil, "", badPageToken(err)
-	}
-	records, next, err := a.store.AuditRecords(store.AuditFilter{Owner: who.Name, RequestID: requestID}, after, pageSize(size))
+// plan or of all of them. An admin may name another principal (owner), and
+// without a request id or an owner sees everyone's.
+func (a *App) AuditRecords(ctx context.Context, who Principal, owner, requestID string, size int32, token string) ([]*cpv1.AuditRecord, string, error) {
+	owner, err := planOwner(who, owner)
 	if err != nil {
 		return nil, "", err
 	}
-	return records, encodePageToken("audit", next, requestID), nil
+	f := store.AuditFilter{Owner: owner, RequestID: requestID}
+	if who.Admin() && owner == who.Name && requestID == "" {
+		f = store.AuditFilter{} // the whole log
+	}
+	query := f.Owner + "/" + f.RequestID
+	after, err := decodePageToken(token, "audit", query)
+	if err != nil {
+		return nil, "", badPageToken(err)
+	}
+	records, next, err := a.store.AuditRecords(f, after, pageSize(size))
+	if err != nil {
+		return nil, "", err
+	}
+	return records, encodePageToken("audit", next, query), nil
 }

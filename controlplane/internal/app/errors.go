@@ -1,6 +1,10 @@
 package app
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
+)
 
 // Sentinel errors of the use cases; the gRPC layer maps each to a code and
 // an ErrorInfo reason in one table.
@@ -25,3 +29,13 @@ var (
 	// agent no longer has it.
 	ErrArtifactUnavailable = errors.New("artifact content unavailable")
 )
+
+// badField refuses a malformed request field like the wire rules do
+// (INVALID_ARGUMENT / SCHEMA_INVALID naming the field).
+func badField(field, desc string) error {
+	return &plan.Error{Reason: plan.ReasonSchemaInvalid, Message: field + ": " + desc,
+		Violations: []plan.Violation{{Field: field, Description: desc}}}
+}
+
+// badPageToken refuses a page token like any malformed request field.
+func badPageToken(err error) error { return badField("page_token", err.Error()) }

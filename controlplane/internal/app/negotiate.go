@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/blendplane/blendplane/controlplane/internal/auth"
 	"github.com/blendplane/blendplane/controlplane/internal/contract"
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
@@ -26,6 +28,11 @@ func (a *App) Negotiate(ctx context.Context, who Principal, req *cpv1.NegotiateR
 	macros := a.macroRef()
 	if err := contract.CheckRequest(req, macros); err != nil {
 		return nil, err
+	}
+	if slices.Contains(req.GetHostProfile().GetFeatureFlags(), contract.FlagUnsafeOps) {
+		if err := Require(who, auth.ScopeUnsafe, "negotiating unsafe_ops"); err != nil {
+			return nil, err
+		}
 	}
 	var misfit *contract.Violation
 	places, err := a.fleet.Place(func(rt *cpv1.Runtime) bool {

@@ -54,3 +54,23 @@ func decodePageToken(token, kind, query string) (uint64, error) {
 	}
 	return after, nil
 }
+
+// Page tokens of lists ordered by name carry the last name returned.
+func encodeNamePageToken(kind, name string) string {
+	if name == "" {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte("v1:" + kind + ":" + name))
+}
+
+func decodeNamePageToken(token, kind string) (string, error) {
+	if token == "" {
+		return "", nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	name, ok := strings.CutPrefix(string(raw), "v1:"+kind+":")
+	if err != nil || !ok || name == "" {
+		return "", fmt.Errorf("%w: not a token this server issued for this list", ErrBadPageToken)
+	}
+	return name, nil
+}

@@ -9,9 +9,14 @@ import (
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
-// Plan returns one of the caller's plans with its state and schedule.
-func (a *App) Plan(ctx context.Context, who Principal, requestID string) (*cpv1.Plan, error) {
-	ref := store.PlanRef{Owner: who.Name, RequestID: requestID}
+// Plan returns one of the caller's plans (an admin: of the principal it
+// names) with its state and schedule.
+func (a *App) Plan(ctx context.Context, who Principal, owner, requestID string) (*cpv1.Plan, error) {
+	owner, err := planOwner(who, owner)
+	if err != nil {
+		return nil, err
+	}
+	ref := store.PlanRef{Owner: owner, RequestID: requestID}
 	p, err := a.store.Plan(ref)
 	if err == nil && p.GetState() == cpv1.Plan_STATE_PENDING && a.exec.Running(ref) {
 		p.State = cpv1.Plan_STATE_RUNNING // started, no receipt committed yet
@@ -19,10 +24,15 @@ func (a *App) Plan(ctx context.Context, who Principal, requestID string) (*cpv1.
 	return p, err
 }
 
-// Cancel stops one of the caller's plans and returns it as it ended; a plan
-// already terminal is returned as it is.
-func (a *App) Cancel(ctx context.Context, who Principal, requestID string) (*cpv1.Plan, error) {
-	ref := store.PlanRef{Owner: who.Name, RequestID: requestID}
+// Cancel stops one of the caller's plans (an admin: of the principal it
+// names) and returns it as it ended; a plan already terminal is returned as
+// it is.
+func (a *App) Cancel(ctx context.Context, who Principal, owner, requestID string) (*cpv1.Plan, error) {
+	owner, err := planOwner(who, owner)
+	if err != nil {
+		return nil, err
+	}
+	ref := store.PlanRef{Owner: owner, RequestID: requestID}
 	if _, err := a.store.PlanState(ref); err != nil {
 		return nil, err
 	}
@@ -33,7 +43,7 @@ func (a *App) Cancel(ctx context.Context, who Principal, requestID string) (*cpv
 	if err != nil {
 		return nil, err
 	}
-	a.log.Info("plan cancelled", "request_id", requestID, "owner", who.Name, "state", p.GetState().String())
+	a.log.Info("plan cancelled", "request_id", requestID, "owner", owner, "by", who.Name, "state", p.GetState().String())
 	return p, nil
 }
 
@@ -45,8 +55,12 @@ const receiptPage = 512
 // progress_events, the progress of its running operation; it returns when
 // the plan is terminal and every receipt was sent, or when send fails or
 // ctx ends.
-func (a *App) Receipts(ctx context.Context, who Principal, requestID string, from int64, send func(*cpv1.StreamReceiptsResponse) error) error {
-	ref := store.PlanRef{Owner: who.Name, RequestID: requestID}
+func (a *App) Receipts(ctx context.Context, who Principal, owner, requestID string, from int64, send func(*cpv1.StreamReceiptsResponse) error) error {
+	owner, err := planOwner(who, owner)
+	if err != nil {
+		return err
+	}
+	ref := store.PlanRef{Owner: owner, RequestID: requestID}
 	cursor := max(from, 1)
 	var lastProgress *cpv1.Progress
 	wantProgress := false

@@ -12,17 +12,24 @@ import (
 // registries compiles each tool registry once per fingerprint, errors
 // included, and never holds a lock that others wait on while compiling:
 // a compile takes milliseconds to seconds, and plans of other registries
-// must not wait for it.
+// must not wait for it. It keeps at most maxRegistries, dropping the least
+// recently used (a fleet has a handful; registrations that make up new ones
+// must not grow it without bound).
 type registries struct {
 	log     *slog.Logger
 	compile func(*cpv1.ToolRegistry) (*plan.Registry, error)
 
-	mu   sync.Mutex
-	byFP map[string]*compiled
+	mu    sync.Mutex
+	byFP  map[string]*compiled
+	clock uint64
 }
+
+// maxRegistries bounds the compiled registries kept.
+const maxRegistries = 64
 
 type compiled struct {
 	once sync.Once
+	used uint64 // registries.clock at the last get
 	raw  *cpv1.ToolRegistry
 	reg  *plan.Registry
 	err  error
@@ -39,9 +46,14 @@ func (r *registries) get(fp string, load func() (*cpv1.ToolRegistry, error)) (*p
 	r.mu.Lock()
 	c, ok := r.byFP[fp]
 	if !ok {
+		if len(r.byFP) >= maxRegistries {
+			r.evict()
+		}
 		c = &compiled{}
 		r.byFP[fp] = c
 	}
+	r.clock++
+	c.used = r.clock
 	r.mu.Unlock()
 	c.once.Do(func() {
 		c.raw, c.err = load()
@@ -55,6 +67,17 @@ func (r *registries) get(fp string, load func() (*cpv1.ToolRegistry, error)) (*p
 		}
 	})
 	return c.reg, c.err
+}
+
+// evict drops the least recently used registry. The caller holds r.mu.
+func (r *registries) evict() {
+	var oldest string
+	for fp, c := range r.byFP {
+		if oldest == "" || c.used < r.byFP[oldest].used {
+			oldest = fp
+		}
+	}
+	delete(r.byFP, oldest)
 }
 
 // known is a loader of a registry at hand (a runtime's, from its agent).

@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -80,4 +81,29 @@ func FuzzPageToken(f *testing.F) {
 			t.Fatalf("token %q decoded to %d but does not round trip: %d %v", token, after, again, err)
 		}
 	})
+}
+
+// TestRegistriesBounded: registries made up by registrations do not grow
+// the cache without bound; the ones in use stay.
+func TestRegistriesBounded(t *testing.T) {
+	r := newRegistries(slog.New(slog.DiscardHandler))
+	var compiles atomic.Int32
+	r.compile = func(*cpv1.ToolRegistry) (*plan.Registry, error) {
+		compiles.Add(1)
+		return plan.NewRegistry(nil)
+	}
+	for i := 0; i < 10*maxRegistries; i++ {
+		fp := fmt.Sprint("made-up-", i)
+		r.get(fp, known(&cpv1.ToolRegistry{Fingerprint: fp}))
+		r.get("real", known(&cpv1.ToolRegistry{Fingerprint: "real"}))
+	}
+	if n := len(r.byFP); n > maxRegistries {
+		t.Fatalf("%d registries kept, at most %d", n, maxRegistries)
+	}
+	if _, ok := r.byFP["real"]; !ok {
+		t.Fatal("the registry in use was dropped")
+	}
+	if n := compiles.Load(); n != 10*maxRegistries+1 {
+		t.Fatalf("%d compiles: the registry in use was compiled again", n)
+	}
 }

@@ -9,23 +9,35 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	"github.com/blendplane/blendplane/controlplane/internal/auth"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
-// session returns one of the caller's sessions; another principal's is
-// not found.
+// session returns one of the caller's sessions (any, for an admin);
+// another principal's is not found: its existence is not revealed.
 func (a *App) session(who Principal, id string) (store.Session, error) {
 	sess, err := a.store.Session(id)
 	if err != nil {
 		return store.Session{}, err
 	}
-	if sess.Owner != who.Name {
+	if sess.Owner != who.Name && !who.Admin() {
 		return store.Session{}, fmt.Errorf("session %q: %w", id, store.ErrSessionNotFound)
 	}
 	return sess, nil
+}
+
+// planOwner is whose plans a call addresses: the caller's, or, for an
+// admin, the principal it names.
+func planOwner(who Principal, owner string) (string, error) {
+	if owner == "" || owner == who.Name {
+		return who.Name, nil
+	}
+	if !who.Admin() {
+		return "", &ScopeError{Scope: auth.ScopeAdmin, Action: "addressing another principal's plans"}
+	}
+	return owner, nil
 }
 
 // view is a session as the API shows it: OPEN while its Blender runs (as
@@ -33,6 +45,7 @@ func (a *App) session(who Principal, id string) (store.Session, error) {
 // when its Blender is stopped, CLOSED once closed.
 func (a *App) view(sess store.Session) *cpv1.Session {
 	info := sess.Info
+	info.Owner = sess.Owner
 	if !sess.Closed() {
 		info.State = cpv1.Session_STATE_PARKED
 		if info.GetActivePlanCount() > 0 || a.fleet.Live(info.GetAgentId(), info.GetSessionId()) {
@@ -51,29 +64,51 @@ func (a *App) Session(ctx context.Context, who Principal, id string) (*cpv1.Sess
 	return a.view(sess), nil
 }
 
-// Sessions lists the caller's sessions in negotiation order, a page at a
-// time, those in state only (unspecified: all but closed ones).
-func (a *App) Sessions(ctx context.Context, who Principal, size int32, token string, state cpv1.Session_State) ([]*cpv1.Session, string, error) {
-	query := state.String()
-	after, err := decodePageToken(token, "sessions", query)
-	if err != nil {
-		return nil, "", badPageToken(err)
-	}
-	var views []*cpv1.Session
-	list, next, err := a.store.ListSessions(who.Name, after, pageSize(size), func(s store.Session) bool {
+// Sessions lists the caller's sessions in negotiation order (an admin's
+// call with allPrincipals: everyone's, by session id), a page at a time,
+// those in state only (unspecified: all but closed ones).
+func (a *App) Sessions(ctx context.Context, who Principal, size int32, token string, state cpv1.Session_State, allPrincipals bool) ([]*cpv1.Session, string, error) {
+	keep := func(s store.Session) bool {
 		v := a.view(s)
 		if state == cpv1.Session_STATE_UNSPECIFIED {
 			return v.GetState() != cpv1.Session_STATE_CLOSED
 		}
 		return v.GetState() == state
-	})
-	if err != nil {
-		return nil, "", err
 	}
+	var list []store.Session
+	var next string
+	if allPrincipals {
+		if err := Require(who, auth.ScopeAdmin, "listing every principal's sessions"); err != nil {
+			return nil, "", err
+		}
+		after, err := decodeNamePageToken(token, "all-sessions/"+state.String())
+		if err != nil {
+			return nil, "", badPageToken(err)
+		}
+		var last string
+		list, last, err = a.store.AllSessions(after, pageSize(size), keep)
+		if err != nil {
+			return nil, "", err
+		}
+		next = encodeNamePageToken("all-sessions/"+state.String(), last)
+	} else {
+		query := state.String()
+		after, err := decodePageToken(token, "sessions", query)
+		if err != nil {
+			return nil, "", badPageToken(err)
+		}
+		var last uint64
+		list, last, err = a.store.ListSessions(who.Name, after, pageSize(size), keep)
+		if err != nil {
+			return nil, "", err
+		}
+		next = encodePageToken("sessions", last, query)
+	}
+	views := make([]*cpv1.Session, 0, len(list))
 	for _, s := range list {
 		views = append(views, a.view(s))
 	}
-	return views, encodePageToken("sessions", next, query), nil
+	return views, next, nil
 }
 
 // CloseSession closes one of the caller's sessions: no plan is accepted in
@@ -172,16 +207,15 @@ func (a *App) releaseLoop(ctx context.Context) {
 		for _, id := range ids {
 			a.release(ctx, id)
 		}
+		if a.cfg.AgentForgetAfter > 0 {
+			for _, id := range a.fleet.Forget(a.cfg.AgentForgetAfter) {
+				a.log.Info("agent forgotten after missing its heartbeats", "agent_id", id, "after", a.cfg.AgentForgetAfter)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
-}
-
-// badPageToken refuses a page token like any malformed request field.
-func badPageToken(err error) error {
-	return &plan.Error{Reason: plan.ReasonSchemaInvalid, Message: err.Error(),
-		Violations: []plan.Violation{{Field: "page_token", Description: err.Error()}}}
 }

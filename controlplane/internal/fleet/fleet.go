@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -37,6 +38,7 @@ var (
 type Fleet struct {
 	heartbeat time.Duration
 	now       func() time.Time
+	creds     func(agentID string) credentials.TransportCredentials
 	dialOpts  []grpc.DialOption
 
 	mu     sync.Mutex
@@ -51,12 +53,19 @@ type member struct {
 	conn     *grpc.ClientConn // to info.Address
 }
 
-// New returns an empty fleet. Agents missing three heartbeats are unreachable.
-func New(heartbeat time.Duration, dialOpts ...grpc.DialOption) *Fleet {
+// New returns an empty fleet. Agents missing three heartbeats are
+// unreachable. creds gives the transport credentials to dial an agent (the
+// control plane's client certificate, and the agent's expected identity);
+// nil dials without TLS (--allow-insecure-local).
+func New(heartbeat time.Duration, creds func(agentID string) credentials.TransportCredentials, dialOpts ...grpc.DialOption) *Fleet {
+	if creds == nil {
+		creds = func(string) credentials.TransportCredentials { return insecure.NewCredentials() }
+	}
 	return &Fleet{
 		heartbeat: heartbeat,
 		now:       time.Now,
-		dialOpts:  append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dialOpts...),
+		creds:     creds,
+		dialOpts:  dialOpts,
 		agents:    map[string]*member{},
 	}
 }
@@ -126,6 +135,25 @@ func (f *Fleet) state(m *member) cpv1.Agent_State {
 		return cpv1.Agent_STATE_UNREACHABLE
 	}
 	return cpv1.Agent_STATE_READY
+}
+
+// Forget drops the agents that have not registered for age and returns
+// their ids: a fleet of agents that come and go does not grow forever.
+func (f *Fleet) Forget(age time.Duration) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var gone []string
+	for id, m := range f.agents {
+		if f.now().Sub(m.lastSeen) > age {
+			if m.conn != nil {
+				m.conn.Close()
+			}
+			delete(f.agents, id)
+			gone = append(gone, id)
+		}
+	}
+	sort.Strings(gone)
+	return gone
 }
 
 // Live reports whether the agent said, at its last heartbeat, that the
@@ -233,7 +261,8 @@ func (f *Fleet) Client(agentID string) (agentv1.AgentServiceClient, error) {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownAgent, agentID)
 	}
 	if m.conn == nil {
-		conn, err := grpc.NewClient(m.info.GetAddress(), f.dialOpts...)
+		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(f.creds(agentID))}, f.dialOpts...)
+		conn, err := grpc.NewClient(m.info.GetAddress(), opts...)
 		if err != nil {
 			return nil, fmt.Errorf("dial agent %s at %s: %w", agentID, m.info.GetAddress(), err)
 		}

@@ -23,7 +23,7 @@ func first(t *testing.T, f *Fleet) string {
 }
 
 func TestPlacement(t *testing.T) {
-	f := New(time.Second)
+	f := New(time.Second, nil)
 	now := time.Unix(1000, 0)
 	f.now = func() time.Time { return now }
 	all := func(*cpv1.Runtime) bool { return true }
@@ -65,7 +65,7 @@ func TestPlacement(t *testing.T) {
 }
 
 func TestLiveSessionsAndAddress(t *testing.T) {
-	f := New(time.Second)
+	f := New(time.Second, nil)
 	f.Register(reg("a", 2, 4, 0, "s1"))
 	if !f.Live("a", "s1") || f.Live("a", "s2") || f.Live("b", "s1") {
 		t.Fatal("live sessions not as reported")

@@ -34,6 +34,10 @@ var errorTable = []struct {
 	{store.ErrArtifactNotFound, codes.NotFound, "ARTIFACT_NOT_FOUND"},
 	{app.ErrRuntimeNotFound, codes.NotFound, "RUNTIME_NOT_FOUND"},
 	{store.ErrSessionClosed, codes.FailedPrecondition, "SESSION_CLOSED"},
+	{store.ErrTokenNotFound, codes.NotFound, "TOKEN_NOT_FOUND"},
+	{store.ErrTokenExists, codes.AlreadyExists, "TOKEN_EXISTS"},
+	{app.ErrUnauthenticated, codes.Unauthenticated, "UNAUTHENTICATED"},
+	{app.ErrAgentIdentity, codes.PermissionDenied, "AGENT_IDENTITY"},
 	{app.ErrIdempotencyConflict, codes.FailedPrecondition, "IDEMPOTENCY_CONFLICT"},
 	{app.ErrRegistryInvalid, codes.FailedPrecondition, "REGISTRY_INVALID"},
 	{app.ErrChecksumMismatch, codes.InvalidArgument, "CHECKSUM_MISMATCH"},
@@ -59,6 +63,15 @@ func toStatus(err error) error {
 	var cv *contract.Violation
 	if errors.As(err, &cv) {
 		return contractRefusal(cv)
+	}
+	var se *app.ScopeError
+	if errors.As(err, &se) {
+		st, derr := status.New(codes.PermissionDenied, se.Error()).WithDetails(&errdetails.ErrorInfo{
+			Reason: "PERMISSION_DENIED", Domain: ErrorDomain, Metadata: map[string]string{"scope": se.Scope}})
+		if derr != nil {
+			return status.Error(codes.PermissionDenied, se.Error())
+		}
+		return st.Err()
 	}
 	for _, e := range errorTable {
 		if errors.Is(err, e.target) {
@@ -89,6 +102,11 @@ func strcase(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// unauthenticated is a missing or malformed bearer token.
+func unauthenticated(err error) error {
+	return fmt.Errorf("%w: %v: send \"authorization: Bearer <token>\"", app.ErrUnauthenticated, err)
 }
 
 // fieldStatus is an error with its reason and one field violation.

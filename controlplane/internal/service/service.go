@@ -25,10 +25,6 @@ var _ cpv1.ControlPlaneServiceServer = (*Server)(nil)
 // New returns the service.
 func New(a *app.App) *Server { return &Server{app: a} }
 
-// caller is the principal of a call. Until identities exist, everyone is
-// the anonymous principal.
-func caller(context.Context) app.Principal { return app.Anonymous }
-
 // Negotiate agrees on a session contract and places the session.
 func (s *Server) Negotiate(ctx context.Context, req *cpv1.NegotiateRequest) (*cpv1.NegotiateResponse, error) {
 	c, err := s.app.Negotiate(ctx, caller(ctx), req)
@@ -51,12 +47,12 @@ func (s *Server) SubmitPlan(ctx context.Context, req *cpv1.SubmitPlanRequest) (*
 // returns when the plan is terminal and every receipt was sent.
 func (s *Server) StreamReceipts(req *cpv1.StreamReceiptsRequest, stream grpc.ServerStreamingServer[cpv1.StreamReceiptsResponse]) error {
 	ctx := stream.Context()
-	return toStatus(s.app.Receipts(ctx, caller(ctx), req.GetRequestId(), req.GetStartSequence(), stream.Send))
+	return toStatus(s.app.Receipts(ctx, caller(ctx), req.GetOwner(), req.GetRequestId(), req.GetStartSequence(), stream.Send))
 }
 
 // GetPlan returns a plan with its state and schedule.
 func (s *Server) GetPlan(ctx context.Context, req *cpv1.GetPlanRequest) (*cpv1.GetPlanResponse, error) {
-	p, err := s.app.Plan(ctx, caller(ctx), req.GetRequestId())
+	p, err := s.app.Plan(ctx, caller(ctx), req.GetOwner(), req.GetRequestId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -65,7 +61,7 @@ func (s *Server) GetPlan(ctx context.Context, req *cpv1.GetPlanRequest) (*cpv1.G
 
 // CancelPlan stops a plan; a plan already terminal is returned as it is.
 func (s *Server) CancelPlan(ctx context.Context, req *cpv1.CancelPlanRequest) (*cpv1.CancelPlanResponse, error) {
-	p, err := s.app.Cancel(ctx, caller(ctx), req.GetRequestId())
+	p, err := s.app.Cancel(ctx, caller(ctx), req.GetOwner(), req.GetRequestId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -90,19 +86,51 @@ func (s *Server) ListMacros(ctx context.Context, _ *cpv1.ListMacrosRequest) (*cp
 	return resp, toStatus(err)
 }
 
-// ListAgents lists the registered agents.
-func (s *Server) ListAgents(ctx context.Context, _ *cpv1.ListAgentsRequest) (*cpv1.ListAgentsResponse, error) {
-	return &cpv1.ListAgentsResponse{Agents: s.app.Agents(ctx)}, nil
+// ListAgents lists the registered agents, a page at a time.
+func (s *Server) ListAgents(ctx context.Context, req *cpv1.ListAgentsRequest) (*cpv1.ListAgentsResponse, error) {
+	agents, next, err := s.app.Agents(ctx, req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &cpv1.ListAgentsResponse{Agents: agents, NextPageToken: next}, nil
 }
 
 // RegisterAgent records an agent's registration or heartbeat.
 func (s *Server) RegisterAgent(ctx context.Context, req *cpv1.RegisterAgentRequest) (*cpv1.RegisterAgentResponse, error) {
-	return s.app.RegisterAgent(ctx, req), nil
+	resp, err := s.app.RegisterAgent(ctx, caller(ctx), req)
+	return resp, toStatus(err)
+}
+
+// CreateToken makes a bearer token and returns its secret, once.
+func (s *Server) CreateToken(ctx context.Context, req *cpv1.CreateTokenRequest) (*cpv1.CreateTokenResponse, error) {
+	t, secret, err := s.app.CreateToken(ctx, caller(ctx), req.GetName(), req.GetScopes(), req.GetTtl().AsDuration())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &cpv1.CreateTokenResponse{Token: t, Secret: secret}, nil
+}
+
+// ListTokens lists the tokens without their secrets.
+func (s *Server) ListTokens(ctx context.Context, req *cpv1.ListTokensRequest) (*cpv1.ListTokensResponse, error) {
+	list, next, err := s.app.Tokens(ctx, req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &cpv1.ListTokensResponse{Tokens: list, NextPageToken: next}, nil
+}
+
+// RevokeToken revokes a token.
+func (s *Server) RevokeToken(ctx context.Context, req *cpv1.RevokeTokenRequest) (*cpv1.RevokeTokenResponse, error) {
+	t, err := s.app.RevokeToken(ctx, caller(ctx), req.GetName())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &cpv1.RevokeTokenResponse{Token: t}, nil
 }
 
 // ListAuditRecords pages through the audit log (AIP-158).
 func (s *Server) ListAuditRecords(ctx context.Context, req *cpv1.ListAuditRecordsRequest) (*cpv1.ListAuditRecordsResponse, error) {
-	records, next, err := s.app.AuditRecords(ctx, caller(ctx), req.GetRequestId(), req.GetPageSize(), req.GetPageToken())
+	records, next, err := s.app.AuditRecords(ctx, caller(ctx), req.GetOwner(), req.GetRequestId(), req.GetPageSize(), req.GetPageToken())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -120,7 +148,7 @@ func (s *Server) GetSession(ctx context.Context, req *cpv1.GetSessionRequest) (*
 
 // ListSessions pages through the caller's sessions (AIP-158).
 func (s *Server) ListSessions(ctx context.Context, req *cpv1.ListSessionsRequest) (*cpv1.ListSessionsResponse, error) {
-	list, next, err := s.app.Sessions(ctx, caller(ctx), req.GetPageSize(), req.GetPageToken(), req.GetState())
+	list, next, err := s.app.Sessions(ctx, caller(ctx), req.GetPageSize(), req.GetPageToken(), req.GetState(), req.GetAllPrincipals())
 	if err != nil {
 		return nil, toStatus(err)
 	}

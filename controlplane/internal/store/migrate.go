@@ -26,9 +26,9 @@ var migrations = []func(tx *bolt.Tx) error{
 		return createBuckets(tx, bucketAudit, bucketAuditIdx)
 	},
 	migrateOwners,
-	// 3 → 4: bearer tokens.
+	// 3 → 4: bearer tokens, and the principals of agent ids.
 	func(tx *bolt.Tx) error {
-		return createBuckets(tx, bucketTokens, bucketTokenHashes)
+		return createBuckets(tx, bucketTokens, bucketTokenHashes, bucketAgentPrincipals)
 	},
 }
 

@@ -247,3 +247,34 @@ func touchSession(tx *bolt.Tx, id string, plans, active int64, sceneHash string)
 	}
 	return nil
 }
+
+// AllSessions returns up to limit sessions of every owner with ids after
+// after (by id), that keep accepts. next is the last id returned when more
+// may follow, else "".
+func (s *Store) AllSessions(after string, limit int, keep func(Session) bool) (out []Session, next string, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketSessions).Cursor()
+		k, _ := c.First()
+		if after != "" {
+			if k, _ = c.Seek([]byte(after)); k != nil && string(k) == after {
+				k, _ = c.Next()
+			}
+		}
+		for ; k != nil; k, _ = c.Next() {
+			sess, err := readSession(tx, string(k))
+			if err != nil {
+				return err
+			}
+			if !keep(sess) {
+				continue
+			}
+			if len(out) == limit {
+				next = out[len(out)-1].Info.GetSessionId()
+				return nil
+			}
+			out = append(out, sess)
+		}
+		return nil
+	})
+	return out, next, err
+}

@@ -56,6 +56,8 @@
 //	  <name>                → Token (proto): principal, scopes, times
 //	token_hashes/           (schema 4)
 //	  <sha256 of secret>    → name: how a call's bearer token finds its principal
+//	agent_principals/       (schema 4)
+//	  <agent_id>            → the principal that registered it first, who alone may again
 //
 // Receipts are committed before anyone can read them; Watch lets a stream
 // wait for the next commit of a plan without polling.
@@ -75,23 +77,24 @@ import (
 )
 
 var (
-	bucketMeta          = []byte("meta")
-	bucketSessions      = []byte("sessions")
-	bucketSessionState  = []byte("session_state")
-	bucketPlanBody      = []byte("body")
-	bucketRegistries    = []byte("registries")
-	bucketSessionOrder  = []byte("session_order")
-	bucketReleasing     = []byte("releasing")
-	bucketPlans         = []byte("plans")
-	bucketActive        = []byte("active")
-	bucketReceipts      = []byte("receipts")
-	bucketAudit         = []byte("audit")
-	bucketAuditIdx      = []byte("audit_by_plan")
-	bucketAuditOwner    = []byte("audit_by_owner")
-	bucketArtifacts     = []byte("artifacts")
-	bucketArtifactNames = []byte("artifact_names")
-	bucketTokens        = []byte("tokens")
-	bucketTokenHashes   = []byte("token_hashes")
+	bucketMeta            = []byte("meta")
+	bucketSessions        = []byte("sessions")
+	bucketSessionState    = []byte("session_state")
+	bucketPlanBody        = []byte("body")
+	bucketRegistries      = []byte("registries")
+	bucketSessionOrder    = []byte("session_order")
+	bucketReleasing       = []byte("releasing")
+	bucketPlans           = []byte("plans")
+	bucketActive          = []byte("active")
+	bucketReceipts        = []byte("receipts")
+	bucketAudit           = []byte("audit")
+	bucketAuditIdx        = []byte("audit_by_plan")
+	bucketAuditOwner      = []byte("audit_by_owner")
+	bucketArtifacts       = []byte("artifacts")
+	bucketArtifactNames   = []byte("artifact_names")
+	bucketTokens          = []byte("tokens")
+	bucketTokenHashes     = []byte("token_hashes")
+	bucketAgentPrincipals = []byte("agent_principals")
 
 	keySchemaVersion = []byte("schema_version")
 	keySession       = []byte("session")

@@ -105,3 +105,18 @@ func (s *Store) ListTokens(after string, limit int) (out []*cpv1.Token, next str
 	})
 	return out, next, err
 }
+
+// BindAgent records that an agent id belongs to a principal, unless it
+// belongs to one already, and returns its principal.
+func (s *Store) BindAgent(agentID, principal string) (string, error) {
+	owner := principal
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketAgentPrincipals)
+		if v := b.Get([]byte(agentID)); v != nil {
+			owner = string(v)
+			return nil
+		}
+		return b.Put([]byte(agentID), []byte(principal))
+	})
+	return owner, err
+}

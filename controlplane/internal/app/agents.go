@@ -1,0 +1,112 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/blendplane/blendplane/controlplane/internal/auth"
+	"github.com/blendplane/blendplane/controlplane/internal/contract"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// ErrAgentIdentity: an agent id registered by another principal.
+var ErrAgentIdentity = errors.New("agent id taken by another principal")
+
+// agentCertValidity is how long an agent's certificate is valid; agents ask
+// for a new one at registration when theirs is old.
+const agentCertValidity = 90 * 24 * time.Hour
+
+// pinned is the safety metadata of tools the control plane knows, whatever
+// a registry says: a registry that declares them otherwise is refused (a
+// forged one would make python.exec look headless-safe and deterministic).
+var pinned = map[string]struct {
+	mode, determinism, rollback string
+	safety                      cpv1.SafetyLevel
+}{
+	"python.exec":  {contract.ModeUnsafeOps, "nondeterministic", "none", cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE},
+	"ui.highlight": {contract.ModeUIAssisted, "deterministic", "none", cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY},
+}
+
+// checkPinned refuses a registry that declares a pinned tool otherwise.
+func checkPinned(rt *cpv1.Runtime) error {
+	for _, t := range rt.GetRegistry().GetTools() {
+		p, ok := pinned[t.GetName()]
+		if !ok {
+			continue
+		}
+		if t.GetSafetyMode() != p.mode || t.GetDeterminismClass() != p.determinism || t.GetRollbackMethod() != p.rollback || t.GetSafetyLevel() != p.safety {
+			return fmt.Errorf("%w: runtime %s declares %s as %s/%s/%s/%s; it is %s/%s/%s/%s", ErrRegistryInvalid, rt.GetRuntimeId(), t.GetName(),
+				t.GetSafetyMode(), t.GetDeterminismClass(), t.GetRollbackMethod(), t.GetSafetyLevel(), p.mode, p.determinism, p.rollback, p.safety)
+		}
+	}
+	return nil
+}
+
+// RegisterAgent records an agent's registration or heartbeat and answers
+// with the fleet's settings and, for a certificate request, the agent's
+// certificate. An agent id belongs to the principal that registered it
+// first; registries that misdeclare the tools the control plane knows are
+// refused. New tool registries are compiled now, in the background.
+func (a *App) RegisterAgent(ctx context.Context, who Principal, req *cpv1.RegisterAgentRequest) (*cpv1.RegisterAgentResponse, error) {
+	if err := Require(who, auth.ScopeAgent, "registering an agent"); err != nil {
+		return nil, err
+	}
+	for _, rt := range req.GetRuntimes() {
+		if err := checkPinned(rt); err != nil {
+			return nil, err
+		}
+	}
+	owner, err := a.store.BindAgent(req.GetAgentId(), who.Name)
+	if err != nil {
+		return nil, err
+	}
+	if owner != who.Name {
+		return nil, fmt.Errorf("%w: agent %s belongs to %q", ErrAgentIdentity, req.GetAgentId(), owner)
+	}
+	resp := &cpv1.RegisterAgentResponse{
+		HeartbeatIntervalSeconds: int32(a.fleet.Heartbeat() / time.Second),
+		SessionIdleTimeoutMs:     a.cfg.SessionIdleTimeout.Milliseconds(),
+	}
+	if csr := req.GetCertificateRequest(); len(csr) > 0 && a.ca != nil {
+		cert, err := a.ca.SignAgent(csr, req.GetAgentId(), agentCertValidity)
+		if err != nil {
+			return nil, badField("certificate_request", err.Error())
+		}
+		resp.Certificate, resp.CaCertificate = cert, a.ca.CertPEM()
+		a.log.Info("agent certificate issued", "agent_id", req.GetAgentId(), "principal", who.Name)
+	}
+	if resp.Certificate == nil {
+		// An agent that was just issued a certificate cannot serve with it
+		// yet: it joins the fleet at its next registration, which it sends
+		// as soon as the certificate is installed.
+		a.fleet.Register(req)
+	}
+	for _, rt := range req.GetRuntimes() {
+		// Compiled once per fingerprint; errors are logged there.
+		go a.registries.get(rt.GetRegistry().GetFingerprint(), known(rt.GetRegistry()))
+	}
+	return resp, nil
+}
+
+// Agents lists the registered agents with their state, by id, a page at a
+// time.
+func (a *App) Agents(ctx context.Context, size int32, token string) ([]*cpv1.Agent, string, error) {
+	after, err := decodeNamePageToken(token, "agents")
+	if err != nil {
+		return nil, "", badPageToken(err)
+	}
+	all := a.fleet.List()
+	var out []*cpv1.Agent
+	for _, ag := range all {
+		if ag.GetAgentId() <= after {
+			continue
+		}
+		if len(out) == pageSize(size) {
+			return out, encodeNamePageToken("agents", out[len(out)-1].GetAgentId()), nil
+		}
+		out = append(out, ag)
+	}
+	return out, "", nil
+}

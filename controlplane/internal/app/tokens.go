@@ -1,0 +1,171 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/blendplane/blendplane/controlplane/internal/auth"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// Principal is who calls: a token's name and scopes.
+type Principal = auth.Principal
+
+// Anonymous is every caller when authentication is off
+// (--allow-insecure-local): one principal that may do everything.
+var Anonymous = Principal{Name: store.LegacyOwner, Scopes: []string{auth.ScopeAdmin, auth.ScopeAgent}}
+
+// AdminTokenName is the token the first start writes to admin.token.
+const AdminTokenName = "admin"
+
+var (
+	// ErrUnauthenticated: no token, or one that is unknown, expired or
+	// revoked.
+	ErrUnauthenticated = errors.New("unauthenticated")
+)
+
+// ScopeError is a call outside the caller's scopes.
+type ScopeError struct {
+	// Scope is the one the call needs.
+	Scope string
+	// Action says what was refused, e.g. "negotiate unsafe_ops".
+	Action string
+}
+
+func (e *ScopeError) Error() string {
+	return fmt.Sprintf("permission denied: %s needs the %s scope", e.Action, e.Scope)
+}
+
+// Require refuses a principal without scope.
+func Require(who Principal, scope, action string) error {
+	if who.Has(scope) {
+		return nil
+	}
+	return &ScopeError{Scope: scope, Action: action}
+}
+
+// Authenticate finds the principal of a bearer secret.
+func (a *App) Authenticate(ctx context.Context, secret string) (Principal, error) {
+	t, err := a.store.TokenByHash(auth.HashSecret(secret))
+	switch {
+	case errors.Is(err, store.ErrTokenNotFound):
+		return Principal{}, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
+	case err != nil:
+		return Principal{}, err
+	case t.GetRevokeTime() != nil:
+		return Principal{}, fmt.Errorf("%w: token %q was revoked", ErrUnauthenticated, t.GetName())
+	case t.GetExpireTime() != nil && !time.Now().Before(t.GetExpireTime().AsTime()):
+		return Principal{}, fmt.Errorf("%w: token %q expired at %s", ErrUnauthenticated, t.GetName(), t.GetExpireTime().AsTime().UTC().Format(time.RFC3339))
+	}
+	return Principal{Name: t.GetName(), Scopes: t.GetScopes()}, nil
+}
+
+// CreateToken makes a token for a new principal and returns it with its
+// secret, which is shown this once.
+func (a *App) CreateToken(ctx context.Context, who Principal, name string, scopes []string, ttl time.Duration) (*cpv1.Token, string, error) {
+	if !auth.ValidName(name) {
+		return nil, "", badField("name", fmt.Sprintf("%q is not a principal name (lower-case letters, digits, '_', '.', '-'; at most 63)", name))
+	}
+	if name == store.LegacyOwner {
+		return nil, "", badField("name", fmt.Sprintf("%q is reserved", name))
+	}
+	for _, s := range scopes {
+		if !auth.ValidScope(s) {
+			return nil, "", badField("scopes", fmt.Sprintf("unknown scope %q; scopes: %s", s, strings.Join(auth.Scopes, ", ")))
+		}
+	}
+	secret, err := auth.NewSecret()
+	if err != nil {
+		return nil, "", err
+	}
+	now := time.Now()
+	t := &cpv1.Token{Name: name, Scopes: scopes, CreateTime: timestamppb.New(now), CreatedBy: who.Name}
+	if ttl > 0 {
+		t.ExpireTime = timestamppb.New(now.Add(ttl))
+	}
+	if err := a.store.PutToken(t, auth.HashSecret(secret)); err != nil {
+		return nil, "", err
+	}
+	expires := "never"
+	if t.ExpireTime != nil {
+		expires = t.ExpireTime.AsTime().UTC().Format(time.RFC3339)
+	}
+	a.log.Info("token created", "name", name, "scopes", scopes, "by", who.Name, "expires", expires)
+	return t, secret, nil
+}
+
+// Tokens lists the tokens (never their secrets), by name, a page at a time.
+func (a *App) Tokens(ctx context.Context, size int32, token string) ([]*cpv1.Token, string, error) {
+	after, err := decodeNamePageToken(token, "tokens")
+	if err != nil {
+		return nil, "", badPageToken(err)
+	}
+	list, next, err := a.store.ListTokens(after, pageSize(size))
+	if err != nil {
+		return nil, "", err
+	}
+	return list, encodeNamePageToken("tokens", next), nil
+}
+
+// RevokeToken revokes a token: calls with it fail from the next one on.
+func (a *App) RevokeToken(ctx context.Context, who Principal, name string) (*cpv1.Token, error) {
+	t, err := a.store.RevokeToken(name, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	a.log.Info("token revoked", "name", name, "by", who.Name)
+	return t, nil
+}
+
+// EnsureAdminToken creates the admin token on a control plane's first start
+// and writes its secret to path (mode 0600). A control plane that has one
+// already leaves the file alone.
+func (a *App) EnsureAdminToken(path string) (bool, error) {
+	if _, err := a.store.Token(AdminTokenName); err == nil {
+		return false, nil
+	} else if !errors.Is(err, store.ErrTokenNotFound) {
+		return false, err
+	}
+	secret, err := auth.NewSecret()
+	if err != nil {
+		return false, err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".admin-token-")
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return false, err
+	}
+	if _, err := tmp.WriteString(secret + "\n"); err != nil {
+		tmp.Close()
+		return false, err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return false, err
+	}
+	if err := tmp.Close(); err != nil {
+		return false, err
+	}
+	// The file first, then the token: a crash between leaves a file
+	// without a token, which the next start replaces.
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return false, err
+	}
+	t := &cpv1.Token{Name: AdminTokenName, Scopes: []string{auth.ScopeAdmin}, CreateTime: timestamppb.Now(), CreatedBy: "controlplane"}
+	if err := a.store.PutToken(t, auth.HashSecret(secret)); err != nil {
+		return false, err
+	}
+	return true, nil
+}

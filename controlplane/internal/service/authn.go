@@ -1,0 +1,109 @@
+package service
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/blendplane/blendplane/controlplane/internal/app"
+	"github.com/blendplane/blendplane/controlplane/internal/auth"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// methodScopes is the scope each ControlPlaneService method needs. A method
+// missing here is refused: new RPCs must say who may call them.
+var methodScopes = map[string]string{
+	cpv1.ControlPlaneService_Negotiate_FullMethodName:        auth.ScopePlans,
+	cpv1.ControlPlaneService_SubmitPlan_FullMethodName:       auth.ScopePlans,
+	cpv1.ControlPlaneService_StreamReceipts_FullMethodName:   auth.ScopePlans,
+	cpv1.ControlPlaneService_GetPlan_FullMethodName:          auth.ScopePlans,
+	cpv1.ControlPlaneService_CancelPlan_FullMethodName:       auth.ScopePlans,
+	cpv1.ControlPlaneService_ListTools_FullMethodName:        auth.ScopePlans,
+	cpv1.ControlPlaneService_ListMacros_FullMethodName:       auth.ScopePlans,
+	cpv1.ControlPlaneService_ListAuditRecords_FullMethodName: auth.ScopePlans,
+	cpv1.ControlPlaneService_GetSession_FullMethodName:       auth.ScopePlans,
+	cpv1.ControlPlaneService_ListSessions_FullMethodName:     auth.ScopePlans,
+	cpv1.ControlPlaneService_CloseSession_FullMethodName:     auth.ScopePlans,
+	cpv1.ControlPlaneService_UploadArtifact_FullMethodName:   auth.ScopePlans,
+	cpv1.ControlPlaneService_DownloadArtifact_FullMethodName: auth.ScopePlans,
+	cpv1.ControlPlaneService_ListArtifacts_FullMethodName:    auth.ScopePlans,
+	cpv1.ControlPlaneService_ListAgents_FullMethodName:       auth.ScopeAdmin,
+	cpv1.ControlPlaneService_CreateToken_FullMethodName:      auth.ScopeAdmin,
+	cpv1.ControlPlaneService_ListTokens_FullMethodName:       auth.ScopeAdmin,
+	cpv1.ControlPlaneService_RevokeToken_FullMethodName:      auth.ScopeAdmin,
+	cpv1.ControlPlaneService_RegisterAgent_FullMethodName:    auth.ScopeAgent,
+}
+
+// Authentication finds the principal of every ControlPlaneService call from
+// its bearer token and refuses calls outside its scopes, before anything
+// else looks at the request. Health and reflection stay open. With Off
+// (--allow-insecure-local, loopback only) every call is app.Anonymous.
+type Authentication struct {
+	App *app.App
+	Off bool
+}
+
+type principalKey struct{}
+
+// caller is the principal the Authentication interceptor found.
+func caller(ctx context.Context) app.Principal {
+	who, _ := ctx.Value(principalKey{}).(app.Principal)
+	return who
+}
+
+func (au *Authentication) authenticate(ctx context.Context, method string) (context.Context, error) {
+	if !strings.HasPrefix(method, "/"+cpv1.ControlPlaneService_ServiceDesc.ServiceName+"/") {
+		return ctx, nil // grpc.health.v1, reflection
+	}
+	scope, ok := methodScopes[method]
+	if !ok {
+		return nil, toStatus(&app.ScopeError{Scope: auth.ScopeAdmin, Action: method + " (a method without a declared scope)"})
+	}
+	if au.Off {
+		return context.WithValue(ctx, principalKey{}, app.Anonymous), nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	secret, err := auth.ParseBearer(md.Get("authorization"))
+	if err != nil {
+		return nil, toStatus(unauthenticated(err))
+	}
+	who, err := au.App.Authenticate(ctx, secret)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := app.Require(who, scope, method); err != nil {
+		return nil, toStatus(err)
+	}
+	return context.WithValue(ctx, principalKey{}, who), nil
+}
+
+// Unary is the unary server interceptor.
+func (au *Authentication) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		ctx, err := au.authenticate(ctx, info.FullMethod)
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream is the stream server interceptor.
+func (au *Authentication) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx, err := au.authenticate(ss.Context(), info.FullMethod)
+		if err != nil {
+			return err
+		}
+		return handler(srv, &principalStream{ServerStream: ss, ctx: ctx})
+	}
+}
+
+type principalStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *principalStream) Context() context.Context { return s.ctx }
