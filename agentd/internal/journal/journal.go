@@ -71,6 +71,7 @@ var (
 	keyHead          = []byte("head")
 	keyHeadHash      = []byte("head_hash")
 	keyCheckpoint    = []byte("checkpoint")
+	keyMemoryLimit   = []byte("memory_limit_mib") // absent: no limit
 )
 
 // ErrSessionNotFound: the journal has no such session.
@@ -115,6 +116,9 @@ type Session struct {
 	Head       uint64
 	HeadHash   string
 	Checkpoint *Checkpoint
+	// MemoryLimitMiB is the session's memory ceiling (0: none), kept so
+	// that a restarted agent enforces it too.
+	MemoryLimitMiB int64
 }
 
 // Journal is agentd's bbolt database, and its intents file.
@@ -219,9 +223,9 @@ func (j *Journal) AgentID() (string, error) {
 	return id, err
 }
 
-// OpenSession records a new session starting from the baseline scene.
-// Opening a known session changes nothing.
-func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string) error {
+// OpenSession records a new session starting from the baseline scene, with
+// its memory ceiling (0: none). Opening a known session changes nothing.
+func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string, memoryLimitMiB int64) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
 		sessions := tx.Bucket(bucketSessions)
 		if sessions.Bucket([]byte(sessionID)) != nil {
@@ -241,6 +245,11 @@ func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string) error {
 		}
 		if err := b.Put(keyHead, u64(0)); err != nil {
 			return err
+		}
+		if memoryLimitMiB > 0 {
+			if err := b.Put(keyMemoryLimit, u64(uint64(memoryLimitMiB))); err != nil {
+				return err
+			}
 		}
 		return b.Put(keyHeadHash, []byte(baselineHash))
 	})
@@ -294,6 +303,9 @@ func readSession(tx *bolt.Tx, id string) (Session, error) {
 		RuntimeID: string(b.Get(keyRuntimeID)),
 		Head:      binary.BigEndian.Uint64(b.Get(keyHead)),
 		HeadHash:  string(b.Get(keyHeadHash)),
+	}
+	if raw := b.Get(keyMemoryLimit); len(raw) == 8 {
+		s.MemoryLimitMiB = int64(binary.BigEndian.Uint64(raw))
 	}
 	if raw := b.Get(keyCheckpoint); raw != nil {
 		s.Checkpoint = &Checkpoint{}

@@ -30,7 +30,7 @@ func TestRedoLogSurvivesReopen(t *testing.T) {
 	if err := j.Commit("s1", nil); !errors.Is(err, ErrSessionNotFound) {
 		t.Fatalf("commit to unknown session: %v", err)
 	}
-	if err := j.OpenSession("s1", "rt", "h0"); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Intend("s1", []string{"k1", "k2", "k3"}); err != nil {

@@ -50,7 +50,7 @@ func (s *Server) Describe(ctx context.Context, _ *agentv1.DescribeRequest) (*age
 
 // OpenSession records a new session; its Blender starts with its first batch.
 func (s *Server) OpenSession(ctx context.Context, req *agentv1.OpenSessionRequest) (*agentv1.OpenSessionResponse, error) {
-	prof, hash, err := s.sessions.Open(ctx, req.GetSessionId(), req.GetRuntimeId())
+	prof, hash, err := s.sessions.Open(ctx, req.GetSessionId(), req.GetRuntimeId(), req.GetMaxMemoryMib())
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -271,6 +271,10 @@ func (m *Manager) finish(ctx context.Context, s *session, requestID string, op O
 		out, err, timedOut = first.Outcome, first.Err, first.TimedOut && ctx.Err() == nil
 		start, end = first.Start, first.Start.Add(first.Duration)
 	}
+	if errors.Is(err, blender.ErrMemoryExceeded) && ctx.Err() == nil {
+		// Running it again would only hit the ceiling again.
+		return m.overMemory(s, r, op, start, restore, log), &journal.Commit{Receipt: r}
+	}
 	if !timedOut && errors.Is(err, blender.ErrProcessExited) && ctx.Err() == nil {
 		log.Warn("blender died during an operation; recovering the session", "operation_id", op.OperationID,
 			"mcp_call_id", op.MCPCallID, "err", err)
@@ -400,19 +404,38 @@ func (m *Manager) timedOut(s *session, r *cpv1.Receipt, op Operation, start time
 	if last != nil {
 		msg += fmt.Sprintf(" after partial work %v", last)
 	}
-	msg += "; its effect was discarded and the scene restored"
+	r.Result, _ = structpb.NewStruct(summary)
+	return m.discarded(s, r, op, elapsed, restore, &cpv1.Failure{ErrorCode: "TIMEOUT", Message: msg,
+		RetryHint: "raise tool_time_budget_ms in the session contract, or make the operation cheaper (fewer frames, samples, pixels)"})
+}
+
+// overMemory fails an operation whose Blender was stopped for going over
+// the session's memory ceiling, and brings the session back from its
+// journal.
+func (m *Manager) overMemory(s *session, r *cpv1.Receipt, op Operation, start time.Time, restore func() error, log *slog.Logger) *cpv1.Receipt {
+	log.Warn("blender went over the session's memory ceiling; discarding the operation's effect", "operation_id", op.OperationID,
+		"mcp_call_id", op.MCPCallID, "memory_limit_mib", s.memoryLimitMiB)
+	r.Result, _ = structpb.NewStruct(map[string]any{"memory_limit_mib": float64(s.memoryLimitMiB)})
+	return m.discarded(s, r, op, time.Since(start), restore, &cpv1.Failure{ErrorCode: "RESOURCE_EXHAUSTED",
+		Message:   fmt.Sprintf("%s went over the session's memory ceiling of %d MiB; Blender was stopped", op.Tool, s.memoryLimitMiB),
+		RetryHint: "raise max_memory_mib in the session contract, or make the operation lighter (fewer objects, pixels, samples)"})
+}
+
+// discarded completes the receipt of an operation whose effect was thrown
+// away with its Blender: the session is restored from its journal, the
+// scene is as before the operation, and the failure is recoverable by
+// changing the operation or the contract.
+func (m *Manager) discarded(s *session, r *cpv1.Receipt, op Operation, elapsed time.Duration, restore func() error, fail *cpv1.Failure) *cpv1.Receipt {
+	fail.Message += "; its effect was discarded and the scene restored"
 	if err := restore(); err != nil {
-		msg += "; " + err.Error()
+		fail.Message += "; " + err.Error()
 	}
+	fail.Recoverable = true
+	fail.MinimalRepairPlan = []*cpv1.RepairStep{{OperationId: op.OperationID, Action: cpv1.RepairStep_ACTION_REPLACE_ARGS}}
 	r.Status = cpv1.Receipt_STATUS_FAILED
 	r.DurationMicros = elapsed.Microseconds()
 	r.CompleteTime = timestamppb.Now()
-	r.Result, _ = structpb.NewStruct(summary)
-	r.Error = &cpv1.Failure{
-		ErrorCode: "TIMEOUT", Recoverable: true, Message: msg,
-		RetryHint:         "raise tool_time_budget_ms in the session contract, or make the operation cheaper (fewer frames, samples, pixels)",
-		MinimalRepairPlan: []*cpv1.RepairStep{{OperationId: op.OperationID, Action: cpv1.RepairStep_ACTION_REPLACE_ARGS}},
-	}
+	r.Error = fail
 	if js, err := m.journal.Session(s.id); err == nil {
 		r.SceneHashBefore, r.SceneHashAfter = js.HeadHash, js.HeadHash
 	}

@@ -71,6 +71,8 @@ type session struct {
 	runtime Runtime
 	dir     string
 	sandbox string
+	// memoryLimitMiB caps its Blender's memory (0: none).
+	memoryLimitMiB int64
 
 	mu   sync.Mutex // one batch at a time
 	proc *blender.Process
@@ -116,6 +118,7 @@ func NewManager(cfg Config, rts []Runtime, j *journal.Journal, log *slog.Logger)
 	for _, js := range known {
 		rt, ok := m.runtimes[js.RuntimeID]
 		s := m.newSession(js.ID, rt)
+		s.memoryLimitMiB = js.MemoryLimitMiB
 		if !ok {
 			s.broken = fmt.Errorf("%w: runtime %q of session %s is gone", ErrUnknownRuntime, js.RuntimeID, js.ID)
 		}
@@ -195,7 +198,8 @@ func (m *Manager) SetIdleTimeout(d time.Duration) {
 // Blender slot is held by a busy session, so that a flood of negotiations
 // goes to other agents (or is refused) rather than queueing here. Opening a
 // known session returns its current scene hash.
-func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string) (*cpv1.BlenderProfile, string, error) {
+// memoryLimitMiB caps its Blender's memory (0: no cap).
+func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryLimitMiB int64) (*cpv1.BlenderProfile, string, error) {
 	rt, ok := m.runtimes[runtimeID]
 	if !ok {
 		return nil, "", fmt.Errorf("%w: %q", ErrUnknownRuntime, runtimeID)
@@ -214,13 +218,14 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string) (*cpv1.
 		return nil, "", fmt.Errorf("%w: all %d Blender slots of this agent are busy", ErrCapacity, m.cfg.MaxLive)
 	}
 	s := m.newSession(sessionID, rt)
+	s.memoryLimitMiB = memoryLimitMiB
 	m.sessions[sessionID] = s
 	m.mu.Unlock()
 
 	hash := rt.Info.GetBaselineSceneHash()
 	err := os.MkdirAll(s.sandbox, 0o755) // files may arrive before its Blender starts
 	if err == nil {
-		err = m.journal.OpenSession(sessionID, runtimeID, hash)
+		err = m.journal.OpenSession(sessionID, runtimeID, hash, memoryLimitMiB)
 	}
 	if err != nil {
 		m.mu.Lock()
@@ -228,7 +233,8 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string) (*cpv1.
 		m.mu.Unlock()
 		return nil, "", err
 	}
-	m.log.Info("session opened", "session_id", sessionID, "runtime_id", runtimeID, "sandbox", s.sandbox, "scene_hash", hash)
+	m.log.Info("session opened", "session_id", sessionID, "runtime_id", runtimeID, "sandbox", s.sandbox, "scene_hash", hash,
+		"memory_limit_mib", memoryLimitMiB)
 	return rt.Info.GetBlenderProfile(), hash, nil
 }
 

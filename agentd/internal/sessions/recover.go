@@ -28,6 +28,7 @@ func (m *Manager) start(ctx context.Context, s *session) (string, error) {
 	}
 	p, err := blender.Start(ctx, s.runtime.Runtime, blender.Options{
 		Logger: m.base.With("session_id", s.id), WorkDir: work, SandboxDir: s.sandbox, Faults: m.cfg.Faults,
+		MemoryLimitMiB: s.memoryLimitMiB,
 	})
 	if err != nil {
 		return "", fmt.Errorf("start blender: %w", err)

@@ -155,9 +155,13 @@ func (x *DescribeResponse) GetLiveSessions() []string {
 }
 
 type OpenSessionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	RuntimeId     string                 `protobuf:"bytes,2,opt,name=runtime_id,json=runtimeId,proto3" json:"runtime_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	RuntimeId string                 `protobuf:"bytes,2,opt,name=runtime_id,json=runtimeId,proto3" json:"runtime_id,omitempty"`
+	// The session contract's memory ceiling, enforced on the session's
+	// Blender (0: none). Over it, Blender is stopped and the operation fails
+	// with RESOURCE_EXHAUSTED.
+	MaxMemoryMib  int64 `protobuf:"varint,3,opt,name=max_memory_mib,json=maxMemoryMib,proto3" json:"max_memory_mib,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -204,6 +208,13 @@ func (x *OpenSessionRequest) GetRuntimeId() string {
 		return x.RuntimeId
 	}
 	return ""
+}
+
+func (x *OpenSessionRequest) GetMaxMemoryMib() int64 {
+	if x != nil {
+		return x.MaxMemoryMib
+	}
+	return 0
 }
 
 type OpenSessionResponse struct {
@@ -1132,12 +1143,13 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\rsession_count\x18\x04 \x01(\x05R\fsessionCount\x12C\n" +
 	"\tresources\x18\x05 \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\x12!\n" +
 	"\fmax_sessions\x18\x06 \x01(\x05R\vmaxSessions\x12#\n" +
-	"\rlive_sessions\x18\a \x03(\tR\fliveSessions\"\x94\x01\n" +
+	"\rlive_sessions\x18\a \x03(\tR\fliveSessions\"\xc3\x01\n" +
 	"\x12OpenSessionRequest\x12>\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +
 	"\n" +
-	"runtime_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\truntimeId\"\x9a\x01\n" +
+	"runtime_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\truntimeId\x12-\n" +
+	"\x0emax_memory_mib\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\fmaxMemoryMib\"\x9a\x01\n" +
 	"\x13OpenSessionResponse\x12S\n" +
 	"\x0fblender_profile\x18\x01 \x01(\v2*.blendplane.controlplane.v1.BlenderProfileR\x0eblenderProfile\x12.\n" +
 	"\x13baseline_scene_hash\x18\x02 \x01(\tR\x11baselineSceneHash\"\xde\x01\n" +

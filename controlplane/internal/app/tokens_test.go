@@ -1,0 +1,120 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blendplane/blendplane/controlplane/internal/auth"
+	"github.com/blendplane/blendplane/controlplane/internal/executor"
+	"github.com/blendplane/blendplane/controlplane/internal/fleet"
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+)
+
+// newTestApp is an App on a real store in a temporary directory, with no
+// agents.
+func newTestApp(t *testing.T) *App {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "controlplane.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	fl := fleet.New(time.Second, nil)
+	t.Cleanup(fl.Close)
+	return New(Config{}, st, nil, fl, nil, executor.Config{}, slog.New(slog.DiscardHandler))
+}
+
+// TestAuthenticate: a token authenticates as its principal until it is
+// revoked or expires; anything else is ErrUnauthenticated.
+func TestAuthenticate(t *testing.T) {
+	a, ctx := newTestApp(t), context.Background()
+	admin := Principal{Name: "root", Scopes: []string{auth.ScopeAdmin}}
+	_, alice, err := a.CreateToken(ctx, admin, "alice", []string{auth.ScopePlans}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, brief, err := a.CreateToken(ctx, admin, "brief", []string{auth.ScopePlans}, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	who, err := a.Authenticate(ctx, alice)
+	if err != nil || who.Name != "alice" || !who.Has(auth.ScopePlans) || who.Has(auth.ScopeUnsafe) {
+		t.Fatalf("alice: %v %v", who, err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	unknown, _ := auth.NewSecret()
+	if _, err := a.RevokeToken(ctx, admin, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	for name, secret := range map[string]string{"revoked": alice, "expired": brief, "unknown": unknown} {
+		if _, err := a.Authenticate(ctx, secret); !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("%s token: %v, want ErrUnauthenticated", name, err)
+		}
+	}
+}
+
+// TestCreateTokenRefuses: bad names, reserved names, unknown scopes and
+// names used before are refused, and nothing is stored.
+func TestCreateTokenRefuses(t *testing.T) {
+	a, ctx := newTestApp(t), context.Background()
+	admin := Principal{Name: "root", Scopes: []string{auth.ScopeAdmin}}
+	if _, _, err := a.CreateToken(ctx, admin, "ana", []string{auth.ScopePlans}, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		scopes []string
+		want   string
+	}{
+		{"Ana", []string{auth.ScopePlans}, "principal name"},
+		{"", []string{auth.ScopePlans}, "principal name"},
+		{store.LegacyOwner, []string{auth.ScopePlans}, "reserved"},
+		{"bo", []string{"root"}, "unknown scope"},
+	} {
+		_, _, err := a.CreateToken(ctx, admin, tc.name, tc.scopes, 0)
+		var pe *plan.Error
+		if !errors.As(err, &pe) || pe.Reason != plan.ReasonSchemaInvalid || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("CreateToken(%q, %v) = %v, want a field error with %q", tc.name, tc.scopes, err, tc.want)
+		}
+	}
+	if _, _, err := a.CreateToken(ctx, admin, "ana", []string{auth.ScopePlans}, 0); !errors.Is(err, store.ErrTokenExists) {
+		t.Errorf("a name used before: %v", err)
+	}
+	list, _, err := a.Tokens(ctx, 0, "")
+	if err != nil || len(list) != 1 {
+		t.Fatalf("tokens after refusals: %v %v", list, err)
+	}
+}
+
+// TestEnsureAdminToken: the first start writes an admin secret (0600) that
+// authenticates; later starts leave it alone.
+func TestEnsureAdminToken(t *testing.T) {
+	a, ctx := newTestApp(t), context.Background()
+	path := filepath.Join(t.TempDir(), "admin.token")
+	created, err := a.EnsureAdminToken(path)
+	if err != nil || !created {
+		t.Fatalf("first start: %v %v", created, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("admin.token: %v %v", fi, err)
+	}
+	raw, _ := os.ReadFile(path)
+	who, err := a.Authenticate(ctx, strings.TrimSpace(string(raw)))
+	if err != nil || !who.Admin() || who.Name != AdminTokenName {
+		t.Fatalf("the admin secret: %v %v", who, err)
+	}
+	if created, err := a.EnsureAdminToken(path); err != nil || created {
+		t.Fatalf("second start: %v %v", created, err)
+	}
+	if again, _ := os.ReadFile(path); string(again) != string(raw) {
+		t.Fatal("a second start rewrote admin.token")
+	}
+}
