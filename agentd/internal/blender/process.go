@@ -87,6 +87,10 @@ type Options struct {
 	//	        internal_error, keeping the partial work; the hash it
 	//	        reports is the honest hash of that partial scene.
 	Faults []string
+	// MemoryLimitMiB caps the memory of the Blender process (0: no cap).
+	// Over it, Blender is stopped and the call fails with an error wrapping
+	// ErrMemoryExceeded and ErrProcessExited.
+	MemoryLimitMiB int64
 }
 
 // FaultsEnv names the environment variable Start reads test faults from

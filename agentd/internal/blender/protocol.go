@@ -23,6 +23,11 @@ const (
 // being gone (crashed, killed, stopped) rather than by the call itself.
 var ErrProcessExited = errors.New("blender process exited")
 
+// ErrMemoryExceeded is wrapped, beside ErrProcessExited, by the error of a
+// call during which Blender was stopped for going over its memory limit
+// (Options.MemoryLimitMiB).
+var ErrMemoryExceeded = errors.New("blender exceeded its memory limit")
+
 // ToolError is a failure the bridge reported for one request. The scene is
 // unchanged when a tool returns it.
 type ToolError struct {
