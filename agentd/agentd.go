@@ -5,8 +5,6 @@ package agentd
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +30,7 @@ import (
 	"github.com/blendplane/blendplane/agentd/internal/sessions"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/transport"
 )
 
 // Config configures agentd. Defaults() gives every field a value.
@@ -133,7 +132,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	serverCreds := insecure.NewCredentials()
 	if cfg.AllowInsecureLocal {
 		for _, addr := range []string{cfg.Listen, cfg.ControlPlane} {
-			if !loopback(addr) {
+			if !transport.Loopback(addr) {
 				return fmt.Errorf("--allow-insecure-local: %s is not on loopback; run with --token-file instead", addr)
 			}
 		}
@@ -227,7 +226,7 @@ type registration struct {
 func register(ctx context.Context, r registration, mgr *sessions.Manager, log *slog.Logger) {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(r.creds)}
 	if r.token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearer(r.token)))
+		opts = append(opts, grpc.WithPerRPCCredentials(transport.Bearer(r.token)))
 	}
 	conn, err := grpc.NewClient(r.addr, opts...)
 	if err != nil {
@@ -297,49 +296,12 @@ func register(ctx context.Context, r registration, mgr *sessions.Manager, log *s
 }
 
 // controlPlaneCreds are the transport credentials to reach the control
-// plane: plain on loopback, TLS with its CA elsewhere.
+// plane.
 func controlPlaneCreds(cfg Config) (credentials.TransportCredentials, error) {
-	if loopback(cfg.ControlPlane) {
-		return insecure.NewCredentials(), nil
-	}
-	if cfg.AllowInsecureLocal {
+	if cfg.AllowInsecureLocal && !transport.Loopback(cfg.ControlPlane) {
 		return nil, fmt.Errorf("--allow-insecure-local: control plane %s is not on loopback", cfg.ControlPlane)
 	}
-	if cfg.CAFile == "" {
-		return nil, fmt.Errorf("control plane %s is not on loopback: give its CA certificate with --ca-file", cfg.ControlPlane)
-	}
-	pem, err := os.ReadFile(cfg.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("--ca-file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("--ca-file %s holds no certificate", cfg.CAFile)
-	}
-	return credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}), nil
-}
-
-// bearer sends the token with every call. The transport may be plain on
-// loopback, where nobody else can read it.
-type bearer string
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
-}
-
-func (bearer) RequireTransportSecurity() bool { return false }
-
-// loopback reports whether a host:port is on the loopback interface.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return transport.ClientCreds(cfg.ControlPlane, cfg.CAFile)
 }
 
 // Memory a session's Blender is budgeted (a bpy 4.5 session idles at about

@@ -32,6 +32,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/service"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/transport"
 )
 
 // Config configures the control plane. Defaults() gives every field a value.
@@ -112,7 +113,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	if cfg.AllowInsecureLocal && !loopback(cfg.Listen) {
+	if cfg.AllowInsecureLocal && !transport.Loopback(cfg.Listen) {
 		return fmt.Errorf("--allow-insecure-local: %s is not on loopback; every listener beyond loopback is authenticated and TLS", cfg.Listen)
 	}
 	st, err := store.Open(filepath.Join(cfg.DataDir, "controlplane.db"))
@@ -143,7 +144,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 				VerifyConnection: func(cs tls.ConnectionState) error { return auth.VerifyAgent(cs, agentID) },
 			})
 		}
-		if !loopback(cfg.Listen) {
+		if !transport.Loopback(cfg.Listen) {
 			cert, err := ca.ServerCert(serverNames(cfg.Listen, cfg.TLSHosts), certValidity)
 			if err != nil {
 				return err
@@ -279,19 +280,6 @@ func serverNames(listen string, extra []string) []string {
 		}
 	}
 	return names
-}
-
-// loopback reports whether a host:port is on the loopback interface.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // rpcLevel logs successful calls at debug level, failures at warn.
