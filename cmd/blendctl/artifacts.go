@@ -170,16 +170,7 @@ func (c *cli) artifacts(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.json {
-		for _, a := range list {
-			if err := c.printJSON(a); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	printArtifacts(c.out, list)
-	return nil
+	return printList(c, list, printArtifacts)
 }
 
 func (c *cli) listArtifacts(ctx context.Context, session, requestID string) ([]*cpv1.Artifact, error) {

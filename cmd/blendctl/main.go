@@ -206,16 +206,7 @@ func (c *cli) agents(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.json {
-		for _, a := range list {
-			if err := c.printJSON(a); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	printAgents(c.out, list)
-	return nil
+	return printList(c, list, printAgents)
 }
 
 func (c *cli) audit(ctx context.Context, args []string) error {

@@ -25,6 +25,21 @@ func (c *cli) printJSON(m proto.Message) error {
 	return err
 }
 
+// printList prints a list as JSON objects, one after another, with --json,
+// else as table draws it.
+func printList[T proto.Message](c *cli, list []T, table func(io.Writer, []T)) error {
+	if !c.json {
+		table(c.out, list)
+		return nil
+	}
+	for _, m := range list {
+		if err := c.printJSON(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // describeError renders a gRPC error with its reason, field violations and
 // repair plan, so a refusal says what to fix.
 func describeError(err error) string {

@@ -39,16 +39,7 @@ func (c *cli) sessions(ctx context.Context, args []string) error {
 		}
 		all = append(all, list...)
 	}
-	if c.json {
-		for _, s := range all {
-			if err := c.printJSON(s); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	printSessions(c.out, all)
-	return nil
+	return printList(c, all, printSessions)
 }
 
 func (c *cli) session(ctx context.Context, args []string) error {

@@ -53,16 +53,7 @@ func (c *cli) token(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if c.json {
-			for _, t := range list {
-				if err := c.printJSON(t); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		printTokens(c.out, list)
-		return nil
+		return printList(c, list, printTokens)
 	case "revoke":
 		if len(args) != 2 {
 			return errors.New("usage: blendctl token revoke NAME")
