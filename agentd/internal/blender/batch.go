@@ -201,6 +201,8 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 					p.broken.Store(true)
 					p.killGroup()
 					return fail(fmt.Errorf("%w: bridge refused a call of a batch that had not failed", ErrProcessExited))
+				case !resp.OK && resp.Error.Code == codeOutOfMemory:
+					return fail(p.stopOverMemory(resp.Error.Message))
 				case !resp.OK:
 					errHash = resp.Error.SceneHash
 					err = &ToolError{Code: resp.Error.Code, Message: resp.Error.Message}

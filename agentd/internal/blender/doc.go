@@ -29,4 +29,11 @@
 // live until the session ends). SaveCheckpoint and LoadCheckpoint write and
 // read atomic .blend checkpoints that hash exactly as when saved, so a
 // session can load its last checkpoint and replay its journal.
+//
+// Hardening: no .blend file runs code (the binary gets --disable-autoexec,
+// the bridge keeps the auto-run preference off and reports it, Start refuses
+// a Blender that has it on, checkpoints load with use_scripts=False); and
+// Options.MemoryLimitMiB caps Blender's memory with a cgroup (v2, else v1)
+// or RLIMIT_DATA (memcap.go). Over the cap Blender is stopped and the call
+// fails with ErrMemoryExceeded.
 package blender

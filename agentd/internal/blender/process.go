@@ -70,7 +70,8 @@ type Options struct {
 	// stdout/stderr. Nil means slog.Default().
 	Logger *slog.Logger
 	// WorkDir is private to this process: the bridge package (WorkDir/bridge/,
-	// rewritten at every Start), Blender's user config, temp files and home
+	// rewritten at every Start), Blender's user config, temp files (WorkDir/tmp,
+	// emptied at every Start) and home
 	// directory (HOME and XDG_* point into WorkDir/home, so nothing of the
 	// session lands in the user's caches) go here. Created if missing.
 	// Required.
@@ -122,6 +123,9 @@ type Process struct {
 
 	profile Profile
 	tools   []Tool
+
+	mem        *memCap     // nil: no memory ceiling
+	overMemory atomic.Bool // Blender was stopped for going over mem
 }
 
 // Start launches Blender with the bridge in its own process group (and with
@@ -139,6 +143,11 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 	}
 	workDir, err := filepath.Abs(opts.WorkDir)
 	if err != nil {
+		return nil, fmt.Errorf("blender: work dir: %w", err)
+	}
+	// Temp files of an earlier Blender in workDir (killed, or exited
+	// without its own cleanup, see bridge/main.py) are no one's now.
+	if err := os.RemoveAll(filepath.Join(workDir, "tmp")); err != nil {
 		return nil, fmt.Errorf("blender: work dir: %w", err)
 	}
 	for _, d := range []string{workDir, filepath.Join(workDir, "tmp"), filepath.Join(workDir, "user"), filepath.Join(workDir, "home")} {
@@ -166,7 +175,10 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 	var args []string
 	switch rt.Kind {
 	case RuntimeBinary:
-		args = []string{"-b", "--factory-startup", "--python-exit-code", "1", "--python", script, "--", "--fd-in", "3", "--fd-out", "4"}
+		// --disable-autoexec: no .blend file runs its scripts or Python
+		// drivers, whatever a preference says (the bridge also turns the
+		// preference off, which is all the bpy module has).
+		args = []string{"-b", "--factory-startup", "--disable-autoexec", "--python-exit-code", "1", "--python", script, "--", "--fd-in", "3", "--fd-out", "4"}
 	case RuntimeBPYModule:
 		// -I: ignore PYTHON* variables and the user site directory.
 		args = []string{"-I", script, "--fd-in", "3", "--fd-out", "4"}
@@ -208,14 +220,34 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 	cmd.Stderr = errW
 	cmd.ExtraFiles = []*os.File{reqR, respW} // fd 3, fd 4
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var mem *memCap
+	if opts.MemoryLimitMiB > 0 {
+		if mem, err = newMemCap(opts.MemoryLimitMiB); err != nil {
+			for _, f := range []*os.File{reqR, reqW, respR, respW, outR, outW, errR, errW} {
+				f.Close()
+			}
+			return nil, fmt.Errorf("blender: memory limit: %w", err)
+		}
+		mem.prepare(cmd.SysProcAttr)
+	}
 
 	startErr := cmd.Start()
 	for _, f := range []*os.File{reqR, respW, outW, errW} {
 		f.Close() // the child holds its own copies
 	}
+	if startErr == nil && mem != nil {
+		if err := mem.attach(cmd.Process.Pid); err != nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+			startErr = fmt.Errorf("memory limit: %w", err)
+		}
+	}
 	if startErr != nil {
 		for _, f := range []*os.File{reqW, respR, outR, errR} {
 			f.Close()
+		}
+		if mem != nil {
+			mem.release()
 		}
 		return nil, fmt.Errorf("blender: start %s: %w", rt.Path, startErr)
 	}
@@ -230,6 +262,10 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 		done:    make(chan struct{}),
 		output:  newLineRing(outputLines),
 		profile: Profile{Runtime: rt.Kind},
+		mem:     mem,
+	}
+	if mem != nil {
+		p.log = p.log.With("memory_limit_mib", opts.MemoryLimitMiB, "memory_cap", mem.kind)
 	}
 	p.log.Info("blender started", "path", rt.Path, "work_dir", workDir)
 
@@ -249,6 +285,12 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 		case <-time.After(2 * time.Second):
 		}
 		p.waitErr = err
+		if mem != nil {
+			if mem.oomKilled() {
+				p.overMemory.Store(true)
+			}
+			mem.release()
+		}
 		reqW.Close()
 		close(p.done)
 		p.log.Info("blender exited", "err", err)
@@ -268,12 +310,23 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 	if err := p.call(ctx, "hello", helloParams{SandboxDir: sandbox, Runtime: rt.Kind, Faults: faults, Debug: debug}, &hello, nil); err != nil {
 		p.killGroup()
 		<-p.done
+		if p.overMemory.Load() {
+			return nil, fmt.Errorf("blender: hello: a memory limit of %d MiB is too small to start Blender: %w", opts.MemoryLimitMiB, err)
+		}
+		if opts.MemoryLimitMiB > 0 {
+			return nil, fmt.Errorf("blender: hello (under a memory limit of %d MiB, by %s): %w", opts.MemoryLimitMiB, mem.kind, err)
+		}
 		return nil, fmt.Errorf("blender: hello: %w", err)
 	}
 	if hello.ProtocolVersion != 1 {
 		p.killGroup()
 		<-p.done
 		return nil, fmt.Errorf("blender: bridge speaks protocol %d, want 1", hello.ProtocolVersion)
+	}
+	if hello.ScriptAutoexec {
+		p.killGroup()
+		<-p.done
+		return nil, errors.New("blender: the bridge reports script auto-execution on; .blend files could run code")
 	}
 	hello.Profile.Runtime = rt.Kind
 	sort.Strings(hello.Profile.Features)
@@ -418,6 +471,9 @@ func (p *Process) callProgress(ctx context.Context, method string, params, out a
 				if resp.Error == nil {
 					return &ToolError{Code: CodeInternalError, Message: "bridge returned ok=false without an error"}
 				}
+				if resp.Error.Code == codeOutOfMemory {
+					return p.stopOverMemory(resp.Error.Message)
+				}
 				if errHash != nil {
 					*errHash = resp.Error.SceneHash
 				}
@@ -451,7 +507,20 @@ func (p *Process) abandoner(msg string, attrs ...any) func(ctx context.Context) 
 	}
 }
 
+// stopOverMemory stops a Blender that ran out of memory under its ceiling
+// (the bridge said so: an allocation failed) and returns the call's error.
+func (p *Process) stopOverMemory(msg string) error {
+	p.overMemory.Store(true)
+	p.broken.Store(true)
+	p.log.Warn("blender ran out of memory; killing it", "message", msg)
+	p.killGroup()
+	return fmt.Errorf("%w: %w: %s", ErrProcessExited, ErrMemoryExceeded, msg)
+}
+
 func (p *Process) unusable() error {
+	if p.overMemory.Load() {
+		return fmt.Errorf("%w: %w", ErrProcessExited, ErrMemoryExceeded)
+	}
 	select {
 	case <-p.done:
 		return p.exitError(nil)
@@ -481,6 +550,9 @@ func (p *Process) exitError(cause error) error {
 	}
 	if tail := p.output.last(10); len(tail) > 0 {
 		msg += "; last output:\n  " + strings.Join(tail, "\n  ")
+	}
+	if p.overMemory.Load() {
+		return fmt.Errorf("%w: %w: %s", ErrProcessExited, ErrMemoryExceeded, msg)
 	}
 	return fmt.Errorf("%w: %s", ErrProcessExited, msg)
 }

@@ -202,6 +202,11 @@ type executeParams struct {
 // calls failed: the call did not run. Never returned to callers.
 const codeNotRun = "not_run"
 
+// codeOutOfMemory is the bridge's answer to a request during which an
+// allocation failed (Python's MemoryError: the memory ceiling's rlimit).
+// The Process stops Blender and fails the call with ErrMemoryExceeded.
+const codeOutOfMemory = "out_of_memory"
+
 type executeResult struct {
 	Result          map[string]any  `json:"result"`
 	SceneHashBefore string          `json:"scene_hash_before"`
@@ -288,6 +293,9 @@ type helloResult struct {
 	Profile         Profile `json:"profile"`
 	Tools           []Tool  `json:"tools"`
 	SceneHash       string  `json:"scene_hash"`
+	// ScriptAutoexec is Blender's "Auto Run Python Scripts" preference,
+	// which must be off (Start refuses a Blender that has it on).
+	ScriptAutoexec bool `json:"script_autoexec"`
 }
 
 type hashResult struct {

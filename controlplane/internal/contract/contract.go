@@ -127,6 +127,10 @@ func Fits(req *cpv1.NegotiateRequest, rt *cpv1.Runtime) *Violation {
 	return nil
 }
 
+// MinMemoryMiB is the smallest memory ceiling a session may ask for: an
+// idle Blender holds about 250 MiB, and the ceiling is enforced on it.
+const MinMemoryMiB = 512
+
 // Build negotiates the contract for a runtime that Fits the request. It
 // refuses constraints the offer cannot meet and tightens limits above its
 // ceilings.
@@ -136,6 +140,10 @@ func Build(req *cpv1.NegotiateRequest, offer Offer) (*cpv1.SessionContract, erro
 		MaxMemoryMib:     want.GetMaxMemoryMib(),
 		ToolTimeBudgetMs: want.GetToolTimeBudgetMs(),
 		TempStorageMib:   want.GetTempStorageMib(),
+	}
+	if cons.MaxMemoryMib > 0 && cons.MaxMemoryMib < MinMemoryMiB {
+		return nil, &Violation{"constraints.max_memory_mib", fmt.Sprint(cons.MaxMemoryMib),
+			fmt.Sprintf("at least %d MiB: Blender alone takes about 250 (0 means the agent's memory)", MinMemoryMiB)}
 	}
 	if have := offer.Resources.GetMemoryMib(); cons.MaxMemoryMib > have {
 		return nil, &Violation{"constraints.max_memory_mib", fmt.Sprint(cons.MaxMemoryMib), fmt.Sprintf("the agent has %d MiB", have)}

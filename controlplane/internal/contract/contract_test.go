@@ -115,6 +115,8 @@ func TestRefusals(t *testing.T) {
 		cons  *cpv1.Constraints
 	}{
 		{"constraints.max_memory_mib", &cpv1.Constraints{MaxMemoryMib: 9000}},
+		// Enforced on the session's Blender, which could not even start.
+		{"constraints.max_memory_mib", &cpv1.Constraints{MaxMemoryMib: 64}},
 		{"constraints.temp_storage_mib", &cpv1.Constraints{TempStorageMib: 2000}},
 		{"constraints.tool_time_budget_ms", &cpv1.Constraints{ToolTimeBudgetMs: 120000}},
 		// A budget of 1 ms would time out every call, each timeout

@@ -30,6 +30,10 @@ ERROR_CODES = (
 # Not a tool error: the protocol's answer to an execute of a batch whose
 # earlier operation failed (main.m_execute). The request did not run.
 NOT_RUN = "not_run"
+# Not a tool error either: an allocation failed during the request (Python's
+# MemoryError, under the session's memory ceiling). agentd stops this Blender
+# and recovers the session, so nothing is rolled back here.
+OUT_OF_MEMORY = "out_of_memory"
 
 _corr = {}  # correlation ids of the request being served, for log lines
 LOG = {"debug": False}  # hello's "debug" param: write debug() lines too

@@ -36,6 +36,9 @@ Every request is answered with its id, even a line that is not valid JSON
 or nests too deep for Python's decoder (invalid_input): Go writes ``"id"``
 first, and the id is read from the start of such a line. A RecursionError
 anywhere (args nested too deep for a recursive step) is invalid_input too.
+A MemoryError (an allocation over the session's memory ceiling) is answered
+with the protocol code ``out_of_memory``, without a rollback: agentd stops
+this Blender and rebuilds the session from its journal.
 An error's ``scene_hash`` is always the scene's current hash: after a failed
 execute whose rollback could not restore the scene (python.exec has none) it
 differs from the hash before, and agentd rebuilds the session.
@@ -106,7 +109,7 @@ import bpy  # noqa: E402
 import registry  # noqa: E402
 import sandbox  # noqa: E402
 import tools  # noqa: E402,F401  (registers every tool)
-from common import (LOG, NOT_RUN, PROTOCOL_VERSION, STATE_PROP, TOMB_PREFIX, Encoded, ToolError,  # noqa: E402
+from common import (LOG, NOT_RUN, OUT_OF_MEMORY, PROTOCOL_VERSION, STATE_PROP, TOMB_PREFIX, Encoded, ToolError,  # noqa: E402
                     canonical, clear_correlation, compact, debug, log, one_line, set_correlation)
 from compat import (blender_version, build_platform, build_string, disable_file_previews, eevee_engine,  # noqa: E402
                     has_cycles)
@@ -153,7 +156,8 @@ def m_hello(params):
     if registry.FAULTS:
         log("test faults enabled", faults=sorted(registry.FAULTS))
     h = reset_scene()
-    return {"protocol_version": PROTOCOL_VERSION, "profile": profile(), "tools": registry.tool_list(), "scene_hash": h}
+    return {"protocol_version": PROTOCOL_VERSION, "profile": profile(), "tools": registry.tool_list(), "scene_hash": h,
+            "script_autoexec": bpy.context.preferences.filepaths.use_scripts_auto_execute}
 
 
 def m_reset(params):
@@ -231,6 +235,8 @@ def execute(params):
                 tx.progress({"injected": i + 1, "of": n})
         result = tool["fn"](tx, args)
         reply = encode_reply(name, result, tx)
+    except MemoryError:
+        raise  # agentd stops this Blender (OUT_OF_MEMORY): no rollback here
     except BaseException:
         roll_back(tx, before, "", name)
         raise
@@ -437,6 +443,8 @@ def handle(line):
         if e.code != NOT_RUN:
             log("request failed", code=e.code, message=e.message)
         return error_response(rid, e.code, e.message), False
+    except MemoryError:
+        return error_response(rid, OUT_OF_MEMORY, "out of memory"), False
     except RecursionError as e:  # input nested too deep for a recursive step: bad input
         log("request failed", code="invalid_input", message=one_line(e))
         return error_response(rid, "invalid_input", "nested too deep: " + one_line(e)), False
@@ -489,6 +497,12 @@ def serve(fd_in, fd_out):
 def main():
     opts = parse_argv(sys.argv)
     serve(opts["fd_in"], opts["fd_out"])
+    # Exit at once: nothing of Blender's own shutdown is needed (checkpoints
+    # are written and synced by agentd), and the bpy module's can hang (4.5,
+    # after saving a file with a Python driver).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -634,6 +634,10 @@ TRACKED_COLLECTIONS = ("objects", "meshes", "cameras", "lights", "materials", "w
 def reset_scene():
     INDEX.invalidate()
     bpy.ops.wm.read_factory_settings(use_empty=True)
+    # Factory settings may bring the preference back: no .blend file may run
+    # its scripts or Python drivers (checkpoints load with use_scripts=False
+    # too). Setting it also clears Blender's global auto-exec flag.
+    bpy.context.preferences.filepaths.use_scripts_auto_execute = False
     BRIDGE["tomb_counter"] = 0
     for coll in TRACKED_COLLECTIONS:
         data = getattr(bpy.data, coll)

@@ -806,7 +806,9 @@ func (x *MacroRegistryRef) GetFingerprint() string {
 // Constraints are resource ceilings and safety rails of a session.
 type Constraints struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Memory the session's Blender may use, in MiB (0: the agent's default).
+	// Memory the session's Blender may use, in MiB (0: all the agent has;
+	// else at least 512). Enforced: an operation that takes Blender over it
+	// fails RESOURCE_EXHAUSTED and the session is restored from its journal.
 	MaxMemoryMib int64 `protobuf:"varint,1,opt,name=max_memory_mib,json=maxMemoryMib,proto3" json:"max_memory_mib,omitempty"`
 	// Time budget of one tool call, in milliseconds (0: the default).
 	ToolTimeBudgetMs int64 `protobuf:"varint,2,opt,name=tool_time_budget_ms,json=toolTimeBudgetMs,proto3" json:"tool_time_budget_ms,omitempty"`

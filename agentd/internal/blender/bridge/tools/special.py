@@ -100,6 +100,8 @@ def tool_python_exec(tx, args):
     try:
         with contextlib.redirect_stdout(out):
             exec(compiled, g)
+    except MemoryError:
+        raise  # the bridge answers out_of_memory and agentd stops this Blender
     except BaseException as e:  # noqa: B902 -- SystemExit too: the bridge must survive
         log("python.exec raised", trace=traceback.format_exc())
         raise ToolError("invalid_input", one_line(e))
