@@ -29,6 +29,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/blob"
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
+	"github.com/blendplane/blendplane/controlplane/internal/policy"
 	"github.com/blendplane/blendplane/controlplane/internal/service"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -71,6 +72,9 @@ type Config struct {
 	OpenSessionTimeout time.Duration
 	// AgentForgetAfter drops an agent silent this long from the fleet.
 	AgentForgetAfter time.Duration
+	// PolicyFile is the policy (YAML or JSON, package policy); empty: the
+	// defaults (destructive and unsafe_ops operations need approval).
+	PolicyFile string
 	// AllowInsecureLocal turns authentication and TLS off, for development
 	// on one machine: refused unless the listener is on loopback.
 	AllowInsecureLocal bool
@@ -152,6 +156,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 			serverCreds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}})
 		}
 	}
+	var pol *policy.Policy
+	if cfg.PolicyFile != "" {
+		if pol, err = policy.Load(cfg.PolicyFile); err != nil {
+			return err
+		}
+		log.Info("policy loaded", "file", cfg.PolicyFile)
+	}
 	blobs, err := blob.Open(filepath.Join(cfg.DataDir, "blobs"))
 	if err != nil {
 		return err
@@ -172,6 +183,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		MaxToolTimeBudget:  max(cfg.OperationTimeout-recoveryMargin, cfg.OperationTimeout/2),
 		SessionIdleTimeout: cfg.SessionIdleTimeout,
 		AgentForgetAfter:   cfg.AgentForgetAfter,
+		Policy:             pol,
 	}, st, blobs, fl, ca, executor.Config{OperationTimeout: cfg.OperationTimeout, AgentRetryWindow: cfg.AgentRetryWindow},
 		log.With("component", "app"))
 	defer a.Stop()

@@ -190,7 +190,18 @@ type clusterOpts struct {
 	// host, if set, is a non-loopback address of this machine both daemons
 	// listen on: every listener is then TLS.
 	host string
+	// policy is the control plane's policy file: "" allows everything (the
+	// tests of all but the policy gate, which would otherwise wait for
+	// approvals), defaultPolicy runs it without --policy.
+	policy string
 }
+
+// allowAll is the policy of the tests that are not about the policy gate.
+const allowAll = "rules:\n  - name: e2e-allow-all\n    decision: allow\n"
+
+// defaultPolicy (as clusterOpts.policy) runs the control plane on its
+// default policy.
+const defaultPolicy = "default"
 
 // startClusterOpts starts a control plane, waits for the admin token its
 // first start writes, makes an agent token with it and starts agentd with
@@ -207,6 +218,18 @@ func startClusterOpts(t testing.TB, o clusterOpts) *cluster {
 	}
 	cpArgs := append([]string{"--listen", c.cpAddr, "--data-dir", filepath.Join(dir, "cp"), "--heartbeat", "1s",
 		"--agent-retry-window", "1m"}, o.cpArgs...)
+	switch o.policy {
+	case defaultPolicy:
+	case "":
+		o.policy = allowAll
+		fallthrough
+	default:
+		file := filepath.Join(dir, "policy.yaml")
+		if err := os.WriteFile(file, []byte(o.policy), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cpArgs = append(cpArgs, "--policy", file)
+	}
 	auth := []string{"--token-file", filepath.Join(dir, "agent.token")}
 	if o.insecure {
 		cpArgs = append(cpArgs, "--allow-insecure-local")

@@ -60,6 +60,15 @@ Commands:
                       make a token (admin); its secret is printed once
   token list          list the tokens, never their secrets (admin)
   token revoke NAME   revoke a token: its next call fails (admin)
+  approvals [--state pending|approved|rejected|cancelled|all] [--request-id ID]
+                      list approvals (default: pending) with their previews: what each
+                      plan would add, remove and change
+  approve ID [--always]
+                      run a waiting plan (approve scope); --always also allows the same
+                      principal, tool and target from now on
+  reject ID           fail a waiting plan without running any of it (approve scope)
+  policy list         list the rules approve --always made (approve scope)
+  policy delete RULE  remove one: such operations need approval again
 
 Every call carries a bearer token: --token, or --token-file (a control
 plane's first start writes <data-dir>/admin.token). A control plane that is
@@ -72,6 +81,8 @@ type cli struct {
 	cp   cpv1.ControlPlaneServiceClient
 	json bool
 	out  io.Writer
+	// waits are the approvals a watch has said it waits for.
+	waits map[string]bool
 }
 
 func main() {
@@ -132,6 +143,10 @@ func run(args []string) error {
 // commands are blendctl's commands by name (see usage).
 var commands = map[string]func(c *cli, ctx context.Context, args []string) error{
 	"submit":    (*cli).submit,
+	"approvals": (*cli).approvals,
+	"approve":   resolve(cpv1.Decision_DECISION_APPROVE_ONCE),
+	"reject":    resolve(cpv1.Decision_DECISION_REJECT),
+	"policy":    (*cli).policy,
 	"watch":     (*cli).watchCmd,
 	"plan":      (*cli).plan,
 	"audit":     (*cli).audit,

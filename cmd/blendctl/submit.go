@@ -225,11 +225,37 @@ func (c *cli) follow(ctx context.Context, requestID string, from int64, each fun
 			if r := resp.GetReceipt(); r != nil {
 				cursor = r.GetSequence() + 1
 			}
+			if ap := resp.GetAwaitingApproval(); ap != nil {
+				if err := c.showWait(ap); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := each(resp); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// showWait says that a plan waits for approval, and what it would do
+// (again when its preview lands); the stream goes on once it is resolved.
+func (c *cli) showWait(ap *cpv1.Approval) error {
+	if c.json {
+		return c.printJSON(ap)
+	}
+	if !c.waits[ap.GetApprovalId()] {
+		if c.waits == nil {
+			c.waits = map[string]bool{}
+		}
+		c.waits[ap.GetApprovalId()] = true
+		fmt.Fprintf(c.out, "waiting for approval %s (blendctl approve %s, or reject):\n", ap.GetApprovalId(), ap.GetApprovalId())
+		for _, d := range ap.GetDecisions() {
+			fmt.Fprintf(c.out, "  %s %s: %s\n", d.GetOperationId(), d.GetToolName(), d.GetReason())
+		}
+	}
+	printPreview(c.out, ap.GetPreview())
+	return nil
 }
 
 func (c *cli) finish(ctx context.Context, requestID string, done func(*cpv1.Plan)) error {

@@ -16,6 +16,7 @@ func main() {
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
 	fs.BoolVar(&cfg.AllowInsecureLocal, "allow-insecure-local", cfg.AllowInsecureLocal, "no authentication, no TLS: development on one machine (loopback only)")
 	fs.DurationVar(&cfg.AgentForgetAfter, "agent-forget-after", cfg.AgentForgetAfter, "drop an agent silent this long from the fleet")
+	fs.StringVar(&cfg.PolicyFile, "policy", cfg.PolicyFile, "policy file (YAML or JSON, docs/POLICY.md); default: destructive and unsafe_ops operations need approval")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for controlplane.db, blobs/ (artifacts), admin.token and the CA (ca.pem)")
 	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", cfg.MaxMessageBytes, "largest gRPC message accepted or sent")
 	fs.Int64Var(&cfg.MaxArtifactBytes, "max-artifact-bytes", cfg.MaxArtifactBytes, "largest artifact a client may upload")

@@ -121,6 +121,15 @@ type Session struct {
 	MemoryLimitMiB int64
 }
 
+// CheckpointIndex is the log index the session's checkpoint holds (0:
+// none): replay starts after it.
+func (s Session) CheckpointIndex() uint64 {
+	if s.Checkpoint == nil {
+		return 0
+	}
+	return s.Checkpoint.Index
+}
+
 // Journal is agentd's bbolt database, and its intents file.
 type Journal struct {
 	db      *bolt.DB

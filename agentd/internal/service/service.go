@@ -87,6 +87,20 @@ func (s *Server) Execute(req *agentv1.ExecuteRequest, stream grpc.ServerStreamin
 	return toStatus(err)
 }
 
+// Preview dry-runs operations on a throwaway fork of a session.
+func (s *Server) Preview(ctx context.Context, req *agentv1.PreviewRequest) (*agentv1.PreviewResponse, error) {
+	ops := make([]sessions.Operation, len(req.GetOperations()))
+	for i, o := range req.GetOperations() {
+		ops[i] = sessions.Operation{OperationID: o.GetOperationId(), Tool: o.GetToolName(), Args: o.GetArgs().AsMap()}
+	}
+	res, err := s.sessions.Preview(ctx, req.GetSessionId(), ops, req.GetRender())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &agentv1.PreviewResponse{SceneHashBefore: res.SceneHashBefore, SceneHashAfter: res.SceneHashAfter,
+		Changes: res.Changes, FailedOperationId: res.FailedOperation, Failure: res.Failure, RenderPng: res.PNG}, nil
+}
+
 // Rollback undoes committed operations and streams ROLLED_BACK receipts.
 func (s *Server) Rollback(req *agentv1.RollbackRequest, stream grpc.ServerStreamingServer[agentv1.RollbackResponse]) error {
 	err := s.sessions.Rollback(stream.Context(), req.GetSessionId(), req.GetRequestId(), req.GetIdempotencyKeys(), func(r *cpv1.Receipt) error {

@@ -64,6 +64,8 @@ type Manager struct {
 	sessions map[string]*session
 	live     int           // sessions holding a Blender slot
 	changed  chan struct{} // closed (and replaced) when a slot may have freed
+
+	previews chan struct{} // one preview at a time
 }
 
 type session struct {
@@ -106,7 +108,8 @@ type session struct {
 func NewManager(cfg Config, rts []Runtime, j *journal.Journal, log *slog.Logger) (*Manager, error) {
 	cfg.MaxLive = max(cfg.MaxLive, 1)
 	m := &Manager{cfg: cfg, runtimes: map[string]Runtime{}, journal: j, base: log,
-		log: log.With("component", "sessions"), sessions: map[string]*session{}, changed: make(chan struct{})}
+		log: log.With("component", "sessions"), sessions: map[string]*session{}, changed: make(chan struct{}),
+		previews: make(chan struct{}, 1)}
 	m.idleTimeout.Store(int64(cfg.IdleTimeout))
 	for _, rt := range rts {
 		m.runtimes[rt.Info.GetRuntimeId()] = rt

@@ -60,49 +60,23 @@ func (m *Manager) recover(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	var from uint64
-	if cp := js.Checkpoint; cp != nil {
-		if hash, err = s.proc.LoadCheckpoint(ctx, cp.Path); err != nil {
-			return fmt.Errorf("load checkpoint %s: %w", cp.Path, err)
-		}
-		if hash != cp.SceneHash {
-			return fmt.Errorf("checkpoint %s hashes to %s, journal says %s", cp.Path, hash, cp.SceneHash)
-		}
-		from = cp.Index
+	var cpPath string
+	if js.Checkpoint != nil {
+		cpPath = js.Checkpoint.Path
 	}
-	entries, err := m.journal.Entries(s.id, from)
+	entries, err := m.journal.Entries(s.id, js.CheckpointIndex())
 	if err != nil {
 		return err
 	}
-	for i, e := range entries {
-		index := from + uint64(i) + 1
-		switch e.Kind {
-		case "op":
-			out, err := s.proc.Execute(ctx, blender.Call{Tool: e.Tool, Args: e.Args, MutationID: e.MutationID})
-			if err != nil {
-				return fmt.Errorf("replay entry %d (%s): %w", index, e.Tool, err)
-			}
-			hash = out.SceneHashAfter
-		case "undo":
-			rec, err := m.journal.Lookup(s.id, e.Key)
-			if err != nil || rec == nil {
-				return fmt.Errorf("replay entry %d: undo record of %s: %v", index, e.Key, err)
-			}
-			if hash, err = s.proc.Undo(ctx, rec.Undo, blender.Call{MutationID: rec.Receipt.GetBlenderMutationId()}); err != nil {
-				return fmt.Errorf("replay entry %d (undo): %w", index, err)
-			}
-		default:
-			return fmt.Errorf("replay entry %d: unknown kind %q", index, e.Kind)
-		}
-		if hash != e.HashAfter {
-			return fmt.Errorf("replay entry %d: scene hash %s, journal says %s", index, hash, e.HashAfter)
-		}
+	if hash, err = m.rebuild(ctx, s.proc, s.id, hash, js.Checkpoint, cpPath, entries); err != nil {
+		return err
 	}
 	if hash != js.HeadHash {
 		return fmt.Errorf("recovered scene hash %s, journal head says %s", hash, js.HeadHash)
 	}
 	s.sceneHash = hash
 	s.dirty = len(entries)
+	from := js.CheckpointIndex()
 	msg := "session started"
 	if js.Checkpoint != nil || len(entries) > 0 {
 		msg = "session recovered" // from a park, a crash or a stopped call
@@ -110,6 +84,48 @@ func (m *Manager) recover(ctx context.Context, s *session) error {
 	m.log.Info(msg, "session_id", s.id, "checkpoint_index", from, "replayed", len(entries),
 		"scene_hash", hash, "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// rebuild brings p, on the baseline scene (hash), to a session's journaled
+// scene: the checkpoint cp (read from path: its file, or a link to it), then
+// the journal entries after it, each checked against its journaled hash.
+func (m *Manager) rebuild(ctx context.Context, p *blender.Process, id, hash string, cp *journal.Checkpoint, path string, entries []journal.Entry) (string, error) {
+	var from uint64
+	if cp != nil {
+		var err error
+		if hash, err = p.LoadCheckpoint(ctx, path); err != nil {
+			return "", fmt.Errorf("load checkpoint %s: %w", cp.Path, err)
+		}
+		if hash != cp.SceneHash {
+			return "", fmt.Errorf("checkpoint %s hashes to %s, journal says %s", cp.Path, hash, cp.SceneHash)
+		}
+		from = cp.Index
+	}
+	for i, e := range entries {
+		index := from + uint64(i) + 1
+		switch e.Kind {
+		case "op":
+			out, err := p.Execute(ctx, blender.Call{Tool: e.Tool, Args: e.Args, MutationID: e.MutationID})
+			if err != nil {
+				return "", fmt.Errorf("replay entry %d (%s): %w", index, e.Tool, err)
+			}
+			hash = out.SceneHashAfter
+		case "undo":
+			rec, err := m.journal.Lookup(id, e.Key)
+			if err != nil || rec == nil {
+				return "", fmt.Errorf("replay entry %d: undo record of %s: %v", index, e.Key, err)
+			}
+			if hash, err = p.Undo(ctx, rec.Undo, blender.Call{MutationID: rec.Receipt.GetBlenderMutationId()}); err != nil {
+				return "", fmt.Errorf("replay entry %d (undo): %w", index, err)
+			}
+		default:
+			return "", fmt.Errorf("replay entry %d: unknown kind %q", index, e.Kind)
+		}
+		if hash != e.HashAfter {
+			return "", fmt.Errorf("replay entry %d: scene hash %s, journal says %s", index, hash, e.HashAfter)
+		}
+	}
+	return hash, nil
 }
 
 // checkpointIfDue saves a checkpoint when the policy says so and arms the

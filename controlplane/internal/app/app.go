@@ -20,6 +20,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
 	"github.com/blendplane/blendplane/controlplane/internal/macro"
+	"github.com/blendplane/blendplane/controlplane/internal/policy"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
@@ -44,6 +45,9 @@ type Config struct {
 	// AgentForgetAfter drops an agent that has not registered for this long
 	// from the fleet (it registers again when it is back); 0: never.
 	AgentForgetAfter time.Duration
+	// Policy decides which operations run, wait for approval or are
+	// refused; nil: the defaults (package policy).
+	Policy *policy.Policy
 }
 
 // App is the control plane's application layer.
@@ -60,6 +64,11 @@ type App struct {
 
 	stop    context.CancelFunc
 	stopped sync.WaitGroup
+
+	// Previews run in the background until Stop ends previewCtx.
+	previewCtx  context.Context
+	stopPreview context.CancelFunc
+	previews    sync.WaitGroup
 }
 
 // New returns the application layer and the executor it drives (the
@@ -68,14 +77,19 @@ type App struct {
 func New(cfg Config, st *store.Store, blobs *blob.Store, fl *fleet.Fleet, ca *auth.CA, exCfg executor.Config, log *slog.Logger) *App {
 	a := &App{cfg: cfg, store: st, blobs: blobs, fleet: fl, ca: ca, macros: macro.Default(), log: log}
 	a.registries = newRegistries(log)
+	a.previewCtx, a.stopPreview = context.WithCancel(context.Background())
 	a.exec = executor.New(exCfg, st, fl, a.collect, log.With("component", "executor"))
 	return a
 }
 
-// Start resumes the plans the store holds as unfinished and starts
-// releasing closed sessions on their agents.
+// Start resumes the plans the store holds as unfinished, and the previews
+// of pending approvals, and starts releasing closed sessions on their
+// agents.
 func (a *App) Start() error {
 	if err := a.exec.Resume(); err != nil {
+		return err
+	}
+	if err := a.resumePreviews(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -95,6 +109,8 @@ func (a *App) Stop() {
 		a.stop()
 	}
 	a.stopped.Wait()
+	a.stopPreview()
+	a.previews.Wait()
 	a.exec.Stop()
 }
 

@@ -36,7 +36,7 @@ func (a *App) Cancel(ctx context.Context, who Principal, owner, requestID string
 	if _, err := a.store.PlanState(ref); err != nil {
 		return nil, err
 	}
-	if err := a.exec.Cancel(ctx, ref); err != nil {
+	if err := a.cancelPlan(ctx, who.Name, ref); err != nil {
 		return nil, err
 	}
 	p, err := a.store.Plan(ref)
@@ -52,9 +52,10 @@ const receiptPage = 512
 
 // Receipts sends a plan's receipts from sequence from on (stored ones, then
 // live ones as they are committed) and, if its session negotiated
-// progress_events, the progress of its running operation; it returns when
-// the plan is terminal and every receipt was sent, or when send fails or
-// ctx ends.
+// progress_events, the progress of its running operation; while the plan
+// waits for approval, its approval (when the wait is seen and when its
+// preview lands). It returns when the plan is terminal and every receipt
+// was sent, or when send fails or ctx ends.
 func (a *App) Receipts(ctx context.Context, who Principal, owner, requestID string, from int64, send func(*cpv1.StreamReceiptsResponse) error) error {
 	owner, err := planOwner(who, owner)
 	if err != nil {
@@ -63,6 +64,7 @@ func (a *App) Receipts(ctx context.Context, who Principal, owner, requestID stri
 	ref := store.PlanRef{Owner: owner, RequestID: requestID}
 	cursor := max(from, 1)
 	var lastProgress *cpv1.Progress
+	var lastWait string
 	wantProgress := false
 	if st, err := a.store.PlanState(ref); err == nil {
 		if sess, err := a.store.Session(st.GetSessionId()); err == nil {
@@ -95,6 +97,19 @@ func (a *App) Receipts(ctx context.Context, who Principal, owner, requestID stri
 		}
 		if len(receipts) == receiptPage {
 			continue
+		}
+		if st.GetState() == cpv1.Plan_STATE_AWAITING_APPROVAL {
+			// Once when the wait is seen, again when the preview lands.
+			ap, err := a.store.Approval(st.GetApprovalId())
+			if err != nil {
+				return err
+			}
+			if seen := ap.GetApprovalId() + "/" + ap.GetPreview().GetState().String(); seen != lastWait {
+				lastWait = seen
+				if err := send(&cpv1.StreamReceiptsResponse{Event: &cpv1.StreamReceiptsResponse_AwaitingApproval{AwaitingApproval: ap}}); err != nil {
+					return err
+				}
+			}
 		}
 		if pg := a.store.Progress(ref); wantProgress && pg != nil && pg != lastProgress {
 			lastProgress = pg

@@ -126,7 +126,7 @@ func (a *App) CloseSession(ctx context.Context, who Principal, id string) (*cpv1
 		}
 		a.log.Info("session closed", "session_id", id, "owner", who.Name)
 	}
-	if err := a.cancelSessionPlans(ctx, id); err != nil {
+	if err := a.cancelSessionPlans(ctx, who.Name, id); err != nil {
 		a.log.Warn("cancelling the plans of a closed session", "session_id", id, "err", err)
 	}
 	a.release(ctx, id)
@@ -138,7 +138,7 @@ func (a *App) CloseSession(ctx context.Context, who Principal, id string) (*cpv1
 
 // cancelSessionPlans cancels every unfinished plan of a session and waits
 // for them to end, until ctx ends.
-func (a *App) cancelSessionPlans(ctx context.Context, sessionID string) error {
+func (a *App) cancelSessionPlans(ctx context.Context, by, sessionID string) error {
 	refs, err := a.store.ActivePlans()
 	if err != nil {
 		return err
@@ -149,7 +149,7 @@ func (a *App) cancelSessionPlans(ctx context.Context, sessionID string) error {
 		if err != nil || p.GetSessionId() != sessionID {
 			continue
 		}
-		if err := a.exec.Cancel(ctx, ref); err != nil {
+		if err := a.cancelPlan(ctx, by, ref); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -65,6 +65,10 @@ func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanReq
 	if err := plan.CheckContract(ops, reg, gate); err != nil {
 		return nil, err
 	}
+	g, err := a.decide(who, req.GetSessionId(), req.GetRequestId(), ops, reg)
+	if err != nil {
+		return nil, err
+	}
 	if len(ops) != len(req.GetOperations()) || macroUsed(req.GetOperations()) {
 		// Store and run the expanded plan: receipts show each step.
 		req = proto.Clone(req).(*cpv1.SubmitPlanRequest)
@@ -86,7 +90,8 @@ func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanReq
 	}
 	ref := store.PlanRef{Owner: who.Name, RequestID: req.GetRequestId()}
 	digest := planDigest(req.GetSessionId(), ops, req.GetAtomic())
-	existing, err := a.store.CreatePlan(store.NewPlan{Owner: who.Name, Plan: p, Request: req, Schedule: sched, Digest: digest})
+	existing, err := a.store.CreatePlan(store.NewPlan{Owner: who.Name, Plan: p, Request: req, Schedule: sched, Digest: digest,
+		Policy: g.ops, Approval: g.approval})
 	switch {
 	case errors.Is(err, store.ErrPlanExists) && existing == digest:
 		// The same plan again: no new side effects, answer with the stored one.
@@ -97,8 +102,14 @@ func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanReq
 	case err != nil:
 		return nil, err
 	}
-	a.exec.Enqueue(req.GetSessionId(), ref)
-	a.log.Info("plan accepted", "request_id", req.GetRequestId(), "owner", who.Name, "session_id", req.GetSessionId(), "operations", len(ops))
+	if g.approval != nil {
+		a.log.Info("plan awaits approval", "request_id", req.GetRequestId(), "owner", who.Name, "session_id", req.GetSessionId(),
+			"approval_id", g.approval.GetApprovalId(), "operations", len(g.approval.GetDecisions()))
+		a.startPreview(ref, g.approval, req)
+	} else {
+		a.exec.Enqueue(req.GetSessionId(), ref)
+		a.log.Info("plan accepted", "request_id", req.GetRequestId(), "owner", who.Name, "session_id", req.GetSessionId(), "operations", len(ops))
+	}
 	p.Schedule = scheduleIDs(req.GetOperations(), sched)
 	return p, nil
 }

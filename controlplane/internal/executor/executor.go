@@ -77,7 +77,8 @@ func New(cfg Config, st *store.Store, fl *fleet.Fleet, collect Collect, log *slo
 }
 
 // Resume queues every plan the store holds as not yet terminal, in
-// submission order, so a restarted control plane finishes them.
+// submission order, so a restarted control plane finishes them; plans
+// waiting for approval wait on.
 func (e *Executor) Resume() error {
 	refs, err := e.store.ActivePlans()
 	if err != nil {
@@ -87,6 +88,9 @@ func (e *Executor) Resume() error {
 		p, err := e.store.PlanState(ref)
 		if err != nil {
 			return err
+		}
+		if p.GetState() == cpv1.Plan_STATE_AWAITING_APPROVAL {
+			continue // queued when its approval is resolved
 		}
 		e.log.Info("resuming plan", "request_id", ref.RequestID, "owner", ref.Owner, "session_id", p.GetSessionId(), "receipts", p.GetReceiptCount())
 		e.Enqueue(p.GetSessionId(), ref)

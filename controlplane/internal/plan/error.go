@@ -34,6 +34,10 @@ type Error struct {
 	Violations []Violation
 	// Repair is the seed's minimal_repair_plan.
 	Repair []RepairStep
+	// Precondition: a well-formed plan that the session's rules refuse
+	// (FAILED_PRECONDITION rather than INVALID_ARGUMENT), such as an
+	// operation the policy denies.
+	Precondition bool
 }
 
 // Violation is one offending field, in the shape of

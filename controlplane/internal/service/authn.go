@@ -34,6 +34,10 @@ var methodScopes = map[string]string{
 	cpv1.ControlPlaneService_ListTokens_FullMethodName:       auth.ScopeAdmin,
 	cpv1.ControlPlaneService_RevokeToken_FullMethodName:      auth.ScopeAdmin,
 	cpv1.ControlPlaneService_RegisterAgent_FullMethodName:    auth.ScopeAgent,
+	cpv1.ControlPlaneService_ListApprovals_FullMethodName:    auth.ScopePlans,
+	cpv1.ControlPlaneService_ResolveApproval_FullMethodName:  auth.ScopeApprove,
+	cpv1.ControlPlaneService_ListPolicyRules_FullMethodName:  auth.ScopeApprove,
+	cpv1.ControlPlaneService_DeletePolicyRule_FullMethodName: auth.ScopeApprove,
 }
 
 // Authentication finds the principal of every ControlPlaneService call from

@@ -36,6 +36,9 @@ var errorTable = []struct {
 	{store.ErrSessionClosed, codes.FailedPrecondition, "SESSION_CLOSED"},
 	{store.ErrTokenNotFound, codes.NotFound, "TOKEN_NOT_FOUND"},
 	{store.ErrTokenExists, codes.AlreadyExists, "TOKEN_EXISTS"},
+	{store.ErrApprovalNotFound, codes.NotFound, "APPROVAL_NOT_FOUND"},
+	{store.ErrApprovalResolved, codes.FailedPrecondition, "APPROVAL_RESOLVED"},
+	{store.ErrRuleNotFound, codes.NotFound, "POLICY_RULE_NOT_FOUND"},
 	{app.ErrUnauthenticated, codes.Unauthenticated, "UNAUTHENTICATED"},
 	{app.ErrAgentIdentity, codes.PermissionDenied, "AGENT_IDENTITY"},
 	{app.ErrIdempotencyConflict, codes.FailedPrecondition, "IDEMPOTENCY_CONFLICT"},
@@ -151,6 +154,9 @@ func planRefusal(e *plan.Error) error {
 	switch e.Reason {
 	case plan.ReasonContractViolation, plan.ReasonPolicyRefused, plan.ReasonCapabilityMissing, plan.ReasonNondeterministic:
 		code = codes.FailedPrecondition // a valid plan the session's contract does not allow
+	}
+	if e.Precondition {
+		code = codes.FailedPrecondition
 	}
 	return newStatus(code, e.Reason, fmt.Sprintf("%s: %s", e.Reason, e.Message), br, protoadapt.MessageV1Of(repair))
 }

@@ -128,6 +128,42 @@ func (s *Server) RevokeToken(ctx context.Context, req *cpv1.RevokeTokenRequest) 
 	return &cpv1.RevokeTokenResponse{Token: t}, nil
 }
 
+// ListApprovals pages through approvals, newest first (AIP-158).
+func (s *Server) ListApprovals(ctx context.Context, req *cpv1.ListApprovalsRequest) (*cpv1.ListApprovalsResponse, error) {
+	list, next, err := s.app.Approvals(ctx, caller(ctx), req.GetState(), req.GetRequestId(), req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &cpv1.ListApprovalsResponse{Approvals: list, NextPageToken: next}, nil
+}
+
+// ResolveApproval rejects or approves a plan that waits for approval.
+func (s *Server) ResolveApproval(ctx context.Context, req *cpv1.ResolveApprovalRequest) (*cpv1.ResolveApprovalResponse, error) {
+	ap, rules, err := s.app.ResolveApproval(ctx, caller(ctx), req.GetApprovalId(), req.GetDecision())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &cpv1.ResolveApprovalResponse{Approval: ap, Rules: rules}, nil
+}
+
+// ListPolicyRules pages through the persisted always-allow rules.
+func (s *Server) ListPolicyRules(ctx context.Context, req *cpv1.ListPolicyRulesRequest) (*cpv1.ListPolicyRulesResponse, error) {
+	list, next, err := s.app.PolicyRules(ctx, req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &cpv1.ListPolicyRulesResponse{Rules: list, NextPageToken: next}, nil
+}
+
+// DeletePolicyRule removes a persisted rule.
+func (s *Server) DeletePolicyRule(ctx context.Context, req *cpv1.DeletePolicyRuleRequest) (*cpv1.DeletePolicyRuleResponse, error) {
+	r, err := s.app.DeletePolicyRule(ctx, caller(ctx), req.GetRuleId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &cpv1.DeletePolicyRuleResponse{Rule: r}, nil
+}
+
 // ListAuditRecords pages through the audit log (AIP-158).
 func (s *Server) ListAuditRecords(ctx context.Context, req *cpv1.ListAuditRecordsRequest) (*cpv1.ListAuditRecordsResponse, error) {
 	records, next, err := s.app.AuditRecords(ctx, caller(ctx), req.GetOwner(), req.GetRequestId(), req.GetPageSize(), req.GetPageToken())

@@ -7,12 +7,7 @@ import (
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
-func appendAudit(tx *bolt.Tx, ref PlanRef, sessionID string, r *cpv1.Receipt) error {
-	audit := tx.Bucket(bucketAudit)
-	seq, err := audit.NextSequence()
-	if err != nil {
-		return err
-	}
+func appendAudit(tx *bolt.Tx, ref PlanRef, sessionID string, r *cpv1.Receipt, pol opPolicies) error {
 	ts := r.GetCompleteTime()
 	if ts == nil {
 		ts = timestamppb.Now()
@@ -21,9 +16,35 @@ func appendAudit(tx *bolt.Tx, ref PlanRef, sessionID string, r *cpv1.Receipt) er
 		Timestamp: ts, RequestId: ref.RequestID, OperationId: r.GetOperationId(),
 		McpCallId: r.GetMcpCallId(), BlenderMutationId: r.GetBlenderMutationId(), ToolName: r.GetToolName(),
 		SafetyLevel: r.GetSafetyLevel(), Status: r.GetStatus(), SceneHashBefore: r.GetSceneHashBefore(),
-		SceneHashAfter: r.GetSceneHashAfter(), SessionId: sessionID, Sequence: int64(seq),
+		SceneHashAfter: r.GetSceneHashAfter(), SessionId: sessionID,
 		ErrorCode: r.GetError().GetErrorCode(), Principal: ref.Owner,
 	}
+	pol.apply(rec)
+	return putAudit(tx, ref, rec)
+}
+
+// appendDecisionAudit records a decision on an approval (event) as an audit
+// record of its plan, naming the principal who decided.
+func appendDecisionAudit(tx *bolt.Tx, ref PlanRef, a *cpv1.Approval, event, by string) error {
+	rec := &cpv1.AuditRecord{
+		Timestamp: a.GetResolveTime(), RequestId: ref.RequestID, SessionId: a.GetSessionId(),
+		Principal: by, ApprovalId: a.GetApprovalId(), Event: event,
+	}
+	if a.GetState() == cpv1.Approval_STATE_APPROVED {
+		rec.ApprovedBy = by
+	}
+	return putAudit(tx, ref, rec)
+}
+
+// putAudit appends rec to the audit log, indexed by its plan and its plan's
+// owner.
+func putAudit(tx *bolt.Tx, ref PlanRef, rec *cpv1.AuditRecord) error {
+	audit := tx.Bucket(bucketAudit)
+	seq, err := audit.NextSequence()
+	if err != nil {
+		return err
+	}
+	rec.Sequence = int64(seq)
 	if err := putProto(audit, u64(seq), rec); err != nil {
 		return err
 	}

@@ -30,6 +30,10 @@ var migrations = []func(tx *bolt.Tx) error{
 	func(tx *bolt.Tx) error {
 		return createBuckets(tx, bucketTokens, bucketTokenHashes, bucketAgentPrincipals)
 	},
+	// 4 → 5: approvals and persisted policy rules.
+	func(tx *bolt.Tx) error {
+		return createBuckets(tx, bucketApprovals, bucketRules, bucketRuleIndex)
+	},
 }
 
 // schemaVersion is the version this binary writes.

@@ -32,6 +32,12 @@ type NewPlan struct {
 	Request  *cpv1.SubmitPlanRequest
 	Schedule []int
 	Digest   string
+	// Policy is what the policy decided per operation id (for the audit).
+	Policy map[string]OpPolicy
+	// Approval, when set, is the approval the plan waits for: it is stored
+	// with the plan (given its id, also set as Plan.approval_id), and the
+	// plan is stored STATE_AWAITING_APPROVAL.
+	Approval *cpv1.Approval
 }
 
 // CreatePlan stores an accepted plan, queues it as active and counts it in
@@ -58,9 +64,6 @@ func (s *Store) CreatePlan(p NewPlan) (existingDigest string, err error) {
 		if _, err := b.CreateBucket(bucketReceipts); err != nil {
 			return err
 		}
-		if err := putProto(b, keyPlan, p.Plan); err != nil {
-			return err
-		}
 		body, err := b.CreateBucket(bucketPlanBody)
 		if err != nil {
 			return err
@@ -76,6 +79,18 @@ func (s *Store) CreatePlan(p NewPlan) (existingDigest string, err error) {
 			return err
 		}
 		if err := b.Put(keyDigest, []byte(p.Digest)); err != nil {
+			return err
+		}
+		if err := putOpPolicies(body, p.Policy); err != nil {
+			return err
+		}
+		if p.Approval != nil {
+			if err := putApproval(tx, p.Approval); err != nil {
+				return err
+			}
+			p.Plan.ApprovalId, p.Plan.State = p.Approval.GetApprovalId(), cpv1.Plan_STATE_AWAITING_APPROVAL
+		}
+		if err := putProto(b, keyPlan, p.Plan); err != nil {
 			return err
 		}
 		active := tx.Bucket(bucketActive)
@@ -175,6 +190,11 @@ func (s *Store) Commit(ref PlanRef, plan *cpv1.Plan, receipts []*cpv1.Receipt) e
 		if err != nil {
 			return err
 		}
+		was := &cpv1.Plan{}
+		if err := getProto(b, keyPlan, was); err != nil {
+			return err
+		}
+		pol := readOpPolicies(tx, b, was)
 		rb := b.Bucket(bucketReceipts)
 		next := uint64(1)
 		if k, _ := rb.Cursor().Last(); k != nil {
@@ -188,17 +208,13 @@ func (s *Store) Commit(ref PlanRef, plan *cpv1.Plan, receipts []*cpv1.Receipt) e
 			if err := putProto(rb, u64(next), r); err != nil {
 				return err
 			}
-			if err := appendAudit(tx, ref, plan.GetSessionId(), r); err != nil {
+			if err := appendAudit(tx, ref, plan.GetSessionId(), r, pol); err != nil {
 				return err
 			}
 			if h := r.GetSceneHashAfter(); h != "" {
 				sceneHash = h
 			}
 			next++
-		}
-		was := &cpv1.Plan{}
-		if err := getProto(b, keyPlan, was); err != nil {
-			return err
 		}
 		stored := proto.Clone(plan).(*cpv1.Plan)
 		stored.Schedule = nil

@@ -6,7 +6,7 @@
 // Bucket tree (every key is a named variable below):
 //
 //	meta/
-//	  schema_version        → uint64, big endian (currently 4)
+//	  schema_version        → uint64, big endian (currently 5)
 //	sessions/
 //	  <session_id>/
 //	    session             → Session (proto): contract, placement, state OPEN or CLOSED, times
@@ -58,6 +58,15 @@
 //	  <sha256 of secret>    → name: how a call's bearer token finds its principal
 //	agent_principals/       (schema 4)
 //	  <agent_id>            → the principal that registered it first, who alone may again
+//	approvals/              (schema 5)
+//	  <sequence>            → Approval (proto) "apr-<sequence>", with its preview
+//	policy_rules/           (schema 5)
+//	  <sequence>            → PolicyRule (proto) "rule-<sequence>", persisted by always-allow
+//	policy_rule_index/      (schema 5)
+//	  <principal>\0<tool>\0<target> → rule id
+//
+// A plan's body also keeps, from schema 5, policy/<operation_id> →
+// "decision\0input_hash" for its operations' audit records.
 //
 // Receipts are committed before anyone can read them; Watch lets a stream
 // wait for the next commit of a plan without polling.
@@ -95,6 +104,10 @@ var (
 	bucketTokens          = []byte("tokens")
 	bucketTokenHashes     = []byte("token_hashes")
 	bucketAgentPrincipals = []byte("agent_principals")
+	bucketApprovals       = []byte("approvals")
+	bucketRules           = []byte("policy_rules")
+	bucketRuleIndex       = []byte("policy_rule_index")
+	bucketOpPolicy        = []byte("policy")
 
 	keySchemaVersion = []byte("schema_version")
 	keySession       = []byte("session")

@@ -1130,6 +1130,155 @@ func (*GetFileResponse_Header) isGetFileResponse_Part() {}
 
 func (*GetFileResponse_Chunk) isGetFileResponse_Part() {}
 
+type PreviewRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// In the order they would run; the first that fails ends the dry run.
+	Operations []*OperationCall `protobuf:"bytes,2,rep,name=operations,proto3" json:"operations,omitempty"`
+	// Render a small PNG of the scene after the operations.
+	Render        bool `protobuf:"varint,3,opt,name=render,proto3" json:"render,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreviewRequest) Reset() {
+	*x = PreviewRequest{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreviewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreviewRequest) ProtoMessage() {}
+
+func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreviewRequest.ProtoReflect.Descriptor instead.
+func (*PreviewRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PreviewRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PreviewRequest) GetOperations() []*OperationCall {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+func (x *PreviewRequest) GetRender() bool {
+	if x != nil {
+		return x.Render
+	}
+	return false
+}
+
+type PreviewResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's scene hash the fork started from, and the fork's after.
+	SceneHashBefore string                `protobuf:"bytes,1,opt,name=scene_hash_before,json=sceneHashBefore,proto3" json:"scene_hash_before,omitempty"`
+	SceneHashAfter  string                `protobuf:"bytes,2,opt,name=scene_hash_after,json=sceneHashAfter,proto3" json:"scene_hash_after,omitempty"`
+	Changes         []*v1.DatablockChange `protobuf:"bytes,3,rep,name=changes,proto3" json:"changes,omitempty"`
+	// When an operation failed on the fork.
+	FailedOperationId string      `protobuf:"bytes,4,opt,name=failed_operation_id,json=failedOperationId,proto3" json:"failed_operation_id,omitempty"`
+	Failure           *v1.Failure `protobuf:"bytes,5,opt,name=failure,proto3" json:"failure,omitempty"`
+	// The PNG, when asked for and the dry run succeeded.
+	RenderPng     []byte `protobuf:"bytes,6,opt,name=render_png,json=renderPng,proto3" json:"render_png,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreviewResponse) Reset() {
+	*x = PreviewResponse{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreviewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreviewResponse) ProtoMessage() {}
+
+func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreviewResponse.ProtoReflect.Descriptor instead.
+func (*PreviewResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PreviewResponse) GetSceneHashBefore() string {
+	if x != nil {
+		return x.SceneHashBefore
+	}
+	return ""
+}
+
+func (x *PreviewResponse) GetSceneHashAfter() string {
+	if x != nil {
+		return x.SceneHashAfter
+	}
+	return ""
+}
+
+func (x *PreviewResponse) GetChanges() []*v1.DatablockChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *PreviewResponse) GetFailedOperationId() string {
+	if x != nil {
+		return x.FailedOperationId
+	}
+	return ""
+}
+
+func (x *PreviewResponse) GetFailure() *v1.Failure {
+	if x != nil {
+		return x.Failure
+	}
+	return nil
+}
+
+func (x *PreviewResponse) GetRenderPng() []byte {
+	if x != nil {
+		return x.RenderPng
+	}
+	return nil
+}
+
 var File_blendplane_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
@@ -1217,7 +1366,22 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fGetFileResponse\x129\n" +
 	"\x06header\x18\x01 \x01(\v2\x1f.blendplane.agent.v1.FileHeaderH\x00R\x06header\x12\x16\n" +
 	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunkB\x06\n" +
-	"\x04part2\xe4\x05\n" +
+	"\x04part\"\xb6\x01\n" +
+	"\x0ePreviewRequest\x12>\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12L\n" +
+	"\n" +
+	"operations\x18\x02 \x03(\v2\".blendplane.agent.v1.OperationCallB\b\xbaH\x05\x92\x01\x02\b\x01R\n" +
+	"operations\x12\x16\n" +
+	"\x06render\x18\x03 \x01(\bR\x06render\"\xbc\x02\n" +
+	"\x0fPreviewResponse\x12*\n" +
+	"\x11scene_hash_before\x18\x01 \x01(\tR\x0fsceneHashBefore\x12(\n" +
+	"\x10scene_hash_after\x18\x02 \x01(\tR\x0esceneHashAfter\x12E\n" +
+	"\achanges\x18\x03 \x03(\v2+.blendplane.controlplane.v1.DatablockChangeR\achanges\x12.\n" +
+	"\x13failed_operation_id\x18\x04 \x01(\tR\x11failedOperationId\x12=\n" +
+	"\afailure\x18\x05 \x01(\v2#.blendplane.controlplane.v1.FailureR\afailure\x12\x1d\n" +
+	"\n" +
+	"render_png\x18\x06 \x01(\fR\trenderPng2\xba\x06\n" +
 	"\fAgentService\x12W\n" +
 	"\bDescribe\x12$.blendplane.agent.v1.DescribeRequest\x1a%.blendplane.agent.v1.DescribeResponse\x12`\n" +
 	"\vOpenSession\x12'.blendplane.agent.v1.OpenSessionRequest\x1a(.blendplane.agent.v1.OpenSessionResponse\x12V\n" +
@@ -1226,7 +1390,8 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\x06Cancel\x12\".blendplane.agent.v1.CancelRequest\x1a#.blendplane.agent.v1.CancelResponse\x12c\n" +
 	"\fCloseSession\x12(.blendplane.agent.v1.CloseSessionRequest\x1a).blendplane.agent.v1.CloseSessionResponse\x12V\n" +
 	"\aPutFile\x12#.blendplane.agent.v1.PutFileRequest\x1a$.blendplane.agent.v1.PutFileResponse(\x01\x12V\n" +
-	"\aGetFile\x12#.blendplane.agent.v1.GetFileRequest\x1a$.blendplane.agent.v1.GetFileResponse0\x01BBZ@github.com/blendplane/blendplane/gen/blendplane/agent/v1;agentv1b\x06proto3"
+	"\aGetFile\x12#.blendplane.agent.v1.GetFileRequest\x1a$.blendplane.agent.v1.GetFileResponse0\x01\x12T\n" +
+	"\aPreview\x12#.blendplane.agent.v1.PreviewRequest\x1a$.blendplane.agent.v1.PreviewResponseBBZ@github.com/blendplane/blendplane/gen/blendplane/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_blendplane_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -1240,7 +1405,7 @@ func file_blendplane_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_blendplane_agent_v1_agent_proto_rawDescData
 }
 
-var file_blendplane_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_blendplane_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_blendplane_agent_v1_agent_proto_goTypes = []any{
 	(*DescribeRequest)(nil),      // 0: blendplane.agent.v1.DescribeRequest
 	(*DescribeResponse)(nil),     // 1: blendplane.agent.v1.DescribeResponse
@@ -1260,47 +1425,56 @@ var file_blendplane_agent_v1_agent_proto_goTypes = []any{
 	(*PutFileResponse)(nil),      // 15: blendplane.agent.v1.PutFileResponse
 	(*GetFileRequest)(nil),       // 16: blendplane.agent.v1.GetFileRequest
 	(*GetFileResponse)(nil),      // 17: blendplane.agent.v1.GetFileResponse
-	(*v1.Runtime)(nil),           // 18: blendplane.controlplane.v1.Runtime
-	(*v1.Resources)(nil),         // 19: blendplane.controlplane.v1.Resources
-	(*v1.BlenderProfile)(nil),    // 20: blendplane.controlplane.v1.BlenderProfile
-	(*structpb.Struct)(nil),      // 21: google.protobuf.Struct
-	(v1.SafetyLevel)(0),          // 22: blendplane.controlplane.v1.SafetyLevel
-	(*v1.Receipt)(nil),           // 23: blendplane.controlplane.v1.Receipt
-	(*v1.Progress)(nil),          // 24: blendplane.controlplane.v1.Progress
+	(*PreviewRequest)(nil),       // 18: blendplane.agent.v1.PreviewRequest
+	(*PreviewResponse)(nil),      // 19: blendplane.agent.v1.PreviewResponse
+	(*v1.Runtime)(nil),           // 20: blendplane.controlplane.v1.Runtime
+	(*v1.Resources)(nil),         // 21: blendplane.controlplane.v1.Resources
+	(*v1.BlenderProfile)(nil),    // 22: blendplane.controlplane.v1.BlenderProfile
+	(*structpb.Struct)(nil),      // 23: google.protobuf.Struct
+	(v1.SafetyLevel)(0),          // 24: blendplane.controlplane.v1.SafetyLevel
+	(*v1.Receipt)(nil),           // 25: blendplane.controlplane.v1.Receipt
+	(*v1.Progress)(nil),          // 26: blendplane.controlplane.v1.Progress
+	(*v1.DatablockChange)(nil),   // 27: blendplane.controlplane.v1.DatablockChange
+	(*v1.Failure)(nil),           // 28: blendplane.controlplane.v1.Failure
 }
 var file_blendplane_agent_v1_agent_proto_depIdxs = []int32{
-	18, // 0: blendplane.agent.v1.DescribeResponse.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	19, // 1: blendplane.agent.v1.DescribeResponse.resources:type_name -> blendplane.controlplane.v1.Resources
-	20, // 2: blendplane.agent.v1.OpenSessionResponse.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	20, // 0: blendplane.agent.v1.DescribeResponse.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	21, // 1: blendplane.agent.v1.DescribeResponse.resources:type_name -> blendplane.controlplane.v1.Resources
+	22, // 2: blendplane.agent.v1.OpenSessionResponse.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
 	5,  // 3: blendplane.agent.v1.ExecuteRequest.operations:type_name -> blendplane.agent.v1.OperationCall
-	21, // 4: blendplane.agent.v1.OperationCall.args:type_name -> google.protobuf.Struct
-	22, // 5: blendplane.agent.v1.OperationCall.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	23, // 6: blendplane.agent.v1.ExecuteResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	24, // 7: blendplane.agent.v1.ExecuteResponse.progress:type_name -> blendplane.controlplane.v1.Progress
-	23, // 8: blendplane.agent.v1.RollbackResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	23, // 4: blendplane.agent.v1.OperationCall.args:type_name -> google.protobuf.Struct
+	24, // 5: blendplane.agent.v1.OperationCall.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	25, // 6: blendplane.agent.v1.ExecuteResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	26, // 7: blendplane.agent.v1.ExecuteResponse.progress:type_name -> blendplane.controlplane.v1.Progress
+	25, // 8: blendplane.agent.v1.RollbackResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
 	14, // 9: blendplane.agent.v1.PutFileRequest.header:type_name -> blendplane.agent.v1.FileHeader
 	14, // 10: blendplane.agent.v1.GetFileResponse.header:type_name -> blendplane.agent.v1.FileHeader
-	0,  // 11: blendplane.agent.v1.AgentService.Describe:input_type -> blendplane.agent.v1.DescribeRequest
-	2,  // 12: blendplane.agent.v1.AgentService.OpenSession:input_type -> blendplane.agent.v1.OpenSessionRequest
-	4,  // 13: blendplane.agent.v1.AgentService.Execute:input_type -> blendplane.agent.v1.ExecuteRequest
-	7,  // 14: blendplane.agent.v1.AgentService.Rollback:input_type -> blendplane.agent.v1.RollbackRequest
-	9,  // 15: blendplane.agent.v1.AgentService.Cancel:input_type -> blendplane.agent.v1.CancelRequest
-	11, // 16: blendplane.agent.v1.AgentService.CloseSession:input_type -> blendplane.agent.v1.CloseSessionRequest
-	13, // 17: blendplane.agent.v1.AgentService.PutFile:input_type -> blendplane.agent.v1.PutFileRequest
-	16, // 18: blendplane.agent.v1.AgentService.GetFile:input_type -> blendplane.agent.v1.GetFileRequest
-	1,  // 19: blendplane.agent.v1.AgentService.Describe:output_type -> blendplane.agent.v1.DescribeResponse
-	3,  // 20: blendplane.agent.v1.AgentService.OpenSession:output_type -> blendplane.agent.v1.OpenSessionResponse
-	6,  // 21: blendplane.agent.v1.AgentService.Execute:output_type -> blendplane.agent.v1.ExecuteResponse
-	8,  // 22: blendplane.agent.v1.AgentService.Rollback:output_type -> blendplane.agent.v1.RollbackResponse
-	10, // 23: blendplane.agent.v1.AgentService.Cancel:output_type -> blendplane.agent.v1.CancelResponse
-	12, // 24: blendplane.agent.v1.AgentService.CloseSession:output_type -> blendplane.agent.v1.CloseSessionResponse
-	15, // 25: blendplane.agent.v1.AgentService.PutFile:output_type -> blendplane.agent.v1.PutFileResponse
-	17, // 26: blendplane.agent.v1.AgentService.GetFile:output_type -> blendplane.agent.v1.GetFileResponse
-	19, // [19:27] is the sub-list for method output_type
-	11, // [11:19] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	5,  // 11: blendplane.agent.v1.PreviewRequest.operations:type_name -> blendplane.agent.v1.OperationCall
+	27, // 12: blendplane.agent.v1.PreviewResponse.changes:type_name -> blendplane.controlplane.v1.DatablockChange
+	28, // 13: blendplane.agent.v1.PreviewResponse.failure:type_name -> blendplane.controlplane.v1.Failure
+	0,  // 14: blendplane.agent.v1.AgentService.Describe:input_type -> blendplane.agent.v1.DescribeRequest
+	2,  // 15: blendplane.agent.v1.AgentService.OpenSession:input_type -> blendplane.agent.v1.OpenSessionRequest
+	4,  // 16: blendplane.agent.v1.AgentService.Execute:input_type -> blendplane.agent.v1.ExecuteRequest
+	7,  // 17: blendplane.agent.v1.AgentService.Rollback:input_type -> blendplane.agent.v1.RollbackRequest
+	9,  // 18: blendplane.agent.v1.AgentService.Cancel:input_type -> blendplane.agent.v1.CancelRequest
+	11, // 19: blendplane.agent.v1.AgentService.CloseSession:input_type -> blendplane.agent.v1.CloseSessionRequest
+	13, // 20: blendplane.agent.v1.AgentService.PutFile:input_type -> blendplane.agent.v1.PutFileRequest
+	16, // 21: blendplane.agent.v1.AgentService.GetFile:input_type -> blendplane.agent.v1.GetFileRequest
+	18, // 22: blendplane.agent.v1.AgentService.Preview:input_type -> blendplane.agent.v1.PreviewRequest
+	1,  // 23: blendplane.agent.v1.AgentService.Describe:output_type -> blendplane.agent.v1.DescribeResponse
+	3,  // 24: blendplane.agent.v1.AgentService.OpenSession:output_type -> blendplane.agent.v1.OpenSessionResponse
+	6,  // 25: blendplane.agent.v1.AgentService.Execute:output_type -> blendplane.agent.v1.ExecuteResponse
+	8,  // 26: blendplane.agent.v1.AgentService.Rollback:output_type -> blendplane.agent.v1.RollbackResponse
+	10, // 27: blendplane.agent.v1.AgentService.Cancel:output_type -> blendplane.agent.v1.CancelResponse
+	12, // 28: blendplane.agent.v1.AgentService.CloseSession:output_type -> blendplane.agent.v1.CloseSessionResponse
+	15, // 29: blendplane.agent.v1.AgentService.PutFile:output_type -> blendplane.agent.v1.PutFileResponse
+	17, // 30: blendplane.agent.v1.AgentService.GetFile:output_type -> blendplane.agent.v1.GetFileResponse
+	19, // 31: blendplane.agent.v1.AgentService.Preview:output_type -> blendplane.agent.v1.PreviewResponse
+	23, // [23:32] is the sub-list for method output_type
+	14, // [14:23] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_agent_v1_agent_proto_init() }
@@ -1326,7 +1500,7 @@ func file_blendplane_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_agent_v1_agent_proto_rawDesc), len(file_blendplane_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	AgentService_CloseSession_FullMethodName = "/blendplane.agent.v1.AgentService/CloseSession"
 	AgentService_PutFile_FullMethodName      = "/blendplane.agent.v1.AgentService/PutFile"
 	AgentService_GetFile_FullMethodName      = "/blendplane.agent.v1.AgentService/GetFile"
+	AgentService_Preview_FullMethodName      = "/blendplane.agent.v1.AgentService/Preview"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -69,6 +70,10 @@ type AgentServiceClient interface {
 	PutFile(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PutFileRequest, PutFileResponse], error)
 	// GetFile streams a file of a session's sandbox.
 	GetFile(ctx context.Context, in *GetFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetFileResponse], error)
+	// Preview dry-runs operations on a throwaway fork of a session (its
+	// checkpoint and journal, in a separate Blender) and returns the scene
+	// diff; the session itself is not touched.
+	Preview(ctx context.Context, in *PreviewRequest, opts ...grpc.CallOption) (*PreviewResponse, error)
 }
 
 type agentServiceClient struct {
@@ -189,6 +194,16 @@ func (c *agentServiceClient) GetFile(ctx context.Context, in *GetFileRequest, op
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_GetFileClient = grpc.ServerStreamingClient[GetFileResponse]
 
+func (c *agentServiceClient) Preview(ctx context.Context, in *PreviewRequest, opts ...grpc.CallOption) (*PreviewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PreviewResponse)
+	err := c.cc.Invoke(ctx, AgentService_Preview_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -229,6 +244,10 @@ type AgentServiceServer interface {
 	PutFile(grpc.ClientStreamingServer[PutFileRequest, PutFileResponse]) error
 	// GetFile streams a file of a session's sandbox.
 	GetFile(*GetFileRequest, grpc.ServerStreamingServer[GetFileResponse]) error
+	// Preview dry-runs operations on a throwaway fork of a session (its
+	// checkpoint and journal, in a separate Blender) and returns the scene
+	// diff; the session itself is not touched.
+	Preview(context.Context, *PreviewRequest) (*PreviewResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -262,6 +281,9 @@ func (UnimplementedAgentServiceServer) PutFile(grpc.ClientStreamingServer[PutFil
 }
 func (UnimplementedAgentServiceServer) GetFile(*GetFileRequest, grpc.ServerStreamingServer[GetFileResponse]) error {
 	return status.Error(codes.Unimplemented, "method GetFile not implemented")
+}
+func (UnimplementedAgentServiceServer) Preview(context.Context, *PreviewRequest) (*PreviewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Preview not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -396,6 +418,24 @@ func _AgentService_GetFile_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_GetFileServer = grpc.ServerStreamingServer[GetFileResponse]
 
+func _AgentService_Preview_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PreviewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).Preview(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_Preview_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).Preview(ctx, req.(*PreviewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -418,6 +458,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CloseSession",
 			Handler:    _AgentService_CloseSession_Handler,
+		},
+		{
+			MethodName: "Preview",
+			Handler:    _AgentService_Preview_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

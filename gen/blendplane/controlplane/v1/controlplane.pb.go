@@ -81,6 +81,63 @@ func (SafetyLevel) EnumDescriptor() ([]byte, []int) {
 	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{0}
 }
 
+// Decision resolves an approval.
+type Decision int32
+
+const (
+	Decision_DECISION_UNSPECIFIED Decision = 0
+	// Nothing of the plan runs; it fails APPROVAL_REJECTED.
+	Decision_DECISION_REJECT Decision = 1
+	// The plan runs.
+	Decision_DECISION_APPROVE_ONCE Decision = 2
+	// The plan runs, and a rule is persisted so that the same principal, tool
+	// and target need no approval again.
+	Decision_DECISION_APPROVE_AND_ALWAYS_ALLOW Decision = 3
+)
+
+// Enum value maps for Decision.
+var (
+	Decision_name = map[int32]string{
+		0: "DECISION_UNSPECIFIED",
+		1: "DECISION_REJECT",
+		2: "DECISION_APPROVE_ONCE",
+		3: "DECISION_APPROVE_AND_ALWAYS_ALLOW",
+	}
+	Decision_value = map[string]int32{
+		"DECISION_UNSPECIFIED":              0,
+		"DECISION_REJECT":                   1,
+		"DECISION_APPROVE_ONCE":             2,
+		"DECISION_APPROVE_AND_ALWAYS_ALLOW": 3,
+	}
+)
+
+func (x Decision) Enum() *Decision {
+	p := new(Decision)
+	*p = x
+	return p
+}
+
+func (x Decision) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Decision) Descriptor() protoreflect.EnumDescriptor {
+	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[1].Descriptor()
+}
+
+func (Decision) Type() protoreflect.EnumType {
+	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[1]
+}
+
+func (x Decision) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Decision.Descriptor instead.
+func (Decision) EnumDescriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{1}
+}
+
 // State of a plan. Terminal states: VALIDATED, SUCCEEDED, FAILED, CANCELLED.
 type Plan_State int32
 
@@ -95,6 +152,8 @@ const (
 	Plan_STATE_FAILED    Plan_State = 5
 	// Stopped by CancelPlan.
 	Plan_STATE_CANCELLED Plan_State = 6
+	// Accepted; an operation needs approval (approval_id) before any runs.
+	Plan_STATE_AWAITING_APPROVAL Plan_State = 7
 )
 
 // Enum value maps for Plan_State.
@@ -107,15 +166,17 @@ var (
 		4: "STATE_SUCCEEDED",
 		5: "STATE_FAILED",
 		6: "STATE_CANCELLED",
+		7: "STATE_AWAITING_APPROVAL",
 	}
 	Plan_State_value = map[string]int32{
-		"STATE_UNSPECIFIED": 0,
-		"STATE_VALIDATED":   1,
-		"STATE_PENDING":     2,
-		"STATE_RUNNING":     3,
-		"STATE_SUCCEEDED":   4,
-		"STATE_FAILED":      5,
-		"STATE_CANCELLED":   6,
+		"STATE_UNSPECIFIED":       0,
+		"STATE_VALIDATED":         1,
+		"STATE_PENDING":           2,
+		"STATE_RUNNING":           3,
+		"STATE_SUCCEEDED":         4,
+		"STATE_FAILED":            5,
+		"STATE_CANCELLED":         6,
+		"STATE_AWAITING_APPROVAL": 7,
 	}
 )
 
@@ -130,11 +191,11 @@ func (x Plan_State) String() string {
 }
 
 func (Plan_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[1].Descriptor()
+	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[2].Descriptor()
 }
 
 func (Plan_State) Type() protoreflect.EnumType {
-	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[1]
+	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[2]
 }
 
 func (x Plan_State) Number() protoreflect.EnumNumber {
@@ -190,11 +251,11 @@ func (x Receipt_Status) String() string {
 }
 
 func (Receipt_Status) Descriptor() protoreflect.EnumDescriptor {
-	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[2].Descriptor()
+	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[3].Descriptor()
 }
 
 func (Receipt_Status) Type() protoreflect.EnumType {
-	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[2]
+	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[3]
 }
 
 func (x Receipt_Status) Number() protoreflect.EnumNumber {
@@ -246,11 +307,11 @@ func (x RepairStep_Action) String() string {
 }
 
 func (RepairStep_Action) Descriptor() protoreflect.EnumDescriptor {
-	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[3].Descriptor()
+	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[4].Descriptor()
 }
 
 func (RepairStep_Action) Type() protoreflect.EnumType {
-	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[3]
+	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[4]
 }
 
 func (x RepairStep_Action) Number() protoreflect.EnumNumber {
@@ -298,11 +359,11 @@ func (x Agent_State) String() string {
 }
 
 func (Agent_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[4].Descriptor()
+	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[5].Descriptor()
 }
 
 func (Agent_State) Type() protoreflect.EnumType {
-	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[4]
+	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[5]
 }
 
 func (x Agent_State) Number() protoreflect.EnumNumber {
@@ -358,11 +419,11 @@ func (x Session_State) String() string {
 }
 
 func (Session_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[5].Descriptor()
+	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[6].Descriptor()
 }
 
 func (Session_State) Type() protoreflect.EnumType {
-	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[5]
+	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[6]
 }
 
 func (x Session_State) Number() protoreflect.EnumNumber {
@@ -372,6 +433,226 @@ func (x Session_State) Number() protoreflect.EnumNumber {
 // Deprecated: Use Session_State.Descriptor instead.
 func (Session_State) EnumDescriptor() ([]byte, []int) {
 	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{50, 0}
+}
+
+// State of an approval.
+type Approval_State int32
+
+const (
+	Approval_STATE_UNSPECIFIED Approval_State = 0
+	Approval_STATE_PENDING     Approval_State = 1
+	Approval_STATE_APPROVED    Approval_State = 2
+	Approval_STATE_REJECTED    Approval_State = 3
+	// Its plan was cancelled before anyone decided.
+	Approval_STATE_CANCELLED Approval_State = 4
+)
+
+// Enum value maps for Approval_State.
+var (
+	Approval_State_name = map[int32]string{
+		0: "STATE_UNSPECIFIED",
+		1: "STATE_PENDING",
+		2: "STATE_APPROVED",
+		3: "STATE_REJECTED",
+		4: "STATE_CANCELLED",
+	}
+	Approval_State_value = map[string]int32{
+		"STATE_UNSPECIFIED": 0,
+		"STATE_PENDING":     1,
+		"STATE_APPROVED":    2,
+		"STATE_REJECTED":    3,
+		"STATE_CANCELLED":   4,
+	}
+)
+
+func (x Approval_State) Enum() *Approval_State {
+	p := new(Approval_State)
+	*p = x
+	return p
+}
+
+func (x Approval_State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Approval_State) Descriptor() protoreflect.EnumDescriptor {
+	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[7].Descriptor()
+}
+
+func (Approval_State) Type() protoreflect.EnumType {
+	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[7]
+}
+
+func (x Approval_State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Approval_State.Descriptor instead.
+func (Approval_State) EnumDescriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{66, 0}
+}
+
+// Mode of a decision.
+type PolicyDecision_Mode int32
+
+const (
+	PolicyDecision_MODE_UNSPECIFIED      PolicyDecision_Mode = 0
+	PolicyDecision_MODE_ALLOW            PolicyDecision_Mode = 1
+	PolicyDecision_MODE_REQUIRE_APPROVAL PolicyDecision_Mode = 2
+	PolicyDecision_MODE_DENY             PolicyDecision_Mode = 3
+)
+
+// Enum value maps for PolicyDecision_Mode.
+var (
+	PolicyDecision_Mode_name = map[int32]string{
+		0: "MODE_UNSPECIFIED",
+		1: "MODE_ALLOW",
+		2: "MODE_REQUIRE_APPROVAL",
+		3: "MODE_DENY",
+	}
+	PolicyDecision_Mode_value = map[string]int32{
+		"MODE_UNSPECIFIED":      0,
+		"MODE_ALLOW":            1,
+		"MODE_REQUIRE_APPROVAL": 2,
+		"MODE_DENY":             3,
+	}
+)
+
+func (x PolicyDecision_Mode) Enum() *PolicyDecision_Mode {
+	p := new(PolicyDecision_Mode)
+	*p = x
+	return p
+}
+
+func (x PolicyDecision_Mode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PolicyDecision_Mode) Descriptor() protoreflect.EnumDescriptor {
+	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[8].Descriptor()
+}
+
+func (PolicyDecision_Mode) Type() protoreflect.EnumType {
+	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[8]
+}
+
+func (x PolicyDecision_Mode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PolicyDecision_Mode.Descriptor instead.
+func (PolicyDecision_Mode) EnumDescriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{67, 0}
+}
+
+// State of a preview.
+type Preview_State int32
+
+const (
+	Preview_STATE_UNSPECIFIED Preview_State = 0
+	// Being computed.
+	Preview_STATE_PENDING Preview_State = 1
+	// Every operation ran on the fork; changes hold the diff.
+	Preview_STATE_READY Preview_State = 2
+	// An operation failed on the fork (failure says how), or the fork
+	// could not be made; changes hold the diff up to the failure.
+	Preview_STATE_FAILED Preview_State = 3
+)
+
+// Enum value maps for Preview_State.
+var (
+	Preview_State_name = map[int32]string{
+		0: "STATE_UNSPECIFIED",
+		1: "STATE_PENDING",
+		2: "STATE_READY",
+		3: "STATE_FAILED",
+	}
+	Preview_State_value = map[string]int32{
+		"STATE_UNSPECIFIED": 0,
+		"STATE_PENDING":     1,
+		"STATE_READY":       2,
+		"STATE_FAILED":      3,
+	}
+)
+
+func (x Preview_State) Enum() *Preview_State {
+	p := new(Preview_State)
+	*p = x
+	return p
+}
+
+func (x Preview_State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Preview_State) Descriptor() protoreflect.EnumDescriptor {
+	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[9].Descriptor()
+}
+
+func (Preview_State) Type() protoreflect.EnumType {
+	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[9]
+}
+
+func (x Preview_State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Preview_State.Descriptor instead.
+func (Preview_State) EnumDescriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{68, 0}
+}
+
+// Kind of change.
+type DatablockChange_Kind int32
+
+const (
+	DatablockChange_KIND_UNSPECIFIED DatablockChange_Kind = 0
+	DatablockChange_KIND_ADDED       DatablockChange_Kind = 1
+	DatablockChange_KIND_REMOVED     DatablockChange_Kind = 2
+	DatablockChange_KIND_CHANGED     DatablockChange_Kind = 3
+)
+
+// Enum value maps for DatablockChange_Kind.
+var (
+	DatablockChange_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_ADDED",
+		2: "KIND_REMOVED",
+		3: "KIND_CHANGED",
+	}
+	DatablockChange_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"KIND_ADDED":       1,
+		"KIND_REMOVED":     2,
+		"KIND_CHANGED":     3,
+	}
+)
+
+func (x DatablockChange_Kind) Enum() *DatablockChange_Kind {
+	p := new(DatablockChange_Kind)
+	*p = x
+	return p
+}
+
+func (x DatablockChange_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DatablockChange_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_blendplane_controlplane_v1_controlplane_proto_enumTypes[10].Descriptor()
+}
+
+func (DatablockChange_Kind) Type() protoreflect.EnumType {
+	return &file_blendplane_controlplane_v1_controlplane_proto_enumTypes[10]
+}
+
+func (x DatablockChange_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DatablockChange_Kind.Descriptor instead.
+func (DatablockChange_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{69, 0}
 }
 
 type NegotiateRequest struct {
@@ -1368,7 +1649,10 @@ type SubmitPlanRequest struct {
 	// Validate and schedule only; run nothing and store nothing.
 	ValidateOnly bool `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	// Roll back every operation of the plan when one fails.
-	Atomic        bool `protobuf:"varint,5,opt,name=atomic,proto3" json:"atomic,omitempty"`
+	Atomic bool `protobuf:"varint,5,opt,name=atomic,proto3" json:"atomic,omitempty"`
+	// When the plan needs approval, render a small image of the previewed
+	// scene for the approver (Approval.preview.render).
+	PreviewRender bool `protobuf:"varint,6,opt,name=preview_render,json=previewRender,proto3" json:"preview_render,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1438,6 +1722,13 @@ func (x *SubmitPlanRequest) GetAtomic() bool {
 	return false
 }
 
+func (x *SubmitPlanRequest) GetPreviewRender() bool {
+	if x != nil {
+		return x.PreviewRender
+	}
+	return false
+}
+
 type SubmitPlanResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Plan          *Plan                  `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
@@ -1496,9 +1787,11 @@ type Plan struct {
 	// Receipts written so far.
 	ReceiptCount int64 `protobuf:"varint,7,opt,name=receipt_count,json=receiptCount,proto3" json:"receipt_count,omitempty"`
 	// Why the plan failed, when it did.
-	Failure       *Failure               `protobuf:"bytes,8,opt,name=failure,proto3" json:"failure,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	Failure    *Failure               `protobuf:"bytes,8,opt,name=failure,proto3" json:"failure,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The approval the plan waits for (or waited for).
+	ApprovalId    string `protobuf:"bytes,11,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1603,6 +1896,13 @@ func (x *Plan) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Plan) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
 type StreamReceiptsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -1671,6 +1971,7 @@ type StreamReceiptsResponse struct {
 	//
 	//	*StreamReceiptsResponse_Receipt
 	//	*StreamReceiptsResponse_Progress
+	//	*StreamReceiptsResponse_AwaitingApproval
 	Event         isStreamReceiptsResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1731,6 +2032,15 @@ func (x *StreamReceiptsResponse) GetProgress() *Progress {
 	return nil
 }
 
+func (x *StreamReceiptsResponse) GetAwaitingApproval() *Approval {
+	if x != nil {
+		if x, ok := x.Event.(*StreamReceiptsResponse_AwaitingApproval); ok {
+			return x.AwaitingApproval
+		}
+	}
+	return nil
+}
+
 type isStreamReceiptsResponse_Event interface {
 	isStreamReceiptsResponse_Event()
 }
@@ -1746,9 +2056,17 @@ type StreamReceiptsResponse_Progress struct {
 	Progress *Progress `protobuf:"bytes,2,opt,name=progress,proto3,oneof"`
 }
 
+type StreamReceiptsResponse_AwaitingApproval struct {
+	// The plan waits for this approval before any operation runs (sent
+	// first on the stream of a waiting plan; receipts follow once it runs).
+	AwaitingApproval *Approval `protobuf:"bytes,3,opt,name=awaiting_approval,json=awaitingApproval,proto3,oneof"`
+}
+
 func (*StreamReceiptsResponse_Receipt) isStreamReceiptsResponse_Event() {}
 
 func (*StreamReceiptsResponse_Progress) isStreamReceiptsResponse_Event() {}
+
+func (*StreamReceiptsResponse_AwaitingApproval) isStreamReceiptsResponse_Event() {}
 
 // Progress of a running operation.
 type Progress struct {
@@ -2910,7 +3228,19 @@ type AuditRecord struct {
 	// The receipt's error code, when it failed.
 	ErrorCode string `protobuf:"bytes,13,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// The principal whose plan it is.
-	Principal     string `protobuf:"bytes,14,opt,name=principal,proto3" json:"principal,omitempty"`
+	Principal string `protobuf:"bytes,14,opt,name=principal,proto3" json:"principal,omitempty"`
+	// What the policy decided for the operation: "allow",
+	// "require_approval" or "deny".
+	PolicyDecision string `protobuf:"bytes,15,opt,name=policy_decision,json=policyDecision,proto3" json:"policy_decision,omitempty"`
+	// The approval the operation ran under, and who resolved it.
+	ApprovalId string `protobuf:"bytes,16,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	ApprovedBy string `protobuf:"bytes,17,opt,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
+	// sha256 of the operation's normalized (canonical JSON) args.
+	InputHash string `protobuf:"bytes,18,opt,name=input_hash,json=inputHash,proto3" json:"input_hash,omitempty"`
+	// Empty for an operation's record; "approval.approved",
+	// "approval.rejected" or "approval.cancelled" for a decision's (request_id
+	// names the plan, principal who decided).
+	Event         string `protobuf:"bytes,19,opt,name=event,proto3" json:"event,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3039,6 +3369,41 @@ func (x *AuditRecord) GetErrorCode() string {
 func (x *AuditRecord) GetPrincipal() string {
 	if x != nil {
 		return x.Principal
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetPolicyDecision() string {
+	if x != nil {
+		return x.PolicyDecision
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetApprovedBy() string {
+	if x != nil {
+		return x.ApprovedBy
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetInputHash() string {
+	if x != nil {
+		return x.InputHash
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetEvent() string {
+	if x != nil {
+		return x.Event
 	}
 	return ""
 }
@@ -5205,6 +5570,982 @@ func (x *RevokeTokenResponse) GetToken() *Token {
 	return nil
 }
 
+// Approval is a plan's wait for a person's decision.
+type Approval struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ApprovalId string                 `protobuf:"bytes,1,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	RequestId  string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	SessionId  string                 `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The principal who submitted the plan.
+	RequestedBy string         `protobuf:"bytes,4,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	State       Approval_State `protobuf:"varint,5,opt,name=state,proto3,enum=blendplane.controlplane.v1.Approval_State" json:"state,omitempty"`
+	// The policy's decision for each operation that needs approval.
+	Decisions []*PolicyDecision `protobuf:"bytes,6,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	// What the plan would do, computed on a throwaway copy of the session.
+	Preview       *Preview               `protobuf:"bytes,7,opt,name=preview,proto3" json:"preview,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	Decision      Decision               `protobuf:"varint,9,opt,name=decision,proto3,enum=blendplane.controlplane.v1.Decision" json:"decision,omitempty"`
+	ResolvedBy    string                 `protobuf:"bytes,10,opt,name=resolved_by,json=resolvedBy,proto3" json:"resolved_by,omitempty"`
+	ResolveTime   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Approval) Reset() {
+	*x = Approval{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Approval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Approval) ProtoMessage() {}
+
+func (x *Approval) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Approval.ProtoReflect.Descriptor instead.
+func (*Approval) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *Approval) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *Approval) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Approval) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Approval) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+func (x *Approval) GetState() Approval_State {
+	if x != nil {
+		return x.State
+	}
+	return Approval_STATE_UNSPECIFIED
+}
+
+func (x *Approval) GetDecisions() []*PolicyDecision {
+	if x != nil {
+		return x.Decisions
+	}
+	return nil
+}
+
+func (x *Approval) GetPreview() *Preview {
+	if x != nil {
+		return x.Preview
+	}
+	return nil
+}
+
+func (x *Approval) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Approval) GetDecision() Decision {
+	if x != nil {
+		return x.Decision
+	}
+	return Decision_DECISION_UNSPECIFIED
+}
+
+func (x *Approval) GetResolvedBy() string {
+	if x != nil {
+		return x.ResolvedBy
+	}
+	return ""
+}
+
+func (x *Approval) GetResolveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ResolveTime
+	}
+	return nil
+}
+
+// PolicyDecision is the policy's verdict on one operation.
+type PolicyDecision struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	OperationId string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	ToolName    string                 `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	Mode        PolicyDecision_Mode    `protobuf:"varint,3,opt,name=mode,proto3,enum=blendplane.controlplane.v1.PolicyDecision_Mode" json:"mode,omitempty"`
+	Reason      string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The rule that decided: "default", a policy file rule's name, or a
+	// persisted rule's id.
+	Rule string `protobuf:"bytes,5,opt,name=rule,proto3" json:"rule,omitempty"`
+	// What the operation acts on (its object, file, ...), which an
+	// always-allow rule is bound to.
+	Target        string `protobuf:"bytes,6,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyDecision) Reset() {
+	*x = PolicyDecision{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyDecision) ProtoMessage() {}
+
+func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyDecision.ProtoReflect.Descriptor instead.
+func (*PolicyDecision) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *PolicyDecision) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *PolicyDecision) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *PolicyDecision) GetMode() PolicyDecision_Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return PolicyDecision_MODE_UNSPECIFIED
+}
+
+func (x *PolicyDecision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PolicyDecision) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *PolicyDecision) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+// Preview is a plan's dry run on a throwaway fork of its session (the
+// session's checkpoint and journal, in a separate Blender).
+type Preview struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	State Preview_State          `protobuf:"varint,1,opt,name=state,proto3,enum=blendplane.controlplane.v1.Preview_State" json:"state,omitempty"`
+	// The session's scene hash the preview started from, and the fork's
+	// after the plan.
+	SceneHashBefore string `protobuf:"bytes,2,opt,name=scene_hash_before,json=sceneHashBefore,proto3" json:"scene_hash_before,omitempty"`
+	SceneHashAfter  string `protobuf:"bytes,3,opt,name=scene_hash_after,json=sceneHashAfter,proto3" json:"scene_hash_after,omitempty"`
+	// Datablocks added, removed and changed, sorted by collection and name.
+	Changes           []*DatablockChange `protobuf:"bytes,4,rep,name=changes,proto3" json:"changes,omitempty"`
+	Failure           *Failure           `protobuf:"bytes,5,opt,name=failure,proto3" json:"failure,omitempty"`
+	FailedOperationId string             `protobuf:"bytes,6,opt,name=failed_operation_id,json=failedOperationId,proto3" json:"failed_operation_id,omitempty"`
+	// A small render of the previewed scene, when the submitter asked for
+	// it: an artifact of the session.
+	Render        *Artifact              `protobuf:"bytes,7,opt,name=render,proto3" json:"render,omitempty"`
+	CompleteTime  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=complete_time,json=completeTime,proto3" json:"complete_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Preview) Reset() {
+	*x = Preview{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Preview) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Preview) ProtoMessage() {}
+
+func (x *Preview) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Preview.ProtoReflect.Descriptor instead.
+func (*Preview) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *Preview) GetState() Preview_State {
+	if x != nil {
+		return x.State
+	}
+	return Preview_STATE_UNSPECIFIED
+}
+
+func (x *Preview) GetSceneHashBefore() string {
+	if x != nil {
+		return x.SceneHashBefore
+	}
+	return ""
+}
+
+func (x *Preview) GetSceneHashAfter() string {
+	if x != nil {
+		return x.SceneHashAfter
+	}
+	return ""
+}
+
+func (x *Preview) GetChanges() []*DatablockChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *Preview) GetFailure() *Failure {
+	if x != nil {
+		return x.Failure
+	}
+	return nil
+}
+
+func (x *Preview) GetFailedOperationId() string {
+	if x != nil {
+		return x.FailedOperationId
+	}
+	return ""
+}
+
+func (x *Preview) GetRender() *Artifact {
+	if x != nil {
+		return x.Render
+	}
+	return nil
+}
+
+func (x *Preview) GetCompleteTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CompleteTime
+	}
+	return nil
+}
+
+// DatablockChange is one datablock a plan adds, removes or changes.
+type DatablockChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  DatablockChange_Kind   `protobuf:"varint,1,opt,name=kind,proto3,enum=blendplane.controlplane.v1.DatablockChange_Kind" json:"kind,omitempty"`
+	// The scene_state_v1 collection, e.g. "objects", "meshes".
+	Collection string `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	Name       string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// For KIND_CHANGED: the fields that differ.
+	Fields        []*FieldChange `protobuf:"bytes,4,rep,name=fields,proto3" json:"fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DatablockChange) Reset() {
+	*x = DatablockChange{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DatablockChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DatablockChange) ProtoMessage() {}
+
+func (x *DatablockChange) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DatablockChange.ProtoReflect.Descriptor instead.
+func (*DatablockChange) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *DatablockChange) GetKind() DatablockChange_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return DatablockChange_KIND_UNSPECIFIED
+}
+
+func (x *DatablockChange) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *DatablockChange) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DatablockChange) GetFields() []*FieldChange {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+// FieldChange is one field of a changed datablock.
+type FieldChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Dotted path inside the datablock's record, e.g. "location".
+	Field         string          `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	Before        *structpb.Value `protobuf:"bytes,2,opt,name=before,proto3" json:"before,omitempty"`
+	After         *structpb.Value `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FieldChange) Reset() {
+	*x = FieldChange{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FieldChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FieldChange) ProtoMessage() {}
+
+func (x *FieldChange) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FieldChange.ProtoReflect.Descriptor instead.
+func (*FieldChange) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *FieldChange) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *FieldChange) GetBefore() *structpb.Value {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
+func (x *FieldChange) GetAfter() *structpb.Value {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+// PolicyRule is a rule persisted by DECISION_APPROVE_AND_ALWAYS_ALLOW.
+type PolicyRule struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	RuleId string                 `protobuf:"bytes,1,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
+	// The rule allows this principal to run this tool on this target.
+	Principal string `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
+	ToolName  string `protobuf:"bytes,3,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	Target    string `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
+	// Who approved, and the approval that made the rule.
+	CreatedBy     string                 `protobuf:"bytes,5,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	ApprovalId    string                 `protobuf:"bytes,6,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyRule) Reset() {
+	*x = PolicyRule{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyRule) ProtoMessage() {}
+
+func (x *PolicyRule) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyRule.ProtoReflect.Descriptor instead.
+func (*PolicyRule) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *PolicyRule) GetRuleId() string {
+	if x != nil {
+		return x.RuleId
+	}
+	return ""
+}
+
+func (x *PolicyRule) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *PolicyRule) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *PolicyRule) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *PolicyRule) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *PolicyRule) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *PolicyRule) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+type ListApprovalsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many approvals; 0 means 100, values over 1000 are treated as 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only approvals in this state (unspecified: all).
+	State Approval_State `protobuf:"varint,3,opt,name=state,proto3,enum=blendplane.controlplane.v1.Approval_State" json:"state,omitempty"`
+	// Only the approval of this plan.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListApprovalsRequest) Reset() {
+	*x = ListApprovalsRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListApprovalsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListApprovalsRequest) ProtoMessage() {}
+
+func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListApprovalsRequest.ProtoReflect.Descriptor instead.
+func (*ListApprovalsRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ListApprovalsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListApprovalsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListApprovalsRequest) GetState() Approval_State {
+	if x != nil {
+		return x.State
+	}
+	return Approval_STATE_UNSPECIFIED
+}
+
+func (x *ListApprovalsRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ListApprovalsResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Approvals []*Approval            `protobuf:"bytes,1,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListApprovalsResponse) Reset() {
+	*x = ListApprovalsResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListApprovalsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListApprovalsResponse) ProtoMessage() {}
+
+func (x *ListApprovalsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListApprovalsResponse.ProtoReflect.Descriptor instead.
+func (*ListApprovalsResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ListApprovalsResponse) GetApprovals() []*Approval {
+	if x != nil {
+		return x.Approvals
+	}
+	return nil
+}
+
+func (x *ListApprovalsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type ResolveApprovalRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ApprovalId    string                 `protobuf:"bytes,1,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	Decision      Decision               `protobuf:"varint,2,opt,name=decision,proto3,enum=blendplane.controlplane.v1.Decision" json:"decision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveApprovalRequest) Reset() {
+	*x = ResolveApprovalRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveApprovalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveApprovalRequest) ProtoMessage() {}
+
+func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
+func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ResolveApprovalRequest) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *ResolveApprovalRequest) GetDecision() Decision {
+	if x != nil {
+		return x.Decision
+	}
+	return Decision_DECISION_UNSPECIFIED
+}
+
+type ResolveApprovalResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Approval *Approval              `protobuf:"bytes,1,opt,name=approval,proto3" json:"approval,omitempty"`
+	// The rule DECISION_APPROVE_AND_ALWAYS_ALLOW persisted (one per operation
+	// that needed approval).
+	Rules         []*PolicyRule `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveApprovalResponse) Reset() {
+	*x = ResolveApprovalResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveApprovalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveApprovalResponse) ProtoMessage() {}
+
+func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveApprovalResponse.ProtoReflect.Descriptor instead.
+func (*ResolveApprovalResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *ResolveApprovalResponse) GetApproval() *Approval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
+func (x *ResolveApprovalResponse) GetRules() []*PolicyRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+type ListPolicyRulesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many rules; 0 means 100, values over 1000 are treated as 1000.
+	PageSize      int32  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPolicyRulesRequest) Reset() {
+	*x = ListPolicyRulesRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPolicyRulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPolicyRulesRequest) ProtoMessage() {}
+
+func (x *ListPolicyRulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPolicyRulesRequest.ProtoReflect.Descriptor instead.
+func (*ListPolicyRulesRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *ListPolicyRulesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListPolicyRulesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListPolicyRulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rules         []*PolicyRule          `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPolicyRulesResponse) Reset() {
+	*x = ListPolicyRulesResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPolicyRulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPolicyRulesResponse) ProtoMessage() {}
+
+func (x *ListPolicyRulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPolicyRulesResponse.ProtoReflect.Descriptor instead.
+func (*ListPolicyRulesResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *ListPolicyRulesResponse) GetRules() []*PolicyRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *ListPolicyRulesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type DeletePolicyRuleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RuleId        string                 `protobuf:"bytes,1,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePolicyRuleRequest) Reset() {
+	*x = DeletePolicyRuleRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePolicyRuleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePolicyRuleRequest) ProtoMessage() {}
+
+func (x *DeletePolicyRuleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePolicyRuleRequest.ProtoReflect.Descriptor instead.
+func (*DeletePolicyRuleRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *DeletePolicyRuleRequest) GetRuleId() string {
+	if x != nil {
+		return x.RuleId
+	}
+	return ""
+}
+
+type DeletePolicyRuleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rule          *PolicyRule            `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePolicyRuleResponse) Reset() {
+	*x = DeletePolicyRuleResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePolicyRuleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePolicyRuleResponse) ProtoMessage() {}
+
+func (x *DeletePolicyRuleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePolicyRuleResponse.ProtoReflect.Descriptor instead.
+func (*DeletePolicyRuleResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *DeletePolicyRuleResponse) GetRule() *PolicyRule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
 var File_blendplane_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
@@ -5298,7 +6639,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"depends_on\x18\x04 \x03(\tB&\xbaH#\x92\x01 \x18\x01\"\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tdependsOn\x12V\n" +
 	"\fsafety_level\x18\x05 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelB\n" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\vsafetyLevel\x12\x16\n" +
-	"\x06verify\x18\x06 \x01(\bR\x06verify\"\xa1\x02\n" +
+	"\x06verify\x18\x06 \x01(\bR\x06verify\"\xc8\x02\n" +
 	"\x11SubmitPlanRequest\x12>\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +
@@ -5308,9 +6649,10 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"operations\x18\x03 \x03(\v2%.blendplane.controlplane.v1.OperationB\b\xbaH\x05\x92\x01\x02\b\x01R\n" +
 	"operations\x12#\n" +
 	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x12\x16\n" +
-	"\x06atomic\x18\x05 \x01(\bR\x06atomic\"J\n" +
+	"\x06atomic\x18\x05 \x01(\bR\x06atomic\x12%\n" +
+	"\x0epreview_render\x18\x06 \x01(\bR\rpreviewRender\"J\n" +
 	"\x12SubmitPlanResponse\x124\n" +
-	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"\xdf\x04\n" +
+	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"\x9d\x05\n" +
 	"\x04Plan\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -5326,7 +6668,9 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\x95\x01\n" +
+	"updateTime\x12\x1f\n" +
+	"\vapproval_id\x18\v \x01(\tR\n" +
+	"approvalId\"\xb2\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fSTATE_VALIDATED\x10\x01\x12\x11\n" +
@@ -5334,15 +6678,17 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\rSTATE_RUNNING\x10\x03\x12\x13\n" +
 	"\x0fSTATE_SUCCEEDED\x10\x04\x12\x10\n" +
 	"\fSTATE_FAILED\x10\x05\x12\x13\n" +
-	"\x0fSTATE_CANCELLED\x10\x06\"\xc4\x01\n" +
+	"\x0fSTATE_CANCELLED\x10\x06\x12\x1b\n" +
+	"\x17STATE_AWAITING_APPROVAL\x10\a\"\xc4\x01\n" +
 	"\x15StreamReceiptsRequest\x12>\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12.\n" +
 	"\x0estart_sequence\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\rstartSequence\x12;\n" +
-	"\x05owner\x18\x03 \x01(\tB%\xbaH\"\xd8\x01\x01r\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$R\x05owner\"\xa6\x01\n" +
+	"\x05owner\x18\x03 \x01(\tB%\xbaH\"\xd8\x01\x01r\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$R\x05owner\"\xfb\x01\n" +
 	"\x16StreamReceiptsResponse\x12?\n" +
 	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptH\x00R\areceipt\x12B\n" +
-	"\bprogress\x18\x02 \x01(\v2$.blendplane.controlplane.v1.ProgressH\x00R\bprogressB\a\n" +
+	"\bprogress\x18\x02 \x01(\v2$.blendplane.controlplane.v1.ProgressH\x00R\bprogress\x12S\n" +
+	"\x11awaiting_approval\x18\x03 \x01(\v2$.blendplane.controlplane.v1.ApprovalH\x00R\x10awaitingApprovalB\a\n" +
 	"\x05event\"\x88\x01\n" +
 	"\bProgress\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x12\n" +
@@ -5447,7 +6793,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x05owner\x18\x04 \x01(\tB%\xbaH\"\xd8\x01\x01r\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$R\x05owner\"\x90\x01\n" +
 	"\x18ListAuditRecordsResponse\x12L\n" +
 	"\raudit_records\x18\x01 \x03(\v2'.blendplane.controlplane.v1.AuditRecordR\fauditRecords\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd4\x04\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf4\x05\n" +
 	"\vAuditRecord\x128\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x1d\n" +
 	"\n" +
@@ -5466,7 +6812,15 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\bsequence\x18\f \x01(\x03R\bsequence\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\r \x01(\tR\terrorCode\x12\x1c\n" +
-	"\tprincipal\x18\x0e \x01(\tR\tprincipal\"b\n" +
+	"\tprincipal\x18\x0e \x01(\tR\tprincipal\x12'\n" +
+	"\x0fpolicy_decision\x18\x0f \x01(\tR\x0epolicyDecision\x12\x1f\n" +
+	"\vapproval_id\x18\x10 \x01(\tR\n" +
+	"approvalId\x12\x1f\n" +
+	"\vapproved_by\x18\x11 \x01(\tR\n" +
+	"approvedBy\x12\x1d\n" +
+	"\n" +
+	"input_hash\x18\x12 \x01(\tR\tinputHash\x12\x14\n" +
+	"\x05event\x18\x13 \x01(\tR\x05event\"b\n" +
 	"\x11ListAgentsRequest\x12$\n" +
 	"\tpage_size\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
 	"\n" +
@@ -5662,12 +7016,126 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x12RevokeTokenRequest\x126\n" +
 	"\x04name\x18\x01 \x01(\tB\"\xbaH\x1fr\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$R\x04name\"N\n" +
 	"\x13RevokeTokenResponse\x127\n" +
-	"\x05token\x18\x01 \x01(\v2!.blendplane.controlplane.v1.TokenR\x05token*\x82\x01\n" +
+	"\x05token\x18\x01 \x01(\v2!.blendplane.controlplane.v1.TokenR\x05token\"\xa6\x05\n" +
+	"\bApproval\x12\x1f\n" +
+	"\vapproval_id\x18\x01 \x01(\tR\n" +
+	"approvalId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12!\n" +
+	"\frequested_by\x18\x04 \x01(\tR\vrequestedBy\x12@\n" +
+	"\x05state\x18\x05 \x01(\x0e2*.blendplane.controlplane.v1.Approval.StateR\x05state\x12H\n" +
+	"\tdecisions\x18\x06 \x03(\v2*.blendplane.controlplane.v1.PolicyDecisionR\tdecisions\x12=\n" +
+	"\apreview\x18\a \x01(\v2#.blendplane.controlplane.v1.PreviewR\apreview\x12;\n" +
+	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12@\n" +
+	"\bdecision\x18\t \x01(\x0e2$.blendplane.controlplane.v1.DecisionR\bdecision\x12\x1f\n" +
+	"\vresolved_by\x18\n" +
+	" \x01(\tR\n" +
+	"resolvedBy\x12=\n" +
+	"\fresolve_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\"n\n" +
+	"\x05State\x12\x15\n" +
+	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rSTATE_PENDING\x10\x01\x12\x12\n" +
+	"\x0eSTATE_APPROVED\x10\x02\x12\x12\n" +
+	"\x0eSTATE_REJECTED\x10\x03\x12\x13\n" +
+	"\x0fSTATE_CANCELLED\x10\x04\"\xb1\x02\n" +
+	"\x0ePolicyDecision\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12C\n" +
+	"\x04mode\x18\x03 \x01(\x0e2/.blendplane.controlplane.v1.PolicyDecision.ModeR\x04mode\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04rule\x18\x05 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06target\x18\x06 \x01(\tR\x06target\"V\n" +
+	"\x04Mode\x12\x14\n" +
+	"\x10MODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\n" +
+	"MODE_ALLOW\x10\x01\x12\x19\n" +
+	"\x15MODE_REQUIRE_APPROVAL\x10\x02\x12\r\n" +
+	"\tMODE_DENY\x10\x03\"\xab\x04\n" +
+	"\aPreview\x12?\n" +
+	"\x05state\x18\x01 \x01(\x0e2).blendplane.controlplane.v1.Preview.StateR\x05state\x12*\n" +
+	"\x11scene_hash_before\x18\x02 \x01(\tR\x0fsceneHashBefore\x12(\n" +
+	"\x10scene_hash_after\x18\x03 \x01(\tR\x0esceneHashAfter\x12E\n" +
+	"\achanges\x18\x04 \x03(\v2+.blendplane.controlplane.v1.DatablockChangeR\achanges\x12=\n" +
+	"\afailure\x18\x05 \x01(\v2#.blendplane.controlplane.v1.FailureR\afailure\x12.\n" +
+	"\x13failed_operation_id\x18\x06 \x01(\tR\x11failedOperationId\x12<\n" +
+	"\x06render\x18\a \x01(\v2$.blendplane.controlplane.v1.ArtifactR\x06render\x12?\n" +
+	"\rcomplete_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\"T\n" +
+	"\x05State\x12\x15\n" +
+	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rSTATE_PENDING\x10\x01\x12\x0f\n" +
+	"\vSTATE_READY\x10\x02\x12\x10\n" +
+	"\fSTATE_FAILED\x10\x03\"\x9e\x02\n" +
+	"\x0fDatablockChange\x12D\n" +
+	"\x04kind\x18\x01 \x01(\x0e20.blendplane.controlplane.v1.DatablockChange.KindR\x04kind\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x02 \x01(\tR\n" +
+	"collection\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12?\n" +
+	"\x06fields\x18\x04 \x03(\v2'.blendplane.controlplane.v1.FieldChangeR\x06fields\"P\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\n" +
+	"KIND_ADDED\x10\x01\x12\x10\n" +
+	"\fKIND_REMOVED\x10\x02\x12\x10\n" +
+	"\fKIND_CHANGED\x10\x03\"\x81\x01\n" +
+	"\vFieldChange\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12.\n" +
+	"\x06before\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x06before\x12,\n" +
+	"\x05after\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x05after\"\xf5\x01\n" +
+	"\n" +
+	"PolicyRule\x12\x17\n" +
+	"\arule_id\x18\x01 \x01(\tR\x06ruleId\x12\x1c\n" +
+	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12\x1b\n" +
+	"\ttool_name\x18\x03 \x01(\tR\btoolName\x12\x16\n" +
+	"\x06target\x18\x04 \x01(\tR\x06target\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\x05 \x01(\tR\tcreatedBy\x12\x1f\n" +
+	"\vapproval_id\x18\x06 \x01(\tR\n" +
+	"approvalId\x12;\n" +
+	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\xf4\x01\n" +
+	"\x14ListApprovalsRequest\x12$\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\x12J\n" +
+	"\x05state\x18\x03 \x01(\x0e2*.blendplane.controlplane.v1.Approval.StateB\b\xbaH\x05\x82\x01\x02\x10\x01R\x05state\x12A\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tB\"\xbaH\x1f\xd8\x01\x01r\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\"\x83\x01\n" +
+	"\x15ListApprovalsResponse\x12B\n" +
+	"\tapprovals\x18\x01 \x03(\v2$.blendplane.controlplane.v1.ApprovalR\tapprovals\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa8\x01\n" +
+	"\x16ResolveApprovalRequest\x12@\n" +
+	"\vapproval_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\n" +
+	"approvalId\x12L\n" +
+	"\bdecision\x18\x02 \x01(\x0e2$.blendplane.controlplane.v1.DecisionB\n" +
+	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\bdecision\"\x99\x01\n" +
+	"\x17ResolveApprovalResponse\x12@\n" +
+	"\bapproval\x18\x01 \x01(\v2$.blendplane.controlplane.v1.ApprovalR\bapproval\x12<\n" +
+	"\x05rules\x18\x02 \x03(\v2&.blendplane.controlplane.v1.PolicyRuleR\x05rules\"g\n" +
+	"\x16ListPolicyRulesRequest\x12$\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\"\x7f\n" +
+	"\x17ListPolicyRulesResponse\x12<\n" +
+	"\x05rules\x18\x01 \x03(\v2&.blendplane.controlplane.v1.PolicyRuleR\x05rules\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"S\n" +
+	"\x17DeletePolicyRuleRequest\x128\n" +
+	"\arule_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\x06ruleId\"V\n" +
+	"\x18DeletePolicyRuleResponse\x12:\n" +
+	"\x04rule\x18\x01 \x01(\v2&.blendplane.controlplane.v1.PolicyRuleR\x04rule*\x82\x01\n" +
 	"\vSafetyLevel\x12\x1c\n" +
 	"\x18SAFETY_LEVEL_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SAFETY_LEVEL_READ_ONLY\x10\x01\x12\x1b\n" +
 	"\x17SAFETY_LEVEL_SAFE_WRITE\x10\x02\x12\x1c\n" +
-	"\x18SAFETY_LEVEL_DESTRUCTIVE\x10\x032\x83\x11\n" +
+	"\x18SAFETY_LEVEL_DESTRUCTIVE\x10\x03*{\n" +
+	"\bDecision\x12\x18\n" +
+	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fDECISION_REJECT\x10\x01\x12\x19\n" +
+	"\x15DECISION_APPROVE_ONCE\x10\x02\x12%\n" +
+	"!DECISION_APPROVE_AND_ALWAYS_ALLOW\x10\x032\xf0\x14\n" +
 	"\x13ControlPlaneService\x12h\n" +
 	"\tNegotiate\x12,.blendplane.controlplane.v1.NegotiateRequest\x1a-.blendplane.controlplane.v1.NegotiateResponse\x12k\n" +
 	"\n" +
@@ -5693,7 +7161,11 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\vCreateToken\x12..blendplane.controlplane.v1.CreateTokenRequest\x1a/.blendplane.controlplane.v1.CreateTokenResponse\x12k\n" +
 	"\n" +
 	"ListTokens\x12-.blendplane.controlplane.v1.ListTokensRequest\x1a..blendplane.controlplane.v1.ListTokensResponse\x12n\n" +
-	"\vRevokeToken\x12..blendplane.controlplane.v1.RevokeTokenRequest\x1a/.blendplane.controlplane.v1.RevokeTokenResponseBPZNgithub.com/blendplane/blendplane/gen/blendplane/controlplane/v1;controlplanev1b\x06proto3"
+	"\vRevokeToken\x12..blendplane.controlplane.v1.RevokeTokenRequest\x1a/.blendplane.controlplane.v1.RevokeTokenResponse\x12t\n" +
+	"\rListApprovals\x120.blendplane.controlplane.v1.ListApprovalsRequest\x1a1.blendplane.controlplane.v1.ListApprovalsResponse\x12z\n" +
+	"\x0fResolveApproval\x122.blendplane.controlplane.v1.ResolveApprovalRequest\x1a3.blendplane.controlplane.v1.ResolveApprovalResponse\x12z\n" +
+	"\x0fListPolicyRules\x122.blendplane.controlplane.v1.ListPolicyRulesRequest\x1a3.blendplane.controlplane.v1.ListPolicyRulesResponse\x12}\n" +
+	"\x10DeletePolicyRule\x123.blendplane.controlplane.v1.DeletePolicyRuleRequest\x1a4.blendplane.controlplane.v1.DeletePolicyRuleResponseBPZNgithub.com/blendplane/blendplane/gen/blendplane/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_blendplane_controlplane_v1_controlplane_proto_rawDescOnce sync.Once
@@ -5707,213 +7179,266 @@ func file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 	return file_blendplane_controlplane_v1_controlplane_proto_rawDescData
 }
 
-var file_blendplane_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_blendplane_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
 var file_blendplane_controlplane_v1_controlplane_proto_goTypes = []any{
 	(SafetyLevel)(0),                 // 0: blendplane.controlplane.v1.SafetyLevel
-	(Plan_State)(0),                  // 1: blendplane.controlplane.v1.Plan.State
-	(Receipt_Status)(0),              // 2: blendplane.controlplane.v1.Receipt.Status
-	(RepairStep_Action)(0),           // 3: blendplane.controlplane.v1.RepairStep.Action
-	(Agent_State)(0),                 // 4: blendplane.controlplane.v1.Agent.State
-	(Session_State)(0),               // 5: blendplane.controlplane.v1.Session.State
-	(*NegotiateRequest)(nil),         // 6: blendplane.controlplane.v1.NegotiateRequest
-	(*NegotiateResponse)(nil),        // 7: blendplane.controlplane.v1.NegotiateResponse
-	(*HostProfile)(nil),              // 8: blendplane.controlplane.v1.HostProfile
-	(*BlenderProfile)(nil),           // 9: blendplane.controlplane.v1.BlenderProfile
-	(*ToolRegistryRef)(nil),          // 10: blendplane.controlplane.v1.ToolRegistryRef
-	(*MacroRegistryRef)(nil),         // 11: blendplane.controlplane.v1.MacroRegistryRef
-	(*Constraints)(nil),              // 12: blendplane.controlplane.v1.Constraints
-	(*Capabilities)(nil),             // 13: blendplane.controlplane.v1.Capabilities
-	(*AuditPolicy)(nil),              // 14: blendplane.controlplane.v1.AuditPolicy
-	(*SessionContract)(nil),          // 15: blendplane.controlplane.v1.SessionContract
-	(*Limits)(nil),                   // 16: blendplane.controlplane.v1.Limits
-	(*Operation)(nil),                // 17: blendplane.controlplane.v1.Operation
-	(*SubmitPlanRequest)(nil),        // 18: blendplane.controlplane.v1.SubmitPlanRequest
-	(*SubmitPlanResponse)(nil),       // 19: blendplane.controlplane.v1.SubmitPlanResponse
-	(*Plan)(nil),                     // 20: blendplane.controlplane.v1.Plan
-	(*StreamReceiptsRequest)(nil),    // 21: blendplane.controlplane.v1.StreamReceiptsRequest
-	(*StreamReceiptsResponse)(nil),   // 22: blendplane.controlplane.v1.StreamReceiptsResponse
-	(*Progress)(nil),                 // 23: blendplane.controlplane.v1.Progress
-	(*Receipt)(nil),                  // 24: blendplane.controlplane.v1.Receipt
-	(*Failure)(nil),                  // 25: blendplane.controlplane.v1.Failure
-	(*Checkpoint)(nil),               // 26: blendplane.controlplane.v1.Checkpoint
-	(*RepairStep)(nil),               // 27: blendplane.controlplane.v1.RepairStep
-	(*RepairPlan)(nil),               // 28: blendplane.controlplane.v1.RepairPlan
-	(*GetPlanRequest)(nil),           // 29: blendplane.controlplane.v1.GetPlanRequest
-	(*GetPlanResponse)(nil),          // 30: blendplane.controlplane.v1.GetPlanResponse
-	(*CancelPlanRequest)(nil),        // 31: blendplane.controlplane.v1.CancelPlanRequest
-	(*CancelPlanResponse)(nil),       // 32: blendplane.controlplane.v1.CancelPlanResponse
-	(*ListToolsRequest)(nil),         // 33: blendplane.controlplane.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),        // 34: blendplane.controlplane.v1.ListToolsResponse
-	(*ListMacrosRequest)(nil),        // 35: blendplane.controlplane.v1.ListMacrosRequest
-	(*ListMacrosResponse)(nil),       // 36: blendplane.controlplane.v1.ListMacrosResponse
-	(*MacroDefinition)(nil),          // 37: blendplane.controlplane.v1.MacroDefinition
-	(*ListAuditRecordsRequest)(nil),  // 38: blendplane.controlplane.v1.ListAuditRecordsRequest
-	(*ListAuditRecordsResponse)(nil), // 39: blendplane.controlplane.v1.ListAuditRecordsResponse
-	(*AuditRecord)(nil),              // 40: blendplane.controlplane.v1.AuditRecord
-	(*ListAgentsRequest)(nil),        // 41: blendplane.controlplane.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),       // 42: blendplane.controlplane.v1.ListAgentsResponse
-	(*Agent)(nil),                    // 43: blendplane.controlplane.v1.Agent
-	(*Runtime)(nil),                  // 44: blendplane.controlplane.v1.Runtime
-	(*ToolRegistry)(nil),             // 45: blendplane.controlplane.v1.ToolRegistry
-	(*ToolDefinition)(nil),           // 46: blendplane.controlplane.v1.ToolDefinition
-	(*Resources)(nil),                // 47: blendplane.controlplane.v1.Resources
-	(*RegisterAgentRequest)(nil),     // 48: blendplane.controlplane.v1.RegisterAgentRequest
-	(*RegisterAgentResponse)(nil),    // 49: blendplane.controlplane.v1.RegisterAgentResponse
-	(*GetSessionRequest)(nil),        // 50: blendplane.controlplane.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 51: blendplane.controlplane.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 52: blendplane.controlplane.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 53: blendplane.controlplane.v1.ListSessionsResponse
-	(*CloseSessionRequest)(nil),      // 54: blendplane.controlplane.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),     // 55: blendplane.controlplane.v1.CloseSessionResponse
-	(*Session)(nil),                  // 56: blendplane.controlplane.v1.Session
-	(*Artifact)(nil),                 // 57: blendplane.controlplane.v1.Artifact
-	(*UploadArtifactRequest)(nil),    // 58: blendplane.controlplane.v1.UploadArtifactRequest
-	(*ArtifactUpload)(nil),           // 59: blendplane.controlplane.v1.ArtifactUpload
-	(*UploadArtifactResponse)(nil),   // 60: blendplane.controlplane.v1.UploadArtifactResponse
-	(*DownloadArtifactRequest)(nil),  // 61: blendplane.controlplane.v1.DownloadArtifactRequest
-	(*DownloadArtifactResponse)(nil), // 62: blendplane.controlplane.v1.DownloadArtifactResponse
-	(*ListArtifactsRequest)(nil),     // 63: blendplane.controlplane.v1.ListArtifactsRequest
-	(*ListArtifactsResponse)(nil),    // 64: blendplane.controlplane.v1.ListArtifactsResponse
-	(*Token)(nil),                    // 65: blendplane.controlplane.v1.Token
-	(*CreateTokenRequest)(nil),       // 66: blendplane.controlplane.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),      // 67: blendplane.controlplane.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),        // 68: blendplane.controlplane.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),       // 69: blendplane.controlplane.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),       // 70: blendplane.controlplane.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),      // 71: blendplane.controlplane.v1.RevokeTokenResponse
-	nil,                              // 72: blendplane.controlplane.v1.SessionContract.FingerprintsEntry
-	(*timestamppb.Timestamp)(nil),    // 73: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),          // 74: google.protobuf.Struct
-	(*durationpb.Duration)(nil),      // 75: google.protobuf.Duration
+	(Decision)(0),                    // 1: blendplane.controlplane.v1.Decision
+	(Plan_State)(0),                  // 2: blendplane.controlplane.v1.Plan.State
+	(Receipt_Status)(0),              // 3: blendplane.controlplane.v1.Receipt.Status
+	(RepairStep_Action)(0),           // 4: blendplane.controlplane.v1.RepairStep.Action
+	(Agent_State)(0),                 // 5: blendplane.controlplane.v1.Agent.State
+	(Session_State)(0),               // 6: blendplane.controlplane.v1.Session.State
+	(Approval_State)(0),              // 7: blendplane.controlplane.v1.Approval.State
+	(PolicyDecision_Mode)(0),         // 8: blendplane.controlplane.v1.PolicyDecision.Mode
+	(Preview_State)(0),               // 9: blendplane.controlplane.v1.Preview.State
+	(DatablockChange_Kind)(0),        // 10: blendplane.controlplane.v1.DatablockChange.Kind
+	(*NegotiateRequest)(nil),         // 11: blendplane.controlplane.v1.NegotiateRequest
+	(*NegotiateResponse)(nil),        // 12: blendplane.controlplane.v1.NegotiateResponse
+	(*HostProfile)(nil),              // 13: blendplane.controlplane.v1.HostProfile
+	(*BlenderProfile)(nil),           // 14: blendplane.controlplane.v1.BlenderProfile
+	(*ToolRegistryRef)(nil),          // 15: blendplane.controlplane.v1.ToolRegistryRef
+	(*MacroRegistryRef)(nil),         // 16: blendplane.controlplane.v1.MacroRegistryRef
+	(*Constraints)(nil),              // 17: blendplane.controlplane.v1.Constraints
+	(*Capabilities)(nil),             // 18: blendplane.controlplane.v1.Capabilities
+	(*AuditPolicy)(nil),              // 19: blendplane.controlplane.v1.AuditPolicy
+	(*SessionContract)(nil),          // 20: blendplane.controlplane.v1.SessionContract
+	(*Limits)(nil),                   // 21: blendplane.controlplane.v1.Limits
+	(*Operation)(nil),                // 22: blendplane.controlplane.v1.Operation
+	(*SubmitPlanRequest)(nil),        // 23: blendplane.controlplane.v1.SubmitPlanRequest
+	(*SubmitPlanResponse)(nil),       // 24: blendplane.controlplane.v1.SubmitPlanResponse
+	(*Plan)(nil),                     // 25: blendplane.controlplane.v1.Plan
+	(*StreamReceiptsRequest)(nil),    // 26: blendplane.controlplane.v1.StreamReceiptsRequest
+	(*StreamReceiptsResponse)(nil),   // 27: blendplane.controlplane.v1.StreamReceiptsResponse
+	(*Progress)(nil),                 // 28: blendplane.controlplane.v1.Progress
+	(*Receipt)(nil),                  // 29: blendplane.controlplane.v1.Receipt
+	(*Failure)(nil),                  // 30: blendplane.controlplane.v1.Failure
+	(*Checkpoint)(nil),               // 31: blendplane.controlplane.v1.Checkpoint
+	(*RepairStep)(nil),               // 32: blendplane.controlplane.v1.RepairStep
+	(*RepairPlan)(nil),               // 33: blendplane.controlplane.v1.RepairPlan
+	(*GetPlanRequest)(nil),           // 34: blendplane.controlplane.v1.GetPlanRequest
+	(*GetPlanResponse)(nil),          // 35: blendplane.controlplane.v1.GetPlanResponse
+	(*CancelPlanRequest)(nil),        // 36: blendplane.controlplane.v1.CancelPlanRequest
+	(*CancelPlanResponse)(nil),       // 37: blendplane.controlplane.v1.CancelPlanResponse
+	(*ListToolsRequest)(nil),         // 38: blendplane.controlplane.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),        // 39: blendplane.controlplane.v1.ListToolsResponse
+	(*ListMacrosRequest)(nil),        // 40: blendplane.controlplane.v1.ListMacrosRequest
+	(*ListMacrosResponse)(nil),       // 41: blendplane.controlplane.v1.ListMacrosResponse
+	(*MacroDefinition)(nil),          // 42: blendplane.controlplane.v1.MacroDefinition
+	(*ListAuditRecordsRequest)(nil),  // 43: blendplane.controlplane.v1.ListAuditRecordsRequest
+	(*ListAuditRecordsResponse)(nil), // 44: blendplane.controlplane.v1.ListAuditRecordsResponse
+	(*AuditRecord)(nil),              // 45: blendplane.controlplane.v1.AuditRecord
+	(*ListAgentsRequest)(nil),        // 46: blendplane.controlplane.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),       // 47: blendplane.controlplane.v1.ListAgentsResponse
+	(*Agent)(nil),                    // 48: blendplane.controlplane.v1.Agent
+	(*Runtime)(nil),                  // 49: blendplane.controlplane.v1.Runtime
+	(*ToolRegistry)(nil),             // 50: blendplane.controlplane.v1.ToolRegistry
+	(*ToolDefinition)(nil),           // 51: blendplane.controlplane.v1.ToolDefinition
+	(*Resources)(nil),                // 52: blendplane.controlplane.v1.Resources
+	(*RegisterAgentRequest)(nil),     // 53: blendplane.controlplane.v1.RegisterAgentRequest
+	(*RegisterAgentResponse)(nil),    // 54: blendplane.controlplane.v1.RegisterAgentResponse
+	(*GetSessionRequest)(nil),        // 55: blendplane.controlplane.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 56: blendplane.controlplane.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 57: blendplane.controlplane.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 58: blendplane.controlplane.v1.ListSessionsResponse
+	(*CloseSessionRequest)(nil),      // 59: blendplane.controlplane.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),     // 60: blendplane.controlplane.v1.CloseSessionResponse
+	(*Session)(nil),                  // 61: blendplane.controlplane.v1.Session
+	(*Artifact)(nil),                 // 62: blendplane.controlplane.v1.Artifact
+	(*UploadArtifactRequest)(nil),    // 63: blendplane.controlplane.v1.UploadArtifactRequest
+	(*ArtifactUpload)(nil),           // 64: blendplane.controlplane.v1.ArtifactUpload
+	(*UploadArtifactResponse)(nil),   // 65: blendplane.controlplane.v1.UploadArtifactResponse
+	(*DownloadArtifactRequest)(nil),  // 66: blendplane.controlplane.v1.DownloadArtifactRequest
+	(*DownloadArtifactResponse)(nil), // 67: blendplane.controlplane.v1.DownloadArtifactResponse
+	(*ListArtifactsRequest)(nil),     // 68: blendplane.controlplane.v1.ListArtifactsRequest
+	(*ListArtifactsResponse)(nil),    // 69: blendplane.controlplane.v1.ListArtifactsResponse
+	(*Token)(nil),                    // 70: blendplane.controlplane.v1.Token
+	(*CreateTokenRequest)(nil),       // 71: blendplane.controlplane.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),      // 72: blendplane.controlplane.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),        // 73: blendplane.controlplane.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),       // 74: blendplane.controlplane.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),       // 75: blendplane.controlplane.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),      // 76: blendplane.controlplane.v1.RevokeTokenResponse
+	(*Approval)(nil),                 // 77: blendplane.controlplane.v1.Approval
+	(*PolicyDecision)(nil),           // 78: blendplane.controlplane.v1.PolicyDecision
+	(*Preview)(nil),                  // 79: blendplane.controlplane.v1.Preview
+	(*DatablockChange)(nil),          // 80: blendplane.controlplane.v1.DatablockChange
+	(*FieldChange)(nil),              // 81: blendplane.controlplane.v1.FieldChange
+	(*PolicyRule)(nil),               // 82: blendplane.controlplane.v1.PolicyRule
+	(*ListApprovalsRequest)(nil),     // 83: blendplane.controlplane.v1.ListApprovalsRequest
+	(*ListApprovalsResponse)(nil),    // 84: blendplane.controlplane.v1.ListApprovalsResponse
+	(*ResolveApprovalRequest)(nil),   // 85: blendplane.controlplane.v1.ResolveApprovalRequest
+	(*ResolveApprovalResponse)(nil),  // 86: blendplane.controlplane.v1.ResolveApprovalResponse
+	(*ListPolicyRulesRequest)(nil),   // 87: blendplane.controlplane.v1.ListPolicyRulesRequest
+	(*ListPolicyRulesResponse)(nil),  // 88: blendplane.controlplane.v1.ListPolicyRulesResponse
+	(*DeletePolicyRuleRequest)(nil),  // 89: blendplane.controlplane.v1.DeletePolicyRuleRequest
+	(*DeletePolicyRuleResponse)(nil), // 90: blendplane.controlplane.v1.DeletePolicyRuleResponse
+	nil,                              // 91: blendplane.controlplane.v1.SessionContract.FingerprintsEntry
+	(*timestamppb.Timestamp)(nil),    // 92: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 93: google.protobuf.Struct
+	(*durationpb.Duration)(nil),      // 94: google.protobuf.Duration
+	(*structpb.Value)(nil),           // 95: google.protobuf.Value
 }
 var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	8,   // 0: blendplane.controlplane.v1.NegotiateRequest.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
-	10,  // 1: blendplane.controlplane.v1.NegotiateRequest.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
-	11,  // 2: blendplane.controlplane.v1.NegotiateRequest.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
-	12,  // 3: blendplane.controlplane.v1.NegotiateRequest.constraints:type_name -> blendplane.controlplane.v1.Constraints
-	16,  // 4: blendplane.controlplane.v1.NegotiateRequest.limits:type_name -> blendplane.controlplane.v1.Limits
-	14,  // 5: blendplane.controlplane.v1.NegotiateRequest.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
-	15,  // 6: blendplane.controlplane.v1.NegotiateResponse.contract:type_name -> blendplane.controlplane.v1.SessionContract
-	8,   // 7: blendplane.controlplane.v1.SessionContract.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
-	9,   // 8: blendplane.controlplane.v1.SessionContract.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	10,  // 9: blendplane.controlplane.v1.SessionContract.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
-	16,  // 10: blendplane.controlplane.v1.SessionContract.limits:type_name -> blendplane.controlplane.v1.Limits
-	73,  // 11: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
-	13,  // 12: blendplane.controlplane.v1.SessionContract.capabilities:type_name -> blendplane.controlplane.v1.Capabilities
-	12,  // 13: blendplane.controlplane.v1.SessionContract.constraints:type_name -> blendplane.controlplane.v1.Constraints
-	11,  // 14: blendplane.controlplane.v1.SessionContract.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
-	14,  // 15: blendplane.controlplane.v1.SessionContract.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
-	72,  // 16: blendplane.controlplane.v1.SessionContract.fingerprints:type_name -> blendplane.controlplane.v1.SessionContract.FingerprintsEntry
-	74,  // 17: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
+	13,  // 0: blendplane.controlplane.v1.NegotiateRequest.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
+	15,  // 1: blendplane.controlplane.v1.NegotiateRequest.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	16,  // 2: blendplane.controlplane.v1.NegotiateRequest.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	17,  // 3: blendplane.controlplane.v1.NegotiateRequest.constraints:type_name -> blendplane.controlplane.v1.Constraints
+	21,  // 4: blendplane.controlplane.v1.NegotiateRequest.limits:type_name -> blendplane.controlplane.v1.Limits
+	19,  // 5: blendplane.controlplane.v1.NegotiateRequest.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
+	20,  // 6: blendplane.controlplane.v1.NegotiateResponse.contract:type_name -> blendplane.controlplane.v1.SessionContract
+	13,  // 7: blendplane.controlplane.v1.SessionContract.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
+	14,  // 8: blendplane.controlplane.v1.SessionContract.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	15,  // 9: blendplane.controlplane.v1.SessionContract.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	21,  // 10: blendplane.controlplane.v1.SessionContract.limits:type_name -> blendplane.controlplane.v1.Limits
+	92,  // 11: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
+	18,  // 12: blendplane.controlplane.v1.SessionContract.capabilities:type_name -> blendplane.controlplane.v1.Capabilities
+	17,  // 13: blendplane.controlplane.v1.SessionContract.constraints:type_name -> blendplane.controlplane.v1.Constraints
+	16,  // 14: blendplane.controlplane.v1.SessionContract.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	19,  // 15: blendplane.controlplane.v1.SessionContract.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
+	91,  // 16: blendplane.controlplane.v1.SessionContract.fingerprints:type_name -> blendplane.controlplane.v1.SessionContract.FingerprintsEntry
+	93,  // 17: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
 	0,   // 18: blendplane.controlplane.v1.Operation.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	17,  // 19: blendplane.controlplane.v1.SubmitPlanRequest.operations:type_name -> blendplane.controlplane.v1.Operation
-	20,  // 20: blendplane.controlplane.v1.SubmitPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	1,   // 21: blendplane.controlplane.v1.Plan.state:type_name -> blendplane.controlplane.v1.Plan.State
-	25,  // 22: blendplane.controlplane.v1.Plan.failure:type_name -> blendplane.controlplane.v1.Failure
-	73,  // 23: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
-	73,  // 24: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
-	24,  // 25: blendplane.controlplane.v1.StreamReceiptsResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	23,  // 26: blendplane.controlplane.v1.StreamReceiptsResponse.progress:type_name -> blendplane.controlplane.v1.Progress
-	74,  // 27: blendplane.controlplane.v1.Progress.detail:type_name -> google.protobuf.Struct
-	2,   // 28: blendplane.controlplane.v1.Receipt.status:type_name -> blendplane.controlplane.v1.Receipt.Status
-	74,  // 29: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
-	25,  // 30: blendplane.controlplane.v1.Receipt.error:type_name -> blendplane.controlplane.v1.Failure
-	0,   // 31: blendplane.controlplane.v1.Receipt.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	73,  // 32: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
-	57,  // 33: blendplane.controlplane.v1.Receipt.artifacts:type_name -> blendplane.controlplane.v1.Artifact
-	27,  // 34: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
-	26,  // 35: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
-	3,   // 36: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
-	27,  // 37: blendplane.controlplane.v1.RepairPlan.steps:type_name -> blendplane.controlplane.v1.RepairStep
-	20,  // 38: blendplane.controlplane.v1.GetPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	20,  // 39: blendplane.controlplane.v1.CancelPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	10,  // 40: blendplane.controlplane.v1.ListToolsResponse.registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
-	46,  // 41: blendplane.controlplane.v1.ListToolsResponse.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
-	11,  // 42: blendplane.controlplane.v1.ListMacrosResponse.registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
-	37,  // 43: blendplane.controlplane.v1.ListMacrosResponse.macros:type_name -> blendplane.controlplane.v1.MacroDefinition
-	74,  // 44: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
-	74,  // 45: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
-	40,  // 46: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
-	73,  // 47: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
-	0,   // 48: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	2,   // 49: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
-	43,  // 50: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
-	4,   // 51: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
-	44,  // 52: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	73,  // 53: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
-	47,  // 54: blendplane.controlplane.v1.Agent.resources:type_name -> blendplane.controlplane.v1.Resources
-	9,   // 55: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	45,  // 56: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
-	46,  // 57: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
-	74,  // 58: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	0,   // 59: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	44,  // 60: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	47,  // 61: blendplane.controlplane.v1.RegisterAgentRequest.resources:type_name -> blendplane.controlplane.v1.Resources
-	56,  // 62: blendplane.controlplane.v1.GetSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
-	5,   // 63: blendplane.controlplane.v1.ListSessionsRequest.state:type_name -> blendplane.controlplane.v1.Session.State
-	56,  // 64: blendplane.controlplane.v1.ListSessionsResponse.sessions:type_name -> blendplane.controlplane.v1.Session
-	56,  // 65: blendplane.controlplane.v1.CloseSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
-	5,   // 66: blendplane.controlplane.v1.Session.state:type_name -> blendplane.controlplane.v1.Session.State
-	15,  // 67: blendplane.controlplane.v1.Session.contract:type_name -> blendplane.controlplane.v1.SessionContract
-	73,  // 68: blendplane.controlplane.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	73,  // 69: blendplane.controlplane.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	73,  // 70: blendplane.controlplane.v1.Session.close_time:type_name -> google.protobuf.Timestamp
-	73,  // 71: blendplane.controlplane.v1.Artifact.create_time:type_name -> google.protobuf.Timestamp
-	59,  // 72: blendplane.controlplane.v1.UploadArtifactRequest.header:type_name -> blendplane.controlplane.v1.ArtifactUpload
-	57,  // 73: blendplane.controlplane.v1.UploadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
-	57,  // 74: blendplane.controlplane.v1.DownloadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
-	57,  // 75: blendplane.controlplane.v1.ListArtifactsResponse.artifacts:type_name -> blendplane.controlplane.v1.Artifact
-	73,  // 76: blendplane.controlplane.v1.Token.create_time:type_name -> google.protobuf.Timestamp
-	73,  // 77: blendplane.controlplane.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
-	73,  // 78: blendplane.controlplane.v1.Token.revoke_time:type_name -> google.protobuf.Timestamp
-	75,  // 79: blendplane.controlplane.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
-	65,  // 80: blendplane.controlplane.v1.CreateTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
-	65,  // 81: blendplane.controlplane.v1.ListTokensResponse.tokens:type_name -> blendplane.controlplane.v1.Token
-	65,  // 82: blendplane.controlplane.v1.RevokeTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
-	6,   // 83: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
-	18,  // 84: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
-	21,  // 85: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
-	29,  // 86: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
-	31,  // 87: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
-	33,  // 88: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
-	35,  // 89: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
-	41,  // 90: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
-	38,  // 91: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
-	48,  // 92: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
-	50,  // 93: blendplane.controlplane.v1.ControlPlaneService.GetSession:input_type -> blendplane.controlplane.v1.GetSessionRequest
-	52,  // 94: blendplane.controlplane.v1.ControlPlaneService.ListSessions:input_type -> blendplane.controlplane.v1.ListSessionsRequest
-	54,  // 95: blendplane.controlplane.v1.ControlPlaneService.CloseSession:input_type -> blendplane.controlplane.v1.CloseSessionRequest
-	58,  // 96: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:input_type -> blendplane.controlplane.v1.UploadArtifactRequest
-	61,  // 97: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:input_type -> blendplane.controlplane.v1.DownloadArtifactRequest
-	63,  // 98: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:input_type -> blendplane.controlplane.v1.ListArtifactsRequest
-	66,  // 99: blendplane.controlplane.v1.ControlPlaneService.CreateToken:input_type -> blendplane.controlplane.v1.CreateTokenRequest
-	68,  // 100: blendplane.controlplane.v1.ControlPlaneService.ListTokens:input_type -> blendplane.controlplane.v1.ListTokensRequest
-	70,  // 101: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:input_type -> blendplane.controlplane.v1.RevokeTokenRequest
-	7,   // 102: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
-	19,  // 103: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
-	22,  // 104: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
-	30,  // 105: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
-	32,  // 106: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
-	34,  // 107: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
-	36,  // 108: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
-	42,  // 109: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
-	39,  // 110: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
-	49,  // 111: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
-	51,  // 112: blendplane.controlplane.v1.ControlPlaneService.GetSession:output_type -> blendplane.controlplane.v1.GetSessionResponse
-	53,  // 113: blendplane.controlplane.v1.ControlPlaneService.ListSessions:output_type -> blendplane.controlplane.v1.ListSessionsResponse
-	55,  // 114: blendplane.controlplane.v1.ControlPlaneService.CloseSession:output_type -> blendplane.controlplane.v1.CloseSessionResponse
-	60,  // 115: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:output_type -> blendplane.controlplane.v1.UploadArtifactResponse
-	62,  // 116: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:output_type -> blendplane.controlplane.v1.DownloadArtifactResponse
-	64,  // 117: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:output_type -> blendplane.controlplane.v1.ListArtifactsResponse
-	67,  // 118: blendplane.controlplane.v1.ControlPlaneService.CreateToken:output_type -> blendplane.controlplane.v1.CreateTokenResponse
-	69,  // 119: blendplane.controlplane.v1.ControlPlaneService.ListTokens:output_type -> blendplane.controlplane.v1.ListTokensResponse
-	71,  // 120: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:output_type -> blendplane.controlplane.v1.RevokeTokenResponse
-	102, // [102:121] is the sub-list for method output_type
-	83,  // [83:102] is the sub-list for method input_type
-	83,  // [83:83] is the sub-list for extension type_name
-	83,  // [83:83] is the sub-list for extension extendee
-	0,   // [0:83] is the sub-list for field type_name
+	22,  // 19: blendplane.controlplane.v1.SubmitPlanRequest.operations:type_name -> blendplane.controlplane.v1.Operation
+	25,  // 20: blendplane.controlplane.v1.SubmitPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	2,   // 21: blendplane.controlplane.v1.Plan.state:type_name -> blendplane.controlplane.v1.Plan.State
+	30,  // 22: blendplane.controlplane.v1.Plan.failure:type_name -> blendplane.controlplane.v1.Failure
+	92,  // 23: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
+	92,  // 24: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
+	29,  // 25: blendplane.controlplane.v1.StreamReceiptsResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	28,  // 26: blendplane.controlplane.v1.StreamReceiptsResponse.progress:type_name -> blendplane.controlplane.v1.Progress
+	77,  // 27: blendplane.controlplane.v1.StreamReceiptsResponse.awaiting_approval:type_name -> blendplane.controlplane.v1.Approval
+	93,  // 28: blendplane.controlplane.v1.Progress.detail:type_name -> google.protobuf.Struct
+	3,   // 29: blendplane.controlplane.v1.Receipt.status:type_name -> blendplane.controlplane.v1.Receipt.Status
+	93,  // 30: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
+	30,  // 31: blendplane.controlplane.v1.Receipt.error:type_name -> blendplane.controlplane.v1.Failure
+	0,   // 32: blendplane.controlplane.v1.Receipt.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	92,  // 33: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
+	62,  // 34: blendplane.controlplane.v1.Receipt.artifacts:type_name -> blendplane.controlplane.v1.Artifact
+	32,  // 35: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
+	31,  // 36: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
+	4,   // 37: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
+	32,  // 38: blendplane.controlplane.v1.RepairPlan.steps:type_name -> blendplane.controlplane.v1.RepairStep
+	25,  // 39: blendplane.controlplane.v1.GetPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	25,  // 40: blendplane.controlplane.v1.CancelPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	15,  // 41: blendplane.controlplane.v1.ListToolsResponse.registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	51,  // 42: blendplane.controlplane.v1.ListToolsResponse.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
+	16,  // 43: blendplane.controlplane.v1.ListMacrosResponse.registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	42,  // 44: blendplane.controlplane.v1.ListMacrosResponse.macros:type_name -> blendplane.controlplane.v1.MacroDefinition
+	93,  // 45: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
+	93,  // 46: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
+	45,  // 47: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
+	92,  // 48: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
+	0,   // 49: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	3,   // 50: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
+	48,  // 51: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
+	5,   // 52: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
+	49,  // 53: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	92,  // 54: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	52,  // 55: blendplane.controlplane.v1.Agent.resources:type_name -> blendplane.controlplane.v1.Resources
+	14,  // 56: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	50,  // 57: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
+	51,  // 58: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
+	93,  // 59: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	0,   // 60: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	49,  // 61: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	52,  // 62: blendplane.controlplane.v1.RegisterAgentRequest.resources:type_name -> blendplane.controlplane.v1.Resources
+	61,  // 63: blendplane.controlplane.v1.GetSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
+	6,   // 64: blendplane.controlplane.v1.ListSessionsRequest.state:type_name -> blendplane.controlplane.v1.Session.State
+	61,  // 65: blendplane.controlplane.v1.ListSessionsResponse.sessions:type_name -> blendplane.controlplane.v1.Session
+	61,  // 66: blendplane.controlplane.v1.CloseSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
+	6,   // 67: blendplane.controlplane.v1.Session.state:type_name -> blendplane.controlplane.v1.Session.State
+	20,  // 68: blendplane.controlplane.v1.Session.contract:type_name -> blendplane.controlplane.v1.SessionContract
+	92,  // 69: blendplane.controlplane.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	92,  // 70: blendplane.controlplane.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	92,  // 71: blendplane.controlplane.v1.Session.close_time:type_name -> google.protobuf.Timestamp
+	92,  // 72: blendplane.controlplane.v1.Artifact.create_time:type_name -> google.protobuf.Timestamp
+	64,  // 73: blendplane.controlplane.v1.UploadArtifactRequest.header:type_name -> blendplane.controlplane.v1.ArtifactUpload
+	62,  // 74: blendplane.controlplane.v1.UploadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
+	62,  // 75: blendplane.controlplane.v1.DownloadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
+	62,  // 76: blendplane.controlplane.v1.ListArtifactsResponse.artifacts:type_name -> blendplane.controlplane.v1.Artifact
+	92,  // 77: blendplane.controlplane.v1.Token.create_time:type_name -> google.protobuf.Timestamp
+	92,  // 78: blendplane.controlplane.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
+	92,  // 79: blendplane.controlplane.v1.Token.revoke_time:type_name -> google.protobuf.Timestamp
+	94,  // 80: blendplane.controlplane.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	70,  // 81: blendplane.controlplane.v1.CreateTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
+	70,  // 82: blendplane.controlplane.v1.ListTokensResponse.tokens:type_name -> blendplane.controlplane.v1.Token
+	70,  // 83: blendplane.controlplane.v1.RevokeTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
+	7,   // 84: blendplane.controlplane.v1.Approval.state:type_name -> blendplane.controlplane.v1.Approval.State
+	78,  // 85: blendplane.controlplane.v1.Approval.decisions:type_name -> blendplane.controlplane.v1.PolicyDecision
+	79,  // 86: blendplane.controlplane.v1.Approval.preview:type_name -> blendplane.controlplane.v1.Preview
+	92,  // 87: blendplane.controlplane.v1.Approval.create_time:type_name -> google.protobuf.Timestamp
+	1,   // 88: blendplane.controlplane.v1.Approval.decision:type_name -> blendplane.controlplane.v1.Decision
+	92,  // 89: blendplane.controlplane.v1.Approval.resolve_time:type_name -> google.protobuf.Timestamp
+	8,   // 90: blendplane.controlplane.v1.PolicyDecision.mode:type_name -> blendplane.controlplane.v1.PolicyDecision.Mode
+	9,   // 91: blendplane.controlplane.v1.Preview.state:type_name -> blendplane.controlplane.v1.Preview.State
+	80,  // 92: blendplane.controlplane.v1.Preview.changes:type_name -> blendplane.controlplane.v1.DatablockChange
+	30,  // 93: blendplane.controlplane.v1.Preview.failure:type_name -> blendplane.controlplane.v1.Failure
+	62,  // 94: blendplane.controlplane.v1.Preview.render:type_name -> blendplane.controlplane.v1.Artifact
+	92,  // 95: blendplane.controlplane.v1.Preview.complete_time:type_name -> google.protobuf.Timestamp
+	10,  // 96: blendplane.controlplane.v1.DatablockChange.kind:type_name -> blendplane.controlplane.v1.DatablockChange.Kind
+	81,  // 97: blendplane.controlplane.v1.DatablockChange.fields:type_name -> blendplane.controlplane.v1.FieldChange
+	95,  // 98: blendplane.controlplane.v1.FieldChange.before:type_name -> google.protobuf.Value
+	95,  // 99: blendplane.controlplane.v1.FieldChange.after:type_name -> google.protobuf.Value
+	92,  // 100: blendplane.controlplane.v1.PolicyRule.create_time:type_name -> google.protobuf.Timestamp
+	7,   // 101: blendplane.controlplane.v1.ListApprovalsRequest.state:type_name -> blendplane.controlplane.v1.Approval.State
+	77,  // 102: blendplane.controlplane.v1.ListApprovalsResponse.approvals:type_name -> blendplane.controlplane.v1.Approval
+	1,   // 103: blendplane.controlplane.v1.ResolveApprovalRequest.decision:type_name -> blendplane.controlplane.v1.Decision
+	77,  // 104: blendplane.controlplane.v1.ResolveApprovalResponse.approval:type_name -> blendplane.controlplane.v1.Approval
+	82,  // 105: blendplane.controlplane.v1.ResolveApprovalResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
+	82,  // 106: blendplane.controlplane.v1.ListPolicyRulesResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
+	82,  // 107: blendplane.controlplane.v1.DeletePolicyRuleResponse.rule:type_name -> blendplane.controlplane.v1.PolicyRule
+	11,  // 108: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
+	23,  // 109: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
+	26,  // 110: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
+	34,  // 111: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
+	36,  // 112: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
+	38,  // 113: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
+	40,  // 114: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
+	46,  // 115: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
+	43,  // 116: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
+	53,  // 117: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
+	55,  // 118: blendplane.controlplane.v1.ControlPlaneService.GetSession:input_type -> blendplane.controlplane.v1.GetSessionRequest
+	57,  // 119: blendplane.controlplane.v1.ControlPlaneService.ListSessions:input_type -> blendplane.controlplane.v1.ListSessionsRequest
+	59,  // 120: blendplane.controlplane.v1.ControlPlaneService.CloseSession:input_type -> blendplane.controlplane.v1.CloseSessionRequest
+	63,  // 121: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:input_type -> blendplane.controlplane.v1.UploadArtifactRequest
+	66,  // 122: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:input_type -> blendplane.controlplane.v1.DownloadArtifactRequest
+	68,  // 123: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:input_type -> blendplane.controlplane.v1.ListArtifactsRequest
+	71,  // 124: blendplane.controlplane.v1.ControlPlaneService.CreateToken:input_type -> blendplane.controlplane.v1.CreateTokenRequest
+	73,  // 125: blendplane.controlplane.v1.ControlPlaneService.ListTokens:input_type -> blendplane.controlplane.v1.ListTokensRequest
+	75,  // 126: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:input_type -> blendplane.controlplane.v1.RevokeTokenRequest
+	83,  // 127: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:input_type -> blendplane.controlplane.v1.ListApprovalsRequest
+	85,  // 128: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:input_type -> blendplane.controlplane.v1.ResolveApprovalRequest
+	87,  // 129: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:input_type -> blendplane.controlplane.v1.ListPolicyRulesRequest
+	89,  // 130: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:input_type -> blendplane.controlplane.v1.DeletePolicyRuleRequest
+	12,  // 131: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
+	24,  // 132: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
+	27,  // 133: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
+	35,  // 134: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
+	37,  // 135: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
+	39,  // 136: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
+	41,  // 137: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
+	47,  // 138: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
+	44,  // 139: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
+	54,  // 140: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
+	56,  // 141: blendplane.controlplane.v1.ControlPlaneService.GetSession:output_type -> blendplane.controlplane.v1.GetSessionResponse
+	58,  // 142: blendplane.controlplane.v1.ControlPlaneService.ListSessions:output_type -> blendplane.controlplane.v1.ListSessionsResponse
+	60,  // 143: blendplane.controlplane.v1.ControlPlaneService.CloseSession:output_type -> blendplane.controlplane.v1.CloseSessionResponse
+	65,  // 144: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:output_type -> blendplane.controlplane.v1.UploadArtifactResponse
+	67,  // 145: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:output_type -> blendplane.controlplane.v1.DownloadArtifactResponse
+	69,  // 146: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:output_type -> blendplane.controlplane.v1.ListArtifactsResponse
+	72,  // 147: blendplane.controlplane.v1.ControlPlaneService.CreateToken:output_type -> blendplane.controlplane.v1.CreateTokenResponse
+	74,  // 148: blendplane.controlplane.v1.ControlPlaneService.ListTokens:output_type -> blendplane.controlplane.v1.ListTokensResponse
+	76,  // 149: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:output_type -> blendplane.controlplane.v1.RevokeTokenResponse
+	84,  // 150: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:output_type -> blendplane.controlplane.v1.ListApprovalsResponse
+	86,  // 151: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:output_type -> blendplane.controlplane.v1.ResolveApprovalResponse
+	88,  // 152: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:output_type -> blendplane.controlplane.v1.ListPolicyRulesResponse
+	90,  // 153: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:output_type -> blendplane.controlplane.v1.DeletePolicyRuleResponse
+	131, // [131:154] is the sub-list for method output_type
+	108, // [108:131] is the sub-list for method input_type
+	108, // [108:108] is the sub-list for extension type_name
+	108, // [108:108] is the sub-list for extension extendee
+	0,   // [0:108] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_controlplane_v1_controlplane_proto_init() }
@@ -5924,6 +7449,7 @@ func file_blendplane_controlplane_v1_controlplane_proto_init() {
 	file_blendplane_controlplane_v1_controlplane_proto_msgTypes[16].OneofWrappers = []any{
 		(*StreamReceiptsResponse_Receipt)(nil),
 		(*StreamReceiptsResponse_Progress)(nil),
+		(*StreamReceiptsResponse_AwaitingApproval)(nil),
 	}
 	file_blendplane_controlplane_v1_controlplane_proto_msgTypes[52].OneofWrappers = []any{
 		(*UploadArtifactRequest_Header)(nil),
@@ -5938,8 +7464,8 @@ func file_blendplane_controlplane_v1_controlplane_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_controlplane_v1_controlplane_proto_rawDesc), len(file_blendplane_controlplane_v1_controlplane_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   67,
+			NumEnums:      11,
+			NumMessages:   81,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

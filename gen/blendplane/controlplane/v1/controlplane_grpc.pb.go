@@ -38,6 +38,10 @@ const (
 	ControlPlaneService_CreateToken_FullMethodName      = "/blendplane.controlplane.v1.ControlPlaneService/CreateToken"
 	ControlPlaneService_ListTokens_FullMethodName       = "/blendplane.controlplane.v1.ControlPlaneService/ListTokens"
 	ControlPlaneService_RevokeToken_FullMethodName      = "/blendplane.controlplane.v1.ControlPlaneService/RevokeToken"
+	ControlPlaneService_ListApprovals_FullMethodName    = "/blendplane.controlplane.v1.ControlPlaneService/ListApprovals"
+	ControlPlaneService_ResolveApproval_FullMethodName  = "/blendplane.controlplane.v1.ControlPlaneService/ResolveApproval"
+	ControlPlaneService_ListPolicyRules_FullMethodName  = "/blendplane.controlplane.v1.ControlPlaneService/ListPolicyRules"
+	ControlPlaneService_DeletePolicyRule_FullMethodName = "/blendplane.controlplane.v1.ControlPlaneService/DeletePolicyRule"
 )
 
 // ControlPlaneServiceClient is the client API for ControlPlaneService service.
@@ -103,6 +107,19 @@ type ControlPlaneServiceClient interface {
 	// RevokeToken revokes a token; calls with it fail from the next one on
 	// (admin only).
 	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
+	// ListApprovals lists approvals, newest first, a page at a time (AIP-158):
+	// all of them for the approve and admin scopes, the caller's own plans'
+	// otherwise. Each carries its plan's preview.
+	ListApprovals(ctx context.Context, in *ListApprovalsRequest, opts ...grpc.CallOption) (*ListApprovalsResponse, error)
+	// ResolveApproval rejects or approves a plan waiting for approval
+	// (approve scope). Resolving twice, or a cancelled plan's approval, is
+	// FAILED_PRECONDITION.
+	ResolveApproval(ctx context.Context, in *ResolveApprovalRequest, opts ...grpc.CallOption) (*ResolveApprovalResponse, error)
+	// ListPolicyRules lists the rules persisted by "approve and always allow"
+	// (approve scope).
+	ListPolicyRules(ctx context.Context, in *ListPolicyRulesRequest, opts ...grpc.CallOption) (*ListPolicyRulesResponse, error)
+	// DeletePolicyRule removes a persisted rule (approve scope).
+	DeletePolicyRule(ctx context.Context, in *DeletePolicyRuleRequest, opts ...grpc.CallOption) (*DeletePolicyRuleResponse, error)
 }
 
 type controlPlaneServiceClient struct {
@@ -324,6 +341,46 @@ func (c *controlPlaneServiceClient) RevokeToken(ctx context.Context, in *RevokeT
 	return out, nil
 }
 
+func (c *controlPlaneServiceClient) ListApprovals(ctx context.Context, in *ListApprovalsRequest, opts ...grpc.CallOption) (*ListApprovalsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListApprovalsResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_ListApprovals_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneServiceClient) ResolveApproval(ctx context.Context, in *ResolveApprovalRequest, opts ...grpc.CallOption) (*ResolveApprovalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveApprovalResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_ResolveApproval_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneServiceClient) ListPolicyRules(ctx context.Context, in *ListPolicyRulesRequest, opts ...grpc.CallOption) (*ListPolicyRulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPolicyRulesResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_ListPolicyRules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneServiceClient) DeletePolicyRule(ctx context.Context, in *DeletePolicyRuleRequest, opts ...grpc.CallOption) (*DeletePolicyRuleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeletePolicyRuleResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_DeletePolicyRule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlPlaneServiceServer is the server API for ControlPlaneService service.
 // All implementations must embed UnimplementedControlPlaneServiceServer
 // for forward compatibility.
@@ -387,6 +444,19 @@ type ControlPlaneServiceServer interface {
 	// RevokeToken revokes a token; calls with it fail from the next one on
 	// (admin only).
 	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
+	// ListApprovals lists approvals, newest first, a page at a time (AIP-158):
+	// all of them for the approve and admin scopes, the caller's own plans'
+	// otherwise. Each carries its plan's preview.
+	ListApprovals(context.Context, *ListApprovalsRequest) (*ListApprovalsResponse, error)
+	// ResolveApproval rejects or approves a plan waiting for approval
+	// (approve scope). Resolving twice, or a cancelled plan's approval, is
+	// FAILED_PRECONDITION.
+	ResolveApproval(context.Context, *ResolveApprovalRequest) (*ResolveApprovalResponse, error)
+	// ListPolicyRules lists the rules persisted by "approve and always allow"
+	// (approve scope).
+	ListPolicyRules(context.Context, *ListPolicyRulesRequest) (*ListPolicyRulesResponse, error)
+	// DeletePolicyRule removes a persisted rule (approve scope).
+	DeletePolicyRule(context.Context, *DeletePolicyRuleRequest) (*DeletePolicyRuleResponse, error)
 	mustEmbedUnimplementedControlPlaneServiceServer()
 }
 
@@ -453,6 +523,18 @@ func (UnimplementedControlPlaneServiceServer) ListTokens(context.Context, *ListT
 }
 func (UnimplementedControlPlaneServiceServer) RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeToken not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) ListApprovals(context.Context, *ListApprovalsRequest) (*ListApprovalsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListApprovals not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) ResolveApproval(context.Context, *ResolveApprovalRequest) (*ResolveApprovalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveApproval not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) ListPolicyRules(context.Context, *ListPolicyRulesRequest) (*ListPolicyRulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPolicyRules not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) DeletePolicyRule(context.Context, *DeletePolicyRuleRequest) (*DeletePolicyRuleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeletePolicyRule not implemented")
 }
 func (UnimplementedControlPlaneServiceServer) mustEmbedUnimplementedControlPlaneServiceServer() {}
 func (UnimplementedControlPlaneServiceServer) testEmbeddedByValue()                             {}
@@ -792,6 +874,78 @@ func _ControlPlaneService_RevokeToken_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlPlaneService_ListApprovals_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListApprovalsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).ListApprovals(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_ListApprovals_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).ListApprovals(ctx, req.(*ListApprovalsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlaneService_ResolveApproval_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveApprovalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).ResolveApproval(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_ResolveApproval_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).ResolveApproval(ctx, req.(*ResolveApprovalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlaneService_ListPolicyRules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPolicyRulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).ListPolicyRules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_ListPolicyRules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).ListPolicyRules(ctx, req.(*ListPolicyRulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlaneService_DeletePolicyRule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeletePolicyRuleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).DeletePolicyRule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_DeletePolicyRule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).DeletePolicyRule(ctx, req.(*DeletePolicyRuleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlPlaneService_ServiceDesc is the grpc.ServiceDesc for ControlPlaneService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -862,6 +1016,22 @@ var ControlPlaneService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeToken",
 			Handler:    _ControlPlaneService_RevokeToken_Handler,
+		},
+		{
+			MethodName: "ListApprovals",
+			Handler:    _ControlPlaneService_ListApprovals_Handler,
+		},
+		{
+			MethodName: "ResolveApproval",
+			Handler:    _ControlPlaneService_ResolveApproval_Handler,
+		},
+		{
+			MethodName: "ListPolicyRules",
+			Handler:    _ControlPlaneService_ListPolicyRules_Handler,
+		},
+		{
+			MethodName: "DeletePolicyRule",
+			Handler:    _ControlPlaneService_DeletePolicyRule_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

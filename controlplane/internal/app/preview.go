@@ -1,0 +1,146 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/blendplane/blendplane/controlplane/internal/fleet"
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// previewTimeout bounds one preview on its agent; previewAgentWait is how
+// long an unknown or unreachable agent is waited for.
+const (
+	previewTimeout   = 10 * time.Minute
+	previewAgentWait = 2 * time.Minute
+)
+
+// startPreview computes an approval's preview in the background: the plan
+// dry-run on a throwaway fork of its session on the session's agent. The
+// preview is stored with the approval (STATE_READY, or STATE_FAILED with
+// the failure) and wakes the plan's streams.
+func (a *App) startPreview(ref store.PlanRef, ap *cpv1.Approval, req *cpv1.SubmitPlanRequest) {
+	a.previews.Add(1)
+	go func() {
+		defer a.previews.Done()
+		p := a.preview(a.previewCtx, ref, ap, req)
+		if a.previewCtx.Err() != nil {
+			return // stopping: the next Start computes it again
+		}
+		p.CompleteTime = timestamppb.Now()
+		if err := a.store.SetPreview(ap.GetApprovalId(), p); err != nil {
+			a.log.Warn("storing a preview failed", "approval_id", ap.GetApprovalId(), "err", err)
+		}
+	}()
+}
+
+func (a *App) preview(ctx context.Context, ref store.PlanRef, ap *cpv1.Approval, req *cpv1.SubmitPlanRequest) *cpv1.Preview {
+	failed := func(err error) *cpv1.Preview {
+		a.log.Warn("preview failed", "approval_id", ap.GetApprovalId(), "request_id", ref.RequestID, "err", err)
+		return &cpv1.Preview{State: cpv1.Preview_STATE_FAILED, Failure: &cpv1.Failure{ErrorCode: "PREVIEW_UNAVAILABLE",
+			Recoverable: true, Message: "no preview: " + err.Error(), RetryHint: "decide without a preview, or cancel and submit the plan again"}}
+	}
+	sess, err := a.store.Session(ap.GetSessionId())
+	if err != nil {
+		return failed(err)
+	}
+	_, _, sched, err := a.store.PlanWork(ref)
+	if err != nil {
+		return failed(err)
+	}
+	ops := make([]*agentv1.OperationCall, len(sched))
+	for i, idx := range sched {
+		o := req.GetOperations()[idx]
+		ops[i] = &agentv1.OperationCall{OperationId: o.GetOperationId(), ToolName: o.GetToolName(), Args: o.GetArgs(),
+			SafetyLevel: o.GetSafetyLevel(), McpCallId: ap.GetApprovalId() + ":preview:" + o.GetOperationId(),
+			IdempotencyKey: plan.IdempotencyKey(ref.RequestID, o.GetOperationId(), o.GetArgs().AsMap())}
+	}
+	ctx, cancel := context.WithTimeout(ctx, previewTimeout)
+	defer cancel()
+	start := time.Now()
+	// The agent may not be back yet (a restart of either daemon): retry
+	// while it is unknown or unreachable.
+	var resp *agentv1.PreviewResponse
+	for {
+		agent, err := a.fleet.Client(sess.Info.GetAgentId())
+		if err == nil {
+			resp, err = agent.Preview(ctx, &agentv1.PreviewRequest{SessionId: ap.GetSessionId(), Operations: ops, Render: req.GetPreviewRender()})
+			if err == nil {
+				break
+			}
+		}
+		if status.Code(err) != codes.Unavailable && !errors.Is(err, fleet.ErrUnknownAgent) || time.Since(start) > previewAgentWait {
+			return failed(err)
+		}
+		select {
+		case <-ctx.Done():
+			return failed(ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	p := &cpv1.Preview{State: cpv1.Preview_STATE_READY, SceneHashBefore: resp.GetSceneHashBefore(),
+		SceneHashAfter: resp.GetSceneHashAfter(), Changes: resp.GetChanges(),
+		FailedOperationId: resp.GetFailedOperationId(), Failure: resp.GetFailure()}
+	if p.Failure != nil {
+		p.State = cpv1.Preview_STATE_FAILED
+	}
+	if png := resp.GetRenderPng(); len(png) > 0 {
+		if p.Render, err = a.storeBytes(ap.GetSessionId(), fmt.Sprintf("preview-%s.png", ap.GetApprovalId()), png); err != nil {
+			a.log.Warn("storing a preview render failed", "approval_id", ap.GetApprovalId(), "err", err)
+		}
+	}
+	a.log.Info("preview ready", "approval_id", ap.GetApprovalId(), "request_id", ref.RequestID, "changes", len(p.Changes),
+		"failed_operation", p.FailedOperationId, "took", time.Since(start).Round(time.Millisecond))
+	return p
+}
+
+// storeBytes keeps content made by the control plane as an artifact of a
+// session (its content in the blob store only).
+func (a *App) storeBytes(sessionID, name string, content []byte) (*cpv1.Artifact, error) {
+	w, err := a.blobs.Create(int64(len(content)))
+	if err != nil {
+		return nil, err
+	}
+	defer w.Abort()
+	if _, err := bytes.NewReader(content).WriteTo(w); err != nil {
+		return nil, err
+	}
+	sum, err := w.Commit()
+	if err != nil {
+		return nil, err
+	}
+	return a.store.PutArtifact(&cpv1.Artifact{SessionId: sessionID, Name: name, SizeBytes: int64(len(content)),
+		Sha256: sum, CreateTime: timestamppb.Now()})
+}
+
+// resumePreviews restarts the previews a stopped control plane left
+// pending.
+func (a *App) resumePreviews() error {
+	pending, _, err := a.store.Approvals(store.ApprovalFilter{State: cpv1.Approval_STATE_PENDING}, 0, 1<<30)
+	if err != nil {
+		return err
+	}
+	for _, ap := range pending {
+		if ap.GetPreview().GetState() != cpv1.Preview_STATE_PENDING {
+			continue
+		}
+		ref := store.PlanRef{Owner: ap.GetRequestedBy(), RequestID: ap.GetRequestId()}
+		_, req, _, err := a.store.PlanWork(ref)
+		if err != nil {
+			return err
+		}
+		a.startPreview(ref, ap, req)
+	}
+	return nil
+}

@@ -1,0 +1,306 @@
+package e2e
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// approvalsPolicy keeps the defaults (destructive operations need approval)
+// and denies exports outside a naming scheme.
+const approvalsPolicy = `rules:
+  - name: shot-exports
+    tools: [scene.export]
+    args: {output: "!shot_*"}
+    decision: deny
+    reason: exports are named shot_*
+`
+
+// TestApprovals: the policy gate and the approval flow end to end, on the
+// default policy plus a deny rule: a destructive plan waits and changes
+// nothing; its preview names what it would delete and leaves the session's
+// scene alone; reject runs nothing; approve once runs it, also after a
+// control-plane restart; always-allow skips the next approval of the same
+// kind only; a denied tool refuses the plan; only the approve scope
+// resolves; the audit names every decision.
+func TestApprovals(t *testing.T) {
+	c := startClusterOpts(t, clusterOpts{policy: approvalsPolicy})
+	sid := c.negotiate(t).GetSessionId()
+	_, rs := c.run(t, sid, "setup",
+		op("a", "object.create", map[string]any{"type": "cube", "name": "Doomed"}),
+		op("b", "object.create", map[string]any{"type": "cube", "name": "Keep"}))
+	if rs[len(rs)-1].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("setup: %v", rs)
+	}
+	base := rs[len(rs)-1].GetSceneHashAfter()
+	sceneHash := func() string {
+		resp, err := c.client.GetSession(ctxT(t, 10*time.Second), &cpv1.GetSessionRequest{SessionId: sid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetSession().GetSceneHash()
+	}
+	submit := func(id string, ops ...*cpv1.Operation) *cpv1.Plan {
+		t.Helper()
+		resp, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: sid, RequestId: id, Operations: ops})
+		if err != nil {
+			t.Fatalf("submit %s: %v", id, err)
+		}
+		return resp.GetPlan()
+	}
+	del := func(id, name string) *cpv1.Plan {
+		t.Helper()
+		return submit(id, op("del", "object.delete", map[string]any{"name": name}))
+	}
+	resolve := func(client cpv1.ControlPlaneServiceClient, id string, d cpv1.Decision) (*cpv1.ResolveApprovalResponse, error) {
+		return client.ResolveApproval(ctxT(t, 10*time.Second), &cpv1.ResolveApprovalRequest{ApprovalId: id, Decision: d})
+	}
+
+	// A destructive plan waits; nothing runs.
+	p := del("del-1", "Doomed")
+	if p.GetState() != cpv1.Plan_STATE_AWAITING_APPROVAL || p.GetApprovalId() == "" {
+		t.Fatalf("a destructive plan: %v", p)
+	}
+	apID := p.GetApprovalId()
+
+	// The stream of a waiting plan says so first.
+	stream, err := c.client.StreamReceipts(ctxT(t, time.Minute), &cpv1.StreamReceiptsRequest{RequestId: "del-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := stream.Recv()
+	if err != nil || ev.GetAwaitingApproval().GetApprovalId() != apID {
+		t.Fatalf("first event on a waiting plan's stream: %v %v", ev, err)
+	}
+
+	// The preview: computed on a fork, names the deleted object, leaves the
+	// session's scene alone.
+	ap := waitPreview(t, c, apID)
+	pv := ap.GetPreview()
+	if pv.GetState() != cpv1.Preview_STATE_READY || pv.GetSceneHashBefore() != base || pv.GetSceneHashAfter() == base {
+		t.Fatalf("preview: %v", pv)
+	}
+	if !slices.ContainsFunc(pv.GetChanges(), func(ch *cpv1.DatablockChange) bool {
+		return ch.GetKind() == cpv1.DatablockChange_KIND_REMOVED && ch.GetCollection() == "objects" && ch.GetName() == "Doomed"
+	}) || slices.ContainsFunc(pv.GetChanges(), func(ch *cpv1.DatablockChange) bool { return ch.GetName() == "Keep" }) {
+		t.Fatalf("preview changes: %v", pv.GetChanges())
+	}
+	if ap.GetRequestedBy() != "admin" || len(ap.GetDecisions()) != 1 || ap.GetDecisions()[0].GetReason() == "" ||
+		ap.GetDecisions()[0].GetTarget() != "name=Doomed" {
+		t.Fatalf("approval: %v", ap)
+	}
+	if got := sceneHash(); got != base {
+		t.Fatalf("the session's scene hash moved while the plan waited and was previewed: %s, was %s", got, base)
+	}
+
+	// Without the approve scope: PERMISSION_DENIED; reject runs nothing.
+	ana := c.clientAs(t, c.createToken(t, "ana", "plans"))
+	if _, err := resolve(ana, apID, cpv1.Decision_DECISION_APPROVE_ONCE); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("resolve without the approve scope: %v", err)
+	}
+	approver := c.clientAs(t, c.createToken(t, "lead", "plans", "approve"))
+	if _, err := resolve(approver, apID, cpv1.Decision_DECISION_REJECT); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolve(approver, apID, cpv1.Decision_DECISION_APPROVE_ONCE); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("resolving twice: %v", err)
+	}
+	drainStream(t, stream)
+	if p := c.plan(t, "del-1"); p.GetState() != cpv1.Plan_STATE_FAILED || p.GetFailure().GetErrorCode() != "APPROVAL_REJECTED" || p.GetReceiptCount() != 0 {
+		t.Fatalf("a rejected plan: %v", p)
+	}
+	if got := sceneHash(); got != base {
+		t.Fatalf("a rejected plan changed the scene: %s, was %s", got, base)
+	}
+
+	// Approve once, after a control-plane restart: the approval survives.
+	p = del("del-2", "Doomed")
+	c.cp.stop(t, syscall.SIGTERM)
+	c.cp = startDaemon(t, "controlplane", c.cp.cmd.Args[1:]...)
+	c.waitAgent(t)
+	list, err := approver.ListApprovals(ctxT(t, 10*time.Second), &cpv1.ListApprovalsRequest{State: cpv1.Approval_STATE_PENDING})
+	if err != nil || len(list.GetApprovals()) != 1 || list.GetApprovals()[0].GetApprovalId() != p.GetApprovalId() {
+		t.Fatalf("pending approvals after a restart: %v %v", list, err)
+	}
+	if _, err := resolve(approver, p.GetApprovalId(), cpv1.Decision_DECISION_APPROVE_ONCE); err != nil {
+		t.Fatal(err)
+	}
+	rs = c.receipts(t, "del-2", 1)
+	if len(rs) != 1 || rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED || c.plan(t, "del-2").GetState() != cpv1.Plan_STATE_SUCCEEDED {
+		t.Fatalf("an approved plan: %v", rs)
+	}
+	if pv := waitPreview(t, c, p.GetApprovalId()).GetPreview(); rs[0].GetSceneHashAfter() != pv.GetSceneHashAfter() {
+		t.Errorf("the scene after the approved plan (%s) differs from its preview's: %v", rs[0].GetSceneHashAfter(), pv)
+	}
+
+	// The audit: the operation's record names the decision, the approval,
+	// who approved and the input hash; the decisions have records too.
+	audit, err := c.client.ListAuditRecords(ctxT(t, 10*time.Second), &cpv1.ListAuditRecordsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	var opRec *cpv1.AuditRecord
+	for _, r := range audit.GetAuditRecords() {
+		if r.GetEvent() != "" {
+			events = append(events, r.GetRequestId()+" "+r.GetEvent()+" by "+r.GetPrincipal())
+		}
+		if r.GetRequestId() == "del-2" && r.GetOperationId() == "del" {
+			opRec = r
+		}
+	}
+	if !slices.Equal(events, []string{"del-1 approval.rejected by lead", "del-2 approval.approved by lead"}) {
+		t.Errorf("decision audit records: %q", events)
+	}
+	if opRec.GetPolicyDecision() != "require_approval" || opRec.GetApprovalId() != p.GetApprovalId() ||
+		opRec.GetApprovedBy() != "lead" || len(opRec.GetInputHash()) != 64 {
+		t.Errorf("the approved operation's audit record: %v", opRec)
+	}
+
+	// Always allow: the same principal, tool and target run at once from
+	// then on; another target still waits; deleting the rule restores it.
+	submit("mk-1", op("mk", "object.create", map[string]any{"type": "cube", "name": "Tmp"}),
+		op("mk2", "object.create", map[string]any{"type": "cube", "name": "Other"}))
+	c.receipts(t, "mk-1", 1)
+	p = del("del-tmp-1", "Tmp")
+	resp, err := resolve(approver, p.GetApprovalId(), cpv1.Decision_DECISION_APPROVE_AND_ALWAYS_ALLOW)
+	if err != nil || len(resp.GetRules()) != 1 || resp.GetRules()[0].GetTarget() != "name=Tmp" {
+		t.Fatalf("always allow: %v %v", resp, err)
+	}
+	c.receipts(t, "del-tmp-1", 1)
+	submit("mk-2", op("mk", "object.create", map[string]any{"type": "cube", "name": "Tmp"}))
+	c.receipts(t, "mk-2", 1)
+	if p := del("del-tmp-2", "Tmp"); p.GetState() == cpv1.Plan_STATE_AWAITING_APPROVAL {
+		t.Fatalf("the same kind after always-allow still waits: %v", p)
+	}
+	if rs := c.receipts(t, "del-tmp-2", 1); len(rs) != 1 || rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("the always-allowed delete: %v", rs)
+	}
+	if p := del("del-other", "Other"); p.GetState() != cpv1.Plan_STATE_AWAITING_APPROVAL {
+		t.Fatalf("another target after always-allow: %v", p)
+	}
+	rules, err := approver.ListPolicyRules(ctxT(t, 10*time.Second), &cpv1.ListPolicyRulesRequest{})
+	if err != nil || len(rules.GetRules()) != 1 {
+		t.Fatalf("rules: %v %v", rules, err)
+	}
+	if _, err := approver.DeletePolicyRule(ctxT(t, 10*time.Second), &cpv1.DeletePolicyRuleRequest{RuleId: rules.GetRules()[0].GetRuleId()}); err != nil {
+		t.Fatal(err)
+	}
+	submit("mk-3", op("mk", "object.create", map[string]any{"type": "cube", "name": "Tmp"}))
+	c.receipts(t, "mk-3", 1)
+	if p := del("del-tmp-3", "Tmp"); p.GetState() != cpv1.Plan_STATE_AWAITING_APPROVAL {
+		t.Fatalf("after its rule was deleted: %v", p)
+	}
+
+	// Cancelling a waiting plan cancels its approval.
+	if _, err := c.client.CancelPlan(ctxT(t, 10*time.Second), &cpv1.CancelPlanRequest{RequestId: "del-tmp-3"}); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.plan(t, "del-tmp-3"); p.GetState() != cpv1.Plan_STATE_CANCELLED {
+		t.Fatalf("a cancelled waiting plan: %v", p)
+	}
+	if _, err := resolve(approver, p.GetApprovalId(), cpv1.Decision_DECISION_APPROVE_ONCE); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("resolving a cancelled plan's approval: %v", err)
+	}
+
+	// A denied tool refuses the whole plan; nothing runs.
+	before := sceneHash()
+	_, err = c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: sid, RequestId: "export", Operations: []*cpv1.Operation{
+		op("mk", "object.create", map[string]any{"type": "cube", "name": "Fine"}),
+		op("out", "scene.export", map[string]any{"format": "obj", "output": "final.obj"}, "mk"),
+	}})
+	st := status.Convert(err)
+	info, violations := details(st)
+	if st.Code() != codes.FailedPrecondition || info.GetReason() != "POLICY_BLOCKED" || len(violations) != 1 ||
+		violations[0].GetField() != "operations[1]" {
+		t.Fatalf("a denied export: %v %v %v", st, info, violations)
+	}
+	if got := sceneHash(); got != before {
+		t.Fatalf("a refused plan changed the scene")
+	}
+	if p := submit("export-ok", op("out", "scene.export", map[string]any{"format": "obj", "output": "shot_010.obj"})); p.GetState() == cpv1.Plan_STATE_AWAITING_APPROVAL {
+		t.Fatalf("an export in the scheme waits: %v", p)
+	}
+
+	// blendctl: submit --watch says the plan waits, approvals shows its
+	// diff, approve resumes it and the watch ends with the receipt.
+	submit("mk-cli", op("mk", "object.create", map[string]any{"type": "cube", "name": "Cli"}))
+	c.receipts(t, "mk-cli", 1)
+	file := filepath.Join(t.TempDir(), "del.json")
+	os.WriteFile(file, []byte(`{"request_id": "del-cli", "operations": [{"operation_id": "del", "tool_name": "object.delete",
+		"safety_level": "destructive", "args": {"name": "Cli"}}]}`), 0o600)
+	var out syncBuffer
+	watch := c.blendctl("submit", file, "--session", sid, "--watch")
+	watch.Stdout, watch.Stderr = &out, &out
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "blendctl submit --watch to say the plan waits", func() bool { return strings.Contains(out.String(), "waiting for approval") })
+	id := c.plan(t, "del-cli").GetApprovalId()
+	waitPreview(t, c, id)
+	listing, err := c.blendctl("approvals").CombinedOutput()
+	if err != nil || !strings.Contains(string(listing), id) || !strings.Contains(string(listing), "- objects/Cli") {
+		t.Fatalf("blendctl approvals: %v\n%s", err, listing)
+	}
+	if msg, err := c.blendctl("approve", id).CombinedOutput(); err != nil {
+		t.Fatalf("blendctl approve: %v\n%s", err, msg)
+	}
+	if err := watch.Wait(); err != nil || !strings.Contains(out.String(), "SUCCEEDED") {
+		t.Fatalf("blendctl submit --watch after the approval: %v\n%s", err, out.String())
+	}
+}
+
+// waitFor polls cond for up to a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// waitPreview waits until an approval's preview is no longer pending.
+func waitPreview(t *testing.T, c *cluster, id string) *cpv1.Approval {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		resp, err := c.client.ListApprovals(ctxT(t, 10*time.Second), &cpv1.ListApprovalsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ap := range resp.GetApprovals() {
+			if ap.GetApprovalId() == id && ap.GetPreview().GetState() != cpv1.Preview_STATE_PENDING {
+				return ap
+			}
+		}
+	}
+	t.Fatalf("no preview for %s", id)
+	return nil
+}
+
+// drainStream reads a receipt stream to its end.
+func drainStream(t *testing.T, s interface {
+	Recv() (*cpv1.StreamReceiptsResponse, error)
+}) {
+	t.Helper()
+	for {
+		if _, err := s.Recv(); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("stream: %v", err)
+			}
+			return
+		}
+	}
+}
