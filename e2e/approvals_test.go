@@ -233,6 +233,25 @@ func TestApprovals(t *testing.T) {
 		t.Fatalf("an export in the scheme waits: %v", p)
 	}
 
+	// preview_render: a small render of the previewed scene, kept as an
+	// artifact of the session.
+	resp2, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: sid, RequestId: "del-render",
+		Operations: []*cpv1.Operation{op("del", "object.delete", map[string]any{"name": "Keep"})}, PreviewRender: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpv := waitPreview(t, c, resp2.GetPlan().GetApprovalId()).GetPreview()
+	if rpv.GetRender().GetName() != "preview-"+resp2.GetPlan().GetApprovalId()+".png" {
+		t.Fatalf("a preview with a render: %v", rpv)
+	}
+	if _, png, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: sid, Name: rpv.GetRender().GetName()}); err != nil ||
+		!strings.HasPrefix(string(png), "\x89PNG") {
+		t.Fatalf("the preview render: %v (%d bytes)", err, len(png))
+	}
+	if _, err := resolve(approver, resp2.GetPlan().GetApprovalId(), cpv1.Decision_DECISION_REJECT); err != nil {
+		t.Fatal(err)
+	}
+
 	// blendctl: submit --watch says the plan waits, approvals shows its
 	// diff, approve resumes it and the watch ends with the receipt.
 	submit("mk-cli", op("mk", "object.create", map[string]any{"type": "cube", "name": "Cli"}))

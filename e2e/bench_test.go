@@ -333,8 +333,8 @@ const (
 //
 // ns/op is the sum of the timed plans of both sizes; read the named metrics.
 func BenchmarkScale(b *testing.B) {
-	c := startClusterWith(b, []string{"--checkpoint-every", "1000000", "--checkpoint-interval", "24h",
-		"--checkpoint-idle", scaleIdle.String()}, nil)
+	c := startClusterOpts(b, clusterOpts{agentArgs: []string{"--checkpoint-every", "1000000", "--checkpoint-interval", "24h",
+		"--checkpoint-idle", scaleIdle.String()}, policy: scalePolicy})
 	scenes := []*scene{buildScene(b, c, scaleSmall), buildScene(b, c, scaleLarge)}
 	small, large := scenes[0], scenes[1]
 	// each calls measure for the small scene, then for the large one, each
@@ -435,6 +435,18 @@ func BenchmarkScale(b *testing.B) {
 		b.ReportMetric(e2e[large]/e2e[small], "ratio-e2e")
 	})
 
+	b.Run("Preview", func(b *testing.B) {
+		took := map[*scene]float64{}
+		each(b, func(b *testing.B, s *scene) {
+			b.StartTimer()
+			elapsed := s.preview(b, scalePreviewOps)
+			b.StopTimer()
+			took[s] = elapsed.Seconds()
+		})
+		perSize(b, took, "s/preview")
+		b.ReportMetric(took[large]/took[small], "ratio")
+	})
+
 	b.Run("Durable", func(b *testing.B) {
 		rate := map[*scene]float64{}
 		each(b, func(b *testing.B, s *scene) {
@@ -447,6 +459,56 @@ func BenchmarkScale(b *testing.B) {
 		})
 		perSize(b, rate, "ops/s")
 	})
+}
+
+// scalePolicy allows everything but object.rename, whose plans wait for
+// approval: the Preview benchmark's plans, rejected once previewed.
+const scalePolicy = `rules:
+  - name: bench-preview
+    tools: [object.rename]
+    decision: require_approval
+  - name: bench-allow
+    decision: allow
+`
+
+// scalePreviewOps is the size of the previewed plan (issue 9: 20).
+const scalePreviewOps = 20
+
+// preview submits a plan of k object.rename (which waits for approval) and
+// returns the time from SubmitPlan until its preview is ready: the fork's
+// Blender start, checkpoint load and journal replay, both snapshots, the k
+// operations and the diff. The plan is rejected then, so the scene stays.
+func (s *scene) preview(b *testing.B, k int) time.Duration {
+	b.Helper()
+	s.plans++
+	id := fmt.Sprintf("scale-%s-preview-%d", s.label, s.plans)
+	ops := make([]*cpv1.Operation, k)
+	for j := range ops {
+		ops[j] = op(fmt.Sprintf("r%02d", j), "object.rename", map[string]any{"name": fmt.Sprintf("P%05d", j*7919%s.n), "new_name": fmt.Sprintf("R%d_%02d", s.plans, j)})
+	}
+	start := time.Now()
+	resp, err := s.c.client.SubmitPlan(ctxT(b, time.Minute), &cpv1.SubmitPlanRequest{SessionId: s.id, RequestId: id, Operations: ops})
+	if err != nil || resp.GetPlan().GetApprovalId() == "" {
+		b.Fatalf("submit %s: %v %v", id, resp, err)
+	}
+	for {
+		list, err := s.c.client.ListApprovals(ctxT(b, time.Minute), &cpv1.ListApprovalsRequest{RequestId: id})
+		if err != nil || len(list.GetApprovals()) != 1 {
+			b.Fatalf("approval of %s: %v %v", id, list, err)
+		}
+		if pv := list.GetApprovals()[0].GetPreview(); pv.GetState() != cpv1.Preview_STATE_PENDING {
+			elapsed := time.Since(start)
+			if pv.GetState() != cpv1.Preview_STATE_READY || len(pv.GetChanges()) != 2*k { // each rename: one removed, one added
+				b.Fatalf("preview of %s: %v", id, pv)
+			}
+			if _, err := s.c.client.ResolveApproval(ctxT(b, time.Minute), &cpv1.ResolveApprovalRequest{
+				ApprovalId: resp.GetPlan().GetApprovalId(), Decision: cpv1.Decision_DECISION_REJECT}); err != nil {
+				b.Fatal(err)
+			}
+			return elapsed
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // scene is a session whose scene holds n planes, P00000 … besides the

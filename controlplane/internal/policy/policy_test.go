@@ -171,3 +171,36 @@ func TestLoadJSONAndYAML(t *testing.T) {
 		t.Error("a missing policy file loaded")
 	}
 }
+
+// TestDocumentedPolicy: the example in docs/POLICY.md parses and decides as
+// its comments say.
+func TestDocumentedPolicy(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "POLICY.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(doc), "```yaml\n")
+	example, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("no yaml example in docs/POLICY.md")
+	}
+	p, err := Parse([]byte(example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		in   Input
+		mode Mode
+	}{
+		{Input{Principal: "ana", Tool: "object.delete", Safety: plan.SafetyDestructive, Args: map[string]any{"name": "tmp_1"}}, Allow},
+		{Input{Principal: "ana", Tool: "scene.export", Safety: plan.SafetySafeWrite, Args: map[string]any{"format": "obj", "output": "x.obj"}}, Deny},
+		{Input{Principal: "intern-2", Tool: "object.create", Safety: plan.SafetySafeWrite}, Deny},
+		{Input{Principal: "lead", Tool: "python.exec", Safety: plan.SafetyDestructive, Unsafe: true}, RequireApproval},
+		{Input{Principal: "ana", Tool: "render.still", Safety: plan.SafetySafeWrite, Args: map[string]any{"output": "a.png", "samples": 128.0}}, RequireApproval},
+		{Input{Principal: "ana", Tool: "render.still", Safety: plan.SafetySafeWrite, Args: map[string]any{"output": "a.png", "samples": 64.0}}, Allow},
+	} {
+		if d, err := p.Decide(c.in, nil); err != nil || d.Mode != c.mode {
+			t.Errorf("%s %v: %+v %v, want %s", c.in.Tool, c.in.Args, d, err, c.mode)
+		}
+	}
+}
