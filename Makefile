@@ -10,16 +10,19 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 # Blender 4.5 LTS as a Python module, for CPython 3.11.
 BPY_VERSION                := 4.5.15
+# Third-party clients the tests drive the front doors with.
+MCP_PY_VERSION             := 2.3.0
 
 TOOLS_BIN := $(CURDIR)/.tools/bin
 VENV      := $(CURDIR)/.blender/venv
+CLIENTS   := $(CURDIR)/.clients
 PYTHON311 ?= $(shell command -v python3.11 || command -v python3)
 export PATH := $(TOOLS_BIN):$(PATH)
 
 GO_PACKAGES := ./...
 BINARIES    := bin/controlplane bin/agentd bin/blendctl
 
-.PHONY: tools generate lint build test check bench demo blender clean
+.PHONY: tools generate lint build test check bench demo blender clients clean
 
 ## tools: install pinned buf, protoc-gen-go and protoc-gen-go-grpc into .tools/bin
 tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc
@@ -67,10 +70,20 @@ $(VENV)/.bpy-$(BPY_VERSION):
 	$(VENV)/bin/python -c 'import bpy; print("bpy", bpy.app.version_string)'
 	touch $@
 
+## clients: the third-party clients the tests use (Python MCP SDK), pinned, in .clients/
+clients: $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)
+
+$(CLIENTS)/py/.mcp-$(MCP_PY_VERSION):
+	@echo "installing the Python MCP SDK (mcp==$(MCP_PY_VERSION)) into .clients/py"
+	rm -rf $(CLIENTS)/py
+	$(PYTHON311) -m venv $(CLIENTS)/py
+	$(CLIENTS)/py/bin/pip install --quiet --disable-pip-version-check mcp==$(MCP_PY_VERSION)
+	touch $@
+
 ## test: unit tests, then integration tests on the real binaries and real Blender
 ## (the bridge's tests run on every installed Blender; the end-to-end suite runs
 ## on the bpy wheel, and its main cluster tests once more on Debian's 3.4)
-test: blender
+test: blender clients
 	go test -count=1 -timeout 20m $(GO_PACKAGES)
 	@if [ -x /usr/bin/blender ]; then \
 		echo "== end-to-end cluster tests on Debian's Blender 3.4"; \

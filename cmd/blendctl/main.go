@@ -60,6 +60,9 @@ Commands:
                       make a token (admin); its secret is printed once
   token list          list the tokens, never their secrets (admin)
   token revoke NAME   revoke a token: its next call fails (admin)
+  mcp [--flag F]...   serve MCP over stdio (for an MCP host's config): one Blendplane session,
+                      negotiated on first use with the feature flags, closed when the host
+                      disconnects; logs go to stderr
   approvals [--state pending|approved|rejected|cancelled|all] [--request-id ID]
                       list approvals (default: pending) with their previews: what each
                       plan would add, remove and change
@@ -144,6 +147,7 @@ func run(args []string) error {
 var commands = map[string]func(c *cli, ctx context.Context, args []string) error{
 	"submit":    (*cli).submit,
 	"approvals": (*cli).approvals,
+	"mcp":       (*cli).mcp,
 	"approve":   resolve(cpv1.Decision_DECISION_APPROVE_ONCE),
 	"reject":    resolve(cpv1.Decision_DECISION_REJECT),
 	"policy":    (*cli).policy,

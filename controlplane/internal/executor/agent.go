@@ -49,6 +49,7 @@ func (e *Executor) interrupt(agentID, sessionID string, ref store.PlanRef, log *
 // an error only when the executor is stopping.
 func (e *Executor) execute(agentID string, ref store.PlanRef, sessionID string, budgetMs int64, ops []*cpv1.Operation, last bool, add func(*cpv1.Receipt, bool), log *slog.Logger) error {
 	calls := make([]*agentv1.OperationCall, len(ops))
+	given := make(map[*agentv1.OperationCall]bool, len(ops))
 	for i, op := range ops {
 		calls[i] = &agentv1.OperationCall{
 			OperationId:    op.GetOperationId(),
@@ -58,7 +59,9 @@ func (e *Executor) execute(agentID string, ref store.PlanRef, sessionID string, 
 			IdempotencyKey: plan.IdempotencyKey(ref.RequestID, op.GetOperationId(), op.GetArgs().AsMap()),
 			TimeBudgetMs:   budgetMs,
 			Verify:         op.GetVerify(),
+			McpCallId:      op.GetMcpCallId(),
 		}
+		given[calls[i]] = op.GetMcpCallId() != ""
 	}
 	return e.retry(log, func(ctx context.Context, alive func()) (bool, error) {
 		agent, err := e.client(agentID)
@@ -66,7 +69,11 @@ func (e *Executor) execute(agentID string, ref store.PlanRef, sessionID string, 
 			return false, err
 		}
 		for _, c := range calls {
-			c.McpCallId = NewID("call") // unique per invocation, retries included
+			// The front door's call id when it gave one, else unique per
+			// invocation, retries included.
+			if !given[c] {
+				c.McpCallId = NewID("call")
+			}
 		}
 		stream, err := agent.Execute(ctx, &agentv1.ExecuteRequest{SessionId: sessionID, RequestId: ref.RequestID, Operations: calls})
 		if err != nil {

@@ -1562,7 +1562,11 @@ type Operation struct {
 	// Verify the operation's effect after it runs (seed 001, phase 5): the
 	// scene is snapshotted from scratch and must hash to what the operation
 	// reported; otherwise the operation is undone and fails.
-	Verify        bool `protobuf:"varint,6,opt,name=verify,proto3" json:"verify,omitempty"`
+	Verify bool `protobuf:"varint,6,opt,name=verify,proto3" json:"verify,omitempty"`
+	// The id of the front door's call this operation is (an MCP tool call's),
+	// carried by its receipt and audit record; empty: a fresh id per
+	// invocation.
+	McpCallId     string `protobuf:"bytes,7,opt,name=mcp_call_id,json=mcpCallId,proto3" json:"mcp_call_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1637,6 +1641,13 @@ func (x *Operation) GetVerify() bool {
 		return x.Verify
 	}
 	return false
+}
+
+func (x *Operation) GetMcpCallId() string {
+	if x != nil {
+		return x.McpCallId
+	}
+	return ""
 }
 
 type SubmitPlanRequest struct {
@@ -6629,7 +6640,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x11max_payload_bytes\x18\x02 \x01(\x03R\x0fmaxPayloadBytes\x12(\n" +
 	"\x10tool_surface_cap\x18\x03 \x01(\x05R\x0etoolSurfaceCap\x120\n" +
 	"\x14max_concurrent_calls\x18\x04 \x01(\x05R\x12maxConcurrentCalls\x12,\n" +
-	"\x12max_artifact_bytes\x18\x05 \x01(\x03R\x10maxArtifactBytes\"\xe4\x02\n" +
+	"\x12max_artifact_bytes\x18\x05 \x01(\x03R\x10maxArtifactBytes\"\xa8\x03\n" +
 	"\tOperation\x12B\n" +
 	"\foperation_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\voperationId\x12'\n" +
 	"\ttool_name\x18\x02 \x01(\tB\n" +
@@ -6639,7 +6650,8 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"depends_on\x18\x04 \x03(\tB&\xbaH#\x92\x01 \x18\x01\"\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tdependsOn\x12V\n" +
 	"\fsafety_level\x18\x05 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelB\n" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\vsafetyLevel\x12\x16\n" +
-	"\x06verify\x18\x06 \x01(\bR\x06verify\"\xc8\x02\n" +
+	"\x06verify\x18\x06 \x01(\bR\x06verify\x12B\n" +
+	"\vmcp_call_id\x18\a \x01(\tB\"\xbaH\x1f\xd8\x01\x01r\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tmcpCallId\"\xc8\x02\n" +
 	"\x11SubmitPlanRequest\x12>\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +

@@ -1,0 +1,57 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// mcpPython is the Python with the official MCP SDK (`make clients`).
+func mcpPython(t *testing.T) string {
+	t.Helper()
+	py := filepath.Join(repoRoot(), ".clients", "py", "bin", "python")
+	if _, err := os.Stat(py); err != nil {
+		t.Fatalf("no Python MCP SDK at %s: run `make clients`", py)
+	}
+	return py
+}
+
+// TestMCPStdio: the Python MCP SDK drives `blendctl mcp` over stdio against
+// a live cluster (e2e/testdata/mcp_client.py: tools and their schemas and
+// annotations, calls, the failure contract, plan.submit with progress, an
+// image result, resources, prompts). The control plane's side: the calls
+// were plans of one session, their receipts and audit carry the MCP call
+// ids, and the session is closed once the client hangs up.
+func TestMCPStdio(t *testing.T) {
+	py := mcpPython(t)
+	c := startCluster(t)
+	cmd := exec.Command(py, filepath.Join("testdata", "mcp_client.py"), "stdio", filepath.Join(binDir, "blendctl"), c.cpAddr, c.adminTokenFile())
+	out, err := cmd.CombinedOutput()
+	t.Logf("mcp_client.py:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "\ndone\n") {
+		t.Fatalf("the Python MCP client failed: %v", err)
+	}
+
+	sessions, err := c.client.ListSessions(ctxT(t, 10*time.Second), &cpv1.ListSessionsRequest{State: cpv1.Session_STATE_CLOSED})
+	if err != nil || len(sessions.GetSessions()) != 1 {
+		t.Fatalf("the MCP session's Blendplane session, closed after the client left: %v %v", sessions, err)
+	}
+	s := sessions.GetSessions()[0]
+	if hp := s.GetContract().GetHostProfile(); !strings.HasPrefix(hp.GetClientName(), "mcp:") {
+		t.Errorf("negotiated from the MCP client's info: %v", hp)
+	}
+	audit, err := c.client.ListAuditRecords(ctxT(t, 10*time.Second), &cpv1.ListAuditRecordsRequest{})
+	if err != nil || len(audit.GetAuditRecords()) == 0 {
+		t.Fatalf("audit: %v %v", audit, err)
+	}
+	for _, r := range audit.GetAuditRecords() {
+		if !strings.HasPrefix(r.GetMcpCallId(), "mcp:"+s.GetSessionId()+":") || r.GetSessionId() != s.GetSessionId() {
+			t.Errorf("an audit record of an MCP call: %v", r)
+		}
+	}
+}

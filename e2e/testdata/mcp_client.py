@@ -1,0 +1,104 @@
+"""Drive Blendplane's MCP server with the official Python MCP SDK (PyPI mcp).
+
+    python mcp_client.py stdio BLENDCTL ADDR TOKEN_FILE
+    python mcp_client.py http URL TOKEN
+
+Each check prints one line; any failure raises (exit status 1). The Go test
+(e2e/mcp_test.go) runs it against a live cluster and checks the control
+plane's side afterwards.
+"""
+
+import asyncio
+import base64
+import json
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+
+def check(cond, what, detail=None):
+    if not cond:
+        raise AssertionError("%s: %s" % (what, json.dumps(detail, default=str)[:2000] if detail is not None else ""))
+    print("ok:", what, flush=True)
+
+
+async def exercise(session):
+    init = await session.initialize()
+    check(init.server_info.name == "blendplane", "initialize", init.server_info)
+
+    tools = {t.name: t for t in (await session.list_tools()).tools}
+    for name in ("object.create", "object.delete", "scene.get_summary", "render.still", "plan.submit"):
+        check(name in tools, "tool listed: " + name, sorted(tools))
+    check("python.exec" not in tools, "python.exec not listed without the unsafe_ops flag", sorted(tools))
+    create, delete, summary = tools["object.create"], tools["object.delete"], tools["scene.get_summary"]
+    check("type" in create.input_schema.get("properties", {}), "object.create's input schema is the registry's", create.input_schema)
+    check(create.output_schema is not None, "tools have an output schema")
+    check(summary.annotations.read_only_hint is True, "scene.get_summary is read-only", summary.annotations)
+    check(delete.annotations.destructive_hint is True, "object.delete is destructive", delete.annotations)
+    check(create.annotations.destructive_hint is False and create.annotations.read_only_hint is False,
+          "object.create is a safe write", create.annotations)
+
+    res = await session.call_tool("object.create", {"type": "cube", "name": "McpCube", "location": [0, 0, 1]})
+    sc = res.structured_content
+    check(not res.is_error and sc["status"] == "SUCCEEDED" and sc["scene_hash_after"] and sc["mcp_call_id"].startswith("mcp:"),
+          "object.create: a receipt", sc)
+    check(sc["result"]["name"] == "McpCube", "object.create's result", sc)
+
+    res = await session.call_tool("object.set_transform", {"name": "Missing", "location": [1, 2, 3]})
+    sc = res.structured_content
+    check(res.is_error and sc["error_code"] == "NOT_FOUND" and sc["recoverable"] and sc["retry_hint"]
+          and sc["minimal_repair_plan"], "a failing call returns the failure contract", sc)
+
+    res = await session.call_tool("object.create", {"type": "nonsense", "name": "Bad"})
+    sc = res.structured_content
+    check(res.is_error and sc["error_code"] == "SCHEMA_INVALID" and sc["field_violations"], "bad args: SCHEMA_INVALID", sc)
+
+    progress = []
+
+    async def on_progress(done, total, message):
+        progress.append((done, total, message))
+
+    plan = {"operations": [
+        {"operation_id": "a", "tool_name": "object.create", "args": {"type": "uv_sphere", "name": "Ball"}},
+        {"operation_id": "b", "tool_name": "object.set_transform", "args": {"name": "Ball", "location": [2, 0, 1]}, "depends_on": ["a"]},
+        {"operation_id": "c", "tool_name": "scene.get_summary", "args": {}, "depends_on": ["b"]},
+    ]}
+    res = await session.call_tool("plan.submit", plan, progress_callback=on_progress)
+    sc = res.structured_content
+    check(not res.is_error and [r["operation_id"] for r in sc["receipts"]] == ["a", "b", "c"], "plan.submit: three receipts", sc)
+    check(len(progress) >= 3 and progress[-1][0] == 3 and progress[-1][1] == 3, "plan.submit: progress per receipt", progress)
+
+    res = await session.call_tool("render.still", {"output": "mcp.png", "resolution": [64, 48], "samples": 1, "seed": 3})
+    images = [c for c in res.content if c.type == "image"]
+    links = [c for c in res.content if c.type == "resource_link"]
+    check(not res.is_error and len(images) == 1 and images[0].mime_type == "image/png", "render.still returns the image", res.content)
+    data = images[0].data if isinstance(images[0].data, bytes) else base64.b64decode(images[0].data)
+    check(data[:4] == b"\x89PNG", "the image is a PNG")
+    check(len(links) == 1 and links[0].uri.endswith("/mcp.png"), "render.still links its artifact", links)
+    art = await session.read_resource(links[0].uri)
+    check(len(art.contents) == 1, "the artifact reads as a resource", art)
+
+    summary = await session.read_resource("blendplane://session/summary")
+    text = summary.contents[0].text
+    check("McpCube" in text and "Ball" in text, "the summary resource shows the scene", text[:500])
+
+    prompts = {p.name for p in (await session.list_prompts()).prompts}
+    check({"plan-a-scene", "repair-a-failure"} <= prompts, "prompts", sorted(prompts))
+    print("done", flush=True)
+
+
+async def main():
+    mode = sys.argv[1]
+    if mode == "stdio":
+        blendctl, addr, token_file = sys.argv[2:5]
+        params = StdioServerParameters(command=blendctl, args=["--addr", addr, "--token-file", token_file, "mcp"])
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await exercise(session)
+    else:
+        raise SystemExit("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

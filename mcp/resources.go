@@ -1,0 +1,177 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// Resource URIs of a session.
+const (
+	uriSummary  = "blendplane://session/summary"
+	uriSnapshot = "blendplane://session/snapshot"
+	uriRegistry = "blendplane://session/registry"
+	uriArtifact = "blendplane://session/artifacts/{name}"
+)
+
+// maxInlineImage is the largest render returned inline as image content;
+// larger ones are only linked.
+const maxInlineImage = 4 << 20
+
+func (s *Session) addResources() {
+	s.server.AddResource(&sdk.Resource{URI: uriSummary, Name: "scene-summary", MIMEType: "application/json",
+		Description: "The session's scene: objects with type, location and material, the camera, counts (scene.get_summary)."},
+		s.readTool("scene.get_summary"))
+	s.server.AddResource(&sdk.Resource{URI: uriSnapshot, Name: "scene-snapshot", MIMEType: "application/json",
+		Description: "The session's canonical scene_state_v1 snapshot (every tracked datablock) and its scene hash (scene.snapshot)."},
+		s.readTool("scene.snapshot"))
+	s.server.AddResource(&sdk.Resource{URI: uriRegistry, Name: "tool-registry", MIMEType: "application/json",
+		Description: "The session's tool registry: every tool with its schema, safety level, determinism and rollback."},
+		s.readRegistry)
+	s.server.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: uriArtifact, Name: "artifact",
+		Description: "A file of the session: a render, an export or an upload, by name."}, s.readArtifact)
+}
+
+// readTool reads a resource by running a read-only tool as a plan, so the
+// read is receipted and audited like any call.
+func (s *Session) readTool(tool string) sdk.ResourceHandler {
+	return func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		res, err := s.run(ctx, nil, []*cpv1.Operation{{OperationId: "read", ToolName: tool, Args: &structpb.Struct{},
+			SafetyLevel: cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY}}, false)
+		if err != nil {
+			return nil, err
+		}
+		if res.IsError {
+			b, _ := json.Marshal(res.StructuredContent)
+			return nil, fmt.Errorf("%s failed: %s", tool, b)
+		}
+		out, _ := res.StructuredContent.(map[string]any)
+		b, err := json.Marshal(out["result"])
+		if err != nil {
+			return nil, err
+		}
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}}, nil
+	}
+}
+
+func (s *Session) readRegistry(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+	resp, err := s.b.cp.ListTools(ctx, &cpv1.ListToolsRequest{SessionId: s.sessionID})
+	if err != nil {
+		return nil, errors.New(describe(err))
+	}
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(resp)
+	if err != nil {
+		return nil, err
+	}
+	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}}, nil
+}
+
+func (s *Session) readArtifact(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+	u, err := url.Parse(req.Params.URI)
+	if err != nil {
+		return nil, err
+	}
+	name := path.Base(u.Path)
+	if !strings.HasPrefix(req.Params.URI, strings.TrimSuffix(uriArtifact, "{name}")) || name == "" {
+		return nil, sdk.ResourceNotFoundError(req.Params.URI)
+	}
+	data, err := s.download(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: mimeOf(name), Blob: data}}}, nil
+}
+
+// artifactContent is what a call returns for a file it made: a link to the
+// artifact and, for a PNG, the image itself, so a model can look at it.
+func (s *Session) artifactContent(ctx context.Context, a *cpv1.Artifact) []sdk.Content {
+	size := a.GetSizeBytes()
+	uri := strings.TrimSuffix(uriArtifact, "{name}") + url.PathEscape(a.GetName())
+	out := []sdk.Content{&sdk.ResourceLink{URI: uri, Name: a.GetName(), MIMEType: mimeOf(a.GetName()), Size: &size}}
+	if mimeOf(a.GetName()) != "image/png" || size > maxInlineImage {
+		return out
+	}
+	data, err := s.download(ctx, a.GetName())
+	if err != nil {
+		s.b.log.Warn("fetching a render for the call's result", "name", a.GetName(), "err", err)
+		return out
+	}
+	return append([]sdk.Content{&sdk.ImageContent{Data: data, MIMEType: "image/png"}}, out...)
+}
+
+func (s *Session) download(ctx context.Context, name string) ([]byte, error) {
+	stream, err := s.b.cp.DownloadArtifact(ctx, &cpv1.DownloadArtifactRequest{SessionId: s.sessionID, Name: name})
+	if err != nil {
+		return nil, errors.New(describe(err))
+	}
+	var buf bytes.Buffer
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return buf.Bytes(), nil
+		}
+		if err != nil {
+			return nil, errors.New(describe(err))
+		}
+		buf.Write(resp.GetChunk())
+	}
+}
+
+func mimeOf(name string) string {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".png":
+		return "image/png"
+	case ".glb":
+		return "model/gltf-binary"
+	case ".gltf":
+		return "model/gltf+json"
+	case ".obj":
+		return "model/obj"
+	}
+	return "application/octet-stream"
+}
+
+// addPrompts adds prompts that show a model how to plan well.
+func addPrompts(server *sdk.Server) {
+	server.AddPrompt(&sdk.Prompt{Name: "plan-a-scene", Description: "Plan a scene from a description as one checked plan.",
+		Arguments: []*sdk.PromptArgument{{Name: "description", Description: "what the scene should show", Required: true}}},
+		func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return promptResult("Build this scene in Blendplane: " + req.Params.Arguments["description"] + `
+
+1. Read blendplane://session/summary (or call scene.get_summary) to see what is there.
+2. Write ONE plan.submit call: every object, material, light and camera as an operation with a short
+   operation_id, depends_on where one step needs another (assign a material after creating both),
+   safety_level as the tool says. The whole plan is checked before anything runs.
+3. End with render.still (output "preview.png", a small resolution, a seed) to look at the result.
+4. If the call fails, read its error_code, retry_hint and minimal_repair_plan, fix only those
+   operations and submit again under the same plan shape.`), nil
+		})
+	server.AddPrompt(&sdk.Prompt{Name: "repair-a-failure", Description: "Repair a failed call from its failure contract.",
+		Arguments: []*sdk.PromptArgument{{Name: "failure", Description: "the failed call's structured content (JSON)", Required: true}}},
+		func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return promptResult(`A Blendplane call failed with this failure contract:
+
+` + req.Params.Arguments["failure"] + `
+
+Nothing of a failed operation stays in the scene. Apply minimal_repair_plan: "replace_args" — change
+only that operation's args as retry_hint says; "insert_precondition" — add the missing step (create
+what was not found) before it; "drop" — leave the operation out; "retry" — call it again as it was.
+If recoverable is false, tell the user instead of retrying.`), nil
+		})
+}
+
+func promptResult(text string) *sdk.GetPromptResult {
+	return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: text}}}}
+}

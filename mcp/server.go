@@ -1,0 +1,190 @@
+// Package mcp is Blendplane's MCP server: one MCP tool per tool of the
+// session's registry (and per macro), plan.submit for whole plans, built on
+// the official Go SDK. It is a client of ControlPlaneService and nothing
+// else: every call is negotiated, checked, put through the policy, journaled,
+// receipted and audited exactly as a gRPC plan is, and its receipts carry
+// the MCP call's id.
+//
+// One MCP session is one Blendplane session, negotiated on its first
+// tools/list or tools/call from the client's name and version, and closed
+// when the MCP session ends (Close).
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// Version is this server's version, as MCP clients see it.
+const Version = "0.9.0"
+
+// Options configure the sessions a Backend opens.
+type Options struct {
+	// FeatureFlags are asked for at negotiation (unsafe_ops,
+	// nondeterministic_tools, progress_events, ...).
+	FeatureFlags []string
+	// Logger receives the server's events; nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Backend makes MCP servers, one per MCP session, that call a control
+// plane.
+type Backend struct {
+	cp   cpv1.ControlPlaneServiceClient
+	opts Options
+	log  *slog.Logger
+}
+
+// NewBackend returns a Backend calling cp.
+func NewBackend(cp cpv1.ControlPlaneServiceClient, opts Options) *Backend {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	flags := append([]string{"progress_events"}, opts.FeatureFlags...)
+	opts.FeatureFlags = dedupe(flags)
+	return &Backend{cp: cp, opts: opts, log: log.With("component", "mcp")}
+}
+
+// Session is the server of one MCP session and its Blendplane session.
+type Session struct {
+	b      *Backend
+	server *sdk.Server
+
+	mu        sync.Mutex
+	sessionID string // the Blendplane session, once negotiated
+	contract  *cpv1.SessionContract
+	tools     map[string]*cpv1.ToolDefinition
+	calls     atomic.Uint64 // request ids of this session's plans
+}
+
+// NewSession returns the MCP server of one MCP session.
+func (b *Backend) NewSession() *Session {
+	s := &Session{b: b, tools: map[string]*cpv1.ToolDefinition{}}
+	s.server = sdk.NewServer(&sdk.Implementation{Name: "blendplane", Title: "Blendplane", Version: Version}, &sdk.ServerOptions{
+		Instructions: instructions,
+		Logger:       b.log,
+		HasTools:     true,
+		HasResources: true,
+		HasPrompts:   true,
+	})
+	s.server.AddReceivingMiddleware(s.negotiateFirst)
+	addPrompts(s.server)
+	s.addResources()
+	return s
+}
+
+// Server is the SDK server to run on a transport.
+func (s *Session) Server() *sdk.Server { return s.server }
+
+const instructions = `Blendplane changes a headless Blender scene safely: every tool call runs as a checked, journaled operation with a receipt (scene hashes before and after, a mutation id). Call scene.get_summary first to see the scene. Prefer plan.submit for several steps: it checks the whole plan before anything runs. A failed call returns the failure contract (error_code, recoverable, retry_hint, minimal_repair_plan): repair the call as it says and try again. Some operations wait for a person's approval; the call returns when it is decided.`
+
+// negotiateFirst opens the Blendplane session before the first request that
+// needs it, and registers the session's tools.
+func (s *Session) negotiateFirst(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if strings.HasPrefix(method, "tools/") || strings.HasPrefix(method, "resources/") {
+			ss, _ := req.GetSession().(*sdk.ServerSession)
+			if err := s.ensure(ctx, ss); err != nil {
+				return nil, err
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// ensure negotiates the session once, from the client's info.
+func (s *Session) ensure(ctx context.Context, ss *sdk.ServerSession) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessionID != "" {
+		return nil
+	}
+	hp := &cpv1.HostProfile{ClientName: "mcp-client", FeatureFlags: s.b.opts.FeatureFlags, Capabilities: []string{"mcp"}}
+	if ss != nil {
+		if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil {
+			if p.ClientInfo.Name != "" {
+				hp.ClientName = "mcp:" + clip(p.ClientInfo.Name, 120)
+			}
+			hp.ClientVersion = clip(p.ClientInfo.Version, 64)
+			if p.Capabilities != nil && p.Capabilities.Elicitation != nil {
+				hp.Capabilities = append(hp.Capabilities, "elicitation")
+			}
+		}
+	}
+	resp, err := s.b.cp.Negotiate(ctx, &cpv1.NegotiateRequest{ContractVersion: "1.0.0", HostProfile: hp})
+	if err != nil {
+		return fmt.Errorf("negotiating a Blendplane session: %s", describe(err))
+	}
+	c := resp.GetContract()
+	tools, err := s.b.cp.ListTools(ctx, &cpv1.ListToolsRequest{SessionId: c.GetSessionId()})
+	if err != nil {
+		return fmt.Errorf("listing the session's tools: %s", describe(err))
+	}
+	s.sessionID, s.contract = c.GetSessionId(), c
+	s.b.log.Info("session negotiated", "session_id", s.sessionID, "client", hp.GetClientName(), "client_version", hp.GetClientVersion())
+	callable := map[string]bool{}
+	for _, t := range c.GetCapabilities().GetTools() {
+		callable[t] = true
+	}
+	for _, t := range tools.GetTools() {
+		if !callable[t.GetName()] {
+			continue // the contract forbids it: not listed
+		}
+		s.tools[t.GetName()] = t
+		s.server.AddTool(toolFor(t), s.callTool(t))
+	}
+	if c.GetCapabilities().GetMacros() {
+		macros, err := s.b.cp.ListMacros(ctx, &cpv1.ListMacrosRequest{})
+		if err != nil {
+			return fmt.Errorf("listing macros: %s", describe(err))
+		}
+		for _, m := range macros.GetMacros() {
+			s.server.AddTool(macroTool(m), s.callMacro(m))
+		}
+	}
+	s.server.AddTool(planTool(), s.submitPlan)
+	return nil
+}
+
+// Close closes the Blendplane session of an MCP session that ended.
+func (s *Session) Close(ctx context.Context) {
+	s.mu.Lock()
+	id := s.sessionID
+	s.mu.Unlock()
+	if id == "" {
+		return
+	}
+	if _, err := s.b.cp.CloseSession(ctx, &cpv1.CloseSessionRequest{SessionId: id}); err != nil {
+		s.b.log.Warn("closing the session of an MCP session", "session_id", id, "err", describe(err))
+		return
+	}
+	s.b.log.Info("session closed", "session_id", id)
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}

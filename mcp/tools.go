@@ -1,0 +1,423 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// receiptSchema is the output schema of every tool: the receipt of the
+// call (or, with isError, the failure contract).
+var receiptSchema = json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "status": {"type": "string", "description": "SUCCEEDED, FAILED, SKIPPED_IDEMPOTENT, NOT_RUN, ROLLED_BACK"},
+    "result": {"type": "object", "description": "the tool's output"},
+    "scene_hash_before": {"type": "string"},
+    "scene_hash_after": {"type": "string"},
+    "blender_mutation_id": {"type": "string"},
+    "mcp_call_id": {"type": "string"},
+    "determinism_class": {"type": "string"},
+    "duration_micros": {"type": "string"},
+    "request_id": {"type": "string"},
+    "operation_id": {"type": "string"},
+    "receipts": {"type": "array", "description": "plan.submit: every receipt, in order"},
+    "error_code": {"type": "string"},
+    "recoverable": {"type": "boolean"},
+    "retry_hint": {"type": "string"},
+    "minimal_repair_plan": {"type": "array"}
+  }
+}`)
+
+// toolFor is the MCP tool of a registry tool: its name, its schema as the
+// input schema, a description for a model and the registry's hints.
+func toolFor(t *cpv1.ToolDefinition) *sdk.Tool {
+	schema, _ := protojson.Marshal(t.GetInputSchema())
+	destructive := t.GetSafetyLevel() == cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE
+	desc := t.GetDescription()
+	if t.GetSafetyMode() == "unsafe_ops" {
+		desc += " Runs arbitrary code: needs approval."
+	} else if destructive {
+		desc += " Destructive: may wait for a person's approval."
+	}
+	return &sdk.Tool{
+		Name:         t.GetName(),
+		Title:        t.GetName(),
+		Description:  desc,
+		InputSchema:  json.RawMessage(schema),
+		OutputSchema: receiptSchema,
+		Annotations: &sdk.ToolAnnotations{
+			ReadOnlyHint:    t.GetSafetyLevel() == cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY,
+			DestructiveHint: &destructive,
+			IdempotentHint:  t.GetIdempotenceClass() == "idempotent",
+			OpenWorldHint:   new(bool),
+		},
+	}
+}
+
+func macroTool(m *cpv1.MacroDefinition) *sdk.Tool {
+	schema, _ := protojson.Marshal(m.GetInputSchema())
+	no := false
+	return &sdk.Tool{
+		Name:         m.GetName(),
+		Description:  m.GetDescription() + " (a macro: expands into several operations, each with its receipt).",
+		InputSchema:  json.RawMessage(schema),
+		OutputSchema: receiptSchema,
+		Annotations:  &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no},
+	}
+}
+
+func planTool() *sdk.Tool {
+	no := true
+	return &sdk.Tool{
+		Name: "plan.submit",
+		Description: "Run a whole plan: operations (operation_id, tool_name, args, depends_on, safety_level) checked " +
+			"together before any runs, scheduled by their dependencies, one receipt each (progress per receipt). " +
+			"atomic: undo them all if one fails.",
+		InputSchema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "operations": {"type": "array", "minItems": 1, "items": {
+      "type": "object",
+      "properties": {
+        "operation_id": {"type": "string"},
+        "tool_name": {"type": "string"},
+        "args": {"type": "object"},
+        "depends_on": {"type": "array", "items": {"type": "string"}},
+        "safety_level": {"type": "string", "enum": ["read_only", "safe_write", "destructive"]}
+      },
+      "required": ["operation_id", "tool_name", "args"]
+    }},
+    "atomic": {"type": "boolean"}
+  },
+  "required": ["operations"]
+}`),
+		OutputSchema: receiptSchema,
+		Annotations:  &sdk.ToolAnnotations{DestructiveHint: &no},
+	}
+}
+
+// callTool runs one registry tool as a one-operation plan.
+func (s *Session) callTool(t *cpv1.ToolDefinition) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		args, err := argsOf(req.Params.Arguments)
+		if err != nil {
+			return invalid(err), nil
+		}
+		op := &cpv1.Operation{OperationId: "call", ToolName: t.GetName(), Args: args, SafetyLevel: t.GetSafetyLevel()}
+		return s.run(ctx, req, []*cpv1.Operation{op}, false)
+	}
+}
+
+func (s *Session) callMacro(m *cpv1.MacroDefinition) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		args, err := argsOf(req.Params.Arguments)
+		if err != nil {
+			return invalid(err), nil
+		}
+		op := &cpv1.Operation{OperationId: "macro", ToolName: m.GetName(), Args: args, SafetyLevel: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE}
+		return s.run(ctx, req, []*cpv1.Operation{op}, false)
+	}
+}
+
+// submitPlan is plan.submit.
+func (s *Session) submitPlan(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	var in struct {
+		Operations []struct {
+			OperationID string         `json:"operation_id"`
+			ToolName    string         `json:"tool_name"`
+			Args        map[string]any `json:"args"`
+			DependsOn   []string       `json:"depends_on"`
+			SafetyLevel string         `json:"safety_level"`
+		} `json:"operations"`
+		Atomic bool `json:"atomic"`
+	}
+	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+		return invalid(err), nil
+	}
+	ops := make([]*cpv1.Operation, len(in.Operations))
+	for i, o := range in.Operations {
+		args, err := structpb.NewStruct(o.Args)
+		if err != nil {
+			return invalid(fmt.Errorf("operations[%d].args: %w", i, err)), nil
+		}
+		level := s.safetyOf(o.ToolName)
+		if o.SafetyLevel != "" {
+			level = cpv1.SafetyLevel(cpv1.SafetyLevel_value["SAFETY_LEVEL_"+strings.ToUpper(o.SafetyLevel)])
+		}
+		ops[i] = &cpv1.Operation{OperationId: o.OperationID, ToolName: o.ToolName, Args: args, DependsOn: o.DependsOn, SafetyLevel: level}
+	}
+	return s.run(ctx, req, ops, in.Atomic)
+}
+
+// safetyOf is a tool's own level (the least an operation may declare);
+// destructive for what the session does not know (macros), which asks for
+// the most caution.
+func (s *Session) safetyOf(tool string) cpv1.SafetyLevel {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.tools[tool]; ok {
+		return t.GetSafetyLevel()
+	}
+	return cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE
+}
+
+// run submits ops as a plan of the session and follows it to its end:
+// progress per receipt, an MCP cancel becomes CancelPlan, a wait for
+// approval is reported as progress. Its result is the last receipt (all of
+// them for plan.submit) or the failure contract.
+func (s *Session) run(ctx context.Context, req *sdk.CallToolRequest, ops []*cpv1.Operation, atomic bool) (*sdk.CallToolResult, error) {
+	// The MCP call's id: its session's and its number in the session.
+	n := s.calls.Add(1)
+	callID := sanitize(fmt.Sprintf("mcp:%s:%d", s.sessionID, n))
+	for _, op := range ops {
+		op.McpCallId = callID
+	}
+	requestID := sanitize(fmt.Sprintf("mcp-%s-%d", s.sessionID, n))
+	submitted, err := s.b.cp.SubmitPlan(ctx, &cpv1.SubmitPlanRequest{SessionId: s.sessionID, RequestId: requestID, Operations: ops, Atomic: atomic})
+	if err != nil {
+		return refused(err), nil
+	}
+	total := float64(len(submitted.GetPlan().GetSchedule()))
+	stream, err := s.b.cp.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID})
+	if err != nil {
+		return s.cancelled(requestID, err), nil
+	}
+	var receipts []*cpv1.Receipt
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return s.cancelled(requestID, err), nil
+		}
+		switch {
+		case ev.GetReceipt() != nil:
+			r := ev.GetReceipt()
+			receipts = append(receipts, r)
+			s.progress(ctx, req, float64(len(receipts)), total, fmt.Sprintf("%s %s: %s", r.GetOperationId(), r.GetToolName(), short(r.GetStatus().String())))
+		case ev.GetAwaitingApproval() != nil:
+			ap := ev.GetAwaitingApproval()
+			s.progress(ctx, req, float64(len(receipts)), total, waitMessage(ap))
+		case ev.GetProgress() != nil:
+			p := ev.GetProgress()
+			s.progress(ctx, req, float64(len(receipts)), total, fmt.Sprintf("%s: %d/%d", p.GetOperationId(), p.GetDone(), p.GetTotal()))
+		}
+	}
+	plan, err := s.b.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID})
+	if err != nil {
+		return refused(err), nil
+	}
+	return s.result(ctx, req, plan.GetPlan(), receipts), nil
+}
+
+// sanitize keeps an id within ^[a-zA-Z0-9_.:-]{1,128}$.
+func sanitize(id string) string {
+	b := []byte(id)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_.:-", c) >= 0) {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 128 {
+		b = b[len(b)-128:]
+	}
+	return string(b)
+}
+
+// cancelled ends a call whose stream broke: the client's cancel (ctx)
+// becomes CancelPlan.
+func (s *Session) cancelled(requestID string, err error) *sdk.CallToolResult {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, cerr := s.b.cp.CancelPlan(ctx, &cpv1.CancelPlanRequest{RequestId: requestID})
+	if cerr != nil {
+		return toolError(map[string]any{"error_code": "CANCEL_FAILED", "message": describe(cerr)})
+	}
+	s.b.log.Info("call cancelled", "request_id", requestID, "state", resp.GetPlan().GetState().String(), "cause", describe(err))
+	return toolError(map[string]any{"error_code": "CANCELLED", "recoverable": true, "message": "the call was cancelled: " + describe(err),
+		"request_id": requestID, "plan_state": short(resp.GetPlan().GetState().String())})
+}
+
+func (s *Session) progress(ctx context.Context, req *sdk.CallToolRequest, done, total float64, msg string) {
+	if req == nil {
+		return // a resource read
+	}
+	token := req.Params.GetProgressToken()
+	if token == nil {
+		return
+	}
+	req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token, Progress: done, Total: total, Message: msg}) // best effort
+}
+
+func waitMessage(ap *cpv1.Approval) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "waiting for approval %s", ap.GetApprovalId())
+	for _, d := range ap.GetDecisions() {
+		fmt.Fprintf(&b, "; %s: %s", d.GetToolName(), d.GetReason())
+	}
+	if pv := ap.GetPreview(); pv.GetState() != cpv1.Preview_STATE_PENDING {
+		fmt.Fprintf(&b, "; preview: %d changes", len(pv.GetChanges()))
+	}
+	return b.String()
+}
+
+// result turns a finished plan into the call's result: the receipt (or all
+// of them) as structured content, isError with the failure contract when it
+// failed, and the PNGs it rendered as images.
+func (s *Session) result(ctx context.Context, req *sdk.CallToolRequest, plan *cpv1.Plan, receipts []*cpv1.Receipt) *sdk.CallToolResult {
+	if plan.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+		f := plan.GetFailure()
+		out := failureMap(f)
+		out["request_id"] = plan.GetRequestId()
+		out["plan_state"] = short(plan.GetState().String())
+		if len(receipts) > 0 {
+			out["receipts"] = receiptMaps(receipts)
+		}
+		return toolError(out)
+	}
+	var out map[string]any
+	if req != nil && req.Params.Name == "plan.submit" || len(receipts) != 1 {
+		out = map[string]any{"request_id": plan.GetRequestId(), "status": "SUCCEEDED", "receipts": receiptMaps(receipts)}
+		if n := len(receipts); n > 0 {
+			out["scene_hash_after"] = receipts[n-1].GetSceneHashAfter()
+		}
+	} else {
+		out = receiptMap(receipts[0])
+	}
+	res := &sdk.CallToolResult{StructuredContent: out, Content: []sdk.Content{&sdk.TextContent{Text: summary(receipts)}}}
+	for _, r := range receipts {
+		for _, a := range r.GetArtifacts() {
+			res.Content = append(res.Content, s.artifactContent(ctx, a)...)
+		}
+	}
+	return res
+}
+
+func summary(receipts []*cpv1.Receipt) string {
+	b, _ := json.Marshal(receiptMaps(receipts))
+	return string(b)
+}
+
+func receiptMaps(rs []*cpv1.Receipt) []any {
+	out := make([]any, len(rs))
+	for i, r := range rs {
+		out[i] = receiptMap(r)
+	}
+	return out
+}
+
+// receiptMap is a receipt as JSON, with the seed's field names and short
+// enum values.
+func receiptMap(r *cpv1.Receipt) map[string]any {
+	b, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(r)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	m["status"] = short(r.GetStatus().String())
+	if sl, ok := m["safety_level"].(string); ok {
+		m["safety_level"] = strings.ToLower(strings.TrimPrefix(sl, "SAFETY_LEVEL_"))
+	}
+	return m
+}
+
+func failureMap(f *cpv1.Failure) map[string]any {
+	b, _ := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(f)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	if m == nil {
+		m = map[string]any{}
+	}
+	for _, step := range asList(m["minimal_repair_plan"]) {
+		if st, ok := step.(map[string]any); ok {
+			if a, ok := st["action"].(string); ok {
+				st["action"] = strings.ToLower(strings.TrimPrefix(a, "ACTION_"))
+			}
+		}
+	}
+	return m
+}
+
+func asList(v any) []any { l, _ := v.([]any); return l }
+
+// short is an enum value without its prefix: STATUS_SUCCEEDED → SUCCEEDED.
+func short(enum string) string {
+	if _, after, ok := strings.Cut(enum, "_"); ok {
+		return after
+	}
+	return enum
+}
+
+func toolError(structured map[string]any) *sdk.CallToolResult {
+	b, _ := json.Marshal(structured)
+	return &sdk.CallToolResult{IsError: true, StructuredContent: structured, Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}
+}
+
+func invalid(err error) *sdk.CallToolResult {
+	return toolError(map[string]any{"error_code": "SCHEMA_INVALID", "recoverable": true, "message": err.Error(),
+		"retry_hint": "send the arguments as a JSON object that matches the tool's input schema"})
+}
+
+// refused is a plan the control plane refused (or any other RPC error), as
+// the failure contract.
+func refused(err error) *sdk.CallToolResult {
+	st := status.Convert(err)
+	out := map[string]any{"error_code": st.Code().String(), "recoverable": false, "message": st.Message()}
+	var violations, repair []any
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			out["error_code"] = d.GetReason()
+		case *errdetails.BadRequest:
+			for _, v := range d.GetFieldViolations() {
+				violations = append(violations, map[string]any{"field": v.GetField(), "description": v.GetDescription()})
+			}
+		case *cpv1.RepairPlan:
+			for _, s := range d.GetSteps() {
+				repair = append(repair, map[string]any{"operation_id": s.GetOperationId(),
+					"action": strings.ToLower(strings.TrimPrefix(s.GetAction().String(), "ACTION_"))})
+			}
+		}
+	}
+	if violations != nil || repair != nil {
+		out["recoverable"] = true
+		out["retry_hint"] = st.Message()
+		out["field_violations"] = violations
+		out["minimal_repair_plan"] = repair
+	}
+	return toolError(out)
+}
+
+// describe is an RPC error's message without the gRPC prefix.
+func describe(err error) string {
+	if st, ok := status.FromError(err); ok {
+		return st.Code().String() + ": " + st.Message()
+	}
+	return err.Error()
+}
+
+// argsOf decodes a call's arguments into a Struct (nil or null: {}).
+func argsOf(raw json.RawMessage) (*structpb.Struct, error) {
+	var m map[string]any
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("arguments: %w", err)
+		}
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	return structpb.NewStruct(m)
+}
