@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -23,17 +24,20 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/blendplane/blendplane/controlplane/internal/app"
 	"github.com/blendplane/blendplane/controlplane/internal/auth"
 	"github.com/blendplane/blendplane/controlplane/internal/blob"
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
+	"github.com/blendplane/blendplane/controlplane/internal/httpd"
 	"github.com/blendplane/blendplane/controlplane/internal/policy"
 	"github.com/blendplane/blendplane/controlplane/internal/service"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/transport"
+	"github.com/blendplane/blendplane/mcp"
 )
 
 // Config configures the control plane. Defaults() gives every field a value.
@@ -82,12 +86,20 @@ type Config struct {
 	// plane by, put into its TLS certificate beside its host name and the
 	// listen address (every interface's, for a wildcard one).
 	TLSHosts []string
+	// HTTPListen is the address of the HTTP front doors (/mcp); empty:
+	// none. Beyond loopback it is HTTPS with a certificate of the CA.
+	HTTPListen string
 }
+
+// mcpSessionTimeout closes an MCP session (and its Blendplane session)
+// after this long without requests.
+const mcpSessionTimeout = 30 * time.Minute
 
 // Defaults returns the default configuration.
 func Defaults() Config {
 	return Config{
 		Listen:               "127.0.0.1:7400",
+		HTTPListen:           "127.0.0.1:7480",
 		DataDir:              "./data/controlplane",
 		MaxMessageBytes:      64 << 20,
 		MaxArtifactBytes:     4 << 30,
@@ -117,8 +129,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	if cfg.AllowInsecureLocal && !transport.Loopback(cfg.Listen) {
-		return fmt.Errorf("--allow-insecure-local: %s is not on loopback; every listener beyond loopback is authenticated and TLS", cfg.Listen)
+	for _, addr := range []string{cfg.Listen, cfg.HTTPListen} {
+		if cfg.AllowInsecureLocal && addr != "" && !transport.Loopback(addr) {
+			return fmt.Errorf("--allow-insecure-local: %s is not on loopback; every listener beyond loopback is authenticated and TLS", addr)
+		}
 	}
 	st, err := store.Open(filepath.Join(cfg.DataDir, "controlplane.db"))
 	if err != nil {
@@ -198,21 +212,44 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		log.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(rpcLevel)}
-	srv := grpc.NewServer(
-		grpc.Creds(serverCreds),
-		grpc.ForceServerCodecV2(codec),
-		// Above the codec's limit, so that a request somewhat over it gets a
-		// structured refusal rather than the transport's bare one.
-		grpc.MaxRecvMsgSize(2*cfg.MaxMessageBytes),
-		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
-		// Who calls, before anything looks at what they sent.
-		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(rpcLog, logOpts...), authn.Unary(), val.Unary()),
-		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(rpcLog, logOpts...), authn.Stream(), val.Stream()),
-	)
-	cpv1.RegisterControlPlaneServiceServer(srv, service.New(a))
+	api := service.New(a)
+	newServer := func(creds credentials.TransportCredentials) *grpc.Server {
+		return grpc.NewServer(
+			grpc.Creds(creds),
+			grpc.ForceServerCodecV2(codec),
+			// Above the codec's limit, so that a request somewhat over it gets a
+			// structured refusal rather than the transport's bare one.
+			grpc.MaxRecvMsgSize(2*cfg.MaxMessageBytes),
+			grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
+			// Who calls, before anything looks at what they sent.
+			grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(rpcLog, logOpts...), authn.Unary(), val.Unary()),
+			grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(rpcLog, logOpts...), authn.Stream(), val.Stream()),
+		)
+	}
+	srv := newServer(serverCreds)
+	cpv1.RegisterControlPlaneServiceServer(srv, api)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
+
+	// The HTTP front doors are clients of the same API, through an
+	// in-process connection to a server with the same interceptors: every
+	// call they make is authenticated, checked and logged as any client's.
+	inproc := newServer(insecure.NewCredentials())
+	cpv1.RegisterControlPlaneServiceServer(inproc, api)
+	pipe := bufconn.Listen(1 << 20)
+	go inproc.Serve(pipe)
+	defer inproc.Stop()
+	self, err := grpc.NewClient("passthrough:///controlplane", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+		return pipe.DialContext(ctx)
+	}), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))
+	if err != nil {
+		return err
+	}
+	defer self.Close()
+	web := httpd.Handler(httpd.Config{App: a, AuthOff: cfg.AllowInsecureLocal,
+		MCP: mcp.NewBackend(self, mcp.Options{Logger: log}).Handler(mcpSessionTimeout)})
 
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -233,6 +270,25 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 			log.Info("admin token written", "path", path)
 		}
 	}
+	var httpSrv *http.Server
+	if cfg.HTTPListen != "" {
+		hl, err := net.Listen("tcp", cfg.HTTPListen)
+		if err != nil {
+			return fmt.Errorf("http listen: %w", err)
+		}
+		httpSrv = &http.Server{Handler: web, ReadHeaderTimeout: 10 * time.Second}
+		if ca != nil && !transport.Loopback(cfg.HTTPListen) {
+			cert, err := ca.ServerCert(serverNames(cfg.HTTPListen, cfg.TLSHosts), certValidity)
+			if err != nil {
+				return err
+			}
+			httpSrv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+			hl = tls.NewListener(hl, httpSrv.TLSConfig)
+		}
+		go httpSrv.Serve(hl)
+		defer httpSrv.Close()
+		log.Info("http front doors serving", "addr", hl.Addr().String(), "routes", "/mcp", "tls", httpSrv.TLSConfig != nil)
+	}
 	log.Info("control plane serving", "addr", lis.Addr().String(), "data_dir", cfg.DataDir)
 	if ready != nil {
 		ready(lis.Addr().String())
@@ -246,6 +302,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	}
 	log.Info("control plane stopping")
 	hs.Shutdown()
+	if httpSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		httpSrv.Shutdown(sctx) // MCP streams of running calls do not end on their own
+		cancel()
+	}
 	a.Stop()
 	stopped := make(chan struct{})
 	go func() { srv.GracefulStop(); close(stopped) }()

@@ -138,6 +138,7 @@ func (d *daemon) stop(t testing.TB, sig syscall.Signal) {
 // cluster is a control plane with one agent.
 type cluster struct {
 	cpAddr, agentAddr string
+	httpAddr          string // the control plane's --http-listen
 	insecure          bool   // --allow-insecure-local
 	tls               bool   // beyond loopback: clients trust cp/ca.pem
 	adminToken        string // the admin token's secret
@@ -209,14 +210,14 @@ const defaultPolicy = "default"
 func startClusterOpts(t testing.TB, o clusterOpts) *cluster {
 	t.Helper()
 	agentArgs := o.agentArgs
-	c := &cluster{cpAddr: freeAddr(t), agentAddr: freeAddr(t), agentEnv: o.agentEnv, insecure: o.insecure}
+	c := &cluster{cpAddr: freeAddr(t), agentAddr: freeAddr(t), httpAddr: freeAddr(t), agentEnv: o.agentEnv, insecure: o.insecure}
 	dir := t.TempDir()
 	c.dir = dir
 	if o.host != "" {
-		c.cpAddr, c.agentAddr, c.tls = freeAddrOn(t, o.host), freeAddrOn(t, o.host), true
+		c.cpAddr, c.agentAddr, c.httpAddr, c.tls = freeAddrOn(t, o.host), freeAddrOn(t, o.host), freeAddrOn(t, o.host), true
 		agentArgs = append([]string{"--ca-file", c.caFile()}, agentArgs...)
 	}
-	cpArgs := append([]string{"--listen", c.cpAddr, "--data-dir", filepath.Join(dir, "cp"), "--heartbeat", "1s",
+	cpArgs := append([]string{"--listen", c.cpAddr, "--http-listen", c.httpAddr, "--data-dir", filepath.Join(dir, "cp"), "--heartbeat", "1s",
 		"--agent-retry-window", "1m"}, o.cpArgs...)
 	switch o.policy {
 	case defaultPolicy:

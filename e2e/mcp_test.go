@@ -55,3 +55,37 @@ func TestMCPStdio(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPHTTP: the same client over streamable HTTP at /mcp on the control
+// plane's --http-listen, with a bearer token; curl without a token gets 401,
+// with an agent's token (no plans scope) 403.
+func TestMCPHTTP(t *testing.T) {
+	py := mcpPython(t)
+	c := startCluster(t)
+	url := "http://" + c.httpAddr + "/mcp"
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
+	for _, tc := range []struct {
+		token string
+		want  string
+	}{{"", "401"}, {"not-a-token", "401"}, {c.createToken(t, "joiner", "agent"), "403"}} {
+		args := []string{"-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", url, "-H", "Content-Type: application/json",
+			"-H", "Accept: application/json, text/event-stream", "-d", init}
+		if tc.token != "" {
+			args = append(args, "-H", "Authorization: Bearer "+tc.token)
+		}
+		out, err := exec.Command("curl", args...).Output()
+		if err != nil || string(out) != tc.want {
+			t.Errorf("POST /mcp with token %q: %s %v, want %s", tc.token, out, err, tc.want)
+		}
+	}
+	out, err := exec.Command(py, filepath.Join("testdata", "mcp_client.py"), "http", url, c.adminToken).CombinedOutput()
+	t.Logf("mcp_client.py:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "\ndone\n") {
+		t.Fatalf("the Python MCP client over HTTP failed: %v", err)
+	}
+	// The client's DELETE ends the MCP session, and its Blendplane session.
+	waitFor(t, "the MCP session's Blendplane session to close", func() bool {
+		s, err := c.client.ListSessions(ctxT(t, 10*time.Second), &cpv1.ListSessionsRequest{State: cpv1.Session_STATE_CLOSED})
+		return err == nil && len(s.GetSessions()) == 1
+	})
+}

@@ -67,7 +67,7 @@ func (s *Session) readTool(tool string) sdk.ResourceHandler {
 }
 
 func (s *Session) readRegistry(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
-	resp, err := s.b.cp.ListTools(ctx, &cpv1.ListToolsRequest{SessionId: s.sessionID})
+	resp, err := s.cp.ListTools(ctx, &cpv1.ListToolsRequest{SessionId: s.sessionID})
 	if err != nil {
 		return nil, errors.New(describe(err))
 	}
@@ -112,7 +112,7 @@ func (s *Session) artifactContent(ctx context.Context, a *cpv1.Artifact) []sdk.C
 }
 
 func (s *Session) download(ctx context.Context, name string) ([]byte, error) {
-	stream, err := s.b.cp.DownloadArtifact(ctx, &cpv1.DownloadArtifactRequest{SessionId: s.sessionID, Name: name})
+	stream, err := s.cp.DownloadArtifact(ctx, &cpv1.DownloadArtifactRequest{SessionId: s.sessionID, Name: name})
 	if err != nil {
 		return nil, errors.New(describe(err))
 	}

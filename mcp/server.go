@@ -14,11 +14,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
@@ -38,25 +42,26 @@ type Options struct {
 // Backend makes MCP servers, one per MCP session, that call a control
 // plane.
 type Backend struct {
-	cp   cpv1.ControlPlaneServiceClient
+	cc   grpc.ClientConnInterface
 	opts Options
 	log  *slog.Logger
 }
 
-// NewBackend returns a Backend calling cp.
-func NewBackend(cp cpv1.ControlPlaneServiceClient, opts Options) *Backend {
+// NewBackend returns a Backend calling the control plane over cc.
+func NewBackend(cc grpc.ClientConnInterface, opts Options) *Backend {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	flags := append([]string{"progress_events"}, opts.FeatureFlags...)
 	opts.FeatureFlags = dedupe(flags)
-	return &Backend{cp: cp, opts: opts, log: log.With("component", "mcp")}
+	return &Backend{cc: cc, opts: opts, log: log.With("component", "mcp")}
 }
 
 // Session is the server of one MCP session and its Blendplane session.
 type Session struct {
 	b      *Backend
+	cp     cpv1.ControlPlaneServiceClient // with the session's token
 	server *sdk.Server
 
 	mu        sync.Mutex
@@ -64,17 +69,32 @@ type Session struct {
 	contract  *cpv1.SessionContract
 	tools     map[string]*cpv1.ToolDefinition
 	calls     atomic.Uint64 // request ids of this session's plans
+	closed    bool
 }
 
-// NewSession returns the MCP server of one MCP session.
-func (b *Backend) NewSession() *Session {
-	s := &Session{b: b, tools: map[string]*cpv1.ToolDefinition{}}
+// NewSession returns the MCP server of one MCP session. Its calls carry
+// token as their bearer token (empty: the connection's own credentials).
+func (b *Backend) NewSession(token string) *Session {
+	cc := b.cc
+	if token != "" {
+		cc = bearerConn{cc, "Bearer " + token}
+	}
+	s := &Session{b: b, cp: cpv1.NewControlPlaneServiceClient(cc), tools: map[string]*cpv1.ToolDefinition{}}
 	s.server = sdk.NewServer(&sdk.Implementation{Name: "blendplane", Title: "Blendplane", Version: Version}, &sdk.ServerOptions{
 		Instructions: instructions,
 		Logger:       b.log,
 		HasTools:     true,
 		HasResources: true,
 		HasPrompts:   true,
+		// The Blendplane session ends with the MCP session.
+		InitializedHandler: func(_ context.Context, req *sdk.InitializedRequest) {
+			go func() {
+				req.Session.Wait()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				s.Close(ctx)
+			}()
+		},
 	})
 	s.server.AddReceivingMiddleware(s.negotiateFirst)
 	addPrompts(s.server)
@@ -120,12 +140,12 @@ func (s *Session) ensure(ctx context.Context, ss *sdk.ServerSession) error {
 			}
 		}
 	}
-	resp, err := s.b.cp.Negotiate(ctx, &cpv1.NegotiateRequest{ContractVersion: "1.0.0", HostProfile: hp})
+	resp, err := s.cp.Negotiate(ctx, &cpv1.NegotiateRequest{ContractVersion: "1.0.0", HostProfile: hp})
 	if err != nil {
 		return fmt.Errorf("negotiating a Blendplane session: %s", describe(err))
 	}
 	c := resp.GetContract()
-	tools, err := s.b.cp.ListTools(ctx, &cpv1.ListToolsRequest{SessionId: c.GetSessionId()})
+	tools, err := s.cp.ListTools(ctx, &cpv1.ListToolsRequest{SessionId: c.GetSessionId()})
 	if err != nil {
 		return fmt.Errorf("listing the session's tools: %s", describe(err))
 	}
@@ -143,7 +163,7 @@ func (s *Session) ensure(ctx context.Context, ss *sdk.ServerSession) error {
 		s.server.AddTool(toolFor(t), s.callTool(t))
 	}
 	if c.GetCapabilities().GetMacros() {
-		macros, err := s.b.cp.ListMacros(ctx, &cpv1.ListMacrosRequest{})
+		macros, err := s.cp.ListMacros(ctx, &cpv1.ListMacrosRequest{})
 		if err != nil {
 			return fmt.Errorf("listing macros: %s", describe(err))
 		}
@@ -155,19 +175,45 @@ func (s *Session) ensure(ctx context.Context, ss *sdk.ServerSession) error {
 	return nil
 }
 
-// Close closes the Blendplane session of an MCP session that ended.
+// Close closes the Blendplane session of an MCP session that ended (once).
 func (s *Session) Close(ctx context.Context) {
 	s.mu.Lock()
-	id := s.sessionID
+	id, closed := s.sessionID, s.closed
+	s.closed = true
 	s.mu.Unlock()
-	if id == "" {
+	if id == "" || closed {
 		return
 	}
-	if _, err := s.b.cp.CloseSession(ctx, &cpv1.CloseSessionRequest{SessionId: id}); err != nil {
+	if _, err := s.cp.CloseSession(ctx, &cpv1.CloseSessionRequest{SessionId: id}); err != nil {
 		s.b.log.Warn("closing the session of an MCP session", "session_id", id, "err", describe(err))
 		return
 	}
 	s.b.log.Info("session closed", "session_id", id)
+}
+
+// Handler serves MCP over streamable HTTP, one Session per MCP session,
+// closed after sessionTimeout without requests (and its Blendplane session
+// with it). Authentication is the caller's to wrap around it: the bearer
+// token of the request that opens an MCP session is the session's.
+func (b *Backend) Handler(sessionTimeout time.Duration) http.Handler {
+	return sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		return b.NewSession(strings.TrimSpace(token)).Server()
+	}, &sdk.StreamableHTTPOptions{SessionTimeout: sessionTimeout, Logger: b.log})
+}
+
+// bearerConn adds a bearer token to every call on a connection.
+type bearerConn struct {
+	grpc.ClientConnInterface
+	authorization string
+}
+
+func (c bearerConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return c.ClientConnInterface.Invoke(metadata.AppendToOutgoingContext(ctx, "authorization", c.authorization), method, args, reply, opts...)
+}
+
+func (c bearerConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.ClientConnInterface.NewStream(metadata.AppendToOutgoingContext(ctx, "authorization", c.authorization), desc, method, opts...)
 }
 
 func clip(s string, n int) string {

@@ -186,12 +186,12 @@ func (s *Session) run(ctx context.Context, req *sdk.CallToolRequest, ops []*cpv1
 		op.McpCallId = callID
 	}
 	requestID := sanitize(fmt.Sprintf("mcp-%s-%d", s.sessionID, n))
-	submitted, err := s.b.cp.SubmitPlan(ctx, &cpv1.SubmitPlanRequest{SessionId: s.sessionID, RequestId: requestID, Operations: ops, Atomic: atomic})
+	submitted, err := s.cp.SubmitPlan(ctx, &cpv1.SubmitPlanRequest{SessionId: s.sessionID, RequestId: requestID, Operations: ops, Atomic: atomic})
 	if err != nil {
 		return refused(err), nil
 	}
 	total := float64(len(submitted.GetPlan().GetSchedule()))
-	stream, err := s.b.cp.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID})
+	stream, err := s.cp.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID})
 	if err != nil {
 		return s.cancelled(requestID, err), nil
 	}
@@ -217,7 +217,7 @@ func (s *Session) run(ctx context.Context, req *sdk.CallToolRequest, ops []*cpv1
 			s.progress(ctx, req, float64(len(receipts)), total, fmt.Sprintf("%s: %d/%d", p.GetOperationId(), p.GetDone(), p.GetTotal()))
 		}
 	}
-	plan, err := s.b.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID})
+	plan, err := s.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID})
 	if err != nil {
 		return refused(err), nil
 	}
@@ -243,7 +243,7 @@ func sanitize(id string) string {
 func (s *Session) cancelled(requestID string, err error) *sdk.CallToolResult {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resp, cerr := s.b.cp.CancelPlan(ctx, &cpv1.CancelPlanRequest{RequestId: requestID})
+	resp, cerr := s.cp.CancelPlan(ctx, &cpv1.CancelPlanRequest{RequestId: requestID})
 	if cerr != nil {
 		return toolError(map[string]any{"error_code": "CANCEL_FAILED", "message": describe(cerr)})
 	}

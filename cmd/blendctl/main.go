@@ -81,6 +81,7 @@ BLENDPLANE_TOKEN_FILE, BLENDPLANE_CA_FILE).
 `
 
 type cli struct {
+	conn grpc.ClientConnInterface
 	cp   cpv1.ControlPlaneServiceClient
 	json bool
 	out  io.Writer
@@ -127,7 +128,7 @@ func run(args []string) error {
 		return err
 	}
 	defer conn.Close()
-	c := &cli{cp: cpv1.NewControlPlaneServiceClient(conn), json: *asJSON, out: os.Stdout}
+	c := &cli{conn: conn, cp: cpv1.NewControlPlaneServiceClient(conn), json: *asJSON, out: os.Stdout}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -28,7 +28,7 @@ func (c *cli) mcp(ctx context.Context, args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	s := mcp.NewBackend(c.cp, mcp.Options{FeatureFlags: flags, Logger: log}).NewSession()
+	s := mcp.NewBackend(c.conn, mcp.Options{FeatureFlags: flags, Logger: log}).NewSession("")
 	err := s.Server().Run(ctx, &sdk.StdioTransport{})
 	closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -14,6 +14,7 @@ func main() {
 	cfg := controlplane.Defaults()
 	fs := flag.NewFlagSet("controlplane", flag.ExitOnError)
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
+	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "HTTP front doors' address (/mcp); empty: none; beyond loopback: HTTPS")
 	fs.BoolVar(&cfg.AllowInsecureLocal, "allow-insecure-local", cfg.AllowInsecureLocal, "no authentication, no TLS: development on one machine (loopback only)")
 	fs.DurationVar(&cfg.AgentForgetAfter, "agent-forget-after", cfg.AgentForgetAfter, "drop an agent silent this long from the fleet")
 	fs.StringVar(&cfg.PolicyFile, "policy", cfg.PolicyFile, "policy file (YAML or JSON, docs/POLICY.md); default: destructive and unsafe_ops operations need approval")

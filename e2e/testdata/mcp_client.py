@@ -15,6 +15,8 @@ import sys
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 
 def check(cond, what, detail=None):
@@ -25,7 +27,7 @@ def check(cond, what, detail=None):
 
 async def exercise(session):
     init = await session.initialize()
-    check(init.server_info.name == "blendplane", "initialize", init.server_info)
+    check(init.server_info.name == "blendplane", "initialize (protocol %s)" % init.protocol_version, init.server_info)
 
     tools = {t.name: t for t in (await session.list_tools()).tools}
     for name in ("object.create", "object.delete", "scene.get_summary", "render.still", "plan.submit"):
@@ -96,6 +98,12 @@ async def main():
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
                 await exercise(session)
+    elif mode == "http":
+        url, token = sys.argv[2:4]
+        async with create_mcp_http_client(headers={"Authorization": "Bearer " + token}) as http:
+            async with streamable_http_client(url, http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await exercise(session)
     else:
         raise SystemExit("unknown mode " + mode)
 
