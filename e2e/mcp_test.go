@@ -49,10 +49,18 @@ func TestMCPStdio(t *testing.T) {
 	if err != nil || len(audit.GetAuditRecords()) == 0 {
 		t.Fatalf("audit: %v %v", audit, err)
 	}
+	cancelled := false
 	for _, r := range audit.GetAuditRecords() {
 		if !strings.HasPrefix(r.GetMcpCallId(), "mcp:"+s.GetSessionId()+":") || r.GetSessionId() != s.GetSessionId() {
 			t.Errorf("an audit record of an MCP call: %v", r)
 		}
+		if r.GetToolName() == "render.animation" {
+			plan, err := c.client.GetPlan(ctxT(t, 10*time.Second), &cpv1.GetPlanRequest{RequestId: r.GetRequestId()})
+			cancelled = err == nil && plan.GetPlan().GetState() == cpv1.Plan_STATE_CANCELLED
+		}
+	}
+	if !cancelled {
+		t.Error("the render the MCP client cancelled: its plan did not end CANCELLED")
 	}
 }
 
@@ -88,4 +96,31 @@ func TestMCPHTTP(t *testing.T) {
 		s, err := c.client.ListSessions(ctxT(t, 10*time.Second), &cpv1.ListSessionsRequest{State: cpv1.Session_STATE_CLOSED})
 		return err == nil && len(s.GetSessions()) == 1
 	})
+}
+
+// TestMCPApprovals: on the default policy a destructive call waits for
+// approval; the server asks the user through MCP elicitation with the
+// preview's diff, and the user's answer approves or rejects it.
+func TestMCPApprovals(t *testing.T) {
+	py := mcpPython(t)
+	c := startClusterOpts(t, clusterOpts{policy: defaultPolicy})
+	cmd := exec.Command(py, filepath.Join("testdata", "mcp_client.py"), "stdio-approvals", filepath.Join(binDir, "blendctl"), c.cpAddr, c.adminTokenFile())
+	out, err := cmd.CombinedOutput()
+	t.Logf("mcp_client.py:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "\ndone\n") {
+		t.Fatalf("the Python MCP client failed: %v", err)
+	}
+	audit, err := c.client.ListAuditRecords(ctxT(t, 10*time.Second), &cpv1.ListAuditRecordsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	for _, r := range audit.GetAuditRecords() {
+		if r.GetEvent() != "" {
+			events = append(events, r.GetEvent())
+		}
+	}
+	if strings.Join(events, ",") != "approval.approved,approval.rejected" {
+		t.Errorf("the decisions made through elicitation, audited: %v", events)
+	}
 }

@@ -9,11 +9,12 @@ cd "$(dirname "$0")/.."
 
 CP_ADDR=${BLENDPLANE_DEMO_CP_ADDR:-127.0.0.1:7400}
 AGENT_ADDR=${BLENDPLANE_DEMO_AGENT_ADDR:-127.0.0.1:7401}
+HTTP_ADDR=${BLENDPLANE_DEMO_HTTP_ADDR:-127.0.0.1:7480}
 PLAN=${1:-examples/plans/hello.json}
 
-for addr in "$CP_ADDR" "$AGENT_ADDR"; do
+for addr in "$CP_ADDR" "$AGENT_ADDR" "$HTTP_ADDR"; do
 	if (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; then
-		echo "demo: $addr is in use; stop what listens there or set BLENDPLANE_DEMO_CP_ADDR / BLENDPLANE_DEMO_AGENT_ADDR" >&2
+		echo "demo: $addr is in use; stop what listens there or set BLENDPLANE_DEMO_CP_ADDR / BLENDPLANE_DEMO_AGENT_ADDR / BLENDPLANE_DEMO_HTTP_ADDR" >&2
 		exit 1
 	fi
 done
@@ -28,7 +29,7 @@ trap stop EXIT
 trap 'exit 130' INT TERM
 
 echo "== starting controlplane on $CP_ADDR (logs in $work)"
-./bin/controlplane --listen "$CP_ADDR" --data-dir "$work/controlplane" >"$work/controlplane.log" 2>&1 &
+./bin/controlplane --listen "$CP_ADDR" --http-listen "$HTTP_ADDR" --data-dir "$work/controlplane" >"$work/controlplane.log" 2>&1 &
 pids+=($!)
 # Its first start writes an admin token; blendctl calls with it.
 export BLENDPLANE_ADDR=$CP_ADDR BLENDPLANE_TOKEN_FILE=$work/controlplane/admin.token

@@ -196,6 +196,7 @@ func (s *Session) run(ctx context.Context, req *sdk.CallToolRequest, ops []*cpv1
 		return s.cancelled(requestID, err), nil
 	}
 	var receipts []*cpv1.Receipt
+	asked := false // the user was asked to decide (once the preview is there)
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -212,6 +213,10 @@ func (s *Session) run(ctx context.Context, req *sdk.CallToolRequest, ops []*cpv1
 		case ev.GetAwaitingApproval() != nil:
 			ap := ev.GetAwaitingApproval()
 			s.progress(ctx, req, float64(len(receipts)), total, waitMessage(ap))
+			if ap.GetPreview().GetState() != cpv1.Preview_STATE_PENDING && !asked {
+				asked = true
+				s.askApproval(ctx, req, ap)
+			}
 		case ev.GetProgress() != nil:
 			p := ev.GetProgress()
 			s.progress(ctx, req, float64(len(receipts)), total, fmt.Sprintf("%s: %d/%d", p.GetOperationId(), p.GetDone(), p.GetTotal()))
@@ -261,6 +266,81 @@ func (s *Session) progress(ctx context.Context, req *sdk.CallToolRequest, done, 
 		return
 	}
 	req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token, Progress: done, Total: total, Message: msg}) // best effort
+}
+
+// approvalSchema is what the user is asked, through MCP elicitation.
+var approvalSchema = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"decision": map[string]any{"type": "string", "title": "Decision", "enum": []any{"approve", "approve_always", "reject"},
+			"description": "approve: run it once; approve_always: run it and allow the same kind from now on; reject: run none of it"},
+	},
+	"required": []any{"decision"},
+}
+
+// askApproval asks the user to decide a plan that waits for approval,
+// through MCP elicitation when the client supports it, showing what the
+// preview says the plan would do. The user's token must hold the approve
+// scope; if it does not, or the user cancels, the plan waits for someone
+// who can decide (blendctl approve, another front door).
+func (s *Session) askApproval(ctx context.Context, req *sdk.CallToolRequest, ap *cpv1.Approval) {
+	if req == nil || req.Session == nil {
+		return
+	}
+	if p := req.Session.InitializeParams(); p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
+		return
+	}
+	res, err := req.Session.Elicit(ctx, &sdk.ElicitParams{Message: approvalMessage(ap), RequestedSchema: approvalSchema})
+	if err != nil {
+		s.b.log.Warn("asking for an approval", "approval_id", ap.GetApprovalId(), "err", err)
+		return
+	}
+	decision := cpv1.Decision_DECISION_UNSPECIFIED
+	switch d, _ := res.Content["decision"].(string); {
+	case res.Action == "decline", res.Action == "accept" && d == "reject":
+		decision = cpv1.Decision_DECISION_REJECT
+	case res.Action == "accept" && d == "approve":
+		decision = cpv1.Decision_DECISION_APPROVE_ONCE
+	case res.Action == "accept" && d == "approve_always":
+		decision = cpv1.Decision_DECISION_APPROVE_AND_ALWAYS_ALLOW
+	default:
+		return // cancelled: the plan waits for someone else
+	}
+	if _, err := s.cp.ResolveApproval(ctx, &cpv1.ResolveApprovalRequest{ApprovalId: ap.GetApprovalId(), Decision: decision}); err != nil {
+		s.b.log.Info("the user's decision was not taken; the plan waits", "approval_id", ap.GetApprovalId(), "err", describe(err))
+		s.progress(ctx, req, 0, 0, "your decision was not taken ("+describe(err)+"); waiting for someone with the approve scope")
+	}
+}
+
+// approvalMessage shows a person what a waiting plan would do.
+func approvalMessage(ap *cpv1.Approval) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Approve plan %s (approval %s, asked by %s)?\n", ap.GetRequestId(), ap.GetApprovalId(), ap.GetRequestedBy())
+	for _, d := range ap.GetDecisions() {
+		fmt.Fprintf(&b, "- %s %s (%s): %s\n", d.GetOperationId(), d.GetToolName(), d.GetTarget(), d.GetReason())
+	}
+	pv := ap.GetPreview()
+	if pv.GetFailure() != nil {
+		fmt.Fprintf(&b, "The dry run says operation %s would fail: %s %s\n", pv.GetFailedOperationId(), pv.GetFailure().GetErrorCode(), pv.GetFailure().GetMessage())
+	}
+	if len(pv.GetChanges()) > 0 {
+		b.WriteString("It would change the scene:\n")
+	}
+	sign := map[cpv1.DatablockChange_Kind]string{cpv1.DatablockChange_KIND_ADDED: "+", cpv1.DatablockChange_KIND_REMOVED: "-", cpv1.DatablockChange_KIND_CHANGED: "~"}
+	for i, ch := range pv.GetChanges() {
+		if i == 50 {
+			fmt.Fprintf(&b, "... and %d more\n", len(pv.GetChanges())-i)
+			break
+		}
+		fmt.Fprintf(&b, "%s %s/%s", sign[ch.GetKind()], ch.GetCollection(), ch.GetName())
+		for _, f := range ch.GetFields() {
+			before, _ := json.Marshal(f.GetBefore().AsInterface())
+			after, _ := json.Marshal(f.GetAfter().AsInterface())
+			fmt.Fprintf(&b, " %s: %s -> %s;", f.GetField(), before, after)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 func waitMessage(ap *cpv1.Approval) string {

@@ -10,9 +10,12 @@ plane's side afterwards.
 
 import asyncio
 import base64
+
+import anyio
 import json
 import sys
 
+import mcp_types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -85,13 +88,65 @@ async def exercise(session):
     text = summary.contents[0].text
     check("McpCube" in text and "Ball" in text, "the summary resource shows the scene", text[:500])
 
+    # A long render, cancelled once it reports its first frame: the server
+    # turns the MCP cancel into CancelPlan (the Go test checks the plan).
+    first_frame = anyio.Event()
+
+    async def on_frame(done, total, message):
+        if message and "/" in message:
+            first_frame.set()
+
+    async with anyio.create_task_group() as tg:
+        async def long_render():
+            await session.call_tool("render.animation", {"output_prefix": "long", "frame_start": 1, "frame_end": 200,
+                                                         "resolution": [64, 48], "samples": 1}, progress_callback=on_frame)
+            raise AssertionError("the long render finished: it was not cancelled")
+
+        tg.start_soon(long_render)
+        with anyio.fail_after(120):
+            await first_frame.wait()
+        tg.cancel_scope.cancel()
+    check(True, "a long render cancelled after its first frame")
+    res = await session.call_tool("scene.get_summary", {})
+    check(not res.is_error, "the session works after a cancelled call", res.structured_content)
+
     prompts = {p.name for p in (await session.list_prompts()).prompts}
     check({"plan-a-scene", "repair-a-failure"} <= prompts, "prompts", sorted(prompts))
     print("done", flush=True)
 
 
+async def exercise_approval(session, asked):
+    """On the default policy: object.delete waits for approval; the server
+    asks through elicitation, showing the preview; approving runs it."""
+    await session.initialize()
+    res = await session.call_tool("object.create", {"type": "cube", "name": "Doomed"})
+    check(not res.is_error, "object.create", res.structured_content)
+    res = await session.call_tool("object.delete", {"name": "Doomed"})
+    check(len(asked) == 1 and "- objects/Doomed" in asked[0], "the user was asked, with the preview's diff", asked)
+    check(not res.is_error and res.structured_content["status"] == "SUCCEEDED", "approved through elicitation, the delete ran",
+          res.structured_content)
+    res = await session.call_tool("object.create", {"type": "cube", "name": "Kept"})
+    res = await session.call_tool("object.delete", {"name": "Kept"})
+    sc = res.structured_content
+    check(len(asked) == 2 and res.is_error and sc["error_code"] == "APPROVAL_REJECTED", "rejected through elicitation: nothing ran", sc)
+    print("done", flush=True)
+
+
 async def main():
     mode = sys.argv[1]
+    if mode == "stdio-approvals":
+        blendctl, addr, token_file = sys.argv[2:5]
+        asked = []
+
+        async def on_elicit(context, params):
+            asked.append(params.message)
+            return types.ElicitResult(action="accept", content={"decision": "approve" if len(asked) == 1 else "reject"})
+
+        params = StdioServerParameters(command=blendctl, args=["--addr", addr, "--token-file", token_file, "mcp"])
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write, elicitation_callback=on_elicit) as session:
+                await exercise_approval(session, asked)
+        return
     if mode == "stdio":
         blendctl, addr, token_file = sys.argv[2:5]
         params = StdioServerParameters(command=blendctl, args=["--addr", addr, "--token-file", token_file, "mcp"])
