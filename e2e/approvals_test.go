@@ -233,6 +233,16 @@ func TestApprovals(t *testing.T) {
 		t.Fatalf("an export in the scheme waits: %v", p)
 	}
 
+	// A dry run that fails says so, with the failure contract.
+	p = del("del-missing", "Nope")
+	if fpv := waitPreview(t, c, p.GetApprovalId()).GetPreview(); fpv.GetState() != cpv1.Preview_STATE_FAILED ||
+		fpv.GetFailedOperationId() != "del" || fpv.GetFailure().GetErrorCode() != "NOT_FOUND" || fpv.GetFailure().GetRetryHint() == "" {
+		t.Fatalf("the preview of a plan that would fail: %v", fpv)
+	}
+	if _, err := resolve(approver, p.GetApprovalId(), cpv1.Decision_DECISION_REJECT); err != nil {
+		t.Fatal(err)
+	}
+
 	// preview_render: a small render of the previewed scene, kept as an
 	// artifact of the session.
 	resp2, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: sid, RequestId: "del-render",
