@@ -12,6 +12,8 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 BPY_VERSION                := 4.5.15
 # Third-party clients the tests drive the front doors with.
 MCP_PY_VERSION             := 2.3.0
+MCP_INSPECTOR_VERSION      := 2.12.0
+NODE22_VERSION             := 22.23.3
 
 TOOLS_BIN := $(CURDIR)/.tools/bin
 VENV      := $(CURDIR)/.blender/venv
@@ -70,8 +72,20 @@ $(VENV)/.bpy-$(BPY_VERSION):
 	$(VENV)/bin/python -c 'import bpy; print("bpy", bpy.app.version_string)'
 	touch $@
 
-## clients: the third-party clients the tests use (Python MCP SDK), pinned, in .clients/
-clients: $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)
+## clients: the third-party clients the tests use (Python MCP SDK, MCP Inspector on Node 22), pinned, in .clients/
+clients: $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION) $(CLIENTS)/node/.inspector-$(MCP_INSPECTOR_VERSION)
+
+# The Inspector needs Node 22; npm serves it as the node@22 package, whose
+# bin/node the tests put first on PATH.
+$(CLIENTS)/node/.inspector-$(MCP_INSPECTOR_VERSION):
+	@echo "installing Node $(NODE22_VERSION) and the MCP Inspector $(MCP_INSPECTOR_VERSION) into .clients/node"
+	rm -rf $(CLIENTS)/node
+	mkdir -p $(CLIENTS)/node
+	echo '{"private": true}' > $(CLIENTS)/node/package.json
+	npm install --prefix $(CLIENTS)/node --no-audit --no-fund --loglevel=error \
+		node@$(NODE22_VERSION) @modelcontextprotocol/inspector@$(MCP_INSPECTOR_VERSION)
+	$(CLIENTS)/node/node_modules/.bin/node --version
+	touch $@
 
 $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION):
 	@echo "installing the Python MCP SDK (mcp==$(MCP_PY_VERSION)) into .clients/py"

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,5 +123,62 @@ func TestMCPApprovals(t *testing.T) {
 	}
 	if strings.Join(events, ",") != "approval.approved,approval.rejected" {
 		t.Errorf("the decisions made through elicitation, audited: %v", events)
+	}
+}
+
+// inspector runs the MCP Inspector's CLI (Node 22, `make clients`) with
+// args and returns the JSON it prints; failed says it exited non-zero (as
+// it does for a tool result with isError).
+func inspector(t *testing.T, args ...string) (out map[string]any, failed bool) {
+	t.Helper()
+	bin := filepath.Join(repoRoot(), ".clients", "node", "node_modules", ".bin")
+	if _, err := os.Stat(filepath.Join(bin, "mcp-inspector")); err != nil {
+		t.Fatalf("no MCP Inspector in %s: run `make clients`", bin)
+	}
+	cmd := exec.Command(filepath.Join(bin, "mcp-inspector"), append([]string{"--cli"}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "HOME="+t.TempDir())
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err := json.NewDecoder(strings.NewReader(stdout.String())).Decode(&out); err != nil {
+		t.Fatalf("mcp-inspector %v: %v; no JSON: %v\n%s\n%s", args, cmd.ProcessState, err, stdout.String(), stderr.String())
+	}
+	return out, err != nil
+}
+
+// TestMCPInspector: the MCP Inspector's CLI lists and calls the tools, over
+// stdio (blendctl mcp) and over HTTP with a bearer token.
+func TestMCPInspector(t *testing.T) {
+	c := startCluster(t)
+	stdio := []string{filepath.Join(binDir, "blendctl"), "--addr", c.cpAddr, "--token-file", c.adminTokenFile(), "mcp"}
+	http := []string{"http://" + c.httpAddr + "/mcp", "--transport", "http", "--header", "Authorization: Bearer " + c.adminToken}
+	for name, target := range map[string][]string{"stdio": stdio, "http": http} {
+		t.Run(name, func(t *testing.T) {
+			list, failed := inspector(t, append(target, "--method", "tools/list")...)
+			if failed {
+				t.Fatalf("tools/list failed: %v", list)
+			}
+			found := map[string]map[string]any{}
+			for _, tool := range list["tools"].([]any) {
+				m := tool.(map[string]any)
+				found[m["name"].(string)] = m
+			}
+			del, ok := found["object.delete"]
+			if !ok || found["plan.submit"] == nil || found["scene.get_summary"] == nil {
+				t.Fatalf("tools/list: %v", list)
+			}
+			if ann, _ := del["annotations"].(map[string]any); ann["destructiveHint"] != true {
+				t.Errorf("object.delete's annotations: %v", del["annotations"])
+			}
+			res, failed := inspector(t, append(target, "--method", "tools/call", "--tool-name", "object.create",
+				"--tool-arg", "type=cube", "--tool-arg", "name=Insp_"+name)...)
+			if sc, _ := res["structuredContent"].(map[string]any); failed || res["isError"] == true || sc["status"] != "SUCCEEDED" {
+				t.Errorf("tools/call object.create: %v", res)
+			}
+			res, failed = inspector(t, append(target, "--method", "tools/call", "--tool-name", "object.delete", "--tool-arg", "name=Missing")...)
+			if sc, _ := res["structuredContent"].(map[string]any); !failed || res["isError"] != true || sc["error_code"] != "NOT_FOUND" {
+				t.Errorf("a failing call: %v", res)
+			}
+		})
 	}
 }
