@@ -53,15 +53,17 @@ func (s *Session) readTool(tool string) sdk.ResourceHandler {
 		if err != nil {
 			return nil, err
 		}
+		raw, _ := res.StructuredContent.(json.RawMessage)
 		if res.IsError {
-			b, _ := json.Marshal(res.StructuredContent)
-			return nil, fmt.Errorf("%s failed: %s", tool, b)
+			return nil, fmt.Errorf("%s failed: %s", tool, raw)
 		}
-		out, _ := res.StructuredContent.(map[string]any)
-		b, err := json.Marshal(out["result"])
-		if err != nil {
+		var out struct {
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal(raw, &out); err != nil {
 			return nil, err
 		}
+		b := out.Result
 		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}}, nil
 	}
 }

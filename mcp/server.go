@@ -69,7 +69,7 @@ type Session struct {
 	contract  *cpv1.SessionContract
 	tools     map[string]*cpv1.ToolDefinition
 	calls     atomic.Uint64 // request ids of this session's plans
-	closed    bool
+	closeOnce sync.Once
 }
 
 // NewSession returns the MCP server of one MCP session. Its calls carry
@@ -175,20 +175,22 @@ func (s *Session) ensure(ctx context.Context, ss *sdk.ServerSession) error {
 	return nil
 }
 
-// Close closes the Blendplane session of an MCP session that ended (once).
+// Close closes the Blendplane session of an MCP session that ended. It acts
+// once; a second caller waits for the first to finish.
 func (s *Session) Close(ctx context.Context) {
-	s.mu.Lock()
-	id, closed := s.sessionID, s.closed
-	s.closed = true
-	s.mu.Unlock()
-	if id == "" || closed {
-		return
-	}
-	if _, err := s.cp.CloseSession(ctx, &cpv1.CloseSessionRequest{SessionId: id}); err != nil {
-		s.b.log.Warn("closing the session of an MCP session", "session_id", id, "err", describe(err))
-		return
-	}
-	s.b.log.Info("session closed", "session_id", id)
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		id := s.sessionID
+		s.mu.Unlock()
+		if id == "" {
+			return
+		}
+		if _, err := s.cp.CloseSession(ctx, &cpv1.CloseSessionRequest{SessionId: id}); err != nil {
+			s.b.log.Warn("closing the session of an MCP session", "session_id", id, "err", describe(err))
+			return
+		}
+		s.b.log.Info("session closed", "session_id", id)
+	})
 }
 
 // Handler serves MCP over streamable HTTP, one Session per MCP session,

@@ -30,7 +30,8 @@ var receiptSchema = json.RawMessage(`{
     "blender_mutation_id": {"type": "string"},
     "mcp_call_id": {"type": "string"},
     "determinism_class": {"type": "string"},
-    "duration_micros": {"type": "string"},
+    "duration_micros": {"type": "integer"},
+    "sequence": {"type": "integer"},
     "request_id": {"type": "string"},
     "operation_id": {"type": "string"},
     "receipts": {"type": "array", "description": "plan.submit: every receipt, in order"},
@@ -222,11 +223,29 @@ func (s *Session) run(ctx context.Context, req *sdk.CallToolRequest, ops []*cpv1
 			s.progress(ctx, req, float64(len(receipts)), total, fmt.Sprintf("%s: %d/%d", p.GetOperationId(), p.GetDone(), p.GetTotal()))
 		}
 	}
-	plan, err := s.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID})
-	if err != nil {
-		return refused(err), nil
+	// A receipt per scheduled operation, all of them succeeded: the plan
+	// did. Anything else asks the plan how it ended (and why).
+	plan := &cpv1.Plan{RequestId: requestID, State: cpv1.Plan_STATE_SUCCEEDED}
+	if !allSucceeded(receipts, len(submitted.GetPlan().GetSchedule())) {
+		resp, err := s.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID})
+		if err != nil {
+			return refused(err), nil
+		}
+		plan = resp.GetPlan()
 	}
-	return s.result(ctx, req, plan.GetPlan(), receipts), nil
+	return s.result(ctx, req, plan, receipts), nil
+}
+
+func allSucceeded(receipts []*cpv1.Receipt, scheduled int) bool {
+	if len(receipts) != scheduled {
+		return false
+	}
+	for _, r := range receipts {
+		if r.GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED && r.GetStatus() != cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT {
+			return false
+		}
+	}
+	return true
 }
 
 // sanitize keeps an id within ^[a-zA-Z0-9_.:-]{1,128}$.
@@ -378,18 +397,13 @@ func (s *Session) result(ctx context.Context, req *sdk.CallToolRequest, plan *cp
 	} else {
 		out = receiptMap(receipts[0])
 	}
-	res := &sdk.CallToolResult{StructuredContent: out, Content: []sdk.Content{&sdk.TextContent{Text: summary(receipts)}}}
+	res := structured(out, false)
 	for _, r := range receipts {
 		for _, a := range r.GetArtifacts() {
 			res.Content = append(res.Content, s.artifactContent(ctx, a)...)
 		}
 	}
 	return res
-}
-
-func summary(receipts []*cpv1.Receipt) string {
-	b, _ := json.Marshal(receiptMaps(receipts))
-	return string(b)
 }
 
 func receiptMaps(rs []*cpv1.Receipt) []any {
@@ -401,14 +415,35 @@ func receiptMaps(rs []*cpv1.Receipt) []any {
 }
 
 // receiptMap is a receipt as JSON, with the seed's field names and short
-// enum values.
+// enum values; built directly (the tool's result is the big part, and is
+// encoded once, by the caller).
 func receiptMap(r *cpv1.Receipt) map[string]any {
-	b, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(r)
-	var m map[string]any
-	json.Unmarshal(b, &m)
-	m["status"] = short(r.GetStatus().String())
-	if sl, ok := m["safety_level"].(string); ok {
-		m["safety_level"] = strings.ToLower(strings.TrimPrefix(sl, "SAFETY_LEVEL_"))
+	m := map[string]any{
+		"sequence": r.GetSequence(), "request_id": r.GetRequestId(), "operation_id": r.GetOperationId(),
+		"tool_name": r.GetToolName(), "status": short(r.GetStatus().String()), "result": r.GetResult().AsMap(),
+		"mcp_call_id": r.GetMcpCallId(), "scene_hash_before": r.GetSceneHashBefore(), "scene_hash_after": r.GetSceneHashAfter(),
+		"safety_level":    strings.ToLower(strings.TrimPrefix(r.GetSafetyLevel().String(), "SAFETY_LEVEL_")),
+		"idempotency_key": r.GetIdempotencyKey(), "duration_micros": r.GetDurationMicros(),
+		"determinism_class": r.GetDeterminismClass(), "tolerance": r.GetTolerance(),
+	}
+	if id := r.GetBlenderMutationId(); id != "" {
+		m["blender_mutation_id"] = id
+	}
+	if t := r.GetCompleteTime(); t != nil {
+		m["complete_time"] = t.AsTime().Format(time.RFC3339Nano)
+	}
+	if r.GetVerified() {
+		m["verified"] = true
+	}
+	if r.GetError() != nil {
+		m["error"] = failureMap(r.GetError())
+	}
+	if len(r.GetArtifacts()) > 0 {
+		var names []any
+		for _, a := range r.GetArtifacts() {
+			names = append(names, a.GetName())
+		}
+		m["artifacts"] = names
 	}
 	return m
 }
@@ -440,9 +475,17 @@ func short(enum string) string {
 	return enum
 }
 
-func toolError(structured map[string]any) *sdk.CallToolResult {
-	b, _ := json.Marshal(structured)
-	return &sdk.CallToolResult{IsError: true, StructuredContent: structured, Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}
+func toolError(out map[string]any) *sdk.CallToolResult { return structured(out, true) }
+
+// structured is a result whose structured content is out, encoded once and
+// also sent as text (for clients that read only text).
+func structured(out map[string]any, isError bool) *sdk.CallToolResult {
+	b, err := json.Marshal(out)
+	if err != nil {
+		b, _ = json.Marshal(map[string]any{"error_code": "INTERNAL", "message": "encoding the result: " + err.Error()})
+		isError = true
+	}
+	return &sdk.CallToolResult{IsError: isError, StructuredContent: json.RawMessage(b), Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}
 }
 
 func invalid(err error) *sdk.CallToolResult {
