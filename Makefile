@@ -14,6 +14,7 @@ BPY_VERSION                := 4.5.15
 MCP_PY_VERSION             := 2.3.0
 MCP_INSPECTOR_VERSION      := 2.12.0
 NODE22_VERSION             := 22.23.3
+GEMINI_CLI_VERSION         := 0.61.0
 
 TOOLS_BIN := $(CURDIR)/.tools/bin
 VENV      := $(CURDIR)/.blender/venv
@@ -72,18 +73,18 @@ $(VENV)/.bpy-$(BPY_VERSION):
 	$(VENV)/bin/python -c 'import bpy; print("bpy", bpy.app.version_string)'
 	touch $@
 
-## clients: the third-party clients the tests use (Python MCP SDK, MCP Inspector on Node 22), pinned, in .clients/
-clients: $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION) $(CLIENTS)/node/.inspector-$(MCP_INSPECTOR_VERSION)
+## clients: the third-party clients the tests use (Python MCP SDK; MCP Inspector and Gemini CLI on Node 22), pinned, in .clients/
+clients: $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION) $(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION)
 
 # The Inspector needs Node 22; npm serves it as the node@22 package, whose
 # bin/node the tests put first on PATH.
-$(CLIENTS)/node/.inspector-$(MCP_INSPECTOR_VERSION):
-	@echo "installing Node $(NODE22_VERSION) and the MCP Inspector $(MCP_INSPECTOR_VERSION) into .clients/node"
+$(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION):
+	@echo "installing Node $(NODE22_VERSION), the MCP Inspector $(MCP_INSPECTOR_VERSION) and Gemini CLI $(GEMINI_CLI_VERSION) into .clients/node"
 	rm -rf $(CLIENTS)/node
 	mkdir -p $(CLIENTS)/node
 	echo '{"private": true}' > $(CLIENTS)/node/package.json
 	npm install --prefix $(CLIENTS)/node --no-audit --no-fund --loglevel=error \
-		node@$(NODE22_VERSION) @modelcontextprotocol/inspector@$(MCP_INSPECTOR_VERSION)
+		node@$(NODE22_VERSION) @modelcontextprotocol/inspector@$(MCP_INSPECTOR_VERSION) @google/gemini-cli@$(GEMINI_CLI_VERSION)
 	$(CLIENTS)/node/node_modules/.bin/node --version
 	touch $@
 

@@ -182,3 +182,45 @@ func TestMCPInspector(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPGeminiCLI: Gemini CLI (`gemini mcp list`, which needs no model
+// access) connects to both servers of docs/MCP.md's configuration: blendctl
+// mcp over stdio, and /mcp over HTTP with a bearer token.
+func TestMCPGeminiCLI(t *testing.T) {
+	bin := filepath.Join(repoRoot(), ".clients", "node", "node_modules", ".bin")
+	if _, err := os.Stat(filepath.Join(bin, "gemini")); err != nil {
+		t.Fatalf("no Gemini CLI in %s: run `make clients`", bin)
+	}
+	c := startCluster(t)
+	home, work := t.TempDir(), t.TempDir()
+	token := c.createToken(t, "gemini", "plans")
+	tokenFile := filepath.Join(home, "gemini.token")
+	os.WriteFile(tokenFile, []byte(token), 0o600)
+	settings := map[string]any{"mcpServers": map[string]any{
+		"blendplane": map[string]any{"command": filepath.Join(binDir, "blendctl"),
+			"args": []string{"--addr", c.cpAddr, "--token-file", tokenFile, "mcp"}},
+		"blendplane-http": map[string]any{"httpUrl": "http://" + c.httpAddr + "/mcp",
+			"headers": map[string]string{"Authorization": "Bearer " + token}},
+	}}
+	b, _ := json.Marshal(settings)
+	os.MkdirAll(filepath.Join(home, ".gemini"), 0o700)
+	os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), b, 0o600)
+	trust, _ := json.Marshal(map[string]string{work: "TRUST_FOLDER"})
+	os.WriteFile(filepath.Join(home, ".gemini", "trustedFolders.json"), trust, 0o600)
+	cmd := exec.Command(filepath.Join(bin, "gemini"), "mcp", "list")
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "HOME="+home, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	t.Logf("gemini mcp list:\n%s", out)
+	for _, server := range []string{"blendplane:", "blendplane-http:"} {
+		connected := false
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, server) && strings.Contains(line, "Connected") {
+				connected = true
+			}
+		}
+		if err != nil || !connected {
+			t.Errorf("Gemini CLI did not connect to %s: %v", strings.TrimSuffix(server, ":"), err)
+		}
+	}
+}
