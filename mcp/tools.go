@@ -214,6 +214,11 @@ func (s *Session) run(ctx context.Context, req *sdk.CallToolRequest, ops []*cpv1
 		case ev.GetAwaitingApproval() != nil:
 			ap := ev.GetAwaitingApproval()
 			s.progress(ctx, req, float64(len(receipts)), total, waitMessage(ap))
+			if req != nil && req.Session != nil {
+				// Also as a log message, for hosts that asked for logs but
+				// sent no progress token.
+				req.Session.Log(ctx, &sdk.LoggingMessageParams{Level: "notice", Logger: "blendplane", Data: waitMessage(ap)})
+			}
 			if ap.GetPreview().GetState() != cpv1.Preview_STATE_PENDING && !asked {
 				asked = true
 				s.askApproval(ctx, req, ap)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -189,34 +190,11 @@ func (m *Manager) forkState(s *session, dir string) (journal.Session, []journal.
 // names its changed fields (dotted paths into its record).
 func diffSnapshots(before, after map[string]any) []*cpv1.DatablockChange {
 	var out []*cpv1.DatablockChange
-	sections := map[string]bool{}
-	for k := range before {
-		sections[k] = true
-	}
-	for k := range after {
-		sections[k] = true
-	}
-	names := make([]string, 0, len(sections))
-	for k := range sections {
-		if k != "schema" {
-			names = append(names, k)
-		}
-	}
-	sort.Strings(names)
+	names := slices.DeleteFunc(keysOf(before, after), func(k string) bool { return k == "schema" })
 	for _, sec := range names {
 		b, _ := before[sec].(map[string]any)
 		a, _ := after[sec].(map[string]any)
-		keys := make([]string, 0, len(a)+len(b))
-		for k := range b {
-			keys = append(keys, k)
-		}
-		for k := range a {
-			if _, ok := b[k]; !ok {
-				keys = append(keys, k)
-			}
-		}
-		sort.Strings(keys)
-		for _, name := range keys {
+		for _, name := range keysOf(b, a) {
 			rb, inB := b[name]
 			ra, inA := a[name]
 			switch {
@@ -234,23 +212,28 @@ func diffSnapshots(before, after map[string]any) []*cpv1.DatablockChange {
 	return out
 }
 
+// keysOf is the sorted union of the keys of b and a.
+func keysOf(b, a map[string]any) []string {
+	keys := make([]string, 0, len(b)+len(a))
+	for k := range b {
+		keys = append(keys, k)
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 // diffFields appends the fields that differ between two record values:
 // objects field by field, anything else (lists, scalars) whole.
 func diffFields(path string, b, a any, out *[]*cpv1.FieldChange) {
 	mb, okB := b.(map[string]any)
 	ma, okA := a.(map[string]any)
 	if okB && okA {
-		keys := make([]string, 0, len(mb)+len(ma))
-		for k := range mb {
-			keys = append(keys, k)
-		}
-		for k := range ma {
-			if _, ok := mb[k]; !ok {
-				keys = append(keys, k)
-			}
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range keysOf(mb, ma) {
 			p := k
 			if path != "" {
 				p = path + "." + k
