@@ -14,24 +14,34 @@ import (
 
 // BenchmarkMCPToolCall measures what the MCP front door adds to a tool call:
 // 200 object.create and 200 scene.get_summary calls through MCP over
-// streamable HTTP (the official Go SDK's client, one MCP session), each
-// interleaved with the same one-operation plan over gRPC (SubmitPlan until
-// its receipt arrives on StreamReceipts) on the same cluster, after 20
-// untimed ones of each.
+// streamable HTTP with the official Go SDK's client, once on the newest,
+// sessionless revision (2026-07-28, served in the SDK's stateless mode:
+// "mcp") and once on the last revision with MCP sessions (2025-11-25:
+// "mcpsess"), each interleaved with the same one-operation plan over gRPC
+// (SubmitPlan until its receipt arrives on StreamReceipts) on the same
+// cluster, after 20 untimed ones of each.
 //
-// Metrics (milliseconds): p50, p90 and p99 of {create,summary}-{mcp,grpc},
-// and {create,summary}-added-p50 (MCP p50 minus gRPC p50; target ≤ 0.5).
+// Metrics (milliseconds): p50, p90 and p99 of {create,summary}-{mcp,mcpsess,grpc},
+// {create,summary}-added-p50 (MCP p50 minus gRPC p50; target ≤ 0.5) and
+// {create,summary}-sess-added-p50 (the same with MCP sessions).
 func BenchmarkMCPToolCall(b *testing.B) {
 	c := startCluster(b)
 	ctx := context.Background()
-	client := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
-	transport := &sdk.StreamableClientTransport{Endpoint: "http://" + c.httpAddr + "/mcp",
-		HTTPClient: &http.Client{Transport: bearerTransport{c.adminToken, http.DefaultTransport}}}
-	mcpSession, err := client.Connect(ctx, transport, nil)
-	if err != nil {
-		b.Fatal(err)
+	// Two MCP clients: the newest, sessionless revision (the SDK's stateless
+	// mode) and the last one with MCP sessions.
+	connect := func(version string) *sdk.ClientSession {
+		client := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
+		transport := &sdk.StreamableClientTransport{Endpoint: "http://" + c.httpAddr + "/mcp",
+			HTTPClient: &http.Client{Transport: bearerTransport{c.adminToken, http.DefaultTransport}}}
+		cs, err := client.Connect(ctx, transport, &sdk.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return cs
 	}
-	defer mcpSession.Close()
+	clients := map[string]*sdk.ClientSession{"-mcp": connect("2026-07-28"), "-mcpsess": connect("2025-11-25")}
+	defer clients["-mcp"].Close()
+	defer clients["-mcpsess"].Close()
 	kinds := []struct {
 		name string
 		args func(j int) map[string]any
@@ -51,11 +61,18 @@ func BenchmarkMCPToolCall(b *testing.B) {
 		for _, k := range kinds {
 			for j := -oneOpWarmup; j < oneOpPlans; j++ {
 				n := i*1000 + j + oneOpWarmup
-				start := time.Now()
-				res, err := mcpSession.CallTool(ctx, &sdk.CallToolParams{Name: k.tool, Arguments: k.args(n)})
-				mcpTime := time.Since(start)
-				if err != nil || res.IsError {
-					b.Fatalf("MCP %s: %v %v", k.tool, res, err)
+				mcpTimes := map[string]time.Duration{}
+				for _, via := range []string{"-mcp", "-mcpsess"} {
+					args := k.args(n)
+					if k.name == "create" {
+						args["name"] = fmt.Sprintf("M%s%05d", via[1:], n)
+					}
+					start := time.Now()
+					res, err := clients[via].CallTool(ctx, &sdk.CallToolParams{Name: k.tool, Arguments: args})
+					mcpTimes[via] = time.Since(start)
+					if err != nil || res.IsError {
+						b.Fatalf("MCP %s: %v %v", k.tool, res, err)
+					}
 				}
 				args := k.args(n)
 				if k.name == "create" {
@@ -63,7 +80,9 @@ func BenchmarkMCPToolCall(b *testing.B) {
 				}
 				grpcTime, _ := runPlan(b, c, session, fmt.Sprintf("mcpbench-%s-%d-%d", k.name, i, j), []*cpv1.Operation{op("call", k.tool, args)})
 				if j >= 0 {
-					times[k.name+"-mcp"] = append(times[k.name+"-mcp"], mcpTime)
+					for via, d := range mcpTimes {
+						times[k.name+via] = append(times[k.name+via], d)
+					}
 					times[k.name+"-grpc"] = append(times[k.name+"-grpc"], grpcTime)
 				}
 			}
@@ -71,12 +90,13 @@ func BenchmarkMCPToolCall(b *testing.B) {
 	}
 	b.StopTimer()
 	for _, k := range kinds {
-		for _, via := range []string{"-mcp", "-grpc"} {
+		for _, via := range []string{"-mcp", "-mcpsess", "-grpc"} {
 			for _, p := range []int{50, 90, 99} {
 				b.ReportMetric(percentile(times[k.name+via], p), fmt.Sprintf("%s%s-p%d-ms", k.name, via, p))
 			}
 		}
 		b.ReportMetric(percentile(times[k.name+"-mcp"], 50)-percentile(times[k.name+"-grpc"], 50), k.name+"-added-p50-ms")
+		b.ReportMetric(percentile(times[k.name+"-mcpsess"], 50)-percentile(times[k.name+"-grpc"], 50), k.name+"-sess-added-p50-ms")
 	}
 }
 

@@ -2,12 +2,16 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
@@ -222,5 +226,46 @@ func TestMCPGeminiCLI(t *testing.T) {
 		if err != nil || !connected {
 			t.Errorf("Gemini CLI did not connect to %s: %v", strings.TrimSuffix(server, ":"), err)
 		}
+	}
+}
+
+// TestMCPSessionless: a client of the newest, sessionless revision
+// (2026-07-28: the Go SDK's client by default) is served too, in the SDK's
+// stateless mode, with one Blendplane session per bearer token across its
+// requests; a client of an older revision still gets an MCP session.
+func TestMCPSessionless(t *testing.T) {
+	c := startCluster(t)
+	ctx := ctxT(t, 2*time.Minute)
+	for _, version := range []string{"2026-07-28", "2025-11-25"} {
+		client := sdk.NewClient(&sdk.Implementation{Name: "go-sdk-" + version, Version: "1"}, nil)
+		transport := &sdk.StreamableClientTransport{Endpoint: "http://" + c.httpAddr + "/mcp",
+			HTTPClient: &http.Client{Transport: bearerTransport{c.adminToken, http.DefaultTransport}}}
+		cs, err := client.Connect(ctx, transport, &sdk.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatalf("%s: connect: %v", version, err)
+		}
+		if got := cs.InitializeResult().ProtocolVersion; got != version {
+			t.Errorf("asked for %s, got %s", version, got)
+		}
+		var ids []string
+		for i := 0; i < 2; i++ {
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "object.create", Arguments: map[string]any{"type": "cube", "name": fmt.Sprintf("V%d", i)}})
+			if err != nil || res.IsError {
+				t.Fatalf("%s: call %d: %v %v", version, i, res, err)
+			}
+			var receipt struct {
+				MCPCallID string `json:"mcp_call_id"`
+			}
+			b, _ := json.Marshal(res.StructuredContent)
+			json.Unmarshal(b, &receipt)
+			ids = append(ids, receipt.MCPCallID)
+		}
+		// Both calls in one Blendplane session: mcp:<session>:1 and :2.
+		s1, _, _ := strings.Cut(strings.TrimPrefix(ids[0], "mcp:"), ":")
+		s2, _, _ := strings.Cut(strings.TrimPrefix(ids[1], "mcp:"), ":")
+		if s1 == "" || s1 != s2 {
+			t.Errorf("%s: the calls ran in sessions %q and %q", version, s1, s2)
+		}
+		cs.Close()
 	}
 }

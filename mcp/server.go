@@ -14,7 +14,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -191,17 +190,6 @@ func (s *Session) Close(ctx context.Context) {
 		}
 		s.b.log.Info("session closed", "session_id", id)
 	})
-}
-
-// Handler serves MCP over streamable HTTP, one Session per MCP session,
-// closed after sessionTimeout without requests (and its Blendplane session
-// with it). Authentication is the caller's to wrap around it: the bearer
-// token of the request that opens an MCP session is the session's.
-func (b *Backend) Handler(sessionTimeout time.Duration) http.Handler {
-	return sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
-		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		return b.NewSession(strings.TrimSpace(token)).Server()
-	}, &sdk.StreamableHTTPOptions{SessionTimeout: sessionTimeout, Logger: b.log})
 }
 
 // bearerConn adds a bearer token to every call on a connection.

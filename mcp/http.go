@@ -1,0 +1,108 @@
+package mcp
+
+import (
+	"context"
+	"crypto/sha256"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// sessionlessVersion is the first protocol revision without MCP sessions
+// (SEP-2567): its requests carry no session id, and the SDK serves them only
+// in stateless mode.
+const sessionlessVersion = "2026-07-28"
+
+// Handler serves MCP over streamable HTTP. Authentication is the caller's
+// to wrap around it; the bearer token of a request is the one its
+// Blendplane calls carry.
+//
+// Clients of revisions up to 2025-11-25 get MCP sessions (stateful mode):
+// one Session per MCP session, opened by the token of its first request,
+// closed after idle without requests (and its Blendplane session with it).
+//
+// Clients of the sessionless revision (2026-07-28 and later, told by the
+// Mcp-Protocol-Version header) are served in stateless mode: every request
+// is a temporary MCP session, so the Blendplane session is kept per bearer
+// token instead, made on first use and closed after idle. The server cannot
+// ask such a client anything (no elicitation: approvals are made elsewhere,
+// and the call waits for them).
+func (b *Backend) Handler(idle time.Duration) http.Handler {
+	stateful := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		return b.NewSession(bearerOf(r)).Server()
+	}, &sdk.StreamableHTTPOptions{SessionTimeout: idle, Logger: b.log})
+	byToken := &sessionsByToken{b: b, idle: idle, sessions: map[[32]byte]*tokenSession{}}
+	stateless := sdk.NewStreamableHTTPHandler(byToken.server, &sdk.StreamableHTTPOptions{Stateless: true, Logger: b.log})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("Mcp-Protocol-Version"); v >= sessionlessVersion {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
+}
+
+func bearerOf(r *http.Request) string {
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return strings.TrimSpace(token)
+}
+
+// sessionsByToken keeps the Sessions of sessionless clients, one per bearer
+// token, each closed after idle without requests.
+type sessionsByToken struct {
+	b    *Backend
+	idle time.Duration
+
+	mu       sync.Mutex
+	sessions map[[32]byte]*tokenSession
+}
+
+type tokenSession struct {
+	s    *Session
+	used time.Time
+}
+
+func (t *sessionsByToken) server(r *http.Request) *sdk.Server {
+	token := bearerOf(r)
+	key := sha256.Sum256([]byte(token))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ts, ok := t.sessions[key]
+	if !ok {
+		ts = &tokenSession{s: t.b.NewSession(token)}
+		t.sessions[key] = ts
+		if len(t.sessions) == 1 {
+			go t.reap()
+		}
+	}
+	ts.used = time.Now()
+	return ts.s.Server()
+}
+
+// reap closes the sessions idle for longer than t.idle, until none is left.
+func (t *sessionsByToken) reap() {
+	for {
+		time.Sleep(min(t.idle/2, time.Minute))
+		t.mu.Lock()
+		var idle []*Session
+		for key, ts := range t.sessions {
+			if time.Since(ts.used) > t.idle {
+				idle = append(idle, ts.s)
+				delete(t.sessions, key)
+			}
+		}
+		left := len(t.sessions)
+		t.mu.Unlock()
+		for _, s := range idle {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			s.Close(ctx)
+			cancel()
+		}
+		if left == 0 {
+			return
+		}
+	}
+}
