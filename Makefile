@@ -8,10 +8,12 @@ SHELL := /bin/bash
 BUF_VERSION                := v1.70.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
+GRPC_GATEWAY_VERSION       := v2.33.0
 # Blender 4.5 LTS as a Python module, for CPython 3.11.
 BPY_VERSION                := 4.5.15
 # Third-party clients the tests drive the front doors with.
 MCP_PY_VERSION             := 2.3.0
+OPENAPI_VALIDATOR_VERSION  := 0.9.0
 MCP_INSPECTOR_VERSION      := 2.12.0
 NODE22_VERSION             := 22.23.3
 GEMINI_CLI_VERSION         := 0.61.0
@@ -27,8 +29,9 @@ BINARIES    := bin/controlplane bin/agentd bin/blendctl
 
 .PHONY: tools generate lint build test check bench demo blender clients clean
 
-## tools: install pinned buf, protoc-gen-go and protoc-gen-go-grpc into .tools/bin
-tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc
+## tools: install pinned buf and the protoc plugins (Go, gRPC, grpc-gateway, OpenAPI) into .tools/bin
+tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc \
+	$(TOOLS_BIN)/protoc-gen-grpc-gateway $(TOOLS_BIN)/protoc-gen-openapiv2
 
 $(TOOLS_BIN)/buf:
 	GOBIN=$(TOOLS_BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
@@ -36,11 +39,15 @@ $(TOOLS_BIN)/protoc-gen-go:
 	GOBIN=$(TOOLS_BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 $(TOOLS_BIN)/protoc-gen-go-grpc:
 	GOBIN=$(TOOLS_BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+$(TOOLS_BIN)/protoc-gen-grpc-gateway:
+	GOBIN=$(TOOLS_BIN) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION)
+$(TOOLS_BIN)/protoc-gen-openapiv2:
+	GOBIN=$(TOOLS_BIN) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
 
-## generate: write validate.proto from the Go module, then gen/ from proto/
+## generate: write the imported protos (validate, google.api) from their Go modules, then gen/ and the OpenAPI document from proto/
 generate: tools
-	go run ./cmd/validateproto proto/buf/validate/validate.proto
-	buf format -w proto/buf/validate/validate.proto
+	go run ./cmd/protodeps proto
+	buf format -w --path proto/buf --path proto/google
 	rm -rf gen/blendplane
 	buf generate
 
@@ -73,8 +80,8 @@ $(VENV)/.bpy-$(BPY_VERSION):
 	$(VENV)/bin/python -c 'import bpy; print("bpy", bpy.app.version_string)'
 	touch $@
 
-## clients: the third-party clients the tests use (Python MCP SDK; MCP Inspector and Gemini CLI on Node 22), pinned, in .clients/
-clients: $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION) $(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION)
+## clients: the third-party clients the tests use (Python MCP SDK, openapi-spec-validator; MCP Inspector and Gemini CLI on Node 22), pinned, in .clients/
+clients: $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION) $(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION)
 
 # The Inspector needs Node 22; npm serves it as the node@22 package, whose
 # bin/node the tests put first on PATH.
@@ -88,11 +95,12 @@ $(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION):
 	$(CLIENTS)/node/node_modules/.bin/node --version
 	touch $@
 
-$(CLIENTS)/py/.mcp-$(MCP_PY_VERSION):
-	@echo "installing the Python MCP SDK (mcp==$(MCP_PY_VERSION)) into .clients/py"
+$(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION):
+	@echo "installing the Python MCP SDK (mcp==$(MCP_PY_VERSION)) and openapi-spec-validator into .clients/py"
 	rm -rf $(CLIENTS)/py
 	$(PYTHON311) -m venv $(CLIENTS)/py
-	$(CLIENTS)/py/bin/pip install --quiet --disable-pip-version-check mcp==$(MCP_PY_VERSION)
+	$(CLIENTS)/py/bin/pip install --quiet --disable-pip-version-check mcp==$(MCP_PY_VERSION) \
+		openapi-spec-validator==$(OPENAPI_VALIDATOR_VERSION)
 	touch $@
 
 ## test: unit tests, then integration tests on the real binaries and real Blender

@@ -248,8 +248,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	defer self.Close()
-	web := httpd.Handler(httpd.Config{App: a, AuthOff: cfg.AllowInsecureLocal,
+	web, err := httpd.Handler(ctx, httpd.Config{App: a, AuthOff: cfg.AllowInsecureLocal, API: self,
 		MCP: mcp.NewBackend(self, mcp.Options{Logger: log}).Handler(mcpSessionTimeout)})
+	if err != nil {
+		return err
+	}
 
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -287,7 +290,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		}
 		go httpSrv.Serve(hl)
 		defer httpSrv.Close()
-		log.Info("http front doors serving", "addr", hl.Addr().String(), "routes", "/mcp", "tls", httpSrv.TLSConfig != nil)
+		log.Info("http front doors serving", "addr", hl.Addr().String(), "routes", "/mcp /v1/ /openapi.json", "tls", httpSrv.TLSConfig != nil)
 	}
 	log.Info("control plane serving", "addr", lis.Addr().String(), "data_dir", cfg.DataDir)
 	if ready != nil {

@@ -1,9 +1,9 @@
 // Package httpd is the control plane's HTTP listener (--http-listen): the
-// front doors that are not gRPC, each a client of the public API. This
-// layer routes and, where a front door's protocol wants the refusal at the
-// HTTP level (MCP: 401 with WWW-Authenticate), authenticates first; the
-// calls the front doors make are authenticated and authorized again by the
-// gRPC layer, like any client's.
+// front doors that are not gRPC, each a client of the public API through an
+// in-process gRPC connection, so that the gRPC layer authenticates,
+// authorizes and checks what they do exactly as any client's calls. This
+// layer only routes and, where a front door's protocol wants the refusal at
+// the HTTP level (MCP: 401 with WWW-Authenticate), authenticates first.
 package httpd
 
 import (
@@ -12,10 +12,14 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"google.golang.org/grpc"
 
 	"github.com/blendplane/blendplane/controlplane/internal/app"
 	"github.com/blendplane/blendplane/controlplane/internal/auth"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/gen/openapi"
 )
 
 // Config is what the routes need.
@@ -25,13 +29,30 @@ type Config struct {
 	AuthOff bool
 	// MCP serves /mcp (streamable HTTP).
 	MCP http.Handler
+	// API is a connection to the gRPC API (in process) that the REST/JSON
+	// routes call, passing the request's bearer token on.
+	API grpc.ClientConnInterface
 }
 
-// Handler routes the HTTP front doors.
-func Handler(cfg Config) http.Handler {
+// Handler routes the HTTP front doors:
+//
+//	/mcp           MCP, streamable HTTP (package mcp)
+//	/v1/...        the whole ControlPlaneService as REST/JSON (grpc-gateway,
+//	               routes from the protos' google.api.http options)
+//	/openapi.json  the OpenAPI document of /v1
+func Handler(ctx context.Context, cfg Config) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", cfg.bearer(auth.ScopePlans, cfg.MCP))
-	return mux
+	rest := runtime.NewServeMux()
+	if err := cpv1.RegisterControlPlaneServiceHandlerClient(ctx, rest, cpv1.NewControlPlaneServiceClient(cfg.API)); err != nil {
+		return nil, err
+	}
+	mux.Handle("/v1/", rest)
+	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(openapi.Document)
+	})
+	return mux, nil
 }
 
 // bearer refuses a request without a valid bearer token holding scope:

@@ -8,6 +8,7 @@ package controlplanev1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -6561,7 +6562,7 @@ var File_blendplane_controlplane_v1_controlplane_proto protoreflect.FileDescript
 
 const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
-	"-blendplane/controlplane/v1/controlplane.proto\x12\x1ablendplane.controlplane.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x04\n" +
+	"-blendplane/controlplane/v1/controlplane.proto\x12\x1ablendplane.controlplane.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x04\n" +
 	"\x10NegotiateRequest\x124\n" +
 	"\x10contract_version\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18 R\x0fcontractVersion\x12R\n" +
 	"\fhost_profile\x18\x02 \x01(\v2'.blendplane.controlplane.v1.HostProfileB\x06\xbaH\x03\xc8\x01\x01R\vhostProfile\x12;\n" +
@@ -7147,37 +7148,41 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fDECISION_REJECT\x10\x01\x12\x19\n" +
 	"\x15DECISION_APPROVE_ONCE\x10\x02\x12%\n" +
-	"!DECISION_APPROVE_AND_ALWAYS_ALLOW\x10\x032\xf0\x14\n" +
-	"\x13ControlPlaneService\x12h\n" +
-	"\tNegotiate\x12,.blendplane.controlplane.v1.NegotiateRequest\x1a-.blendplane.controlplane.v1.NegotiateResponse\x12k\n" +
+	"!DECISION_APPROVE_AND_ALWAYS_ALLOW\x10\x032\xef\x1a\n" +
+	"\x13ControlPlaneService\x12\x8b\x01\n" +
+	"\tNegotiate\x12,.blendplane.controlplane.v1.NegotiateRequest\x1a-.blendplane.controlplane.v1.NegotiateResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/v1/sessions:negotiate\x12\x97\x01\n" +
 	"\n" +
-	"SubmitPlan\x12-.blendplane.controlplane.v1.SubmitPlanRequest\x1a..blendplane.controlplane.v1.SubmitPlanResponse\x12y\n" +
-	"\x0eStreamReceipts\x121.blendplane.controlplane.v1.StreamReceiptsRequest\x1a2.blendplane.controlplane.v1.StreamReceiptsResponse0\x01\x12b\n" +
-	"\aGetPlan\x12*.blendplane.controlplane.v1.GetPlanRequest\x1a+.blendplane.controlplane.v1.GetPlanResponse\x12k\n" +
+	"SubmitPlan\x12-.blendplane.controlplane.v1.SubmitPlanRequest\x1a..blendplane.controlplane.v1.SubmitPlanResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/sessions/{session_id}/plans\x12\xa2\x01\n" +
+	"\x0eStreamReceipts\x121.blendplane.controlplane.v1.StreamReceiptsRequest\x1a2.blendplane.controlplane.v1.StreamReceiptsResponse\"'\x82\xd3\xe4\x93\x02!\x12\x1f/v1/plans/{request_id}/receipts0\x01\x12\x82\x01\n" +
+	"\aGetPlan\x12*.blendplane.controlplane.v1.GetPlanRequest\x1a+.blendplane.controlplane.v1.GetPlanResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/plans/{request_id}\x12\x95\x01\n" +
 	"\n" +
-	"CancelPlan\x12-.blendplane.controlplane.v1.CancelPlanRequest\x1a..blendplane.controlplane.v1.CancelPlanResponse\x12h\n" +
-	"\tListTools\x12,.blendplane.controlplane.v1.ListToolsRequest\x1a-.blendplane.controlplane.v1.ListToolsResponse\x12k\n" +
+	"CancelPlan\x12-.blendplane.controlplane.v1.CancelPlanRequest\x1a..blendplane.controlplane.v1.CancelPlanResponse\"(\x82\xd3\xe4\x93\x02\":\x01*\"\x1d/v1/plans/{request_id}:cancel\x12{\n" +
+	"\tListTools\x12,.blendplane.controlplane.v1.ListToolsRequest\x1a-.blendplane.controlplane.v1.ListToolsResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/tools\x12\x7f\n" +
 	"\n" +
-	"ListMacros\x12-.blendplane.controlplane.v1.ListMacrosRequest\x1a..blendplane.controlplane.v1.ListMacrosResponse\x12k\n" +
+	"ListMacros\x12-.blendplane.controlplane.v1.ListMacrosRequest\x1a..blendplane.controlplane.v1.ListMacrosResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/macros\x12\x7f\n" +
 	"\n" +
-	"ListAgents\x12-.blendplane.controlplane.v1.ListAgentsRequest\x1a..blendplane.controlplane.v1.ListAgentsResponse\x12}\n" +
-	"\x10ListAuditRecords\x123.blendplane.controlplane.v1.ListAuditRecordsRequest\x1a4.blendplane.controlplane.v1.ListAuditRecordsResponse\x12t\n" +
-	"\rRegisterAgent\x120.blendplane.controlplane.v1.RegisterAgentRequest\x1a1.blendplane.controlplane.v1.RegisterAgentResponse\x12k\n" +
+	"ListAgents\x12-.blendplane.controlplane.v1.ListAgentsRequest\x1a..blendplane.controlplane.v1.ListAgentsResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/agents\x12\x90\x01\n" +
+	"\x10ListAuditRecords\x123.blendplane.controlplane.v1.ListAuditRecordsRequest\x1a4.blendplane.controlplane.v1.ListAuditRecordsResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/audit\x12\x94\x01\n" +
+	"\rRegisterAgent\x120.blendplane.controlplane.v1.RegisterAgentRequest\x1a1.blendplane.controlplane.v1.RegisterAgentResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/agents:register\x12\x8e\x01\n" +
 	"\n" +
-	"GetSession\x12-.blendplane.controlplane.v1.GetSessionRequest\x1a..blendplane.controlplane.v1.GetSessionResponse\x12q\n" +
-	"\fListSessions\x12/.blendplane.controlplane.v1.ListSessionsRequest\x1a0.blendplane.controlplane.v1.ListSessionsResponse\x12q\n" +
-	"\fCloseSession\x12/.blendplane.controlplane.v1.CloseSessionRequest\x1a0.blendplane.controlplane.v1.CloseSessionResponse\x12y\n" +
-	"\x0eUploadArtifact\x121.blendplane.controlplane.v1.UploadArtifactRequest\x1a2.blendplane.controlplane.v1.UploadArtifactResponse(\x01\x12\x7f\n" +
-	"\x10DownloadArtifact\x123.blendplane.controlplane.v1.DownloadArtifactRequest\x1a4.blendplane.controlplane.v1.DownloadArtifactResponse0\x01\x12t\n" +
-	"\rListArtifacts\x120.blendplane.controlplane.v1.ListArtifactsRequest\x1a1.blendplane.controlplane.v1.ListArtifactsResponse\x12n\n" +
-	"\vCreateToken\x12..blendplane.controlplane.v1.CreateTokenRequest\x1a/.blendplane.controlplane.v1.CreateTokenResponse\x12k\n" +
+	"GetSession\x12-.blendplane.controlplane.v1.GetSessionRequest\x1a..blendplane.controlplane.v1.GetSessionResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/sessions/{session_id}\x12\x87\x01\n" +
+	"\fListSessions\x12/.blendplane.controlplane.v1.ListSessionsRequest\x1a0.blendplane.controlplane.v1.ListSessionsResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/sessions\x12\x9d\x01\n" +
+	"\fCloseSession\x12/.blendplane.controlplane.v1.CloseSessionRequest\x1a0.blendplane.controlplane.v1.CloseSessionResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/sessions/{session_id}:close\x12\x9a\x01\n" +
+	"\x0eUploadArtifact\x121.blendplane.controlplane.v1.UploadArtifactRequest\x1a2.blendplane.controlplane.v1.UploadArtifactResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/v1/artifacts:upload(\x01\x12\xb3\x01\n" +
+	"\x10DownloadArtifact\x123.blendplane.controlplane.v1.DownloadArtifactRequest\x1a4.blendplane.controlplane.v1.DownloadArtifactResponse\"2\x82\xd3\xe4\x93\x02,\x12*/v1/sessions/{session_id}/artifacts/{name}0\x01\x12\xa1\x01\n" +
+	"\rListArtifacts\x120.blendplane.controlplane.v1.ListArtifactsRequest\x1a1.blendplane.controlplane.v1.ListArtifactsResponse\"+\x82\xd3\xe4\x93\x02%\x12#/v1/sessions/{session_id}/artifacts\x12\x85\x01\n" +
+	"\vCreateToken\x12..blendplane.controlplane.v1.CreateTokenRequest\x1a/.blendplane.controlplane.v1.CreateTokenResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
+	"/v1/tokens\x12\x7f\n" +
 	"\n" +
-	"ListTokens\x12-.blendplane.controlplane.v1.ListTokensRequest\x1a..blendplane.controlplane.v1.ListTokensResponse\x12n\n" +
-	"\vRevokeToken\x12..blendplane.controlplane.v1.RevokeTokenRequest\x1a/.blendplane.controlplane.v1.RevokeTokenResponse\x12t\n" +
-	"\rListApprovals\x120.blendplane.controlplane.v1.ListApprovalsRequest\x1a1.blendplane.controlplane.v1.ListApprovalsResponse\x12z\n" +
-	"\x0fResolveApproval\x122.blendplane.controlplane.v1.ResolveApprovalRequest\x1a3.blendplane.controlplane.v1.ResolveApprovalResponse\x12z\n" +
-	"\x0fListPolicyRules\x122.blendplane.controlplane.v1.ListPolicyRulesRequest\x1a3.blendplane.controlplane.v1.ListPolicyRulesResponse\x12}\n" +
-	"\x10DeletePolicyRule\x123.blendplane.controlplane.v1.DeletePolicyRuleRequest\x1a4.blendplane.controlplane.v1.DeletePolicyRuleResponseBPZNgithub.com/blendplane/blendplane/gen/blendplane/controlplane/v1;controlplanev1b\x06proto3"
+	"ListTokens\x12-.blendplane.controlplane.v1.ListTokensRequest\x1a..blendplane.controlplane.v1.ListTokensResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/tokens\x12\x93\x01\n" +
+	"\vRevokeToken\x12..blendplane.controlplane.v1.RevokeTokenRequest\x1a/.blendplane.controlplane.v1.RevokeTokenResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/tokens/{name}:revoke\x12\x8b\x01\n" +
+	"\rListApprovals\x120.blendplane.controlplane.v1.ListApprovalsRequest\x1a1.blendplane.controlplane.v1.ListApprovalsResponse\"\x15\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/approvals\x12\xaa\x01\n" +
+	"\x0fResolveApproval\x122.blendplane.controlplane.v1.ResolveApprovalRequest\x1a3.blendplane.controlplane.v1.ResolveApprovalResponse\".\x82\xd3\xe4\x93\x02(:\x01*\"#/v1/approvals/{approval_id}:resolve\x12\x94\x01\n" +
+	"\x0fListPolicyRules\x122.blendplane.controlplane.v1.ListPolicyRulesRequest\x1a3.blendplane.controlplane.v1.ListPolicyRulesResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/policy/rules\x12\xa1\x01\n" +
+	"\x10DeletePolicyRule\x123.blendplane.controlplane.v1.DeletePolicyRuleRequest\x1a4.blendplane.controlplane.v1.DeletePolicyRuleResponse\"\"\x82\xd3\xe4\x93\x02\x1c*\x1a/v1/policy/rules/{rule_id}BPZNgithub.com/blendplane/blendplane/gen/blendplane/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_blendplane_controlplane_v1_controlplane_proto_rawDescOnce sync.Once
