@@ -89,4 +89,3 @@ func canonicalArgs(args map[string]any) []byte {
 	b, _ := jcs.Append(nil, args, false)
 	return b
 }
-
