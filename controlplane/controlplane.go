@@ -37,6 +37,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/transport"
+	"github.com/blendplane/blendplane/lesson"
 	"github.com/blendplane/blendplane/mcp"
 )
 
@@ -86,9 +87,16 @@ type Config struct {
 	// plane by, put into its TLS certificate beside its host name and the
 	// listen address (every interface's, for a wildcard one).
 	TLSHosts []string
-	// HTTPListen is the address of the HTTP front doors (/mcp); empty:
-	// none. Beyond loopback it is HTTPS with a certificate of the CA.
+	// HTTPListen is the address of the HTTP front doors (/mcp, /v1, the
+	// lesson API); empty: none. Beyond loopback it is HTTPS with a
+	// certificate of the CA.
 	HTTPListen string
+	// LessonPublicKeys are PEM Ed25519 public keys signed lessons verify
+	// against; RequireSignedLessons refuses unsigned ones; LessonMaxAge is
+	// how far a lesson's issued_at may lie from now.
+	LessonPublicKeys     []string
+	RequireSignedLessons bool
+	LessonMaxAge         time.Duration
 }
 
 // mcpSessionTimeout closes an MCP session (and its Blendplane session)
@@ -111,6 +119,7 @@ func Defaults() Config {
 		AgentRetryWindow:     2 * time.Minute,
 		OpenSessionTimeout:   30 * time.Second,
 		AgentForgetAfter:     10 * time.Minute,
+		LessonMaxAge:         10 * time.Minute,
 	}
 }
 
@@ -248,7 +257,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	defer self.Close()
-	web, err := httpd.Handler(ctx, httpd.Config{App: a, AuthOff: cfg.AllowInsecureLocal, API: self,
+	lessonOpts := lesson.Options{RequireSigned: cfg.RequireSignedLessons, MaxAge: cfg.LessonMaxAge, Logger: log}
+	for _, f := range cfg.LessonPublicKeys {
+		k, err := lesson.LoadPublicKey(f)
+		if err != nil {
+			return fmt.Errorf("--lesson-public-key: %w", err)
+		}
+		lessonOpts.PublicKeys = append(lessonOpts.PublicKeys, k)
+	}
+	web, err := httpd.Handler(ctx, httpd.Config{App: a, AuthOff: cfg.AllowInsecureLocal, API: self, Lesson: lessonOpts,
 		MCP: mcp.NewBackend(self, mcp.Options{Logger: log}).Handler(mcpSessionTimeout)})
 	if err != nil {
 		return err
@@ -290,7 +307,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		}
 		go httpSrv.Serve(hl)
 		defer httpSrv.Close()
-		log.Info("http front doors serving", "addr", hl.Addr().String(), "routes", "/mcp /v1/ /openapi.json", "tls", httpSrv.TLSConfig != nil)
+		log.Info("http front doors serving", "addr", hl.Addr().String(), "routes", "/mcp /v1/ /openapi.json /lesson /run_operator /scene_summary /audit /health", "tls", httpSrv.TLSConfig != nil)
 	}
 	log.Info("control plane serving", "addr", lis.Addr().String(), "data_dir", cfg.DataDir)
 	if ready != nil {

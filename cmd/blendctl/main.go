@@ -63,6 +63,10 @@ Commands:
   mcp [--flag F]...   serve MCP over stdio (for an MCP host's config): one Blendplane session,
                       negotiated on first use with the feature flags, closed when the host
                       disconnects; logs go to stderr
+  lesson keygen [--private F] [--public F]
+                      make an Ed25519 key pair for signing lessons (PEM)
+  lesson sign PACK.json [--key F] [--stamp=false]
+                      print the lesson pack signed (metadata.issued_at set to now)
   approvals [--state pending|approved|rejected|cancelled|all] [--request-id ID]
                       list approvals (default: pending) with their previews: what each
                       plan would add, remove and change
@@ -149,6 +153,7 @@ var commands = map[string]func(c *cli, ctx context.Context, args []string) error
 	"submit":    (*cli).submit,
 	"approvals": (*cli).approvals,
 	"mcp":       (*cli).mcp,
+	"lesson":    (*cli).lessonCmd,
 	"approve":   resolve(cpv1.Decision_DECISION_APPROVE_ONCE),
 	"reject":    resolve(cpv1.Decision_DECISION_REJECT),
 	"policy":    (*cli).policy,

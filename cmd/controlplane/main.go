@@ -14,7 +14,13 @@ func main() {
 	cfg := controlplane.Defaults()
 	fs := flag.NewFlagSet("controlplane", flag.ExitOnError)
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
-	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "HTTP front doors' address (/mcp); empty: none; beyond loopback: HTTPS")
+	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "HTTP front doors' address (/mcp, /v1, /openapi.json, the lesson API); empty: none; beyond loopback: HTTPS")
+	fs.Func("lesson-public-key", "PEM Ed25519 public key that signed lessons verify against (repeatable)", func(v string) error {
+		cfg.LessonPublicKeys = append(cfg.LessonPublicKeys, v)
+		return nil
+	})
+	fs.BoolVar(&cfg.RequireSignedLessons, "require-signed-lessons", cfg.RequireSignedLessons, "refuse unsigned lessons")
+	fs.DurationVar(&cfg.LessonMaxAge, "lesson-max-age", cfg.LessonMaxAge, "how far a lesson's metadata.issued_at may lie from now")
 	fs.BoolVar(&cfg.AllowInsecureLocal, "allow-insecure-local", cfg.AllowInsecureLocal, "no authentication, no TLS: development on one machine (loopback only)")
 	fs.DurationVar(&cfg.AgentForgetAfter, "agent-forget-after", cfg.AgentForgetAfter, "drop an agent silent this long from the fleet")
 	fs.StringVar(&cfg.PolicyFile, "policy", cfg.PolicyFile, "policy file (YAML or JSON, docs/POLICY.md); default: destructive and unsafe_ops operations need approval")

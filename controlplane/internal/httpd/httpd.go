@@ -20,6 +20,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/auth"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/gen/openapi"
+	"github.com/blendplane/blendplane/lesson"
 )
 
 // Config is what the routes need.
@@ -32,6 +33,8 @@ type Config struct {
 	// API is a connection to the gRPC API (in process) that the REST/JSON
 	// routes call, passing the request's bearer token on.
 	API grpc.ClientConnInterface
+	// Lesson configures the lesson API (its Authenticate is set here).
+	Lesson lesson.Options
 }
 
 // Handler routes the HTTP front doors:
@@ -40,8 +43,18 @@ type Config struct {
 //	/v1/...        the whole ControlPlaneService as REST/JSON (grpc-gateway,
 //	               routes from the protos' google.api.http options)
 //	/openapi.json  the OpenAPI document of /v1
+//	/health, /lesson, /run_operator, /scene_summary, /audit
+//	               the lesson API of seed 004 (package lesson)
 func Handler(ctx context.Context, cfg Config) (http.Handler, error) {
 	mux := http.NewServeMux()
+	lessons := cfg.Lesson
+	if !cfg.AuthOff {
+		lessons.Authenticate = func(ctx context.Context, token string) (lesson.Caller, error) {
+			who, err := cfg.App.Authenticate(ctx, token)
+			return lesson.Caller{Name: who.Name, Admin: who.Admin()}, err
+		}
+	}
+	lesson.NewServer(cfg.API, lessons).Register(mux)
 	mux.Handle("/mcp", cfg.bearer(auth.ScopePlans, cfg.MCP))
 	rest := runtime.NewServeMux()
 	if err := cpv1.RegisterControlPlaneServiceHandlerClient(ctx, rest, cpv1.NewControlPlaneServiceClient(cfg.API)); err != nil {

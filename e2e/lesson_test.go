@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/jcs"
+)
+
+// lessonCall is one request to the lesson API with Go's HTTP client.
+func lessonCall(t *testing.T, method, url, token, body string, headers ...string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s: %d, not a JSON object: %s", method, url, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+// opensslSign signs payload with an openssl Ed25519 key and returns the
+// signature as base64.
+func opensslSign(t *testing.T, key string, payload []byte) string {
+	t.Helper()
+	in := filepath.Join(t.TempDir(), "payload")
+	os.WriteFile(in, payload, 0o600)
+	out, err := exec.Command("openssl", "pkeyutl", "-sign", "-rawin", "-inkey", key, "-in", in).Output()
+	if err != nil {
+		t.Fatalf("openssl pkeyutl -sign: %v", err)
+	}
+	return base64.StdEncoding.EncodeToString(out)
+}
+
+// signedPack is a lesson pack signed over the canonical JSON of its lesson
+// and metadata, as seed 004 says.
+func signedPack(t *testing.T, key string, lesson []any, metadata map[string]any) string {
+	t.Helper()
+	payload, err := jcs.Marshal(map[string]any{"lesson": lesson, "metadata": metadata})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]any{"lesson": lesson, "metadata": metadata, "signature": opensslSign(t, key, payload)})
+	return string(b)
+}
+
+// TestLessons: the lesson API of seed 004 end to end on the default policy:
+// every route and status, the whitelist and its refusals, signatures made
+// with openssl and with blendctl, the idempotent repeat, a destructive
+// lesson that waits for approval, the audit endpoint, another principal's
+// session.
+func TestLessons(t *testing.T) {
+	dir := t.TempDir()
+	osslKey, osslPub := filepath.Join(dir, "k.pem"), filepath.Join(dir, "k.pub.pem")
+	if out, err := exec.Command("openssl", "genpkey", "-algorithm", "ed25519", "-out", osslKey).CombinedOutput(); err != nil {
+		t.Fatalf("openssl genpkey: %v %s", err, out)
+	}
+	if out, err := exec.Command("openssl", "pkey", "-in", osslKey, "-pubout", "-out", osslPub).CombinedOutput(); err != nil {
+		t.Fatalf("openssl pkey -pubout: %v %s", err, out)
+	}
+	ctlKey, ctlPub := filepath.Join(dir, "b.pem"), filepath.Join(dir, "b.pub.pem")
+	if out, err := exec.Command(filepath.Join(binDir, "blendctl"), "lesson", "keygen", "--private", ctlKey, "--public", ctlPub).CombinedOutput(); err != nil {
+		t.Fatalf("blendctl lesson keygen: %v %s", err, out)
+	}
+	c := startClusterOpts(t, clusterOpts{policy: defaultPolicy, cpArgs: []string{"--lesson-public-key", osslPub, "--lesson-public-key", ctlPub}})
+	base := "http://" + c.httpAddr
+	admin := c.adminToken
+
+	if code, out := lessonCall(t, "GET", base+"/health", "", ""); code != 200 || out["status"] != "ok" {
+		t.Fatalf("GET /health: %d %v", code, out)
+	}
+	hello := `{"lesson":[{"command":"SPEAK","params":{"text":"Hello"}},{"command":"ADD_CUBE","params":{"size":1.5,"location":[0,0,1],"name":"LessonCube"}},` +
+		`{"command":"UI_HIGHLIGHT","params":{"selector":"#outliner","duration_ms":500}},{"command":"SELECT_OBJECT","params":{"name":"LessonCube"}},` +
+		`{"command":"WAIT","params":{"ms":100}}],"metadata":{"id":"lesson-1","source":"e2e"}}`
+
+	// Refusals, each with its status and the failure contract.
+	for _, tc := range []struct {
+		what, token, body string
+		headers           []string
+		code              int
+		errorCode         string
+	}{
+		{"no token", "", hello, nil, 401, "UNAUTHENTICATED"},
+		{"a bad token", "bpt_nope", hello, nil, 401, "UNAUTHENTICATED"},
+		{"an unsupported version", admin, hello, []string{"X-MCP-Version", "2"}, 400, "VERSION_UNSUPPORTED"},
+		{"invalid JSON", admin, `{"lesson":[`, nil, 400, "SCHEMA_INVALID"},
+		{"an extra key", admin, `{"lesson":[{"command":"SPEAK","params":{"text":"x"}}],"metadata":{"id":"x1"},"extra":1}`, nil, 400, "SCHEMA_INVALID"},
+		{"an extra step key", admin, `{"lesson":[{"command":"SPEAK","params":{"text":"x"},"when":1}],"metadata":{"id":"x2"}}`, nil, 400, "SCHEMA_INVALID"},
+		{"no metadata.id", admin, `{"lesson":[{"command":"SPEAK","params":{"text":"x"}}]}`, nil, 400, "SCHEMA_INVALID"},
+		{"an unknown command", admin, `{"lesson":[{"command":"EXEC_PYTHON","params":{"code":"x"}}],"metadata":{"id":"x3"}}`, nil, 422, "COMMAND_REFUSED"},
+		{"a custom command", admin, `{"lesson":[{"command":"X_CUSTOM.boom"}],"metadata":{"id":"x4"}}`, nil, 422, "COMMAND_REFUSED"},
+		{"an unwhitelisted operator", admin, `{"lesson":[{"command":"RUN_OPERATOR","params":{"operator":"wm.quit_blender"}}],"metadata":{"id":"x5"}}`, nil, 422, "COMMAND_REFUSED"},
+		{"a size out of range", admin, `{"lesson":[{"command":"ADD_CUBE","params":{"size":-1}}],"metadata":{"id":"x6"}}`, nil, 422, "COMMAND_REFUSED"},
+		{"an unknown param", admin, `{"lesson":[{"command":"ADD_CUBE","params":{"size":1,"color":"red"}}],"metadata":{"id":"x7"}}`, nil, 422, "COMMAND_REFUSED"},
+		{"a wait too long", admin, `{"lesson":[{"command":"WAIT","params":{"ms":3600000}}],"metadata":{"id":"x8"}}`, nil, 422, "COMMAND_REFUSED"},
+		{"a bad signature", admin, `{"lesson":[{"command":"SPEAK","params":{"text":"x"}}],"metadata":{"id":"x9"},"signature":"bm90IGEgc2lnbmF0dXJl"}`, nil, 401, "SIGNATURE_INVALID"},
+	} {
+		code, out := lessonCall(t, "POST", base+"/lesson", tc.token, tc.body, tc.headers...)
+		if code != tc.code || out["error_code"] != tc.errorCode || out["retry_hint"] == nil || out["minimal_repair_plan"] == nil {
+			t.Errorf("%s: %d %v, want %d %s", tc.what, code, out, tc.code, tc.errorCode)
+		}
+	}
+	if _, out := lessonCall(t, "POST", base+"/lesson", admin, hello, "X-MCP-Version", "2"); fmt.Sprint(out["supported"]) != "[1]" {
+		t.Errorf("an unsupported version names the supported ones: %v", out)
+	}
+
+	// A lesson: front-end steps come back for the front end, Blender steps
+	// with their receipts; the repeat runs nothing again.
+	code, out := lessonCall(t, "POST", base+"/lesson", admin, hello, "X-MCP-Version", "1")
+	if code != 200 || out["status"] != "accepted" || out["id"] != "lesson-1" {
+		t.Fatalf("a lesson: %d %v", code, out)
+	}
+	steps := out["result"].(map[string]any)["steps"].([]any)
+	first, second := steps[0].(map[string]any), steps[1].(map[string]any)
+	if len(steps) != 5 || first["frontend"] == nil || second["status"] != "SUCCEEDED" || second["tool"] != "object.create" {
+		t.Fatalf("the lesson's steps: %v", steps)
+	}
+	again, out2 := lessonCall(t, "POST", base+"/lesson", admin, hello)
+	if again != 200 || fmt.Sprint(out2) != fmt.Sprint(out) {
+		t.Errorf("the repeated lesson: %d %v", again, out2)
+	}
+	code, sum := lessonCall(t, "POST", base+"/scene_summary", admin, `{"detail_level":"minimal"}`)
+	objects, _ := sum["objects"].([]any)
+	cubes := 0
+	for _, o := range objects {
+		if m := o.(map[string]any); m["name"] == "LessonCube" && m["type"] == "MESH" {
+			cubes++
+		}
+	}
+	if code != 200 || cubes != 1 || sum["active"] != "LessonCube" {
+		t.Fatalf("scene_summary after the lesson and its repeat: %d %v", code, sum)
+	}
+	if code, out := lessonCall(t, "POST", base+"/scene_summary", admin, `{"detail_level":"everything"}`); code != 422 {
+		t.Errorf("an unknown detail level: %d %v", code, out)
+	}
+
+	// run_operator.
+	code, out = lessonCall(t, "POST", base+"/run_operator", admin, `{"operator":"mesh.primitive_cube_add","params":{"size":1.0}}`)
+	if code != 200 || out["status"] != "ok" || out["result"].(map[string]any)["object_name"] != "Cube" {
+		t.Fatalf("run_operator: %d %v", code, out)
+	}
+	if code, out := lessonCall(t, "POST", base+"/run_operator", admin, `{"operator":"object.delete","params":{}}`); code != 422 {
+		t.Errorf("an unwhitelisted operator: %d %v", code, out)
+	}
+
+	// Signatures: openssl's key, blendctl's key; a tampered lesson, a stale one.
+	lesson := []any{map[string]any{"command": "ADD_CUBE", "params": map[string]any{"name": "Signed", "size": 1.0}}}
+	md := map[string]any{"id": "signed-1", "source": "e2e", "issued_at": float64(time.Now().Unix())}
+	if code, out := lessonCall(t, "POST", base+"/lesson", admin, signedPack(t, osslKey, lesson, md)); code != 200 {
+		t.Fatalf("a lesson signed with openssl: %d %v", code, out)
+	}
+	tampered := strings.Replace(signedPack(t, osslKey, lesson, map[string]any{"id": "signed-2", "issued_at": md["issued_at"]}), `"Signed"`, `"Forged"`, 1)
+	if code, out := lessonCall(t, "POST", base+"/lesson", admin, tampered); code != 401 || out["error_code"] != "SIGNATURE_INVALID" {
+		t.Errorf("a tampered signed lesson: %d %v", code, out)
+	}
+	stale := map[string]any{"id": "signed-3", "issued_at": float64(time.Now().Add(-2 * time.Hour).Unix())}
+	if code, out := lessonCall(t, "POST", base+"/lesson", admin, signedPack(t, osslKey, lesson, stale)); code != 401 || out["error_code"] != "LESSON_STALE" {
+		t.Errorf("a stale lesson: %d %v", code, out)
+	}
+	packFile := filepath.Join(dir, "pack.json")
+	os.WriteFile(packFile, []byte(`{"lesson":[{"command":"ADD_CUBE","params":{"name":"ByBlendctl"}}],"metadata":{"id":"signed-4"}}`), 0o600)
+	signed, err := exec.Command(filepath.Join(binDir, "blendctl"), "lesson", "sign", packFile, "--key", ctlKey).Output()
+	if err != nil {
+		t.Fatalf("blendctl lesson sign: %v", err)
+	}
+	if code, out := lessonCall(t, "POST", base+"/lesson", admin, string(signed)); code != 200 {
+		t.Errorf("a lesson signed by blendctl: %d %v", code, out)
+	}
+
+	// An execution error: 500 with the failure contract.
+	code, out = lessonCall(t, "POST", base+"/lesson", admin, `{"lesson":[{"command":"SELECT_OBJECT","params":{"name":"Missing"}}],"metadata":{"id":"fails-1"}}`)
+	if code != 500 || out["error_code"] != "NOT_FOUND" || len(out["minimal_repair_plan"].([]any)) == 0 {
+		t.Errorf("a lesson whose step fails: %d %v", code, out)
+	}
+
+	// A destructive lesson waits for approval (202), and runs once approved.
+	code, out = lessonCall(t, "POST", base+"/lesson", admin, `{"lesson":[{"command":"DELETE_OBJECT","params":{"name":"LessonCube"}}],"metadata":{"id":"delete-1"}}`)
+	apID, _ := out["approval_id"].(string)
+	if code != 202 || out["status"] != "awaiting_approval" || apID == "" {
+		t.Fatalf("a destructive lesson: %d %v", code, out)
+	}
+	if _, err := c.client.ResolveApproval(ctxT(t, 10*time.Second), &cpv1.ResolveApprovalRequest{ApprovalId: apID, Decision: cpv1.Decision_DECISION_APPROVE_ONCE}); err != nil {
+		t.Fatal(err)
+	}
+	if rs := c.receipts(t, "delete-1", 1); len(rs) != 1 || rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("the approved lesson: %v", rs)
+	}
+
+	// The audit endpoint, for admins only.
+	code, out = lessonCall(t, "GET", base+"/audit?lesson_id=delete-1", admin, "")
+	if records, _ := out["records"].([]any); code != 200 || len(records) < 2 {
+		t.Errorf("GET /audit: %d %v", code, out)
+	}
+	ana := c.createToken(t, "ana", "plans")
+	if code, out := lessonCall(t, "GET", base+"/audit?lesson_id=delete-1", ana, ""); code != 403 {
+		t.Errorf("GET /audit as a non-admin: %d %v", code, out)
+	}
+	// Another principal's session, named by the header: it does not exist for them.
+	sessions, err := c.client.ListSessions(ctxT(t, 10*time.Second), &cpv1.ListSessionsRequest{})
+	if err != nil || len(sessions.GetSessions()) == 0 {
+		t.Fatal(err)
+	}
+	code, out = lessonCall(t, "POST", base+"/lesson", ana, `{"lesson":[{"command":"ADD_CUBE"}],"metadata":{"id":"intrude"}}`,
+		"X-Blendplane-Session", sessions.GetSessions()[0].GetSessionId())
+	if code != 404 {
+		t.Errorf("another principal's session: %d %v", code, out)
+	}
+	// Bodies never carry stack traces.
+	if b, _ := json.Marshal(out); bytes.Contains(b, []byte("goroutine")) || bytes.Contains(b, []byte(".go:")) {
+		t.Errorf("an error body with a trace: %s", b)
+	}
+}
