@@ -92,6 +92,12 @@ func TestLessons(t *testing.T) {
 	base := "http://" + c.httpAddr
 	admin := c.adminToken
 
+	validator := exec.Command(filepath.Join(repoRoot(), ".clients", "py", "bin", "python"), "-c",
+		"import json,sys; from openapi_spec_validator import validate; validate(json.load(open(sys.argv[1]))); print('valid')",
+		filepath.Join(repoRoot(), "docs", "lesson-openapi.json"))
+	if out, err := validator.CombinedOutput(); err != nil || !strings.Contains(string(out), "valid") {
+		t.Fatalf("openapi-spec-validator on docs/lesson-openapi.json: %v\n%s", err, out)
+	}
 	if code, out := lessonCall(t, "GET", base+"/health", "", ""); code != 200 || out["status"] != "ok" {
 		t.Fatalf("GET /health: %d %v", code, out)
 	}

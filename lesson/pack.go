@@ -108,6 +108,9 @@ func ParsePack(body []byte) (*Pack, *Metadata, *Error) {
 	if err := decodeStrict(body, &p); err != nil {
 		return nil, nil, badRequest("lesson pack: " + err.Error())
 	}
+	if err := validateSchema(body); err != nil {
+		return nil, nil, badRequest("lesson pack: " + oneLine(err.Error()))
+	}
 	if len(p.Lesson) == 0 || len(p.Lesson) > maxSteps {
 		return nil, nil, badRequest(fmt.Sprintf("lesson: 1 to %d steps, got %d", maxSteps, len(p.Lesson)))
 	}
@@ -353,6 +356,8 @@ func primitive(kind string, size *float64, loc []float64, name string) (map[stri
 func validName(s string) bool {
 	return s != "" && len(s) <= 63 && !strings.HasPrefix(s, "__bp_") && !strings.ContainsAny(s, "\x00")
 }
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // stepID is the operation id of a lesson step in its plan.
 func stepID(i int, command string) string {

@@ -1,0 +1,106 @@
+package lesson
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var allowedTools = map[string]bool{"": true, "object.create": true, "object.delete": true, "object.select": true}
+
+// FuzzParsePack: whatever the body, parsing and planning never panic, a
+// refusal is 400 or 422, and what passes calls only the lesson tools with
+// arguments in range.
+func FuzzParsePack(f *testing.F) {
+	for _, seed := range []string{
+		`{"lesson":[{"command":"SPEAK","params":{"text":"Hello"}},{"command":"ADD_CUBE","params":{"size":1.0,"location":[0,0,0]}}],"metadata":{"id":"lesson-123","issued_at":1690000000}}`,
+		`{"lesson":[{"command":"RUN_OPERATOR","params":{"operator":"mesh.primitive_uv_sphere_add","params":{"radius":2}}}],"metadata":{"id":"a"}}`,
+		`{"lesson":[{"command":"DELETE_OBJECT","params":{"name":"Cube"}},{"command":"WAIT","params":{"ms":10}}],"metadata":{"id":"b"},"signature":null}`,
+		`{"lesson":[{"command":"UI_HIGHLIGHT","params":{"selector":"#x","duration_ms":1e309}}],"metadata":{"id":"c"}}`,
+		`{"lesson":[],"metadata":{"id":"d"}}`, `[]`, `{"lesson":[{"command":"X_CUSTOM.a"}]}`, `{`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		pack, md, err := ParsePack(body)
+		if err != nil {
+			if err.Status != http.StatusBadRequest {
+				t.Fatalf("ParsePack refused with %d", err.Status)
+			}
+			return
+		}
+		if !idPattern.MatchString(md.ID) || len(pack.Lesson) == 0 {
+			t.Fatalf("ParsePack passed %+v %+v", pack, md)
+		}
+		actions, perr := Plan(pack.Lesson)
+		if perr != nil {
+			if perr.Status != http.StatusUnprocessableEntity {
+				t.Fatalf("Plan refused with %d", perr.Status)
+			}
+			return
+		}
+		for _, a := range actions {
+			if !allowedTools[a.Tool] || (a.Tool == "") == (a.Frontend == nil) {
+				t.Fatalf("step %d: tool %q frontend %v", a.Index, a.Tool, a.Frontend)
+			}
+			if s, ok := a.Args["size"].(float64); ok && (s <= 0 || s > maxSize || math.IsNaN(s)) {
+				t.Fatalf("size %v passed", s)
+			}
+			if loc, ok := a.Args["location"].([]any); ok {
+				for _, v := range loc {
+					if math.Abs(v.(float64)) > maxCoordinate {
+						t.Fatalf("location %v passed", loc)
+					}
+				}
+			}
+			if _, err := json.Marshal(a.Args); err != nil {
+				t.Fatalf("args do not encode: %v", err)
+			}
+		}
+	})
+}
+
+func TestSignVerify(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	other, _, _ := ed25519.GenerateKey(nil)
+	pack, _, err := ParsePack([]byte(`{"lesson":[{"command":"ADD_CUBE","params":{"size":1}}],"metadata":{"id":"s1","b":2,"a":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Sign(pack, priv); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(pack, []ed25519.PublicKey{other, pub}); err != nil {
+		t.Fatalf("a signed pack: %v", err)
+	}
+	if err := Verify(pack, []ed25519.PublicKey{other}); err == nil {
+		t.Fatal("verified against the wrong key")
+	}
+	// The signature covers the canonical form: key order and spacing do
+	// not matter, content does.
+	b, _ := json.Marshal(pack)
+	re, _, _ := ParsePack([]byte(`{"signature":` + string(mustJSON(*pack.Signature)) + `,"metadata":{"a":1, "b":2,"id":"s1"},"lesson":[{"params":{"size":1.0},"command":"ADD_CUBE"}]}`))
+	if err := Verify(re, []ed25519.PublicKey{pub}); err != nil {
+		t.Fatalf("the same pack, reordered: %v (%s)", err, b)
+	}
+	re.Lesson[0].Params = json.RawMessage(`{"size":2}`)
+	if err := Verify(re, []ed25519.PublicKey{pub}); err == nil {
+		t.Fatal("a changed pack verified")
+	}
+}
+
+func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
+
+// TestSchemaInDocs: docs/lesson-pack.schema.json is the schema the server
+// validates against.
+func TestSchemaInDocs(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "lesson-pack.schema.json"))
+	if err != nil || !bytes.Equal(doc, PackSchema) {
+		t.Fatalf("docs/lesson-pack.schema.json differs from lesson/schema/lesson-pack.schema.json (%v): copy it", err)
+	}
+}
