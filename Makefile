@@ -14,6 +14,7 @@ BPY_VERSION                := 4.5.15
 # Third-party clients the tests drive the front doors with.
 MCP_PY_VERSION             := 2.3.0
 OPENAPI_VALIDATOR_VERSION  := 0.9.0
+OPENAPI_CLIENT_GEN_VERSION := 0.29.1
 MCP_INSPECTOR_VERSION      := 2.12.0
 NODE22_VERSION             := 22.23.3
 GEMINI_CLI_VERSION         := 0.61.0
@@ -31,7 +32,7 @@ BINARIES    := bin/controlplane bin/agentd bin/blendctl
 
 ## tools: install pinned buf and the protoc plugins (Go, gRPC, grpc-gateway, OpenAPI) into .tools/bin
 tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc \
-	$(TOOLS_BIN)/protoc-gen-grpc-gateway $(TOOLS_BIN)/protoc-gen-openapiv2
+	$(TOOLS_BIN)/protoc-gen-grpc-gateway $(TOOLS_BIN)/protoc-gen-openapiv3
 
 $(TOOLS_BIN)/buf:
 	GOBIN=$(TOOLS_BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
@@ -41,14 +42,14 @@ $(TOOLS_BIN)/protoc-gen-go-grpc:
 	GOBIN=$(TOOLS_BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 $(TOOLS_BIN)/protoc-gen-grpc-gateway:
 	GOBIN=$(TOOLS_BIN) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION)
-$(TOOLS_BIN)/protoc-gen-openapiv2:
-	GOBIN=$(TOOLS_BIN) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
+$(TOOLS_BIN)/protoc-gen-openapiv3:
+	GOBIN=$(TOOLS_BIN) go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv3@$(GRPC_GATEWAY_VERSION)
 
 ## generate: write the imported protos (validate, google.api) from their Go modules, then gen/ and the OpenAPI document from proto/
 generate: tools
 	go run ./cmd/protodeps proto
 	buf format -w --path proto/buf --path proto/google
-	rm -rf gen/blendplane
+	rm -rf gen/blendplane gen/openapi/blendplane
 	buf generate
 
 ## lint: buf lint (STANDARD), buf format, gofmt, go vet
@@ -80,8 +81,8 @@ $(VENV)/.bpy-$(BPY_VERSION):
 	$(VENV)/bin/python -c 'import bpy; print("bpy", bpy.app.version_string)'
 	touch $@
 
-## clients: the third-party clients the tests use (Python MCP SDK, openapi-spec-validator; MCP Inspector and Gemini CLI on Node 22), pinned, in .clients/
-clients: $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION) $(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION)
+## clients: the third-party clients the tests use (Python MCP SDK, openapi-spec-validator, openapi-python-client; MCP Inspector and Gemini CLI on Node 22), pinned, in .clients/
+clients: $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION)-$(OPENAPI_CLIENT_GEN_VERSION) $(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION)
 
 # The Inspector needs Node 22; npm serves it as the node@22 package, whose
 # bin/node the tests put first on PATH.
@@ -95,12 +96,12 @@ $(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION):
 	$(CLIENTS)/node/node_modules/.bin/node --version
 	touch $@
 
-$(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION):
-	@echo "installing the Python MCP SDK (mcp==$(MCP_PY_VERSION)) and openapi-spec-validator into .clients/py"
+$(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION)-$(OPENAPI_CLIENT_GEN_VERSION):
+	@echo "installing the Python MCP SDK (mcp==$(MCP_PY_VERSION)), openapi-spec-validator and openapi-python-client into .clients/py"
 	rm -rf $(CLIENTS)/py
 	$(PYTHON311) -m venv $(CLIENTS)/py
 	$(CLIENTS)/py/bin/pip install --quiet --disable-pip-version-check mcp==$(MCP_PY_VERSION) \
-		openapi-spec-validator==$(OPENAPI_VALIDATOR_VERSION)
+		openapi-spec-validator==$(OPENAPI_VALIDATOR_VERSION) openapi-python-client==$(OPENAPI_CLIENT_GEN_VERSION)
 	touch $@
 
 ## test: unit tests, then integration tests on the real binaries and real Blender

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -38,17 +39,38 @@ func TestREST(t *testing.T) {
 
 	code, doc := curl(t, "GET", base+"/openapi.json", "", "")
 	var spec struct {
-		Swagger string         `json:"swagger"`
+		OpenAPI string         `json:"openapi"`
 		Paths   map[string]any `json:"paths"`
 	}
-	if err := json.Unmarshal(doc, &spec); code != "200" || err != nil || spec.Swagger != "2.0" || spec.Paths["/v1/sessions:negotiate"] == nil {
+	if err := json.Unmarshal(doc, &spec); code != "200" || err != nil || spec.OpenAPI != "3.1.0" || spec.Paths["/v1/sessions:negotiate"] == nil {
 		t.Fatalf("GET /openapi.json: %s %v %.200s", code, err, doc)
 	}
-	validator := exec.Command(filepath.Join(repoRoot(), ".clients", "py", "bin", "python"), "-c",
+	py := filepath.Join(repoRoot(), ".clients", "py", "bin")
+	validator := exec.Command(filepath.Join(py, "python"), "-c",
 		"import json,sys; from openapi_spec_validator import validate; validate(json.load(sys.stdin)); print('valid')")
 	validator.Stdin = bytes.NewReader(doc)
 	if out, err := validator.CombinedOutput(); err != nil || !strings.Contains(string(out), "valid") {
 		t.Fatalf("openapi-spec-validator: %v\n%s", err, out)
+	}
+	// A client generated from the document (openapi-python-client) calls a route.
+	gen := t.TempDir()
+	specFile := filepath.Join(gen, "openapi.json")
+	os.WriteFile(specFile, doc, 0o600)
+	cfg := filepath.Join(gen, "config.yaml")
+	os.WriteFile(cfg, []byte("project_name_override: blendplane-rest-client\npackage_name_override: blendplane_rest_client\n"), 0o600)
+	generate := exec.Command(filepath.Join(py, "openapi-python-client"), "generate", "--path", specFile, "--output-path", filepath.Join(gen, "client"),
+		"--meta", "none", "--config", cfg)
+	if out, err := generate.CombinedOutput(); err != nil {
+		t.Fatalf("openapi-python-client generate: %v\n%s", err, out)
+	}
+	pkg := filepath.Join(gen, "pkg")
+	os.MkdirAll(pkg, 0o700)
+	if err := os.Rename(filepath.Join(gen, "client"), filepath.Join(pkg, "blendplane_rest_client")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(filepath.Join(py, "python"), filepath.Join("testdata", "openapi_client.py"), pkg, base, c.adminToken).CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "done") {
+		t.Fatalf("the generated client: %v\n%s", err, out)
 	}
 
 	if code, body := curl(t, "POST", base+"/v1/sessions:negotiate", "", `{"contractVersion":"1.0.0","hostProfile":{"clientName":"curl"}}`); code != "401" {
