@@ -103,7 +103,8 @@ func TestLessons(t *testing.T) {
 	}
 	hello := `{"lesson":[{"command":"SPEAK","params":{"text":"Hello"}},{"command":"ADD_CUBE","params":{"size":1.5,"location":[0,0,1],"name":"LessonCube"}},` +
 		`{"command":"UI_HIGHLIGHT","params":{"selector":"#outliner","duration_ms":500}},{"command":"SELECT_OBJECT","params":{"name":"LessonCube"}},` +
-		`{"command":"WAIT","params":{"ms":100}}],"metadata":{"id":"lesson-1","source":"e2e"}}`
+		`{"command":"WAIT","params":{"ms":100}},{"command":"RUN_OPERATOR","params":{"operator":"mesh.primitive_uv_sphere_add","params":{"radius":0.5}}}],` +
+		`"metadata":{"id":"lesson-1","source":"e2e"}}`
 
 	// Refusals, each with its status and the failure contract.
 	for _, tc := range []struct {
@@ -144,7 +145,9 @@ func TestLessons(t *testing.T) {
 	}
 	steps := out["result"].(map[string]any)["steps"].([]any)
 	first, second := steps[0].(map[string]any), steps[1].(map[string]any)
-	if len(steps) != 5 || first["frontend"] == nil || second["status"] != "SUCCEEDED" || second["tool"] != "object.create" {
+	last := steps[len(steps)-1].(map[string]any)
+	if len(steps) != 6 || first["frontend"] == nil || second["status"] != "SUCCEEDED" || second["tool"] != "object.create" ||
+		last["status"] != "SUCCEEDED" || last["result"].(map[string]any)["name"] != "Sphere" {
 		t.Fatalf("the lesson's steps: %v", steps)
 	}
 	again, out2 := lessonCall(t, "POST", base+"/lesson", admin, hello)
@@ -159,7 +162,7 @@ func TestLessons(t *testing.T) {
 			cubes++
 		}
 	}
-	if code != 200 || cubes != 1 || sum["active"] != "LessonCube" {
+	if code != 200 || cubes != 1 || sum["active"] != "Sphere" {
 		t.Fatalf("scene_summary after the lesson and its repeat: %d %v", code, sum)
 	}
 	if code, out := lessonCall(t, "POST", base+"/scene_summary", admin, `{"detail_level":"everything"}`); code != 422 {
@@ -240,5 +243,29 @@ func TestLessons(t *testing.T) {
 	// Bodies never carry stack traces.
 	if b, _ := json.Marshal(out); bytes.Contains(b, []byte("goroutine")) || bytes.Contains(b, []byte(".go:")) {
 		t.Errorf("an error body with a trace: %s", b)
+	}
+}
+
+// TestLessonsRequireSigned: with --require-signed-lessons an unsigned
+// lesson is refused (401) and a signed one runs.
+func TestLessonsRequireSigned(t *testing.T) {
+	dir := t.TempDir()
+	key, pub := filepath.Join(dir, "k.pem"), filepath.Join(dir, "k.pub.pem")
+	if out, err := exec.Command(filepath.Join(binDir, "blendctl"), "lesson", "keygen", "--private", key, "--public", pub).CombinedOutput(); err != nil {
+		t.Fatalf("blendctl lesson keygen: %v %s", err, out)
+	}
+	c := startClusterOpts(t, clusterOpts{cpArgs: []string{"--lesson-public-key", pub, "--require-signed-lessons"}})
+	pack := `{"lesson":[{"command":"ADD_CUBE"}],"metadata":{"id":"must-sign"}}`
+	if code, out := lessonCall(t, "POST", "http://"+c.httpAddr+"/lesson", c.adminToken, pack); code != 401 || out["error_code"] != "SIGNATURE_REQUIRED" {
+		t.Fatalf("an unsigned lesson where signatures are required: %d %v", code, out)
+	}
+	file := filepath.Join(dir, "pack.json")
+	os.WriteFile(file, []byte(pack), 0o600)
+	signed, err := exec.Command(filepath.Join(binDir, "blendctl"), "lesson", "sign", file, "--key", key).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out := lessonCall(t, "POST", "http://"+c.httpAddr+"/lesson", c.adminToken, string(signed)); code != 200 {
+		t.Fatalf("the signed lesson: %d %v", code, out)
 	}
 }
