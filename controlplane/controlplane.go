@@ -97,6 +97,9 @@ type Config struct {
 	LessonPublicKeys     []string
 	RequireSignedLessons bool
 	LessonMaxAge         time.Duration
+	// LessonCustomCommands lets lessons' X_CUSTOM.<name> commands run the
+	// registry's macro.<name>.
+	LessonCustomCommands bool
 }
 
 // mcpSessionTimeout closes an MCP session (and its Blendplane session)
@@ -257,7 +260,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	defer self.Close()
-	lessonOpts := lesson.Options{RequireSigned: cfg.RequireSignedLessons, MaxAge: cfg.LessonMaxAge, Logger: log}
+	lessonOpts := lesson.Options{RequireSigned: cfg.RequireSignedLessons, MaxAge: cfg.LessonMaxAge,
+		CustomCommands: cfg.LessonCustomCommands, Logger: log}
 	for _, f := range cfg.LessonPublicKeys {
 		k, err := lesson.LoadPublicKey(f)
 		if err != nil {

@@ -254,8 +254,9 @@ func TestLessonsRequireSigned(t *testing.T) {
 	if out, err := exec.Command(filepath.Join(binDir, "blendctl"), "lesson", "keygen", "--private", key, "--public", pub).CombinedOutput(); err != nil {
 		t.Fatalf("blendctl lesson keygen: %v %s", err, out)
 	}
-	c := startClusterOpts(t, clusterOpts{cpArgs: []string{"--lesson-public-key", pub, "--require-signed-lessons"}})
-	pack := `{"lesson":[{"command":"ADD_CUBE"}],"metadata":{"id":"must-sign"}}`
+	c := startClusterOpts(t, clusterOpts{cpArgs: []string{"--lesson-public-key", pub, "--require-signed-lessons", "--lesson-custom-commands"}})
+	// With --lesson-custom-commands, X_CUSTOM.<name> runs the registry's macro.<name>.
+	pack := `{"lesson":[{"command":"ADD_CUBE","params":{"name":"Hero"}},{"command":"X_CUSTOM.three_point_lighting","params":{"target":"Hero"}}],"metadata":{"id":"must-sign"}}`
 	if code, out := lessonCall(t, "POST", "http://"+c.httpAddr+"/lesson", c.adminToken, pack); code != 401 || out["error_code"] != "SIGNATURE_REQUIRED" {
 		t.Fatalf("an unsigned lesson where signatures are required: %d %v", code, out)
 	}
@@ -265,7 +266,9 @@ func TestLessonsRequireSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, out := lessonCall(t, "POST", "http://"+c.httpAddr+"/lesson", c.adminToken, string(signed)); code != 200 {
-		t.Fatalf("the signed lesson: %d %v", code, out)
+	code, out := lessonCall(t, "POST", "http://"+c.httpAddr+"/lesson", c.adminToken, string(signed))
+	steps, _ := out["result"].(map[string]any)["steps"].([]any)
+	if code != 200 || len(steps) != 2 || steps[1].(map[string]any)["status"] != "SUCCEEDED" || len(steps[1].(map[string]any)["steps"].([]any)) != 3 {
+		t.Fatalf("the signed lesson with a custom command: %d %v", code, out)
 	}
 }

@@ -168,12 +168,19 @@ func Operators() []string {
 	return out
 }
 
+// customPattern is the name of an X_CUSTOM.<name> command: a macro of the
+// control plane's registry (macro.<name>).
+var customPattern = regexp.MustCompile(`^X_CUSTOM\.([a-z][a-z0-9_]{0,62})$`)
+
 // Plan checks every step against the whitelist and its parameter ranges
-// (422 on the first refusal) and returns their actions.
-func Plan(steps []Step) ([]Action, *Error) {
+// (422 on the first refusal) and returns their actions. With custom,
+// X_CUSTOM.<name> commands run the registry's macro.<name> with their params
+// as its args (checked by the macro's schema when the plan is submitted);
+// without, they are refused.
+func Plan(steps []Step, custom bool) ([]Action, *Error) {
 	out := make([]Action, 0, len(steps))
 	for i, s := range steps {
-		a, err := action(i, s)
+		a, err := action(i, s, custom)
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +189,7 @@ func Plan(steps []Step) ([]Action, *Error) {
 	return out, nil
 }
 
-func action(i int, s Step) (Action, *Error) {
+func action(i int, s Step, custom bool) (Action, *Error) {
 	a := Action{Index: i, Command: s.Command}
 	params := s.Params
 	if len(params) == 0 || string(params) == "null" {
@@ -285,7 +292,19 @@ func action(i int, s Step) (Action, *Error) {
 		a.Tool, a.Args = "object.create", args
 	default:
 		if strings.HasPrefix(s.Command, "X_CUSTOM.") {
-			return refuse("namespaced custom commands are off on this server")
+			m := customPattern.FindStringSubmatch(s.Command)
+			if !custom {
+				return refuse("namespaced custom commands are off on this server (--lesson-custom-commands)")
+			}
+			if m == nil {
+				return refuse("X_CUSTOM.<name>: name is a macro's, [a-z][a-z0-9_]*")
+			}
+			var args map[string]any
+			if err := json.Unmarshal(params, &args); err != nil || args == nil {
+				return refuse("params: an object")
+			}
+			a.Tool, a.Args = "macro."+m[1], args
+			return a, nil
 		}
 		return refuse("not a whitelisted command (SPEAK, UI_HIGHLIGHT, WAIT, ADD_CUBE, DELETE_OBJECT, SELECT_OBJECT, RUN_OPERATOR)")
 	}

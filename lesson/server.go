@@ -41,6 +41,8 @@ type Options struct {
 	// PublicKeys verify signed lessons; RequireSigned refuses unsigned ones.
 	PublicKeys    []ed25519.PublicKey
 	RequireSigned bool
+	// CustomCommands lets X_CUSTOM.<name> run the registry's macro.<name>.
+	CustomCommands bool
 	// MaxAge is how far metadata.issued_at may lie from now, either way
 	// (0: 10 minutes).
 	MaxAge time.Duration
@@ -150,7 +152,7 @@ func (s *Server) lesson(c *call) (int, any, *Error) {
 	if err := s.checkSignature(pack, md); err != nil {
 		return 0, nil, err
 	}
-	actions, verr := Plan(pack.Lesson)
+	actions, verr := Plan(pack.Lesson, s.opts.CustomCommands)
 	if verr != nil {
 		return 0, nil, verr
 	}
@@ -329,6 +331,21 @@ func steps(actions []Action, receipts []*cpv1.Receipt) []any {
 		st := map[string]any{"index": a.Index, "command": a.Command}
 		if a.Tool == "" {
 			st["frontend"] = a.Frontend
+		} else if strings.HasPrefix(a.Tool, "macro.") {
+			// A macro runs as its steps: <operation id>:<step id>.
+			st["tool"], st["status"] = a.Tool, "PENDING"
+			var parts []any
+			for _, r := range receipts {
+				if strings.HasPrefix(r.GetOperationId(), stepID(a.Index, a.Command)+":") {
+					status := strings.TrimPrefix(r.GetStatus().String(), "STATUS_")
+					parts = append(parts, map[string]any{"operation_id": r.GetOperationId(), "tool": r.GetToolName(), "status": status})
+					if st["status"] == "PENDING" || status != "SUCCEEDED" && st["status"] == "SUCCEEDED" {
+						st["status"] = status
+					}
+					st["scene_hash_after"] = r.GetSceneHashAfter()
+				}
+			}
+			st["steps"] = parts
 		} else if r, ok := byOp[stepID(a.Index, a.Command)]; ok {
 			st["tool"] = a.Tool
 			st["status"] = strings.TrimPrefix(r.GetStatus().String(), "STATUS_")
@@ -407,6 +424,9 @@ func safety(tool string) cpv1.SafetyLevel {
 		return cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE
 	case "scene.get_summary":
 		return cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY
+	}
+	if strings.HasPrefix(tool, "macro.") {
+		return cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE // the most any of its steps may need
 	}
 	return cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE
 }

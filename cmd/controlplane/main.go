@@ -21,6 +21,7 @@ func main() {
 	})
 	fs.BoolVar(&cfg.RequireSignedLessons, "require-signed-lessons", cfg.RequireSignedLessons, "refuse unsigned lessons")
 	fs.DurationVar(&cfg.LessonMaxAge, "lesson-max-age", cfg.LessonMaxAge, "how far a lesson's metadata.issued_at may lie from now")
+	fs.BoolVar(&cfg.LessonCustomCommands, "lesson-custom-commands", cfg.LessonCustomCommands, "let lessons' X_CUSTOM.<name> commands run the registry's macro.<name>")
 	fs.BoolVar(&cfg.AllowInsecureLocal, "allow-insecure-local", cfg.AllowInsecureLocal, "no authentication, no TLS: development on one machine (loopback only)")
 	fs.DurationVar(&cfg.AgentForgetAfter, "agent-forget-after", cfg.AgentForgetAfter, "drop an agent silent this long from the fleet")
 	fs.StringVar(&cfg.PolicyFile, "policy", cfg.PolicyFile, "policy file (YAML or JSON, docs/POLICY.md); default: destructive and unsafe_ops operations need approval")
