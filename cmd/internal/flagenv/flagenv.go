@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 )
@@ -52,10 +53,19 @@ func (s *Strings) Set(v string) error { *s = append(*s, v); return nil }
 // runs serve until SIGINT or SIGTERM, exiting non-zero on error.
 func Daemon(name string, fs *flag.FlagSet, serve func(ctx context.Context, log *slog.Logger) error) {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the whole run to this file (go tool pprof), for performance work")
 	err := Parse(fs, os.Args[1:])
 	var log *slog.Logger
 	if err == nil {
 		log, err = Logger(name, *logLevel)
+	}
+	if err == nil && *cpuProfile != "" {
+		var f *os.File
+		if f, err = os.Create(*cpuProfile); err == nil {
+			if err = pprof.StartCPUProfile(f); err == nil {
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
+			}
+		}
 	}
 	if err == nil {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -63,6 +73,7 @@ func Daemon(name string, fs *flag.FlagSet, serve func(ctx context.Context, log *
 		stop()
 	}
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
