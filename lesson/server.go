@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -105,7 +106,7 @@ type call struct {
 func (s *Server) handle(h func(c *call) (int, any, *Error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.Header.Get("X-MCP-Version"); v != "" {
-			if major, _, _ := strings.Cut(v, "."); !contains(Versions, major) {
+			if major, _, _ := strings.Cut(v, "."); !slices.Contains(Versions, major) {
 				writeError(w, &Error{Status: http.StatusBadRequest, Code: "VERSION_UNSUPPORTED",
 					Message: fmt.Sprintf("X-MCP-Version %q is not supported", v), Recoverable: true,
 					RetryHint: "send X-MCP-Version 1 (or none)", Extra: map[string]any{"supported": Versions}})
@@ -221,7 +222,7 @@ func (s *Server) sceneSummary(c *call) (int, any, *Error) {
 	if req.DetailLevel == "" {
 		req.DetailLevel = "minimal"
 	}
-	if !contains([]string{"minimal", "standard", "full"}, req.DetailLevel) {
+	if !slices.Contains([]string{"minimal", "standard", "full"}, req.DetailLevel) {
 		return 0, nil, unprocessable(-1, "", "detail_level: minimal, standard or full")
 	}
 	id := "summary-" + randomID()
@@ -479,15 +480,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(v)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func randomID() string {
