@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/planjson"
 )
 
 // Resource URIs of a session.
@@ -71,7 +72,7 @@ func (s *Session) readTool(tool string) sdk.ResourceHandler {
 func (s *Session) readRegistry(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 	resp, err := s.cp.ListTools(ctx, &cpv1.ListToolsRequest{SessionId: s.sessionID})
 	if err != nil {
-		return nil, errors.New(describe(err))
+		return nil, errors.New(planjson.Describe(err))
 	}
 	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(resp)
 	if err != nil {
@@ -116,7 +117,7 @@ func (s *Session) artifactContent(ctx context.Context, a *cpv1.Artifact) []sdk.C
 func (s *Session) download(ctx context.Context, name string) ([]byte, error) {
 	stream, err := s.cp.DownloadArtifact(ctx, &cpv1.DownloadArtifactRequest{SessionId: s.sessionID, Name: name})
 	if err != nil {
-		return nil, errors.New(describe(err))
+		return nil, errors.New(planjson.Describe(err))
 	}
 	var buf bytes.Buffer
 	for {
@@ -125,7 +126,7 @@ func (s *Session) download(ctx context.Context, name string) ([]byte, error) {
 			return buf.Bytes(), nil
 		}
 		if err != nil {
-			return nil, errors.New(describe(err))
+			return nil, errors.New(planjson.Describe(err))
 		}
 		buf.Write(resp.GetChunk())
 	}

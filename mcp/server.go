@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/planjson"
 )
 
 // Version is this server's version, as MCP clients see it.
@@ -141,12 +142,12 @@ func (s *Session) ensure(ctx context.Context, ss *sdk.ServerSession) error {
 	}
 	resp, err := s.cp.Negotiate(ctx, &cpv1.NegotiateRequest{ContractVersion: "1.0.0", HostProfile: hp})
 	if err != nil {
-		return fmt.Errorf("negotiating a Blendplane session: %s", describe(err))
+		return fmt.Errorf("negotiating a Blendplane session: %s", planjson.Describe(err))
 	}
 	c := resp.GetContract()
 	tools, err := s.cp.ListTools(ctx, &cpv1.ListToolsRequest{SessionId: c.GetSessionId()})
 	if err != nil {
-		return fmt.Errorf("listing the session's tools: %s", describe(err))
+		return fmt.Errorf("listing the session's tools: %s", planjson.Describe(err))
 	}
 	s.sessionID, s.contract = c.GetSessionId(), c
 	s.b.log.Info("session negotiated", "session_id", s.sessionID, "client", hp.GetClientName(), "client_version", hp.GetClientVersion())
@@ -164,7 +165,7 @@ func (s *Session) ensure(ctx context.Context, ss *sdk.ServerSession) error {
 	if c.GetCapabilities().GetMacros() {
 		macros, err := s.cp.ListMacros(ctx, &cpv1.ListMacrosRequest{})
 		if err != nil {
-			return fmt.Errorf("listing macros: %s", describe(err))
+			return fmt.Errorf("listing macros: %s", planjson.Describe(err))
 		}
 		for _, m := range macros.GetMacros() {
 			s.server.AddTool(macroTool(m), s.callMacro(m))
@@ -185,7 +186,7 @@ func (s *Session) Close(ctx context.Context) {
 			return
 		}
 		if _, err := s.cp.CloseSession(ctx, &cpv1.CloseSessionRequest{SessionId: id}); err != nil {
-			s.b.log.Warn("closing the session of an MCP session", "session_id", id, "err", describe(err))
+			s.b.log.Warn("closing the session of an MCP session", "session_id", id, "err", planjson.Describe(err))
 			return
 		}
 		s.b.log.Info("session closed", "session_id", id)

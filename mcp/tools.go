@@ -10,12 +10,10 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/planjson"
 )
 
 // receiptSchema is the output schema of every tool: the receipt of the
@@ -83,28 +81,9 @@ func macroTool(m *cpv1.MacroDefinition) *sdk.Tool {
 func planTool() *sdk.Tool {
 	no := true
 	return &sdk.Tool{
-		Name: "plan.submit",
-		Description: "Run a whole plan: operations (operation_id, tool_name, args, depends_on, safety_level) checked " +
-			"together before any runs, scheduled by their dependencies, one receipt each (progress per receipt). " +
-			"atomic: undo them all if one fails.",
-		InputSchema: json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "operations": {"type": "array", "minItems": 1, "items": {
-      "type": "object",
-      "properties": {
-        "operation_id": {"type": "string"},
-        "tool_name": {"type": "string"},
-        "args": {"type": "object"},
-        "depends_on": {"type": "array", "items": {"type": "string"}},
-        "safety_level": {"type": "string", "enum": ["read_only", "safe_write", "destructive"]}
-      },
-      "required": ["operation_id", "tool_name", "args"]
-    }},
-    "atomic": {"type": "boolean"}
-  },
-  "required": ["operations"]
-}`),
+		Name:         "plan.submit",
+		Description:  planjson.PlanDescription + " Progress per receipt.",
+		InputSchema:  planjson.Schema,
 		OutputSchema: receiptSchema,
 		Annotations:  &sdk.ToolAnnotations{DestructiveHint: &no},
 	}
@@ -113,7 +92,7 @@ func planTool() *sdk.Tool {
 // callTool runs one registry tool as a one-operation plan.
 func (s *Session) callTool(t *cpv1.ToolDefinition) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		args, err := argsOf(req.Params.Arguments)
+		args, err := planjson.Args(req.Params.Arguments)
 		if err != nil {
 			return invalid(err), nil
 		}
@@ -124,7 +103,7 @@ func (s *Session) callTool(t *cpv1.ToolDefinition) sdk.ToolHandler {
 
 func (s *Session) callMacro(m *cpv1.MacroDefinition) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		args, err := argsOf(req.Params.Arguments)
+		args, err := planjson.Args(req.Params.Arguments)
 		if err != nil {
 			return invalid(err), nil
 		}
@@ -135,32 +114,11 @@ func (s *Session) callMacro(m *cpv1.MacroDefinition) sdk.ToolHandler {
 
 // submitPlan is plan.submit.
 func (s *Session) submitPlan(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-	var in struct {
-		Operations []struct {
-			OperationID string         `json:"operation_id"`
-			ToolName    string         `json:"tool_name"`
-			Args        map[string]any `json:"args"`
-			DependsOn   []string       `json:"depends_on"`
-			SafetyLevel string         `json:"safety_level"`
-		} `json:"operations"`
-		Atomic bool `json:"atomic"`
-	}
-	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+	ops, atomic, err := planjson.Plan(req.Params.Arguments, s.safetyOf)
+	if err != nil {
 		return invalid(err), nil
 	}
-	ops := make([]*cpv1.Operation, len(in.Operations))
-	for i, o := range in.Operations {
-		args, err := structpb.NewStruct(o.Args)
-		if err != nil {
-			return invalid(fmt.Errorf("operations[%d].args: %w", i, err)), nil
-		}
-		level := s.safetyOf(o.ToolName)
-		if o.SafetyLevel != "" {
-			level = cpv1.SafetyLevel(cpv1.SafetyLevel_value["SAFETY_LEVEL_"+strings.ToUpper(o.SafetyLevel)])
-		}
-		ops[i] = &cpv1.Operation{OperationId: o.OperationID, ToolName: o.ToolName, Args: args, DependsOn: o.DependsOn, SafetyLevel: level}
-	}
-	return s.run(ctx, req, ops, in.Atomic)
+	return s.run(ctx, req, ops, atomic)
 }
 
 // safetyOf is a tool's own level (the least an operation may declare);
@@ -182,11 +140,11 @@ func (s *Session) safetyOf(tool string) cpv1.SafetyLevel {
 func (s *Session) run(ctx context.Context, req *sdk.CallToolRequest, ops []*cpv1.Operation, atomic bool) (*sdk.CallToolResult, error) {
 	// The MCP call's id: its session's and its number in the session.
 	n := s.calls.Add(1)
-	callID := sanitize(fmt.Sprintf("mcp:%s:%d", s.sessionID, n))
+	callID := planjson.Sanitize(fmt.Sprintf("mcp:%s:%d", s.sessionID, n))
 	for _, op := range ops {
 		op.McpCallId = callID
 	}
-	requestID := sanitize(fmt.Sprintf("mcp-%s-%d", s.sessionID, n))
+	requestID := planjson.Sanitize(fmt.Sprintf("mcp-%s-%d", s.sessionID, n))
 	submitted, err := s.cp.SubmitPlan(ctx, &cpv1.SubmitPlanRequest{SessionId: s.sessionID, RequestId: requestID, Operations: ops, Atomic: atomic})
 	if err != nil {
 		return refused(err), nil
@@ -210,7 +168,7 @@ func (s *Session) run(ctx context.Context, req *sdk.CallToolRequest, ops []*cpv1
 		case ev.GetReceipt() != nil:
 			r := ev.GetReceipt()
 			receipts = append(receipts, r)
-			s.progress(ctx, req, float64(len(receipts)), total, fmt.Sprintf("%s %s: %s", r.GetOperationId(), r.GetToolName(), short(r.GetStatus().String())))
+			s.progress(ctx, req, float64(len(receipts)), total, fmt.Sprintf("%s %s: %s", r.GetOperationId(), r.GetToolName(), planjson.Short(r.GetStatus().String())))
 		case ev.GetAwaitingApproval() != nil:
 			ap := ev.GetAwaitingApproval()
 			s.progress(ctx, req, float64(len(receipts)), total, waitMessage(ap))
@@ -253,20 +211,6 @@ func allSucceeded(receipts []*cpv1.Receipt, scheduled int) bool {
 	return true
 }
 
-// sanitize keeps an id within ^[a-zA-Z0-9_.:-]{1,128}$.
-func sanitize(id string) string {
-	b := []byte(id)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_.:-", c) >= 0) {
-			b[i] = '_'
-		}
-	}
-	if len(b) > 128 {
-		b = b[len(b)-128:]
-	}
-	return string(b)
-}
-
 // cancelled ends a call whose stream broke: the client's cancel (ctx)
 // becomes CancelPlan.
 func (s *Session) cancelled(requestID string, err error) *sdk.CallToolResult {
@@ -274,11 +218,11 @@ func (s *Session) cancelled(requestID string, err error) *sdk.CallToolResult {
 	defer cancel()
 	resp, cerr := s.cp.CancelPlan(ctx, &cpv1.CancelPlanRequest{RequestId: requestID})
 	if cerr != nil {
-		return toolError(map[string]any{"error_code": "CANCEL_FAILED", "message": describe(cerr)})
+		return toolError(map[string]any{"error_code": "CANCEL_FAILED", "message": planjson.Describe(cerr)})
 	}
-	s.b.log.Info("call cancelled", "request_id", requestID, "state", resp.GetPlan().GetState().String(), "cause", describe(err))
-	return toolError(map[string]any{"error_code": "CANCELLED", "recoverable": true, "message": "the call was cancelled: " + describe(err),
-		"request_id": requestID, "plan_state": short(resp.GetPlan().GetState().String())})
+	s.b.log.Info("call cancelled", "request_id", requestID, "state", resp.GetPlan().GetState().String(), "cause", planjson.Describe(err))
+	return toolError(map[string]any{"error_code": "CANCELLED", "recoverable": true, "message": "the call was cancelled: " + planjson.Describe(err),
+		"request_id": requestID, "plan_state": planjson.Short(resp.GetPlan().GetState().String())})
 }
 
 func (s *Session) progress(ctx context.Context, req *sdk.CallToolRequest, done, total float64, msg string) {
@@ -331,8 +275,8 @@ func (s *Session) askApproval(ctx context.Context, req *sdk.CallToolRequest, ap 
 		return // cancelled: the plan waits for someone else
 	}
 	if _, err := s.cp.ResolveApproval(ctx, &cpv1.ResolveApprovalRequest{ApprovalId: ap.GetApprovalId(), Decision: decision}); err != nil {
-		s.b.log.Info("the user's decision was not taken; the plan waits", "approval_id", ap.GetApprovalId(), "err", describe(err))
-		s.progress(ctx, req, 0, 0, "your decision was not taken ("+describe(err)+"); waiting for someone with the approve scope")
+		s.b.log.Info("the user's decision was not taken; the plan waits", "approval_id", ap.GetApprovalId(), "err", planjson.Describe(err))
+		s.progress(ctx, req, 0, 0, "your decision was not taken ("+planjson.Describe(err)+"); waiting for someone with the approve scope")
 	}
 }
 
@@ -385,22 +329,22 @@ func waitMessage(ap *cpv1.Approval) string {
 func (s *Session) result(ctx context.Context, req *sdk.CallToolRequest, plan *cpv1.Plan, receipts []*cpv1.Receipt) *sdk.CallToolResult {
 	if plan.GetState() != cpv1.Plan_STATE_SUCCEEDED {
 		f := plan.GetFailure()
-		out := failureMap(f)
+		out := planjson.Failure(f)
 		out["request_id"] = plan.GetRequestId()
-		out["plan_state"] = short(plan.GetState().String())
+		out["plan_state"] = planjson.Short(plan.GetState().String())
 		if len(receipts) > 0 {
-			out["receipts"] = receiptMaps(receipts)
+			out["receipts"] = planjson.Receipts(receipts)
 		}
 		return toolError(out)
 	}
 	var out map[string]any
 	if req != nil && req.Params.Name == "plan.submit" || len(receipts) != 1 {
-		out = map[string]any{"request_id": plan.GetRequestId(), "status": "SUCCEEDED", "receipts": receiptMaps(receipts)}
+		out = map[string]any{"request_id": plan.GetRequestId(), "status": "SUCCEEDED", "receipts": planjson.Receipts(receipts)}
 		if n := len(receipts); n > 0 {
 			out["scene_hash_after"] = receipts[n-1].GetSceneHashAfter()
 		}
 	} else {
-		out = receiptMap(receipts[0])
+		out = planjson.Receipt(receipts[0])
 	}
 	res := structured(out, false)
 	for _, r := range receipts {
@@ -409,75 +353,6 @@ func (s *Session) result(ctx context.Context, req *sdk.CallToolRequest, plan *cp
 		}
 	}
 	return res
-}
-
-func receiptMaps(rs []*cpv1.Receipt) []any {
-	out := make([]any, len(rs))
-	for i, r := range rs {
-		out[i] = receiptMap(r)
-	}
-	return out
-}
-
-// receiptMap is a receipt as JSON, with the seed's field names and short
-// enum values; built directly (the tool's result is the big part, and is
-// encoded once, by the caller).
-func receiptMap(r *cpv1.Receipt) map[string]any {
-	m := map[string]any{
-		"sequence": r.GetSequence(), "request_id": r.GetRequestId(), "operation_id": r.GetOperationId(),
-		"tool_name": r.GetToolName(), "status": short(r.GetStatus().String()), "result": r.GetResult().AsMap(),
-		"mcp_call_id": r.GetMcpCallId(), "scene_hash_before": r.GetSceneHashBefore(), "scene_hash_after": r.GetSceneHashAfter(),
-		"safety_level":    strings.ToLower(strings.TrimPrefix(r.GetSafetyLevel().String(), "SAFETY_LEVEL_")),
-		"idempotency_key": r.GetIdempotencyKey(), "duration_micros": r.GetDurationMicros(),
-		"determinism_class": r.GetDeterminismClass(), "tolerance": r.GetTolerance(),
-	}
-	if id := r.GetBlenderMutationId(); id != "" {
-		m["blender_mutation_id"] = id
-	}
-	if t := r.GetCompleteTime(); t != nil {
-		m["complete_time"] = t.AsTime().Format(time.RFC3339Nano)
-	}
-	if r.GetVerified() {
-		m["verified"] = true
-	}
-	if r.GetError() != nil {
-		m["error"] = failureMap(r.GetError())
-	}
-	if len(r.GetArtifacts()) > 0 {
-		var names []any
-		for _, a := range r.GetArtifacts() {
-			names = append(names, a.GetName())
-		}
-		m["artifacts"] = names
-	}
-	return m
-}
-
-func failureMap(f *cpv1.Failure) map[string]any {
-	b, _ := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(f)
-	var m map[string]any
-	json.Unmarshal(b, &m)
-	if m == nil {
-		m = map[string]any{}
-	}
-	for _, step := range asList(m["minimal_repair_plan"]) {
-		if st, ok := step.(map[string]any); ok {
-			if a, ok := st["action"].(string); ok {
-				st["action"] = strings.ToLower(strings.TrimPrefix(a, "ACTION_"))
-			}
-		}
-	}
-	return m
-}
-
-func asList(v any) []any { l, _ := v.([]any); return l }
-
-// short is an enum value without its prefix: STATUS_SUCCEEDED → SUCCEEDED.
-func short(enum string) string {
-	if _, after, ok := strings.Cut(enum, "_"); ok {
-		return after
-	}
-	return enum
 }
 
 func toolError(out map[string]any) *sdk.CallToolResult { return structured(out, true) }
@@ -500,52 +375,4 @@ func invalid(err error) *sdk.CallToolResult {
 
 // refused is a plan the control plane refused (or any other RPC error), as
 // the failure contract.
-func refused(err error) *sdk.CallToolResult {
-	st := status.Convert(err)
-	out := map[string]any{"error_code": st.Code().String(), "recoverable": false, "message": st.Message()}
-	var violations, repair []any
-	for _, d := range st.Details() {
-		switch d := d.(type) {
-		case *errdetails.ErrorInfo:
-			out["error_code"] = d.GetReason()
-		case *errdetails.BadRequest:
-			for _, v := range d.GetFieldViolations() {
-				violations = append(violations, map[string]any{"field": v.GetField(), "description": v.GetDescription()})
-			}
-		case *cpv1.RepairPlan:
-			for _, s := range d.GetSteps() {
-				repair = append(repair, map[string]any{"operation_id": s.GetOperationId(),
-					"action": strings.ToLower(strings.TrimPrefix(s.GetAction().String(), "ACTION_"))})
-			}
-		}
-	}
-	if violations != nil || repair != nil {
-		out["recoverable"] = true
-		out["retry_hint"] = st.Message()
-		out["field_violations"] = violations
-		out["minimal_repair_plan"] = repair
-	}
-	return toolError(out)
-}
-
-// describe is an RPC error's message without the gRPC prefix.
-func describe(err error) string {
-	if st, ok := status.FromError(err); ok {
-		return st.Code().String() + ": " + st.Message()
-	}
-	return err.Error()
-}
-
-// argsOf decodes a call's arguments into a Struct (nil or null: {}).
-func argsOf(raw json.RawMessage) (*structpb.Struct, error) {
-	var m map[string]any
-	if len(raw) > 0 && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, fmt.Errorf("arguments: %w", err)
-		}
-	}
-	if m == nil {
-		m = map[string]any{}
-	}
-	return structpb.NewStruct(m)
-}
+func refused(err error) *sdk.CallToolResult { return toolError(planjson.Refusal(err)) }

@@ -1,0 +1,220 @@
+// Package planjson is the JSON that the front doors speak to clients and
+// models (seed 000's wire): plans in, receipts and the failure contract out.
+// The MCP server and the planner runtime share it, so that a model sees the
+// same shapes whichever door it comes through.
+package planjson
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// Schema is the JSON Schema of a whole plan as one call's arguments.
+var Schema = json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "operations": {"type": "array", "minItems": 1, "items": {
+      "type": "object",
+      "properties": {
+        "operation_id": {"type": "string"},
+        "tool_name": {"type": "string"},
+        "args": {"type": "object"},
+        "depends_on": {"type": "array", "items": {"type": "string"}},
+        "safety_level": {"type": "string", "enum": ["read_only", "safe_write", "destructive"]}
+      },
+      "required": ["operation_id", "tool_name", "args"]
+    }},
+    "atomic": {"type": "boolean"}
+  },
+  "required": ["operations"]
+}`)
+
+// PlanDescription tells a model what a plan is.
+const PlanDescription = "Run a whole plan: operations (operation_id, tool_name, args, depends_on, safety_level) checked " +
+	"together before any runs, scheduled by their dependencies, one receipt each. " +
+	"atomic: undo them all if one fails."
+
+// Plan decodes a plan given as Schema's JSON into operations. safetyOf
+// gives an operation's level when it declares none (the tool's own).
+func Plan(raw json.RawMessage, safetyOf func(tool string) cpv1.SafetyLevel) (ops []*cpv1.Operation, atomic bool, err error) {
+	var in struct {
+		Operations []struct {
+			OperationID string         `json:"operation_id"`
+			ToolName    string         `json:"tool_name"`
+			Args        map[string]any `json:"args"`
+			DependsOn   []string       `json:"depends_on"`
+			SafetyLevel string         `json:"safety_level"`
+		} `json:"operations"`
+		Atomic bool `json:"atomic"`
+	}
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, false, err
+	}
+	if len(in.Operations) == 0 {
+		return nil, false, fmt.Errorf("operations: a plan needs at least one operation")
+	}
+	ops = make([]*cpv1.Operation, len(in.Operations))
+	for i, o := range in.Operations {
+		if o.Args == nil {
+			o.Args = map[string]any{}
+		}
+		args, err := structpb.NewStruct(o.Args)
+		if err != nil {
+			return nil, false, fmt.Errorf("operations[%d].args: %w", i, err)
+		}
+		level := safetyOf(o.ToolName)
+		if o.SafetyLevel != "" {
+			level = cpv1.SafetyLevel(cpv1.SafetyLevel_value["SAFETY_LEVEL_"+strings.ToUpper(o.SafetyLevel)])
+		}
+		ops[i] = &cpv1.Operation{OperationId: o.OperationID, ToolName: o.ToolName, Args: args, DependsOn: o.DependsOn, SafetyLevel: level}
+	}
+	return ops, in.Atomic, nil
+}
+
+// Args decodes a tool call's arguments into a Struct (nil or null: {}).
+func Args(raw json.RawMessage) (*structpb.Struct, error) {
+	var m map[string]any
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("arguments: %w", err)
+		}
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	return structpb.NewStruct(m)
+}
+
+// Receipts is a list of receipts as JSON.
+func Receipts(rs []*cpv1.Receipt) []any {
+	out := make([]any, len(rs))
+	for i, r := range rs {
+		out[i] = Receipt(r)
+	}
+	return out
+}
+
+// Receipt is a receipt as JSON, with the seed's field names and short enum
+// values; built directly (the tool's result is the big part, and is
+// encoded once, by the caller).
+func Receipt(r *cpv1.Receipt) map[string]any {
+	m := map[string]any{
+		"sequence": r.GetSequence(), "request_id": r.GetRequestId(), "operation_id": r.GetOperationId(),
+		"tool_name": r.GetToolName(), "status": Short(r.GetStatus().String()), "result": r.GetResult().AsMap(),
+		"mcp_call_id": r.GetMcpCallId(), "scene_hash_before": r.GetSceneHashBefore(), "scene_hash_after": r.GetSceneHashAfter(),
+		"safety_level":    strings.ToLower(strings.TrimPrefix(r.GetSafetyLevel().String(), "SAFETY_LEVEL_")),
+		"idempotency_key": r.GetIdempotencyKey(), "duration_micros": r.GetDurationMicros(),
+		"determinism_class": r.GetDeterminismClass(), "tolerance": r.GetTolerance(),
+	}
+	if id := r.GetBlenderMutationId(); id != "" {
+		m["blender_mutation_id"] = id
+	}
+	if t := r.GetCompleteTime(); t != nil {
+		m["complete_time"] = t.AsTime().Format(time.RFC3339Nano)
+	}
+	if r.GetVerified() {
+		m["verified"] = true
+	}
+	if r.GetError() != nil {
+		m["error"] = Failure(r.GetError())
+	}
+	if len(r.GetArtifacts()) > 0 {
+		var names []any
+		for _, a := range r.GetArtifacts() {
+			names = append(names, a.GetName())
+		}
+		m["artifacts"] = names
+	}
+	return m
+}
+
+// Failure is the failure contract as JSON (error_code, recoverable,
+// retry_hint, minimal_repair_plan, message).
+func Failure(f *cpv1.Failure) map[string]any {
+	b, _ := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(f)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	if m == nil {
+		m = map[string]any{}
+	}
+	for _, step := range asList(m["minimal_repair_plan"]) {
+		if st, ok := step.(map[string]any); ok {
+			if a, ok := st["action"].(string); ok {
+				st["action"] = strings.ToLower(strings.TrimPrefix(a, "ACTION_"))
+			}
+		}
+	}
+	return m
+}
+
+func asList(v any) []any { l, _ := v.([]any); return l }
+
+// Refusal is a plan the control plane refused (or any other RPC error), as
+// the failure contract: the error code from its ErrorInfo, the field
+// violations and the repair plan.
+func Refusal(err error) map[string]any {
+	st := status.Convert(err)
+	out := map[string]any{"error_code": st.Code().String(), "recoverable": false, "message": st.Message()}
+	var violations, repair []any
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			out["error_code"] = d.GetReason()
+		case *errdetails.BadRequest:
+			for _, v := range d.GetFieldViolations() {
+				violations = append(violations, map[string]any{"field": v.GetField(), "description": v.GetDescription()})
+			}
+		case *cpv1.RepairPlan:
+			for _, s := range d.GetSteps() {
+				repair = append(repair, map[string]any{"operation_id": s.GetOperationId(),
+					"action": strings.ToLower(strings.TrimPrefix(s.GetAction().String(), "ACTION_"))})
+			}
+		}
+	}
+	if violations != nil || repair != nil {
+		out["recoverable"] = true
+		out["retry_hint"] = st.Message()
+		out["field_violations"] = violations
+		out["minimal_repair_plan"] = repair
+	}
+	return out
+}
+
+// Describe is an RPC error's message without the gRPC prefix.
+func Describe(err error) string {
+	if st, ok := status.FromError(err); ok {
+		return st.Code().String() + ": " + st.Message()
+	}
+	return err.Error()
+}
+
+// Short is an enum value without its prefix: STATUS_SUCCEEDED → SUCCEEDED.
+func Short(enum string) string {
+	if _, after, ok := strings.Cut(enum, "_"); ok {
+		return after
+	}
+	return enum
+}
+
+// Sanitize keeps an id within ^[a-zA-Z0-9_.:-]{1,128}$.
+func Sanitize(id string) string {
+	b := []byte(id)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_.:-", c) >= 0) {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 128 {
+		b = b[len(b)-128:]
+	}
+	return string(b)
+}
