@@ -63,6 +63,10 @@ Commands:
   mcp [--flag F]...   serve MCP over stdio (for an MCP host's config): one Blendplane session,
                       negotiated on first use with the feature flags, closed when the host
                       disconnects; logs go to stderr
+  prompt "TEXT" [--thread ID]
+                      ask the planner runtime (a control plane started with --planner):
+                      the model's plans run as yours, its text and the run's states print
+                      as they come; a plan that waits for approval says how to decide it
   lesson keygen [--private F] [--public F]
                       make an Ed25519 key pair for signing lessons (PEM)
   lesson sign PACK.json [--key F] [--stamp=false]
@@ -153,6 +157,7 @@ var commands = map[string]func(c *cli, ctx context.Context, args []string) error
 	"submit":    (*cli).submit,
 	"approvals": (*cli).approvals,
 	"mcp":       (*cli).mcp,
+	"prompt":    (*cli).prompt,
 	"lesson":    (*cli).lessonCmd,
 	"approve":   resolve(cpv1.Decision_DECISION_APPROVE_ONCE),
 	"reject":    resolve(cpv1.Decision_DECISION_REJECT),

@@ -54,7 +54,18 @@ func Require(who Principal, scope, action string) error {
 
 // Authenticate finds the principal of a bearer secret.
 func (a *App) Authenticate(ctx context.Context, secret string) (Principal, error) {
-	t, err := a.store.TokenByHash(auth.HashSecret(secret))
+	return principalOf(a.store.TokenByHash(auth.HashSecret(secret)))
+}
+
+// Principal is the principal named name, as long as its token is valid: a
+// trusted component of the control plane (the planner) acting for a
+// principal it authenticated earlier. Revoking or expiring the token stops
+// it too.
+func (a *App) Principal(ctx context.Context, name string) (Principal, error) {
+	return principalOf(a.store.Token(name))
+}
+
+func principalOf(t *cpv1.Token, err error) (Principal, error) {
 	switch {
 	case errors.Is(err, store.ErrTokenNotFound):
 		return Principal{}, fmt.Errorf("%w: unknown token", ErrUnauthenticated)

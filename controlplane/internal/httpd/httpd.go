@@ -21,6 +21,7 @@ import (
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/gen/openapi"
 	"github.com/blendplane/blendplane/lesson"
+	"github.com/blendplane/blendplane/planner"
 )
 
 // Config is what the routes need.
@@ -45,6 +46,7 @@ type Config struct {
 //	/openapi.json  the OpenAPI document of /v1
 //	/health, /lesson, /run_operator, /scene_summary, /audit
 //	               the lesson API of seed 004 (package lesson)
+//	/api/agent/... the planner runtime of seed 002 (package planner)
 func Handler(ctx context.Context, cfg Config) (http.Handler, error) {
 	mux := http.NewServeMux()
 	lessons := cfg.Lesson
@@ -55,6 +57,7 @@ func Handler(ctx context.Context, cfg Config) (http.Handler, error) {
 		}
 	}
 	lesson.NewServer(cfg.API, lessons).Register(mux)
+	planner.NewHTTP(cfg.API).Register(mux)
 	mux.Handle("/mcp", cfg.bearer(auth.ScopePlans, cfg.MCP))
 	rest := runtime.NewServeMux()
 	if err := cpv1.RegisterControlPlaneServiceHandlerClient(ctx, rest, cpv1.NewControlPlaneServiceClient(cfg.API)); err != nil {

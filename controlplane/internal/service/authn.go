@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -10,6 +11,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/app"
 	"github.com/blendplane/blendplane/controlplane/internal/auth"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	plannerv1 "github.com/blendplane/blendplane/gen/blendplane/planner/v1"
 )
 
 // methodScopes is the scope each ControlPlaneService method needs. A method
@@ -38,15 +40,31 @@ var methodScopes = map[string]string{
 	cpv1.ControlPlaneService_ResolveApproval_FullMethodName:  auth.ScopeApprove,
 	cpv1.ControlPlaneService_ListPolicyRules_FullMethodName:  auth.ScopeApprove,
 	cpv1.ControlPlaneService_DeletePolicyRule_FullMethodName: auth.ScopeApprove,
+
+	plannerv1.PlannerService_Run_FullMethodName:                  auth.ScopePlans,
+	plannerv1.PlannerService_StreamRun_FullMethodName:            auth.ScopePlans,
+	plannerv1.PlannerService_GetRun_FullMethodName:               auth.ScopePlans,
+	plannerv1.PlannerService_GetThread_FullMethodName:            auth.ScopePlans,
+	plannerv1.PlannerService_ListPendingApprovals_FullMethodName: auth.ScopePlans,
+	plannerv1.PlannerService_ResolveApproval_FullMethodName:      auth.ScopeApprove,
 }
 
-// Authentication finds the principal of every ControlPlaneService call from
-// its bearer token and refuses calls outside its scopes, before anything
-// else looks at the request. Health and reflection stay open. With Off
-// (--allow-insecure-local, loopback only) every call is app.Anonymous.
+// CallerName is the name of the principal an authenticated call runs as
+// (the planner's owner of threads and runs).
+func CallerName(ctx context.Context) string { return caller(ctx).Name }
+
+// Authentication finds the principal of every ControlPlaneService and
+// PlannerService call from its bearer token and refuses calls outside its
+// scopes, before anything else looks at the request. Health and reflection
+// stay open. With Off (--allow-insecure-local, loopback only) every call is
+// app.Anonymous.
 type Authentication struct {
 	App *app.App
 	Off bool
+	// OnBehalfOf, when set, names the metadata that carries the principal
+	// instead of a token: only for the in-process server that the planner
+	// alone can reach, which acts for the principals it authenticated.
+	OnBehalfOf string
 }
 
 type principalKey struct{}
@@ -58,7 +76,8 @@ func caller(ctx context.Context) app.Principal {
 }
 
 func (au *Authentication) authenticate(ctx context.Context, method string) (context.Context, error) {
-	if !strings.HasPrefix(method, "/"+cpv1.ControlPlaneService_ServiceDesc.ServiceName+"/") {
+	if !strings.HasPrefix(method, "/"+cpv1.ControlPlaneService_ServiceDesc.ServiceName+"/") &&
+		!strings.HasPrefix(method, "/"+plannerv1.PlannerService_ServiceDesc.ServiceName+"/") {
 		return ctx, nil // grpc.health.v1, reflection
 	}
 	scope, ok := methodScopes[method]
@@ -69,13 +88,24 @@ func (au *Authentication) authenticate(ctx context.Context, method string) (cont
 		return context.WithValue(ctx, principalKey{}, app.Anonymous), nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	secret, err := auth.ParseBearer(md.Get("authorization"))
-	if err != nil {
-		return nil, toStatus(unauthenticated(err))
-	}
-	who, err := au.App.Authenticate(ctx, secret)
-	if err != nil {
-		return nil, toStatus(err)
+	var who app.Principal
+	if au.OnBehalfOf != "" {
+		names := md.Get(au.OnBehalfOf)
+		if len(names) != 1 {
+			return nil, toStatus(unauthenticated(fmt.Errorf("no %s", au.OnBehalfOf)))
+		}
+		var err error
+		if who, err = au.App.Principal(ctx, names[0]); err != nil {
+			return nil, toStatus(err)
+		}
+	} else {
+		secret, err := auth.ParseBearer(md.Get("authorization"))
+		if err != nil {
+			return nil, toStatus(unauthenticated(err))
+		}
+		if who, err = au.App.Authenticate(ctx, secret); err != nil {
+			return nil, toStatus(err)
+		}
 	}
 	if err := app.Require(who, scope, method); err != nil {
 		return nil, toStatus(err)

@@ -4,27 +4,30 @@ import (
 	"context"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/blendplane/blendplane/controlplane/internal/app"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	plannerv1 "github.com/blendplane/blendplane/gen/blendplane/planner/v1"
 )
 
 // TestEveryMethodHasAScope: a new RPC must say who may call it, or it is
 // refused to everyone (tested below).
 func TestEveryMethodHasAScope(t *testing.T) {
-	desc := cpv1.ControlPlaneService_ServiceDesc
 	var names []string
-	for _, m := range desc.Methods {
-		names = append(names, m.MethodName)
-	}
-	for _, s := range desc.Streams {
-		names = append(names, s.StreamName)
+	for _, desc := range []grpc.ServiceDesc{cpv1.ControlPlaneService_ServiceDesc, plannerv1.PlannerService_ServiceDesc} {
+		for _, m := range desc.Methods {
+			names = append(names, "/"+desc.ServiceName+"/"+m.MethodName)
+		}
+		for _, s := range desc.Streams {
+			names = append(names, "/"+desc.ServiceName+"/"+s.StreamName)
+		}
 	}
 	for _, n := range names {
-		if _, ok := methodScopes["/"+desc.ServiceName+"/"+n]; !ok {
+		if _, ok := methodScopes[n]; !ok {
 			t.Errorf("%s has no scope in methodScopes", n)
 		}
 	}
