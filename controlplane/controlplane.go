@@ -36,9 +36,11 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/service"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	plannerv1 "github.com/blendplane/blendplane/gen/blendplane/planner/v1"
 	"github.com/blendplane/blendplane/internal/transport"
 	"github.com/blendplane/blendplane/lesson"
 	"github.com/blendplane/blendplane/mcp"
+	"github.com/blendplane/blendplane/planner"
 )
 
 // Config configures the control plane. Defaults() gives every field a value.
@@ -100,6 +102,14 @@ type Config struct {
 	// LessonCustomCommands lets lessons' X_CUSTOM.<name> commands run the
 	// registry's macro.<name>.
 	LessonCustomCommands bool
+	// Planner is the planner runtime's provider: "gemini", "openai" (any
+	// OpenAI-compatible chat completions endpoint) or empty (its routes
+	// answer 503 saying how to configure one). PlannerModel names the
+	// model, PlannerBaseURL the endpoint (empty: the provider's own);
+	// PlannerAPIKey comes from GEMINI_API_KEY or OPENAI_API_KEY.
+	Planner, PlannerModel, PlannerBaseURL, PlannerAPIKey string
+	// PlannerMaxTurns bounds a run's model turns (1 to 3).
+	PlannerMaxTurns int
 }
 
 // mcpSessionTimeout closes an MCP session (and its Blendplane session)
@@ -123,6 +133,7 @@ func Defaults() Config {
 		OpenSessionTimeout:   30 * time.Second,
 		AgentForgetAfter:     10 * time.Minute,
 		LessonMaxAge:         10 * time.Minute,
+		PlannerMaxTurns:      3,
 	}
 }
 
@@ -225,7 +236,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	})
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(rpcLevel)}
 	api := service.New(a)
-	newServer := func(creds credentials.TransportCredentials) *grpc.Server {
+	newServer := func(creds credentials.TransportCredentials, authn *service.Authentication) *grpc.Server {
 		return grpc.NewServer(
 			grpc.Creds(creds),
 			grpc.ForceServerCodecV2(codec),
@@ -238,8 +249,41 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 			grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(rpcLog, logOpts...), authn.Stream(), val.Stream()),
 		)
 	}
-	srv := newServer(serverCreds)
+	inProcess := func(srv *grpc.Server) (*grpc.ClientConn, error) {
+		pipe := bufconn.Listen(1 << 20)
+		go srv.Serve(pipe)
+		return grpc.NewClient("passthrough:///controlplane", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return pipe.DialContext(ctx)
+		}), grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))
+	}
+
+	// The planner acts for the principals whose runs it drives: its calls
+	// name the principal instead of carrying a token, on a server of its
+	// own that nothing else can reach.
+	delegated := newServer(insecure.NewCredentials(), &service.Authentication{App: a, Off: cfg.AllowInsecureLocal, OnBehalfOf: planner.PrincipalMetadata})
+	cpv1.RegisterControlPlaneServiceServer(delegated, api)
+	defer delegated.Stop()
+	plannerConn, err := inProcess(delegated)
+	if err != nil {
+		return err
+	}
+	defer plannerConn.Close()
+	provider, err := newProvider(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	rt, err := planner.New(filepath.Join(cfg.DataDir, "planner.db"), plannerConn, planner.Options{Provider: provider,
+		MaxTurns: cfg.PlannerMaxTurns, Caller: service.CallerName, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	plan := planner.NewService(rt)
+
+	srv := newServer(serverCreds, authn)
 	cpv1.RegisterControlPlaneServiceServer(srv, api)
+	plannerv1.RegisterPlannerServiceServer(srv, plan)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
@@ -247,15 +291,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	// The HTTP front doors are clients of the same API, through an
 	// in-process connection to a server with the same interceptors: every
 	// call they make is authenticated, checked and logged as any client's.
-	inproc := newServer(insecure.NewCredentials())
+	inproc := newServer(insecure.NewCredentials(), authn)
 	cpv1.RegisterControlPlaneServiceServer(inproc, api)
-	pipe := bufconn.Listen(1 << 20)
-	go inproc.Serve(pipe)
+	plannerv1.RegisterPlannerServiceServer(inproc, plan)
 	defer inproc.Stop()
-	self, err := grpc.NewClient("passthrough:///controlplane", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-		return pipe.DialContext(ctx)
-	}), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))
+	self, err := inProcess(inproc)
 	if err != nil {
 		return err
 	}
@@ -280,6 +320,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		return fmt.Errorf("listen: %w", err)
 	}
 	if err := a.Start(); err != nil {
+		return err
+	}
+	if err := rt.Start(); err != nil {
 		return err
 	}
 	// Written once the port is bound, so that whoever waits for the file
@@ -311,9 +354,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		}
 		go httpSrv.Serve(hl)
 		defer httpSrv.Close()
-		log.Info("http front doors serving", "addr", hl.Addr().String(), "routes", "/mcp /v1/ /openapi.json /lesson /run_operator /scene_summary /audit /health", "tls", httpSrv.TLSConfig != nil)
+		log.Info("http front doors serving", "addr", hl.Addr().String(), "routes", "/mcp /v1/ /openapi.json /api/agent/ /lesson /run_operator /scene_summary /audit /health", "tls", httpSrv.TLSConfig != nil)
 	}
-	log.Info("control plane serving", "addr", lis.Addr().String(), "data_dir", cfg.DataDir)
+	log.Info("control plane serving", "addr", lis.Addr().String(), "data_dir", cfg.DataDir, "planner", rt.Model())
 	if ready != nil {
 		ready(lis.Addr().String())
 	}
@@ -385,4 +428,34 @@ func rpcLevel(code codes.Code) logging.Level {
 		return logging.LevelDebug
 	}
 	return logging.LevelWarn
+}
+
+// DefaultGeminiModel is the model --planner gemini uses without
+// --planner-model.
+const DefaultGeminiModel = "gemini-2.5-flash"
+
+// newProvider is the planner's model, as configured (nil: none).
+func newProvider(ctx context.Context, cfg Config) (planner.Provider, error) {
+	if cfg.PlannerMaxTurns < 1 || cfg.PlannerMaxTurns > 3 {
+		return nil, fmt.Errorf("--planner-max-turns %d: 1 to 3", cfg.PlannerMaxTurns)
+	}
+	pc := planner.ProviderConfig{Model: cfg.PlannerModel, BaseURL: cfg.PlannerBaseURL, APIKey: cfg.PlannerAPIKey}
+	switch cfg.Planner {
+	case "":
+		return nil, nil
+	case "gemini":
+		if pc.APIKey == "" {
+			return nil, errors.New("--planner gemini: set GEMINI_API_KEY (docs/PLANNER.md)")
+		}
+		if pc.Model == "" {
+			pc.Model = DefaultGeminiModel
+		}
+		return planner.NewGemini(ctx, pc)
+	case "openai":
+		if pc.Model == "" {
+			return nil, errors.New("--planner openai: name the model with --planner-model (e.g. qwen3:8b on Ollama)")
+		}
+		return planner.NewOpenAI(pc)
+	}
+	return nil, fmt.Errorf("--planner %q: gemini or openai", cfg.Planner)
 }

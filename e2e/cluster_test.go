@@ -186,8 +186,8 @@ func startClusterWith(t testing.TB, agentArgs, agentEnv []string) *cluster {
 // clusterOpts are extra flags for each daemon and environment for agentd.
 // insecure runs both with --allow-insecure-local (no tokens, no TLS).
 type clusterOpts struct {
-	cpArgs, agentArgs, agentEnv []string
-	insecure                    bool
+	cpArgs, agentArgs, agentEnv, cpEnv []string
+	insecure                           bool
 	// host, if set, is a non-loopback address of this machine both daemons
 	// listen on: every listener is then TLS.
 	host string
@@ -236,7 +236,7 @@ func startClusterOpts(t testing.TB, o clusterOpts) *cluster {
 		cpArgs = append(cpArgs, "--allow-insecure-local")
 		auth = []string{"--allow-insecure-local"}
 	}
-	c.cp = startDaemon(t, "controlplane", cpArgs...)
+	c.cp = startDaemonEnv(t, o.cpEnv, "controlplane", cpArgs...)
 	if !o.insecure {
 		c.adminToken = c.waitAdminToken(t)
 	}

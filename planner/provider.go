@@ -65,7 +65,7 @@ type Function struct {
 type Call struct {
 	ID   string
 	Name string
-	Args json.RawMessage
+	Args string
 }
 
 // Result answers a Call: the same ID and Name, and the result as a JSON

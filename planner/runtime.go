@@ -495,7 +495,7 @@ func (r *Runtime) plan(ctx context.Context, rs *runState, c Call) ([]*cpv1.Opera
 	bad := func(code, msg, hint string) map[string]any {
 		return map[string]any{"error_code": code, "recoverable": true, "message": msg, "retry_hint": hint}
 	}
-	if !json.Valid(c.Args) {
+	if !json.Valid([]byte(c.Args)) {
 		return nil, false, bad("SCHEMA_INVALID", fmt.Sprintf("the arguments of %s are not valid JSON", c.Name), "send the arguments as one JSON object that matches the function's parameters")
 	}
 	tools, err := r.tools(ctx, rs)
@@ -513,7 +513,7 @@ func (r *Runtime) plan(ctx context.Context, rs *runState, c Call) ([]*cpv1.Opera
 		return cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE // macros, unknown: the most caution
 	}
 	if c.Name == PlanFunction {
-		ops, atomic, err := planjson.Plan(c.Args, safetyOf)
+		ops, atomic, err := planjson.Plan(json.RawMessage(c.Args), safetyOf)
 		if err != nil {
 			return nil, false, bad("SCHEMA_INVALID", "plan.submit: "+err.Error(), "send {\"operations\": [{\"operation_id\", \"tool_name\", \"args\"}, ...]}")
 		}
@@ -522,7 +522,7 @@ func (r *Runtime) plan(ctx context.Context, rs *runState, c Call) ([]*cpv1.Opera
 	if _, ok := safety[c.Name]; !ok {
 		return nil, false, bad("UNKNOWN_FUNCTION", fmt.Sprintf("there is no function %q", c.Name), "call plan.submit or one of the functions offered, by its exact name")
 	}
-	args, err := planjson.Args(c.Args)
+	args, err := planjson.Args(json.RawMessage(c.Args))
 	if err != nil {
 		return nil, false, bad("SCHEMA_INVALID", err.Error(), "send the arguments as one JSON object")
 	}
@@ -704,10 +704,10 @@ func (r *Runtime) save(rs *runState) error {
 
 // inputHash is the SHA-256 of the call's arguments in RFC 8785 form (of
 // their bytes when they are not JSON): what the audit keeps instead of them.
-func inputHash(args json.RawMessage) string {
+func inputHash(args string) string {
 	var v any
 	b := []byte(args)
-	if json.Unmarshal(args, &v) == nil {
+	if json.Unmarshal(b, &v) == nil {
 		if c, err := jcs.Marshal(v); err == nil {
 			b = c
 		}
@@ -738,9 +738,12 @@ func safeProviderError(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "it did not answer in time"
 	}
-	var se interface{ StatusCode() int }
-	if errors.As(err, &se) {
-		return fmt.Sprintf("HTTP %d", se.StatusCode())
+	var pe *ProviderError
+	switch {
+	case errors.As(err, &pe) && pe.Status != 0:
+		return fmt.Sprintf("%s answered HTTP %d", pe.Provider, pe.Status)
+	case errors.As(err, &pe):
+		return pe.Provider + " could not be reached (the control plane's log has the detail)"
 	}
 	return "see the control plane's log"
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"log/slog"
+	"os"
 
 	"github.com/blendplane/blendplane/cmd/internal/flagenv"
 	"github.com/blendplane/blendplane/controlplane"
@@ -39,7 +40,17 @@ func main() {
 		cfg.TLSHosts = append(cfg.TLSHosts, v)
 		return nil
 	})
+	fs.StringVar(&cfg.Planner, "planner", cfg.Planner, "the planner runtime's model provider (/api/agent/*, PlannerService): gemini (GEMINI_API_KEY) or openai (OPENAI_API_KEY; any OpenAI-compatible endpoint: Ollama, llama.cpp's server, vLLM); empty: none")
+	fs.StringVar(&cfg.PlannerModel, "planner-model", cfg.PlannerModel, "the planner's model, e.g. gemini-2.5-flash, qwen3:8b")
+	fs.StringVar(&cfg.PlannerBaseURL, "planner-base-url", cfg.PlannerBaseURL, "the planner provider's endpoint, e.g. http://127.0.0.1:11434/v1 for Ollama; empty: the provider's own")
+	fs.IntVar(&cfg.PlannerMaxTurns, "planner-max-turns", cfg.PlannerMaxTurns, "model turns per run, 1 to 3")
 	flagenv.Daemon("controlplane", fs, func(ctx context.Context, log *slog.Logger) error {
+		switch cfg.Planner {
+		case "gemini":
+			cfg.PlannerAPIKey = os.Getenv("GEMINI_API_KEY")
+		case "openai":
+			cfg.PlannerAPIKey = os.Getenv("OPENAI_API_KEY")
+		}
 		return controlplane.Run(ctx, cfg, log, nil)
 	})
 }
