@@ -261,6 +261,25 @@ func TestPlannerOpenAI(t *testing.T) {
 		}
 	})
 
+	t.Run("audit per action", func(t *testing.T) {
+		code, out := agentAPI(t, c, tok, "GET", "/api/agent/audit?runId="+waiting["runId"].(string), "")
+		entries := asSlice(out["audit"])
+		if code != 200 || len(entries) != 2 {
+			t.Fatalf("audit of the restarted run: %d %v", code, out)
+		}
+		wait, done := entries[0].(map[string]any), entries[1].(map[string]any)
+		if wait["executionStatus"] != "AWAITING_CONFIRMATION" || wait["policyDecision"] != "require_approval" || wait["approvalId"] == "" ||
+			done["executionStatus"] != "SUCCEEDED" || done["modelName"] != "replay-model" || done["toolName"] != "object.delete" ||
+			!strings.HasPrefix(done["inputHash"].(string), "sha256:") || done["principal"] != "admin" {
+			t.Fatalf("audit entries: %v", entries)
+		}
+		code, all := agentAPI(t, c, tok, "GET", "/api/agent/audit", "")
+		raw, _ := json.Marshal(all)
+		if code != 200 || len(asSlice(all["audit"])) < 10 || strings.Contains(string(raw), "Remove the lamp") || strings.Contains(string(raw), `"Lamp"`) {
+			t.Fatalf("the whole audit (no prompts, no arguments): %d %s", code, raw)
+		}
+	})
+
 	t.Run("auth", func(t *testing.T) {
 		if code, out := agentAPI(t, c, "", "POST", "/api/agent/run", `{"prompt": "hi"}`); code != 401 || out["errorType"] != "AuthError" {
 			t.Fatalf("no token: %d %v", code, out)

@@ -31,6 +31,7 @@ import (
 //	POST /api/agent/approvals/resolve    {"approvalId","decision"} → the run
 //	GET  /api/agent/runs/{runId}         one run
 //	GET  /api/agent/threads/{threadId}   one thread with its messages
+//	GET  /api/agent/audit?runId=         the audit of the caller's actions
 type HTTP struct {
 	api plannerv1.PlannerServiceClient
 }
@@ -48,6 +49,24 @@ func (h *HTTP) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/agent/approvals/resolve", h.resolve)
 	mux.HandleFunc("GET /api/agent/runs/{runId}", h.getRun)
 	mux.HandleFunc("GET /api/agent/threads/{threadId}", h.getThread)
+	mux.HandleFunc("GET /api/agent/audit", h.audit)
+}
+
+// audit lists the audit of the caller's actions (?runId= for one run's).
+func (h *HTTP) audit(w http.ResponseWriter, req *http.Request) {
+	resp, err := h.api.ListActionAudit(outgoing(req), &plannerv1.ListActionAuditRequest{RunId: req.URL.Query().Get("runId")})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	list := []any{}
+	for _, e := range resp.GetEntries() {
+		list = append(list, map[string]any{"time": e.GetTime().AsTime(), "runId": e.GetRunId(), "actionId": e.GetActionId(),
+			"principal": e.GetPrincipal(), "modelName": e.GetModelName(), "toolName": e.GetToolName(), "inputHash": e.GetInputHash(),
+			"policyDecision": e.GetPolicyDecision(), "approvalId": e.GetApprovalId(), "requestId": e.GetRequestId(),
+			"executionStatus": e.GetExecutionStatus(), "errorCode": e.GetErrorCode(), "message": e.GetMessage()})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "audit": list})
 }
 
 const maxBody = 64 << 10

@@ -23,7 +23,6 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -225,7 +224,7 @@ func resting(s plannerv1.Run_State) bool {
 type runState struct {
 	*plannerv1.Run
 	transcript []Message
-	audit      []AuditEntry
+	audit      []*plannerv1.ActionAudit
 	failure    *plannerv1.RunError // the last action's failure, for the end of the turns
 	tools      []*cpv1.ToolDefinition
 }
@@ -598,10 +597,10 @@ func (r *Runtime) finishAction(rs *runState, a *plannerv1.Action, st plannerv1.A
 	rs.audit = append(rs.audit, r.auditOf(rs, a, a.GetErrorMessage()))
 }
 
-func (r *Runtime) auditOf(rs *runState, a *plannerv1.Action, msg string) AuditEntry {
-	return AuditEntry{Time: time.Now().UTC(), RunID: rs.GetRunId(), ActionID: a.GetActionId(), Principal: rs.GetPrincipal(), ModelName: rs.GetModel(),
-		ToolName: a.GetTool(), InputHash: a.GetInputHash(), PolicyDecision: a.GetPolicyDecision(), ApprovalID: a.GetApprovalId(),
-		RequestID: a.GetRequestId(), ExecutionStatus: executionOf(a), ErrorCode: a.GetErrorCode(), Message: msg}
+func (r *Runtime) auditOf(rs *runState, a *plannerv1.Action, msg string) *plannerv1.ActionAudit {
+	return &plannerv1.ActionAudit{Time: timestamppb.Now(), RunId: rs.GetRunId(), ActionId: a.GetActionId(), Principal: rs.GetPrincipal(), ModelName: rs.GetModel(),
+		ToolName: a.GetTool(), InputHash: a.GetInputHash(), PolicyDecision: a.GetPolicyDecision(), ApprovalId: a.GetApprovalId(),
+		RequestId: a.GetRequestId(), ExecutionStatus: executionOf(a), ErrorCode: a.GetErrorCode(), Message: msg}
 }
 
 func executionOf(a *plannerv1.Action) string {

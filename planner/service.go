@@ -157,6 +157,17 @@ func (s *Service) ResolveApproval(ctx context.Context, req *plannerv1.ResolveApp
 	return &plannerv1.ResolveApprovalResponse{Run: run}, nil
 }
 
+func (s *Service) ListActionAudit(ctx context.Context, req *plannerv1.ListActionAuditRequest) (*plannerv1.ListActionAuditResponse, error) {
+	who := s.rt.opts.Caller(ctx)
+	entries, err := s.rt.st.audit(func(e *plannerv1.ActionAudit) bool {
+		return e.GetPrincipal() == who && (req.GetRunId() == "" || e.GetRunId() == req.GetRunId())
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &plannerv1.ListActionAuditResponse{Entries: entries}, nil
+}
+
 // ownRun is one of the caller's runs.
 func (r *Runtime) ownRun(ctx context.Context, id string) (*plannerv1.Run, error) {
 	run, _, err := r.st.run(id)

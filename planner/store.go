@@ -23,7 +23,7 @@ var (
 	bucketRuns        = []byte("runs")
 	bucketTranscripts = []byte("transcripts")
 	bucketApprovals   = []byte("approvals") // approval id → run id
-	bucketAudit       = []byte("audit")     // sequence → AuditEntry (JSON), never rewritten
+	bucketAudit       = []byte("audit")     // sequence → ActionAudit, never rewritten
 )
 
 var errNotFound = errors.New("not found")
@@ -119,7 +119,7 @@ func (s *store) run(id string) (r *plannerv1.Run, transcript []Message, err erro
 
 // putRun writes a run, its transcript, the index of its approvals and the
 // audit entries of actions that changed, in one transaction.
-func (s *store) putRun(r *plannerv1.Run, transcript []Message, audit []AuditEntry) error {
+func (s *store) putRun(r *plannerv1.Run, transcript []Message, audit []*plannerv1.ActionAudit) error {
 	tb, err := json.Marshal(transcript)
 	if err != nil {
 		return err
@@ -141,11 +141,7 @@ func (s *store) putRun(r *plannerv1.Run, transcript []Message, audit []AuditEntr
 		ab := tx.Bucket(bucketAudit)
 		for _, e := range audit {
 			seq, _ := ab.NextSequence()
-			v, err := json.Marshal(e)
-			if err != nil {
-				return err
-			}
-			if err := ab.Put(binary.BigEndian.AppendUint64(nil, seq), v); err != nil {
+			if err := put(tx, bucketAudit, string(binary.BigEndian.AppendUint64(nil, seq)), e); err != nil {
 				return err
 			}
 		}
@@ -179,36 +175,20 @@ func (s *store) runs(f func(*plannerv1.Run) error) error {
 	})
 }
 
-// audit returns the audit entries, oldest first.
-func (s *store) audit() ([]AuditEntry, error) {
-	var out []AuditEntry
+// audit returns the audit entries that keep, oldest first.
+func (s *store) audit(keep func(*plannerv1.ActionAudit) bool) ([]*plannerv1.ActionAudit, error) {
+	var out []*plannerv1.ActionAudit
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketAudit).ForEach(func(_, v []byte) error {
-			var e AuditEntry
-			if err := json.Unmarshal(v, &e); err != nil {
+			e := &plannerv1.ActionAudit{}
+			if err := proto.Unmarshal(v, e); err != nil {
 				return err
 			}
-			out = append(out, e)
+			if keep(e) {
+				out = append(out, e)
+			}
 			return nil
 		})
 	})
 	return out, err
-}
-
-// AuditEntry is seed 002's audit of one action's step: what the model
-// called and what became of it; never the prompt or the arguments.
-type AuditEntry struct {
-	Time            time.Time `json:"time"`
-	RunID           string    `json:"runId"`
-	ActionID        string    `json:"actionId"`
-	Principal       string    `json:"principal"`
-	ModelName       string    `json:"modelName"`
-	ToolName        string    `json:"toolName"`
-	InputHash       string    `json:"inputHash"`
-	PolicyDecision  string    `json:"policyDecision,omitempty"`
-	ApprovalID      string    `json:"approvalId,omitempty"`
-	RequestID       string    `json:"requestId,omitempty"`
-	ExecutionStatus string    `json:"executionStatus"`
-	ErrorCode       string    `json:"errorCode,omitempty"`
-	Message         string    `json:"message,omitempty"`
 }

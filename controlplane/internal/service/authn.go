@@ -47,6 +47,7 @@ var methodScopes = map[string]string{
 	plannerv1.PlannerService_GetThread_FullMethodName:            auth.ScopePlans,
 	plannerv1.PlannerService_ListPendingApprovals_FullMethodName: auth.ScopePlans,
 	plannerv1.PlannerService_ResolveApproval_FullMethodName:      auth.ScopeApprove,
+	plannerv1.PlannerService_ListActionAudit_FullMethodName:      auth.ScopePlans,
 }
 
 // CallerName is the name of the principal an authenticated call runs as

@@ -1550,6 +1550,239 @@ func (x *ResolveApprovalResponse) GetRun() *Run {
 	return nil
 }
 
+type ListActionAuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only the entries of this run.
+	RunId         string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListActionAuditRequest) Reset() {
+	*x = ListActionAuditRequest{}
+	mi := &file_blendplane_planner_v1_planner_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListActionAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListActionAuditRequest) ProtoMessage() {}
+
+func (x *ListActionAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_planner_v1_planner_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListActionAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListActionAuditRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_planner_v1_planner_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListActionAuditRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+type ListActionAuditResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*ActionAudit         `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListActionAuditResponse) Reset() {
+	*x = ListActionAuditResponse{}
+	mi := &file_blendplane_planner_v1_planner_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListActionAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListActionAuditResponse) ProtoMessage() {}
+
+func (x *ListActionAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_planner_v1_planner_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListActionAuditResponse.ProtoReflect.Descriptor instead.
+func (*ListActionAuditResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_planner_v1_planner_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListActionAuditResponse) GetEntries() []*ActionAudit {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// ActionAudit is one immutable audit entry: an action that rested
+// (awaiting confirmation) or ended.
+type ActionAudit struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Time      *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	RunId     string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	ActionId  string                 `protobuf:"bytes,3,opt,name=action_id,json=actionId,proto3" json:"action_id,omitempty"`
+	Principal string                 `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
+	ModelName string                 `protobuf:"bytes,5,opt,name=model_name,json=modelName,proto3" json:"model_name,omitempty"`
+	ToolName  string                 `protobuf:"bytes,6,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// SHA-256 of the arguments in RFC 8785 form.
+	InputHash       string `protobuf:"bytes,7,opt,name=input_hash,json=inputHash,proto3" json:"input_hash,omitempty"`
+	PolicyDecision  string `protobuf:"bytes,8,opt,name=policy_decision,json=policyDecision,proto3" json:"policy_decision,omitempty"`
+	ApprovalId      string `protobuf:"bytes,9,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	RequestId       string `protobuf:"bytes,10,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	ExecutionStatus string `protobuf:"bytes,11,opt,name=execution_status,json=executionStatus,proto3" json:"execution_status,omitempty"`
+	ErrorCode       string `protobuf:"bytes,12,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	// The control plane's message (safe to show).
+	Message       string `protobuf:"bytes,13,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActionAudit) Reset() {
+	*x = ActionAudit{}
+	mi := &file_blendplane_planner_v1_planner_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActionAudit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActionAudit) ProtoMessage() {}
+
+func (x *ActionAudit) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_planner_v1_planner_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActionAudit.ProtoReflect.Descriptor instead.
+func (*ActionAudit) Descriptor() ([]byte, []int) {
+	return file_blendplane_planner_v1_planner_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ActionAudit) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *ActionAudit) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ActionAudit) GetActionId() string {
+	if x != nil {
+		return x.ActionId
+	}
+	return ""
+}
+
+func (x *ActionAudit) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *ActionAudit) GetModelName() string {
+	if x != nil {
+		return x.ModelName
+	}
+	return ""
+}
+
+func (x *ActionAudit) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *ActionAudit) GetInputHash() string {
+	if x != nil {
+		return x.InputHash
+	}
+	return ""
+}
+
+func (x *ActionAudit) GetPolicyDecision() string {
+	if x != nil {
+		return x.PolicyDecision
+	}
+	return ""
+}
+
+func (x *ActionAudit) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *ActionAudit) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ActionAudit) GetExecutionStatus() string {
+	if x != nil {
+		return x.ExecutionStatus
+	}
+	return ""
+}
+
+func (x *ActionAudit) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
+}
+
+func (x *ActionAudit) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_blendplane_planner_v1_planner_proto protoreflect.FileDescriptor
 
 const file_blendplane_planner_v1_planner_proto_rawDesc = "" +
@@ -1690,14 +1923,39 @@ const file_blendplane_planner_v1_planner_proto_rawDesc = "" +
 	"\bdecision\x18\x02 \x01(\x0e2$.blendplane.controlplane.v1.DecisionB\n" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\bdecision\"G\n" +
 	"\x17ResolveApprovalResponse\x12,\n" +
-	"\x03run\x18\x01 \x01(\v2\x1a.blendplane.planner.v1.RunR\x03run2\xea\x04\n" +
+	"\x03run\x18\x01 \x01(\v2\x1a.blendplane.planner.v1.RunR\x03run\"S\n" +
+	"\x16ListActionAuditRequest\x129\n" +
+	"\x06run_id\x18\x01 \x01(\tB\"\xbaH\x1fr\x1d2\x1b^([a-zA-Z0-9_.:-]{1,128})?$R\x05runId\"W\n" +
+	"\x17ListActionAuditResponse\x12<\n" +
+	"\aentries\x18\x01 \x03(\v2\".blendplane.planner.v1.ActionAuditR\aentries\"\xb7\x03\n" +
+	"\vActionAudit\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1b\n" +
+	"\taction_id\x18\x03 \x01(\tR\bactionId\x12\x1c\n" +
+	"\tprincipal\x18\x04 \x01(\tR\tprincipal\x12\x1d\n" +
+	"\n" +
+	"model_name\x18\x05 \x01(\tR\tmodelName\x12\x1b\n" +
+	"\ttool_name\x18\x06 \x01(\tR\btoolName\x12\x1d\n" +
+	"\n" +
+	"input_hash\x18\a \x01(\tR\tinputHash\x12'\n" +
+	"\x0fpolicy_decision\x18\b \x01(\tR\x0epolicyDecision\x12\x1f\n" +
+	"\vapproval_id\x18\t \x01(\tR\n" +
+	"approvalId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\n" +
+	" \x01(\tR\trequestId\x12)\n" +
+	"\x10execution_status\x18\v \x01(\tR\x0fexecutionStatus\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\f \x01(\tR\terrorCode\x12\x18\n" +
+	"\amessage\x18\r \x01(\tR\amessage2\xdc\x05\n" +
 	"\x0ePlannerService\x12L\n" +
 	"\x03Run\x12!.blendplane.planner.v1.RunRequest\x1a\".blendplane.planner.v1.RunResponse\x12`\n" +
 	"\tStreamRun\x12'.blendplane.planner.v1.StreamRunRequest\x1a(.blendplane.planner.v1.StreamRunResponse0\x01\x12U\n" +
 	"\x06GetRun\x12$.blendplane.planner.v1.GetRunRequest\x1a%.blendplane.planner.v1.GetRunResponse\x12^\n" +
 	"\tGetThread\x12'.blendplane.planner.v1.GetThreadRequest\x1a(.blendplane.planner.v1.GetThreadResponse\x12\x7f\n" +
 	"\x14ListPendingApprovals\x122.blendplane.planner.v1.ListPendingApprovalsRequest\x1a3.blendplane.planner.v1.ListPendingApprovalsResponse\x12p\n" +
-	"\x0fResolveApproval\x12-.blendplane.planner.v1.ResolveApprovalRequest\x1a..blendplane.planner.v1.ResolveApprovalResponseBFZDgithub.com/blendplane/blendplane/gen/blendplane/planner/v1;plannerv1b\x06proto3"
+	"\x0fResolveApproval\x12-.blendplane.planner.v1.ResolveApprovalRequest\x1a..blendplane.planner.v1.ResolveApprovalResponse\x12p\n" +
+	"\x0fListActionAudit\x12-.blendplane.planner.v1.ListActionAuditRequest\x1a..blendplane.planner.v1.ListActionAuditResponseBFZDgithub.com/blendplane/blendplane/gen/blendplane/planner/v1;plannerv1b\x06proto3"
 
 var (
 	file_blendplane_planner_v1_planner_proto_rawDescOnce sync.Once
@@ -1712,7 +1970,7 @@ func file_blendplane_planner_v1_planner_proto_rawDescGZIP() []byte {
 }
 
 var file_blendplane_planner_v1_planner_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_blendplane_planner_v1_planner_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_blendplane_planner_v1_planner_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_blendplane_planner_v1_planner_proto_goTypes = []any{
 	(Run_State)(0),                       // 0: blendplane.planner.v1.Run.State
 	(Action_State)(0),                    // 1: blendplane.planner.v1.Action.State
@@ -1737,20 +1995,23 @@ var file_blendplane_planner_v1_planner_proto_goTypes = []any{
 	(*PendingApproval)(nil),              // 20: blendplane.planner.v1.PendingApproval
 	(*ResolveApprovalRequest)(nil),       // 21: blendplane.planner.v1.ResolveApprovalRequest
 	(*ResolveApprovalResponse)(nil),      // 22: blendplane.planner.v1.ResolveApprovalResponse
-	(*timestamppb.Timestamp)(nil),        // 23: google.protobuf.Timestamp
-	(*v1.Approval)(nil),                  // 24: blendplane.controlplane.v1.Approval
-	(v1.Decision)(0),                     // 25: blendplane.controlplane.v1.Decision
+	(*ListActionAuditRequest)(nil),       // 23: blendplane.planner.v1.ListActionAuditRequest
+	(*ListActionAuditResponse)(nil),      // 24: blendplane.planner.v1.ListActionAuditResponse
+	(*ActionAudit)(nil),                  // 25: blendplane.planner.v1.ActionAudit
+	(*timestamppb.Timestamp)(nil),        // 26: google.protobuf.Timestamp
+	(*v1.Approval)(nil),                  // 27: blendplane.controlplane.v1.Approval
+	(v1.Decision)(0),                     // 28: blendplane.controlplane.v1.Decision
 }
 var file_blendplane_planner_v1_planner_proto_depIdxs = []int32{
 	7,  // 0: blendplane.planner.v1.RunResponse.run:type_name -> blendplane.planner.v1.Run
 	0,  // 1: blendplane.planner.v1.Run.state:type_name -> blendplane.planner.v1.Run.State
 	8,  // 2: blendplane.planner.v1.Run.actions:type_name -> blendplane.planner.v1.Action
 	9,  // 3: blendplane.planner.v1.Run.error:type_name -> blendplane.planner.v1.RunError
-	23, // 4: blendplane.planner.v1.Run.create_time:type_name -> google.protobuf.Timestamp
-	23, // 5: blendplane.planner.v1.Run.update_time:type_name -> google.protobuf.Timestamp
+	26, // 4: blendplane.planner.v1.Run.create_time:type_name -> google.protobuf.Timestamp
+	26, // 5: blendplane.planner.v1.Run.update_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: blendplane.planner.v1.Action.state:type_name -> blendplane.planner.v1.Action.State
-	23, // 7: blendplane.planner.v1.Action.create_time:type_name -> google.protobuf.Timestamp
-	23, // 8: blendplane.planner.v1.Action.update_time:type_name -> google.protobuf.Timestamp
+	26, // 7: blendplane.planner.v1.Action.create_time:type_name -> google.protobuf.Timestamp
+	26, // 8: blendplane.planner.v1.Action.update_time:type_name -> google.protobuf.Timestamp
 	2,  // 9: blendplane.planner.v1.RunError.type:type_name -> blendplane.planner.v1.RunError.Type
 	11, // 10: blendplane.planner.v1.StreamRunResponse.status:type_name -> blendplane.planner.v1.StatusEvent
 	7,  // 11: blendplane.planner.v1.StreamRunResponse.result:type_name -> blendplane.planner.v1.Run
@@ -1759,30 +2020,34 @@ var file_blendplane_planner_v1_planner_proto_depIdxs = []int32{
 	7,  // 14: blendplane.planner.v1.GetRunResponse.run:type_name -> blendplane.planner.v1.Run
 	16, // 15: blendplane.planner.v1.GetThreadResponse.thread:type_name -> blendplane.planner.v1.Thread
 	17, // 16: blendplane.planner.v1.Thread.messages:type_name -> blendplane.planner.v1.ThreadMessage
-	23, // 17: blendplane.planner.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
+	26, // 17: blendplane.planner.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
 	3,  // 18: blendplane.planner.v1.ThreadMessage.role:type_name -> blendplane.planner.v1.ThreadMessage.Role
-	23, // 19: blendplane.planner.v1.ThreadMessage.create_time:type_name -> google.protobuf.Timestamp
+	26, // 19: blendplane.planner.v1.ThreadMessage.create_time:type_name -> google.protobuf.Timestamp
 	20, // 20: blendplane.planner.v1.ListPendingApprovalsResponse.approvals:type_name -> blendplane.planner.v1.PendingApproval
-	24, // 21: blendplane.planner.v1.PendingApproval.approval:type_name -> blendplane.controlplane.v1.Approval
-	25, // 22: blendplane.planner.v1.ResolveApprovalRequest.decision:type_name -> blendplane.controlplane.v1.Decision
+	27, // 21: blendplane.planner.v1.PendingApproval.approval:type_name -> blendplane.controlplane.v1.Approval
+	28, // 22: blendplane.planner.v1.ResolveApprovalRequest.decision:type_name -> blendplane.controlplane.v1.Decision
 	7,  // 23: blendplane.planner.v1.ResolveApprovalResponse.run:type_name -> blendplane.planner.v1.Run
-	4,  // 24: blendplane.planner.v1.PlannerService.Run:input_type -> blendplane.planner.v1.RunRequest
-	6,  // 25: blendplane.planner.v1.PlannerService.StreamRun:input_type -> blendplane.planner.v1.StreamRunRequest
-	12, // 26: blendplane.planner.v1.PlannerService.GetRun:input_type -> blendplane.planner.v1.GetRunRequest
-	14, // 27: blendplane.planner.v1.PlannerService.GetThread:input_type -> blendplane.planner.v1.GetThreadRequest
-	18, // 28: blendplane.planner.v1.PlannerService.ListPendingApprovals:input_type -> blendplane.planner.v1.ListPendingApprovalsRequest
-	21, // 29: blendplane.planner.v1.PlannerService.ResolveApproval:input_type -> blendplane.planner.v1.ResolveApprovalRequest
-	5,  // 30: blendplane.planner.v1.PlannerService.Run:output_type -> blendplane.planner.v1.RunResponse
-	10, // 31: blendplane.planner.v1.PlannerService.StreamRun:output_type -> blendplane.planner.v1.StreamRunResponse
-	13, // 32: blendplane.planner.v1.PlannerService.GetRun:output_type -> blendplane.planner.v1.GetRunResponse
-	15, // 33: blendplane.planner.v1.PlannerService.GetThread:output_type -> blendplane.planner.v1.GetThreadResponse
-	19, // 34: blendplane.planner.v1.PlannerService.ListPendingApprovals:output_type -> blendplane.planner.v1.ListPendingApprovalsResponse
-	22, // 35: blendplane.planner.v1.PlannerService.ResolveApproval:output_type -> blendplane.planner.v1.ResolveApprovalResponse
-	30, // [30:36] is the sub-list for method output_type
-	24, // [24:30] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	25, // 24: blendplane.planner.v1.ListActionAuditResponse.entries:type_name -> blendplane.planner.v1.ActionAudit
+	26, // 25: blendplane.planner.v1.ActionAudit.time:type_name -> google.protobuf.Timestamp
+	4,  // 26: blendplane.planner.v1.PlannerService.Run:input_type -> blendplane.planner.v1.RunRequest
+	6,  // 27: blendplane.planner.v1.PlannerService.StreamRun:input_type -> blendplane.planner.v1.StreamRunRequest
+	12, // 28: blendplane.planner.v1.PlannerService.GetRun:input_type -> blendplane.planner.v1.GetRunRequest
+	14, // 29: blendplane.planner.v1.PlannerService.GetThread:input_type -> blendplane.planner.v1.GetThreadRequest
+	18, // 30: blendplane.planner.v1.PlannerService.ListPendingApprovals:input_type -> blendplane.planner.v1.ListPendingApprovalsRequest
+	21, // 31: blendplane.planner.v1.PlannerService.ResolveApproval:input_type -> blendplane.planner.v1.ResolveApprovalRequest
+	23, // 32: blendplane.planner.v1.PlannerService.ListActionAudit:input_type -> blendplane.planner.v1.ListActionAuditRequest
+	5,  // 33: blendplane.planner.v1.PlannerService.Run:output_type -> blendplane.planner.v1.RunResponse
+	10, // 34: blendplane.planner.v1.PlannerService.StreamRun:output_type -> blendplane.planner.v1.StreamRunResponse
+	13, // 35: blendplane.planner.v1.PlannerService.GetRun:output_type -> blendplane.planner.v1.GetRunResponse
+	15, // 36: blendplane.planner.v1.PlannerService.GetThread:output_type -> blendplane.planner.v1.GetThreadResponse
+	19, // 37: blendplane.planner.v1.PlannerService.ListPendingApprovals:output_type -> blendplane.planner.v1.ListPendingApprovalsResponse
+	22, // 38: blendplane.planner.v1.PlannerService.ResolveApproval:output_type -> blendplane.planner.v1.ResolveApprovalResponse
+	24, // 39: blendplane.planner.v1.PlannerService.ListActionAudit:output_type -> blendplane.planner.v1.ListActionAuditResponse
+	33, // [33:40] is the sub-list for method output_type
+	26, // [26:33] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_planner_v1_planner_proto_init() }
@@ -1802,7 +2067,7 @@ func file_blendplane_planner_v1_planner_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_planner_v1_planner_proto_rawDesc), len(file_blendplane_planner_v1_planner_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	PlannerService_GetThread_FullMethodName            = "/blendplane.planner.v1.PlannerService/GetThread"
 	PlannerService_ListPendingApprovals_FullMethodName = "/blendplane.planner.v1.PlannerService/ListPendingApprovals"
 	PlannerService_ResolveApproval_FullMethodName      = "/blendplane.planner.v1.PlannerService/ResolveApproval"
+	PlannerService_ListActionAudit_FullMethodName      = "/blendplane.planner.v1.PlannerService/ListActionAudit"
 )
 
 // PlannerServiceClient is the client API for PlannerService service.
@@ -56,6 +57,9 @@ type PlannerServiceClient interface {
 	// ResolveApproval: the approve scope) and returns its run once it rests
 	// again: completed, failed, or waiting for another approval.
 	ResolveApproval(ctx context.Context, in *ResolveApprovalRequest, opts ...grpc.CallOption) (*ResolveApprovalResponse, error)
+	// ListActionAudit lists the audit of the caller's actions (seed 002
+	// section 9), oldest first: never the prompts or the arguments.
+	ListActionAudit(ctx context.Context, in *ListActionAuditRequest, opts ...grpc.CallOption) (*ListActionAuditResponse, error)
 }
 
 type plannerServiceClient struct {
@@ -135,6 +139,16 @@ func (c *plannerServiceClient) ResolveApproval(ctx context.Context, in *ResolveA
 	return out, nil
 }
 
+func (c *plannerServiceClient) ListActionAudit(ctx context.Context, in *ListActionAuditRequest, opts ...grpc.CallOption) (*ListActionAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListActionAuditResponse)
+	err := c.cc.Invoke(ctx, PlannerService_ListActionAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PlannerServiceServer is the server API for PlannerService service.
 // All implementations must embed UnimplementedPlannerServiceServer
 // for forward compatibility.
@@ -164,6 +178,9 @@ type PlannerServiceServer interface {
 	// ResolveApproval: the approve scope) and returns its run once it rests
 	// again: completed, failed, or waiting for another approval.
 	ResolveApproval(context.Context, *ResolveApprovalRequest) (*ResolveApprovalResponse, error)
+	// ListActionAudit lists the audit of the caller's actions (seed 002
+	// section 9), oldest first: never the prompts or the arguments.
+	ListActionAudit(context.Context, *ListActionAuditRequest) (*ListActionAuditResponse, error)
 	mustEmbedUnimplementedPlannerServiceServer()
 }
 
@@ -191,6 +208,9 @@ func (UnimplementedPlannerServiceServer) ListPendingApprovals(context.Context, *
 }
 func (UnimplementedPlannerServiceServer) ResolveApproval(context.Context, *ResolveApprovalRequest) (*ResolveApprovalResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveApproval not implemented")
+}
+func (UnimplementedPlannerServiceServer) ListActionAudit(context.Context, *ListActionAuditRequest) (*ListActionAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListActionAudit not implemented")
 }
 func (UnimplementedPlannerServiceServer) mustEmbedUnimplementedPlannerServiceServer() {}
 func (UnimplementedPlannerServiceServer) testEmbeddedByValue()                        {}
@@ -314,6 +334,24 @@ func _PlannerService_ResolveApproval_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PlannerService_ListActionAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListActionAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlannerServiceServer).ListActionAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlannerService_ListActionAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlannerServiceServer).ListActionAudit(ctx, req.(*ListActionAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PlannerService_ServiceDesc is the grpc.ServiceDesc for PlannerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -340,6 +378,10 @@ var PlannerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResolveApproval",
 			Handler:    _PlannerService_ResolveApproval_Handler,
+		},
+		{
+			MethodName: "ListActionAudit",
+			Handler:    _PlannerService_ListActionAudit_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
