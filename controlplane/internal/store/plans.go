@@ -185,6 +185,7 @@ func (s *Store) ActivePlans() ([]PlanRef, error) {
 // active queue. The session's scene hash follows the receipts. Watchers of
 // the plan are woken after the commit.
 func (s *Store) Commit(ref PlanRef, plan *cpv1.Plan, receipts []*cpv1.Receipt) error {
+	size := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b, err := planBucket(tx, ref)
 		if err != nil {
@@ -205,9 +206,14 @@ func (s *Store) Commit(ref PlanRef, plan *cpv1.Plan, receipts []*cpv1.Receipt) e
 			if uint64(r.GetSequence()) != next {
 				return fmt.Errorf("plan %s: receipt sequence %d, want %d", ref, r.GetSequence(), next)
 			}
-			if err := putProto(rb, u64(next), r); err != nil {
+			raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+			if err != nil {
+				return fmt.Errorf("encode receipt %d: %w", next, err)
+			}
+			if err := rb.Put(u64(next), raw); err != nil {
 				return err
 			}
+			size += len(raw)
 			if err := appendAudit(tx, ref, plan.GetSessionId(), r, pol); err != nil {
 				return err
 			}
@@ -234,6 +240,9 @@ func (s *Store) Commit(ref PlanRef, plan *cpv1.Plan, receipts []*cpv1.Receipt) e
 		return touchSession(tx, plan.GetSessionId(), 0, active, sceneHash)
 	})
 	if err == nil {
+		if len(receipts) > 0 {
+			s.keepTail(ref, receipts, size)
+		}
 		s.wake(ref)
 	}
 	return err
@@ -244,6 +253,13 @@ func (s *Store) Receipts(ref PlanRef, from int64, limit int) ([]*cpv1.Receipt, e
 	if from < 1 {
 		from = 1
 	}
+	if out, ok := s.fromTail(ref, from, limit); ok {
+		return out, nil
+	}
+	return s.readReceipts(ref, from, limit)
+}
+
+func (s *Store) readReceipts(ref PlanRef, from int64, limit int) ([]*cpv1.Receipt, error) {
 	var out []*cpv1.Receipt
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b, err := planBucket(tx, ref)

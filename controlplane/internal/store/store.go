@@ -140,9 +140,11 @@ var (
 type Store struct {
 	db *bolt.DB
 
-	mu       sync.Mutex
-	watchers map[PlanRef]chan struct{}
-	progress map[PlanRef]*cpv1.Progress // live only
+	mu        sync.Mutex
+	watchers  map[PlanRef]chan struct{}
+	progress  map[PlanRef]*cpv1.Progress // live only
+	tails     map[PlanRef]tail           // see tail.go
+	tailBytes int
 }
 
 // Open opens (creating if needed) the database at path and migrates it.
@@ -151,7 +153,8 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s := &Store{db: db, watchers: map[PlanRef]chan struct{}{}, progress: map[PlanRef]*cpv1.Progress{}}
+	s := &Store{db: db, watchers: map[PlanRef]chan struct{}{}, progress: map[PlanRef]*cpv1.Progress{},
+		tails: map[PlanRef]tail{}}
 	if err := migrate(db); err != nil {
 		db.Close()
 		return nil, err

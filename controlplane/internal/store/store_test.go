@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -511,4 +513,83 @@ func TestTokens(t *testing.T) {
 	if fmt.Sprint(names) != "[alice bob carol]" {
 		t.Fatalf("tokens %v", names)
 	}
+}
+
+// The in-memory tail of the newest commit answers exactly what the
+// database does, for every cursor, while tails are evicted under the
+// memory budget.
+func TestReceiptsTailMatchesDatabase(t *testing.T) {
+	s, _ := openTest(t)
+	if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", tailBudget/40) // twenty plans of these overflow the budget
+	var refs []PlanRef
+	for p := range 20 {
+		ref := PlanRef{"alice", fmt.Sprintf("r%d", p)}
+		refs = append(refs, ref)
+		if _, err := s.CreatePlan(testPlan("alice", ref.RequestID)); err != nil {
+			t.Fatal(err)
+		}
+		plan, _ := s.Plan(ref)
+		seq := int64(0)
+		for batch := range 3 {
+			var rs []*cpv1.Receipt
+			for range batch + 1 {
+				seq++
+				rs = append(rs, &cpv1.Receipt{Sequence: seq, OperationId: fmt.Sprintf("op%d", seq), McpCallId: big})
+			}
+			if err := s.Commit(ref, plan, rs); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if s.tailBytes > tailBudget || len(s.tails) == 0 || len(s.tails) == len(refs) {
+		t.Fatalf("tails: %d plans, %d bytes (budget %d)", len(s.tails), s.tailBytes, tailBudget)
+	}
+	served := 0
+	for _, ref := range refs {
+		if _, ok := s.fromTail(ref, 4, 10); ok {
+			served++
+		}
+		for from := int64(0); from <= 7; from++ {
+			for _, limit := range []int{1, 2, 10} {
+				want, err := s.readReceipts(ref, from, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := s.Receipts(ref, from, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(seqs(got), seqs(want)) || len(want) != min(limit, max(0, 7-int(max(from, 1)))) {
+					t.Fatalf("%s from %d limit %d: got %v, the database has %v", ref, from, limit, seqs(got), seqs(want))
+				}
+			}
+		}
+	}
+	if served != len(s.tails) {
+		t.Fatalf("%d plans served from %d tails", served, len(s.tails))
+	}
+	// A commit whose receipts are over the per-batch bound drops the plan's tail.
+	ref := refs[len(refs)-1]
+	plan, _ := s.Plan(ref)
+	huge := strings.Repeat("y", tailBudget/4)
+	if err := s.Commit(ref, plan, []*cpv1.Receipt{{Sequence: 7, McpCallId: huge}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.tails[ref]; ok {
+		t.Fatal("an over-sized batch was kept in memory")
+	}
+	if got, _ := s.Receipts(ref, 6, 10); !slices.Equal(seqs(got), []int64{6, 7}) {
+		t.Fatalf("after the big commit: %v", seqs(got))
+	}
+}
+
+func seqs(rs []*cpv1.Receipt) []int64 {
+	out := make([]int64, len(rs))
+	for i, r := range rs {
+		out[i] = r.GetSequence()
+	}
+	return out
 }
