@@ -77,7 +77,10 @@ type Config struct {
 	AgentRetryWindow time.Duration
 	// OpenSessionTimeout bounds opening a session on an agent.
 	OpenSessionTimeout time.Duration
-	// AgentForgetAfter drops an agent silent this long from the fleet.
+	// AgentLostAfter marks an agent silent this long LOST (0: never).
+	AgentLostAfter time.Duration
+	// AgentForgetAfter drops an agent silent this long from the fleet,
+	// unless it holds sessions.
 	AgentForgetAfter time.Duration
 	// PolicyFile is the policy (YAML or JSON, package policy); empty: the
 	// defaults (destructive and unsafe_ops operations need approval).
@@ -131,6 +134,7 @@ func Defaults() Config {
 		ToolTimeBudget:       5 * time.Minute,
 		AgentRetryWindow:     2 * time.Minute,
 		OpenSessionTimeout:   30 * time.Second,
+		AgentLostAfter:       2 * time.Minute,
 		AgentForgetAfter:     10 * time.Minute,
 		LessonMaxAge:         10 * time.Minute,
 		PlannerMaxTurns:      3,
@@ -205,7 +209,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 
-	fl := fleet.New(cfg.Heartbeat, agentCreds, grpc.WithDefaultCallOptions(
+	fl := fleet.New(cfg.Heartbeat, cfg.AgentLostAfter, agentCreds, grpc.WithDefaultCallOptions(
 		grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))
 	defer fl.Close()
 	a := app.New(app.Config{

@@ -90,22 +90,26 @@ func (a *App) RegisterAgent(ctx context.Context, who Principal, req *cpv1.Regist
 	return resp, nil
 }
 
-// Agents lists the registered agents with their state, by id, a page at a
-// time.
+// Agents lists the known agents with their state and the sessions placed
+// on them, by id, a page at a time.
 func (a *App) Agents(ctx context.Context, size int32, token string) ([]*cpv1.Agent, string, error) {
 	after, err := decodeNamePageToken(token, "agents")
 	if err != nil {
 		return nil, "", badPageToken(err)
 	}
-	all := a.fleet.List()
+	held, err := a.store.SessionsByAgent()
+	if err != nil {
+		return nil, "", err
+	}
 	var out []*cpv1.Agent
-	for _, ag := range all {
+	for _, ag := range a.fleet.List() {
 		if ag.GetAgentId() <= after {
 			continue
 		}
 		if len(out) == pageSize(size) {
 			return out, encodeNamePageToken("agents", out[len(out)-1].GetAgentId()), nil
 		}
+		ag.SessionIds = held[ag.GetAgentId()]
 		out = append(out, ag)
 	}
 	return out, "", nil

@@ -86,6 +86,13 @@ func New(cfg Config, st *store.Store, blobs *blob.Store, fl *fleet.Fleet, ca *au
 // of pending approvals, and starts releasing closed sessions on their
 // agents.
 func (a *App) Start() error {
+	held, err := a.store.SessionsByAgent()
+	if err != nil {
+		return err
+	}
+	for id := range held {
+		a.fleet.Known(id) // silent until it registers again
+	}
 	if err := a.exec.Resume(); err != nil {
 		return err
 	}

@@ -208,7 +208,13 @@ func (a *App) releaseLoop(ctx context.Context) {
 			a.release(ctx, id)
 		}
 		if a.cfg.AgentForgetAfter > 0 {
-			for _, id := range a.fleet.Forget(a.cfg.AgentForgetAfter) {
+			// An agent that holds sessions stays listed, LOST, until they
+			// are closed or placed elsewhere.
+			held, err := a.store.SessionsByAgent()
+			if err != nil {
+				a.log.Warn("listing sessions by agent", "err", err)
+			}
+			for _, id := range a.fleet.Forget(a.cfg.AgentForgetAfter, func(id string) bool { return err != nil || len(held[id]) > 0 }) {
 				a.log.Info("agent forgotten after missing its heartbeats", "agent_id", id, "after", a.cfg.AgentForgetAfter)
 			}
 		}

@@ -26,7 +26,7 @@ func newTestApp(t *testing.T) *App {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	fl := fleet.New(time.Second, nil)
+	fl := fleet.New(time.Second, 0, nil)
 	t.Cleanup(fl.Close)
 	return New(Config{}, st, nil, fl, nil, executor.Config{}, slog.New(slog.DiscardHandler))
 }

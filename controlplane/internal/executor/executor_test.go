@@ -21,7 +21,7 @@ func TestCancelOfAnEndedPlanLeavesNoMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	e := New(Config{OperationTimeout: time.Minute, AgentRetryWindow: time.Second}, st, fleet.New(time.Second, nil), nil, slog.New(slog.DiscardHandler))
+	e := New(Config{OperationTimeout: time.Minute, AgentRetryWindow: time.Second}, st, fleet.New(time.Second, 0, nil), nil, slog.New(slog.DiscardHandler))
 	defer e.Stop()
 	for i, state := range []cpv1.Plan_State{cpv1.Plan_STATE_SUCCEEDED, cpv1.Plan_STATE_FAILED, cpv1.Plan_STATE_CANCELLED} {
 		ref := store.PlanRef{Owner: "alice", RequestID: state.String()}

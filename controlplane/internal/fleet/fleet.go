@@ -2,7 +2,10 @@
 // places sessions on them and holds one gRPC connection per agent.
 //
 // Agents are soft state: each agentd registers again every heartbeat
-// interval, so after a control-plane restart the fleet refills by itself.
+// interval, so after a control-plane restart the fleet refills by itself;
+// agents that hold sessions are known from the store until they do (Known).
+// An agent silent for three heartbeats is UNREACHABLE, silent for the
+// lost-after duration LOST.
 // Sessions are bound to an agent's id, never to its address: an agent that
 // restarts on another address keeps its sessions.
 package fleet
@@ -37,6 +40,7 @@ var (
 // Fleet is the set of known agents.
 type Fleet struct {
 	heartbeat time.Duration
+	lostAfter time.Duration
 	now       func() time.Time
 	creds     func(agentID string) credentials.TransportCredentials
 	dialOpts  []grpc.DialOption
@@ -54,15 +58,16 @@ type member struct {
 }
 
 // New returns an empty fleet. Agents missing three heartbeats are
-// unreachable. creds gives the transport credentials to dial an agent (the
+// unreachable, and lost once silent for lostAfter (0: never). creds gives the transport credentials to dial an agent (the
 // control plane's client certificate, and the agent's expected identity);
 // nil dials without TLS (--allow-insecure-local).
-func New(heartbeat time.Duration, creds func(agentID string) credentials.TransportCredentials, dialOpts ...grpc.DialOption) *Fleet {
+func New(heartbeat, lostAfter time.Duration, creds func(agentID string) credentials.TransportCredentials, dialOpts ...grpc.DialOption) *Fleet {
 	if creds == nil {
 		creds = func(string) credentials.TransportCredentials { return insecure.NewCredentials() }
 	}
 	return &Fleet{
 		heartbeat: heartbeat,
+		lostAfter: lostAfter,
 		now:       time.Now,
 		creds:     creds,
 		dialOpts:  dialOpts,
@@ -131,20 +136,39 @@ func (f *Fleet) List() []*cpv1.Agent {
 }
 
 func (f *Fleet) state(m *member) cpv1.Agent_State {
-	if f.now().Sub(m.lastSeen) > 3*f.heartbeat {
+	silent := f.now().Sub(m.lastSeen)
+	switch {
+	case f.lostAfter > 0 && silent > f.lostAfter:
+		return cpv1.Agent_STATE_LOST
+	case silent > 3*f.heartbeat || m.info.GetAddress() == "": // or never heard since the start
 		return cpv1.Agent_STATE_UNREACHABLE
 	}
 	return cpv1.Agent_STATE_READY
 }
 
-// Forget drops the agents that have not registered for age and returns
-// their ids: a fleet of agents that come and go does not grow forever.
-func (f *Fleet) Forget(age time.Duration) []string {
+// Known adds agents the control plane's store names (they hold sessions)
+// and that have not registered since it started: they count as silent
+// from now on, so an agent that never comes back after a restart is
+// unreachable, then lost, like one that went silent while it ran.
+func (f *Fleet) Known(agentIDs ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, id := range agentIDs {
+		if _, ok := f.agents[id]; !ok {
+			f.agents[id] = &member{info: &cpv1.Agent{AgentId: id}, live: map[string]bool{}, touched: map[string]time.Time{}, lastSeen: f.now()}
+		}
+	}
+}
+
+// Forget drops the agents that have not registered for age, except those
+// keep keeps, and returns their ids: a fleet of agents that come and go
+// does not grow forever.
+func (f *Fleet) Forget(age time.Duration, keep func(agentID string) bool) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var gone []string
 	for id, m := range f.agents {
-		if f.now().Sub(m.lastSeen) > age {
+		if f.now().Sub(m.lastSeen) > age && !keep(id) {
 			if m.conn != nil {
 				m.conn.Close()
 			}
@@ -257,7 +281,7 @@ func (f *Fleet) Client(agentID string) (agentv1.AgentServiceClient, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m, ok := f.agents[agentID]
-	if !ok {
+	if !ok || m.info.GetAddress() == "" {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownAgent, agentID)
 	}
 	if m.conn == nil {

@@ -23,7 +23,7 @@ func first(t *testing.T, f *Fleet) string {
 }
 
 func TestPlacement(t *testing.T) {
-	f := New(time.Second, nil)
+	f := New(time.Second, 0, nil)
 	now := time.Unix(1000, 0)
 	f.now = func() time.Time { return now }
 	all := func(*cpv1.Runtime) bool { return true }
@@ -65,7 +65,7 @@ func TestPlacement(t *testing.T) {
 }
 
 func TestLiveSessionsAndAddress(t *testing.T) {
-	f := New(time.Second, nil)
+	f := New(time.Second, 0, nil)
 	f.Register(reg("a", 2, 4, 0, "s1"))
 	if !f.Live("a", "s1") || f.Live("a", "s2") || f.Live("b", "s1") {
 		t.Fatal("live sessions not as reported")
@@ -115,4 +115,48 @@ func TestLiveSessionsAndAddress(t *testing.T) {
 		t.Fatalf("dialled %s", target)
 	}
 	f.Close()
+}
+
+// An agent is UNREACHABLE after three missed heartbeats, LOST after
+// lostAfter, READY again when it registers; one known only from the store
+// is silent from the start; Forget keeps agents that hold sessions.
+func TestLiveness(t *testing.T) {
+	f := New(time.Second, 10*time.Second, nil)
+	now := time.Unix(1000, 0)
+	f.now = func() time.Time { return now }
+	f.Register(reg("a", 0, 4, 0))
+	f.Known("a", "z") // z holds sessions but has not registered since the start
+	states := func() map[string]cpv1.Agent_State {
+		out := map[string]cpv1.Agent_State{}
+		for _, a := range f.List() {
+			out[a.GetAgentId()] = a.GetState()
+		}
+		return out
+	}
+	if s := states(); s["a"] != cpv1.Agent_STATE_READY || s["z"] != cpv1.Agent_STATE_UNREACHABLE {
+		t.Fatalf("at the start: %v", s)
+	}
+	if _, err := f.Client("z"); !errors.Is(err, ErrUnknownAgent) {
+		t.Fatalf("a client for an agent with no address: %v", err)
+	}
+	now = now.Add(3500 * time.Millisecond)
+	if s := states(); s["a"] != cpv1.Agent_STATE_UNREACHABLE {
+		t.Fatalf("after 3.5 heartbeats: %v", s)
+	}
+	now = now.Add(7 * time.Second)
+	if s := states(); s["a"] != cpv1.Agent_STATE_LOST || s["z"] != cpv1.Agent_STATE_LOST {
+		t.Fatalf("after 10.5 s: %v", s)
+	}
+	if _, err := f.Place(func(*cpv1.Runtime) bool { return true }); !errors.Is(err, ErrNoAgent) {
+		t.Fatalf("placed on a lost agent: %v", err)
+	}
+	f.Register(reg("a", 0, 4, 0))
+	if s := states(); s["a"] != cpv1.Agent_STATE_READY {
+		t.Fatalf("after coming back: %v", s)
+	}
+	now = now.Add(time.Minute)
+	gone := f.Forget(30*time.Second, func(id string) bool { return id == "z" })
+	if len(gone) != 1 || gone[0] != "a" || len(f.List()) != 1 {
+		t.Fatalf("forgot %v, left %v", gone, f.List())
+	}
 }

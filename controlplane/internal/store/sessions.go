@@ -278,3 +278,23 @@ func (s *Store) AllSessions(after string, limit int, keep func(Session) bool) (o
 	})
 	return out, next, err
 }
+
+// SessionsByAgent returns the ids of the sessions that are not closed, by
+// the agent they are placed on, each list sorted.
+func (s *Store) SessionsByAgent() (map[string][]string, error) {
+	out := map[string][]string{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSessions).ForEach(func(k, _ []byte) error {
+			sess, err := readSession(tx, string(k))
+			if err != nil {
+				return err
+			}
+			if !sess.Closed() {
+				agent := sess.Info.GetAgentId()
+				out[agent] = append(out[agent], sess.Info.GetSessionId())
+			}
+			return nil
+		})
+	})
+	return out, err
+}

@@ -331,8 +331,11 @@ const (
 	Agent_STATE_UNSPECIFIED Agent_State = 0
 	// Heartbeats arrive on time.
 	Agent_STATE_READY Agent_State = 1
-	// No heartbeat for a while.
+	// Three heartbeats missed in a row.
 	Agent_STATE_UNREACHABLE Agent_State = 2
+	// No heartbeat for the control plane's --agent-lost-after: the agent is
+	// taken for gone. An agent that comes back is READY again.
+	Agent_STATE_LOST Agent_State = 3
 )
 
 // Enum value maps for Agent_State.
@@ -341,11 +344,13 @@ var (
 		0: "STATE_UNSPECIFIED",
 		1: "STATE_READY",
 		2: "STATE_UNREACHABLE",
+		3: "STATE_LOST",
 	}
 	Agent_State_value = map[string]int32{
 		"STATE_UNSPECIFIED": 0,
 		"STATE_READY":       1,
 		"STATE_UNREACHABLE": 2,
+		"STATE_LOST":        3,
 	}
 )
 
@@ -3537,7 +3542,9 @@ type Agent struct {
 	State    Agent_State `protobuf:"varint,4,opt,name=state,proto3,enum=blendplane.controlplane.v1.Agent_State" json:"state,omitempty"`
 	Runtimes []*Runtime  `protobuf:"bytes,5,rep,name=runtimes,proto3" json:"runtimes,omitempty"`
 	// Sessions the agent holds (running or parked).
-	SessionCount int32                  `protobuf:"varint,6,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
+	SessionCount int32 `protobuf:"varint,6,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
+	// When its last heartbeat (registration) arrived; for an agent not heard
+	// from since this control plane started, the start.
 	LastSeenTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
 	Resources    *Resources             `protobuf:"bytes,8,opt,name=resources,proto3" json:"resources,omitempty"`
 	// How many Blender processes it runs at most, and how many run now.
@@ -3545,8 +3552,11 @@ type Agent struct {
 	LiveSessionCount int32 `protobuf:"varint,10,opt,name=live_session_count,json=liveSessionCount,proto3" json:"live_session_count,omitempty"`
 	// How many of them are busy with a batch now.
 	BusySessionCount int32 `protobuf:"varint,11,opt,name=busy_session_count,json=busySessionCount,proto3" json:"busy_session_count,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The sessions placed on it that are not closed, by id, as the control
+	// plane's store says (session_count is what the agent last reported).
+	SessionIds    []string `protobuf:"bytes,12,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Agent) Reset() {
@@ -3654,6 +3664,13 @@ func (x *Agent) GetBusySessionCount() int32 {
 		return x.BusySessionCount
 	}
 	return 0
+}
+
+func (x *Agent) GetSessionIds() []string {
+	if x != nil {
+		return x.SessionIds
+	}
+	return nil
 }
 
 // Runtime is one Blender an agent can run sessions in.
@@ -6840,7 +6857,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\"w\n" +
 	"\x12ListAgentsResponse\x129\n" +
 	"\x06agents\x18\x01 \x03(\v2!.blendplane.controlplane.v1.AgentR\x06agents\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xcb\x04\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xfc\x04\n" +
 	"\x05Agent\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
@@ -6853,11 +6870,15 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\fmax_sessions\x18\t \x01(\x05R\vmaxSessions\x12,\n" +
 	"\x12live_session_count\x18\n" +
 	" \x01(\x05R\x10liveSessionCount\x12,\n" +
-	"\x12busy_session_count\x18\v \x01(\x05R\x10busySessionCount\"F\n" +
+	"\x12busy_session_count\x18\v \x01(\x05R\x10busySessionCount\x12\x1f\n" +
+	"\vsession_ids\x18\f \x03(\tR\n" +
+	"sessionIds\"V\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSTATE_READY\x10\x01\x12\x15\n" +
-	"\x11STATE_UNREACHABLE\x10\x02\"\xf3\x01\n" +
+	"\x11STATE_UNREACHABLE\x10\x02\x12\x0e\n" +
+	"\n" +
+	"STATE_LOST\x10\x03\"\xf3\x01\n" +
 	"\aRuntime\x12\x1d\n" +
 	"\n" +
 	"runtime_id\x18\x01 \x01(\tR\truntimeId\x12S\n" +
