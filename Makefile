@@ -28,7 +28,7 @@ export PATH := $(TOOLS_BIN):$(PATH)
 GO_PACKAGES := ./...
 BINARIES    := bin/controlplane bin/agentd bin/blendctl
 
-.PHONY: tools generate lint build test check bench demo blender clients clean
+.PHONY: tools generate lint build test check bench demo blender clients hosts clean
 
 ## tools: install pinned buf and the protoc plugins (Go, gRPC, grpc-gateway, OpenAPI) into .tools/bin
 tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc \
@@ -72,6 +72,15 @@ blender: $(VENV)/.bpy-$(BPY_VERSION)
 			|| echo "warning: apt could not install blender; continuing with the bpy wheel only"; \
 	fi
 
+## hosts: ip(8) and nft(8) for the multi-host tests (each host a network namespace), where apt works
+hosts:
+	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+	   { ! command -v ip >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1; }; then \
+		echo "installing Debian's iproute2 and nftables for the multi-host tests"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iproute2 nftables >/dev/null; } \
+			|| echo "warning: apt could not install iproute2/nftables; the multi-host tests will skip"; \
+	fi
+
 $(VENV)/.bpy-$(BPY_VERSION):
 	@test -n "$(PYTHON311)" || { echo "need python3.11 for the bpy wheel"; exit 1; }
 	@echo "installing bpy==$(BPY_VERSION) (Blender 4.5 LTS) into .blender/venv"
@@ -107,7 +116,7 @@ $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION)-$(OPENAPI_CLIE
 ## test: unit tests, then integration tests on the real binaries and real Blender
 ## (the bridge's tests run on every installed Blender; the end-to-end suite runs
 ## on the bpy wheel, and its main cluster tests once more on Debian's 3.4)
-test: blender clients
+test: blender clients hosts
 	go test -count=1 -timeout 20m $(GO_PACKAGES)
 	@if [ -x /usr/bin/blender ]; then \
 		echo "== end-to-end cluster tests on Debian's Blender 3.4"; \

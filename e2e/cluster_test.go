@@ -100,10 +100,17 @@ func startDaemon(t testing.TB, name string, args ...string) *daemon {
 
 func startDaemonEnv(t testing.TB, env []string, name string, args ...string) *daemon {
 	t.Helper()
-	d := &daemon{name: name, log: &syncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(filepath.Join(binDir, name), args...)
+	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	cmd.Env = append(os.Environ(), env...)
+	return startCmd(t, name, cmd)
+}
+
+// startCmd starts a daemon's command (its Env, if set, is kept) and stops
+// it with SIGTERM when the test ends.
+func startCmd(t testing.TB, name string, cmd *exec.Cmd) *daemon {
+	t.Helper()
+	d := &daemon{name: name, log: &syncBuffer{}, done: make(chan struct{}), cmd: cmd}
 	d.cmd.Dir = repoRoot()
-	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)

@@ -1,0 +1,317 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// A studio on one machine: every host is a network namespace with its own
+// address in 198.18.0.0/15 (the benchmarking range, RFC 2544), joined by
+// veth pairs to a bridge in the test's namespace, which holds 198.18.0.1
+// and so reaches every host as a client on another machine would. Nothing
+// listens on loopback, so every link is TLS. nftables in a host's
+// namespace partitions it; killing every process of a namespace is losing
+// the host.
+
+// hostNet is the bridge and the hosts on it.
+type hostNet struct {
+	tag    string // short and random: names of links and namespaces
+	bridge string
+	hosts  []*host
+}
+
+// host is one network namespace.
+type host struct {
+	name, ns, ip string
+}
+
+// newHostNet creates the bridge and one namespace per name, with addresses
+// 198.18.0.10, .11, …; it skips the test where namespaces cannot be made
+// (not root, no ip(8), a container without CAP_SYS_ADMIN). Everything is
+// removed when the test ends.
+func newHostNet(t *testing.T, names ...string) *hostNet {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the multi-host tests need root to create network namespaces (ip netns); run make test as root")
+	}
+	for _, tool := range []string{"ip", "nft"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the multi-host tests need %s (Debian: iproute2, nftables): %v", tool, err)
+		}
+	}
+	var b [3]byte
+	rand.Read(b[:])
+	n := &hostNet{tag: hex.EncodeToString(b[:])}
+	n.bridge = "bpbr" + n.tag
+	probe := "bp" + n.tag + "probe"
+	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
+		t.Skipf("cannot create a network namespace here (%v: %s): the multi-host tests need CAP_SYS_ADMIN", err, strings.TrimSpace(string(out)))
+	}
+	exec.Command("ip", "netns", "del", probe).Run()
+
+	t.Cleanup(n.remove)
+	n.must(t, "ip", "link", "add", n.bridge, "type", "bridge")
+	n.must(t, "ip", "addr", "add", "198.18.0.1/15", "dev", n.bridge)
+	n.must(t, "ip", "link", "set", n.bridge, "up")
+	for i, name := range names {
+		h := &host{name: name, ns: fmt.Sprintf("bp%s-%s", n.tag, name), ip: fmt.Sprintf("198.18.0.%d", 10+i)}
+		outer, inner := fmt.Sprintf("bpv%s%d", n.tag, i), fmt.Sprintf("bpw%s%d", n.tag, i)
+		n.must(t, "ip", "netns", "add", h.ns)
+		n.hosts = append(n.hosts, h)
+		n.must(t, "ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
+		n.must(t, "ip", "link", "set", outer, "master", n.bridge, "up")
+		n.must(t, "ip", "link", "set", inner, "netns", h.ns)
+		n.must(t, "ip", "-n", h.ns, "link", "set", inner, "name", "eth0")
+		n.must(t, "ip", "-n", h.ns, "addr", "add", h.ip+"/15", "dev", "eth0")
+		n.must(t, "ip", "-n", h.ns, "link", "set", "eth0", "up")
+		n.must(t, "ip", "-n", h.ns, "link", "set", "lo", "up")
+	}
+	return n
+}
+
+func (n *hostNet) must(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// remove kills what still runs in the namespaces and deletes them (their
+// veth ends go with them) and the bridge.
+func (n *hostNet) remove() {
+	for _, h := range n.hosts {
+		h.killAll()
+		exec.Command("ip", "netns", "del", h.ns).Run()
+	}
+	exec.Command("ip", "link", "del", n.bridge).Run()
+}
+
+// addr is host:port on the host.
+func (h *host) addr(port int) string { return h.ip + ":" + strconv.Itoa(port) }
+
+// start runs one of the binaries in the host's namespace.
+func (h *host) start(t *testing.T, name string, args ...string) *daemon {
+	t.Helper()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", h.ns, filepath.Join(binDir, name)}, args...)...)
+	return startCmd(t, h.name+"/"+name, cmd)
+}
+
+// partition drops every packet in and out of the host but its loopback's,
+// as a cut cable would.
+func (h *host) partition(t *testing.T) {
+	t.Helper()
+	rules := `table inet bpcut {
+  chain in { type filter hook input priority -300; policy drop; iif "lo" accept; }
+  chain out { type filter hook output priority -300; policy drop; oif "lo" accept; }
+}`
+	cmd := exec.Command("ip", "netns", "exec", h.ns, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("partition %s: %v\n%s", h.name, err, out)
+	}
+}
+
+// heal removes the partition.
+func (h *host) heal(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "exec", h.ns, "nft", "delete", "table", "inet", "bpcut").CombinedOutput(); err != nil {
+		t.Fatalf("heal %s: %v\n%s", h.name, err, out)
+	}
+}
+
+// killAll sends SIGKILL to every process in the host's namespace (agentd
+// and its Blenders alike): the host is gone.
+func (h *host) killAll() {
+	out, _ := exec.Command("ip", "netns", "pids", h.ns).Output()
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// studio is a control plane and agents, each on its own host.
+type studio struct {
+	net    *hostNet
+	cp     *cluster // the control plane's side: client, tokens, CA
+	cpHost *host
+	cpArgs []string
+	agents []*studioAgent
+}
+
+type studioAgent struct {
+	id     string // once the control plane listed it
+	host   *host
+	addr   string
+	args   []string
+	daemon *daemon
+}
+
+const (
+	studioGRPCPort  = 7470
+	studioHTTPPort  = 7480
+	studioAgentPort = 7471
+)
+
+// startStudio starts a control plane on host "cp" and n agents on hosts
+// "agent-1" … with their own tokens, TLS everywhere, and waits until every
+// agent is READY. cpArgs are extra control-plane flags.
+func startStudio(t *testing.T, n int, cpArgs ...string) *studio {
+	t.Helper()
+	names := []string{"cp"}
+	for i := 1; i <= n; i++ {
+		names = append(names, fmt.Sprintf("agent-%d", i))
+	}
+	net := newHostNet(t, names...)
+	s := &studio{net: net, cpHost: net.hosts[0]}
+	dir := t.TempDir()
+	s.cp = &cluster{cpAddr: s.cpHost.addr(studioGRPCPort), httpAddr: s.cpHost.addr(studioHTTPPort), tls: true, dir: dir}
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte(allowAll), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.cpArgs = append([]string{"--listen", s.cp.cpAddr, "--http-listen", s.cp.httpAddr, "--data-dir", filepath.Join(dir, "cp"),
+		"--heartbeat", "1s", "--policy", policy}, cpArgs...)
+	s.startCP(t)
+	for i := 1; i <= n; i++ {
+		h := net.hosts[i]
+		secret := s.cp.createToken(t, h.name, "agent")
+		tokenFile := filepath.Join(dir, h.name+".token")
+		if err := os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		a := &studioAgent{host: h, addr: h.addr(studioAgentPort)}
+		a.args = append([]string{"--listen", a.addr, "--control-plane", s.cp.cpAddr, "--ca-file", s.cp.caFile(),
+			"--token-file", tokenFile, "--data-dir", filepath.Join(dir, h.name)}, blenderFlags()...)
+		a.daemon = h.start(t, "agentd", a.args...)
+		s.agents = append(s.agents, a)
+	}
+	for _, a := range s.agents {
+		s.waitAgentState(t, a, cpv1.Agent_STATE_READY, 90*time.Second)
+	}
+	return s
+}
+
+// startCP (re)starts the control plane on its host and connects the admin
+// client.
+func (s *studio) startCP(t *testing.T) {
+	t.Helper()
+	s.cp.cp = s.cpHost.start(t, "controlplane", s.cpArgs...)
+	s.cp.adminToken = s.cp.waitAdminToken(t)
+	s.cp.client = s.cp.clientAs(t, s.cp.adminToken)
+}
+
+// agent finds a studio agent in the control plane's list: by id once it
+// was seen (after a control-plane restart an agent that has not registered
+// again has no address), else by address.
+func (s *studio) agent(t *testing.T, a *studioAgent) (*cpv1.Agent, error) {
+	t.Helper()
+	resp, err := s.cp.client.ListAgents(ctxT(t, 10*time.Second), &cpv1.ListAgentsRequest{})
+	if err != nil {
+		return nil, err
+	}
+	for _, got := range resp.GetAgents() {
+		if (a.id != "" && got.GetAgentId() == a.id) || (a.id == "" && got.GetAddress() == a.addr) {
+			a.id = got.GetAgentId()
+			return got, nil
+		}
+	}
+	return nil, nil
+}
+
+// waitAgentState waits until the control plane lists the agent in state.
+func (s *studio) waitAgentState(t *testing.T, a *studioAgent, state cpv1.Agent_State, within time.Duration) *cpv1.Agent {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var last *cpv1.Agent
+	var err error
+	for time.Now().Before(deadline) {
+		var got *cpv1.Agent
+		if got, err = s.agent(t, a); got != nil {
+			last = got
+			if got.GetState() == state {
+				return got
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("agent %s not %v within %s; last seen as %v (%v)\n--- agentd log ---\n%s", a.host.name, state, within, last, err, a.daemon.log.String())
+	return nil
+}
+
+// TestHostsLiveness: three agents on their own hosts. Sessions spread over
+// them; a partitioned agent goes UNREACHABLE, then LOST, and READY again
+// once healed; a host whose every process is killed is LOST; after a
+// control-plane restart an agent that does not come back is still listed
+// with its session, and goes LOST in its turn.
+func TestHostsLiveness(t *testing.T) {
+	s := startStudio(t, 3, "--agent-lost-after", "6s")
+	sessions := map[string]string{} // session → agent id it runs on
+	for i := range 3 {
+		id := s.cp.negotiate(t).GetSessionId()
+		p, _ := s.cp.run(t, id, fmt.Sprintf("hello-%d", i), cubeOp("box", "Box", i))
+		if p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+			t.Fatalf("plan in session %s: %v", id, p)
+		}
+		sessions[id] = ""
+	}
+	held := map[string]*studioAgent{}
+	for _, a := range s.agents {
+		got, err := s.agent(t, a)
+		if err != nil || got == nil {
+			t.Fatalf("agent %s: %v %v", a.host.name, got, err)
+		}
+		// Placement spreads the sessions: one each.
+		if len(got.GetSessionIds()) != 1 {
+			t.Fatalf("agent %s holds %v; want one session each", a.host.name, got.GetSessionIds())
+		}
+		for _, id := range got.GetSessionIds() {
+			if _, ok := sessions[id]; !ok || held[id] != nil {
+				t.Fatalf("agent %s lists session %s (sessions %v)", a.host.name, id, sessions)
+			}
+			held[id] = a
+		}
+	}
+
+	cut := s.agents[1]
+	cut.host.partition(t)
+	before := s.waitAgentState(t, cut, cpv1.Agent_STATE_UNREACHABLE, 15*time.Second)
+	lost := s.waitAgentState(t, cut, cpv1.Agent_STATE_LOST, 15*time.Second)
+	if !lost.GetLastSeenTime().AsTime().Equal(before.GetLastSeenTime().AsTime()) || len(lost.GetSessionIds()) != 1 {
+		t.Fatalf("a lost agent: %v (it was %v)", lost, before)
+	}
+	for _, a := range []*studioAgent{s.agents[0], s.agents[2]} {
+		if got, _ := s.agent(t, a); got.GetState() != cpv1.Agent_STATE_READY {
+			t.Fatalf("agent %s, not partitioned, is %v", a.host.name, got.GetState())
+		}
+	}
+	cut.host.heal(t)
+	s.waitAgentState(t, cut, cpv1.Agent_STATE_READY, 20*time.Second)
+
+	gone := s.agents[2]
+	gone.host.killAll()
+	<-gone.daemon.done
+	s.waitAgentState(t, gone, cpv1.Agent_STATE_LOST, 20*time.Second)
+
+	s.cp.cp.stop(t, syscall.SIGTERM)
+	s.startCP(t)
+	back := s.waitAgentState(t, gone, cpv1.Agent_STATE_UNREACHABLE, 30*time.Second)
+	if len(back.GetSessionIds()) != 1 || held[back.GetSessionIds()[0]] != gone {
+		t.Fatalf("after the restart the lost agent lists %v", back.GetSessionIds())
+	}
+	for _, a := range s.agents[:2] {
+		s.waitAgentState(t, a, cpv1.Agent_STATE_READY, 30*time.Second)
+	}
+	s.waitAgentState(t, gone, cpv1.Agent_STATE_LOST, 20*time.Second)
+}
