@@ -242,6 +242,7 @@ func register(ctx context.Context, r registration, mgr *sessions.Manager, log *s
 		req.SessionCount, req.MaxSessions = int32(st.Sessions), int32(st.MaxLive)
 		req.LiveSessions, req.BusySessions = st.Live, int32(st.Busy)
 		req.Resources = resources(r.dataDir)
+		req.HeldSessions = mgr.Held()
 		req.CertificateRequest = nil
 		if r.id != nil {
 			if req.CertificateRequest, err = r.id.request(); err != nil {
@@ -265,6 +266,16 @@ func register(ctx context.Context, r registration, mgr *sessions.Manager, log *s
 				interval = time.Duration(s) * time.Second
 			}
 			mgr.SetIdleTimeout(time.Duration(resp.GetSessionIdleTimeoutMs()) * time.Millisecond)
+			for _, id := range resp.GetMovedSessions() {
+				// Placed elsewhere while this agent was out of reach (or
+				// closed): its copy here is stale and must not run.
+				log.Warn("session moved to another agent; stopping its Blender and dropping the stale copy", "session_id", id)
+				go func() {
+					if err := mgr.Drop(id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
+						log.Warn("dropping a moved session", "session_id", id, "err", err)
+					}
+				}()
+			}
 			switch {
 			case len(resp.GetCertificate()) > 0:
 				if err := r.id.install(resp.GetCertificate(), resp.GetCaCertificate()); err != nil {

@@ -27,6 +27,7 @@
 //	    runtime_id        → runtime the session runs in
 //	    head              → uint64: index of the last log entry (0: none)
 //	    head_hash         → scene hash after the head entry (baseline hash at first)
+//	    epoch             → uint64: the newest placement epoch seen (absent: 0)
 //	    checkpoint        → Checkpoint (JSON); absent: the baseline scene
 //	    log/
 //	      <index>         → Entry (JSON), index uint64 big endian, from 1
@@ -72,10 +73,14 @@ var (
 	keyHeadHash      = []byte("head_hash")
 	keyCheckpoint    = []byte("checkpoint")
 	keyMemoryLimit   = []byte("memory_limit_mib") // absent: no limit
+	keyEpoch         = []byte("epoch")            // absent: 0
 )
 
 // ErrSessionNotFound: the journal has no such session.
 var ErrSessionNotFound = errors.New("session not found in journal")
+
+// ErrStaleEpoch: a call for a session carries an older epoch than one seen.
+var ErrStaleEpoch = errors.New("stale epoch")
 
 // Entry is one scene change in the redo log.
 type Entry struct {
@@ -119,6 +124,9 @@ type Session struct {
 	// MemoryLimitMiB is the session's memory ceiling (0: none), kept so
 	// that a restarted agent enforces it too.
 	MemoryLimitMiB int64
+	// Epoch is the newest placement epoch the control plane called it
+	// with (0: none given).
+	Epoch int64
 }
 
 // CheckpointIndex is the log index the session's checkpoint holds (0:
@@ -234,7 +242,7 @@ func (j *Journal) AgentID() (string, error) {
 
 // OpenSession records a new session starting from the baseline scene, with
 // its memory ceiling (0: none). Opening a known session changes nothing.
-func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string, memoryLimitMiB int64) error {
+func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string, memoryLimitMiB, epoch int64) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
 		sessions := tx.Bucket(bucketSessions)
 		if sessions.Bucket([]byte(sessionID)) != nil {
@@ -260,7 +268,39 @@ func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string, memoryL
 				return err
 			}
 		}
+		if epoch > 0 {
+			if err := b.Put(keyEpoch, u64(uint64(epoch))); err != nil {
+				return err
+			}
+		}
 		return b.Put(keyHeadHash, []byte(baselineHash))
+	})
+}
+
+// Fence checks a call's epoch against the newest the session has seen: an
+// older one is ErrStaleEpoch, a newer one is recorded (durably, before the
+// call runs). 0 is not checked.
+func (j *Journal) Fence(sessionID string, epoch int64) error {
+	if epoch <= 0 {
+		return nil
+	}
+	seen, err := j.Session(sessionID)
+	if err != nil || seen.Epoch == epoch {
+		return err
+	}
+	return j.db.Update(func(tx *bolt.Tx) error {
+		b, err := sessionBucket(tx, sessionID)
+		if err != nil {
+			return err
+		}
+		var seen int64
+		if raw := b.Get(keyEpoch); len(raw) == 8 {
+			seen = int64(binary.BigEndian.Uint64(raw))
+		}
+		if epoch < seen {
+			return fmt.Errorf("%w: session %s is at epoch %d, the call carries %d", ErrStaleEpoch, sessionID, seen, epoch)
+		}
+		return b.Put(keyEpoch, u64(uint64(epoch)))
 	})
 }
 
@@ -315,6 +355,9 @@ func readSession(tx *bolt.Tx, id string) (Session, error) {
 	}
 	if raw := b.Get(keyMemoryLimit); len(raw) == 8 {
 		s.MemoryLimitMiB = int64(binary.BigEndian.Uint64(raw))
+	}
+	if raw := b.Get(keyEpoch); len(raw) == 8 {
+		s.Epoch = int64(binary.BigEndian.Uint64(raw))
 	}
 	if raw := b.Get(keyCheckpoint); raw != nil {
 		s.Checkpoint = &Checkpoint{}

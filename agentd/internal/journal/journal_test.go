@@ -30,7 +30,7 @@ func TestRedoLogSurvivesReopen(t *testing.T) {
 	if err := j.Commit("s1", nil); !errors.Is(err, ErrSessionNotFound) {
 		t.Fatalf("commit to unknown session: %v", err)
 	}
-	if err := j.OpenSession("s1", "rt", "h0", 0); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Intend("s1", []string{"k1", "k2", "k3"}); err != nil {
@@ -103,5 +103,32 @@ func TestRefusesNewerSchema(t *testing.T) {
 	j.Close()
 	if _, err := Open(path); err == nil {
 		t.Fatal("opened a journal from a newer schema")
+	}
+}
+
+// Fence keeps the newest epoch durably and refuses older ones; 0 is not
+// checked.
+func TestFence(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	j := open(t, path)
+	if err := j.OpenSession("s1", "rt", "h0", 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []int64{0, 2, 3} {
+		if err := j.Fence("s1", e); err != nil {
+			t.Fatalf("epoch %d: %v", e, err)
+		}
+	}
+	j.Close()
+	j = open(t, path)
+	defer j.Close()
+	if s, _ := j.Session("s1"); s.Epoch != 3 {
+		t.Fatalf("epoch after reopen: %d", s.Epoch)
+	}
+	if err := j.Fence("s1", 2); !errors.Is(err, ErrStaleEpoch) {
+		t.Fatalf("older epoch: %v", err)
+	}
+	if err := j.Fence("nope", 1); !errors.Is(err, ErrSessionNotFound) {
+		t.Fatalf("unknown session: %v", err)
 	}
 }

@@ -50,7 +50,7 @@ func (s *Server) Describe(ctx context.Context, _ *agentv1.DescribeRequest) (*age
 
 // OpenSession records a new session; its Blender starts with its first batch.
 func (s *Server) OpenSession(ctx context.Context, req *agentv1.OpenSessionRequest) (*agentv1.OpenSessionResponse, error) {
-	prof, hash, err := s.sessions.Open(ctx, req.GetSessionId(), req.GetRuntimeId(), req.GetMaxMemoryMib())
+	prof, hash, err := s.sessions.Open(ctx, req.GetSessionId(), req.GetRuntimeId(), req.GetMaxMemoryMib(), req.GetEpoch())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -69,6 +69,9 @@ func (s *Server) Execute(req *agentv1.ExecuteRequest, stream grpc.ServerStreamin
 			Verify: o.GetVerify(),
 		}
 	}
+	if err := s.sessions.Fence(req.GetSessionId(), req.GetEpoch()); err != nil {
+		return toStatus(err)
+	}
 	// Receipts come from the journal's committer goroutine, progress from
 	// the running call: one stream, so sends take turns.
 	var mu sync.Mutex
@@ -79,6 +82,7 @@ func (s *Server) Execute(req *agentv1.ExecuteRequest, stream grpc.ServerStreamin
 	}
 	err := s.sessions.Execute(stream.Context(), req.GetSessionId(), req.GetRequestId(), ops,
 		func(r *cpv1.Receipt) error {
+			r.SessionEpoch = req.GetEpoch()
 			return send(&agentv1.ExecuteResponse{Event: &agentv1.ExecuteResponse_Receipt{Receipt: r}})
 		},
 		func(p *cpv1.Progress) {
@@ -103,7 +107,11 @@ func (s *Server) Preview(ctx context.Context, req *agentv1.PreviewRequest) (*age
 
 // Rollback undoes committed operations and streams ROLLED_BACK receipts.
 func (s *Server) Rollback(req *agentv1.RollbackRequest, stream grpc.ServerStreamingServer[agentv1.RollbackResponse]) error {
+	if err := s.sessions.Fence(req.GetSessionId(), req.GetEpoch()); err != nil {
+		return toStatus(err)
+	}
 	err := s.sessions.Rollback(stream.Context(), req.GetSessionId(), req.GetRequestId(), req.GetIdempotencyKeys(), func(r *cpv1.Receipt) error {
+		r.SessionEpoch = req.GetEpoch()
 		return stream.Send(&agentv1.RollbackResponse{Receipt: r})
 	})
 	return toStatus(err)
@@ -212,7 +220,7 @@ func toStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, sessions.ErrCapacity):
 		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, sessions.ErrBroken), errors.Is(err, sessions.ErrFileConflict):
+	case errors.Is(err, sessions.ErrBroken), errors.Is(err, sessions.ErrFileConflict), errors.Is(err, journal.ErrStaleEpoch):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())

@@ -202,7 +202,7 @@ func (m *Manager) SetIdleTimeout(d time.Duration) {
 // goes to other agents (or is refused) rather than queueing here. Opening a
 // known session returns its current scene hash.
 // memoryLimitMiB caps its Blender's memory (0: no cap).
-func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryLimitMiB int64) (*cpv1.BlenderProfile, string, error) {
+func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryLimitMiB, epoch int64) (*cpv1.BlenderProfile, string, error) {
 	rt, ok := m.runtimes[runtimeID]
 	if !ok {
 		return nil, "", fmt.Errorf("%w: %q", ErrUnknownRuntime, runtimeID)
@@ -212,6 +212,19 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryL
 		m.mu.Unlock()
 		js, err := m.journal.Session(sessionID)
 		if err != nil {
+			return nil, "", err
+		}
+		if epoch > 0 && js.Epoch > 0 && js.Epoch < epoch {
+			// Placed here again after it ran elsewhere: what this agent
+			// holds is stale. Start over; the control plane replays.
+			m.log.Info("session placed here again under a newer epoch; discarding the stale copy",
+				"session_id", sessionID, "epoch", epoch, "held_epoch", js.Epoch)
+			if err := m.Close(sessionID); err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, "", err
+			}
+			return m.Open(ctx, sessionID, runtimeID, memoryLimitMiB, epoch)
+		}
+		if err := m.journal.Fence(sessionID, epoch); err != nil {
 			return nil, "", err
 		}
 		return rt.Info.GetBlenderProfile(), js.HeadHash, nil
@@ -228,7 +241,7 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryL
 	hash := rt.Info.GetBaselineSceneHash()
 	err := os.MkdirAll(s.sandbox, 0o755) // files may arrive before its Blender starts
 	if err == nil {
-		err = m.journal.OpenSession(sessionID, runtimeID, hash, memoryLimitMiB)
+		err = m.journal.OpenSession(sessionID, runtimeID, hash, memoryLimitMiB, epoch)
 	}
 	if err != nil {
 		m.mu.Lock()
@@ -237,8 +250,36 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryL
 		return nil, "", err
 	}
 	m.log.Info("session opened", "session_id", sessionID, "runtime_id", runtimeID, "sandbox", s.sandbox, "scene_hash", hash,
-		"memory_limit_mib", memoryLimitMiB)
+		"memory_limit_mib", memoryLimitMiB, "epoch", epoch)
 	return rt.Info.GetBlenderProfile(), hash, nil
+}
+
+// Fence refuses a call for a session under an older epoch than one it has
+// seen (journal.ErrStaleEpoch), and records a newer one.
+func (m *Manager) Fence(sessionID string, epoch int64) error {
+	if _, err := m.session(sessionID); err != nil {
+		return err
+	}
+	return m.journal.Fence(sessionID, epoch)
+}
+
+// Held lists the sessions this agent holds with the epoch it holds each
+// under, sorted by id.
+func (m *Manager) Held() []*cpv1.HeldSession {
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.sessions))
+	for id := range m.sessions {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	sort.Strings(ids)
+	out := make([]*cpv1.HeldSession, 0, len(ids))
+	for _, id := range ids {
+		if js, err := m.journal.Session(id); err == nil {
+			out = append(out, &cpv1.HeldSession{SessionId: id, Epoch: js.Epoch})
+		}
+	}
+	return out
 }
 
 // busyLive counts the slots held by sessions that are running a batch. The
@@ -281,6 +322,19 @@ func (m *Manager) Close(sessionID string) error {
 	}
 	m.log.Info("session closed", "session_id", sessionID)
 	return nil
+}
+
+// Drop stops a session that now runs elsewhere (the control plane placed
+// it on another agent while this one was out of reach): its running tool
+// calls are interrupted (their receipts would be refused), then it is
+// closed like Close does.
+func (m *Manager) Drop(sessionID string) error {
+	m.mu.Lock()
+	if s, ok := m.sessions[sessionID]; ok && s.cancelCalls != nil {
+		s.cancelCalls()
+	}
+	m.mu.Unlock()
+	return m.Close(sessionID)
 }
 
 func (s *session) stop() {

@@ -33,7 +33,7 @@ func run(t *testing.T, m *Manager, sessionID, requestID string, ops ...Operation
 func open(t *testing.T, m *Manager, rt string, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
-		if _, _, err := m.Open(context.Background(), id, rt, 0); err != nil {
+		if _, _, err := m.Open(context.Background(), id, rt, 0, 0); err != nil {
 			t.Fatalf("open %s: %v", id, err)
 		}
 	}
@@ -181,7 +181,7 @@ func TestOpenRefusedWhileEverySlotIsBusy(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, _, err := m.Open(context.Background(), "s2", rt, 0); !errors.Is(err, ErrCapacity) {
+	if _, _, err := m.Open(context.Background(), "s2", rt, 0, 0); !errors.Is(err, ErrCapacity) {
 		t.Fatalf("open while the only slot is busy: %v", err)
 	}
 	if rs := <-done; rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {

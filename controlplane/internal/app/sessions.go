@@ -42,11 +42,12 @@ func planOwner(who Principal, owner string) (string, error) {
 
 // view is a session as the API shows it: OPEN while its Blender runs (as
 // its agent last reported) or a plan of it is waiting or running, PARKED
-// when its Blender is stopped, CLOSED once closed.
+// when its Blender is stopped, CLOSED once closed, BROKEN when it lost its
+// agent and could not be rebuilt.
 func (a *App) view(sess store.Session) *cpv1.Session {
 	info := sess.Info
 	info.Owner = sess.Owner
-	if !sess.Closed() {
+	if !sess.Closed() && !sess.Broken() {
 		info.State = cpv1.Session_STATE_PARKED
 		if info.GetActivePlanCount() > 0 || a.fleet.Live(info.GetAgentId(), info.GetSessionId()) {
 			info.State = cpv1.Session_STATE_OPEN

@@ -31,6 +31,9 @@ func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanReq
 	if sess.Closed() {
 		return nil, fmt.Errorf("%w: session %s was closed; negotiate a new one", store.ErrSessionClosed, req.GetSessionId())
 	}
+	if sess.Broken() {
+		return nil, fmt.Errorf("%w: session %s lost its agent and could not be rebuilt exactly elsewhere; negotiate a new one", store.ErrSessionBroken, req.GetSessionId())
+	}
 	limits := sess.Info.GetContract().GetLimits()
 	if size := int64(proto.Size(req)); size > limits.GetMaxPayloadBytes() {
 		return nil, &plan.Error{Reason: plan.ReasonContractViolation,

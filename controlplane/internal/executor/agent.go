@@ -47,7 +47,7 @@ func (e *Executor) interrupt(agentID, sessionID string, ref store.PlanRef, log *
 // is unreachable it retries the operations still without a receipt, with
 // the same idempotency keys. last says the batch ends the plan. It returns
 // an error only when the executor is stopping.
-func (e *Executor) execute(agentID string, ref store.PlanRef, sessionID string, budgetMs int64, ops []*cpv1.Operation, last bool, add func(*cpv1.Receipt, bool), log *slog.Logger) error {
+func (e *Executor) execute(ref store.PlanRef, sessionID string, budgetMs int64, ops []*cpv1.Operation, last bool, add func(*cpv1.Receipt, bool), log *slog.Logger) error {
 	calls := make([]*agentv1.OperationCall, len(ops))
 	given := make(map[*agentv1.OperationCall]bool, len(ops))
 	for i, op := range ops {
@@ -63,8 +63,8 @@ func (e *Executor) execute(agentID string, ref store.PlanRef, sessionID string, 
 		}
 		given[calls[i]] = op.GetMcpCallId() != ""
 	}
-	return e.retry(log, func(ctx context.Context, alive func()) (bool, error) {
-		agent, err := e.client(agentID)
+	return e.retry(sessionID, log, func(ctx context.Context, to target, alive func()) (bool, error) {
+		agent, err := e.client(to.agentID)
 		if err != nil {
 			return false, err
 		}
@@ -75,7 +75,7 @@ func (e *Executor) execute(agentID string, ref store.PlanRef, sessionID string, 
 				c.McpCallId = NewID("call")
 			}
 		}
-		stream, err := agent.Execute(ctx, &agentv1.ExecuteRequest{SessionId: sessionID, RequestId: ref.RequestID, Operations: calls})
+		stream, err := agent.Execute(ctx, &agentv1.ExecuteRequest{SessionId: sessionID, RequestId: ref.RequestID, Operations: calls, Epoch: to.epoch})
 		if err != nil {
 			return false, err
 		}
@@ -106,21 +106,23 @@ func (e *Executor) execute(agentID string, ref store.PlanRef, sessionID string, 
 			}
 		}
 		return true, nil
-	}, func(err error) {
-		add(transportFailure(ref.RequestID, ops[len(ops)-len(calls)], calls[0], err), false)
+	}, func(to target, err error) {
+		r := transportFailure(ref.RequestID, ops[len(ops)-len(calls)], calls[0], err)
+		r.SessionEpoch = to.epoch
+		add(r, false)
 	})
 }
 
 // rollback asks the agent to undo operations (newest first) and hands each
 // ROLLED_BACK (or ROLLBACK_FAILED) receipt to add.
-func (e *Executor) rollback(agentID string, ref store.PlanRef, sessionID string, keys []string, add func(*cpv1.Receipt, bool), log *slog.Logger) error {
+func (e *Executor) rollback(ref store.PlanRef, sessionID string, keys []string, add func(*cpv1.Receipt, bool), log *slog.Logger) error {
 	log.Info("rolling back the plan", "operations", len(keys))
-	return e.retry(log, func(ctx context.Context, alive func()) (bool, error) {
-		agent, err := e.client(agentID)
+	return e.retry(sessionID, log, func(ctx context.Context, to target, alive func()) (bool, error) {
+		agent, err := e.client(to.agentID)
 		if err != nil {
 			return false, err
 		}
-		stream, err := agent.Rollback(ctx, &agentv1.RollbackRequest{SessionId: sessionID, RequestId: ref.RequestID, IdempotencyKeys: keys})
+		stream, err := agent.Rollback(ctx, &agentv1.RollbackRequest{SessionId: sessionID, RequestId: ref.RequestID, IdempotencyKeys: keys, Epoch: to.epoch})
 		if err != nil {
 			return false, err
 		}
@@ -140,29 +142,46 @@ func (e *Executor) rollback(agentID string, ref store.PlanRef, sessionID string,
 			}
 		}
 		return true, nil
-	}, func(err error) {
+	}, func(to target, err error) {
 		add(&cpv1.Receipt{
 			RequestId: ref.RequestID, IdempotencyKey: keys[0], Status: cpv1.Receipt_STATUS_FAILED, CompleteTime: timestamppb.Now(),
+			SessionEpoch: to.epoch,
 			Error: &cpv1.Failure{ErrorCode: "ROLLBACK_FAILED", Recoverable: false, Message: status.Convert(err).Message(),
 				RetryHint: "the agent could not be reached to roll the plan back; inspect the session"},
 		}, false)
 	})
 }
 
-// retry runs attempt until it completes, retrying while the agent is
-// unreachable (within AgentRetryWindow). An attempt that hears nothing from
-// the agent for OperationTimeout is cancelled; attempt calls alive whenever
-// it hears something. giveUp records the final error.
-func (e *Executor) retry(log *slog.Logger, attempt func(ctx context.Context, alive func()) (bool, error), giveUp func(error)) error {
+// target is where a session runs: its agent and its epoch.
+type target struct {
+	agentID string
+	epoch   int64
+}
+
+// retry runs attempt until it completes, retrying while the session's agent
+// is unreachable (within AgentRetryWindow, counted afresh whenever the
+// session is placed on another agent). Each attempt goes to where the
+// session runs now (Config.Place), which waits while a lost agent's session
+// is rebuilt elsewhere. An attempt that hears nothing from the agent for
+// OperationTimeout is cancelled, and so is one whose session moves
+// (Moved); attempt calls alive whenever it hears something. giveUp records
+// the final error.
+func (e *Executor) retry(sessionID string, log *slog.Logger, attempt func(ctx context.Context, to target, alive func()) (bool, error), giveUp func(target, error)) error {
 	deadline := time.Now().Add(e.cfg.AgentRetryWindow)
 	backoff := 100 * time.Millisecond
 	for {
 		ctx, cancel := context.WithCancel(e.ctx)
-		watchdog := time.AfterFunc(e.cfg.OperationTimeout, cancel)
-		ok, err := attempt(ctx, func() { watchdog.Reset(e.cfg.OperationTimeout) })
-		watchdog.Stop()
-		if err != nil && ctx.Err() != nil && e.ctx.Err() == nil {
-			err = status.Errorf(codes.DeadlineExceeded, "no answer from the agent for %s", e.cfg.OperationTimeout)
+		to, err := e.place(ctx, sessionID)
+		ok := false
+		if err == nil {
+			e.trackAttempt(sessionID, to, cancel)
+			watchdog := time.AfterFunc(e.cfg.OperationTimeout, cancel)
+			ok, err = attempt(ctx, to, func() { watchdog.Reset(e.cfg.OperationTimeout) })
+			watchdog.Stop()
+			e.trackAttempt(sessionID, target{}, nil)
+			if err != nil && ctx.Err() != nil && e.ctx.Err() == nil {
+				err = status.Errorf(codes.DeadlineExceeded, "no answer from the agent for %s", e.cfg.OperationTimeout)
+			}
 		}
 		cancel()
 		if ok {
@@ -171,9 +190,18 @@ func (e *Executor) retry(log *slog.Logger, attempt func(ctx context.Context, ali
 		if e.ctx.Err() != nil {
 			return e.ctx.Err()
 		}
+		if now, perr := e.place(e.ctx, sessionID); perr == nil && now.epoch != to.epoch && to.epoch != 0 {
+			// The session moved while the attempt ran: go on where it runs now.
+			log.Info("session placed on another agent; continuing there", "agent_id", now.agentID, "epoch", now.epoch)
+			deadline, backoff = time.Now().Add(e.cfg.AgentRetryWindow), 100*time.Millisecond
+			continue
+		}
+		if err == nil {
+			err = status.Error(codes.Unavailable, "the attempt ended without an answer")
+		}
 		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
 			log.Warn("agent call failed", "err", err)
-			giveUp(err)
+			giveUp(to, err)
 			return nil
 		}
 		log.Warn("agent unreachable, retrying", "err", err, "backoff", backoff)
@@ -183,6 +211,55 @@ func (e *Executor) retry(log *slog.Logger, attempt func(ctx context.Context, ali
 			return e.ctx.Err()
 		}
 		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// place is where the session runs now.
+func (e *Executor) place(ctx context.Context, sessionID string) (target, error) {
+	if e.cfg.Place != nil {
+		agentID, epoch, err := e.cfg.Place(ctx, sessionID)
+		return target{agentID, epoch}, err
+	}
+	sess, err := e.store.Session(sessionID)
+	if err != nil {
+		return target{}, err
+	}
+	return target{sess.Info.GetAgentId(), sess.Info.GetEpoch()}, nil
+}
+
+// trackAttempt records the running attempt of a session (cancel nil: none).
+func (e *Executor) trackAttempt(sessionID string, to target, cancel context.CancelFunc) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cancel == nil {
+		delete(e.attempts, sessionID)
+		return
+	}
+	e.attempts[sessionID] = attempt{to, cancel}
+}
+
+// current is the agent the session's running attempt talks to, or the
+// session's placement when none runs.
+func (e *Executor) current(sessionID string) string {
+	e.mu.Lock()
+	a, ok := e.attempts[sessionID]
+	e.mu.Unlock()
+	if ok {
+		return a.to.agentID
+	}
+	to, _ := e.place(context.WithoutCancel(e.ctx), sessionID)
+	return to.agentID
+}
+
+// Moved stops the running attempt of a session that was just placed on
+// another agent: it goes on there (its receipts of the old placement are
+// refused by the store).
+func (e *Executor) Moved(sessionID string) {
+	e.mu.Lock()
+	a, ok := e.attempts[sessionID]
+	e.mu.Unlock()
+	if ok {
+		a.cancel()
 	}
 }
 

@@ -18,6 +18,7 @@ package executor
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,10 @@ type Config struct {
 	// AgentRetryWindow is how long an unreachable agent is retried before the
 	// operation fails with AGENT_UNAVAILABLE.
 	AgentRetryWindow time.Duration
+	// Place says where a session runs now: its agent and epoch. It may wait
+	// (a lost agent's session being rebuilt on another). nil: as the store
+	// says.
+	Place func(ctx context.Context, sessionID string) (agentID string, epoch int64, err error)
 }
 
 // Collect takes the files a receipt names (Receipt.artifacts) from the
@@ -61,6 +66,13 @@ type Executor struct {
 	queues    map[string]*queue        // by session id
 	cancelled map[store.PlanRef]bool   // asked to stop, not run to its end yet
 	running   map[store.PlanRef]func() // interrupt its batch on the agent
+	attempts  map[string]attempt       // by session id: the agent call running now
+}
+
+// attempt is an agent call in flight: where it goes, and how to stop it.
+type attempt struct {
+	to     target
+	cancel context.CancelFunc
 }
 
 // queue holds the plans of one session waiting to run, in order.
@@ -73,7 +85,8 @@ type queue struct {
 func New(cfg Config, st *store.Store, fl *fleet.Fleet, collect Collect, log *slog.Logger) *Executor {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Executor{cfg: cfg, store: st, fleet: fl, collect: collect, log: log, ctx: ctx, cancel: cancel,
-		queues: map[string]*queue{}, cancelled: map[store.PlanRef]bool{}, running: map[store.PlanRef]func(){}}
+		queues: map[string]*queue{}, cancelled: map[store.PlanRef]bool{}, running: map[store.PlanRef]func(){},
+		attempts: map[string]attempt{}}
 }
 
 // Resume queues every plan the store holds as not yet terminal, in
@@ -209,7 +222,14 @@ func (e *Executor) drain(sessionID string, q *queue) {
 		ref := q.pending[0]
 		q.pending = q.pending[1:]
 		e.mu.Unlock()
-		if err := e.run(ref); err != nil && e.ctx.Err() == nil {
+		err := e.run(ref)
+		for errors.Is(err, store.ErrStaleEpoch) && e.ctx.Err() == nil {
+			// Receipts of the session's old placement were refused: it runs
+			// elsewhere now. Resume from what is committed.
+			e.log.Info("plan continues where its session was placed anew", "request_id", ref.RequestID, "session_id", sessionID)
+			err = e.run(ref)
+		}
+		if err != nil && e.ctx.Err() == nil {
 			// Not a shutdown: end the plan rather than strand it (it would
 			// resume out of order after a restart, behind later plans).
 			e.log.Error("plan run failed", "request_id", ref.RequestID, "session_id", sessionID, "err", err)

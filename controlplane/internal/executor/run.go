@@ -63,8 +63,8 @@ func (e *Executor) run(ref store.PlanRef) error {
 	if err != nil {
 		return err
 	}
-	sessionID, agentID := p.GetSessionId(), sess.Info.GetAgentId()
-	log := e.log.With("request_id", ref.RequestID, "session_id", sessionID, "agent_id", agentID)
+	sessionID := p.GetSessionId()
+	log := e.log.With("request_id", ref.RequestID, "session_id", sessionID)
 
 	pr := &progress{rolledBack: map[string]bool{}}
 	if p.GetReceiptCount() > 0 {
@@ -94,7 +94,7 @@ func (e *Executor) run(ref store.PlanRef) error {
 		}
 		pr.observe(r)
 		if len(r.GetArtifacts()) > 0 {
-			e.collectFiles(agentID, ref, sessionID, r, log)
+			e.collectFiles(e.current(sessionID), ref, sessionID, r, log)
 		}
 		var final *cpv1.Plan
 		if pr.next == len(sched) && pr.failed == nil && !pr.cancelled && !finished {
@@ -106,11 +106,11 @@ func (e *Executor) run(ref store.PlanRef) error {
 	}
 
 	e.mu.Lock()
-	e.running[ref] = func() { e.interrupt(agentID, sessionID, ref, log) }
+	e.running[ref] = func() { e.interrupt(e.current(sessionID), sessionID, ref, log) }
 	e.mu.Unlock()
-	e.fleet.Touch(agentID, sessionID)
+	e.fleet.Touch(sess.Info.GetAgentId(), sessionID)
 	defer func() {
-		e.fleet.Touch(agentID, sessionID) // its Blender ran until now
+		e.fleet.Touch(e.current(sessionID), sessionID) // its Blender ran until now
 		e.mu.Lock()
 		delete(e.running, ref)
 		e.mu.Unlock()
@@ -124,7 +124,7 @@ func (e *Executor) run(ref store.PlanRef) error {
 			ops[i] = req.GetOperations()[idx]
 		}
 		last := pr.next+len(window) == len(sched)
-		if err := e.execute(agentID, ref, sessionID, budget, ops, last, add, log); err != nil {
+		if err := e.execute(ref, sessionID, budget, ops, last, add, log); err != nil {
 			c.close()
 			return err // stopping: the plan stays active and resumes
 		}
@@ -141,7 +141,7 @@ func (e *Executor) run(ref store.PlanRef) error {
 			}
 		}
 		if len(keys) > 0 {
-			if err := e.rollback(agentID, ref, sessionID, keys, add, log); err != nil {
+			if err := e.rollback(ref, sessionID, keys, add, log); err != nil {
 				c.close()
 				return err
 			}

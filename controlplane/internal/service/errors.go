@@ -34,6 +34,8 @@ var errorTable = []struct {
 	{store.ErrArtifactNotFound, codes.NotFound, "ARTIFACT_NOT_FOUND"},
 	{app.ErrRuntimeNotFound, codes.NotFound, "RUNTIME_NOT_FOUND"},
 	{store.ErrSessionClosed, codes.FailedPrecondition, "SESSION_CLOSED"},
+	{store.ErrSessionBroken, codes.FailedPrecondition, "SESSION_BROKEN"},
+	{store.ErrStaleEpoch, codes.FailedPrecondition, "STALE_EPOCH"},
 	{store.ErrTokenNotFound, codes.NotFound, "TOKEN_NOT_FOUND"},
 	{store.ErrTokenExists, codes.AlreadyExists, "TOKEN_EXISTS"},
 	{store.ErrApprovalNotFound, codes.NotFound, "APPROVAL_NOT_FOUND"},

@@ -36,8 +36,8 @@ func appendDecisionAudit(tx *bolt.Tx, ref PlanRef, a *cpv1.Approval, event, by s
 	return putAudit(tx, ref, rec)
 }
 
-// putAudit appends rec to the audit log, indexed by its plan and its plan's
-// owner.
+// putAudit appends rec to the audit log, indexed by its plan, its plan's
+// owner and its session.
 func putAudit(tx *bolt.Tx, ref PlanRef, rec *cpv1.AuditRecord) error {
 	audit := tx.Bucket(bucketAudit)
 	seq, err := audit.NextSequence()
@@ -63,7 +63,17 @@ func putAudit(tx *bolt.Tx, ref PlanRef, rec *cpv1.AuditRecord) error {
 	if err != nil {
 		return err
 	}
-	return byOwner.Put(u64(seq), nil)
+	if err := byOwner.Put(u64(seq), nil); err != nil {
+		return err
+	}
+	if rec.GetSessionId() == "" {
+		return nil
+	}
+	bySession, err := tx.Bucket(bucketAuditSession).CreateBucketIfNotExists([]byte(rec.GetSessionId()))
+	if err != nil {
+		return err
+	}
+	return bySession.Put(u64(seq), nil)
 }
 
 // AuditFilter selects audit records: of one owner's plan (Owner and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
@@ -34,6 +35,7 @@ var migrations = []func(tx *bolt.Tx) error{
 	func(tx *bolt.Tx) error {
 		return createBuckets(tx, bucketApprovals, bucketRules, bucketRuleIndex)
 	},
+	migrateSessionAudit,
 }
 
 // schemaVersion is the version this binary writes.
@@ -246,3 +248,26 @@ func moveChildren(tx *bolt.Tx, src, dst *bolt.Bucket) error {
 
 // decodeU64 reads a big-endian uint64 key.
 func decodeU64(k []byte) uint64 { return binary.BigEndian.Uint64(k) }
+
+// migrateSessionAudit (5 → 6) indexes the audit log by session: in commit
+// order, a session's records are its redo log, from which a session whose
+// agent was lost is rebuilt on another.
+func migrateSessionAudit(tx *bolt.Tx) error {
+	if err := createBuckets(tx, bucketAuditSession); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketAudit).ForEach(func(k, v []byte) error {
+		rec := &cpv1.AuditRecord{}
+		if err := proto.Unmarshal(v, rec); err != nil {
+			return fmt.Errorf("audit record %d: %w", binary.BigEndian.Uint64(k), err)
+		}
+		if rec.GetSessionId() == "" {
+			return nil
+		}
+		b, err := tx.Bucket(bucketAuditSession).CreateBucketIfNotExists([]byte(rec.GetSessionId()))
+		if err != nil {
+			return err
+		}
+		return b.Put(k, nil)
+	})
+}

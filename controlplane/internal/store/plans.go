@@ -195,6 +195,9 @@ func (s *Store) Commit(ref PlanRef, plan *cpv1.Plan, receipts []*cpv1.Receipt) e
 		if err := getProto(b, keyPlan, was); err != nil {
 			return err
 		}
+		if err := checkEpochs(tx, plan.GetSessionId(), receipts); err != nil {
+			return err
+		}
 		pol := readOpPolicies(tx, b, was)
 		rb := b.Bucket(bucketReceipts)
 		next := uint64(1)

@@ -30,6 +30,10 @@ func (s Session) RegistryFingerprint() string {
 // Closed reports whether the session was closed.
 func (s Session) Closed() bool { return s.Info.GetState() == cpv1.Session_STATE_CLOSED }
 
+// Broken reports whether the session lost its agent and could not be
+// rebuilt exactly elsewhere.
+func (s Session) Broken() bool { return s.Info.GetState() == cpv1.Session_STATE_BROKEN }
+
 // PutSession stores a new session (Info.SessionId set, state OPEN) and, if
 // the store does not hold it yet, the tool registry its contract names.
 func (s *Store) PutSession(sess Session, registry *cpv1.ToolRegistry) error {
@@ -77,6 +81,9 @@ func (s *Store) PutSession(sess Session, registry *cpv1.ToolRegistry) error {
 		if err := state.Put(keySceneHash, []byte(hash)); err != nil {
 			return err
 		}
+		if err := state.Put(keyEpoch, u64(1)); err != nil {
+			return err
+		}
 		return state.Put(keyUpdateTime, u64(uint64(updated.AsTime().UnixNano())))
 	})
 }
@@ -117,6 +124,7 @@ func readSession(tx *bolt.Tx, id string) (Session, error) {
 			sess.Info.UpdateTime = timestamppb.New(time.Unix(0, int64(ns)))
 		}
 	}
+	sess.Info.Epoch = sessionEpoch(tx, id)
 	return sess, nil
 }
 

@@ -108,6 +108,7 @@ var (
 	bucketRules           = []byte("policy_rules")
 	bucketRuleIndex       = []byte("policy_rule_index")
 	bucketOpPolicy        = []byte("policy")
+	bucketAuditSession    = []byte("audit_by_session")
 
 	keySchemaVersion = []byte("schema_version")
 	keySession       = []byte("session")

@@ -161,7 +161,15 @@ type OpenSessionRequest struct {
 	// The session contract's memory ceiling, enforced on the session's
 	// Blender (0: none). Over it, Blender is stopped and the operation fails
 	// with RESOURCE_EXHAUSTED.
-	MaxMemoryMib  int64 `protobuf:"varint,3,opt,name=max_memory_mib,json=maxMemoryMib,proto3" json:"max_memory_mib,omitempty"`
+	MaxMemoryMib int64 `protobuf:"varint,3,opt,name=max_memory_mib,json=maxMemoryMib,proto3" json:"max_memory_mib,omitempty"`
+	// The session's epoch (fencing token): the number of its placement, which
+	// grows each time the control plane places it on another agent. The agent
+	// refuses a call with an epoch older than one it has seen for the session
+	// (FAILED_PRECONDITION, reason STALE_EPOCH) and stamps receipts with it.
+	// 0: not given (no check).
+	// Opening a session the agent holds under an older epoch discards what it
+	// holds: the session starts again from the baseline scene.
+	Epoch         int64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -213,6 +221,13 @@ func (x *OpenSessionRequest) GetRuntimeId() string {
 func (x *OpenSessionRequest) GetMaxMemoryMib() int64 {
 	if x != nil {
 		return x.MaxMemoryMib
+	}
+	return 0
+}
+
+func (x *OpenSessionRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -271,10 +286,12 @@ func (x *OpenSessionResponse) GetBaselineSceneHash() string {
 }
 
 type ExecuteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Operations    []*OperationCall       `protobuf:"bytes,3,rep,name=operations,proto3" json:"operations,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	SessionId  string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	RequestId  string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Operations []*OperationCall       `protobuf:"bytes,3,rep,name=operations,proto3" json:"operations,omitempty"`
+	// The session's epoch; see OpenSessionRequest.epoch.
+	Epoch         int64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -328,6 +345,13 @@ func (x *ExecuteRequest) GetOperations() []*OperationCall {
 		return x.Operations
 	}
 	return nil
+}
+
+func (x *ExecuteRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 // OperationCall is one operation of a plan as sent to an agent.
@@ -526,8 +550,10 @@ type RollbackRequest struct {
 	RequestId string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Idempotency keys of the operations to undo, newest first.
 	IdempotencyKeys []string `protobuf:"bytes,3,rep,name=idempotency_keys,json=idempotencyKeys,proto3" json:"idempotency_keys,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The session's epoch; see OpenSessionRequest.epoch.
+	Epoch         int64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RollbackRequest) Reset() {
@@ -579,6 +605,13 @@ func (x *RollbackRequest) GetIdempotencyKeys() []string {
 		return x.IdempotencyKeys
 	}
 	return nil
+}
+
+func (x *RollbackRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type RollbackResponse struct {
@@ -1292,16 +1325,17 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\rsession_count\x18\x04 \x01(\x05R\fsessionCount\x12C\n" +
 	"\tresources\x18\x05 \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\x12!\n" +
 	"\fmax_sessions\x18\x06 \x01(\x05R\vmaxSessions\x12#\n" +
-	"\rlive_sessions\x18\a \x03(\tR\fliveSessions\"\xc3\x01\n" +
+	"\rlive_sessions\x18\a \x03(\tR\fliveSessions\"\xe2\x01\n" +
 	"\x12OpenSessionRequest\x12>\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +
 	"\n" +
 	"runtime_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\truntimeId\x12-\n" +
-	"\x0emax_memory_mib\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\fmaxMemoryMib\"\x9a\x01\n" +
+	"\x0emax_memory_mib\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\fmaxMemoryMib\x12\x1d\n" +
+	"\x05epoch\x18\x04 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x05epoch\"\x9a\x01\n" +
 	"\x13OpenSessionResponse\x12S\n" +
 	"\x0fblender_profile\x18\x01 \x01(\v2*.blendplane.controlplane.v1.BlenderProfileR\x0eblenderProfile\x12.\n" +
-	"\x13baseline_scene_hash\x18\x02 \x01(\tR\x11baselineSceneHash\"\xde\x01\n" +
+	"\x13baseline_scene_hash\x18\x02 \x01(\tR\x11baselineSceneHash\"\xfd\x01\n" +
 	"\x0eExecuteRequest\x12>\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +
@@ -1309,7 +1343,8 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"request_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12L\n" +
 	"\n" +
 	"operations\x18\x03 \x03(\v2\".blendplane.agent.v1.OperationCallB\b\xbaH\x05\x92\x01\x02\b\x01R\n" +
-	"operations\"\xc5\x03\n" +
+	"operations\x12\x1d\n" +
+	"\x05epoch\x18\x04 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x05epoch\"\xc5\x03\n" +
 	"\rOperationCall\x12B\n" +
 	"\foperation_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\voperationId\x12'\n" +
 	"\ttool_name\x18\x02 \x01(\tB\n" +
@@ -1323,13 +1358,14 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fExecuteResponse\x12?\n" +
 	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptH\x00R\areceipt\x12B\n" +
 	"\bprogress\x18\x02 \x01(\v2$.blendplane.controlplane.v1.ProgressH\x00R\bprogressB\a\n" +
-	"\x05event\"\xda\x01\n" +
+	"\x05event\"\xf9\x01\n" +
 	"\x0fRollbackRequest\x12>\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12G\n" +
-	"\x10idempotency_keys\x18\x03 \x03(\tB\x1c\xbaH\x19\x92\x01\x16\b\x01\"\x12r\x102\x0e^[0-9a-f]{64}$R\x0fidempotencyKeys\"Q\n" +
+	"\x10idempotency_keys\x18\x03 \x03(\tB\x1c\xbaH\x19\x92\x01\x16\b\x01\"\x12r\x102\x0e^[0-9a-f]{64}$R\x0fidempotencyKeys\x12\x1d\n" +
+	"\x05epoch\x18\x04 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x05epoch\"Q\n" +
 	"\x10RollbackResponse\x12=\n" +
 	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptR\areceipt\"\x8f\x01\n" +
 	"\rCancelRequest\x12>\n" +

@@ -396,6 +396,12 @@ const (
 	// Closed: plans are refused (SESSION_CLOSED); its Blender is stopped and
 	// its scene files removed; plans, receipts, audit and artifacts are kept.
 	Session_STATE_CLOSED Session_State = 3
+	// Its agent was lost and it could not be rebuilt exactly on another
+	// (a nondeterministic tool in its history, or a replayed scene that
+	// hashed otherwise than committed): plans are refused (SESSION_BROKEN);
+	// its plans, receipts, audit and artifacts are kept. Never silently
+	// diverged.
+	Session_STATE_BROKEN Session_State = 4
 )
 
 // Enum value maps for Session_State.
@@ -405,12 +411,14 @@ var (
 		1: "STATE_OPEN",
 		2: "STATE_PARKED",
 		3: "STATE_CLOSED",
+		4: "STATE_BROKEN",
 	}
 	Session_State_value = map[string]int32{
 		"STATE_UNSPECIFIED": 0,
 		"STATE_OPEN":        1,
 		"STATE_PARKED":      2,
 		"STATE_CLOSED":      3,
+		"STATE_BROKEN":      4,
 	}
 )
 
@@ -438,7 +446,7 @@ func (x Session_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Session_State.Descriptor instead.
 func (Session_State) EnumDescriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{50, 0}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{51, 0}
 }
 
 // State of an approval.
@@ -495,7 +503,7 @@ func (x Approval_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Approval_State.Descriptor instead.
 func (Approval_State) EnumDescriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{66, 0}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{67, 0}
 }
 
 // Mode of a decision.
@@ -548,7 +556,7 @@ func (x PolicyDecision_Mode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PolicyDecision_Mode.Descriptor instead.
 func (PolicyDecision_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{67, 0}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{68, 0}
 }
 
 // State of a preview.
@@ -605,7 +613,7 @@ func (x Preview_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Preview_State.Descriptor instead.
 func (Preview_State) EnumDescriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{68, 0}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{69, 0}
 }
 
 // Kind of change.
@@ -658,7 +666,7 @@ func (x DatablockChange_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DatablockChange_Kind.Descriptor instead.
 func (DatablockChange_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{69, 0}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{70, 0}
 }
 
 type NegotiateRequest struct {
@@ -2190,7 +2198,9 @@ type Receipt struct {
 	Tolerance string `protobuf:"bytes,18,opt,name=tolerance,proto3" json:"tolerance,omitempty"`
 	// Files the operation wrote into the session's sandbox (renders,
 	// exports), kept as artifacts of the session (DownloadArtifact).
-	Artifacts     []*Artifact `protobuf:"bytes,19,rep,name=artifacts,proto3" json:"artifacts,omitempty"`
+	Artifacts []*Artifact `protobuf:"bytes,19,rep,name=artifacts,proto3" json:"artifacts,omitempty"`
+	// The session's epoch (Session.epoch) the operation ran under.
+	SessionEpoch  int64 `protobuf:"varint,20,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2356,6 +2366,13 @@ func (x *Receipt) GetArtifacts() []*Artifact {
 		return x.Artifacts
 	}
 	return nil
+}
+
+func (x *Receipt) GetSessionEpoch() int64 {
+	if x != nil {
+		return x.SessionEpoch
+	}
+	return 0
 }
 
 // Failure is the failure contract of seed 000: what went wrong and the
@@ -4005,8 +4022,11 @@ type RegisterAgentRequest struct {
 	// A PEM certificate request (ECDSA, CommonName = agent_id): the control
 	// plane answers with a certificate for the agent's AgentService (mTLS).
 	CertificateRequest []byte `protobuf:"bytes,10,opt,name=certificate_request,json=certificateRequest,proto3" json:"certificate_request,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Every session the agent holds, with the epoch it holds it under: the
+	// answer names those the control plane has placed elsewhere since.
+	HeldSessions  []*HeldSession `protobuf:"bytes,11,rep,name=held_sessions,json=heldSessions,proto3" json:"held_sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterAgentRequest) Reset() {
@@ -4109,6 +4129,66 @@ func (x *RegisterAgentRequest) GetCertificateRequest() []byte {
 	return nil
 }
 
+func (x *RegisterAgentRequest) GetHeldSessions() []*HeldSession {
+	if x != nil {
+		return x.HeldSessions
+	}
+	return nil
+}
+
+// HeldSession is a session an agent holds.
+type HeldSession struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Epoch         int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldSession) Reset() {
+	*x = HeldSession{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldSession) ProtoMessage() {}
+
+func (x *HeldSession) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldSession.ProtoReflect.Descriptor instead.
+func (*HeldSession) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *HeldSession) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *HeldSession) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type RegisterAgentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How often the agent should register again to stay READY, in seconds.
@@ -4120,13 +4200,17 @@ type RegisterAgentResponse struct {
 	// that signed it and the control plane's client certificate.
 	Certificate   []byte `protobuf:"bytes,3,opt,name=certificate,proto3" json:"certificate,omitempty"`
 	CaCertificate []byte `protobuf:"bytes,4,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"`
+	// Sessions of held_sessions that were placed on another agent (this one
+	// was lost) or closed: the agent stops their Blender and drops them; its
+	// reports of them would be refused anyway.
+	MovedSessions []string `protobuf:"bytes,5,rep,name=moved_sessions,json=movedSessions,proto3" json:"moved_sessions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterAgentResponse) Reset() {
 	*x = RegisterAgentResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[43]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4138,7 +4222,7 @@ func (x *RegisterAgentResponse) String() string {
 func (*RegisterAgentResponse) ProtoMessage() {}
 
 func (x *RegisterAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[43]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4151,7 +4235,7 @@ func (x *RegisterAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterAgentResponse.ProtoReflect.Descriptor instead.
 func (*RegisterAgentResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{43}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RegisterAgentResponse) GetHeartbeatIntervalSeconds() int32 {
@@ -4182,6 +4266,13 @@ func (x *RegisterAgentResponse) GetCaCertificate() []byte {
 	return nil
 }
 
+func (x *RegisterAgentResponse) GetMovedSessions() []string {
+	if x != nil {
+		return x.MovedSessions
+	}
+	return nil
+}
+
 type GetSessionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -4191,7 +4282,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[44]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4203,7 +4294,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[44]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4216,7 +4307,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{44}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -4235,7 +4326,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[45]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4338,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[45]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4351,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{45}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -4287,7 +4378,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[46]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4299,7 +4390,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[46]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4312,7 +4403,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{46}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -4354,7 +4445,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[47]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4366,7 +4457,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[47]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4379,7 +4470,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{47}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -4405,7 +4496,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[48]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4417,7 +4508,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[48]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4430,7 +4521,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{48}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -4449,7 +4540,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[49]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4461,7 +4552,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[49]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4474,7 +4565,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{49}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CloseSessionResponse) GetSession() *Session {
@@ -4504,14 +4595,18 @@ type Session struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	CloseTime  *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=close_time,json=closeTime,proto3" json:"close_time,omitempty"`
 	// The principal that negotiated it.
-	Owner         string `protobuf:"bytes,12,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,12,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Fencing token: 1 at negotiation, one more each time the session is
+	// placed on another agent (its agent was lost). Reports of an older epoch
+	// are refused.
+	Epoch         int64 `protobuf:"varint,13,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[50]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4523,7 +4618,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[50]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4536,7 +4631,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{50}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Session) GetSessionId() string {
@@ -4623,6 +4718,13 @@ func (x *Session) GetOwner() string {
 	return ""
 }
 
+func (x *Session) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // Artifact is a file of a session, content-addressed by its SHA-256: a
 // render or export that a receipt made, or a file a client uploaded. Tool
 // args name it by its plain name, inside the session's sandbox.
@@ -4645,7 +4747,7 @@ type Artifact struct {
 
 func (x *Artifact) Reset() {
 	*x = Artifact{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[51]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4657,7 +4759,7 @@ func (x *Artifact) String() string {
 func (*Artifact) ProtoMessage() {}
 
 func (x *Artifact) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[51]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4670,7 +4772,7 @@ func (x *Artifact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Artifact.ProtoReflect.Descriptor instead.
 func (*Artifact) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{51}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Artifact) GetSessionId() string {
@@ -4742,7 +4844,7 @@ type UploadArtifactRequest struct {
 
 func (x *UploadArtifactRequest) Reset() {
 	*x = UploadArtifactRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[52]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4754,7 +4856,7 @@ func (x *UploadArtifactRequest) String() string {
 func (*UploadArtifactRequest) ProtoMessage() {}
 
 func (x *UploadArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[52]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4767,7 +4869,7 @@ func (x *UploadArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadArtifactRequest.ProtoReflect.Descriptor instead.
 func (*UploadArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{52}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UploadArtifactRequest) GetPart() isUploadArtifactRequest_Part {
@@ -4829,7 +4931,7 @@ type ArtifactUpload struct {
 
 func (x *ArtifactUpload) Reset() {
 	*x = ArtifactUpload{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[53]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4841,7 +4943,7 @@ func (x *ArtifactUpload) String() string {
 func (*ArtifactUpload) ProtoMessage() {}
 
 func (x *ArtifactUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[53]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4854,7 +4956,7 @@ func (x *ArtifactUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactUpload.ProtoReflect.Descriptor instead.
 func (*ArtifactUpload) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{53}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ArtifactUpload) GetSessionId() string {
@@ -4894,7 +4996,7 @@ type UploadArtifactResponse struct {
 
 func (x *UploadArtifactResponse) Reset() {
 	*x = UploadArtifactResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[54]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4906,7 +5008,7 @@ func (x *UploadArtifactResponse) String() string {
 func (*UploadArtifactResponse) ProtoMessage() {}
 
 func (x *UploadArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[54]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4919,7 +5021,7 @@ func (x *UploadArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadArtifactResponse.ProtoReflect.Descriptor instead.
 func (*UploadArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{54}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *UploadArtifactResponse) GetArtifact() *Artifact {
@@ -4941,7 +5043,7 @@ type DownloadArtifactRequest struct {
 
 func (x *DownloadArtifactRequest) Reset() {
 	*x = DownloadArtifactRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[55]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4953,7 +5055,7 @@ func (x *DownloadArtifactRequest) String() string {
 func (*DownloadArtifactRequest) ProtoMessage() {}
 
 func (x *DownloadArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[55]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4966,7 +5068,7 @@ func (x *DownloadArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadArtifactRequest.ProtoReflect.Descriptor instead.
 func (*DownloadArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{55}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DownloadArtifactRequest) GetSessionId() string {
@@ -5003,7 +5105,7 @@ type DownloadArtifactResponse struct {
 
 func (x *DownloadArtifactResponse) Reset() {
 	*x = DownloadArtifactResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[56]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5015,7 +5117,7 @@ func (x *DownloadArtifactResponse) String() string {
 func (*DownloadArtifactResponse) ProtoMessage() {}
 
 func (x *DownloadArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[56]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5028,7 +5130,7 @@ func (x *DownloadArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadArtifactResponse.ProtoReflect.Descriptor instead.
 func (*DownloadArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{56}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DownloadArtifactResponse) GetPart() isDownloadArtifactResponse_Part {
@@ -5089,7 +5191,7 @@ type ListArtifactsRequest struct {
 
 func (x *ListArtifactsRequest) Reset() {
 	*x = ListArtifactsRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[57]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5101,7 +5203,7 @@ func (x *ListArtifactsRequest) String() string {
 func (*ListArtifactsRequest) ProtoMessage() {}
 
 func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[57]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5114,7 +5216,7 @@ func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListArtifactsRequest.ProtoReflect.Descriptor instead.
 func (*ListArtifactsRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{57}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListArtifactsRequest) GetSessionId() string {
@@ -5156,7 +5258,7 @@ type ListArtifactsResponse struct {
 
 func (x *ListArtifactsResponse) Reset() {
 	*x = ListArtifactsResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[58]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5168,7 +5270,7 @@ func (x *ListArtifactsResponse) String() string {
 func (*ListArtifactsResponse) ProtoMessage() {}
 
 func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[58]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5181,7 +5283,7 @@ func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListArtifactsResponse.ProtoReflect.Descriptor instead.
 func (*ListArtifactsResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{58}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListArtifactsResponse) GetArtifacts() []*Artifact {
@@ -5218,7 +5320,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[59]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5230,7 +5332,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[59]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5243,7 +5345,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{59}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Token) GetName() string {
@@ -5301,7 +5403,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[60]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5313,7 +5415,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[60]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5326,7 +5428,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{60}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -5362,7 +5464,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[61]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5374,7 +5476,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[61]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5387,7 +5489,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{61}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CreateTokenResponse) GetToken() *Token {
@@ -5416,7 +5518,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[62]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5428,7 +5530,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[62]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5441,7 +5543,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{62}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListTokensRequest) GetPageSize() int32 {
@@ -5469,7 +5571,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[63]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5481,7 +5583,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[63]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5494,7 +5596,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{63}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListTokensResponse) GetTokens() []*Token {
@@ -5520,7 +5622,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[64]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5532,7 +5634,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[64]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5545,7 +5647,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{64}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RevokeTokenRequest) GetName() string {
@@ -5564,7 +5666,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[65]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5576,7 +5678,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[65]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5589,7 +5691,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{65}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RevokeTokenResponse) GetToken() *Token {
@@ -5622,7 +5724,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[66]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5634,7 +5736,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[66]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5647,7 +5749,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{66}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Approval) GetApprovalId() string {
@@ -5746,7 +5848,7 @@ type PolicyDecision struct {
 
 func (x *PolicyDecision) Reset() {
 	*x = PolicyDecision{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[67]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5758,7 +5860,7 @@ func (x *PolicyDecision) String() string {
 func (*PolicyDecision) ProtoMessage() {}
 
 func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[67]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5771,7 +5873,7 @@ func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDecision.ProtoReflect.Descriptor instead.
 func (*PolicyDecision) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{67}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *PolicyDecision) GetOperationId() string {
@@ -5839,7 +5941,7 @@ type Preview struct {
 
 func (x *Preview) Reset() {
 	*x = Preview{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[68]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5851,7 +5953,7 @@ func (x *Preview) String() string {
 func (*Preview) ProtoMessage() {}
 
 func (x *Preview) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[68]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5864,7 +5966,7 @@ func (x *Preview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Preview.ProtoReflect.Descriptor instead.
 func (*Preview) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{68}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *Preview) GetState() Preview_State {
@@ -5938,7 +6040,7 @@ type DatablockChange struct {
 
 func (x *DatablockChange) Reset() {
 	*x = DatablockChange{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[69]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5950,7 +6052,7 @@ func (x *DatablockChange) String() string {
 func (*DatablockChange) ProtoMessage() {}
 
 func (x *DatablockChange) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[69]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5963,7 +6065,7 @@ func (x *DatablockChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatablockChange.ProtoReflect.Descriptor instead.
 func (*DatablockChange) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{69}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *DatablockChange) GetKind() DatablockChange_Kind {
@@ -6007,7 +6109,7 @@ type FieldChange struct {
 
 func (x *FieldChange) Reset() {
 	*x = FieldChange{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[70]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6019,7 +6121,7 @@ func (x *FieldChange) String() string {
 func (*FieldChange) ProtoMessage() {}
 
 func (x *FieldChange) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[70]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6032,7 +6134,7 @@ func (x *FieldChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldChange.ProtoReflect.Descriptor instead.
 func (*FieldChange) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{70}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *FieldChange) GetField() string {
@@ -6074,7 +6176,7 @@ type PolicyRule struct {
 
 func (x *PolicyRule) Reset() {
 	*x = PolicyRule{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[71]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6086,7 +6188,7 @@ func (x *PolicyRule) String() string {
 func (*PolicyRule) ProtoMessage() {}
 
 func (x *PolicyRule) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[71]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6099,7 +6201,7 @@ func (x *PolicyRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyRule.ProtoReflect.Descriptor instead.
 func (*PolicyRule) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{71}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *PolicyRule) GetRuleId() string {
@@ -6167,7 +6269,7 @@ type ListApprovalsRequest struct {
 
 func (x *ListApprovalsRequest) Reset() {
 	*x = ListApprovalsRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[72]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6179,7 +6281,7 @@ func (x *ListApprovalsRequest) String() string {
 func (*ListApprovalsRequest) ProtoMessage() {}
 
 func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[72]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6192,7 +6294,7 @@ func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{72}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListApprovalsRequest) GetPageSize() int32 {
@@ -6234,7 +6336,7 @@ type ListApprovalsResponse struct {
 
 func (x *ListApprovalsResponse) Reset() {
 	*x = ListApprovalsResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[73]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6246,7 +6348,7 @@ func (x *ListApprovalsResponse) String() string {
 func (*ListApprovalsResponse) ProtoMessage() {}
 
 func (x *ListApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[73]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6259,7 +6361,7 @@ func (x *ListApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*ListApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{73}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ListApprovalsResponse) GetApprovals() []*Approval {
@@ -6286,7 +6388,7 @@ type ResolveApprovalRequest struct {
 
 func (x *ResolveApprovalRequest) Reset() {
 	*x = ResolveApprovalRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[74]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6298,7 +6400,7 @@ func (x *ResolveApprovalRequest) String() string {
 func (*ResolveApprovalRequest) ProtoMessage() {}
 
 func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[74]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6311,7 +6413,7 @@ func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{74}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ResolveApprovalRequest) GetApprovalId() string {
@@ -6340,7 +6442,7 @@ type ResolveApprovalResponse struct {
 
 func (x *ResolveApprovalResponse) Reset() {
 	*x = ResolveApprovalResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[75]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6352,7 +6454,7 @@ func (x *ResolveApprovalResponse) String() string {
 func (*ResolveApprovalResponse) ProtoMessage() {}
 
 func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[75]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6365,7 +6467,7 @@ func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalResponse.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{75}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ResolveApprovalResponse) GetApproval() *Approval {
@@ -6393,7 +6495,7 @@ type ListPolicyRulesRequest struct {
 
 func (x *ListPolicyRulesRequest) Reset() {
 	*x = ListPolicyRulesRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[76]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6405,7 +6507,7 @@ func (x *ListPolicyRulesRequest) String() string {
 func (*ListPolicyRulesRequest) ProtoMessage() {}
 
 func (x *ListPolicyRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[76]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6418,7 +6520,7 @@ func (x *ListPolicyRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPolicyRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListPolicyRulesRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{76}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListPolicyRulesRequest) GetPageSize() int32 {
@@ -6445,7 +6547,7 @@ type ListPolicyRulesResponse struct {
 
 func (x *ListPolicyRulesResponse) Reset() {
 	*x = ListPolicyRulesResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[77]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6457,7 +6559,7 @@ func (x *ListPolicyRulesResponse) String() string {
 func (*ListPolicyRulesResponse) ProtoMessage() {}
 
 func (x *ListPolicyRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[77]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6470,7 +6572,7 @@ func (x *ListPolicyRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPolicyRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListPolicyRulesResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{77}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListPolicyRulesResponse) GetRules() []*PolicyRule {
@@ -6496,7 +6598,7 @@ type DeletePolicyRuleRequest struct {
 
 func (x *DeletePolicyRuleRequest) Reset() {
 	*x = DeletePolicyRuleRequest{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[78]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6508,7 +6610,7 @@ func (x *DeletePolicyRuleRequest) String() string {
 func (*DeletePolicyRuleRequest) ProtoMessage() {}
 
 func (x *DeletePolicyRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[78]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6521,7 +6623,7 @@ func (x *DeletePolicyRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePolicyRuleRequest.ProtoReflect.Descriptor instead.
 func (*DeletePolicyRuleRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{78}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *DeletePolicyRuleRequest) GetRuleId() string {
@@ -6540,7 +6642,7 @@ type DeletePolicyRuleResponse struct {
 
 func (x *DeletePolicyRuleResponse) Reset() {
 	*x = DeletePolicyRuleResponse{}
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[79]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6552,7 +6654,7 @@ func (x *DeletePolicyRuleResponse) String() string {
 func (*DeletePolicyRuleResponse) ProtoMessage() {}
 
 func (x *DeletePolicyRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[79]
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6565,7 +6667,7 @@ func (x *DeletePolicyRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePolicyRuleResponse.ProtoReflect.Descriptor instead.
 func (*DeletePolicyRuleResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{79}
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DeletePolicyRuleResponse) GetRule() *PolicyRule {
@@ -6724,7 +6826,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\x03R\x04done\x12\x14\n" +
 	"\x05total\x18\x03 \x01(\x03R\x05total\x12/\n" +
-	"\x06detail\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06detail\"\xfb\a\n" +
+	"\x06detail\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06detail\"\xa0\b\n" +
 	"\aReceipt\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x1d\n" +
 	"\n" +
@@ -6746,7 +6848,8 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x11determinism_class\x18\x10 \x01(\tR\x10determinismClass\x12\x1a\n" +
 	"\bverified\x18\x11 \x01(\bR\bverified\x12\x1c\n" +
 	"\ttolerance\x18\x12 \x01(\tR\ttolerance\x12B\n" +
-	"\tartifacts\x18\x13 \x03(\v2$.blendplane.controlplane.v1.ArtifactR\tartifacts\"\x94\x01\n" +
+	"\tartifacts\x18\x13 \x03(\v2$.blendplane.controlplane.v1.ArtifactR\tartifacts\x12#\n" +
+	"\rsession_epoch\x18\x14 \x01(\x03R\fsessionEpoch\"\x94\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STATUS_SUCCEEDED\x10\x01\x12\x11\n" +
@@ -6905,7 +7008,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\tResources\x12&\n" +
 	"\n" +
 	"memory_mib\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\tmemoryMib\x121\n" +
-	"\x10temp_storage_mib\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x0etempStorageMib\"\xc4\x04\n" +
+	"\x10temp_storage_mib\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x0etempStorageMib\"\x9d\x05\n" +
 	"\x14RegisterAgentRequest\x12:\n" +
 	"\bagent_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\aagentId\x12$\n" +
 	"\aaddress\x18\x02 \x01(\tB\n" +
@@ -6920,12 +7023,18 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\rlive_sessions\x18\b \x03(\tB'\xbaH$\x92\x01!\x10\x80 \"\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\fliveSessions\x12,\n" +
 	"\rbusy_sessions\x18\t \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\fbusySessions\x129\n" +
 	"\x13certificate_request\x18\n" +
-	" \x01(\fB\b\xbaH\x05z\x03\x18\x80@R\x12certificateRequest\"\xd5\x01\n" +
+	" \x01(\fB\b\xbaH\x05z\x03\x18\x80@R\x12certificateRequest\x12W\n" +
+	"\rheld_sessions\x18\v \x03(\v2'.blendplane.controlplane.v1.HeldSessionB\t\xbaH\x06\x92\x01\x03\x10\x80 R\fheldSessions\"l\n" +
+	"\vHeldSession\x12>\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12\x1d\n" +
+	"\x05epoch\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x05epoch\"\xfc\x01\n" +
 	"\x15RegisterAgentResponse\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x01 \x01(\x05R\x18heartbeatIntervalSeconds\x125\n" +
 	"\x17session_idle_timeout_ms\x18\x02 \x01(\x03R\x14sessionIdleTimeoutMs\x12 \n" +
 	"\vcertificate\x18\x03 \x01(\fR\vcertificate\x12%\n" +
-	"\x0eca_certificate\x18\x04 \x01(\fR\rcaCertificate\"S\n" +
+	"\x0eca_certificate\x18\x04 \x01(\fR\rcaCertificate\x12%\n" +
+	"\x0emoved_sessions\x18\x05 \x03(\tR\rmovedSessions\"S\n" +
 	"\x11GetSessionRequest\x12>\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\"S\n" +
@@ -6944,7 +7053,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\"U\n" +
 	"\x14CloseSessionResponse\x12=\n" +
-	"\asession\x18\x01 \x01(\v2#.blendplane.controlplane.v1.SessionR\asession\"\xf5\x04\n" +
+	"\asession\x18\x01 \x01(\v2#.blendplane.controlplane.v1.SessionR\asession\"\x9d\x05\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12?\n" +
@@ -6965,13 +7074,15 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"updateTime\x129\n" +
 	"\n" +
 	"close_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTime\x12\x14\n" +
-	"\x05owner\x18\f \x01(\tR\x05owner\"R\n" +
+	"\x05owner\x18\f \x01(\tR\x05owner\x12\x14\n" +
+	"\x05epoch\x18\r \x01(\x03R\x05epoch\"d\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
 	"STATE_OPEN\x10\x01\x12\x10\n" +
 	"\fSTATE_PARKED\x10\x02\x12\x10\n" +
-	"\fSTATE_CLOSED\x10\x03\"\x9e\x02\n" +
+	"\fSTATE_CLOSED\x10\x03\x12\x10\n" +
+	"\fSTATE_BROKEN\x10\x04\"\x9e\x02\n" +
 	"\bArtifact\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
@@ -7218,7 +7329,7 @@ func file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 }
 
 var file_blendplane_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
+var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_blendplane_controlplane_v1_controlplane_proto_goTypes = []any{
 	(SafetyLevel)(0),                 // 0: blendplane.controlplane.v1.SafetyLevel
 	(Decision)(0),                    // 1: blendplane.controlplane.v1.Decision
@@ -7274,48 +7385,49 @@ var file_blendplane_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*ToolDefinition)(nil),           // 51: blendplane.controlplane.v1.ToolDefinition
 	(*Resources)(nil),                // 52: blendplane.controlplane.v1.Resources
 	(*RegisterAgentRequest)(nil),     // 53: blendplane.controlplane.v1.RegisterAgentRequest
-	(*RegisterAgentResponse)(nil),    // 54: blendplane.controlplane.v1.RegisterAgentResponse
-	(*GetSessionRequest)(nil),        // 55: blendplane.controlplane.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 56: blendplane.controlplane.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 57: blendplane.controlplane.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 58: blendplane.controlplane.v1.ListSessionsResponse
-	(*CloseSessionRequest)(nil),      // 59: blendplane.controlplane.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),     // 60: blendplane.controlplane.v1.CloseSessionResponse
-	(*Session)(nil),                  // 61: blendplane.controlplane.v1.Session
-	(*Artifact)(nil),                 // 62: blendplane.controlplane.v1.Artifact
-	(*UploadArtifactRequest)(nil),    // 63: blendplane.controlplane.v1.UploadArtifactRequest
-	(*ArtifactUpload)(nil),           // 64: blendplane.controlplane.v1.ArtifactUpload
-	(*UploadArtifactResponse)(nil),   // 65: blendplane.controlplane.v1.UploadArtifactResponse
-	(*DownloadArtifactRequest)(nil),  // 66: blendplane.controlplane.v1.DownloadArtifactRequest
-	(*DownloadArtifactResponse)(nil), // 67: blendplane.controlplane.v1.DownloadArtifactResponse
-	(*ListArtifactsRequest)(nil),     // 68: blendplane.controlplane.v1.ListArtifactsRequest
-	(*ListArtifactsResponse)(nil),    // 69: blendplane.controlplane.v1.ListArtifactsResponse
-	(*Token)(nil),                    // 70: blendplane.controlplane.v1.Token
-	(*CreateTokenRequest)(nil),       // 71: blendplane.controlplane.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),      // 72: blendplane.controlplane.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),        // 73: blendplane.controlplane.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),       // 74: blendplane.controlplane.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),       // 75: blendplane.controlplane.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),      // 76: blendplane.controlplane.v1.RevokeTokenResponse
-	(*Approval)(nil),                 // 77: blendplane.controlplane.v1.Approval
-	(*PolicyDecision)(nil),           // 78: blendplane.controlplane.v1.PolicyDecision
-	(*Preview)(nil),                  // 79: blendplane.controlplane.v1.Preview
-	(*DatablockChange)(nil),          // 80: blendplane.controlplane.v1.DatablockChange
-	(*FieldChange)(nil),              // 81: blendplane.controlplane.v1.FieldChange
-	(*PolicyRule)(nil),               // 82: blendplane.controlplane.v1.PolicyRule
-	(*ListApprovalsRequest)(nil),     // 83: blendplane.controlplane.v1.ListApprovalsRequest
-	(*ListApprovalsResponse)(nil),    // 84: blendplane.controlplane.v1.ListApprovalsResponse
-	(*ResolveApprovalRequest)(nil),   // 85: blendplane.controlplane.v1.ResolveApprovalRequest
-	(*ResolveApprovalResponse)(nil),  // 86: blendplane.controlplane.v1.ResolveApprovalResponse
-	(*ListPolicyRulesRequest)(nil),   // 87: blendplane.controlplane.v1.ListPolicyRulesRequest
-	(*ListPolicyRulesResponse)(nil),  // 88: blendplane.controlplane.v1.ListPolicyRulesResponse
-	(*DeletePolicyRuleRequest)(nil),  // 89: blendplane.controlplane.v1.DeletePolicyRuleRequest
-	(*DeletePolicyRuleResponse)(nil), // 90: blendplane.controlplane.v1.DeletePolicyRuleResponse
-	nil,                              // 91: blendplane.controlplane.v1.SessionContract.FingerprintsEntry
-	(*timestamppb.Timestamp)(nil),    // 92: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),          // 93: google.protobuf.Struct
-	(*durationpb.Duration)(nil),      // 94: google.protobuf.Duration
-	(*structpb.Value)(nil),           // 95: google.protobuf.Value
+	(*HeldSession)(nil),              // 54: blendplane.controlplane.v1.HeldSession
+	(*RegisterAgentResponse)(nil),    // 55: blendplane.controlplane.v1.RegisterAgentResponse
+	(*GetSessionRequest)(nil),        // 56: blendplane.controlplane.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 57: blendplane.controlplane.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 58: blendplane.controlplane.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 59: blendplane.controlplane.v1.ListSessionsResponse
+	(*CloseSessionRequest)(nil),      // 60: blendplane.controlplane.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),     // 61: blendplane.controlplane.v1.CloseSessionResponse
+	(*Session)(nil),                  // 62: blendplane.controlplane.v1.Session
+	(*Artifact)(nil),                 // 63: blendplane.controlplane.v1.Artifact
+	(*UploadArtifactRequest)(nil),    // 64: blendplane.controlplane.v1.UploadArtifactRequest
+	(*ArtifactUpload)(nil),           // 65: blendplane.controlplane.v1.ArtifactUpload
+	(*UploadArtifactResponse)(nil),   // 66: blendplane.controlplane.v1.UploadArtifactResponse
+	(*DownloadArtifactRequest)(nil),  // 67: blendplane.controlplane.v1.DownloadArtifactRequest
+	(*DownloadArtifactResponse)(nil), // 68: blendplane.controlplane.v1.DownloadArtifactResponse
+	(*ListArtifactsRequest)(nil),     // 69: blendplane.controlplane.v1.ListArtifactsRequest
+	(*ListArtifactsResponse)(nil),    // 70: blendplane.controlplane.v1.ListArtifactsResponse
+	(*Token)(nil),                    // 71: blendplane.controlplane.v1.Token
+	(*CreateTokenRequest)(nil),       // 72: blendplane.controlplane.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),      // 73: blendplane.controlplane.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),        // 74: blendplane.controlplane.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),       // 75: blendplane.controlplane.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),       // 76: blendplane.controlplane.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),      // 77: blendplane.controlplane.v1.RevokeTokenResponse
+	(*Approval)(nil),                 // 78: blendplane.controlplane.v1.Approval
+	(*PolicyDecision)(nil),           // 79: blendplane.controlplane.v1.PolicyDecision
+	(*Preview)(nil),                  // 80: blendplane.controlplane.v1.Preview
+	(*DatablockChange)(nil),          // 81: blendplane.controlplane.v1.DatablockChange
+	(*FieldChange)(nil),              // 82: blendplane.controlplane.v1.FieldChange
+	(*PolicyRule)(nil),               // 83: blendplane.controlplane.v1.PolicyRule
+	(*ListApprovalsRequest)(nil),     // 84: blendplane.controlplane.v1.ListApprovalsRequest
+	(*ListApprovalsResponse)(nil),    // 85: blendplane.controlplane.v1.ListApprovalsResponse
+	(*ResolveApprovalRequest)(nil),   // 86: blendplane.controlplane.v1.ResolveApprovalRequest
+	(*ResolveApprovalResponse)(nil),  // 87: blendplane.controlplane.v1.ResolveApprovalResponse
+	(*ListPolicyRulesRequest)(nil),   // 88: blendplane.controlplane.v1.ListPolicyRulesRequest
+	(*ListPolicyRulesResponse)(nil),  // 89: blendplane.controlplane.v1.ListPolicyRulesResponse
+	(*DeletePolicyRuleRequest)(nil),  // 90: blendplane.controlplane.v1.DeletePolicyRuleRequest
+	(*DeletePolicyRuleResponse)(nil), // 91: blendplane.controlplane.v1.DeletePolicyRuleResponse
+	nil,                              // 92: blendplane.controlplane.v1.SessionContract.FingerprintsEntry
+	(*timestamppb.Timestamp)(nil),    // 93: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 94: google.protobuf.Struct
+	(*durationpb.Duration)(nil),      // 95: google.protobuf.Duration
+	(*structpb.Value)(nil),           // 96: google.protobuf.Value
 }
 var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	13,  // 0: blendplane.controlplane.v1.NegotiateRequest.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
@@ -7329,30 +7441,30 @@ var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	14,  // 8: blendplane.controlplane.v1.SessionContract.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
 	15,  // 9: blendplane.controlplane.v1.SessionContract.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
 	21,  // 10: blendplane.controlplane.v1.SessionContract.limits:type_name -> blendplane.controlplane.v1.Limits
-	92,  // 11: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 11: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
 	18,  // 12: blendplane.controlplane.v1.SessionContract.capabilities:type_name -> blendplane.controlplane.v1.Capabilities
 	17,  // 13: blendplane.controlplane.v1.SessionContract.constraints:type_name -> blendplane.controlplane.v1.Constraints
 	16,  // 14: blendplane.controlplane.v1.SessionContract.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
 	19,  // 15: blendplane.controlplane.v1.SessionContract.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
-	91,  // 16: blendplane.controlplane.v1.SessionContract.fingerprints:type_name -> blendplane.controlplane.v1.SessionContract.FingerprintsEntry
-	93,  // 17: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
+	92,  // 16: blendplane.controlplane.v1.SessionContract.fingerprints:type_name -> blendplane.controlplane.v1.SessionContract.FingerprintsEntry
+	94,  // 17: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
 	0,   // 18: blendplane.controlplane.v1.Operation.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
 	22,  // 19: blendplane.controlplane.v1.SubmitPlanRequest.operations:type_name -> blendplane.controlplane.v1.Operation
 	25,  // 20: blendplane.controlplane.v1.SubmitPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
 	2,   // 21: blendplane.controlplane.v1.Plan.state:type_name -> blendplane.controlplane.v1.Plan.State
 	30,  // 22: blendplane.controlplane.v1.Plan.failure:type_name -> blendplane.controlplane.v1.Failure
-	92,  // 23: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
-	92,  // 24: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
+	93,  // 23: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 24: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
 	29,  // 25: blendplane.controlplane.v1.StreamReceiptsResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
 	28,  // 26: blendplane.controlplane.v1.StreamReceiptsResponse.progress:type_name -> blendplane.controlplane.v1.Progress
-	77,  // 27: blendplane.controlplane.v1.StreamReceiptsResponse.awaiting_approval:type_name -> blendplane.controlplane.v1.Approval
-	93,  // 28: blendplane.controlplane.v1.Progress.detail:type_name -> google.protobuf.Struct
+	78,  // 27: blendplane.controlplane.v1.StreamReceiptsResponse.awaiting_approval:type_name -> blendplane.controlplane.v1.Approval
+	94,  // 28: blendplane.controlplane.v1.Progress.detail:type_name -> google.protobuf.Struct
 	3,   // 29: blendplane.controlplane.v1.Receipt.status:type_name -> blendplane.controlplane.v1.Receipt.Status
-	93,  // 30: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
+	94,  // 30: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
 	30,  // 31: blendplane.controlplane.v1.Receipt.error:type_name -> blendplane.controlplane.v1.Failure
 	0,   // 32: blendplane.controlplane.v1.Receipt.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	92,  // 33: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
-	62,  // 34: blendplane.controlplane.v1.Receipt.artifacts:type_name -> blendplane.controlplane.v1.Artifact
+	93,  // 33: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
+	63,  // 34: blendplane.controlplane.v1.Receipt.artifacts:type_name -> blendplane.controlplane.v1.Artifact
 	32,  // 35: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
 	31,  // 36: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
 	4,   // 37: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
@@ -7363,120 +7475,121 @@ var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	51,  // 42: blendplane.controlplane.v1.ListToolsResponse.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
 	16,  // 43: blendplane.controlplane.v1.ListMacrosResponse.registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
 	42,  // 44: blendplane.controlplane.v1.ListMacrosResponse.macros:type_name -> blendplane.controlplane.v1.MacroDefinition
-	93,  // 45: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
-	93,  // 46: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
+	94,  // 45: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
+	94,  // 46: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
 	45,  // 47: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
-	92,  // 48: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
+	93,  // 48: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
 	0,   // 49: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
 	3,   // 50: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
 	48,  // 51: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
 	5,   // 52: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
 	49,  // 53: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	92,  // 54: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	93,  // 54: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
 	52,  // 55: blendplane.controlplane.v1.Agent.resources:type_name -> blendplane.controlplane.v1.Resources
 	14,  // 56: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
 	50,  // 57: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
 	51,  // 58: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
-	93,  // 59: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	94,  // 59: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
 	0,   // 60: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
 	49,  // 61: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
 	52,  // 62: blendplane.controlplane.v1.RegisterAgentRequest.resources:type_name -> blendplane.controlplane.v1.Resources
-	61,  // 63: blendplane.controlplane.v1.GetSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
-	6,   // 64: blendplane.controlplane.v1.ListSessionsRequest.state:type_name -> blendplane.controlplane.v1.Session.State
-	61,  // 65: blendplane.controlplane.v1.ListSessionsResponse.sessions:type_name -> blendplane.controlplane.v1.Session
-	61,  // 66: blendplane.controlplane.v1.CloseSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
-	6,   // 67: blendplane.controlplane.v1.Session.state:type_name -> blendplane.controlplane.v1.Session.State
-	20,  // 68: blendplane.controlplane.v1.Session.contract:type_name -> blendplane.controlplane.v1.SessionContract
-	92,  // 69: blendplane.controlplane.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	92,  // 70: blendplane.controlplane.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	92,  // 71: blendplane.controlplane.v1.Session.close_time:type_name -> google.protobuf.Timestamp
-	92,  // 72: blendplane.controlplane.v1.Artifact.create_time:type_name -> google.protobuf.Timestamp
-	64,  // 73: blendplane.controlplane.v1.UploadArtifactRequest.header:type_name -> blendplane.controlplane.v1.ArtifactUpload
-	62,  // 74: blendplane.controlplane.v1.UploadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
-	62,  // 75: blendplane.controlplane.v1.DownloadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
-	62,  // 76: blendplane.controlplane.v1.ListArtifactsResponse.artifacts:type_name -> blendplane.controlplane.v1.Artifact
-	92,  // 77: blendplane.controlplane.v1.Token.create_time:type_name -> google.protobuf.Timestamp
-	92,  // 78: blendplane.controlplane.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
-	92,  // 79: blendplane.controlplane.v1.Token.revoke_time:type_name -> google.protobuf.Timestamp
-	94,  // 80: blendplane.controlplane.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
-	70,  // 81: blendplane.controlplane.v1.CreateTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
-	70,  // 82: blendplane.controlplane.v1.ListTokensResponse.tokens:type_name -> blendplane.controlplane.v1.Token
-	70,  // 83: blendplane.controlplane.v1.RevokeTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
-	7,   // 84: blendplane.controlplane.v1.Approval.state:type_name -> blendplane.controlplane.v1.Approval.State
-	78,  // 85: blendplane.controlplane.v1.Approval.decisions:type_name -> blendplane.controlplane.v1.PolicyDecision
-	79,  // 86: blendplane.controlplane.v1.Approval.preview:type_name -> blendplane.controlplane.v1.Preview
-	92,  // 87: blendplane.controlplane.v1.Approval.create_time:type_name -> google.protobuf.Timestamp
-	1,   // 88: blendplane.controlplane.v1.Approval.decision:type_name -> blendplane.controlplane.v1.Decision
-	92,  // 89: blendplane.controlplane.v1.Approval.resolve_time:type_name -> google.protobuf.Timestamp
-	8,   // 90: blendplane.controlplane.v1.PolicyDecision.mode:type_name -> blendplane.controlplane.v1.PolicyDecision.Mode
-	9,   // 91: blendplane.controlplane.v1.Preview.state:type_name -> blendplane.controlplane.v1.Preview.State
-	80,  // 92: blendplane.controlplane.v1.Preview.changes:type_name -> blendplane.controlplane.v1.DatablockChange
-	30,  // 93: blendplane.controlplane.v1.Preview.failure:type_name -> blendplane.controlplane.v1.Failure
-	62,  // 94: blendplane.controlplane.v1.Preview.render:type_name -> blendplane.controlplane.v1.Artifact
-	92,  // 95: blendplane.controlplane.v1.Preview.complete_time:type_name -> google.protobuf.Timestamp
-	10,  // 96: blendplane.controlplane.v1.DatablockChange.kind:type_name -> blendplane.controlplane.v1.DatablockChange.Kind
-	81,  // 97: blendplane.controlplane.v1.DatablockChange.fields:type_name -> blendplane.controlplane.v1.FieldChange
-	95,  // 98: blendplane.controlplane.v1.FieldChange.before:type_name -> google.protobuf.Value
-	95,  // 99: blendplane.controlplane.v1.FieldChange.after:type_name -> google.protobuf.Value
-	92,  // 100: blendplane.controlplane.v1.PolicyRule.create_time:type_name -> google.protobuf.Timestamp
-	7,   // 101: blendplane.controlplane.v1.ListApprovalsRequest.state:type_name -> blendplane.controlplane.v1.Approval.State
-	77,  // 102: blendplane.controlplane.v1.ListApprovalsResponse.approvals:type_name -> blendplane.controlplane.v1.Approval
-	1,   // 103: blendplane.controlplane.v1.ResolveApprovalRequest.decision:type_name -> blendplane.controlplane.v1.Decision
-	77,  // 104: blendplane.controlplane.v1.ResolveApprovalResponse.approval:type_name -> blendplane.controlplane.v1.Approval
-	82,  // 105: blendplane.controlplane.v1.ResolveApprovalResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
-	82,  // 106: blendplane.controlplane.v1.ListPolicyRulesResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
-	82,  // 107: blendplane.controlplane.v1.DeletePolicyRuleResponse.rule:type_name -> blendplane.controlplane.v1.PolicyRule
-	11,  // 108: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
-	23,  // 109: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
-	26,  // 110: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
-	34,  // 111: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
-	36,  // 112: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
-	38,  // 113: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
-	40,  // 114: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
-	46,  // 115: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
-	43,  // 116: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
-	53,  // 117: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
-	55,  // 118: blendplane.controlplane.v1.ControlPlaneService.GetSession:input_type -> blendplane.controlplane.v1.GetSessionRequest
-	57,  // 119: blendplane.controlplane.v1.ControlPlaneService.ListSessions:input_type -> blendplane.controlplane.v1.ListSessionsRequest
-	59,  // 120: blendplane.controlplane.v1.ControlPlaneService.CloseSession:input_type -> blendplane.controlplane.v1.CloseSessionRequest
-	63,  // 121: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:input_type -> blendplane.controlplane.v1.UploadArtifactRequest
-	66,  // 122: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:input_type -> blendplane.controlplane.v1.DownloadArtifactRequest
-	68,  // 123: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:input_type -> blendplane.controlplane.v1.ListArtifactsRequest
-	71,  // 124: blendplane.controlplane.v1.ControlPlaneService.CreateToken:input_type -> blendplane.controlplane.v1.CreateTokenRequest
-	73,  // 125: blendplane.controlplane.v1.ControlPlaneService.ListTokens:input_type -> blendplane.controlplane.v1.ListTokensRequest
-	75,  // 126: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:input_type -> blendplane.controlplane.v1.RevokeTokenRequest
-	83,  // 127: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:input_type -> blendplane.controlplane.v1.ListApprovalsRequest
-	85,  // 128: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:input_type -> blendplane.controlplane.v1.ResolveApprovalRequest
-	87,  // 129: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:input_type -> blendplane.controlplane.v1.ListPolicyRulesRequest
-	89,  // 130: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:input_type -> blendplane.controlplane.v1.DeletePolicyRuleRequest
-	12,  // 131: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
-	24,  // 132: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
-	27,  // 133: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
-	35,  // 134: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
-	37,  // 135: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
-	39,  // 136: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
-	41,  // 137: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
-	47,  // 138: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
-	44,  // 139: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
-	54,  // 140: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
-	56,  // 141: blendplane.controlplane.v1.ControlPlaneService.GetSession:output_type -> blendplane.controlplane.v1.GetSessionResponse
-	58,  // 142: blendplane.controlplane.v1.ControlPlaneService.ListSessions:output_type -> blendplane.controlplane.v1.ListSessionsResponse
-	60,  // 143: blendplane.controlplane.v1.ControlPlaneService.CloseSession:output_type -> blendplane.controlplane.v1.CloseSessionResponse
-	65,  // 144: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:output_type -> blendplane.controlplane.v1.UploadArtifactResponse
-	67,  // 145: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:output_type -> blendplane.controlplane.v1.DownloadArtifactResponse
-	69,  // 146: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:output_type -> blendplane.controlplane.v1.ListArtifactsResponse
-	72,  // 147: blendplane.controlplane.v1.ControlPlaneService.CreateToken:output_type -> blendplane.controlplane.v1.CreateTokenResponse
-	74,  // 148: blendplane.controlplane.v1.ControlPlaneService.ListTokens:output_type -> blendplane.controlplane.v1.ListTokensResponse
-	76,  // 149: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:output_type -> blendplane.controlplane.v1.RevokeTokenResponse
-	84,  // 150: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:output_type -> blendplane.controlplane.v1.ListApprovalsResponse
-	86,  // 151: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:output_type -> blendplane.controlplane.v1.ResolveApprovalResponse
-	88,  // 152: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:output_type -> blendplane.controlplane.v1.ListPolicyRulesResponse
-	90,  // 153: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:output_type -> blendplane.controlplane.v1.DeletePolicyRuleResponse
-	131, // [131:154] is the sub-list for method output_type
-	108, // [108:131] is the sub-list for method input_type
-	108, // [108:108] is the sub-list for extension type_name
-	108, // [108:108] is the sub-list for extension extendee
-	0,   // [0:108] is the sub-list for field type_name
+	54,  // 63: blendplane.controlplane.v1.RegisterAgentRequest.held_sessions:type_name -> blendplane.controlplane.v1.HeldSession
+	62,  // 64: blendplane.controlplane.v1.GetSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
+	6,   // 65: blendplane.controlplane.v1.ListSessionsRequest.state:type_name -> blendplane.controlplane.v1.Session.State
+	62,  // 66: blendplane.controlplane.v1.ListSessionsResponse.sessions:type_name -> blendplane.controlplane.v1.Session
+	62,  // 67: blendplane.controlplane.v1.CloseSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
+	6,   // 68: blendplane.controlplane.v1.Session.state:type_name -> blendplane.controlplane.v1.Session.State
+	20,  // 69: blendplane.controlplane.v1.Session.contract:type_name -> blendplane.controlplane.v1.SessionContract
+	93,  // 70: blendplane.controlplane.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 71: blendplane.controlplane.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	93,  // 72: blendplane.controlplane.v1.Session.close_time:type_name -> google.protobuf.Timestamp
+	93,  // 73: blendplane.controlplane.v1.Artifact.create_time:type_name -> google.protobuf.Timestamp
+	65,  // 74: blendplane.controlplane.v1.UploadArtifactRequest.header:type_name -> blendplane.controlplane.v1.ArtifactUpload
+	63,  // 75: blendplane.controlplane.v1.UploadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
+	63,  // 76: blendplane.controlplane.v1.DownloadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
+	63,  // 77: blendplane.controlplane.v1.ListArtifactsResponse.artifacts:type_name -> blendplane.controlplane.v1.Artifact
+	93,  // 78: blendplane.controlplane.v1.Token.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 79: blendplane.controlplane.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
+	93,  // 80: blendplane.controlplane.v1.Token.revoke_time:type_name -> google.protobuf.Timestamp
+	95,  // 81: blendplane.controlplane.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	71,  // 82: blendplane.controlplane.v1.CreateTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
+	71,  // 83: blendplane.controlplane.v1.ListTokensResponse.tokens:type_name -> blendplane.controlplane.v1.Token
+	71,  // 84: blendplane.controlplane.v1.RevokeTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
+	7,   // 85: blendplane.controlplane.v1.Approval.state:type_name -> blendplane.controlplane.v1.Approval.State
+	79,  // 86: blendplane.controlplane.v1.Approval.decisions:type_name -> blendplane.controlplane.v1.PolicyDecision
+	80,  // 87: blendplane.controlplane.v1.Approval.preview:type_name -> blendplane.controlplane.v1.Preview
+	93,  // 88: blendplane.controlplane.v1.Approval.create_time:type_name -> google.protobuf.Timestamp
+	1,   // 89: blendplane.controlplane.v1.Approval.decision:type_name -> blendplane.controlplane.v1.Decision
+	93,  // 90: blendplane.controlplane.v1.Approval.resolve_time:type_name -> google.protobuf.Timestamp
+	8,   // 91: blendplane.controlplane.v1.PolicyDecision.mode:type_name -> blendplane.controlplane.v1.PolicyDecision.Mode
+	9,   // 92: blendplane.controlplane.v1.Preview.state:type_name -> blendplane.controlplane.v1.Preview.State
+	81,  // 93: blendplane.controlplane.v1.Preview.changes:type_name -> blendplane.controlplane.v1.DatablockChange
+	30,  // 94: blendplane.controlplane.v1.Preview.failure:type_name -> blendplane.controlplane.v1.Failure
+	63,  // 95: blendplane.controlplane.v1.Preview.render:type_name -> blendplane.controlplane.v1.Artifact
+	93,  // 96: blendplane.controlplane.v1.Preview.complete_time:type_name -> google.protobuf.Timestamp
+	10,  // 97: blendplane.controlplane.v1.DatablockChange.kind:type_name -> blendplane.controlplane.v1.DatablockChange.Kind
+	82,  // 98: blendplane.controlplane.v1.DatablockChange.fields:type_name -> blendplane.controlplane.v1.FieldChange
+	96,  // 99: blendplane.controlplane.v1.FieldChange.before:type_name -> google.protobuf.Value
+	96,  // 100: blendplane.controlplane.v1.FieldChange.after:type_name -> google.protobuf.Value
+	93,  // 101: blendplane.controlplane.v1.PolicyRule.create_time:type_name -> google.protobuf.Timestamp
+	7,   // 102: blendplane.controlplane.v1.ListApprovalsRequest.state:type_name -> blendplane.controlplane.v1.Approval.State
+	78,  // 103: blendplane.controlplane.v1.ListApprovalsResponse.approvals:type_name -> blendplane.controlplane.v1.Approval
+	1,   // 104: blendplane.controlplane.v1.ResolveApprovalRequest.decision:type_name -> blendplane.controlplane.v1.Decision
+	78,  // 105: blendplane.controlplane.v1.ResolveApprovalResponse.approval:type_name -> blendplane.controlplane.v1.Approval
+	83,  // 106: blendplane.controlplane.v1.ResolveApprovalResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
+	83,  // 107: blendplane.controlplane.v1.ListPolicyRulesResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
+	83,  // 108: blendplane.controlplane.v1.DeletePolicyRuleResponse.rule:type_name -> blendplane.controlplane.v1.PolicyRule
+	11,  // 109: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
+	23,  // 110: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
+	26,  // 111: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
+	34,  // 112: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
+	36,  // 113: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
+	38,  // 114: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
+	40,  // 115: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
+	46,  // 116: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
+	43,  // 117: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
+	53,  // 118: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
+	56,  // 119: blendplane.controlplane.v1.ControlPlaneService.GetSession:input_type -> blendplane.controlplane.v1.GetSessionRequest
+	58,  // 120: blendplane.controlplane.v1.ControlPlaneService.ListSessions:input_type -> blendplane.controlplane.v1.ListSessionsRequest
+	60,  // 121: blendplane.controlplane.v1.ControlPlaneService.CloseSession:input_type -> blendplane.controlplane.v1.CloseSessionRequest
+	64,  // 122: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:input_type -> blendplane.controlplane.v1.UploadArtifactRequest
+	67,  // 123: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:input_type -> blendplane.controlplane.v1.DownloadArtifactRequest
+	69,  // 124: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:input_type -> blendplane.controlplane.v1.ListArtifactsRequest
+	72,  // 125: blendplane.controlplane.v1.ControlPlaneService.CreateToken:input_type -> blendplane.controlplane.v1.CreateTokenRequest
+	74,  // 126: blendplane.controlplane.v1.ControlPlaneService.ListTokens:input_type -> blendplane.controlplane.v1.ListTokensRequest
+	76,  // 127: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:input_type -> blendplane.controlplane.v1.RevokeTokenRequest
+	84,  // 128: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:input_type -> blendplane.controlplane.v1.ListApprovalsRequest
+	86,  // 129: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:input_type -> blendplane.controlplane.v1.ResolveApprovalRequest
+	88,  // 130: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:input_type -> blendplane.controlplane.v1.ListPolicyRulesRequest
+	90,  // 131: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:input_type -> blendplane.controlplane.v1.DeletePolicyRuleRequest
+	12,  // 132: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
+	24,  // 133: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
+	27,  // 134: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
+	35,  // 135: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
+	37,  // 136: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
+	39,  // 137: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
+	41,  // 138: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
+	47,  // 139: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
+	44,  // 140: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
+	55,  // 141: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
+	57,  // 142: blendplane.controlplane.v1.ControlPlaneService.GetSession:output_type -> blendplane.controlplane.v1.GetSessionResponse
+	59,  // 143: blendplane.controlplane.v1.ControlPlaneService.ListSessions:output_type -> blendplane.controlplane.v1.ListSessionsResponse
+	61,  // 144: blendplane.controlplane.v1.ControlPlaneService.CloseSession:output_type -> blendplane.controlplane.v1.CloseSessionResponse
+	66,  // 145: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:output_type -> blendplane.controlplane.v1.UploadArtifactResponse
+	68,  // 146: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:output_type -> blendplane.controlplane.v1.DownloadArtifactResponse
+	70,  // 147: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:output_type -> blendplane.controlplane.v1.ListArtifactsResponse
+	73,  // 148: blendplane.controlplane.v1.ControlPlaneService.CreateToken:output_type -> blendplane.controlplane.v1.CreateTokenResponse
+	75,  // 149: blendplane.controlplane.v1.ControlPlaneService.ListTokens:output_type -> blendplane.controlplane.v1.ListTokensResponse
+	77,  // 150: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:output_type -> blendplane.controlplane.v1.RevokeTokenResponse
+	85,  // 151: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:output_type -> blendplane.controlplane.v1.ListApprovalsResponse
+	87,  // 152: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:output_type -> blendplane.controlplane.v1.ResolveApprovalResponse
+	89,  // 153: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:output_type -> blendplane.controlplane.v1.ListPolicyRulesResponse
+	91,  // 154: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:output_type -> blendplane.controlplane.v1.DeletePolicyRuleResponse
+	132, // [132:155] is the sub-list for method output_type
+	109, // [109:132] is the sub-list for method input_type
+	109, // [109:109] is the sub-list for extension type_name
+	109, // [109:109] is the sub-list for extension extendee
+	0,   // [0:109] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_controlplane_v1_controlplane_proto_init() }
@@ -7489,11 +7602,11 @@ func file_blendplane_controlplane_v1_controlplane_proto_init() {
 		(*StreamReceiptsResponse_Progress)(nil),
 		(*StreamReceiptsResponse_AwaitingApproval)(nil),
 	}
-	file_blendplane_controlplane_v1_controlplane_proto_msgTypes[52].OneofWrappers = []any{
+	file_blendplane_controlplane_v1_controlplane_proto_msgTypes[53].OneofWrappers = []any{
 		(*UploadArtifactRequest_Header)(nil),
 		(*UploadArtifactRequest_Chunk)(nil),
 	}
-	file_blendplane_controlplane_v1_controlplane_proto_msgTypes[56].OneofWrappers = []any{
+	file_blendplane_controlplane_v1_controlplane_proto_msgTypes[57].OneofWrappers = []any{
 		(*DownloadArtifactResponse_Artifact)(nil),
 		(*DownloadArtifactResponse_Chunk)(nil),
 	}
@@ -7503,7 +7616,7 @@ func file_blendplane_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_controlplane_v1_controlplane_proto_rawDesc), len(file_blendplane_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   81,
+			NumMessages:   82,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

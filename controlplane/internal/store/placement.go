@@ -1,0 +1,123 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+var (
+	// ErrStaleEpoch: a report (a receipt) of an epoch older than the
+	// session's: it comes from an agent the session has moved away from.
+	ErrStaleEpoch = errors.New("stale epoch")
+	// ErrSessionBroken: the session lost its agent and could not be rebuilt
+	// exactly elsewhere.
+	ErrSessionBroken = errors.New("session broken")
+)
+
+var keyEpoch = []byte("epoch")
+
+// sessionEpoch is a session's epoch: 1 from its negotiation (and for
+// sessions stored before epochs existed), one more per move.
+func sessionEpoch(tx *bolt.Tx, id string) int64 {
+	if st := tx.Bucket(bucketSessionState).Bucket([]byte(id)); st != nil {
+		if e := getU64(st, keyEpoch); e > 0 {
+			return int64(e)
+		}
+	}
+	return 1
+}
+
+// checkEpochs refuses receipts that carry an older epoch than the session's
+// (0: not stamped, as the control plane's own receipts of a current run).
+func checkEpochs(tx *bolt.Tx, sessionID string, receipts []*cpv1.Receipt) error {
+	cur := sessionEpoch(tx, sessionID)
+	for _, r := range receipts {
+		if e := r.GetSessionEpoch(); e > 0 && e < cur {
+			return fmt.Errorf("%w: receipt of %q under epoch %d; session %s is at epoch %d", ErrStaleEpoch, r.GetOperationId(), e, sessionID, cur)
+		}
+	}
+	return nil
+}
+
+// MoveSession places an open session on another agent and runtime: its
+// epoch grows by one, so that reports of the old placement are refused from
+// now on. It returns the new epoch.
+func (s *Store) MoveSession(id, agentID, runtimeID string) (int64, error) {
+	var epoch int64
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		sess, err := readSession(tx, id)
+		if err != nil {
+			return err
+		}
+		switch sess.Info.GetState() {
+		case cpv1.Session_STATE_CLOSED:
+			return fmt.Errorf("session %s: %w", id, ErrSessionClosed)
+		case cpv1.Session_STATE_BROKEN:
+			return fmt.Errorf("session %s: %w", id, ErrSessionBroken)
+		}
+		b, _ := sessionBucket(tx, id)
+		stored := &cpv1.Session{}
+		if err := getProto(b, keySession, stored); err != nil {
+			return err
+		}
+		stored.AgentId, stored.RuntimeId = agentID, runtimeID
+		if err := putProto(b, keySession, stored); err != nil {
+			return err
+		}
+		epoch = sessionEpoch(tx, id) + 1
+		st, err := tx.Bucket(bucketSessionState).CreateBucketIfNotExists([]byte(id))
+		if err != nil {
+			return err
+		}
+		return st.Put(keyEpoch, u64(uint64(epoch)))
+	})
+	return epoch, err
+}
+
+// MarkBroken records that a session cannot continue: its plans are
+// refused, what it made is kept.
+func (s *Store) MarkBroken(id string) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b, err := sessionBucket(tx, id)
+		if err != nil {
+			return err
+		}
+		stored := &cpv1.Session{}
+		if err := getProto(b, keySession, stored); err != nil {
+			return err
+		}
+		if stored.GetState() == cpv1.Session_STATE_CLOSED {
+			return nil
+		}
+		stored.State = cpv1.Session_STATE_BROKEN
+		return putProto(b, keySession, stored)
+	})
+}
+
+// SessionHistory returns a session's audit records in commit order, from
+// sequence after on, up to limit: its redo log (the operations that
+// changed its scene, their rollbacks) and everything else it did.
+func (s *Store) SessionHistory(sessionID string, after uint64, limit int) ([]*cpv1.AuditRecord, error) {
+	var out []*cpv1.AuditRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		idx := tx.Bucket(bucketAuditSession).Bucket([]byte(sessionID))
+		if idx == nil {
+			return nil
+		}
+		audit := tx.Bucket(bucketAudit)
+		c := idx.Cursor()
+		for k, _ := c.Seek(u64(after + 1)); k != nil && len(out) < limit; k, _ = c.Next() {
+			rec := &cpv1.AuditRecord{}
+			if err := getProto(audit, k, rec); err != nil {
+				return err
+			}
+			out = append(out, rec)
+		}
+		return nil
+	})
+	return out, err
+}
