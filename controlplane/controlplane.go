@@ -132,7 +132,7 @@ func Defaults() Config {
 		Heartbeat:            2 * time.Second,
 		OperationTimeout:     10 * time.Minute,
 		ToolTimeBudget:       5 * time.Minute,
-		AgentRetryWindow:     2 * time.Minute,
+		AgentRetryWindow:     5 * time.Minute,
 		OpenSessionTimeout:   30 * time.Second,
 		AgentLostAfter:       2 * time.Minute,
 		AgentForgetAfter:     10 * time.Minute,
@@ -209,6 +209,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 
+	if cfg.AgentLostAfter > 0 && cfg.AgentRetryWindow <= cfg.AgentLostAfter {
+		log.Warn("--agent-retry-window is not above --agent-lost-after: a lost agent's plans fail (AGENT_UNAVAILABLE) before its sessions move to another agent",
+			"agent_retry_window", cfg.AgentRetryWindow, "agent_lost_after", cfg.AgentLostAfter)
+	}
 	fl := fleet.New(cfg.Heartbeat, cfg.AgentLostAfter, agentCreds, grpc.WithDefaultCallOptions(
 		grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))
 	defer fl.Close()

@@ -3,10 +3,13 @@ package e2e
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -139,6 +142,12 @@ func (h *host) killAll() {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// processes counts the processes running in the host's namespace.
+func (h *host) processes() int {
+	out, _ := exec.Command("ip", "netns", "pids", h.ns).Output()
+	return len(strings.Fields(string(out)))
 }
 
 // studio is a control plane and agents, each on its own host.
@@ -314,4 +323,181 @@ func TestHostsLiveness(t *testing.T) {
 		s.waitAgentState(t, a, cpv1.Agent_STATE_READY, 30*time.Second)
 	}
 	s.waitAgentState(t, gone, cpv1.Agent_STATE_LOST, 20*time.Second)
+}
+
+// failoverOps is the plan of the failover scenarios: n independent creates
+// (each its own object, so a duplicated effect shows as an extra object).
+func failoverOps(n int) []*cpv1.Operation {
+	ops := make([]*cpv1.Operation, n)
+	for i := range ops {
+		ops[i] = cubeOp(fmt.Sprintf("c%04d", i), fmt.Sprintf("F%04d", i), i)
+	}
+	return ops
+}
+
+// watched is what a client saw of a plan: every receipt it was sent, across
+// stream breaks (it resumes from the sequence after the last it saw).
+type watched struct {
+	receipts []*cpv1.Receipt
+}
+
+// follow submits ops and reads receipts until the plan ends; at receipt
+// count at (once), it calls hit. A broken stream (a control-plane restart)
+// is resumed from the next sequence.
+func (s *studio) follow(t *testing.T, sessionID, requestID string, ops []*cpv1.Operation, at int, hit func()) *watched {
+	t.Helper()
+	if _, err := s.cp.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: sessionID, RequestId: requestID, Operations: ops}); err != nil {
+		t.Fatalf("submit %s: %v", requestID, err)
+	}
+	w := &watched{}
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		stream, err := s.cp.client.StreamReceipts(ctxT(t, 5*time.Minute), &cpv1.StreamReceiptsRequest{RequestId: requestID, StartSequence: int64(len(w.receipts)) + 1})
+		if err != nil {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		for {
+			resp, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return w
+			}
+			if err != nil {
+				break // resume
+			}
+			if r := resp.GetReceipt(); r != nil {
+				w.receipts = append(w.receipts, r)
+				if len(w.receipts) == at && hit != nil {
+					hit()
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("plan %s did not end within 5 minutes; %d receipts seen", requestID, len(w.receipts))
+	return nil
+}
+
+// check is the failover checker over what the client observed and what the
+// control plane says now: one receipt per operation in sequence 1…n, every
+// one SUCCEEDED (no acknowledged receipt lost, none twice), the plan
+// SUCCEEDED, the session's scene hash the uninterrupted run's, and n
+// objects in the scene (no effect twice).
+func (s *studio) check(t *testing.T, sessionID, requestID string, w *watched, n, baseObjects int, wantHash string) *cpv1.Session {
+	t.Helper()
+	seen := map[string]bool{}
+	for i, r := range w.receipts {
+		if r.GetSequence() != int64(i+1) || r.GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED || seen[r.GetOperationId()] {
+			t.Fatalf("receipt %d of %s: sequence %d, %s, %v (seen before: %v)", i+1, requestID, r.GetSequence(), r.GetOperationId(), r.GetStatus(), seen[r.GetOperationId()])
+		}
+		seen[r.GetOperationId()] = true
+	}
+	if len(w.receipts) != n {
+		t.Fatalf("%s: %d receipts, want %d", requestID, len(w.receipts), n)
+	}
+	p, err := s.cp.client.GetPlan(ctxT(t, time.Minute), &cpv1.GetPlanRequest{RequestId: requestID})
+	if err != nil || p.GetPlan().GetState() != cpv1.Plan_STATE_SUCCEEDED || p.GetPlan().GetReceiptCount() != int64(n) {
+		t.Fatalf("plan %s: %v %v", requestID, p.GetPlan(), err)
+	}
+	sess, err := s.cp.client.GetSession(ctxT(t, time.Minute), &cpv1.GetSessionRequest{SessionId: sessionID})
+	if err != nil || sess.GetSession().GetSceneHash() != wantHash {
+		t.Fatalf("session %s: scene %s, the uninterrupted run's %s (%v)", sessionID, sess.GetSession().GetSceneHash(), wantHash, err)
+	}
+	if got := s.objects(t, sessionID, requestID+"-count"); got != baseObjects+n {
+		t.Fatalf("the scene holds %d objects after %s, want %d", got, requestID, baseObjects+n)
+	}
+	return sess.GetSession()
+}
+
+// objects counts the objects of a session's scene.
+func (s *studio) objects(t *testing.T, sessionID, requestID string) int {
+	t.Helper()
+	_, rs := s.cp.run(t, sessionID, requestID, op("count", "scene.get_summary", map[string]any{}))
+	return len(rs[0].GetResult().GetFields()["objects"].GetListValue().GetValues())
+}
+
+// agentOf is the studio agent a session is placed on now.
+func (s *studio) agentOf(t *testing.T, sessionID string) *studioAgent {
+	t.Helper()
+	sess, err := s.cp.client.GetSession(ctxT(t, time.Minute), &cpv1.GetSessionRequest{SessionId: sessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range s.agents {
+		if a.id == sess.GetSession().GetAgentId() {
+			return a
+		}
+	}
+	t.Fatalf("session %s is on agent %s, not one of the studio's", sessionID, sess.GetSession().GetAgentId())
+	return nil
+}
+
+// TestHostsFailover: a 2,000-operation plan survives losing its agent,
+// three ways, one after the other on one studio of three agents: every
+// process of the agent's host killed; the agent partitioned until LOST and
+// then healed (its copy of the session stops); the control plane restarted
+// while the agent is lost. Each time the plan finishes on another agent
+// and the checker finds nothing lost, nothing twice, and the scene of an
+// uninterrupted run.
+func TestHostsFailover(t *testing.T) {
+	const n = 2000
+	s := startStudio(t, 3, "--agent-lost-after", "4s")
+	for _, a := range s.agents {
+		s.agent(t, a) // learn the ids
+	}
+	ref := s.cp.negotiate(t).GetSessionId()
+	base := s.objects(t, ref, "baseline") // the baseline scene's camera and light
+	w := s.follow(t, ref, "reference", failoverOps(n), 0, nil)
+	refSess, _ := s.cp.client.GetSession(ctxT(t, time.Minute), &cpv1.GetSessionRequest{SessionId: ref})
+	want := refSess.GetSession().GetSceneHash()
+	s.check(t, ref, "reference", w, n, base, want)
+
+	t.Run("kill", func(t *testing.T) {
+		id := s.cp.negotiate(t).GetSessionId()
+		victim := s.agentOf(t, id)
+		w := s.follow(t, id, "kill", failoverOps(n), n/3, func() { victim.host.killAll() })
+		sess := s.check(t, id, "kill", w, n, base, want)
+		if sess.GetAgentId() == victim.id || sess.GetEpoch() != 2 {
+			t.Fatalf("after the kill the session is on %s at epoch %d (killed: %s)", sess.GetAgentId(), sess.GetEpoch(), victim.id)
+		}
+	})
+
+	t.Run("partition", func(t *testing.T) {
+		id := s.cp.negotiate(t).GetSessionId()
+		victim := s.agentOf(t, id)
+		w := s.follow(t, id, "partition", failoverOps(n), n/3, func() { victim.host.partition(t) })
+		sess := s.check(t, id, "partition", w, n, base, want)
+		if sess.GetAgentId() == victim.id {
+			t.Fatalf("the session stayed on the partitioned agent")
+		}
+		victim.host.heal(t)
+		s.waitAgentState(t, victim, cpv1.Agent_STATE_READY, 30*time.Second)
+		// Its stale copy goes: Blender stopped, the session dropped.
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(victim.daemon.log.String(), "session moved to another agent") || victim.host.processes() > 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the healed agent kept its stale copy: %d processes in its host\n%s", victim.host.processes(), victim.daemon.log.String())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if got, _ := s.agent(t, victim); len(got.GetSessionIds()) != 0 && slices.Contains(got.GetSessionIds(), id) {
+			t.Fatalf("the healed agent still lists %s", id)
+		}
+		// Nothing it could still say is taken: the scene is as checked.
+		s.check(t, id, "partition", w, n, base, want)
+	})
+
+	t.Run("restart", func(t *testing.T) {
+		id := s.cp.negotiate(t).GetSessionId()
+		victim := s.agentOf(t, id)
+		w := s.follow(t, id, "restart", failoverOps(n), n/3, func() {
+			victim.host.killAll()
+			s.cp.cp.stop(t, syscall.SIGTERM)
+			s.startCP(t)
+		})
+		sess := s.check(t, id, "restart", w, n, base, want)
+		if sess.GetAgentId() == victim.id {
+			t.Fatalf("the session stayed on the killed agent")
+		}
+	})
 }

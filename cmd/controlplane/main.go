@@ -35,7 +35,7 @@ func main() {
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", cfg.Heartbeat, "interval agents register at")
 	fs.DurationVar(&cfg.OperationTimeout, "operation-timeout", cfg.OperationTimeout, "cancel an agent call silent this long; also the largest tool time budget")
 	fs.DurationVar(&cfg.ToolTimeBudget, "tool-time-budget", cfg.ToolTimeBudget, "a tool call's time budget when the contract asks for none")
-	fs.DurationVar(&cfg.AgentRetryWindow, "agent-retry-window", cfg.AgentRetryWindow, "how long an unreachable agent is retried")
+	fs.DurationVar(&cfg.AgentRetryWindow, "agent-retry-window", cfg.AgentRetryWindow, "how long an unreachable agent is retried before its operation fails; keep it above --agent-lost-after, so that a lost agent's sessions move first")
 	fs.DurationVar(&cfg.OpenSessionTimeout, "open-session-timeout", cfg.OpenSessionTimeout, "time limit for opening a session on an agent")
 	fs.Func("tls-host", "a further name or address clients reach the control plane by, for its TLS certificate (repeatable)", func(v string) error {
 		cfg.TLSHosts = append(cfg.TLSHosts, v)

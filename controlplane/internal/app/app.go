@@ -60,6 +60,7 @@ type App struct {
 	exec       *executor.Executor
 	macros     *macro.Registry
 	registries *registries
+	rebuilds   rebuilds
 	log        *slog.Logger
 
 	stop    context.CancelFunc
@@ -78,6 +79,8 @@ func New(cfg Config, st *store.Store, blobs *blob.Store, fl *fleet.Fleet, ca *au
 	a := &App{cfg: cfg, store: st, blobs: blobs, fleet: fl, ca: ca, macros: macro.Default(), log: log}
 	a.registries = newRegistries(log)
 	a.previewCtx, a.stopPreview = context.WithCancel(context.Background())
+	a.rebuilds.running = map[string]*rebuild{}
+	exCfg.Place = a.placement
 	a.exec = executor.New(exCfg, st, fl, a.collect, log.With("component", "executor"))
 	return a
 }
@@ -105,6 +108,20 @@ func (a *App) Start() error {
 	go func() {
 		defer a.stopped.Done()
 		a.releaseLoop(ctx)
+	}()
+	a.stopped.Add(1)
+	go func() {
+		defer a.stopped.Done()
+		t := time.NewTicker(a.fleet.Heartbeat())
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				a.failoverLost(ctx)
+			}
+		}
 	}()
 	return nil
 }

@@ -169,6 +169,11 @@ type target struct {
 func (e *Executor) retry(sessionID string, log *slog.Logger, attempt func(ctx context.Context, to target, alive func()) (bool, error), giveUp func(target, error)) error {
 	deadline := time.Now().Add(e.cfg.AgentRetryWindow)
 	backoff := 100 * time.Millisecond
+	defer func() {
+		e.mu.Lock()
+		delete(e.moves, sessionID)
+		e.mu.Unlock()
+	}()
 	for {
 		ctx, cancel := context.WithCancel(e.ctx)
 		to, err := e.place(ctx, sessionID)
@@ -207,6 +212,7 @@ func (e *Executor) retry(sessionID string, log *slog.Logger, attempt func(ctx co
 		log.Warn("agent unreachable, retrying", "err", err, "backoff", backoff)
 		select {
 		case <-time.After(backoff):
+		case <-e.movedSignal(sessionID):
 		case <-e.ctx.Done():
 			return e.ctx.Err()
 		}
@@ -257,10 +263,27 @@ func (e *Executor) current(sessionID string) string {
 func (e *Executor) Moved(sessionID string) {
 	e.mu.Lock()
 	a, ok := e.attempts[sessionID]
+	if ch, waiting := e.moves[sessionID]; waiting {
+		close(ch)
+		delete(e.moves, sessionID)
+	}
 	e.mu.Unlock()
 	if ok {
 		a.cancel()
 	}
+}
+
+// movedSignal is closed at the session's next move, so that a retry
+// waiting out its backoff goes to the new agent at once.
+func (e *Executor) movedSignal(sessionID string) <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch, ok := e.moves[sessionID]
+	if !ok {
+		ch = make(chan struct{})
+		e.moves[sessionID] = ch
+	}
+	return ch
 }
 
 func transportFailure(requestID string, op *cpv1.Operation, call *agentv1.OperationCall, err error) *cpv1.Receipt {

@@ -67,6 +67,7 @@ type Executor struct {
 	cancelled map[store.PlanRef]bool   // asked to stop, not run to its end yet
 	running   map[store.PlanRef]func() // interrupt its batch on the agent
 	attempts  map[string]attempt       // by session id: the agent call running now
+	moves     map[string]chan struct{} // by session id: closed at its next move
 }
 
 // attempt is an agent call in flight: where it goes, and how to stop it.
@@ -86,7 +87,7 @@ func New(cfg Config, st *store.Store, fl *fleet.Fleet, collect Collect, log *slo
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Executor{cfg: cfg, store: st, fleet: fl, collect: collect, log: log, ctx: ctx, cancel: cancel,
 		queues: map[string]*queue{}, cancelled: map[store.PlanRef]bool{}, running: map[store.PlanRef]func(){},
-		attempts: map[string]attempt{}}
+		attempts: map[string]attempt{}, moves: map[string]chan struct{}{}}
 }
 
 // Resume queues every plan the store holds as not yet terminal, in

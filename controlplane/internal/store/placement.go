@@ -18,7 +18,10 @@ var (
 	ErrSessionBroken = errors.New("session broken")
 )
 
-var keyEpoch = []byte("epoch")
+var (
+	keyEpoch   = []byte("epoch")
+	keyRebuilt = []byte("rebuilt_epoch") // absent: 1 (the negotiated placement needs no rebuild)
+)
 
 // sessionEpoch is a session's epoch: 1 from its negotiation (and for
 // sessions stored before epochs existed), one more per move.
@@ -120,4 +123,16 @@ func (s *Store) SessionHistory(sessionID string, after uint64, limit int) ([]*cp
 		return nil
 	})
 	return out, err
+}
+
+// MarkRebuilt records that a session's agent holds its scene as committed
+// for epoch.
+func (s *Store) MarkRebuilt(id string, epoch int64) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		st, err := tx.Bucket(bucketSessionState).CreateBucketIfNotExists([]byte(id))
+		if err != nil {
+			return err
+		}
+		return st.Put(keyRebuilt, u64(uint64(epoch)))
+	})
 }

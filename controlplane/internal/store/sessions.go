@@ -20,6 +20,10 @@ type Session struct {
 	// is its agent's to say. Its contract names the tool registry its plans
 	// are checked against (Registry reads it).
 	Info *cpv1.Session
+	// Rebuilt is the epoch the session was last rebuilt for on its agent
+	// (MarkRebuilt): below Info.Epoch, its new agent does not hold its
+	// scene yet.
+	Rebuilt int64
 }
 
 // RegistryFingerprint is the fingerprint of the session's tool registry.
@@ -125,6 +129,10 @@ func readSession(tx *bolt.Tx, id string) (Session, error) {
 		}
 	}
 	sess.Info.Epoch = sessionEpoch(tx, id)
+	sess.Rebuilt = 1
+	if st := tx.Bucket(bucketSessionState).Bucket([]byte(id)); st != nil {
+		sess.Rebuilt = max(1, int64(getU64(st, keyRebuilt)))
+	}
 	return sess, nil
 }
 

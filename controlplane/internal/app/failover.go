@@ -1,0 +1,402 @@
+package app
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/blendplane/blendplane/controlplane/internal/executor"
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
+	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// Failover. An agent silent for --agent-lost-after is LOST: each of its
+// open sessions is placed on a READY agent whose runtime has the same tool
+// registry and baseline scene, under a new epoch (so that anything the lost
+// agent still reports is refused), and its running attempt is stopped.
+// The session is rebuilt on its new agent when it is next needed (a plan's
+// next call waits for it): the control plane's redo log of the session —
+// its audit records in commit order — is replayed there, every operation
+// that changed the scene with its original idempotency key, every rollback
+// as a rollback, and each replayed receipt must hash as the committed one
+// did. A session whose history cannot be replayed exactly (a
+// nondeterministic tool, a hash that differs) is marked BROKEN rather than
+// silently diverged.
+
+// errDiverged: a rebuild did not reproduce the committed scene.
+var errDiverged = errors.New("the session cannot be rebuilt exactly")
+
+// rebuilds runs at most one rebuild per session at a time; callers that
+// come while one runs wait for its outcome.
+type rebuilds struct {
+	mu      sync.Mutex
+	running map[string]*rebuild
+}
+
+type rebuild struct {
+	done chan struct{}
+	err  error
+}
+
+// placement is where a session runs now, once it is rebuilt there: the
+// executor's Config.Place. A broken session is FAILED_PRECONDITION, a
+// rebuild that could not reach its agent UNAVAILABLE (the executor retries).
+func (a *App) placement(ctx context.Context, sessionID string) (string, int64, error) {
+	for {
+		sess, err := a.store.Session(sessionID)
+		if err != nil {
+			return "", 0, err
+		}
+		switch {
+		case sess.Broken():
+			return "", 0, status.Errorf(codes.FailedPrecondition, "session %s lost its agent and could not be rebuilt exactly on another", sessionID)
+		case sess.Rebuilt >= sess.Info.GetEpoch():
+			return sess.Info.GetAgentId(), sess.Info.GetEpoch(), nil
+		}
+		if err := a.rebuildOnce(ctx, sess); err != nil {
+			if errors.Is(err, errDiverged) {
+				continue // now broken
+			}
+			return "", 0, status.Errorf(codes.Unavailable, "rebuilding session %s on agent %s: %v", sessionID, sess.Info.GetAgentId(), err)
+		}
+	}
+}
+
+// rebuildOnce rebuilds a session on its agent, or waits for the rebuild
+// that runs.
+func (a *App) rebuildOnce(ctx context.Context, sess store.Session) error {
+	id := sess.Info.GetSessionId()
+	a.rebuilds.mu.Lock()
+	if r, ok := a.rebuilds.running[id]; ok {
+		a.rebuilds.mu.Unlock()
+		select {
+		case <-r.done:
+			return r.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	r := &rebuild{done: make(chan struct{})}
+	a.rebuilds.running[id] = r
+	a.rebuilds.mu.Unlock()
+	defer func() {
+		a.rebuilds.mu.Lock()
+		delete(a.rebuilds.running, id)
+		a.rebuilds.mu.Unlock()
+		close(r.done)
+	}()
+	r.err = a.rebuild(context.WithoutCancel(ctx), sess)
+	if errors.Is(r.err, errDiverged) {
+		a.log.Error("session broken: it cannot be rebuilt exactly on its new agent", "session_id", id, "agent_id", sess.Info.GetAgentId(), "err", r.err)
+		if err := a.store.MarkBroken(id); err != nil {
+			return err
+		}
+	}
+	return r.err
+}
+
+// failoverLost places the open sessions of LOST agents on other agents.
+func (a *App) failoverLost(ctx context.Context) {
+	held, err := a.store.SessionsByAgent()
+	if err != nil {
+		a.log.Warn("listing sessions by agent", "err", err)
+		return
+	}
+	for _, ag := range a.fleet.List() {
+		if ag.GetState() != cpv1.Agent_STATE_LOST {
+			continue
+		}
+		for _, id := range held[ag.GetAgentId()] {
+			if err := a.move(id, ag.GetAgentId()); err != nil {
+				a.log.Warn("cannot place the session of a lost agent elsewhere yet", "session_id", id, "lost_agent_id", ag.GetAgentId(), "err", err)
+			}
+		}
+	}
+}
+
+// move places a session of a lost agent on the best READY agent with a
+// runtime that replays it exactly (same tool registry, same baseline
+// scene), under a new epoch, and stops its running attempt.
+func (a *App) move(sessionID, lostAgent string) error {
+	sess, err := a.store.Session(sessionID)
+	if err != nil || sess.Closed() || sess.Broken() || sess.Info.GetAgentId() != lostAgent {
+		return err
+	}
+	fp, baseline := sess.RegistryFingerprint(), sess.Info.GetContract().GetBaselineSceneHash()
+	places, err := a.fleet.Place(func(rt *cpv1.Runtime) bool {
+		return rt.GetRegistry().GetFingerprint() == fp && rt.GetBaselineSceneHash() == baseline
+	})
+	if err != nil {
+		return err
+	}
+	to := places[0]
+	epoch, err := a.store.MoveSession(sessionID, to.AgentID, to.Runtime.GetRuntimeId())
+	if err != nil {
+		return err
+	}
+	a.fleet.Placed(to.AgentID)
+	a.exec.Moved(sessionID)
+	a.log.Warn("session placed on another agent: its agent is lost", "session_id", sessionID, "lost_agent_id", lostAgent,
+		"agent_id", to.AgentID, "runtime_id", to.Runtime.GetRuntimeId(), "epoch", epoch)
+	return nil
+}
+
+// rebuild opens the session on its (new) agent under its epoch, pushes the
+// files clients uploaded to it, and replays its redo log there.
+func (a *App) rebuild(ctx context.Context, sess store.Session) error {
+	id, agentID, epoch := sess.Info.GetSessionId(), sess.Info.GetAgentId(), sess.Info.GetEpoch()
+	log := a.log.With("session_id", id, "agent_id", agentID, "epoch", epoch)
+	agent, err := a.fleet.Client(agentID)
+	if err != nil {
+		return err
+	}
+	octx, cancel := context.WithTimeout(ctx, a.cfg.OpenSessionTimeout)
+	opened, err := agent.OpenSession(octx, &agentv1.OpenSessionRequest{SessionId: id, RuntimeId: sess.Info.GetRuntimeId(),
+		MaxMemoryMib: sess.Info.GetContract().GetConstraints().GetMaxMemoryMib(), Epoch: epoch})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("open the session: %w", err)
+	}
+	if got, want := opened.GetBaselineSceneHash(), sess.Info.GetContract().GetBaselineSceneHash(); got != want && sess.Rebuilt == 0 {
+		// A fresh copy starts from the baseline; a retried rebuild may
+		// find its earlier work there (the replay skips it by key).
+		log.Debug("the agent holds more than the baseline", "scene_hash", got)
+	}
+	if err := a.pushUploads(ctx, agentID, id); err != nil {
+		return err
+	}
+	reg, err := a.registries.get(sess.RegistryFingerprint(), func() (*cpv1.ToolRegistry, error) { return a.store.Registry(sess.RegistryFingerprint()) })
+	if err != nil {
+		return err
+	}
+	log.Info("rebuilding the session from the control plane's log")
+	r := &replayer{app: a, agent: agent, sessionID: id, epoch: epoch, reg: reg, plans: map[store.PlanRef]*cpv1.SubmitPlanRequest{},
+		hash: sess.Info.GetContract().GetBaselineSceneHash()}
+	var after uint64
+	for {
+		recs, err := a.store.SessionHistory(id, after, 1000)
+		if err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			if err := r.add(ctx, rec); err != nil {
+				return err
+			}
+			after = uint64(rec.GetSequence())
+		}
+		if len(recs) < 1000 {
+			break
+		}
+	}
+	if err := r.flush(ctx); err != nil {
+		return err
+	}
+	if r.hash != sess.Info.GetSceneHash() {
+		return fmt.Errorf("%w: the replay ends on scene %s, the session's committed scene is %s", errDiverged, r.hash, sess.Info.GetSceneHash())
+	}
+	if err := a.store.MarkRebuilt(id, epoch); err != nil {
+		return err
+	}
+	log.Info("session rebuilt", "operations_replayed", r.replayed, "rollbacks_replayed", r.rolledBack, "scene_hash", r.hash)
+	return nil
+}
+
+// pushUploads copies the files clients uploaded to the session (the
+// newest version of each name) into its sandbox on agentID: replayed
+// imports read them.
+func (a *App) pushUploads(ctx context.Context, agentID, sessionID string) error {
+	newest := map[string]*cpv1.Artifact{}
+	var order []string
+	var after uint64
+	for {
+		arts, next, err := a.store.ListArtifacts(sessionID, "", after, 1000)
+		if err != nil {
+			return err
+		}
+		for _, art := range arts {
+			if art.GetRequestId() != "" {
+				continue // made by an operation: the replay makes it again if it must
+			}
+			if _, seen := newest[art.GetName()]; !seen {
+				order = append(order, art.GetName())
+			}
+			newest[art.GetName()] = art
+		}
+		if next == 0 {
+			break
+		}
+		after = next
+	}
+	for _, name := range order {
+		if err := a.push(ctx, agentID, newest[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replayer sends a session's redo log to its new agent: consecutive
+// operations of one plan as one Execute batch, consecutive rollbacks of
+// one plan as one Rollback.
+type replayer struct {
+	app       *App
+	agent     agentv1.AgentServiceClient
+	sessionID string
+	epoch     int64
+	reg       *plan.Registry
+	plans     map[store.PlanRef]*cpv1.SubmitPlanRequest
+
+	ref        store.PlanRef
+	calls      []*agentv1.OperationCall // pending Execute batch of ref
+	keys       []string                 // pending Rollback of ref
+	expect     []string                 // committed scene hash after each pending call or key
+	hash       string                   // scene hash after what was replayed
+	replayed   int
+	rolledBack int
+}
+
+// add takes one audit record of the session's history.
+func (r *replayer) add(ctx context.Context, rec *cpv1.AuditRecord) error {
+	if rec.GetEvent() != "" || rec.GetSceneHashBefore() == rec.GetSceneHashAfter() {
+		return nil // an approval decision, a read, a failure that left nothing
+	}
+	var rollback bool
+	switch rec.GetStatus() {
+	case cpv1.Receipt_STATUS_SUCCEEDED:
+	case cpv1.Receipt_STATUS_ROLLED_BACK:
+		rollback = true
+	default:
+		return nil
+	}
+	ref := store.PlanRef{Owner: rec.GetPrincipal(), RequestID: rec.GetRequestId()}
+	req, err := r.plan(ref)
+	if err != nil {
+		return err
+	}
+	var op *cpv1.Operation
+	for _, o := range req.GetOperations() {
+		if o.GetOperationId() == rec.GetOperationId() {
+			op = o
+			break
+		}
+	}
+	if op == nil {
+		return fmt.Errorf("%w: the log names operation %q, which plan %s does not hold", errDiverged, rec.GetOperationId(), ref)
+	}
+	key := plan.IdempotencyKey(ref.RequestID, op.GetOperationId(), op.GetArgs().AsMap())
+	if kindChanged := (rollback && len(r.calls) > 0) || (!rollback && len(r.keys) > 0); ref != r.ref || kindChanged {
+		if err := r.flush(ctx); err != nil {
+			return err
+		}
+		r.ref = ref
+	}
+	if rollback {
+		r.keys = append(r.keys, key)
+	} else {
+		if def, _ := r.reg.Lookup(op.GetToolName()); def.Determinism == "nondeterministic" {
+			return fmt.Errorf("%w: its history holds %s (operation %q of plan %s), which is nondeterministic", errDiverged, op.GetToolName(), op.GetOperationId(), ref)
+		}
+		r.calls = append(r.calls, &agentv1.OperationCall{OperationId: op.GetOperationId(), ToolName: op.GetToolName(), Args: op.GetArgs(),
+			SafetyLevel: op.GetSafetyLevel(), IdempotencyKey: key, McpCallId: cmp.Or(rec.GetMcpCallId(), executor.NewID("replay"))})
+	}
+	r.expect = append(r.expect, rec.GetSceneHashAfter())
+	if len(r.expect) >= 256 {
+		return r.flush(ctx)
+	}
+	return nil
+}
+
+func (r *replayer) plan(ref store.PlanRef) (*cpv1.SubmitPlanRequest, error) {
+	if req, ok := r.plans[ref]; ok {
+		return req, nil
+	}
+	_, req, _, err := r.app.store.PlanWork(ref)
+	if err != nil {
+		return nil, err
+	}
+	r.plans[ref] = req
+	return req, nil
+}
+
+// flush sends the pending batch and checks every receipt's scene hash
+// against the committed one.
+func (r *replayer) flush(ctx context.Context) error {
+	defer func() { r.calls, r.keys, r.expect = nil, nil, nil }()
+	check := func(i int, rc *cpv1.Receipt, want cpv1.Receipt_Status) error {
+		st := rc.GetStatus()
+		if st != want && !(want == cpv1.Receipt_STATUS_SUCCEEDED && st == cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT) {
+			return fmt.Errorf("%w: replaying %q of plan %s gave %v (%s)", errDiverged, rc.GetOperationId(), r.ref, st, rc.GetError().GetMessage())
+		}
+		if rc.GetSceneHashAfter() != r.expect[i] {
+			return fmt.Errorf("%w: replaying %q of plan %s gave scene %s, committed %s", errDiverged, rc.GetOperationId(), r.ref, rc.GetSceneHashAfter(), r.expect[i])
+		}
+		r.hash = rc.GetSceneHashAfter()
+		return nil
+	}
+	switch {
+	case len(r.calls) > 0:
+		stream, err := r.agent.Execute(ctx, &agentv1.ExecuteRequest{SessionId: r.sessionID, RequestId: r.ref.RequestID, Operations: r.calls, Epoch: r.epoch})
+		if err != nil {
+			return err
+		}
+		for i := 0; i < len(r.calls); {
+			resp, err := stream.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = errors.New("the agent ended the replay early")
+				}
+				return err
+			}
+			if rc := resp.GetReceipt(); rc != nil {
+				if err := check(i, rc, cpv1.Receipt_STATUS_SUCCEEDED); err != nil {
+					return err
+				}
+				i++
+				r.replayed++
+			}
+		}
+	case len(r.keys) > 0:
+		stream, err := r.agent.Rollback(ctx, &agentv1.RollbackRequest{SessionId: r.sessionID, RequestId: r.ref.RequestID, IdempotencyKeys: r.keys, Epoch: r.epoch})
+		if err != nil {
+			return err
+		}
+		for i := range r.keys {
+			resp, err := stream.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = errors.New("the agent ended the replayed rollback early")
+				}
+				return err
+			}
+			if err := check(i, resp.GetReceipt(), cpv1.Receipt_STATUS_ROLLED_BACK); err != nil {
+				return err
+			}
+			r.rolledBack++
+		}
+	}
+	return nil
+}
+
+// movedSessions are the sessions an agent reports holding that it must
+// drop: placed on another agent, held under an older epoch, or closed.
+func (a *App) movedSessions(agentID string, held []*cpv1.HeldSession) []string {
+	var out []string
+	for _, h := range held {
+		sess, err := a.store.Session(h.GetSessionId())
+		if err != nil {
+			continue // unknown: a negotiation may be storing it right now
+		}
+		if sess.Info.GetAgentId() != agentID || (h.GetEpoch() > 0 && h.GetEpoch() < sess.Info.GetEpoch()) || sess.Closed() {
+			out = append(out, h.GetSessionId())
+		}
+	}
+	return out
+}
