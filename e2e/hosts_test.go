@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/status"
+
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
@@ -152,6 +154,7 @@ func (h *host) processes() int {
 
 // studio is a control plane and agents, each on its own host.
 type studio struct {
+	t      *testing.T // the test that owns the daemons (not a subtest, which would stop them when it ends)
 	net    *hostNet
 	cp     *cluster // the control plane's side: client, tokens, CA
 	cpHost *host
@@ -183,7 +186,7 @@ func startStudio(t *testing.T, n int, cpArgs ...string) *studio {
 		names = append(names, fmt.Sprintf("agent-%d", i))
 	}
 	net := newHostNet(t, names...)
-	s := &studio{net: net, cpHost: net.hosts[0]}
+	s := &studio{t: t, net: net, cpHost: net.hosts[0]}
 	dir := t.TempDir()
 	s.cp = &cluster{cpAddr: s.cpHost.addr(studioGRPCPort), httpAddr: s.cpHost.addr(studioHTTPPort), tls: true, dir: dir}
 	policy := filepath.Join(dir, "policy.yaml")
@@ -216,9 +219,9 @@ func startStudio(t *testing.T, n int, cpArgs ...string) *studio {
 // client.
 func (s *studio) startCP(t *testing.T) {
 	t.Helper()
-	s.cp.cp = s.cpHost.start(t, "controlplane", s.cpArgs...)
+	s.cp.cp = s.cpHost.start(s.t, "controlplane", s.cpArgs...)
 	s.cp.adminToken = s.cp.waitAdminToken(t)
-	s.cp.client = s.cp.clientAs(t, s.cp.adminToken)
+	s.cp.client = s.cp.clientAs(s.t, s.cp.adminToken)
 }
 
 // agent finds a studio agent in the control plane's list: by id once it
@@ -416,6 +419,25 @@ func (s *studio) objects(t *testing.T, sessionID, requestID string) int {
 	return len(rs[0].GetResult().GetFields()["objects"].GetListValue().GetValues())
 }
 
+// restartAgent starts a stopped agent again on its host with its data dir
+// and waits until it is READY.
+func (s *studio) restartAgent(t *testing.T, a *studioAgent) {
+	t.Helper()
+	a.daemon = a.host.start(s.t, "agentd", a.args...)
+	s.waitAgentState(t, a, cpv1.Agent_STATE_READY, 90*time.Second)
+}
+
+// waitLog waits until a daemon's log says what.
+func waitLog(t *testing.T, d *daemon, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(d.log.String(), what); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never logged %q:\n%s", d.name, what, d.log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // agentOf is the studio agent a session is placed on now.
 func (s *studio) agentOf(t *testing.T, sessionID string) *studioAgent {
 	t.Helper()
@@ -460,6 +482,14 @@ func TestHostsFailover(t *testing.T) {
 		if sess.GetAgentId() == victim.id || sess.GetEpoch() != 2 {
 			t.Fatalf("after the kill the session is on %s at epoch %d (killed: %s)", sess.GetAgentId(), sess.GetEpoch(), victim.id)
 		}
+		// The host comes back with its disk: agentd drops the session it
+		// holds in its journal, which runs elsewhere now.
+		s.restartAgent(t, victim)
+		waitLog(t, victim.daemon, "session moved to another agent")
+		if got, _ := s.agent(t, victim); slices.Contains(got.GetSessionIds(), id) {
+			t.Fatalf("the restarted agent lists %s", id)
+		}
+		s.check(t, id, "kill", w, n, base, want)
 	})
 
 	t.Run("partition", func(t *testing.T) {
@@ -485,6 +515,38 @@ func TestHostsFailover(t *testing.T) {
 		}
 		// Nothing it could still say is taken: the scene is as checked.
 		s.check(t, id, "partition", w, n, base, want)
+	})
+
+	t.Run("broken", func(t *testing.T) {
+		// python.exec is nondeterministic: a history holding it cannot be
+		// replayed exactly, so the session is reported broken, not moved on
+		// a guess.
+		resp, err := s.cp.client.Negotiate(ctxT(t, time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) {
+			r.HostProfile.FeatureFlags = []string{"unsafe_ops", "nondeterministic_tools"}
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := resp.GetContract().GetSessionId()
+		victim := s.agentOf(t, id)
+		if p, _ := s.cp.run(t, id, "exec", op("exec", "python.exec", map[string]any{"code": "import bpy\nbpy.data.objects.new('Made', None)"})); p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+			t.Fatalf("python.exec: %v", p)
+		}
+		victim.host.killAll()
+		<-victim.daemon.done
+		p, rs := s.cp.run(t, id, "after-loss", cubeOp("box", "Box", 0))
+		if p.GetState() != cpv1.Plan_STATE_FAILED || rs[0].GetError().GetErrorCode() != "SESSION_LOST" {
+			t.Fatalf("a plan after the loss: %v %v", p, rs)
+		}
+		sess, err := s.cp.client.GetSession(ctxT(t, time.Minute), &cpv1.GetSessionRequest{SessionId: id})
+		if err != nil || sess.GetSession().GetState() != cpv1.Session_STATE_BROKEN {
+			t.Fatalf("session after a failed rebuild: %v %v", sess.GetSession(), err)
+		}
+		_, err = s.cp.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: id, RequestId: "refused", Operations: []*cpv1.Operation{cubeOp("box", "Box", 0)}})
+		if info, _ := details(status.Convert(err)); info.GetReason() != "SESSION_BROKEN" {
+			t.Fatalf("a plan in a broken session: %v", err)
+		}
+		s.restartAgent(t, victim)
 	})
 
 	t.Run("restart", func(t *testing.T) {
