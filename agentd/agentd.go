@@ -37,6 +37,8 @@ import (
 type Config struct {
 	// Listen is the AgentService listen address. Loopback by default.
 	Listen string
+	// Labels are matched by sessions' agent selectors (--label key=value).
+	Labels map[string]string
 	// Advertise is the address the control plane dials; empty means the
 	// bound listen address.
 	Advertise string
@@ -188,7 +190,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	regCtx, stopReg := context.WithCancel(ctx)
 	defer stopReg()
 	go register(regCtx, registration{addr: cfg.ControlPlane, creds: cpCreds, token: token, id: id, dataDir: cfg.DataDir,
-		req: &cpv1.RegisterAgentRequest{AgentId: agentID, Address: advertise, Hostname: hostname, Runtimes: mgr.Runtimes()}}, mgr, log)
+		req: &cpv1.RegisterAgentRequest{AgentId: agentID, Address: advertise, Hostname: hostname, Runtimes: mgr.Runtimes(), Labels: cfg.Labels}}, mgr, log)
 
 	select {
 	case err := <-errc:

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -178,8 +179,9 @@ const (
 
 // startStudio starts a control plane on host "cp" and n agents on hosts
 // "agent-1" … with their own tokens, TLS everywhere, and waits until every
-// agent is READY. cpArgs are extra control-plane flags.
-func startStudio(t *testing.T, n int, cpArgs ...string) *studio {
+// agent is READY. agentArgs (nil: none) gives agent i (from 1) extra flags;
+// cpArgs are extra control-plane flags.
+func startStudio(t *testing.T, n int, agentArgs func(i int) []string, cpArgs ...string) *studio {
 	t.Helper()
 	names := []string{"cp"}
 	for i := 1; i <= n; i++ {
@@ -206,6 +208,9 @@ func startStudio(t *testing.T, n int, cpArgs ...string) *studio {
 		a := &studioAgent{host: h, addr: h.addr(studioAgentPort)}
 		a.args = append([]string{"--listen", a.addr, "--control-plane", s.cp.cpAddr, "--ca-file", s.cp.caFile(),
 			"--token-file", tokenFile, "--data-dir", filepath.Join(dir, h.name)}, blenderFlags()...)
+		if agentArgs != nil {
+			a.args = append(a.args, agentArgs(i)...)
+		}
 		a.daemon = h.start(t, "agentd", a.args...)
 		s.agents = append(s.agents, a)
 	}
@@ -268,7 +273,16 @@ func (s *studio) waitAgentState(t *testing.T, a *studioAgent, state cpv1.Agent_S
 // control-plane restart an agent that does not come back is still listed
 // with its session, and goes LOST in its turn.
 func TestHostsLiveness(t *testing.T) {
-	s := startStudio(t, 3, "--agent-lost-after", "6s")
+	// agent-2 and agent-3 are in rack b; agent-3 has a GPU.
+	s := startStudio(t, 3, func(i int) []string {
+		switch i {
+		case 2:
+			return []string{"--label", "rack=b"}
+		case 3:
+			return []string{"--label", "rack=b", "--label", "gpu=true"}
+		}
+		return nil
+	}, "--agent-lost-after", "6s")
 	sessions := map[string]string{} // session → agent id it runs on
 	for i := range 3 {
 		id := s.cp.negotiate(t).GetSessionId()
@@ -296,36 +310,87 @@ func TestHostsLiveness(t *testing.T) {
 		}
 	}
 
+	// Labels: a selector places on the agents that carry it, and is kept
+	// when a session moves.
+	gpu := s.negotiateOn(t, map[string]string{"gpu": "true"})
+	if got := s.agentOf(t, gpu); got != s.agents[2] {
+		t.Fatalf("gpu=true placed on %s", got.host.name)
+	}
+	if a, _ := s.agent(t, s.agents[2]); a.GetLabels()["gpu"] != "true" || a.GetLabels()["rack"] != "b" {
+		t.Fatalf("agent-3's labels: %v", a.GetLabels())
+	}
+	_, err := s.cp.client.Negotiate(ctxT(t, time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) {
+		r.AgentSelector = map[string]string{"gpu": "true", "rack": "a"}
+	}))
+	if info, _ := details(status.Convert(err)); status.Code(err) != codes.FailedPrecondition || info.GetMetadata()["field"] != "agent_selector" {
+		t.Fatalf("a selector no agent matches: %v (%v)", err, info)
+	}
+	rackB := s.negotiateOn(t, map[string]string{"rack": "b"})
+	sessions[gpu], sessions[rackB] = "", ""
+
 	cut := s.agents[1]
+	if got := s.agentOf(t, rackB); got != cut {
+		t.Fatalf("rack=b placed on %s, want the emptier agent-2", got.host.name)
+	}
 	cut.host.partition(t)
 	before := s.waitAgentState(t, cut, cpv1.Agent_STATE_UNREACHABLE, 15*time.Second)
 	lost := s.waitAgentState(t, cut, cpv1.Agent_STATE_LOST, 15*time.Second)
-	if !lost.GetLastSeenTime().AsTime().Equal(before.GetLastSeenTime().AsTime()) || len(lost.GetSessionIds()) != 1 {
-		t.Fatalf("a lost agent: %v (it was %v)", lost, before)
+	if !lost.GetLastSeenTime().AsTime().Equal(before.GetLastSeenTime().AsTime()) {
+		t.Fatalf("a lost agent's last heartbeat moved: %v (it was %v)", lost, before)
 	}
 	for _, a := range []*studioAgent{s.agents[0], s.agents[2]} {
 		if got, _ := s.agent(t, a); got.GetState() != cpv1.Agent_STATE_READY {
 			t.Fatalf("agent %s, not partitioned, is %v", a.host.name, got.GetState())
 		}
 	}
+	// Its sessions move; the rack=b one to agent-3, the only other agent
+	// in rack b.
+	s.waitSessions(t, cut, 0)
+	if got := s.agentOf(t, rackB); got != s.agents[2] {
+		t.Fatalf("the rack=b session moved to %s", got.host.name)
+	}
 	cut.host.heal(t)
 	s.waitAgentState(t, cut, cpv1.Agent_STATE_READY, 20*time.Second)
+	waitLog(t, cut.daemon, "session moved to another agent")
 
+	// agent-3 is killed: the gpu=true session has nowhere to go and waits
+	// on the lost agent; the others move.
 	gone := s.agents[2]
 	gone.host.killAll()
 	<-gone.daemon.done
 	s.waitAgentState(t, gone, cpv1.Agent_STATE_LOST, 20*time.Second)
+	s.waitSessions(t, gone, 1)
+	if got := s.agentOf(t, rackB); got != cut {
+		t.Fatalf("the rack=b session moved to %s, want agent-2", got.host.name)
+	}
 
+	// A control-plane restart while agent-3 is lost: it is listed, with
+	// the session it holds, and goes LOST again.
 	s.cp.cp.stop(t, syscall.SIGTERM)
 	s.startCP(t)
 	back := s.waitAgentState(t, gone, cpv1.Agent_STATE_UNREACHABLE, 30*time.Second)
-	if len(back.GetSessionIds()) != 1 || held[back.GetSessionIds()[0]] != gone {
-		t.Fatalf("after the restart the lost agent lists %v", back.GetSessionIds())
+	if ids := back.GetSessionIds(); len(ids) != 1 || ids[0] != gpu {
+		t.Fatalf("after the restart the lost agent lists %v, want [%s]", ids, gpu)
 	}
 	for _, a := range s.agents[:2] {
 		s.waitAgentState(t, a, cpv1.Agent_STATE_READY, 30*time.Second)
 	}
 	s.waitAgentState(t, gone, cpv1.Agent_STATE_LOST, 20*time.Second)
+	if got := s.agentOf(t, gpu); got != gone {
+		t.Fatalf("the gpu=true session moved to %s, which has no GPU", got.host.name)
+	}
+}
+
+// waitSessions waits until the control plane lists n sessions on an agent.
+func (s *studio) waitSessions(t *testing.T, a *studioAgent, n int) {
+	t.Helper()
+	var got *cpv1.Agent
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if got, _ = s.agent(t, a); got != nil && len(got.GetSessionIds()) == n {
+			return
+		}
+	}
+	t.Fatalf("agent %s lists sessions %v, want %d", a.host.name, got.GetSessionIds(), n)
 }
 
 // failoverOps is the plan of the failover scenarios: n independent creates
@@ -438,6 +503,16 @@ func waitLog(t *testing.T, d *daemon, what string) {
 	}
 }
 
+// negotiateOn negotiates a session on an agent carrying selector's labels.
+func (s *studio) negotiateOn(t *testing.T, selector map[string]string) string {
+	t.Helper()
+	resp, err := s.cp.client.Negotiate(ctxT(t, time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) { r.AgentSelector = selector }))
+	if err != nil {
+		t.Fatalf("negotiate on %v: %v", selector, err)
+	}
+	return resp.GetContract().GetSessionId()
+}
+
 // agentOf is the studio agent a session is placed on now.
 func (s *studio) agentOf(t *testing.T, sessionID string) *studioAgent {
 	t.Helper()
@@ -463,7 +538,7 @@ func (s *studio) agentOf(t *testing.T, sessionID string) *studioAgent {
 // uninterrupted run.
 func TestHostsFailover(t *testing.T) {
 	const n = 2000
-	s := startStudio(t, 3, "--agent-lost-after", "4s")
+	s := startStudio(t, 3, nil, "--agent-lost-after", "4s")
 	for _, a := range s.agents {
 		s.agent(t, a) // learn the ids
 	}

@@ -4,11 +4,17 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
+	"regexp"
+	"strings"
 
 	"github.com/blendplane/blendplane/agentd"
 	"github.com/blendplane/blendplane/cmd/internal/flagenv"
 )
+
+// labelKey is the pattern of a label key (as RegisterAgentRequest.labels).
+var labelKey = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,63}$`)
 
 func main() {
 	cfg := agentd.Defaults()
@@ -25,6 +31,17 @@ func main() {
 	fs.IntVar(&cfg.CheckpointEvery, "checkpoint-every", cfg.CheckpointEvery, "checkpoint a session after this many scene changes")
 	fs.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", cfg.CheckpointInterval, "checkpoint a changed session at least this often")
 	fs.DurationVar(&cfg.CheckpointIdle, "checkpoint-idle", cfg.CheckpointIdle, "checkpoint a changed session after this long without operations")
+	fs.Func("label", "a label of this agent, key=value, that sessions may ask for at Negotiate (agent_selector), e.g. gpu=true (repeatable)", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || !labelKey.MatchString(k) || len(val) > 63 {
+			return fmt.Errorf("want key=value: a key of 1-63 letters, digits, '_', '.' or '-', a value of at most 63 characters; got %q", v)
+		}
+		if cfg.Labels == nil {
+			cfg.Labels = map[string]string{}
+		}
+		cfg.Labels[k] = val
+		return nil
+	})
 	var blenders flagenv.Strings
 	fs.Var(&blenders, "blender", "Blender runtime: a blender binary or a python that can import bpy (repeatable; default: .blender/venv, then blender on PATH)")
 	flagenv.Daemon("agentd", fs, func(ctx context.Context, log *slog.Logger) error {

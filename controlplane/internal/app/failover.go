@@ -122,16 +122,17 @@ func (a *App) failoverLost(ctx context.Context) {
 	}
 }
 
-// move places a session of a lost agent on the best READY agent with a
-// runtime that replays it exactly (same tool registry, same baseline
-// scene), under a new epoch, and stops its running attempt.
+// move places a session of a lost agent on the best READY agent that
+// carries the labels its contract asks for and has a runtime that replays
+// it exactly (same tool registry, same baseline scene), under a new epoch,
+// and stops its running attempt.
 func (a *App) move(sessionID, lostAgent string) error {
 	sess, err := a.store.Session(sessionID)
 	if err != nil || sess.Closed() || sess.Broken() || sess.Info.GetAgentId() != lostAgent {
 		return err
 	}
 	fp, baseline := sess.RegistryFingerprint(), sess.Info.GetContract().GetBaselineSceneHash()
-	places, err := a.fleet.Place(func(rt *cpv1.Runtime) bool {
+	places, err := a.fleet.Place(sess.Info.GetContract().GetAgentSelector(), func(rt *cpv1.Runtime) bool {
 		return rt.GetRegistry().GetFingerprint() == fp && rt.GetBaselineSceneHash() == baseline
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -35,7 +36,7 @@ func (a *App) Negotiate(ctx context.Context, who Principal, req *cpv1.NegotiateR
 		}
 	}
 	var misfit *contract.Violation
-	places, err := a.fleet.Place(func(rt *cpv1.Runtime) bool {
+	places, err := a.fleet.Place(req.GetAgentSelector(), func(rt *cpv1.Runtime) bool {
 		v := contract.Fits(req, rt)
 		if v != nil && misfit == nil {
 			misfit = v
@@ -44,6 +45,10 @@ func (a *App) Negotiate(ctx context.Context, who Principal, req *cpv1.NegotiateR
 	})
 	if errors.Is(err, fleet.ErrNoFit) && misfit != nil {
 		return nil, misfit
+	}
+	if errors.Is(err, fleet.ErrNoLabel) {
+		return nil, &contract.Violation{Field: "agent_selector", Value: selectorString(req.GetAgentSelector()),
+			Message: "no ready agent carries these labels (agentd --label key=value)"}
 	}
 	if err != nil {
 		return nil, err
@@ -116,4 +121,14 @@ func (a *App) open(ctx context.Context, who Principal, req *cpv1.NegotiateReques
 		"runtime_id", place.Runtime.GetRuntimeId(), "client", req.GetHostProfile().GetClientName(),
 		"feature_flags", c.GetCapabilities().GetFeatureFlags())
 	return c, nil
+}
+
+// selectorString is a label selector as key=value pairs, sorted.
+func selectorString(sel map[string]string) string {
+	pairs := make([]string, 0, len(sel))
+	for k, v := range sel {
+		pairs = append(pairs, k+"="+v)
+	}
+	slices.Sort(pairs)
+	return strings.Join(pairs, ",")
 }

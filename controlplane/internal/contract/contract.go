@@ -207,6 +207,7 @@ func Build(req *cpv1.NegotiateRequest, offer Offer) (*cpv1.SessionContract, erro
 		Constraints:      cons,
 		MacroRegistryRef: offer.MacroRegistry,
 		Audit:            audit,
+		AgentSelector:    req.GetAgentSelector(),
 		Fingerprints: map[string]string{
 			"tool_registry":  reg.GetFingerprint(),
 			"macro_registry": offer.MacroRegistry.GetFingerprint(),

@@ -32,6 +32,8 @@ var (
 	ErrNoAgent = errors.New("no ready agent")
 	// ErrNoFit: agents are ready, but none has a runtime the session accepts.
 	ErrNoFit = errors.New("no runtime fits")
+	// ErrNoLabel: agents are ready, but none carries the labels asked for.
+	ErrNoLabel = errors.New("no ready agent carries the labels")
 	// ErrUnknownAgent: the agent has not registered (since this control
 	// plane started).
 	ErrUnknownAgent = errors.New("agent not registered")
@@ -101,6 +103,7 @@ func (f *Fleet) Register(req *cpv1.RegisterAgentRequest) {
 		MaxSessions:      req.GetMaxSessions(),
 		LiveSessionCount: int32(len(req.GetLiveSessions())),
 		BusySessionCount: req.GetBusySessions(),
+		Labels:           req.GetLabels(),
 	}
 	m.live = make(map[string]bool, len(req.GetLiveSessions()))
 	for _, id := range req.GetLiveSessions() {
@@ -217,13 +220,13 @@ type Placement struct {
 	Resources *cpv1.Resources
 }
 
-// Place lists, best first, the ready agents with a runtime that fits (the
-// first fitting runtime of each): agents with the most Blender slots not
+// Place lists, best first, the ready agents that carry every label of
+// selector and have a runtime that fits (the first fitting runtime of each): agents with the most Blender slots not
 // busy first, then the fewest sessions, then the lowest id. Deterministic
 // for a given fleet. A caller that opens a session on one of them should
 // call Placed, so that back-to-back placements spread out before the
 // agent's next heartbeat reports the new session.
-func (f *Fleet) Place(fits func(*cpv1.Runtime) bool) ([]Placement, error) {
+func (f *Fleet) Place(selector map[string]string, fits func(*cpv1.Runtime) bool) ([]Placement, error) {
 	agents := f.List()
 	sort.SliceStable(agents, func(i, j int) bool {
 		a, b := agents[i], agents[j]
@@ -232,13 +235,17 @@ func (f *Fleet) Place(fits func(*cpv1.Runtime) bool) ([]Placement, error) {
 		}
 		return a.GetSessionCount() < b.GetSessionCount()
 	})
-	ready := false
+	ready, labelled := false, false
 	var out []Placement
 	for _, a := range agents {
 		if a.GetState() != cpv1.Agent_STATE_READY {
 			continue
 		}
 		ready = true
+		if !carries(a, selector) {
+			continue
+		}
+		labelled = true
 		for _, rt := range a.GetRuntimes() {
 			if fits(rt) {
 				out = append(out, Placement{AgentID: a.GetAgentId(), Runtime: rt, Resources: a.GetResources()})
@@ -249,10 +256,23 @@ func (f *Fleet) Place(fits func(*cpv1.Runtime) bool) ([]Placement, error) {
 	if !ready {
 		return nil, fmt.Errorf("%w: start agentd and let it register", ErrNoAgent)
 	}
+	if !labelled {
+		return nil, ErrNoLabel
+	}
 	if len(out) == 0 {
 		return nil, ErrNoFit
 	}
 	return out, nil
+}
+
+// carries reports whether an agent has every label of selector.
+func carries(a *cpv1.Agent, selector map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := a.GetLabels()[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // Placed counts a new session on an agent until its next heartbeat.

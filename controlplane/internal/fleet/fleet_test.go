@@ -15,7 +15,7 @@ func reg(id string, sessions, max, busy int32, live ...string) *cpv1.RegisterAge
 
 func first(t *testing.T, f *Fleet) string {
 	t.Helper()
-	p, err := f.Place(func(*cpv1.Runtime) bool { return true })
+	p, err := f.Place(nil, func(*cpv1.Runtime) bool { return true })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestPlacement(t *testing.T) {
 	now := time.Unix(1000, 0)
 	f.now = func() time.Time { return now }
 	all := func(*cpv1.Runtime) bool { return true }
-	if _, err := f.Place(all); !errors.Is(err, ErrNoAgent) {
+	if _, err := f.Place(nil, all); !errors.Is(err, ErrNoAgent) {
 		t.Fatalf("empty fleet: %v", err)
 	}
 	f.Register(reg("b", 0, 4, 0))
@@ -49,10 +49,10 @@ func TestPlacement(t *testing.T) {
 	// An agent silent for three heartbeats is unreachable and gets nothing.
 	now = now.Add(4 * time.Second)
 	f.Register(reg("b", 0, 4, 0))
-	if p, _ := f.Place(all); len(p) != 1 || p[0].AgentID != "b" {
+	if p, _ := f.Place(nil, all); len(p) != 1 || p[0].AgentID != "b" {
 		t.Fatalf("placed on %v, want only the live agent b", p)
 	}
-	if _, err := f.Place(func(*cpv1.Runtime) bool { return false }); !errors.Is(err, ErrNoFit) {
+	if _, err := f.Place(nil, func(*cpv1.Runtime) bool { return false }); !errors.Is(err, ErrNoFit) {
 		t.Fatalf("no fitting runtime: %v", err)
 	}
 	states := map[string]cpv1.Agent_State{}
@@ -147,7 +147,7 @@ func TestLiveness(t *testing.T) {
 	if s := states(); s["a"] != cpv1.Agent_STATE_LOST || s["z"] != cpv1.Agent_STATE_LOST {
 		t.Fatalf("after 10.5 s: %v", s)
 	}
-	if _, err := f.Place(func(*cpv1.Runtime) bool { return true }); !errors.Is(err, ErrNoAgent) {
+	if _, err := f.Place(nil, func(*cpv1.Runtime) bool { return true }); !errors.Is(err, ErrNoAgent) {
 		t.Fatalf("placed on a lost agent: %v", err)
 	}
 	f.Register(reg("a", 0, 4, 0))
@@ -158,5 +158,27 @@ func TestLiveness(t *testing.T) {
 	gone := f.Forget(30*time.Second, func(id string) bool { return id == "z" })
 	if len(gone) != 1 || gone[0] != "a" || len(f.List()) != 1 {
 		t.Fatalf("forgot %v, left %v", gone, f.List())
+	}
+}
+
+// A selector places only on agents carrying every one of its labels.
+func TestLabels(t *testing.T) {
+	f := New(time.Second, 0, nil)
+	gpu := reg("gpu", 5, 4, 0)
+	gpu.Labels = map[string]string{"gpu": "true", "rack": "b"}
+	f.Register(gpu)
+	f.Register(reg("cpu", 0, 4, 0))
+	all := func(*cpv1.Runtime) bool { return true }
+	if p, err := f.Place(map[string]string{"gpu": "true"}, all); err != nil || len(p) != 1 || p[0].AgentID != "gpu" {
+		t.Fatalf("gpu=true: %v %v", p, err)
+	}
+	if p, _ := f.Place(nil, all); len(p) != 2 || p[0].AgentID != "cpu" {
+		t.Fatalf("no selector: %v", p)
+	}
+	if _, err := f.Place(map[string]string{"gpu": "true", "rack": "a"}, all); !errors.Is(err, ErrNoLabel) {
+		t.Fatalf("rack=a: %v", err)
+	}
+	if got := f.List()[1].GetLabels(); got["rack"] != "b" {
+		t.Fatalf("listed labels %v", got)
 	}
 }

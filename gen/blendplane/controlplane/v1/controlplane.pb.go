@@ -686,7 +686,12 @@ type NegotiateRequest struct {
 	// What the client proposes; the control plane may tighten these.
 	Limits *Limits `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
 	// Audit the client asks for.
-	Audit         *AuditPolicy `protobuf:"bytes,8,opt,name=audit,proto3" json:"audit,omitempty"`
+	Audit *AuditPolicy `protobuf:"bytes,8,opt,name=audit,proto3" json:"audit,omitempty"`
+	// Labels the session's agent must carry (agentd --label key=value), every
+	// one of them, e.g. {"gpu": "true"}; empty: any agent. Kept in the
+	// contract: a session moved after its agent is lost goes to a matching
+	// agent too.
+	AgentSelector map[string]string `protobuf:"bytes,9,rep,name=agent_selector,json=agentSelector,proto3" json:"agent_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -773,6 +778,13 @@ func (x *NegotiateRequest) GetLimits() *Limits {
 func (x *NegotiateRequest) GetAudit() *AuditPolicy {
 	if x != nil {
 		return x.Audit
+	}
+	return nil
+}
+
+func (x *NegotiateRequest) GetAgentSelector() map[string]string {
+	if x != nil {
+		return x.AgentSelector
 	}
 	return nil
 }
@@ -1338,7 +1350,9 @@ type SessionContract struct {
 	Audit            *AuditPolicy           `protobuf:"bytes,14,opt,name=audit,proto3" json:"audit,omitempty"`
 	// Immutable identifiers of the contract's artifacts: "tool_registry",
 	// "macro_registry", "schemas" (of the tools' input schemas) and "contract".
-	Fingerprints  map[string]string `protobuf:"bytes,15,rep,name=fingerprints,proto3" json:"fingerprints,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Fingerprints map[string]string `protobuf:"bytes,15,rep,name=fingerprints,proto3" json:"fingerprints,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The labels the session's agent must carry (NegotiateRequest.agent_selector).
+	AgentSelector map[string]string `protobuf:"bytes,16,rep,name=agent_selector,json=agentSelector,proto3" json:"agent_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1474,6 +1488,13 @@ func (x *SessionContract) GetAudit() *AuditPolicy {
 func (x *SessionContract) GetFingerprints() map[string]string {
 	if x != nil {
 		return x.Fingerprints
+	}
+	return nil
+}
+
+func (x *SessionContract) GetAgentSelector() map[string]string {
+	if x != nil {
+		return x.AgentSelector
 	}
 	return nil
 }
@@ -3571,7 +3592,9 @@ type Agent struct {
 	BusySessionCount int32 `protobuf:"varint,11,opt,name=busy_session_count,json=busySessionCount,proto3" json:"busy_session_count,omitempty"`
 	// The sessions placed on it that are not closed, by id, as the control
 	// plane's store says (session_count is what the agent last reported).
-	SessionIds    []string `protobuf:"bytes,12,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	SessionIds []string `protobuf:"bytes,12,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	// Its labels (agentd --label).
+	Labels        map[string]string `protobuf:"bytes,13,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3686,6 +3709,13 @@ func (x *Agent) GetBusySessionCount() int32 {
 func (x *Agent) GetSessionIds() []string {
 	if x != nil {
 		return x.SessionIds
+	}
+	return nil
+}
+
+func (x *Agent) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -4024,7 +4054,10 @@ type RegisterAgentRequest struct {
 	CertificateRequest []byte `protobuf:"bytes,10,opt,name=certificate_request,json=certificateRequest,proto3" json:"certificate_request,omitempty"`
 	// Every session the agent holds, with the epoch it holds it under: the
 	// answer names those the control plane has placed elsewhere since.
-	HeldSessions  []*HeldSession `protobuf:"bytes,11,rep,name=held_sessions,json=heldSessions,proto3" json:"held_sessions,omitempty"`
+	HeldSessions []*HeldSession `protobuf:"bytes,11,rep,name=held_sessions,json=heldSessions,proto3" json:"held_sessions,omitempty"`
+	// The agent's labels (--label key=value), matched by Negotiate's
+	// agent_selector, e.g. {"gpu": "true", "rack": "b"}.
+	Labels        map[string]string `protobuf:"bytes,12,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4132,6 +4165,13 @@ func (x *RegisterAgentRequest) GetCertificateRequest() []byte {
 func (x *RegisterAgentRequest) GetHeldSessions() []*HeldSession {
 	if x != nil {
 		return x.HeldSessions
+	}
+	return nil
+}
+
+func (x *RegisterAgentRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -6681,7 +6721,7 @@ var File_blendplane_controlplane_v1_controlplane_proto protoreflect.FileDescript
 
 const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
-	"-blendplane/controlplane/v1/controlplane.proto\x12\x1ablendplane.controlplane.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x04\n" +
+	"-blendplane/controlplane/v1/controlplane.proto\x12\x1ablendplane.controlplane.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\x06\n" +
 	"\x10NegotiateRequest\x124\n" +
 	"\x10contract_version\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18 R\x0fcontractVersion\x12R\n" +
 	"\fhost_profile\x18\x02 \x01(\v2'.blendplane.controlplane.v1.HostProfileB\x06\xbaH\x03\xc8\x01\x01R\vhostProfile\x12;\n" +
@@ -6690,7 +6730,11 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x12macro_registry_ref\x18\x05 \x01(\v2,.blendplane.controlplane.v1.MacroRegistryRefR\x10macroRegistryRef\x12I\n" +
 	"\vconstraints\x18\x06 \x01(\v2'.blendplane.controlplane.v1.ConstraintsR\vconstraints\x12:\n" +
 	"\x06limits\x18\a \x01(\v2\".blendplane.controlplane.v1.LimitsR\x06limits\x12=\n" +
-	"\x05audit\x18\b \x01(\v2'.blendplane.controlplane.v1.AuditPolicyR\x05audit\"\\\n" +
+	"\x05audit\x18\b \x01(\v2'.blendplane.controlplane.v1.AuditPolicyR\x05audit\x12\x92\x01\n" +
+	"\x0eagent_selector\x18\t \x03(\v2?.blendplane.controlplane.v1.NegotiateRequest.AgentSelectorEntryB*\xbaH'\x9a\x01$\x10\x10\"\x1ar\x182\x16^[a-zA-Z0-9_.-]{1,63}$*\x04r\x02\x18?R\ragentSelector\x1a@\n" +
+	"\x12AgentSelectorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\\\n" +
 	"\x11NegotiateResponse\x12G\n" +
 	"\bcontract\x18\x01 \x01(\v2+.blendplane.controlplane.v1.SessionContractR\bcontract\"\x8e\x02\n" +
 	"\vHostProfile\x12+\n" +
@@ -6731,7 +6775,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\vAuditPolicy\x12\x1c\n" +
 	"\tverbosity\x18\x01 \x01(\tR\tverbosity\x12\x16\n" +
 	"\x06redact\x18\x02 \x03(\tR\x06redact\x12\x14\n" +
-	"\x05sinks\x18\x03 \x03(\tR\x05sinks\"\x92\b\n" +
+	"\x05sinks\x18\x03 \x03(\tR\x05sinks\"\xbb\t\n" +
 	"\x0fSessionContract\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12)\n" +
@@ -6751,8 +6795,12 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\vconstraints\x18\f \x01(\v2'.blendplane.controlplane.v1.ConstraintsR\vconstraints\x12Z\n" +
 	"\x12macro_registry_ref\x18\r \x01(\v2,.blendplane.controlplane.v1.MacroRegistryRefR\x10macroRegistryRef\x12=\n" +
 	"\x05audit\x18\x0e \x01(\v2'.blendplane.controlplane.v1.AuditPolicyR\x05audit\x12a\n" +
-	"\ffingerprints\x18\x0f \x03(\v2=.blendplane.controlplane.v1.SessionContract.FingerprintsEntryR\ffingerprints\x1a?\n" +
+	"\ffingerprints\x18\x0f \x03(\v2=.blendplane.controlplane.v1.SessionContract.FingerprintsEntryR\ffingerprints\x12e\n" +
+	"\x0eagent_selector\x18\x10 \x03(\v2>.blendplane.controlplane.v1.SessionContract.AgentSelectorEntryR\ragentSelector\x1a?\n" +
 	"\x11FingerprintsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a@\n" +
+	"\x12AgentSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
 	"\x06Limits\x125\n" +
@@ -6960,7 +7008,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\"w\n" +
 	"\x12ListAgentsResponse\x129\n" +
 	"\x06agents\x18\x01 \x03(\v2!.blendplane.controlplane.v1.AgentR\x06agents\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xfc\x04\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xfe\x05\n" +
 	"\x05Agent\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
@@ -6975,7 +7023,11 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	" \x01(\x05R\x10liveSessionCount\x12,\n" +
 	"\x12busy_session_count\x18\v \x01(\x05R\x10busySessionCount\x12\x1f\n" +
 	"\vsession_ids\x18\f \x03(\tR\n" +
-	"sessionIds\"V\n" +
+	"sessionIds\x12E\n" +
+	"\x06labels\x18\r \x03(\v2-.blendplane.controlplane.v1.Agent.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"V\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSTATE_READY\x10\x01\x12\x15\n" +
@@ -7008,7 +7060,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\tResources\x12&\n" +
 	"\n" +
 	"memory_mib\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\tmemoryMib\x121\n" +
-	"\x10temp_storage_mib\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x0etempStorageMib\"\x9d\x05\n" +
+	"\x10temp_storage_mib\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x0etempStorageMib\"\xdb\x06\n" +
 	"\x14RegisterAgentRequest\x12:\n" +
 	"\bagent_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\aagentId\x12$\n" +
 	"\aaddress\x18\x02 \x01(\tB\n" +
@@ -7024,7 +7076,11 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\rbusy_sessions\x18\t \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\fbusySessions\x129\n" +
 	"\x13certificate_request\x18\n" +
 	" \x01(\fB\b\xbaH\x05z\x03\x18\x80@R\x12certificateRequest\x12W\n" +
-	"\rheld_sessions\x18\v \x03(\v2'.blendplane.controlplane.v1.HeldSessionB\t\xbaH\x06\x92\x01\x03\x10\x80 R\fheldSessions\"l\n" +
+	"\rheld_sessions\x18\v \x03(\v2'.blendplane.controlplane.v1.HeldSessionB\t\xbaH\x06\x92\x01\x03\x10\x80 R\fheldSessions\x12\x80\x01\n" +
+	"\x06labels\x18\f \x03(\v2<.blendplane.controlplane.v1.RegisterAgentRequest.LabelsEntryB*\xbaH'\x9a\x01$\x10 \"\x1ar\x182\x16^[a-zA-Z0-9_.-]{1,63}$*\x04r\x02\x18?R\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"l\n" +
 	"\vHeldSession\x12>\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12\x1d\n" +
@@ -7329,7 +7385,7 @@ func file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 }
 
 var file_blendplane_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
+var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_blendplane_controlplane_v1_controlplane_proto_goTypes = []any{
 	(SafetyLevel)(0),                 // 0: blendplane.controlplane.v1.SafetyLevel
 	(Decision)(0),                    // 1: blendplane.controlplane.v1.Decision
@@ -7423,11 +7479,15 @@ var file_blendplane_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*ListPolicyRulesResponse)(nil),  // 89: blendplane.controlplane.v1.ListPolicyRulesResponse
 	(*DeletePolicyRuleRequest)(nil),  // 90: blendplane.controlplane.v1.DeletePolicyRuleRequest
 	(*DeletePolicyRuleResponse)(nil), // 91: blendplane.controlplane.v1.DeletePolicyRuleResponse
-	nil,                              // 92: blendplane.controlplane.v1.SessionContract.FingerprintsEntry
-	(*timestamppb.Timestamp)(nil),    // 93: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),          // 94: google.protobuf.Struct
-	(*durationpb.Duration)(nil),      // 95: google.protobuf.Duration
-	(*structpb.Value)(nil),           // 96: google.protobuf.Value
+	nil,                              // 92: blendplane.controlplane.v1.NegotiateRequest.AgentSelectorEntry
+	nil,                              // 93: blendplane.controlplane.v1.SessionContract.FingerprintsEntry
+	nil,                              // 94: blendplane.controlplane.v1.SessionContract.AgentSelectorEntry
+	nil,                              // 95: blendplane.controlplane.v1.Agent.LabelsEntry
+	nil,                              // 96: blendplane.controlplane.v1.RegisterAgentRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 97: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 98: google.protobuf.Struct
+	(*durationpb.Duration)(nil),      // 99: google.protobuf.Duration
+	(*structpb.Value)(nil),           // 100: google.protobuf.Value
 }
 var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	13,  // 0: blendplane.controlplane.v1.NegotiateRequest.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
@@ -7436,160 +7496,164 @@ var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	17,  // 3: blendplane.controlplane.v1.NegotiateRequest.constraints:type_name -> blendplane.controlplane.v1.Constraints
 	21,  // 4: blendplane.controlplane.v1.NegotiateRequest.limits:type_name -> blendplane.controlplane.v1.Limits
 	19,  // 5: blendplane.controlplane.v1.NegotiateRequest.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
-	20,  // 6: blendplane.controlplane.v1.NegotiateResponse.contract:type_name -> blendplane.controlplane.v1.SessionContract
-	13,  // 7: blendplane.controlplane.v1.SessionContract.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
-	14,  // 8: blendplane.controlplane.v1.SessionContract.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	15,  // 9: blendplane.controlplane.v1.SessionContract.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
-	21,  // 10: blendplane.controlplane.v1.SessionContract.limits:type_name -> blendplane.controlplane.v1.Limits
-	93,  // 11: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
-	18,  // 12: blendplane.controlplane.v1.SessionContract.capabilities:type_name -> blendplane.controlplane.v1.Capabilities
-	17,  // 13: blendplane.controlplane.v1.SessionContract.constraints:type_name -> blendplane.controlplane.v1.Constraints
-	16,  // 14: blendplane.controlplane.v1.SessionContract.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
-	19,  // 15: blendplane.controlplane.v1.SessionContract.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
-	92,  // 16: blendplane.controlplane.v1.SessionContract.fingerprints:type_name -> blendplane.controlplane.v1.SessionContract.FingerprintsEntry
-	94,  // 17: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
-	0,   // 18: blendplane.controlplane.v1.Operation.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	22,  // 19: blendplane.controlplane.v1.SubmitPlanRequest.operations:type_name -> blendplane.controlplane.v1.Operation
-	25,  // 20: blendplane.controlplane.v1.SubmitPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	2,   // 21: blendplane.controlplane.v1.Plan.state:type_name -> blendplane.controlplane.v1.Plan.State
-	30,  // 22: blendplane.controlplane.v1.Plan.failure:type_name -> blendplane.controlplane.v1.Failure
-	93,  // 23: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
-	93,  // 24: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
-	29,  // 25: blendplane.controlplane.v1.StreamReceiptsResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	28,  // 26: blendplane.controlplane.v1.StreamReceiptsResponse.progress:type_name -> blendplane.controlplane.v1.Progress
-	78,  // 27: blendplane.controlplane.v1.StreamReceiptsResponse.awaiting_approval:type_name -> blendplane.controlplane.v1.Approval
-	94,  // 28: blendplane.controlplane.v1.Progress.detail:type_name -> google.protobuf.Struct
-	3,   // 29: blendplane.controlplane.v1.Receipt.status:type_name -> blendplane.controlplane.v1.Receipt.Status
-	94,  // 30: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
-	30,  // 31: blendplane.controlplane.v1.Receipt.error:type_name -> blendplane.controlplane.v1.Failure
-	0,   // 32: blendplane.controlplane.v1.Receipt.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	93,  // 33: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
-	63,  // 34: blendplane.controlplane.v1.Receipt.artifacts:type_name -> blendplane.controlplane.v1.Artifact
-	32,  // 35: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
-	31,  // 36: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
-	4,   // 37: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
-	32,  // 38: blendplane.controlplane.v1.RepairPlan.steps:type_name -> blendplane.controlplane.v1.RepairStep
-	25,  // 39: blendplane.controlplane.v1.GetPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	25,  // 40: blendplane.controlplane.v1.CancelPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	15,  // 41: blendplane.controlplane.v1.ListToolsResponse.registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
-	51,  // 42: blendplane.controlplane.v1.ListToolsResponse.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
-	16,  // 43: blendplane.controlplane.v1.ListMacrosResponse.registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
-	42,  // 44: blendplane.controlplane.v1.ListMacrosResponse.macros:type_name -> blendplane.controlplane.v1.MacroDefinition
-	94,  // 45: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
-	94,  // 46: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
-	45,  // 47: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
-	93,  // 48: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
-	0,   // 49: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	3,   // 50: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
-	48,  // 51: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
-	5,   // 52: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
-	49,  // 53: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	93,  // 54: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
-	52,  // 55: blendplane.controlplane.v1.Agent.resources:type_name -> blendplane.controlplane.v1.Resources
-	14,  // 56: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	50,  // 57: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
-	51,  // 58: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
-	94,  // 59: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	0,   // 60: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	49,  // 61: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	52,  // 62: blendplane.controlplane.v1.RegisterAgentRequest.resources:type_name -> blendplane.controlplane.v1.Resources
-	54,  // 63: blendplane.controlplane.v1.RegisterAgentRequest.held_sessions:type_name -> blendplane.controlplane.v1.HeldSession
-	62,  // 64: blendplane.controlplane.v1.GetSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
-	6,   // 65: blendplane.controlplane.v1.ListSessionsRequest.state:type_name -> blendplane.controlplane.v1.Session.State
-	62,  // 66: blendplane.controlplane.v1.ListSessionsResponse.sessions:type_name -> blendplane.controlplane.v1.Session
-	62,  // 67: blendplane.controlplane.v1.CloseSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
-	6,   // 68: blendplane.controlplane.v1.Session.state:type_name -> blendplane.controlplane.v1.Session.State
-	20,  // 69: blendplane.controlplane.v1.Session.contract:type_name -> blendplane.controlplane.v1.SessionContract
-	93,  // 70: blendplane.controlplane.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	93,  // 71: blendplane.controlplane.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	93,  // 72: blendplane.controlplane.v1.Session.close_time:type_name -> google.protobuf.Timestamp
-	93,  // 73: blendplane.controlplane.v1.Artifact.create_time:type_name -> google.protobuf.Timestamp
-	65,  // 74: blendplane.controlplane.v1.UploadArtifactRequest.header:type_name -> blendplane.controlplane.v1.ArtifactUpload
-	63,  // 75: blendplane.controlplane.v1.UploadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
-	63,  // 76: blendplane.controlplane.v1.DownloadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
-	63,  // 77: blendplane.controlplane.v1.ListArtifactsResponse.artifacts:type_name -> blendplane.controlplane.v1.Artifact
-	93,  // 78: blendplane.controlplane.v1.Token.create_time:type_name -> google.protobuf.Timestamp
-	93,  // 79: blendplane.controlplane.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
-	93,  // 80: blendplane.controlplane.v1.Token.revoke_time:type_name -> google.protobuf.Timestamp
-	95,  // 81: blendplane.controlplane.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
-	71,  // 82: blendplane.controlplane.v1.CreateTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
-	71,  // 83: blendplane.controlplane.v1.ListTokensResponse.tokens:type_name -> blendplane.controlplane.v1.Token
-	71,  // 84: blendplane.controlplane.v1.RevokeTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
-	7,   // 85: blendplane.controlplane.v1.Approval.state:type_name -> blendplane.controlplane.v1.Approval.State
-	79,  // 86: blendplane.controlplane.v1.Approval.decisions:type_name -> blendplane.controlplane.v1.PolicyDecision
-	80,  // 87: blendplane.controlplane.v1.Approval.preview:type_name -> blendplane.controlplane.v1.Preview
-	93,  // 88: blendplane.controlplane.v1.Approval.create_time:type_name -> google.protobuf.Timestamp
-	1,   // 89: blendplane.controlplane.v1.Approval.decision:type_name -> blendplane.controlplane.v1.Decision
-	93,  // 90: blendplane.controlplane.v1.Approval.resolve_time:type_name -> google.protobuf.Timestamp
-	8,   // 91: blendplane.controlplane.v1.PolicyDecision.mode:type_name -> blendplane.controlplane.v1.PolicyDecision.Mode
-	9,   // 92: blendplane.controlplane.v1.Preview.state:type_name -> blendplane.controlplane.v1.Preview.State
-	81,  // 93: blendplane.controlplane.v1.Preview.changes:type_name -> blendplane.controlplane.v1.DatablockChange
-	30,  // 94: blendplane.controlplane.v1.Preview.failure:type_name -> blendplane.controlplane.v1.Failure
-	63,  // 95: blendplane.controlplane.v1.Preview.render:type_name -> blendplane.controlplane.v1.Artifact
-	93,  // 96: blendplane.controlplane.v1.Preview.complete_time:type_name -> google.protobuf.Timestamp
-	10,  // 97: blendplane.controlplane.v1.DatablockChange.kind:type_name -> blendplane.controlplane.v1.DatablockChange.Kind
-	82,  // 98: blendplane.controlplane.v1.DatablockChange.fields:type_name -> blendplane.controlplane.v1.FieldChange
-	96,  // 99: blendplane.controlplane.v1.FieldChange.before:type_name -> google.protobuf.Value
-	96,  // 100: blendplane.controlplane.v1.FieldChange.after:type_name -> google.protobuf.Value
-	93,  // 101: blendplane.controlplane.v1.PolicyRule.create_time:type_name -> google.protobuf.Timestamp
-	7,   // 102: blendplane.controlplane.v1.ListApprovalsRequest.state:type_name -> blendplane.controlplane.v1.Approval.State
-	78,  // 103: blendplane.controlplane.v1.ListApprovalsResponse.approvals:type_name -> blendplane.controlplane.v1.Approval
-	1,   // 104: blendplane.controlplane.v1.ResolveApprovalRequest.decision:type_name -> blendplane.controlplane.v1.Decision
-	78,  // 105: blendplane.controlplane.v1.ResolveApprovalResponse.approval:type_name -> blendplane.controlplane.v1.Approval
-	83,  // 106: blendplane.controlplane.v1.ResolveApprovalResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
-	83,  // 107: blendplane.controlplane.v1.ListPolicyRulesResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
-	83,  // 108: blendplane.controlplane.v1.DeletePolicyRuleResponse.rule:type_name -> blendplane.controlplane.v1.PolicyRule
-	11,  // 109: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
-	23,  // 110: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
-	26,  // 111: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
-	34,  // 112: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
-	36,  // 113: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
-	38,  // 114: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
-	40,  // 115: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
-	46,  // 116: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
-	43,  // 117: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
-	53,  // 118: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
-	56,  // 119: blendplane.controlplane.v1.ControlPlaneService.GetSession:input_type -> blendplane.controlplane.v1.GetSessionRequest
-	58,  // 120: blendplane.controlplane.v1.ControlPlaneService.ListSessions:input_type -> blendplane.controlplane.v1.ListSessionsRequest
-	60,  // 121: blendplane.controlplane.v1.ControlPlaneService.CloseSession:input_type -> blendplane.controlplane.v1.CloseSessionRequest
-	64,  // 122: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:input_type -> blendplane.controlplane.v1.UploadArtifactRequest
-	67,  // 123: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:input_type -> blendplane.controlplane.v1.DownloadArtifactRequest
-	69,  // 124: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:input_type -> blendplane.controlplane.v1.ListArtifactsRequest
-	72,  // 125: blendplane.controlplane.v1.ControlPlaneService.CreateToken:input_type -> blendplane.controlplane.v1.CreateTokenRequest
-	74,  // 126: blendplane.controlplane.v1.ControlPlaneService.ListTokens:input_type -> blendplane.controlplane.v1.ListTokensRequest
-	76,  // 127: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:input_type -> blendplane.controlplane.v1.RevokeTokenRequest
-	84,  // 128: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:input_type -> blendplane.controlplane.v1.ListApprovalsRequest
-	86,  // 129: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:input_type -> blendplane.controlplane.v1.ResolveApprovalRequest
-	88,  // 130: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:input_type -> blendplane.controlplane.v1.ListPolicyRulesRequest
-	90,  // 131: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:input_type -> blendplane.controlplane.v1.DeletePolicyRuleRequest
-	12,  // 132: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
-	24,  // 133: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
-	27,  // 134: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
-	35,  // 135: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
-	37,  // 136: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
-	39,  // 137: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
-	41,  // 138: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
-	47,  // 139: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
-	44,  // 140: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
-	55,  // 141: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
-	57,  // 142: blendplane.controlplane.v1.ControlPlaneService.GetSession:output_type -> blendplane.controlplane.v1.GetSessionResponse
-	59,  // 143: blendplane.controlplane.v1.ControlPlaneService.ListSessions:output_type -> blendplane.controlplane.v1.ListSessionsResponse
-	61,  // 144: blendplane.controlplane.v1.ControlPlaneService.CloseSession:output_type -> blendplane.controlplane.v1.CloseSessionResponse
-	66,  // 145: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:output_type -> blendplane.controlplane.v1.UploadArtifactResponse
-	68,  // 146: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:output_type -> blendplane.controlplane.v1.DownloadArtifactResponse
-	70,  // 147: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:output_type -> blendplane.controlplane.v1.ListArtifactsResponse
-	73,  // 148: blendplane.controlplane.v1.ControlPlaneService.CreateToken:output_type -> blendplane.controlplane.v1.CreateTokenResponse
-	75,  // 149: blendplane.controlplane.v1.ControlPlaneService.ListTokens:output_type -> blendplane.controlplane.v1.ListTokensResponse
-	77,  // 150: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:output_type -> blendplane.controlplane.v1.RevokeTokenResponse
-	85,  // 151: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:output_type -> blendplane.controlplane.v1.ListApprovalsResponse
-	87,  // 152: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:output_type -> blendplane.controlplane.v1.ResolveApprovalResponse
-	89,  // 153: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:output_type -> blendplane.controlplane.v1.ListPolicyRulesResponse
-	91,  // 154: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:output_type -> blendplane.controlplane.v1.DeletePolicyRuleResponse
-	132, // [132:155] is the sub-list for method output_type
-	109, // [109:132] is the sub-list for method input_type
-	109, // [109:109] is the sub-list for extension type_name
-	109, // [109:109] is the sub-list for extension extendee
-	0,   // [0:109] is the sub-list for field type_name
+	92,  // 6: blendplane.controlplane.v1.NegotiateRequest.agent_selector:type_name -> blendplane.controlplane.v1.NegotiateRequest.AgentSelectorEntry
+	20,  // 7: blendplane.controlplane.v1.NegotiateResponse.contract:type_name -> blendplane.controlplane.v1.SessionContract
+	13,  // 8: blendplane.controlplane.v1.SessionContract.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
+	14,  // 9: blendplane.controlplane.v1.SessionContract.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	15,  // 10: blendplane.controlplane.v1.SessionContract.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	21,  // 11: blendplane.controlplane.v1.SessionContract.limits:type_name -> blendplane.controlplane.v1.Limits
+	97,  // 12: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
+	18,  // 13: blendplane.controlplane.v1.SessionContract.capabilities:type_name -> blendplane.controlplane.v1.Capabilities
+	17,  // 14: blendplane.controlplane.v1.SessionContract.constraints:type_name -> blendplane.controlplane.v1.Constraints
+	16,  // 15: blendplane.controlplane.v1.SessionContract.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	19,  // 16: blendplane.controlplane.v1.SessionContract.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
+	93,  // 17: blendplane.controlplane.v1.SessionContract.fingerprints:type_name -> blendplane.controlplane.v1.SessionContract.FingerprintsEntry
+	94,  // 18: blendplane.controlplane.v1.SessionContract.agent_selector:type_name -> blendplane.controlplane.v1.SessionContract.AgentSelectorEntry
+	98,  // 19: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
+	0,   // 20: blendplane.controlplane.v1.Operation.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	22,  // 21: blendplane.controlplane.v1.SubmitPlanRequest.operations:type_name -> blendplane.controlplane.v1.Operation
+	25,  // 22: blendplane.controlplane.v1.SubmitPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	2,   // 23: blendplane.controlplane.v1.Plan.state:type_name -> blendplane.controlplane.v1.Plan.State
+	30,  // 24: blendplane.controlplane.v1.Plan.failure:type_name -> blendplane.controlplane.v1.Failure
+	97,  // 25: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
+	97,  // 26: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
+	29,  // 27: blendplane.controlplane.v1.StreamReceiptsResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	28,  // 28: blendplane.controlplane.v1.StreamReceiptsResponse.progress:type_name -> blendplane.controlplane.v1.Progress
+	78,  // 29: blendplane.controlplane.v1.StreamReceiptsResponse.awaiting_approval:type_name -> blendplane.controlplane.v1.Approval
+	98,  // 30: blendplane.controlplane.v1.Progress.detail:type_name -> google.protobuf.Struct
+	3,   // 31: blendplane.controlplane.v1.Receipt.status:type_name -> blendplane.controlplane.v1.Receipt.Status
+	98,  // 32: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
+	30,  // 33: blendplane.controlplane.v1.Receipt.error:type_name -> blendplane.controlplane.v1.Failure
+	0,   // 34: blendplane.controlplane.v1.Receipt.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	97,  // 35: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
+	63,  // 36: blendplane.controlplane.v1.Receipt.artifacts:type_name -> blendplane.controlplane.v1.Artifact
+	32,  // 37: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
+	31,  // 38: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
+	4,   // 39: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
+	32,  // 40: blendplane.controlplane.v1.RepairPlan.steps:type_name -> blendplane.controlplane.v1.RepairStep
+	25,  // 41: blendplane.controlplane.v1.GetPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	25,  // 42: blendplane.controlplane.v1.CancelPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	15,  // 43: blendplane.controlplane.v1.ListToolsResponse.registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	51,  // 44: blendplane.controlplane.v1.ListToolsResponse.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
+	16,  // 45: blendplane.controlplane.v1.ListMacrosResponse.registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	42,  // 46: blendplane.controlplane.v1.ListMacrosResponse.macros:type_name -> blendplane.controlplane.v1.MacroDefinition
+	98,  // 47: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
+	98,  // 48: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
+	45,  // 49: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
+	97,  // 50: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
+	0,   // 51: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	3,   // 52: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
+	48,  // 53: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
+	5,   // 54: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
+	49,  // 55: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	97,  // 56: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	52,  // 57: blendplane.controlplane.v1.Agent.resources:type_name -> blendplane.controlplane.v1.Resources
+	95,  // 58: blendplane.controlplane.v1.Agent.labels:type_name -> blendplane.controlplane.v1.Agent.LabelsEntry
+	14,  // 59: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	50,  // 60: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
+	51,  // 61: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
+	98,  // 62: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	0,   // 63: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	49,  // 64: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	52,  // 65: blendplane.controlplane.v1.RegisterAgentRequest.resources:type_name -> blendplane.controlplane.v1.Resources
+	54,  // 66: blendplane.controlplane.v1.RegisterAgentRequest.held_sessions:type_name -> blendplane.controlplane.v1.HeldSession
+	96,  // 67: blendplane.controlplane.v1.RegisterAgentRequest.labels:type_name -> blendplane.controlplane.v1.RegisterAgentRequest.LabelsEntry
+	62,  // 68: blendplane.controlplane.v1.GetSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
+	6,   // 69: blendplane.controlplane.v1.ListSessionsRequest.state:type_name -> blendplane.controlplane.v1.Session.State
+	62,  // 70: blendplane.controlplane.v1.ListSessionsResponse.sessions:type_name -> blendplane.controlplane.v1.Session
+	62,  // 71: blendplane.controlplane.v1.CloseSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
+	6,   // 72: blendplane.controlplane.v1.Session.state:type_name -> blendplane.controlplane.v1.Session.State
+	20,  // 73: blendplane.controlplane.v1.Session.contract:type_name -> blendplane.controlplane.v1.SessionContract
+	97,  // 74: blendplane.controlplane.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	97,  // 75: blendplane.controlplane.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	97,  // 76: blendplane.controlplane.v1.Session.close_time:type_name -> google.protobuf.Timestamp
+	97,  // 77: blendplane.controlplane.v1.Artifact.create_time:type_name -> google.protobuf.Timestamp
+	65,  // 78: blendplane.controlplane.v1.UploadArtifactRequest.header:type_name -> blendplane.controlplane.v1.ArtifactUpload
+	63,  // 79: blendplane.controlplane.v1.UploadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
+	63,  // 80: blendplane.controlplane.v1.DownloadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
+	63,  // 81: blendplane.controlplane.v1.ListArtifactsResponse.artifacts:type_name -> blendplane.controlplane.v1.Artifact
+	97,  // 82: blendplane.controlplane.v1.Token.create_time:type_name -> google.protobuf.Timestamp
+	97,  // 83: blendplane.controlplane.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
+	97,  // 84: blendplane.controlplane.v1.Token.revoke_time:type_name -> google.protobuf.Timestamp
+	99,  // 85: blendplane.controlplane.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	71,  // 86: blendplane.controlplane.v1.CreateTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
+	71,  // 87: blendplane.controlplane.v1.ListTokensResponse.tokens:type_name -> blendplane.controlplane.v1.Token
+	71,  // 88: blendplane.controlplane.v1.RevokeTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
+	7,   // 89: blendplane.controlplane.v1.Approval.state:type_name -> blendplane.controlplane.v1.Approval.State
+	79,  // 90: blendplane.controlplane.v1.Approval.decisions:type_name -> blendplane.controlplane.v1.PolicyDecision
+	80,  // 91: blendplane.controlplane.v1.Approval.preview:type_name -> blendplane.controlplane.v1.Preview
+	97,  // 92: blendplane.controlplane.v1.Approval.create_time:type_name -> google.protobuf.Timestamp
+	1,   // 93: blendplane.controlplane.v1.Approval.decision:type_name -> blendplane.controlplane.v1.Decision
+	97,  // 94: blendplane.controlplane.v1.Approval.resolve_time:type_name -> google.protobuf.Timestamp
+	8,   // 95: blendplane.controlplane.v1.PolicyDecision.mode:type_name -> blendplane.controlplane.v1.PolicyDecision.Mode
+	9,   // 96: blendplane.controlplane.v1.Preview.state:type_name -> blendplane.controlplane.v1.Preview.State
+	81,  // 97: blendplane.controlplane.v1.Preview.changes:type_name -> blendplane.controlplane.v1.DatablockChange
+	30,  // 98: blendplane.controlplane.v1.Preview.failure:type_name -> blendplane.controlplane.v1.Failure
+	63,  // 99: blendplane.controlplane.v1.Preview.render:type_name -> blendplane.controlplane.v1.Artifact
+	97,  // 100: blendplane.controlplane.v1.Preview.complete_time:type_name -> google.protobuf.Timestamp
+	10,  // 101: blendplane.controlplane.v1.DatablockChange.kind:type_name -> blendplane.controlplane.v1.DatablockChange.Kind
+	82,  // 102: blendplane.controlplane.v1.DatablockChange.fields:type_name -> blendplane.controlplane.v1.FieldChange
+	100, // 103: blendplane.controlplane.v1.FieldChange.before:type_name -> google.protobuf.Value
+	100, // 104: blendplane.controlplane.v1.FieldChange.after:type_name -> google.protobuf.Value
+	97,  // 105: blendplane.controlplane.v1.PolicyRule.create_time:type_name -> google.protobuf.Timestamp
+	7,   // 106: blendplane.controlplane.v1.ListApprovalsRequest.state:type_name -> blendplane.controlplane.v1.Approval.State
+	78,  // 107: blendplane.controlplane.v1.ListApprovalsResponse.approvals:type_name -> blendplane.controlplane.v1.Approval
+	1,   // 108: blendplane.controlplane.v1.ResolveApprovalRequest.decision:type_name -> blendplane.controlplane.v1.Decision
+	78,  // 109: blendplane.controlplane.v1.ResolveApprovalResponse.approval:type_name -> blendplane.controlplane.v1.Approval
+	83,  // 110: blendplane.controlplane.v1.ResolveApprovalResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
+	83,  // 111: blendplane.controlplane.v1.ListPolicyRulesResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
+	83,  // 112: blendplane.controlplane.v1.DeletePolicyRuleResponse.rule:type_name -> blendplane.controlplane.v1.PolicyRule
+	11,  // 113: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
+	23,  // 114: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
+	26,  // 115: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
+	34,  // 116: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
+	36,  // 117: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
+	38,  // 118: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
+	40,  // 119: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
+	46,  // 120: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
+	43,  // 121: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
+	53,  // 122: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
+	56,  // 123: blendplane.controlplane.v1.ControlPlaneService.GetSession:input_type -> blendplane.controlplane.v1.GetSessionRequest
+	58,  // 124: blendplane.controlplane.v1.ControlPlaneService.ListSessions:input_type -> blendplane.controlplane.v1.ListSessionsRequest
+	60,  // 125: blendplane.controlplane.v1.ControlPlaneService.CloseSession:input_type -> blendplane.controlplane.v1.CloseSessionRequest
+	64,  // 126: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:input_type -> blendplane.controlplane.v1.UploadArtifactRequest
+	67,  // 127: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:input_type -> blendplane.controlplane.v1.DownloadArtifactRequest
+	69,  // 128: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:input_type -> blendplane.controlplane.v1.ListArtifactsRequest
+	72,  // 129: blendplane.controlplane.v1.ControlPlaneService.CreateToken:input_type -> blendplane.controlplane.v1.CreateTokenRequest
+	74,  // 130: blendplane.controlplane.v1.ControlPlaneService.ListTokens:input_type -> blendplane.controlplane.v1.ListTokensRequest
+	76,  // 131: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:input_type -> blendplane.controlplane.v1.RevokeTokenRequest
+	84,  // 132: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:input_type -> blendplane.controlplane.v1.ListApprovalsRequest
+	86,  // 133: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:input_type -> blendplane.controlplane.v1.ResolveApprovalRequest
+	88,  // 134: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:input_type -> blendplane.controlplane.v1.ListPolicyRulesRequest
+	90,  // 135: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:input_type -> blendplane.controlplane.v1.DeletePolicyRuleRequest
+	12,  // 136: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
+	24,  // 137: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
+	27,  // 138: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
+	35,  // 139: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
+	37,  // 140: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
+	39,  // 141: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
+	41,  // 142: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
+	47,  // 143: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
+	44,  // 144: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
+	55,  // 145: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
+	57,  // 146: blendplane.controlplane.v1.ControlPlaneService.GetSession:output_type -> blendplane.controlplane.v1.GetSessionResponse
+	59,  // 147: blendplane.controlplane.v1.ControlPlaneService.ListSessions:output_type -> blendplane.controlplane.v1.ListSessionsResponse
+	61,  // 148: blendplane.controlplane.v1.ControlPlaneService.CloseSession:output_type -> blendplane.controlplane.v1.CloseSessionResponse
+	66,  // 149: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:output_type -> blendplane.controlplane.v1.UploadArtifactResponse
+	68,  // 150: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:output_type -> blendplane.controlplane.v1.DownloadArtifactResponse
+	70,  // 151: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:output_type -> blendplane.controlplane.v1.ListArtifactsResponse
+	73,  // 152: blendplane.controlplane.v1.ControlPlaneService.CreateToken:output_type -> blendplane.controlplane.v1.CreateTokenResponse
+	75,  // 153: blendplane.controlplane.v1.ControlPlaneService.ListTokens:output_type -> blendplane.controlplane.v1.ListTokensResponse
+	77,  // 154: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:output_type -> blendplane.controlplane.v1.RevokeTokenResponse
+	85,  // 155: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:output_type -> blendplane.controlplane.v1.ListApprovalsResponse
+	87,  // 156: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:output_type -> blendplane.controlplane.v1.ResolveApprovalResponse
+	89,  // 157: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:output_type -> blendplane.controlplane.v1.ListPolicyRulesResponse
+	91,  // 158: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:output_type -> blendplane.controlplane.v1.DeletePolicyRuleResponse
+	136, // [136:159] is the sub-list for method output_type
+	113, // [113:136] is the sub-list for method input_type
+	113, // [113:113] is the sub-list for extension type_name
+	113, // [113:113] is the sub-list for extension extendee
+	0,   // [0:113] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_controlplane_v1_controlplane_proto_init() }
@@ -7616,7 +7680,7 @@ func file_blendplane_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_controlplane_v1_controlplane_proto_rawDesc), len(file_blendplane_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   82,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
