@@ -172,9 +172,9 @@ type studioAgent struct {
 }
 
 const (
-	studioGRPCPort  = 7470
+	studioGRPCPort  = 7400
 	studioHTTPPort  = 7480
-	studioAgentPort = 7471
+	studioAgentPort = 7401
 )
 
 // startStudio starts a control plane on host "cp" and n agents on hosts
@@ -378,6 +378,10 @@ func TestHostsLiveness(t *testing.T) {
 	s.waitAgentState(t, gone, cpv1.Agent_STATE_LOST, 20*time.Second)
 	if got := s.agentOf(t, gpu); got != gone {
 		t.Fatalf("the gpu=true session moved to %s, which has no GPU", got.host.name)
+	}
+	out, err := s.cp.blendctl("agents").CombinedOutput()
+	if err != nil || strings.Count(string(out), "READY") != 2 || !strings.Contains(string(out), "LOST") || !strings.Contains(string(out), "rack=b") {
+		t.Fatalf("blendctl agents: %v\n%s", err, out)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -196,16 +197,22 @@ func printAgents(out io.Writer, agents []*cpv1.Agent) {
 		fmt.Fprintln(out, "no agents registered")
 		return
 	}
-	fmt.Fprintf(out, "%-20s %-22s %-12s %-9s %-9s %s\n", "AGENT", "ADDRESS", "STATE", "SESSIONS", "BLENDERS", "RUNTIMES")
+	fmt.Fprintf(out, "%-20s %-22s %-12s %-9s %-9s %-10s %-20s %s\n", "AGENT", "ADDRESS", "STATE", "SESSIONS", "BLENDERS", "HEARTBEAT", "LABELS", "RUNTIMES")
 	for _, a := range agents {
 		var rts []string
 		for _, rt := range a.GetRuntimes() {
 			rts = append(rts, fmt.Sprintf("%s (%d tools)", rt.GetRuntimeId(), len(rt.GetRegistry().GetTools())))
 		}
 		sort.Strings(rts)
-		fmt.Fprintf(out, "%-20s %-22s %-12s %-9d %-9s %s\n", a.GetAgentId(), a.GetAddress(),
-			strings.TrimPrefix(a.GetState().String(), "STATE_"), a.GetSessionCount(),
-			fmt.Sprintf("%d/%d", a.GetLiveSessionCount(), a.GetMaxSessions()), strings.Join(rts, ", "))
+		labels := make([]string, 0, len(a.GetLabels()))
+		for k, v := range a.GetLabels() {
+			labels = append(labels, k+"="+v)
+		}
+		sort.Strings(labels)
+		fmt.Fprintf(out, "%-20s %-22s %-12s %-9d %-9s %-10s %-20s %s\n", a.GetAgentId(), a.GetAddress(),
+			strings.TrimPrefix(a.GetState().String(), "STATE_"), len(a.GetSessionIds()),
+			fmt.Sprintf("%d/%d", a.GetLiveSessionCount(), a.GetMaxSessions()),
+			time.Since(a.GetLastSeenTime().AsTime()).Round(time.Second).String()+" ago", cmp.Or(strings.Join(labels, ","), "-"), strings.Join(rts, ", "))
 	}
 }
 
