@@ -31,6 +31,10 @@ import (
 // nondeterministic tool, a hash that differs) is marked BROKEN rather than
 // silently diverged.
 
+// replayBatch is how many operations of one plan go to the new agent in one
+// Execute: the agent pipelines them and commits their receipts in groups.
+const replayBatch = 2048
+
 // errDiverged: a rebuild did not reproduce the committed scene.
 var errDiverged = errors.New("the session cannot be rebuilt exactly")
 
@@ -309,7 +313,7 @@ func (r *replayer) add(ctx context.Context, rec *cpv1.AuditRecord) error {
 			SafetyLevel: op.GetSafetyLevel(), IdempotencyKey: key, McpCallId: cmp.Or(rec.GetMcpCallId(), executor.NewID("replay"))})
 	}
 	r.expect = append(r.expect, rec.GetSceneHashAfter())
-	if len(r.expect) >= 256 {
+	if len(r.expect) >= replayBatch {
 		return r.flush(ctx)
 	}
 	return nil
