@@ -642,3 +642,134 @@ func TestHostsFailover(t *testing.T) {
 		}
 	})
 }
+
+// TestHostsRenderFanOut: render.animation with "distribute": true on three
+// agents renders the same bytes as one agent does, frame for frame, and
+// lists which agent rendered each frame; with an agent killed halfway, its
+// frames are rendered by the others and the bytes are still the same.
+func TestHostsRenderFanOut(t *testing.T) {
+	s := startStudio(t, 3, nil, "--agent-lost-after", "4s")
+	for _, a := range s.agents {
+		s.agent(t, a)
+	}
+	resp, err := s.cp.client.Negotiate(ctxT(t, time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) {
+		r.HostProfile.FeatureFlags = []string{"progress_events"}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.GetContract().GetSessionId()
+	// A cube that moves, so that every frame differs.
+	if p, _ := s.cp.run(t, id, "scene", cubeOp("cube", "Mover", 0),
+		op("k1", "keyframe.insert", map[string]any{"object": "Mover", "data_path": "location", "frame": 1, "value": []any{-3, 0, 0}}, "cube"),
+		op("k2", "keyframe.insert", map[string]any{"object": "Mover", "data_path": "location", "frame": 24, "value": []any{3, 0, 0}}, "k1"),
+	); p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+		t.Fatalf("scene: %v", p)
+	}
+	render := func(prefix string, distribute bool, last int, res []any) *cpv1.Operation {
+		return op("render", "render.animation", map[string]any{"output_prefix": prefix, "frame_start": 1, "frame_end": last,
+			"resolution": res, "samples": 2, "seed": 7, "distribute": distribute})
+	}
+	framesOf := func(r *cpv1.Receipt) (sums map[int]string, agents map[int]string) {
+		sums, agents = map[int]string{}, map[int]string{}
+		for _, f := range r.GetResult().GetFields()["frames"].GetListValue().GetValues() {
+			m := f.GetStructValue().AsMap()
+			n := int(m["frame"].(float64))
+			sums[n], agents[n] = m["sha256"].(string), m["agent_id"].(string)
+		}
+		return sums, agents
+	}
+	small := []any{48, 32}
+	p, rs := s.cp.run(t, id, "single", render("one", false, 12, small))
+	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+		t.Fatalf("single-agent render: %v %v", p, rs)
+	}
+	single := map[int]string{}
+	for i, sum := range rs[0].GetResult().GetFields()["sha256"].GetListValue().GetValues() {
+		single[i+1] = sum.GetStringValue()
+	}
+	if single[1] == single[12] {
+		t.Fatal("the first and last frames are the same: the scene does not move")
+	}
+
+	p, rs = s.cp.run(t, id, "fanout", render("many", true, 12, small))
+	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED || len(rs) != 1 {
+		t.Fatalf("distributed render: %v %v", p, rs)
+	}
+	sums, agents := framesOf(rs[0])
+	used := map[string]bool{}
+	for f := 1; f <= 12; f++ {
+		if sums[f] != single[f] {
+			t.Fatalf("frame %d: distributed %s, single %s", f, sums[f], single[f])
+		}
+		used[agents[f]] = true
+	}
+	if len(used) != 3 || len(rs[0].GetArtifacts()) != 12 {
+		t.Fatalf("rendered by %d agents, %d artifacts; want 3 and 12", len(used), len(rs[0].GetArtifacts()))
+	}
+	arts, err := s.cp.client.ListArtifacts(ctxT(t, time.Minute), &cpv1.ListArtifactsRequest{SessionId: id, RequestId: "fanout"})
+	if err != nil || len(arts.GetArtifacts()) != 12 || arts.GetArtifacts()[0].GetSha256() != single[1] {
+		t.Fatalf("the session's artifacts of the render: %v %v", arts.GetArtifacts(), err)
+	}
+	sess, _ := s.cp.client.GetSession(ctxT(t, time.Minute), &cpv1.GetSessionRequest{SessionId: id})
+	if rs[0].GetSceneHashAfter() != sess.GetSession().GetSceneHash() || rs[0].GetSceneHashBefore() != rs[0].GetSceneHashAfter() {
+		t.Fatalf("a render changed the scene: %v", rs[0])
+	}
+
+	// An agent killed halfway: its frames are rendered by the others.
+	var victim *studioAgent
+	for _, a := range s.agents {
+		if a != s.agentOf(t, id) {
+			victim = a
+			break
+		}
+	}
+	big := []any{96, 64}
+	if _, err := s.cp.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: id, RequestId: "fanout-kill",
+		Operations: []*cpv1.Operation{render("kill", true, 24, big)}}); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := s.cp.client.StreamReceipts(ctxT(t, 5*time.Minute), &cpv1.StreamReceiptsRequest{RequestId: "fanout-kill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *cpv1.Receipt
+	killed, lastDone := false, int64(0)
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pg := ev.GetProgress(); pg != nil {
+			if pg.GetTotal() != 24 || pg.GetDone() > 24 {
+				t.Fatalf("progress %v", pg)
+			}
+			lastDone = pg.GetDone()
+			if pg.GetDone() >= 4 && !killed {
+				killed = true
+				victim.host.killAll()
+			}
+		}
+		if r := ev.GetReceipt(); r != nil {
+			got = r
+		}
+	}
+	if !killed || got.GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("killed: %v (progress %d); receipt %v", killed, lastDone, got)
+	}
+	_, rs = s.cp.run(t, id, "single-kill", render("ref", false, 24, big))
+	ref := rs[0].GetResult().GetFields()["sha256"].GetListValue().GetValues()
+	sums, agents = framesOf(got)
+	for f := 1; f <= 24; f++ {
+		if sums[f] != ref[f-1].GetStringValue() {
+			t.Fatalf("frame %d after the kill: %s, single agent %s", f, sums[f], ref[f-1].GetStringValue())
+		}
+	}
+	if !strings.Contains(s.cp.cp.log.String(), "its frames go to the others") {
+		t.Fatalf("the killed agent's frames were not handed on:\n%s", s.cp.cp.log.String())
+	}
+	t.Logf("frames by agent after killing %s: %v", victim.id, agents)
+}

@@ -80,7 +80,7 @@ func New(cfg Config, st *store.Store, blobs *blob.Store, fl *fleet.Fleet, ca *au
 	a.registries = newRegistries(log)
 	a.previewCtx, a.stopPreview = context.WithCancel(context.Background())
 	a.rebuilds.running = map[string]*rebuild{}
-	exCfg.Place = a.placement
+	exCfg.Place, exCfg.Distribute = a.placement, a.distribute
 	a.exec = executor.New(exCfg, st, fl, a.collect, log.With("component", "executor"))
 	return a
 }

@@ -185,23 +185,7 @@ func (a *App) rebuild(ctx context.Context, sess store.Session) error {
 	log.Info("rebuilding the session from the control plane's log")
 	r := &replayer{app: a, agent: agent, sessionID: id, epoch: epoch, reg: reg, plans: map[store.PlanRef]*cpv1.SubmitPlanRequest{},
 		hash: sess.Info.GetContract().GetBaselineSceneHash()}
-	var after uint64
-	for {
-		recs, err := a.store.SessionHistory(id, after, 1000)
-		if err != nil {
-			return err
-		}
-		for _, rec := range recs {
-			if err := r.add(ctx, rec); err != nil {
-				return err
-			}
-			after = uint64(rec.GetSequence())
-		}
-		if len(recs) < 1000 {
-			break
-		}
-	}
-	if err := r.flush(ctx); err != nil {
+	if err := a.replayHistory(ctx, id, r); err != nil {
 		return err
 	}
 	if r.hash != sess.Info.GetSceneHash() {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,5 +106,22 @@ func TestRegistriesBounded(t *testing.T) {
 	}
 	if n := compiles.Load(); n != 10*maxRegistries+1 {
 		t.Fatalf("%d compiles: the registry in use was compiled again", n)
+	}
+}
+
+// split covers the range exactly, in order, in nearly equal parts.
+func TestSplit(t *testing.T) {
+	for _, tc := range []struct {
+		first, last, n int
+		want           []frameRange
+	}{
+		{1, 10, 3, []frameRange{{1, 4}, {5, 7}, {8, 10}}},
+		{5, 6, 3, []frameRange{{5, 5}, {6, 6}}},
+		{0, 0, 2, []frameRange{{0, 0}}},
+		{1, 4, 0, []frameRange{{1, 4}}},
+	} {
+		if got := split(tc.first, tc.last, tc.n); !slices.Equal(got, tc.want) {
+			t.Errorf("split(%d, %d, %d) = %v, want %v", tc.first, tc.last, tc.n, got, tc.want)
+		}
 	}
 }

@@ -42,6 +42,16 @@ type Config struct {
 	// (a lost agent's session being rebuilt on another). nil: as the store
 	// says.
 	Place func(ctx context.Context, sessionID string) (agentID string, epoch int64, err error)
+	// Distribute runs an operation that spreads over several agents (a
+	// render.animation with "distribute": true) and returns its receipt,
+	// failed or not; ctx ends when the plan is cancelled. nil: such
+	// operations run on the session's agent like any other.
+	Distribute func(ctx context.Context, ref store.PlanRef, sessionID string, op *cpv1.Operation) *cpv1.Receipt
+}
+
+// Distributed reports whether an operation is one for Config.Distribute.
+func Distributed(op *cpv1.Operation) bool {
+	return op.GetToolName() == "render.animation" && op.GetArgs().GetFields()["distribute"].GetBoolValue()
 }
 
 // Collect takes the files a receipt names (Receipt.artifacts) from the

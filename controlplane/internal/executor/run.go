@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -105,8 +106,19 @@ func (e *Executor) run(ref store.PlanRef) error {
 		c.add(r, final, more && final == nil)
 	}
 
+	// A distributed operation runs under its own context, which an
+	// interrupt ends too.
+	var dmu sync.Mutex
+	var stopDistributed context.CancelFunc
 	e.mu.Lock()
-	e.running[ref] = func() { e.interrupt(e.current(sessionID), sessionID, ref, log) }
+	e.running[ref] = func() {
+		e.interrupt(e.current(sessionID), sessionID, ref, log)
+		dmu.Lock()
+		if stopDistributed != nil {
+			stopDistributed()
+		}
+		dmu.Unlock()
+	}
 	e.mu.Unlock()
 	e.fleet.Touch(sess.Info.GetAgentId(), sessionID)
 	defer func() {
@@ -118,7 +130,34 @@ func (e *Executor) run(ref store.PlanRef) error {
 
 	budget := sess.Info.GetContract().GetConstraints().GetToolTimeBudgetMs()
 	for pr.failed == nil && !pr.cancelled && pr.next < len(sched) && !e.isCancelled(ref) {
+		if op := req.GetOperations()[sched[pr.next]]; e.cfg.Distribute != nil && Distributed(op) {
+			ctx, cancel := context.WithCancel(e.ctx)
+			dmu.Lock()
+			stopDistributed = cancel
+			dmu.Unlock()
+			r := e.cfg.Distribute(ctx, ref, sessionID, op)
+			dmu.Lock()
+			stopDistributed = nil
+			dmu.Unlock()
+			cancel()
+			if e.ctx.Err() != nil {
+				c.close()
+				return e.ctx.Err() // stopping: it runs again at the next start
+			}
+			add(r, r.GetStatus() == cpv1.Receipt_STATUS_SUCCEEDED && pr.next+1 < len(sched))
+			if err := c.failure(); err != nil {
+				c.close()
+				return fmt.Errorf("commit receipts: %w", err)
+			}
+			continue
+		}
 		window := sched[pr.next:min(pr.next+batchSize, len(sched))]
+		for i, idx := range window {
+			if e.cfg.Distribute != nil && Distributed(req.GetOperations()[idx]) {
+				window = window[:i] // it runs on its own, next
+				break
+			}
+		}
 		ops := make([]*cpv1.Operation, len(window))
 		for i, idx := range window {
 			ops[i] = req.GetOperations()[idx]

@@ -396,7 +396,7 @@ def restore_animated(values):
 
 @tool(
     "render.animation",
-    description="Render a frame range with Cycles on the CPU to <output_prefix>_<frame:04d>.png in the session sandbox (at most 500 frames); same seed, same bytes. Reports progress per frame. Leaves the scene unchanged.",
+    description="Render a frame range with Cycles on the CPU to <output_prefix>_<frame:04d>.png in the session sandbox (at most 500 frames); same seed, same bytes. Reports progress per frame. Leaves the scene unchanged. With distribute: true (and frame_start, frame_end) the control plane splits the range across its agents, each rendering on a read-only copy of the session; the frames are the same bytes.",
     schema={
         "type": "object",
         "properties": {
@@ -406,6 +406,9 @@ def restore_animated(values):
             "resolution": RENDER_RESOLUTION,
             "samples": RENDER_SAMPLES,
             "seed": RENDER_SEED,
+            # Read by the control plane, which sends each agent its part of
+            # the range without it; here it changes nothing.
+            "distribute": {"type": "boolean", "default": False},
         },
         "required": ["output_prefix"],
         "additionalProperties": False,
