@@ -187,3 +187,59 @@ func waitReady(b *testing.B, c *cluster, addr string) {
 	}
 	b.Fatalf("agent at %s not READY within 90 s", addr)
 }
+
+// BenchmarkRenderFanOut renders the same 24 frames (320×240, 32 samples, a
+// moving cube) with render.animation "distribute": true on 1, 2 and 3
+// agents of one loopback cluster (labels pick them: the sessions' selectors
+// match one, two or all three), and reports frames per second of the whole
+// operation (forks opened and rebuilt, frames rendered and collected) and
+// its speed-up over one agent. Cycles renders on the CPU: on a machine with
+// fewer cores than agents, the agents share them.
+func BenchmarkRenderFanOut(b *testing.B) {
+	c := startClusterOpts(b, clusterOpts{agentArgs: []string{"--label", "a1=y", "--label", "a2=y", "--label", "a3=y"}})
+	for i, labels := range [][]string{{"--label", "a2=y", "--label", "a3=y"}, {"--label", "a3=y"}} {
+		addr := freeAddr(b)
+		startDaemon(b, "agentd", append(append([]string{"--listen", addr, "--control-plane", c.cpAddr,
+			"--data-dir", filepath.Join(c.dir, fmt.Sprintf("agent-fan%d", i)), "--token-file", filepath.Join(c.dir, "agent.token")},
+			blenderFlags()...), labels...)...)
+		waitReady(b, c, addr)
+	}
+	const frames = 24
+	sessions := map[int]string{}
+	for n := 1; n <= 3; n++ {
+		resp, err := c.client.Negotiate(ctxT(b, time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) {
+			r.AgentSelector = map[string]string{fmt.Sprintf("a%d", n): "y"}
+		}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		id := resp.GetContract().GetSessionId()
+		if p, _ := c.run(b, id, fmt.Sprintf("scene-%d", n), cubeOp("cube", "Mover", 0),
+			op("k1", "keyframe.insert", map[string]any{"object": "Mover", "data_path": "location", "frame": 1, "value": []any{-3, 0, 0}}, "cube"),
+			op("k2", "keyframe.insert", map[string]any{"object": "Mover", "data_path": "location", "frame": frames, "value": []any{3, 0, 0}}, "k1"),
+		); p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+			b.Fatalf("scene: %v", p)
+		}
+		sessions[n] = id
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		fps := map[int]float64{}
+		for n := 1; n <= 3; n++ {
+			start := time.Now()
+			p, rs := c.run(b, sessions[n], fmt.Sprintf("fan-%d-%d", i, n), op("render", "render.animation", map[string]any{
+				"output_prefix": fmt.Sprintf("f%d_%d", i, n), "frame_start": 1, "frame_end": frames,
+				"resolution": []any{320, 240}, "samples": 32, "seed": 7, "distribute": true}))
+			if p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+				b.Fatalf("render on %d agents: %v %v", n, p, rs)
+			}
+			if got := rs[0].GetResult().GetFields()["agents"].GetNumberValue(); int(got) != n {
+				b.Fatalf("rendered by %v agents, want %d", got, n)
+			}
+			fps[n] = frames / time.Since(start).Seconds()
+			b.ReportMetric(fps[n], fmt.Sprintf("fps-%dagents", n))
+		}
+		b.ReportMetric(fps[2]/fps[1], "speedup-2agents")
+		b.ReportMetric(fps[3]/fps[1], "speedup-3agents")
+	}
+}
