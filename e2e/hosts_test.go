@@ -325,6 +325,16 @@ func TestHostsLiveness(t *testing.T) {
 	if info, _ := details(status.Convert(err)); status.Code(err) != codes.FailedPrecondition || info.GetMetadata()["field"] != "agent_selector" {
 		t.Fatalf("a selector no agent matches: %v (%v)", err, info)
 	}
+	// Placement reads the sessions each agent last reported: wait until
+	// agent-3's report counts the gpu session.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if a, _ := s.agent(t, s.agents[2]); a.GetSessionCount() == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("agent-3 never reported its two sessions")
+		}
+	}
 	rackB := s.negotiateOn(t, map[string]string{"rack": "b"})
 	sessions[gpu], sessions[rackB] = "", ""
 
@@ -496,6 +506,17 @@ func (s *studio) restartAgent(t *testing.T, a *studioAgent) {
 	s.waitAgentState(t, a, cpv1.Agent_STATE_READY, 90*time.Second)
 }
 
+// grepLines returns the lines of a log that contain what.
+func grepLines(log, what string) []string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, what) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // waitLog waits until a daemon's log says what.
 func waitLog(t *testing.T, d *daemon, what string) {
 	t.Helper()
@@ -561,6 +582,7 @@ func TestHostsFailover(t *testing.T) {
 		if sess.GetAgentId() == victim.id || sess.GetEpoch() != 2 {
 			t.Fatalf("after the kill the session is on %s at epoch %d (killed: %s)", sess.GetAgentId(), sess.GetEpoch(), victim.id)
 		}
+		t.Logf("rebuilds: %s", grepLines(s.cp.cp.log.String(), "session rebuilt"))
 		// The host comes back with its disk: agentd drops the session it
 		// holds in its journal, which runs elsewhere now.
 		s.restartAgent(t, victim)
@@ -569,6 +591,43 @@ func TestHostsFailover(t *testing.T) {
 			t.Fatalf("the restarted agent lists %s", id)
 		}
 		s.check(t, id, "kill", w, n, base, want)
+	})
+
+	t.Run("checkpoint", func(t *testing.T) {
+		// The control plane holds a copy of the session's checkpoint when the
+		// agent is lost: the new agent starts from it and replays only what
+		// came after.
+		id := s.cp.negotiate(t).GetSessionId()
+		victim := s.agentOf(t, id)
+		ops := failoverOps(n)
+		first := s.follow(t, id, "checkpoint-1", ops[:1200], 0, nil)
+		if len(first.receipts) != 1200 {
+			t.Fatalf("first half: %d receipts", len(first.receipts))
+		}
+		for deadline := time.Now().Add(30 * time.Second); !slices.ContainsFunc(grepLines(s.cp.cp.log.String(), "checkpoint copied"),
+			func(l string) bool { return strings.Contains(l, id) }); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no checkpoint of %s reached the control plane", id)
+			}
+		}
+		w := s.follow(t, id, "checkpoint-2", ops[1200:], 100, func() { victim.host.killAll() })
+		w.receipts = append(first.receipts, w.receipts...)
+		for i, r := range w.receipts {
+			r.Sequence = int64(i + 1) // two plans, checked as one
+		}
+		sess, err := s.cp.client.GetSession(ctxT(t, time.Minute), &cpv1.GetSessionRequest{SessionId: id})
+		if err != nil || sess.GetSession().GetSceneHash() != want || sess.GetSession().GetAgentId() == victim.id {
+			t.Fatalf("after the rebuild from a checkpoint: %v %v", sess.GetSession(), err)
+		}
+		if got := s.objects(t, id, "checkpoint-count"); got != base+n {
+			t.Fatalf("the scene holds %d objects, want %d", got, base+n)
+		}
+		rebuilt := grepLines(s.cp.cp.log.String(), "session rebuilt")
+		if !slices.ContainsFunc(rebuilt, func(l string) bool { return strings.Contains(l, id) && strings.Contains(l, "from_checkpoint=true") }) {
+			t.Fatalf("the rebuild did not start from the checkpoint: %v", rebuilt)
+		}
+		t.Logf("rebuilds: %v", rebuilt)
+		s.restartAgent(t, victim)
 	})
 
 	t.Run("partition", func(t *testing.T) {

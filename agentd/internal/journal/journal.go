@@ -537,6 +537,28 @@ func (j *Journal) SetCheckpoint(sessionID string, cp Checkpoint) error {
 	})
 }
 
+// StartFrom makes a session that has journaled nothing start from cp (at
+// log index 0) instead of its baseline scene: its head hash becomes cp's.
+func (j *Journal) StartFrom(sessionID string, cp Checkpoint) error {
+	raw, err := json.Marshal(cp)
+	if err != nil {
+		return err
+	}
+	return j.db.Update(func(tx *bolt.Tx) error {
+		b, err := sessionBucket(tx, sessionID)
+		if err != nil {
+			return err
+		}
+		if binary.BigEndian.Uint64(b.Get(keyHead)) != 0 {
+			return fmt.Errorf("session %s has journaled operations", sessionID)
+		}
+		if err := b.Put(keyCheckpoint, raw); err != nil {
+			return err
+		}
+		return b.Put(keyHeadHash, []byte(cp.SceneHash))
+	})
+}
+
 // Entries returns the log entries after index from, in order.
 func (j *Journal) Entries(sessionID string, from uint64) ([]Entry, error) {
 	var out []Entry

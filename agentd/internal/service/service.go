@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -171,11 +172,63 @@ func (s *Server) GetFile(req *agentv1.GetFileRequest, stream grpc.ServerStreamin
 	if err := stream.Send(&agentv1.GetFileResponse{Part: &agentv1.GetFileResponse_Header{Header: header}}); err != nil {
 		return err
 	}
+	return sendChunks(f, func(chunk []byte) error {
+		return stream.Send(&agentv1.GetFileResponse{Part: &agentv1.GetFileResponse_Chunk{Chunk: chunk}})
+	})
+}
+
+// GetCheckpoint streams a session's newest checkpoint: a header, then chunks.
+func (s *Server) GetCheckpoint(req *agentv1.GetCheckpointRequest, stream grpc.ServerStreamingServer[agentv1.GetCheckpointResponse]) error {
+	f, hash, size, sum, err := s.sessions.OpenCheckpoint(req.GetSessionId())
+	if err != nil {
+		return toStatus(err)
+	}
+	defer f.Close()
+	header := &agentv1.CheckpointHeader{SessionId: req.GetSessionId(), SceneHash: hash, SizeBytes: size, Sha256: sum}
+	if err := stream.Send(&agentv1.GetCheckpointResponse{Part: &agentv1.GetCheckpointResponse_Header{Header: header}}); err != nil {
+		return err
+	}
+	return sendChunks(f, func(chunk []byte) error {
+		return stream.Send(&agentv1.GetCheckpointResponse{Part: &agentv1.GetCheckpointResponse_Chunk{Chunk: chunk}})
+	})
+}
+
+// PutCheckpoint gives a fresh session a checkpoint to start from.
+func (s *Server) PutCheckpoint(stream grpc.ClientStreamingServer[agentv1.PutCheckpointRequest, agentv1.PutCheckpointResponse]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	h := first.GetHeader()
+	if h == nil {
+		return status.Error(codes.InvalidArgument, "the first message of PutCheckpoint must be its header")
+	}
+	if err := s.sessions.Fence(h.GetSessionId(), h.GetEpoch()); err != nil {
+		return toStatus(err)
+	}
+	err = s.sessions.PutCheckpoint(h.GetSessionId(), h.GetSceneHash(), h.GetSizeBytes(), h.GetSha256(), &chunkReader{next: func() ([]byte, error) {
+		m, err := stream.Recv()
+		if err != nil {
+			return nil, err
+		}
+		if m.GetHeader() != nil {
+			return nil, status.Error(codes.InvalidArgument, "PutCheckpoint has one header, in its first message")
+		}
+		return m.GetChunk(), nil
+	}})
+	if err != nil {
+		return toStatus(err)
+	}
+	return stream.SendAndClose(&agentv1.PutCheckpointResponse{})
+}
+
+// sendChunks sends a file's content in chunks.
+func sendChunks(f *os.File, send func([]byte) error) error {
 	buf := make([]byte, chunkSize)
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
-			if err := stream.Send(&agentv1.GetFileResponse{Part: &agentv1.GetFileResponse_Chunk{Chunk: buf[:n]}}); err != nil {
+			if err := send(buf[:n]); err != nil {
 				return err
 			}
 		}
@@ -214,13 +267,15 @@ func toStatus(err error) error {
 		return nil
 	case status.Code(err) != codes.Unknown:
 		return err // already a status (a failed stream send)
-	case errors.Is(err, sessions.ErrNotFound), errors.Is(err, journal.ErrSessionNotFound), errors.Is(err, sessions.ErrFileNotFound):
+	case errors.Is(err, sessions.ErrNotFound), errors.Is(err, journal.ErrSessionNotFound), errors.Is(err, sessions.ErrFileNotFound),
+		errors.Is(err, sessions.ErrNoCheckpoint):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, sessions.ErrUnknownRuntime), errors.Is(err, sessions.ErrBadFileName), errors.Is(err, sessions.ErrFileMismatch):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, sessions.ErrCapacity):
 		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, sessions.ErrBroken), errors.Is(err, sessions.ErrFileConflict), errors.Is(err, journal.ErrStaleEpoch):
+	case errors.Is(err, sessions.ErrBroken), errors.Is(err, sessions.ErrFileConflict), errors.Is(err, journal.ErrStaleEpoch),
+		errors.Is(err, sessions.ErrNotFresh):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())

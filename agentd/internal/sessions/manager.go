@@ -276,7 +276,11 @@ func (m *Manager) Held() []*cpv1.HeldSession {
 	out := make([]*cpv1.HeldSession, 0, len(ids))
 	for _, id := range ids {
 		if js, err := m.journal.Session(id); err == nil {
-			out = append(out, &cpv1.HeldSession{SessionId: id, Epoch: js.Epoch})
+			h := &cpv1.HeldSession{SessionId: id, Epoch: js.Epoch}
+			if js.Checkpoint != nil && js.Checkpoint.Index > 0 {
+				h.CheckpointSceneHash = js.Checkpoint.SceneHash // one it made, not one it was given
+			}
+			out = append(out, h)
 		}
 	}
 	return out

@@ -61,6 +61,7 @@ type App struct {
 	macros     *macro.Registry
 	registries *registries
 	rebuilds   rebuilds
+	pulls      checkpointPulls
 	log        *slog.Logger
 
 	stop    context.CancelFunc
@@ -79,7 +80,7 @@ func New(cfg Config, st *store.Store, blobs *blob.Store, fl *fleet.Fleet, ca *au
 	a := &App{cfg: cfg, store: st, blobs: blobs, fleet: fl, ca: ca, macros: macro.Default(), log: log}
 	a.registries = newRegistries(log)
 	a.previewCtx, a.stopPreview = context.WithCancel(context.Background())
-	a.rebuilds.running = map[string]*rebuild{}
+	a.rebuilds.running, a.pulls.running = map[string]*rebuild{}, map[string]bool{}
 	exCfg.Place, exCfg.Distribute = a.placement, a.distribute
 	a.exec = executor.New(exCfg, st, fl, a.collect, log.With("component", "executor"))
 	return a

@@ -225,25 +225,13 @@ func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.Pla
 	}
 	sum := sha256.Sum256([]byte(key + fmt.Sprint(fr.from)))
 	fork := "fork-" + hex.EncodeToString(sum[:12])
-	octx, cancel := context.WithTimeout(ctx, a.cfg.OpenSessionTimeout)
-	_, err = agent.OpenSession(octx, &agentv1.OpenSessionRequest{SessionId: fork, RuntimeId: runtimeID,
-		MaxMemoryMib: sess.Info.GetContract().GetConstraints().GetMaxMemoryMib()})
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("open a fork on agent %s: %w", agentID, err)
-	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		agent.CloseSession(cctx, &agentv1.CloseSessionRequest{SessionId: fork})
 	}()
-	reg, err := a.registries.get(sess.RegistryFingerprint(), func() (*cpv1.ToolRegistry, error) { return a.store.Registry(sess.RegistryFingerprint()) })
+	rp, err := a.restore(ctx, agentID, sess, fork, runtimeID, 0)
 	if err != nil {
-		return nil, err
-	}
-	rp := &replayer{app: a, agent: agent, sessionID: fork, reg: reg, plans: map[store.PlanRef]*cpv1.SubmitPlanRequest{},
-		hash: sess.Info.GetContract().GetBaselineSceneHash()}
-	if err := a.replayHistory(ctx, sess.Info.GetSessionId(), rp); err != nil {
 		return nil, err
 	}
 	if rp.hash != sess.Info.GetSceneHash() {
@@ -313,9 +301,9 @@ func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.Pla
 	return out, nil
 }
 
-// replayHistory feeds a session's redo log to a replayer and flushes it.
-func (a *App) replayHistory(ctx context.Context, sessionID string, rp *replayer) error {
-	var after uint64
+// replayHistory feeds a session's redo log after audit sequence after to a
+// replayer and flushes it.
+func (a *App) replayHistory(ctx context.Context, sessionID string, after uint64, rp *replayer) error {
 	for {
 		recs, err := a.store.SessionHistory(sessionID, after, 1000)
 		if err != nil {

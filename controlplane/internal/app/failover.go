@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
@@ -159,33 +160,9 @@ func (a *App) move(sessionID, lostAgent string) error {
 func (a *App) rebuild(ctx context.Context, sess store.Session) error {
 	id, agentID, epoch := sess.Info.GetSessionId(), sess.Info.GetAgentId(), sess.Info.GetEpoch()
 	log := a.log.With("session_id", id, "agent_id", agentID, "epoch", epoch)
-	agent, err := a.fleet.Client(agentID)
+	log.Info("rebuilding the session from the control plane's log", "from_checkpoint", sess.Checkpoint != nil)
+	r, err := a.restore(ctx, agentID, sess, id, sess.Info.GetRuntimeId(), epoch)
 	if err != nil {
-		return err
-	}
-	octx, cancel := context.WithTimeout(ctx, a.cfg.OpenSessionTimeout)
-	opened, err := agent.OpenSession(octx, &agentv1.OpenSessionRequest{SessionId: id, RuntimeId: sess.Info.GetRuntimeId(),
-		MaxMemoryMib: sess.Info.GetContract().GetConstraints().GetMaxMemoryMib(), Epoch: epoch})
-	cancel()
-	if err != nil {
-		return fmt.Errorf("open the session: %w", err)
-	}
-	if got, want := opened.GetBaselineSceneHash(), sess.Info.GetContract().GetBaselineSceneHash(); got != want && sess.Rebuilt == 0 {
-		// A fresh copy starts from the baseline; a retried rebuild may
-		// find its earlier work there (the replay skips it by key).
-		log.Debug("the agent holds more than the baseline", "scene_hash", got)
-	}
-	if err := a.pushUploads(ctx, agentID, id); err != nil {
-		return err
-	}
-	reg, err := a.registries.get(sess.RegistryFingerprint(), func() (*cpv1.ToolRegistry, error) { return a.store.Registry(sess.RegistryFingerprint()) })
-	if err != nil {
-		return err
-	}
-	log.Info("rebuilding the session from the control plane's log")
-	r := &replayer{app: a, agent: agent, sessionID: id, epoch: epoch, reg: reg, plans: map[store.PlanRef]*cpv1.SubmitPlanRequest{},
-		hash: sess.Info.GetContract().GetBaselineSceneHash()}
-	if err := a.replayHistory(ctx, id, r); err != nil {
 		return err
 	}
 	if r.hash != sess.Info.GetSceneHash() {
@@ -194,14 +171,15 @@ func (a *App) rebuild(ctx context.Context, sess store.Session) error {
 	if err := a.store.MarkRebuilt(id, epoch); err != nil {
 		return err
 	}
-	log.Info("session rebuilt", "operations_replayed", r.replayed, "rollbacks_replayed", r.rolledBack, "scene_hash", r.hash)
+	log.Info("session rebuilt", "from_checkpoint", r.fromCheckpoint, "operations_replayed", r.replayed,
+		"rollbacks_replayed", r.rolledBack, "scene_hash", r.hash)
 	return nil
 }
 
-// pushUploads copies the files clients uploaded to the session (the
-// newest version of each name) into its sandbox on agentID: replayed
-// imports read them.
-func (a *App) pushUploads(ctx context.Context, agentID, sessionID string) error {
+// pushUploads copies the files clients uploaded to a session (the newest
+// version of each name) into the sandbox of target (the session, or a fork
+// of it) on agentID: replayed imports read them.
+func (a *App) pushUploads(ctx context.Context, agentID, sessionID, target string) error {
 	newest := map[string]*cpv1.Artifact{}
 	var order []string
 	var after uint64
@@ -225,7 +203,9 @@ func (a *App) pushUploads(ctx context.Context, agentID, sessionID string) error 
 		after = next
 	}
 	for _, name := range order {
-		if err := a.push(ctx, agentID, newest[name]); err != nil {
+		art := proto.Clone(newest[name]).(*cpv1.Artifact)
+		art.SessionId = target
+		if err := a.push(ctx, agentID, art); err != nil {
 			return err
 		}
 	}
@@ -250,21 +230,16 @@ type replayer struct {
 	hash       string                   // scene hash after what was replayed
 	replayed   int
 	rolledBack int
+	// fromCheckpoint: it started from the control plane's checkpoint.
+	fromCheckpoint bool
 }
 
 // add takes one audit record of the session's history.
 func (r *replayer) add(ctx context.Context, rec *cpv1.AuditRecord) error {
-	if rec.GetEvent() != "" || rec.GetSceneHashBefore() == rec.GetSceneHashAfter() {
+	if !changesScene(rec) {
 		return nil // an approval decision, a read, a failure that left nothing
 	}
-	var rollback bool
-	switch rec.GetStatus() {
-	case cpv1.Receipt_STATUS_SUCCEEDED:
-	case cpv1.Receipt_STATUS_ROLLED_BACK:
-		rollback = true
-	default:
-		return nil
-	}
+	rollback := rec.GetStatus() == cpv1.Receipt_STATUS_ROLLED_BACK
 	ref := store.PlanRef{Owner: rec.GetPrincipal(), RequestID: rec.GetRequestId()}
 	req, err := r.plan(ref)
 	if err != nil {

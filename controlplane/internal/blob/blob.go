@@ -92,6 +92,18 @@ func (s *Store) Open(sum string) (*os.File, error) {
 	return f, err
 }
 
+// Remove deletes a stored blob (absent: nothing to do).
+func (s *Store) Remove(sum string) error {
+	if !ValidHash(sum) {
+		return nil
+	}
+	err := os.Remove(s.path(sum))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
 // Writer receives one blob's content.
 type Writer struct {
 	s     *Store

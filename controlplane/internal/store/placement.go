@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -19,9 +20,51 @@ var (
 )
 
 var (
-	keyEpoch   = []byte("epoch")
-	keyRebuilt = []byte("rebuilt_epoch") // absent: 1 (the negotiated placement needs no rebuild)
+	keyEpoch      = []byte("epoch")
+	keyRebuilt    = []byte("rebuilt_epoch") // absent: 1 (the negotiated placement needs no rebuild)
+	keyCheckpoint = []byte("checkpoint")    // SessionCheckpoint as JSON; absent: none
 )
+
+// SessionCheckpoint is the control plane's copy of a session's checkpoint:
+// a blob, the scene it holds, and the audit sequence of the last record of
+// the session's log it includes (replay goes on after it).
+type SessionCheckpoint struct {
+	SHA256    string `json:"sha256"`
+	SceneHash string `json:"scene_hash"`
+	After     uint64 `json:"after"`
+}
+
+// SetCheckpoint records the control plane's copy of a session's newest
+// checkpoint and returns the one it replaces (nil: none), whose blob the
+// caller may remove.
+func (s *Store) SetCheckpoint(id string, cp SessionCheckpoint) (*SessionCheckpoint, error) {
+	var old *SessionCheckpoint
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		st := tx.Bucket(bucketSessionState).Bucket([]byte(id))
+		if st == nil {
+			return fmt.Errorf("session %q: %w", id, ErrSessionNotFound)
+		}
+		old = readCheckpoint(st)
+		raw, err := json.Marshal(cp)
+		if err != nil {
+			return err
+		}
+		return st.Put(keyCheckpoint, raw)
+	})
+	return old, err
+}
+
+func readCheckpoint(st *bolt.Bucket) *SessionCheckpoint {
+	raw := st.Get(keyCheckpoint)
+	if raw == nil {
+		return nil
+	}
+	cp := &SessionCheckpoint{}
+	if json.Unmarshal(raw, cp) != nil {
+		return nil
+	}
+	return cp
+}
 
 // sessionEpoch is a session's epoch: 1 from its negotiation (and for
 // sessions stored before epochs existed), one more per move.

@@ -24,6 +24,9 @@ type Session struct {
 	// (MarkRebuilt): below Info.Epoch, its new agent does not hold its
 	// scene yet.
 	Rebuilt int64
+	// Checkpoint is the control plane's copy of its newest checkpoint (nil:
+	// none), to rebuild it from on another agent.
+	Checkpoint *SessionCheckpoint
 }
 
 // RegistryFingerprint is the fingerprint of the session's tool registry.
@@ -132,6 +135,7 @@ func readSession(tx *bolt.Tx, id string) (Session, error) {
 	sess.Rebuilt = 1
 	if st := tx.Bucket(bucketSessionState).Bucket([]byte(id)); st != nil {
 		sess.Rebuilt = max(1, int64(getU64(st, keyRebuilt)))
+		sess.Checkpoint = readCheckpoint(st)
 	}
 	return sess, nil
 }

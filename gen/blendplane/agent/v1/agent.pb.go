@@ -24,6 +24,329 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type GetCheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCheckpointRequest) Reset() {
+	*x = GetCheckpointRequest{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCheckpointRequest) ProtoMessage() {}
+
+func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetCheckpointRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// CheckpointHeader describes a checkpoint's content.
+type CheckpointHeader struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The scene hash of the checkpoint's scene.
+	SceneHash string `protobuf:"bytes,2,opt,name=scene_hash,json=sceneHash,proto3" json:"scene_hash,omitempty"`
+	SizeBytes int64  `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	Sha256    string `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// The session's epoch (OpenSessionRequest.epoch); PutCheckpoint only.
+	Epoch         int64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointHeader) Reset() {
+	*x = CheckpointHeader{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointHeader) ProtoMessage() {}
+
+func (x *CheckpointHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointHeader.ProtoReflect.Descriptor instead.
+func (*CheckpointHeader) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CheckpointHeader) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CheckpointHeader) GetSceneHash() string {
+	if x != nil {
+		return x.SceneHash
+	}
+	return ""
+}
+
+func (x *CheckpointHeader) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *CheckpointHeader) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *CheckpointHeader) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type GetCheckpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Part:
+	//
+	//	*GetCheckpointResponse_Header
+	//	*GetCheckpointResponse_Chunk
+	Part          isGetCheckpointResponse_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCheckpointResponse) Reset() {
+	*x = GetCheckpointResponse{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCheckpointResponse) ProtoMessage() {}
+
+func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GetCheckpointResponse) GetPart() isGetCheckpointResponse_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *GetCheckpointResponse) GetHeader() *CheckpointHeader {
+	if x != nil {
+		if x, ok := x.Part.(*GetCheckpointResponse_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *GetCheckpointResponse) GetChunk() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*GetCheckpointResponse_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+type isGetCheckpointResponse_Part interface {
+	isGetCheckpointResponse_Part()
+}
+
+type GetCheckpointResponse_Header struct {
+	Header *CheckpointHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type GetCheckpointResponse_Chunk struct {
+	Chunk []byte `protobuf:"bytes,2,opt,name=chunk,proto3,oneof"`
+}
+
+func (*GetCheckpointResponse_Header) isGetCheckpointResponse_Part() {}
+
+func (*GetCheckpointResponse_Chunk) isGetCheckpointResponse_Part() {}
+
+type PutCheckpointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Part:
+	//
+	//	*PutCheckpointRequest_Header
+	//	*PutCheckpointRequest_Chunk
+	Part          isPutCheckpointRequest_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutCheckpointRequest) Reset() {
+	*x = PutCheckpointRequest{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutCheckpointRequest) ProtoMessage() {}
+
+func (x *PutCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*PutCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PutCheckpointRequest) GetPart() isPutCheckpointRequest_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *PutCheckpointRequest) GetHeader() *CheckpointHeader {
+	if x != nil {
+		if x, ok := x.Part.(*PutCheckpointRequest_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *PutCheckpointRequest) GetChunk() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*PutCheckpointRequest_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+type isPutCheckpointRequest_Part interface {
+	isPutCheckpointRequest_Part()
+}
+
+type PutCheckpointRequest_Header struct {
+	Header *CheckpointHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type PutCheckpointRequest_Chunk struct {
+	Chunk []byte `protobuf:"bytes,2,opt,name=chunk,proto3,oneof"`
+}
+
+func (*PutCheckpointRequest_Header) isPutCheckpointRequest_Part() {}
+
+func (*PutCheckpointRequest_Chunk) isPutCheckpointRequest_Part() {}
+
+type PutCheckpointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutCheckpointResponse) Reset() {
+	*x = PutCheckpointResponse{}
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutCheckpointResponse) ProtoMessage() {}
+
+func (x *PutCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*PutCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+}
+
 type DescribeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -32,7 +355,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[0]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +367,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[0]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +380,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{0}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 type DescribeResponse struct {
@@ -77,7 +400,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -89,7 +412,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -102,7 +425,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DescribeResponse) GetAgentId() string {
@@ -176,7 +499,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -188,7 +511,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -201,7 +524,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *OpenSessionRequest) GetSessionId() string {
@@ -243,7 +566,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +578,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +591,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OpenSessionResponse) GetBlenderProfile() *v1.BlenderProfile {
@@ -298,7 +621,7 @@ type ExecuteRequest struct {
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -310,7 +633,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -323,7 +646,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExecuteRequest) GetSessionId() string {
@@ -376,7 +699,7 @@ type OperationCall struct {
 
 func (x *OperationCall) Reset() {
 	*x = OperationCall{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +711,7 @@ func (x *OperationCall) String() string {
 func (*OperationCall) ProtoMessage() {}
 
 func (x *OperationCall) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +724,7 @@ func (x *OperationCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationCall.ProtoReflect.Descriptor instead.
 func (*OperationCall) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OperationCall) GetOperationId() string {
@@ -473,7 +796,7 @@ type ExecuteResponse struct {
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +808,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +821,7 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecuteResponse) GetEvent() isExecuteResponse_Event {
@@ -558,7 +881,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -570,7 +893,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +906,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RollbackRequest) GetSessionId() string {
@@ -624,7 +947,7 @@ type RollbackResponse struct {
 
 func (x *RollbackResponse) Reset() {
 	*x = RollbackResponse{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +959,7 @@ func (x *RollbackResponse) String() string {
 func (*RollbackResponse) ProtoMessage() {}
 
 func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +972,7 @@ func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RollbackResponse) GetReceipt() *v1.Receipt {
@@ -669,7 +992,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +1004,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +1017,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelRequest) GetSessionId() string {
@@ -721,7 +1044,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +1056,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +1069,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelResponse) GetInterrupted() bool {
@@ -765,7 +1088,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +1100,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +1113,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -808,7 +1131,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +1143,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +1156,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 type PutFileRequest struct {
@@ -849,7 +1172,7 @@ type PutFileRequest struct {
 
 func (x *PutFileRequest) Reset() {
 	*x = PutFileRequest{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +1184,7 @@ func (x *PutFileRequest) String() string {
 func (*PutFileRequest) ProtoMessage() {}
 
 func (x *PutFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +1197,7 @@ func (x *PutFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFileRequest.ProtoReflect.Descriptor instead.
 func (*PutFileRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PutFileRequest) GetPart() isPutFileRequest_Part {
@@ -935,7 +1258,7 @@ type FileHeader struct {
 
 func (x *FileHeader) Reset() {
 	*x = FileHeader{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1270,7 @@ func (x *FileHeader) String() string {
 func (*FileHeader) ProtoMessage() {}
 
 func (x *FileHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1283,7 @@ func (x *FileHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileHeader.ProtoReflect.Descriptor instead.
 func (*FileHeader) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FileHeader) GetSessionId() string {
@@ -999,7 +1322,7 @@ type PutFileResponse struct {
 
 func (x *PutFileResponse) Reset() {
 	*x = PutFileResponse{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1334,7 @@ func (x *PutFileResponse) String() string {
 func (*PutFileResponse) ProtoMessage() {}
 
 func (x *PutFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1347,7 @@ func (x *PutFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFileResponse.ProtoReflect.Descriptor instead.
 func (*PutFileResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 type GetFileRequest struct {
@@ -1037,7 +1360,7 @@ type GetFileRequest struct {
 
 func (x *GetFileRequest) Reset() {
 	*x = GetFileRequest{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1372,7 @@ func (x *GetFileRequest) String() string {
 func (*GetFileRequest) ProtoMessage() {}
 
 func (x *GetFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1385,7 @@ func (x *GetFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFileRequest.ProtoReflect.Descriptor instead.
 func (*GetFileRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetFileRequest) GetSessionId() string {
@@ -1092,7 +1415,7 @@ type GetFileResponse struct {
 
 func (x *GetFileResponse) Reset() {
 	*x = GetFileResponse{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1427,7 @@ func (x *GetFileResponse) String() string {
 func (*GetFileResponse) ProtoMessage() {}
 
 func (x *GetFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1440,7 @@ func (x *GetFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFileResponse.ProtoReflect.Descriptor instead.
 func (*GetFileResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetFileResponse) GetPart() isGetFileResponse_Part {
@@ -1176,7 +1499,7 @@ type PreviewRequest struct {
 
 func (x *PreviewRequest) Reset() {
 	*x = PreviewRequest{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1511,7 @@ func (x *PreviewRequest) String() string {
 func (*PreviewRequest) ProtoMessage() {}
 
 func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1524,7 @@ func (x *PreviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewRequest.ProtoReflect.Descriptor instead.
 func (*PreviewRequest) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PreviewRequest) GetSessionId() string {
@@ -1242,7 +1565,7 @@ type PreviewResponse struct {
 
 func (x *PreviewResponse) Reset() {
 	*x = PreviewResponse{}
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1577,7 @@ func (x *PreviewResponse) String() string {
 func (*PreviewResponse) ProtoMessage() {}
 
 func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_blendplane_agent_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1590,7 @@ func (x *PreviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewResponse.ProtoReflect.Descriptor instead.
 func (*PreviewResponse) Descriptor() ([]byte, []int) {
-	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PreviewResponse) GetSceneHashBefore() string {
@@ -1316,7 +1639,29 @@ var File_blendplane_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1fblendplane/agent/v1/agent.proto\x12\x13blendplane.agent.v1\x1a-blendplane/controlplane/v1/controlplane.proto\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x11\n" +
+	"\x1fblendplane/agent/v1/agent.proto\x12\x13blendplane.agent.v1\x1a-blendplane/controlplane/v1/controlplane.proto\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\"V\n" +
+	"\x14GetCheckpointRequest\x12>\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\"\xfe\x01\n" +
+	"\x10CheckpointHeader\x12>\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x124\n" +
+	"\n" +
+	"scene_hash\x18\x02 \x01(\tB\x15\xbaH\x12r\x102\x0e^[0-9a-f]{64}$R\tsceneHash\x12&\n" +
+	"\n" +
+	"size_bytes\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\tsizeBytes\x12-\n" +
+	"\x06sha256\x18\x04 \x01(\tB\x15\xbaH\x12r\x102\x0e^[0-9a-f]{64}$R\x06sha256\x12\x1d\n" +
+	"\x05epoch\x18\x05 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x05epoch\"x\n" +
+	"\x15GetCheckpointResponse\x12?\n" +
+	"\x06header\x18\x01 \x01(\v2%.blendplane.agent.v1.CheckpointHeaderH\x00R\x06header\x12\x16\n" +
+	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunkB\x06\n" +
+	"\x04part\"\x83\x01\n" +
+	"\x14PutCheckpointRequest\x12?\n" +
+	"\x06header\x18\x01 \x01(\v2%.blendplane.agent.v1.CheckpointHeaderH\x00R\x06header\x12\"\n" +
+	"\x05chunk\x18\x02 \x01(\fB\n" +
+	"\xbaH\az\x05\x18\x80\x80\x80\x02H\x00R\x05chunkB\x06\n" +
+	"\x04part\"\x17\n" +
+	"\x15PutCheckpointResponse\"\x11\n" +
 	"\x0fDescribeRequest\"\xbc\x02\n" +
 	"\x10DescribeResponse\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1a\n" +
@@ -1417,7 +1762,7 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\x13failed_operation_id\x18\x04 \x01(\tR\x11failedOperationId\x12=\n" +
 	"\afailure\x18\x05 \x01(\v2#.blendplane.controlplane.v1.FailureR\afailure\x12\x1d\n" +
 	"\n" +
-	"render_png\x18\x06 \x01(\fR\trenderPng2\xba\x06\n" +
+	"render_png\x18\x06 \x01(\fR\trenderPng2\x8e\b\n" +
 	"\fAgentService\x12W\n" +
 	"\bDescribe\x12$.blendplane.agent.v1.DescribeRequest\x1a%.blendplane.agent.v1.DescribeResponse\x12`\n" +
 	"\vOpenSession\x12'.blendplane.agent.v1.OpenSessionRequest\x1a(.blendplane.agent.v1.OpenSessionResponse\x12V\n" +
@@ -1427,7 +1772,9 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\fCloseSession\x12(.blendplane.agent.v1.CloseSessionRequest\x1a).blendplane.agent.v1.CloseSessionResponse\x12V\n" +
 	"\aPutFile\x12#.blendplane.agent.v1.PutFileRequest\x1a$.blendplane.agent.v1.PutFileResponse(\x01\x12V\n" +
 	"\aGetFile\x12#.blendplane.agent.v1.GetFileRequest\x1a$.blendplane.agent.v1.GetFileResponse0\x01\x12T\n" +
-	"\aPreview\x12#.blendplane.agent.v1.PreviewRequest\x1a$.blendplane.agent.v1.PreviewResponseBBZ@github.com/blendplane/blendplane/gen/blendplane/agent/v1;agentv1b\x06proto3"
+	"\aPreview\x12#.blendplane.agent.v1.PreviewRequest\x1a$.blendplane.agent.v1.PreviewResponse\x12h\n" +
+	"\rGetCheckpoint\x12).blendplane.agent.v1.GetCheckpointRequest\x1a*.blendplane.agent.v1.GetCheckpointResponse0\x01\x12h\n" +
+	"\rPutCheckpoint\x12).blendplane.agent.v1.PutCheckpointRequest\x1a*.blendplane.agent.v1.PutCheckpointResponse(\x01BBZ@github.com/blendplane/blendplane/gen/blendplane/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_blendplane_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -1441,76 +1788,87 @@ func file_blendplane_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_blendplane_agent_v1_agent_proto_rawDescData
 }
 
-var file_blendplane_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_blendplane_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_blendplane_agent_v1_agent_proto_goTypes = []any{
-	(*DescribeRequest)(nil),      // 0: blendplane.agent.v1.DescribeRequest
-	(*DescribeResponse)(nil),     // 1: blendplane.agent.v1.DescribeResponse
-	(*OpenSessionRequest)(nil),   // 2: blendplane.agent.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),  // 3: blendplane.agent.v1.OpenSessionResponse
-	(*ExecuteRequest)(nil),       // 4: blendplane.agent.v1.ExecuteRequest
-	(*OperationCall)(nil),        // 5: blendplane.agent.v1.OperationCall
-	(*ExecuteResponse)(nil),      // 6: blendplane.agent.v1.ExecuteResponse
-	(*RollbackRequest)(nil),      // 7: blendplane.agent.v1.RollbackRequest
-	(*RollbackResponse)(nil),     // 8: blendplane.agent.v1.RollbackResponse
-	(*CancelRequest)(nil),        // 9: blendplane.agent.v1.CancelRequest
-	(*CancelResponse)(nil),       // 10: blendplane.agent.v1.CancelResponse
-	(*CloseSessionRequest)(nil),  // 11: blendplane.agent.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil), // 12: blendplane.agent.v1.CloseSessionResponse
-	(*PutFileRequest)(nil),       // 13: blendplane.agent.v1.PutFileRequest
-	(*FileHeader)(nil),           // 14: blendplane.agent.v1.FileHeader
-	(*PutFileResponse)(nil),      // 15: blendplane.agent.v1.PutFileResponse
-	(*GetFileRequest)(nil),       // 16: blendplane.agent.v1.GetFileRequest
-	(*GetFileResponse)(nil),      // 17: blendplane.agent.v1.GetFileResponse
-	(*PreviewRequest)(nil),       // 18: blendplane.agent.v1.PreviewRequest
-	(*PreviewResponse)(nil),      // 19: blendplane.agent.v1.PreviewResponse
-	(*v1.Runtime)(nil),           // 20: blendplane.controlplane.v1.Runtime
-	(*v1.Resources)(nil),         // 21: blendplane.controlplane.v1.Resources
-	(*v1.BlenderProfile)(nil),    // 22: blendplane.controlplane.v1.BlenderProfile
-	(*structpb.Struct)(nil),      // 23: google.protobuf.Struct
-	(v1.SafetyLevel)(0),          // 24: blendplane.controlplane.v1.SafetyLevel
-	(*v1.Receipt)(nil),           // 25: blendplane.controlplane.v1.Receipt
-	(*v1.Progress)(nil),          // 26: blendplane.controlplane.v1.Progress
-	(*v1.DatablockChange)(nil),   // 27: blendplane.controlplane.v1.DatablockChange
-	(*v1.Failure)(nil),           // 28: blendplane.controlplane.v1.Failure
+	(*GetCheckpointRequest)(nil),  // 0: blendplane.agent.v1.GetCheckpointRequest
+	(*CheckpointHeader)(nil),      // 1: blendplane.agent.v1.CheckpointHeader
+	(*GetCheckpointResponse)(nil), // 2: blendplane.agent.v1.GetCheckpointResponse
+	(*PutCheckpointRequest)(nil),  // 3: blendplane.agent.v1.PutCheckpointRequest
+	(*PutCheckpointResponse)(nil), // 4: blendplane.agent.v1.PutCheckpointResponse
+	(*DescribeRequest)(nil),       // 5: blendplane.agent.v1.DescribeRequest
+	(*DescribeResponse)(nil),      // 6: blendplane.agent.v1.DescribeResponse
+	(*OpenSessionRequest)(nil),    // 7: blendplane.agent.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),   // 8: blendplane.agent.v1.OpenSessionResponse
+	(*ExecuteRequest)(nil),        // 9: blendplane.agent.v1.ExecuteRequest
+	(*OperationCall)(nil),         // 10: blendplane.agent.v1.OperationCall
+	(*ExecuteResponse)(nil),       // 11: blendplane.agent.v1.ExecuteResponse
+	(*RollbackRequest)(nil),       // 12: blendplane.agent.v1.RollbackRequest
+	(*RollbackResponse)(nil),      // 13: blendplane.agent.v1.RollbackResponse
+	(*CancelRequest)(nil),         // 14: blendplane.agent.v1.CancelRequest
+	(*CancelResponse)(nil),        // 15: blendplane.agent.v1.CancelResponse
+	(*CloseSessionRequest)(nil),   // 16: blendplane.agent.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 17: blendplane.agent.v1.CloseSessionResponse
+	(*PutFileRequest)(nil),        // 18: blendplane.agent.v1.PutFileRequest
+	(*FileHeader)(nil),            // 19: blendplane.agent.v1.FileHeader
+	(*PutFileResponse)(nil),       // 20: blendplane.agent.v1.PutFileResponse
+	(*GetFileRequest)(nil),        // 21: blendplane.agent.v1.GetFileRequest
+	(*GetFileResponse)(nil),       // 22: blendplane.agent.v1.GetFileResponse
+	(*PreviewRequest)(nil),        // 23: blendplane.agent.v1.PreviewRequest
+	(*PreviewResponse)(nil),       // 24: blendplane.agent.v1.PreviewResponse
+	(*v1.Runtime)(nil),            // 25: blendplane.controlplane.v1.Runtime
+	(*v1.Resources)(nil),          // 26: blendplane.controlplane.v1.Resources
+	(*v1.BlenderProfile)(nil),     // 27: blendplane.controlplane.v1.BlenderProfile
+	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
+	(v1.SafetyLevel)(0),           // 29: blendplane.controlplane.v1.SafetyLevel
+	(*v1.Receipt)(nil),            // 30: blendplane.controlplane.v1.Receipt
+	(*v1.Progress)(nil),           // 31: blendplane.controlplane.v1.Progress
+	(*v1.DatablockChange)(nil),    // 32: blendplane.controlplane.v1.DatablockChange
+	(*v1.Failure)(nil),            // 33: blendplane.controlplane.v1.Failure
 }
 var file_blendplane_agent_v1_agent_proto_depIdxs = []int32{
-	20, // 0: blendplane.agent.v1.DescribeResponse.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	21, // 1: blendplane.agent.v1.DescribeResponse.resources:type_name -> blendplane.controlplane.v1.Resources
-	22, // 2: blendplane.agent.v1.OpenSessionResponse.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	5,  // 3: blendplane.agent.v1.ExecuteRequest.operations:type_name -> blendplane.agent.v1.OperationCall
-	23, // 4: blendplane.agent.v1.OperationCall.args:type_name -> google.protobuf.Struct
-	24, // 5: blendplane.agent.v1.OperationCall.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	25, // 6: blendplane.agent.v1.ExecuteResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	26, // 7: blendplane.agent.v1.ExecuteResponse.progress:type_name -> blendplane.controlplane.v1.Progress
-	25, // 8: blendplane.agent.v1.RollbackResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	14, // 9: blendplane.agent.v1.PutFileRequest.header:type_name -> blendplane.agent.v1.FileHeader
-	14, // 10: blendplane.agent.v1.GetFileResponse.header:type_name -> blendplane.agent.v1.FileHeader
-	5,  // 11: blendplane.agent.v1.PreviewRequest.operations:type_name -> blendplane.agent.v1.OperationCall
-	27, // 12: blendplane.agent.v1.PreviewResponse.changes:type_name -> blendplane.controlplane.v1.DatablockChange
-	28, // 13: blendplane.agent.v1.PreviewResponse.failure:type_name -> blendplane.controlplane.v1.Failure
-	0,  // 14: blendplane.agent.v1.AgentService.Describe:input_type -> blendplane.agent.v1.DescribeRequest
-	2,  // 15: blendplane.agent.v1.AgentService.OpenSession:input_type -> blendplane.agent.v1.OpenSessionRequest
-	4,  // 16: blendplane.agent.v1.AgentService.Execute:input_type -> blendplane.agent.v1.ExecuteRequest
-	7,  // 17: blendplane.agent.v1.AgentService.Rollback:input_type -> blendplane.agent.v1.RollbackRequest
-	9,  // 18: blendplane.agent.v1.AgentService.Cancel:input_type -> blendplane.agent.v1.CancelRequest
-	11, // 19: blendplane.agent.v1.AgentService.CloseSession:input_type -> blendplane.agent.v1.CloseSessionRequest
-	13, // 20: blendplane.agent.v1.AgentService.PutFile:input_type -> blendplane.agent.v1.PutFileRequest
-	16, // 21: blendplane.agent.v1.AgentService.GetFile:input_type -> blendplane.agent.v1.GetFileRequest
-	18, // 22: blendplane.agent.v1.AgentService.Preview:input_type -> blendplane.agent.v1.PreviewRequest
-	1,  // 23: blendplane.agent.v1.AgentService.Describe:output_type -> blendplane.agent.v1.DescribeResponse
-	3,  // 24: blendplane.agent.v1.AgentService.OpenSession:output_type -> blendplane.agent.v1.OpenSessionResponse
-	6,  // 25: blendplane.agent.v1.AgentService.Execute:output_type -> blendplane.agent.v1.ExecuteResponse
-	8,  // 26: blendplane.agent.v1.AgentService.Rollback:output_type -> blendplane.agent.v1.RollbackResponse
-	10, // 27: blendplane.agent.v1.AgentService.Cancel:output_type -> blendplane.agent.v1.CancelResponse
-	12, // 28: blendplane.agent.v1.AgentService.CloseSession:output_type -> blendplane.agent.v1.CloseSessionResponse
-	15, // 29: blendplane.agent.v1.AgentService.PutFile:output_type -> blendplane.agent.v1.PutFileResponse
-	17, // 30: blendplane.agent.v1.AgentService.GetFile:output_type -> blendplane.agent.v1.GetFileResponse
-	19, // 31: blendplane.agent.v1.AgentService.Preview:output_type -> blendplane.agent.v1.PreviewResponse
-	23, // [23:32] is the sub-list for method output_type
-	14, // [14:23] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	1,  // 0: blendplane.agent.v1.GetCheckpointResponse.header:type_name -> blendplane.agent.v1.CheckpointHeader
+	1,  // 1: blendplane.agent.v1.PutCheckpointRequest.header:type_name -> blendplane.agent.v1.CheckpointHeader
+	25, // 2: blendplane.agent.v1.DescribeResponse.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	26, // 3: blendplane.agent.v1.DescribeResponse.resources:type_name -> blendplane.controlplane.v1.Resources
+	27, // 4: blendplane.agent.v1.OpenSessionResponse.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	10, // 5: blendplane.agent.v1.ExecuteRequest.operations:type_name -> blendplane.agent.v1.OperationCall
+	28, // 6: blendplane.agent.v1.OperationCall.args:type_name -> google.protobuf.Struct
+	29, // 7: blendplane.agent.v1.OperationCall.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	30, // 8: blendplane.agent.v1.ExecuteResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	31, // 9: blendplane.agent.v1.ExecuteResponse.progress:type_name -> blendplane.controlplane.v1.Progress
+	30, // 10: blendplane.agent.v1.RollbackResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	19, // 11: blendplane.agent.v1.PutFileRequest.header:type_name -> blendplane.agent.v1.FileHeader
+	19, // 12: blendplane.agent.v1.GetFileResponse.header:type_name -> blendplane.agent.v1.FileHeader
+	10, // 13: blendplane.agent.v1.PreviewRequest.operations:type_name -> blendplane.agent.v1.OperationCall
+	32, // 14: blendplane.agent.v1.PreviewResponse.changes:type_name -> blendplane.controlplane.v1.DatablockChange
+	33, // 15: blendplane.agent.v1.PreviewResponse.failure:type_name -> blendplane.controlplane.v1.Failure
+	5,  // 16: blendplane.agent.v1.AgentService.Describe:input_type -> blendplane.agent.v1.DescribeRequest
+	7,  // 17: blendplane.agent.v1.AgentService.OpenSession:input_type -> blendplane.agent.v1.OpenSessionRequest
+	9,  // 18: blendplane.agent.v1.AgentService.Execute:input_type -> blendplane.agent.v1.ExecuteRequest
+	12, // 19: blendplane.agent.v1.AgentService.Rollback:input_type -> blendplane.agent.v1.RollbackRequest
+	14, // 20: blendplane.agent.v1.AgentService.Cancel:input_type -> blendplane.agent.v1.CancelRequest
+	16, // 21: blendplane.agent.v1.AgentService.CloseSession:input_type -> blendplane.agent.v1.CloseSessionRequest
+	18, // 22: blendplane.agent.v1.AgentService.PutFile:input_type -> blendplane.agent.v1.PutFileRequest
+	21, // 23: blendplane.agent.v1.AgentService.GetFile:input_type -> blendplane.agent.v1.GetFileRequest
+	23, // 24: blendplane.agent.v1.AgentService.Preview:input_type -> blendplane.agent.v1.PreviewRequest
+	0,  // 25: blendplane.agent.v1.AgentService.GetCheckpoint:input_type -> blendplane.agent.v1.GetCheckpointRequest
+	3,  // 26: blendplane.agent.v1.AgentService.PutCheckpoint:input_type -> blendplane.agent.v1.PutCheckpointRequest
+	6,  // 27: blendplane.agent.v1.AgentService.Describe:output_type -> blendplane.agent.v1.DescribeResponse
+	8,  // 28: blendplane.agent.v1.AgentService.OpenSession:output_type -> blendplane.agent.v1.OpenSessionResponse
+	11, // 29: blendplane.agent.v1.AgentService.Execute:output_type -> blendplane.agent.v1.ExecuteResponse
+	13, // 30: blendplane.agent.v1.AgentService.Rollback:output_type -> blendplane.agent.v1.RollbackResponse
+	15, // 31: blendplane.agent.v1.AgentService.Cancel:output_type -> blendplane.agent.v1.CancelResponse
+	17, // 32: blendplane.agent.v1.AgentService.CloseSession:output_type -> blendplane.agent.v1.CloseSessionResponse
+	20, // 33: blendplane.agent.v1.AgentService.PutFile:output_type -> blendplane.agent.v1.PutFileResponse
+	22, // 34: blendplane.agent.v1.AgentService.GetFile:output_type -> blendplane.agent.v1.GetFileResponse
+	24, // 35: blendplane.agent.v1.AgentService.Preview:output_type -> blendplane.agent.v1.PreviewResponse
+	2,  // 36: blendplane.agent.v1.AgentService.GetCheckpoint:output_type -> blendplane.agent.v1.GetCheckpointResponse
+	4,  // 37: blendplane.agent.v1.AgentService.PutCheckpoint:output_type -> blendplane.agent.v1.PutCheckpointResponse
+	27, // [27:38] is the sub-list for method output_type
+	16, // [16:27] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_agent_v1_agent_proto_init() }
@@ -1518,15 +1876,23 @@ func file_blendplane_agent_v1_agent_proto_init() {
 	if File_blendplane_agent_v1_agent_proto != nil {
 		return
 	}
-	file_blendplane_agent_v1_agent_proto_msgTypes[6].OneofWrappers = []any{
+	file_blendplane_agent_v1_agent_proto_msgTypes[2].OneofWrappers = []any{
+		(*GetCheckpointResponse_Header)(nil),
+		(*GetCheckpointResponse_Chunk)(nil),
+	}
+	file_blendplane_agent_v1_agent_proto_msgTypes[3].OneofWrappers = []any{
+		(*PutCheckpointRequest_Header)(nil),
+		(*PutCheckpointRequest_Chunk)(nil),
+	}
+	file_blendplane_agent_v1_agent_proto_msgTypes[11].OneofWrappers = []any{
 		(*ExecuteResponse_Receipt)(nil),
 		(*ExecuteResponse_Progress)(nil),
 	}
-	file_blendplane_agent_v1_agent_proto_msgTypes[13].OneofWrappers = []any{
+	file_blendplane_agent_v1_agent_proto_msgTypes[18].OneofWrappers = []any{
 		(*PutFileRequest_Header)(nil),
 		(*PutFileRequest_Chunk)(nil),
 	}
-	file_blendplane_agent_v1_agent_proto_msgTypes[17].OneofWrappers = []any{
+	file_blendplane_agent_v1_agent_proto_msgTypes[22].OneofWrappers = []any{
 		(*GetFileResponse_Header)(nil),
 		(*GetFileResponse_Chunk)(nil),
 	}
@@ -1536,7 +1902,7 @@ func file_blendplane_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_agent_v1_agent_proto_rawDesc), len(file_blendplane_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

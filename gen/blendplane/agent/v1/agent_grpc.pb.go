@@ -19,15 +19,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentService_Describe_FullMethodName     = "/blendplane.agent.v1.AgentService/Describe"
-	AgentService_OpenSession_FullMethodName  = "/blendplane.agent.v1.AgentService/OpenSession"
-	AgentService_Execute_FullMethodName      = "/blendplane.agent.v1.AgentService/Execute"
-	AgentService_Rollback_FullMethodName     = "/blendplane.agent.v1.AgentService/Rollback"
-	AgentService_Cancel_FullMethodName       = "/blendplane.agent.v1.AgentService/Cancel"
-	AgentService_CloseSession_FullMethodName = "/blendplane.agent.v1.AgentService/CloseSession"
-	AgentService_PutFile_FullMethodName      = "/blendplane.agent.v1.AgentService/PutFile"
-	AgentService_GetFile_FullMethodName      = "/blendplane.agent.v1.AgentService/GetFile"
-	AgentService_Preview_FullMethodName      = "/blendplane.agent.v1.AgentService/Preview"
+	AgentService_Describe_FullMethodName      = "/blendplane.agent.v1.AgentService/Describe"
+	AgentService_OpenSession_FullMethodName   = "/blendplane.agent.v1.AgentService/OpenSession"
+	AgentService_Execute_FullMethodName       = "/blendplane.agent.v1.AgentService/Execute"
+	AgentService_Rollback_FullMethodName      = "/blendplane.agent.v1.AgentService/Rollback"
+	AgentService_Cancel_FullMethodName        = "/blendplane.agent.v1.AgentService/Cancel"
+	AgentService_CloseSession_FullMethodName  = "/blendplane.agent.v1.AgentService/CloseSession"
+	AgentService_PutFile_FullMethodName       = "/blendplane.agent.v1.AgentService/PutFile"
+	AgentService_GetFile_FullMethodName       = "/blendplane.agent.v1.AgentService/GetFile"
+	AgentService_Preview_FullMethodName       = "/blendplane.agent.v1.AgentService/Preview"
+	AgentService_GetCheckpoint_FullMethodName = "/blendplane.agent.v1.AgentService/GetCheckpoint"
+	AgentService_PutCheckpoint_FullMethodName = "/blendplane.agent.v1.AgentService/PutCheckpoint"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -74,6 +76,14 @@ type AgentServiceClient interface {
 	// checkpoint and journal, in a separate Blender) and returns the scene
 	// diff; the session itself is not touched.
 	Preview(ctx context.Context, in *PreviewRequest, opts ...grpc.CallOption) (*PreviewResponse, error)
+	// GetCheckpoint streams a session's newest checkpoint (.blend): a header
+	// with its scene hash, then the content. NOT_FOUND when it has none yet.
+	GetCheckpoint(ctx context.Context, in *GetCheckpointRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetCheckpointResponse], error)
+	// PutCheckpoint gives a session just opened here (nothing run in it yet)
+	// a checkpoint to start from instead of the baseline scene: the control
+	// plane's copy of another agent's checkpoint, when it places the session
+	// here. FAILED_PRECONDITION when the session has run anything.
+	PutCheckpoint(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PutCheckpointRequest, PutCheckpointResponse], error)
 }
 
 type agentServiceClient struct {
@@ -204,6 +214,38 @@ func (c *agentServiceClient) Preview(ctx context.Context, in *PreviewRequest, op
 	return out, nil
 }
 
+func (c *agentServiceClient) GetCheckpoint(ctx context.Context, in *GetCheckpointRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetCheckpointResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[4], AgentService_GetCheckpoint_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[GetCheckpointRequest, GetCheckpointResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_GetCheckpointClient = grpc.ServerStreamingClient[GetCheckpointResponse]
+
+func (c *agentServiceClient) PutCheckpoint(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PutCheckpointRequest, PutCheckpointResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[5], AgentService_PutCheckpoint_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PutCheckpointRequest, PutCheckpointResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_PutCheckpointClient = grpc.ClientStreamingClient[PutCheckpointRequest, PutCheckpointResponse]
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -248,6 +290,14 @@ type AgentServiceServer interface {
 	// checkpoint and journal, in a separate Blender) and returns the scene
 	// diff; the session itself is not touched.
 	Preview(context.Context, *PreviewRequest) (*PreviewResponse, error)
+	// GetCheckpoint streams a session's newest checkpoint (.blend): a header
+	// with its scene hash, then the content. NOT_FOUND when it has none yet.
+	GetCheckpoint(*GetCheckpointRequest, grpc.ServerStreamingServer[GetCheckpointResponse]) error
+	// PutCheckpoint gives a session just opened here (nothing run in it yet)
+	// a checkpoint to start from instead of the baseline scene: the control
+	// plane's copy of another agent's checkpoint, when it places the session
+	// here. FAILED_PRECONDITION when the session has run anything.
+	PutCheckpoint(grpc.ClientStreamingServer[PutCheckpointRequest, PutCheckpointResponse]) error
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -284,6 +334,12 @@ func (UnimplementedAgentServiceServer) GetFile(*GetFileRequest, grpc.ServerStrea
 }
 func (UnimplementedAgentServiceServer) Preview(context.Context, *PreviewRequest) (*PreviewResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Preview not implemented")
+}
+func (UnimplementedAgentServiceServer) GetCheckpoint(*GetCheckpointRequest, grpc.ServerStreamingServer[GetCheckpointResponse]) error {
+	return status.Error(codes.Unimplemented, "method GetCheckpoint not implemented")
+}
+func (UnimplementedAgentServiceServer) PutCheckpoint(grpc.ClientStreamingServer[PutCheckpointRequest, PutCheckpointResponse]) error {
+	return status.Error(codes.Unimplemented, "method PutCheckpoint not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -436,6 +492,24 @@ func _AgentService_Preview_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_GetCheckpoint_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(GetCheckpointRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).GetCheckpoint(m, &grpc.GenericServerStream[GetCheckpointRequest, GetCheckpointResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_GetCheckpointServer = grpc.ServerStreamingServer[GetCheckpointResponse]
+
+func _AgentService_PutCheckpoint_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(AgentServiceServer).PutCheckpoint(&grpc.GenericServerStream[PutCheckpointRequest, PutCheckpointResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_PutCheckpointServer = grpc.ClientStreamingServer[PutCheckpointRequest, PutCheckpointResponse]
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -484,6 +558,16 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "GetFile",
 			Handler:       _AgentService_GetFile_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "GetCheckpoint",
+			Handler:       _AgentService_GetCheckpoint_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "PutCheckpoint",
+			Handler:       _AgentService_PutCheckpoint_Handler,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "blendplane/agent/v1/agent.proto",

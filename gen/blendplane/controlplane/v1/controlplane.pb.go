@@ -4178,11 +4178,15 @@ func (x *RegisterAgentRequest) GetLabels() map[string]string {
 
 // HeldSession is a session an agent holds.
 type HeldSession struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Epoch         int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Epoch     int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The scene hash of its newest checkpoint (empty: none): the control
+	// plane takes a copy of a checkpoint it does not hold (GetCheckpoint), to
+	// rebuild the session elsewhere from it if this agent is lost.
+	CheckpointSceneHash string `protobuf:"bytes,3,opt,name=checkpoint_scene_hash,json=checkpointSceneHash,proto3" json:"checkpoint_scene_hash,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *HeldSession) Reset() {
@@ -4227,6 +4231,13 @@ func (x *HeldSession) GetEpoch() int64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *HeldSession) GetCheckpointSceneHash() string {
+	if x != nil {
+		return x.CheckpointSceneHash
+	}
+	return ""
 }
 
 type RegisterAgentResponse struct {
@@ -7080,11 +7091,12 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x06labels\x18\f \x03(\v2<.blendplane.controlplane.v1.RegisterAgentRequest.LabelsEntryB*\xbaH'\x9a\x01$\x10 \"\x1ar\x182\x16^[a-zA-Z0-9_.-]{1,63}$*\x04r\x02\x18?R\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"l\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa9\x01\n" +
 	"\vHeldSession\x12>\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12\x1d\n" +
-	"\x05epoch\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x05epoch\"\xfc\x01\n" +
+	"\x05epoch\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x05epoch\x12;\n" +
+	"\x15checkpoint_scene_hash\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18@R\x13checkpointSceneHash\"\xfc\x01\n" +
 	"\x15RegisterAgentResponse\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x01 \x01(\x05R\x18heartbeatIntervalSeconds\x125\n" +
 	"\x17session_idle_timeout_ms\x18\x02 \x01(\x03R\x14sessionIdleTimeoutMs\x12 \n" +
