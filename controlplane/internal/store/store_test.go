@@ -593,3 +593,56 @@ func seqs(rs []*cpv1.Receipt) []int64 {
 	}
 	return out
 }
+
+// A move raises the session's epoch; receipts of the older epoch are then
+// refused inside the commit, and change nothing.
+func TestEpochFencing(t *testing.T) {
+	s, _ := openTest(t)
+	if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {
+		t.Fatal(err)
+	}
+	ref := PlanRef{"alice", "r1"}
+	if _, err := s.CreatePlan(testPlan("alice", "r1")); err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := s.Plan(ref)
+	if err := s.Commit(ref, plan, []*cpv1.Receipt{{Sequence: 1, OperationId: "a", SessionEpoch: 1, SceneHashAfter: "h1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if sess, _ := s.Session("s1"); sess.Info.GetEpoch() != 1 || sess.Rebuilt != 1 {
+		t.Fatalf("a new session: epoch %d, rebuilt %d", sess.Info.GetEpoch(), sess.Rebuilt)
+	}
+	epoch, err := s.MoveSession("s1", "agent-b", "rt-b")
+	if err != nil || epoch != 2 {
+		t.Fatalf("move: %d %v", epoch, err)
+	}
+	err = s.Commit(ref, plan, []*cpv1.Receipt{{Sequence: 2, OperationId: "b", SessionEpoch: 1, SceneHashAfter: "stale"}})
+	if !errors.Is(err, ErrStaleEpoch) {
+		t.Fatalf("a receipt of the old epoch: %v", err)
+	}
+	sess, _ := s.Session("s1")
+	if sess.Info.GetAgentId() != "agent-b" || sess.Info.GetEpoch() != 2 || sess.Rebuilt != 1 || sess.Info.GetSceneHash() != "h1" {
+		t.Fatalf("after the move and the refused receipt: %v rebuilt %d", sess.Info, sess.Rebuilt)
+	}
+	if err := s.Commit(ref, plan, []*cpv1.Receipt{{Sequence: 2, OperationId: "b", SessionEpoch: 2, SceneHashAfter: "h2"}}); err != nil {
+		t.Fatalf("a receipt of the new epoch: %v", err)
+	}
+	if err := s.MarkRebuilt("s1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if hist, _ := s.SessionHistory("s1", 0, 10); len(hist) != 2 || hist[1].GetSceneHashAfter() != "h2" {
+		t.Fatalf("the session's log: %v", hist)
+	}
+	if old, err := s.SetCheckpoint("s1", SessionCheckpoint{SHA256: "x", SceneHash: "h1", After: 1}); old != nil || err != nil {
+		t.Fatalf("first checkpoint: %v %v", old, err)
+	}
+	if old, _ := s.SetCheckpoint("s1", SessionCheckpoint{SHA256: "y", SceneHash: "h2", After: 2}); old == nil || old.SHA256 != "x" {
+		t.Fatalf("replaced checkpoint: %v", old)
+	}
+	if err := s.MarkBroken("s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MoveSession("s1", "agent-c", "rt-c"); !errors.Is(err, ErrSessionBroken) {
+		t.Fatalf("moving a broken session: %v", err)
+	}
+}
