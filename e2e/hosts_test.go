@@ -274,14 +274,16 @@ func (s *studio) waitAgentState(t *testing.T, a *studioAgent, state cpv1.Agent_S
 // with its session, and goes LOST in its turn.
 func TestHostsLiveness(t *testing.T) {
 	// agent-2 and agent-3 are in rack b; agent-3 has a GPU.
+	// The same --max-sessions everywhere: placement ranks free Blender
+	// slots first, and the default follows each agent's free memory.
 	s := startStudio(t, 3, func(i int) []string {
 		switch i {
 		case 2:
-			return []string{"--label", "rack=b"}
+			return []string{"--max-sessions", "8", "--label", "rack=b"}
 		case 3:
-			return []string{"--label", "rack=b", "--label", "gpu=true"}
+			return []string{"--max-sessions", "8", "--label", "rack=b", "--label", "gpu=true"}
 		}
-		return nil
+		return []string{"--max-sessions", "8"}
 	}, "--agent-lost-after", "6s")
 	sessions := map[string]string{} // session → agent id it runs on
 	for i := range 3 {
@@ -325,14 +327,20 @@ func TestHostsLiveness(t *testing.T) {
 	if info, _ := details(status.Convert(err)); status.Code(err) != codes.FailedPrecondition || info.GetMetadata()["field"] != "agent_selector" {
 		t.Fatalf("a selector no agent matches: %v (%v)", err, info)
 	}
-	// Placement reads the sessions each agent last reported: wait until
-	// agent-3's report counts the gpu session.
+	// Placement reads what each agent last reported (its sessions, its busy
+	// Blenders): wait until the reports say agent-3 holds two sessions and
+	// nothing is busy.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if a, _ := s.agent(t, s.agents[2]); a.GetSessionCount() == 2 {
+		settled := true
+		for i, a := range s.agents {
+			got, _ := s.agent(t, a)
+			settled = settled && got.GetBusySessionCount() == 0 && (i != 2 || got.GetSessionCount() == 2)
+		}
+		if settled {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("agent-3 never reported its two sessions")
+			t.Fatal("the agents' reports never settled")
 		}
 	}
 	rackB := s.negotiateOn(t, map[string]string{"rack": "b"})
@@ -340,6 +348,10 @@ func TestHostsLiveness(t *testing.T) {
 
 	cut := s.agents[1]
 	if got := s.agentOf(t, rackB); got != cut {
+		all, _ := s.cp.client.ListAgents(ctxT(t, time.Minute), &cpv1.ListAgentsRequest{})
+		for _, a := range all.GetAgents() {
+			t.Logf("%s %s sessions=%d ids=%v max=%d busy=%d live=%d", a.GetAgentId(), a.GetAddress(), a.GetSessionCount(), a.GetSessionIds(), a.GetMaxSessions(), a.GetBusySessionCount(), a.GetLiveSessionCount())
+		}
 		t.Fatalf("rack=b placed on %s, want the emptier agent-2", got.host.name)
 	}
 	cut.host.partition(t)

@@ -65,6 +65,7 @@ type App struct {
 	log        *slog.Logger
 
 	stop    context.CancelFunc
+	bg      context.Context // background work's, from Start until Stop
 	stopped sync.WaitGroup
 
 	// Previews run in the background until Stop ends previewCtx.
@@ -104,7 +105,7 @@ func (a *App) Start() error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a.stop = cancel
+	a.stop, a.bg = cancel, ctx
 	a.stopped.Add(1)
 	go func() {
 		defer a.stopped.Done()

@@ -35,6 +35,9 @@ type checkpointPulls struct {
 // pullCheckpoints copies the newest checkpoints an agent reports for its
 // sessions when the control plane holds another (in the background).
 func (a *App) pullCheckpoints(agentID string, held []*cpv1.HeldSession) {
+	if a.bg == nil {
+		return // not started
+	}
 	for _, h := range held {
 		if h.GetCheckpointSceneHash() == "" {
 			continue
@@ -60,7 +63,7 @@ func (a *App) pullCheckpoints(agentID string, held []*cpv1.HeldSession) {
 				delete(a.pulls.running, id)
 				a.pulls.mu.Unlock()
 			}()
-			ctx, cancel := context.WithTimeout(a.previewCtx, 5*time.Minute)
+			ctx, cancel := context.WithTimeout(a.bg, 5*time.Minute)
 			defer cancel()
 			if err := a.pullCheckpoint(ctx, agentID, id); err != nil {
 				a.log.Warn("copying a session's checkpoint", "session_id", id, "agent_id", agentID, "err", err)
@@ -150,11 +153,16 @@ func (a *App) logPosition(sessionID, hash string) (after uint64, found bool, err
 }
 
 // changesScene reports whether a redo-log record changed the scene: a
-// committed operation or rollback whose hash moved.
+// committed operation or rollback whose hash moved. An operation whose only
+// committed receipt is SKIPPED_IDEMPOTENT (the agent had journaled it, the
+// control plane had not committed it before a restart or a lost stream)
+// carries the original hashes: it is the operation's effect in the log.
 func changesScene(rec *cpv1.AuditRecord) bool {
-	st := rec.GetStatus()
-	return rec.GetEvent() == "" && rec.GetSceneHashBefore() != rec.GetSceneHashAfter() &&
-		(st == cpv1.Receipt_STATUS_SUCCEEDED || st == cpv1.Receipt_STATUS_ROLLED_BACK)
+	switch rec.GetStatus() {
+	case cpv1.Receipt_STATUS_SUCCEEDED, cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT, cpv1.Receipt_STATUS_ROLLED_BACK:
+		return rec.GetEvent() == "" && rec.GetSceneHashBefore() != rec.GetSceneHashAfter()
+	}
+	return false
 }
 
 // restore opens target (the session itself under epoch, or a fork, epoch
@@ -182,9 +190,10 @@ func (a *App) restore(ctx context.Context, agentID string, sess store.Session, t
 		return nil, err
 	}
 	r := &replayer{app: a, agent: agent, sessionID: target, epoch: epoch, reg: reg, plans: map[store.PlanRef]*cpv1.SubmitPlanRequest{},
-		hash: sess.Info.GetContract().GetBaselineSceneHash()}
+		hash: sess.Info.GetContract().GetBaselineSceneHash(), budgetMs: sess.Info.GetContract().GetConstraints().GetToolTimeBudgetMs()}
 	var after uint64
-	if cp := sess.Checkpoint; cp != nil && a.blobs.Has(cp.SHA256) && !a.undoPending(sess.Info.GetSessionId()) {
+	if cp := sess.Checkpoint; cp != nil && a.blobs.Has(cp.SHA256) && !a.undoPending(sess.Info.GetSessionId()) &&
+		!a.rolledBackAfter(sess.Info.GetSessionId(), cp.After) {
 		err := a.putCheckpoint(ctx, agent, target, epoch, cp)
 		if status.Code(err) == codes.FailedPrecondition {
 			// An earlier, cut-short rebuild left work there: start afresh.
@@ -239,6 +248,27 @@ func (a *App) putCheckpoint(ctx context.Context, agent agentv1.AgentServiceClien
 		return cerr // the agent's answer says more than a failed send
 	}
 	return err
+}
+
+// rolledBackAfter reports whether the session's log holds a rollback after
+// audit sequence after: it may undo an operation the checkpoint already
+// holds, whose undo record only a replay of the whole log journals.
+func (a *App) rolledBackAfter(sessionID string, after uint64) bool {
+	for {
+		recs, err := a.store.SessionHistory(sessionID, after, 1000)
+		if err != nil {
+			return true
+		}
+		for _, rec := range recs {
+			if rec.GetStatus() == cpv1.Receipt_STATUS_ROLLED_BACK {
+				return true
+			}
+			after = uint64(rec.GetSequence())
+		}
+		if len(recs) < 1000 {
+			return false
+		}
+	}
 }
 
 // undoPending reports whether an unfinished atomic plan of the session has

@@ -114,11 +114,11 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 	}
 	pending := split(int(first), int(last), len(places))
 	for round := 0; len(pending) > 0; round++ {
+		if ctx.Err() != nil {
+			return cancelledRender(r, start) // a cancel makes every agent's call fail: not their fault
+		}
 		if len(places) == 0 {
 			return fail("AGENT_UNAVAILABLE", "retry when agents are back", fmt.Errorf("every agent failed; %d frame ranges left", len(pending)))
-		}
-		if ctx.Err() != nil {
-			return cancelledRender(r, start)
 		}
 		// Each range to an agent, round robin; each agent renders its ranges
 		// in order. A failed agent drops out; its ranges go to the next round.
@@ -162,6 +162,9 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 			}()
 		}
 		wg.Wait()
+		if ctx.Err() != nil {
+			return cancelledRender(r, start)
+		}
 		if refused != nil {
 			return fail("RENDER_FAILED", "fix the render's args, or render without distribute", refused)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -32,6 +33,10 @@ import (
 // nondeterministic tool, a hash that differs) is marked BROKEN rather than
 // silently diverged.
 
+// replaySilence ends a replay call that hears nothing from its agent for
+// this long (each replayed call also has the contract's tool time budget).
+const replaySilence = 2 * time.Minute
+
 // replayBatch is how many operations of one plan go to the new agent in one
 // Execute: the agent pipelines them and commits their receipts in groups.
 const replayBatch = 2048
@@ -47,8 +52,9 @@ type rebuilds struct {
 }
 
 type rebuild struct {
-	done chan struct{}
-	err  error
+	done   chan struct{}
+	err    error
+	cancel context.CancelFunc // a move elsewhere ends it
 }
 
 // placement is where a session runs now, once it is rebuilt there: the
@@ -89,7 +95,11 @@ func (a *App) rebuildOnce(ctx context.Context, sess store.Session) error {
 			return ctx.Err()
 		}
 	}
-	r := &rebuild{done: make(chan struct{})}
+	// Not tied to the caller (the executor's attempt may end first): a move
+	// of the session, or the control plane stopping, ends it.
+	rctx, cancel := context.WithCancel(a.previewCtx)
+	defer cancel()
+	r := &rebuild{done: make(chan struct{}), cancel: cancel}
 	a.rebuilds.running[id] = r
 	a.rebuilds.mu.Unlock()
 	defer func() {
@@ -98,7 +108,7 @@ func (a *App) rebuildOnce(ctx context.Context, sess store.Session) error {
 		a.rebuilds.mu.Unlock()
 		close(r.done)
 	}()
-	r.err = a.rebuild(context.WithoutCancel(ctx), sess)
+	r.err = a.rebuild(rctx, sess)
 	if errors.Is(r.err, errDiverged) {
 		a.log.Error("session broken: it cannot be rebuilt exactly on its new agent", "session_id", id, "agent_id", sess.Info.GetAgentId(), "err", r.err)
 		if err := a.store.MarkBroken(id); err != nil {
@@ -149,6 +159,11 @@ func (a *App) move(sessionID, lostAgent string) error {
 		return err
 	}
 	a.fleet.Placed(to.AgentID)
+	a.rebuilds.mu.Lock()
+	if r, ok := a.rebuilds.running[sessionID]; ok {
+		r.cancel() // it rebuilt on the agent just lost
+	}
+	a.rebuilds.mu.Unlock()
 	a.exec.Moved(sessionID)
 	a.log.Warn("session placed on another agent: its agent is lost", "session_id", sessionID, "lost_agent_id", lostAgent,
 		"agent_id", to.AgentID, "runtime_id", to.Runtime.GetRuntimeId(), "epoch", epoch)
@@ -232,6 +247,7 @@ type replayer struct {
 	rolledBack int
 	// fromCheckpoint: it started from the control plane's checkpoint.
 	fromCheckpoint bool
+	budgetMs       int64 // each replayed call's time budget (the contract's)
 }
 
 // add takes one audit record of the session's history.
@@ -269,7 +285,8 @@ func (r *replayer) add(ctx context.Context, rec *cpv1.AuditRecord) error {
 			return fmt.Errorf("%w: its history holds %s (operation %q of plan %s), which is nondeterministic", errDiverged, op.GetToolName(), op.GetOperationId(), ref)
 		}
 		r.calls = append(r.calls, &agentv1.OperationCall{OperationId: op.GetOperationId(), ToolName: op.GetToolName(), Args: op.GetArgs(),
-			SafetyLevel: op.GetSafetyLevel(), IdempotencyKey: key, McpCallId: cmp.Or(rec.GetMcpCallId(), executor.NewID("replay"))})
+			SafetyLevel: op.GetSafetyLevel(), IdempotencyKey: key, McpCallId: cmp.Or(rec.GetMcpCallId(), executor.NewID("replay")),
+			TimeBudgetMs: r.budgetMs})
 	}
 	r.expect = append(r.expect, rec.GetSceneHashAfter())
 	if len(r.expect) >= replayBatch {
@@ -297,6 +314,11 @@ func (r *replayer) flush(ctx context.Context) error {
 	check := func(i int, rc *cpv1.Receipt, want cpv1.Receipt_Status) error {
 		st := rc.GetStatus()
 		if st != want && !(want == cpv1.Receipt_STATUS_SUCCEEDED && st == cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT) {
+			switch rc.GetError().GetErrorCode() {
+			case "BLENDER_EXITED", "TIMEOUT", "RESOURCE_EXHAUSTED", "INTERNAL_ERROR":
+				// The agent's trouble, not the history's: the rebuild is retried.
+				return fmt.Errorf("replaying %q of plan %s: %s: %s", rc.GetOperationId(), r.ref, rc.GetError().GetErrorCode(), rc.GetError().GetMessage())
+			}
 			return fmt.Errorf("%w: replaying %q of plan %s gave %v (%s)", errDiverged, rc.GetOperationId(), r.ref, st, rc.GetError().GetMessage())
 		}
 		if rc.GetSceneHashAfter() != r.expect[i] {
@@ -305,6 +327,13 @@ func (r *replayer) flush(ctx context.Context) error {
 		r.hash = rc.GetSceneHashAfter()
 		return nil
 	}
+	// An agent that stops answering (partitioned without a reset, a tool
+	// that hangs) must not hold the rebuild forever.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watchdog := time.AfterFunc(replaySilence, cancel)
+	defer watchdog.Stop()
+	alive := func() { watchdog.Reset(replaySilence) }
 	switch {
 	case len(r.calls) > 0:
 		stream, err := r.agent.Execute(ctx, &agentv1.ExecuteRequest{SessionId: r.sessionID, RequestId: r.ref.RequestID, Operations: r.calls, Epoch: r.epoch})
@@ -319,6 +348,7 @@ func (r *replayer) flush(ctx context.Context) error {
 				}
 				return err
 			}
+			alive()
 			if rc := resp.GetReceipt(); rc != nil {
 				if err := check(i, rc, cpv1.Receipt_STATUS_SUCCEEDED); err != nil {
 					return err
@@ -338,8 +368,14 @@ func (r *replayer) flush(ctx context.Context) error {
 				if errors.Is(err, io.EOF) {
 					err = errors.New("the agent ended the replayed rollback early")
 				}
+				if c := status.Code(err); c == codes.NotFound || c == codes.FailedPrecondition {
+					// The agent holds no undo record of an operation the log
+					// rolls back: the replay cannot follow the history.
+					err = fmt.Errorf("%w: replaying a rollback of plan %s: %v", errDiverged, r.ref, err)
+				}
 				return err
 			}
+			alive()
 			if err := check(i, resp.GetReceipt(), cpv1.Receipt_STATUS_ROLLED_BACK); err != nil {
 				return err
 			}
@@ -350,7 +386,7 @@ func (r *replayer) flush(ctx context.Context) error {
 }
 
 // movedSessions are the sessions an agent reports holding that it must
-// drop: placed on another agent, held under an older epoch, or closed.
+// drop: placed on another agent, or closed.
 func (a *App) movedSessions(agentID string, held []*cpv1.HeldSession) []string {
 	var out []string
 	for _, h := range held {
@@ -358,7 +394,9 @@ func (a *App) movedSessions(agentID string, held []*cpv1.HeldSession) []string {
 		if err != nil {
 			continue // unknown: a negotiation may be storing it right now
 		}
-		if sess.Info.GetAgentId() != agentID || (h.GetEpoch() > 0 && h.GetEpoch() < sess.Info.GetEpoch()) || sess.Closed() {
+		// Held here under an older epoch is not moved: placing it here again
+		// (OpenSession with the new epoch) discards the stale copy itself.
+		if sess.Info.GetAgentId() != agentID || sess.Closed() {
 			out = append(out, h.GetSessionId())
 		}
 	}

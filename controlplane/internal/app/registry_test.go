@@ -125,3 +125,28 @@ func TestSplit(t *testing.T) {
 		}
 	}
 }
+
+// The redo log holds what changed the scene: committed operations (an
+// operation whose only committed receipt is SKIPPED_IDEMPOTENT included)
+// and rollbacks; not reads, failures or approval events.
+func TestChangesScene(t *testing.T) {
+	rec := func(st cpv1.Receipt_Status, before, after, event string) *cpv1.AuditRecord {
+		return &cpv1.AuditRecord{Status: st, SceneHashBefore: before, SceneHashAfter: after, Event: event}
+	}
+	for _, tc := range []struct {
+		rec  *cpv1.AuditRecord
+		want bool
+	}{
+		{rec(cpv1.Receipt_STATUS_SUCCEEDED, "a", "b", ""), true},
+		{rec(cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT, "a", "b", ""), true},
+		{rec(cpv1.Receipt_STATUS_ROLLED_BACK, "b", "a", ""), true},
+		{rec(cpv1.Receipt_STATUS_SUCCEEDED, "a", "a", ""), false},
+		{rec(cpv1.Receipt_STATUS_FAILED, "a", "b", ""), false},
+		{rec(cpv1.Receipt_STATUS_NOT_RUN, "", "", ""), false},
+		{rec(cpv1.Receipt_STATUS_UNSPECIFIED, "", "", "approved"), false},
+	} {
+		if got := changesScene(tc.rec); got != tc.want {
+			t.Errorf("changesScene(%v) = %v, want %v", tc.rec, got, tc.want)
+		}
+	}
+}

@@ -174,9 +174,17 @@ func (e *Executor) retry(sessionID string, log *slog.Logger, attempt func(ctx co
 		delete(e.moves, sessionID)
 		e.mu.Unlock()
 	}()
+	var first int64 // the epoch of the first attempt
 	for {
 		ctx, cancel := context.WithCancel(e.ctx)
 		to, err := e.place(ctx, sessionID)
+		if err == nil && first != 0 && to.epoch != first {
+			cancel()
+			return errMoved(sessionID, to)
+		}
+		if first == 0 {
+			first = to.epoch
+		}
 		ok := false
 		if err == nil {
 			e.trackAttempt(sessionID, to, cancel)
@@ -195,11 +203,12 @@ func (e *Executor) retry(sessionID string, log *slog.Logger, attempt func(ctx co
 		if e.ctx.Err() != nil {
 			return e.ctx.Err()
 		}
-		if now, perr := e.place(e.ctx, sessionID); perr == nil && now.epoch != to.epoch && to.epoch != 0 {
-			// The session moved while the attempt ran: go on where it runs now.
-			log.Info("session placed on another agent; continuing there", "agent_id", now.agentID, "epoch", now.epoch)
-			deadline, backoff = time.Now().Add(e.cfg.AgentRetryWindow), 100*time.Millisecond
-			continue
+		if now := e.stored(sessionID); now.epoch != to.epoch && to.epoch != 0 {
+			// The session moved while the attempt ran: what this batch still
+			// holds in memory may follow receipts the store refused. The plan
+			// starts again from what is committed, where the session runs now.
+			log.Info("session placed on another agent; resuming the plan there", "agent_id", now.agentID, "epoch", now.epoch)
+			return errMoved(sessionID, now)
 		}
 		if err == nil {
 			err = status.Error(codes.Unavailable, "the attempt ended without an answer")
@@ -218,6 +227,22 @@ func (e *Executor) retry(sessionID string, log *slog.Logger, attempt func(ctx co
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// errMoved ends a batch whose session moved: the run starts again from the
+// committed receipts (drain re-runs on store.ErrStaleEpoch).
+func errMoved(sessionID string, to target) error {
+	return fmt.Errorf("%w: session %s is at epoch %d on agent %s now", store.ErrStaleEpoch, sessionID, to.epoch, to.agentID)
+}
+
+// stored is where the store says the session runs, without waiting for a
+// rebuild.
+func (e *Executor) stored(sessionID string) target {
+	sess, err := e.store.Session(sessionID)
+	if err != nil {
+		return target{}
+	}
+	return target{sess.Info.GetAgentId(), sess.Info.GetEpoch()}
 }
 
 // place is where the session runs now.
@@ -253,8 +278,7 @@ func (e *Executor) current(sessionID string) string {
 	if ok {
 		return a.to.agentID
 	}
-	to, _ := e.place(context.WithoutCancel(e.ctx), sessionID)
-	return to.agentID
+	return e.stored(sessionID).agentID
 }
 
 // Moved stops the running attempt of a session that was just placed on
