@@ -252,12 +252,19 @@ func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.Pla
 	call := &agentv1.OperationCall{OperationId: partID, ToolName: op.GetToolName(), Args: part, SafetyLevel: op.GetSafetyLevel(),
 		IdempotencyKey: plan.IdempotencyKey(ref.RequestID, partID, args), McpCallId: cmp.Or(op.GetMcpCallId(), executor.NewID("call")),
 		TimeBudgetMs: sess.Info.GetContract().GetConstraints().GetToolTimeBudgetMs()}
+	// A partitioned agent sends nothing, not even an error: its part goes
+	// to the others once it has been silent too long (it reports each frame).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watchdog := time.AfterFunc(replaySilence, cancel)
+	defer watchdog.Stop()
 	stream, err := agent.Execute(ctx, &agentv1.ExecuteRequest{SessionId: fork, RequestId: ref.RequestID, Operations: []*agentv1.OperationCall{call}})
 	if err != nil {
 		return nil, err
 	}
 	var rc *cpv1.Receipt
 	for rc == nil {
+		watchdog.Reset(replaySilence)
 		resp, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("agent %s ended the render early", agentID)
