@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/blendplane/blendplane/agentd/internal/blender"
 	"github.com/blendplane/blendplane/agentd/internal/journal"
+	"github.com/blendplane/blendplane/agentd/internal/metrics"
 	"github.com/blendplane/blendplane/agentd/internal/service"
 	"github.com/blendplane/blendplane/agentd/internal/sessions"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
@@ -39,6 +41,10 @@ type Config struct {
 	Listen string
 	// Labels are matched by sessions' agent selectors (--label key=value).
 	Labels map[string]string
+	// MetricsListen serves Prometheus metrics at /metrics (empty: not at
+	// all); loopback only: nothing of the agent is served beyond it but to
+	// the control plane.
+	MetricsListen string
 	// Advertise is the address the control plane dials; empty means the
 	// bound listen address.
 	Advertise string
@@ -169,7 +175,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		grpc.ChainStreamInterceptor(protovalidate_mw.StreamServerInterceptor(val)),
 	)
 	hostname, _ := os.Hostname()
-	agentv1.RegisterAgentServiceServer(srv, service.New(agentID, hostname, mgr, func() *cpv1.Resources { return resources(cfg.DataDir) }))
+	mx := metrics.New(metricsSource{j, mgr})
+	agentv1.RegisterAgentServiceServer(srv, service.New(agentID, hostname, mgr, func() *cpv1.Resources { return resources(cfg.DataDir) }, mx))
+	if cfg.MetricsListen != "" {
+		stop, err := serveMetrics(cfg.MetricsListen, mx.Handler(), log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
@@ -371,4 +385,36 @@ func resources(dataDir string) *cpv1.Resources {
 		r.TempStorageMib = int64(st.Bavail) * st.Bsize / (1 << 20)
 	}
 	return r
+}
+
+// metricsSource is what agentd's metrics read.
+type metricsSource struct {
+	j *journal.Journal
+	m *sessions.Manager
+}
+
+func (s metricsSource) JournalCommits() uint64            { return s.j.Commits() }
+func (s metricsSource) Blenders() []int                   { return s.m.Blenders() }
+func (s metricsSource) SessionCounts() (live, parked int) { return s.m.SessionCounts() }
+
+// serveMetrics serves /metrics on a loopback address; a node's Prometheus
+// (or its agent) scrapes it there.
+func serveMetrics(addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("--metrics-listen %q: metrics are served on loopback only (scrape them from the node, or through a local Prometheus agent)", addr)
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(lis)
+	log.Info("metrics serving", "addr", lis.Addr().String())
+	return func() { srv.Close() }, nil
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
 	"github.com/blendplane/blendplane/controlplane/internal/httpd"
+	"github.com/blendplane/blendplane/controlplane/internal/metrics"
 	"github.com/blendplane/blendplane/controlplane/internal/policy"
 	"github.com/blendplane/blendplane/controlplane/internal/service"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
@@ -213,6 +214,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		log.Warn("--agent-retry-window is not above --agent-lost-after: a lost agent's plans fail (AGENT_UNAVAILABLE) before its sessions move to another agent",
 			"agent_retry_window", cfg.AgentRetryWindow, "agent_lost_after", cfg.AgentLostAfter)
 	}
+	m := metrics.New()
+	st.Observe = m.Committed
 	fl := fleet.New(cfg.Heartbeat, cfg.AgentLostAfter, agentCreds, grpc.WithDefaultCallOptions(
 		grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))
 	defer fl.Close()
@@ -229,6 +232,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		SessionIdleTimeout: cfg.SessionIdleTimeout,
 		AgentForgetAfter:   cfg.AgentForgetAfter,
 		Policy:             pol,
+		Metrics:            m,
 	}, st, blobs, fl, ca, executor.Config{OperationTimeout: cfg.OperationTimeout, AgentRetryWindow: cfg.AgentRetryWindow},
 		log.With("component", "app"))
 	defer a.Stop()
@@ -317,8 +321,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		}
 		lessonOpts.PublicKeys = append(lessonOpts.PublicKeys, k)
 	}
+	m.Watch(a)
 	web, err := httpd.Handler(ctx, httpd.Config{App: a, AuthOff: cfg.AllowInsecureLocal, API: self, Lesson: lessonOpts,
-		MCP: mcp.NewBackend(self, mcp.Options{Logger: log}).Handler(mcpSessionTimeout)})
+		MCP: mcp.NewBackend(self, mcp.Options{Logger: log}).Handler(mcpSessionTimeout), Metrics: m.Handler()})
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,7 @@ func main() {
 		cfg.Labels[k] = val
 		return nil
 	})
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "serve Prometheus metrics at http://ADDR/metrics, a loopback address (e.g. 127.0.0.1:7481); empty: none")
 	var blenders flagenv.Strings
 	fs.Var(&blenders, "blender", "Blender runtime: a blender binary or a python that can import bpy (repeatable; default: .blender/venv, then blender on PATH)")
 	flagenv.Daemon("agentd", fs, func(ctx context.Context, log *slog.Logger) error {

@@ -50,6 +50,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -142,7 +143,20 @@ func (s Session) CheckpointIndex() uint64 {
 type Journal struct {
 	db      *bolt.DB
 	intents *bolt.DB
+	commits atomic.Uint64 // durable commits of db (metrics)
 }
+
+// update runs fn in a durable transaction of the journal, counted.
+func (j *Journal) update(fn func(*bolt.Tx) error) error {
+	err := j.db.Update(fn)
+	if err == nil {
+		j.commits.Add(1)
+	}
+	return err
+}
+
+// Commits counts the journal's durable transactions so far.
+func (j *Journal) Commits() uint64 { return j.commits.Load() }
 
 // migrations[i] upgrades a journal from schema version i to i+1.
 var migrations = []func(tx *bolt.Tx) error{
@@ -224,7 +238,7 @@ func (j *Journal) Close() error {
 // AgentID returns the agent's identity, creating it on first use.
 func (j *Journal) AgentID() (string, error) {
 	var id string
-	err := j.db.Update(func(tx *bolt.Tx) error {
+	err := j.update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if v := meta.Get(keyAgentID); v != nil {
 			id = string(v)
@@ -243,7 +257,7 @@ func (j *Journal) AgentID() (string, error) {
 // OpenSession records a new session starting from the baseline scene, with
 // its memory ceiling (0: none). Opening a known session changes nothing.
 func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string, memoryLimitMiB, epoch int64) error {
-	return j.db.Update(func(tx *bolt.Tx) error {
+	return j.update(func(tx *bolt.Tx) error {
 		sessions := tx.Bucket(bucketSessions)
 		if sessions.Bucket([]byte(sessionID)) != nil {
 			return nil
@@ -288,7 +302,7 @@ func (j *Journal) Fence(sessionID string, epoch int64) error {
 	if err != nil || seen.Epoch == epoch {
 		return err
 	}
-	return j.db.Update(func(tx *bolt.Tx) error {
+	return j.update(func(tx *bolt.Tx) error {
 		b, err := sessionBucket(tx, sessionID)
 		if err != nil {
 			return err
@@ -309,7 +323,7 @@ func (j *Journal) CloseSession(sessionID string) error {
 	if _, err := j.ClearIntents(sessionID); err != nil {
 		return err
 	}
-	return j.db.Update(func(tx *bolt.Tx) error {
+	return j.update(func(tx *bolt.Tx) error {
 		err := tx.Bucket(bucketSessions).DeleteBucket([]byte(sessionID))
 		if errors.Is(err, berrors.ErrBucketNotFound) {
 			return fmt.Errorf("%s: %w", sessionID, ErrSessionNotFound)
@@ -458,7 +472,7 @@ type Commit struct {
 // Commit journals executed operations in one transaction: each record, its
 // log entry and the new head; then it clears their intents.
 func (j *Journal) Commit(sessionID string, commits []Commit) error {
-	err := j.db.Update(func(tx *bolt.Tx) error {
+	err := j.update(func(tx *bolt.Tx) error {
 		b, err := sessionBucket(tx, sessionID)
 		if err != nil {
 			return err
@@ -490,7 +504,7 @@ func (j *Journal) Commit(sessionID string, commits []Commit) error {
 // CommitUndo journals that an operation's compensation ran: the record is
 // marked rolled back and an undo entry joins the log.
 func (j *Journal) CommitUndo(sessionID, key, hashAfter string) error {
-	return j.db.Update(func(tx *bolt.Tx) error {
+	return j.update(func(tx *bolt.Tx) error {
 		b, err := sessionBucket(tx, sessionID)
 		if err != nil {
 			return err
@@ -518,7 +532,7 @@ func (j *Journal) SetCheckpoint(sessionID string, cp Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	return j.db.Update(func(tx *bolt.Tx) error {
+	return j.update(func(tx *bolt.Tx) error {
 		b, err := sessionBucket(tx, sessionID)
 		if err != nil {
 			return err
@@ -544,7 +558,7 @@ func (j *Journal) StartFrom(sessionID string, cp Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	return j.db.Update(func(tx *bolt.Tx) error {
+	return j.update(func(tx *bolt.Tx) error {
 		b, err := sessionBucket(tx, sessionID)
 		if err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/blendplane/blendplane/agentd/internal/journal"
+	"github.com/blendplane/blendplane/agentd/internal/metrics"
 	"github.com/blendplane/blendplane/agentd/internal/sessions"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -30,13 +31,14 @@ type Server struct {
 	hostname  string
 	sessions  *sessions.Manager
 	resources func() *cpv1.Resources
+	metrics   *metrics.Metrics // nil: none
 }
 
 var _ agentv1.AgentServiceServer = (*Server)(nil)
 
 // New returns the service.
-func New(agentID, hostname string, m *sessions.Manager, resources func() *cpv1.Resources) *Server {
-	return &Server{agentID: agentID, hostname: hostname, sessions: m, resources: resources}
+func New(agentID, hostname string, m *sessions.Manager, resources func() *cpv1.Resources, mx *metrics.Metrics) *Server {
+	return &Server{agentID: agentID, hostname: hostname, sessions: m, resources: resources, metrics: mx}
 }
 
 // Describe returns the agent's identity, runtimes and sessions.
@@ -84,6 +86,7 @@ func (s *Server) Execute(req *agentv1.ExecuteRequest, stream grpc.ServerStreamin
 	err := s.sessions.Execute(stream.Context(), req.GetSessionId(), req.GetRequestId(), ops,
 		func(r *cpv1.Receipt) error {
 			r.SessionEpoch = req.GetEpoch()
+			s.metrics.Receipt(r)
 			return send(&agentv1.ExecuteResponse{Event: &agentv1.ExecuteResponse_Receipt{Receipt: r}})
 		},
 		func(p *cpv1.Progress) {

@@ -78,6 +78,7 @@ type session struct {
 
 	mu   sync.Mutex // one batch at a time
 	proc *blender.Process
+	pid  atomic.Int64 // proc's process id while it runs, for metrics (read without mu)
 	// sceneHash is the scene's hash as journaled (or about to be) by the
 	// batch that holds mu: what a failed call must leave behind.
 	sceneHash string
@@ -286,6 +287,34 @@ func (m *Manager) Held() []*cpv1.HeldSession {
 	return out
 }
 
+// Blenders lists the process ids of the sessions' running Blenders.
+func (m *Manager) Blenders() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []int
+	for _, s := range m.sessions {
+		if pid := s.pid.Load(); pid > 0 {
+			out = append(out, int(pid))
+		}
+	}
+	return out
+}
+
+// SessionCounts counts the sessions whose Blender runs (or is starting)
+// and the others.
+func (m *Manager) SessionCounts() (live, parked int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.sessions {
+		if s.live {
+			live++
+		} else {
+			parked++
+		}
+	}
+	return live, parked
+}
+
 // busyLive counts the slots held by sessions that are running a batch. The
 // caller holds m.mu.
 func (m *Manager) busyLive() int {
@@ -348,6 +377,7 @@ func (s *session) stop() {
 	if s.proc != nil {
 		s.proc.Stop(5 * time.Second)
 		s.proc = nil
+		s.pid.Store(0)
 	}
 }
 

@@ -34,6 +34,7 @@ func (m *Manager) start(ctx context.Context, s *session) (string, error) {
 		return "", fmt.Errorf("start blender: %w", err)
 	}
 	s.proc = p
+	s.pid.Store(int64(p.Pid()))
 	return p.SceneHash(ctx)
 }
 
@@ -51,6 +52,7 @@ func (m *Manager) recover(ctx context.Context, s *session) error {
 	if s.proc != nil {
 		s.proc.Stop(time.Second)
 		s.proc = nil
+		s.pid.Store(0)
 	}
 	js, err := m.journal.Session(s.id)
 	if err != nil {

@@ -77,6 +77,7 @@ func (a *App) RegisterAgent(ctx context.Context, who Principal, req *cpv1.Regist
 		resp.Certificate, resp.CaCertificate = cert, a.ca.CertPEM()
 		a.log.Info("agent certificate issued", "agent_id", req.GetAgentId(), "principal", who.Name)
 	}
+	a.cfg.Metrics.Heartbeat()
 	a.pullCheckpoints(req.GetAgentId(), req.GetHeldSessions())
 	if moved := a.movedSessions(req.GetAgentId(), req.GetHeldSessions()); len(moved) > 0 {
 		resp.MovedSessions = moved

@@ -20,6 +20,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
 	"github.com/blendplane/blendplane/controlplane/internal/macro"
+	"github.com/blendplane/blendplane/controlplane/internal/metrics"
 	"github.com/blendplane/blendplane/controlplane/internal/policy"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -48,6 +49,8 @@ type Config struct {
 	// Policy decides which operations run, wait for approval or are
 	// refused; nil: the defaults (package policy).
 	Policy *policy.Policy
+	// Metrics counts heartbeats and moves (nil: none).
+	Metrics *metrics.Metrics
 }
 
 // App is the control plane's application layer.

@@ -159,6 +159,7 @@ func (a *App) move(sessionID, lostAgent string) error {
 		return err
 	}
 	a.fleet.Placed(to.AgentID)
+	a.cfg.Metrics.Moved()
 	a.rebuilds.mu.Lock()
 	if r, ok := a.rebuilds.running[sessionID]; ok {
 		r.cancel() // it rebuilt on the agent just lost

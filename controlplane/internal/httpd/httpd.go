@@ -36,6 +36,8 @@ type Config struct {
 	API grpc.ClientConnInterface
 	// Lesson configures the lesson API (its Authenticate is set here).
 	Lesson lesson.Options
+	// Metrics serves /metrics (Prometheus; admin scope); nil: none.
+	Metrics http.Handler
 }
 
 // Handler routes the HTTP front doors:
@@ -47,6 +49,7 @@ type Config struct {
 //	/health, /lesson, /run_operator, /scene_summary, /audit
 //	               the lesson API of seed 004 (package lesson)
 //	/api/agent/... the planner runtime of seed 002 (package planner)
+//	/metrics       Prometheus metrics (package metrics), admin scope
 func Handler(ctx context.Context, cfg Config) (http.Handler, error) {
 	mux := http.NewServeMux()
 	lessons := cfg.Lesson
@@ -64,6 +67,9 @@ func Handler(ctx context.Context, cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	mux.Handle("/v1/", rest)
+	if cfg.Metrics != nil {
+		mux.Handle("GET /metrics", cfg.bearer(auth.ScopeAdmin, cfg.Metrics))
+	}
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(openapi.Document)

@@ -154,6 +154,7 @@ type Resolution struct {
 func (s *Store) Resolve(r Resolution) (*cpv1.Approval, PlanRef, error) {
 	var a *cpv1.Approval
 	var ref PlanRef
+	var rejected *cpv1.Plan // the plan, when a rejection ends it
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		var key []byte
 		var err error
@@ -204,9 +205,13 @@ func (s *Store) Resolve(r Resolution) (*cpv1.Approval, PlanRef, error) {
 		if err := putProto(tx.Bucket(bucketApprovals), key, a); err != nil {
 			return err
 		}
+		if p.GetState() == cpv1.Plan_STATE_FAILED {
+			rejected = p
+		}
 		return appendDecisionAudit(tx, ref, a, event, r.By)
 	})
 	if err == nil {
+		s.observe(rejected, nil, rejected != nil)
 		s.wake(ref)
 	}
 	return a, ref, err
@@ -249,6 +254,7 @@ func (s *Store) CancelAwaiting(ref PlanRef, by string) (*cpv1.Plan, error) {
 		return appendDecisionAudit(tx, ref, a, "approval.cancelled", by)
 	})
 	if err == nil {
+		s.observe(p, nil, true)
 		s.wake(ref)
 	}
 	return p, err

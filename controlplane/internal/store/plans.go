@@ -185,7 +185,7 @@ func (s *Store) ActivePlans() ([]PlanRef, error) {
 // active queue. The session's scene hash follows the receipts. Watchers of
 // the plan are woken after the commit.
 func (s *Store) Commit(ref PlanRef, plan *cpv1.Plan, receipts []*cpv1.Receipt) error {
-	size := 0
+	size, ended := 0, false
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b, err := planBucket(tx, ref)
 		if err != nil {
@@ -232,7 +232,7 @@ func (s *Store) Commit(ref PlanRef, plan *cpv1.Plan, receipts []*cpv1.Receipt) e
 		if err := putProto(b, keyPlan, stored); err != nil {
 			return err
 		}
-		ended := IsTerminal(stored.GetState()) && !IsTerminal(was.GetState())
+		ended = IsTerminal(stored.GetState()) && !IsTerminal(was.GetState())
 		var active int64
 		if ended {
 			active = -1
@@ -246,6 +246,7 @@ func (s *Store) Commit(ref PlanRef, plan *cpv1.Plan, receipts []*cpv1.Receipt) e
 		if len(receipts) > 0 {
 			s.keepTail(ref, receipts, size)
 		}
+		s.observe(plan, receipts, ended)
 		s.wake(ref)
 	}
 	return err

@@ -146,6 +146,16 @@ type Store struct {
 	progress  map[PlanRef]*cpv1.Progress // live only
 	tails     map[PlanRef]tail           // see tail.go
 	tailBytes int
+
+	// Observe, if set, is told of every commit of receipts or of a plan's
+	// end, after it is durable (metrics). It must not block.
+	Observe func(plan *cpv1.Plan, receipts []*cpv1.Receipt, ended bool)
+}
+
+func (s *Store) observe(plan *cpv1.Plan, receipts []*cpv1.Receipt, ended bool) {
+	if s.Observe != nil && (len(receipts) > 0 || ended) {
+		s.Observe(plan, receipts, ended)
+	}
 }
 
 // Open opens (creating if needed) the database at path and migrates it.
