@@ -1,8 +1,6 @@
 package sessions
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -68,24 +66,12 @@ func (m *Manager) PutCheckpoint(sessionID, sceneHash string, size int64, sha str
 		return err
 	}
 	path := filepath.Join(s.dir, "checkpoint-00000000.blend")
-	tmp, err := os.CreateTemp(s.dir, ".checkpoint-")
+	tmp, err := receive(s.dir, ".checkpoint-", size, sha, r)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, size+1))
-	if err != nil {
-		return err
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); n != size || got != sha {
-		return fmt.Errorf("%w: received %d bytes with sha256 %s, want %d bytes with %s", ErrFileMismatch, n, got, size, sha)
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	defer os.Remove(tmp)
+	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
 	if err := m.journal.StartFrom(sessionID, journal.Checkpoint{Path: path, SceneHash: sceneHash}); err != nil {

@@ -56,28 +56,16 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	if err := os.MkdirAll(s.sandbox, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.dir, ".upload-")
+	tmp, err := receive(s.dir, ".upload-", size, sha, r)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, size+1))
-	if err != nil {
-		return err
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); n != size || got != sha {
-		return fmt.Errorf("%w: received %d bytes with sha256 %s, want %d bytes with %s", ErrFileMismatch, n, got, size, sha)
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
+	defer os.Remove(tmp)
 	target := filepath.Join(s.sandbox, name)
 	if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
 		return fmt.Errorf("%w: %q is a directory in the sandbox", ErrFileConflict, name)
 	}
-	if err := os.Rename(tmp.Name(), target); err != nil {
+	if err := os.Rename(tmp, target); err != nil {
 		return err
 	}
 	if d, err := os.Open(s.sandbox); err == nil {
@@ -86,6 +74,32 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	}
 	m.log.Info("file received", "session_id", sessionID, "name", name, "bytes", size, "sha256", sha)
 	return nil
+}
+
+// receive writes r, which must hold exactly size bytes hashing to sha (hex
+// SHA-256), to a new fsynced temporary file in dir and returns its path;
+// the caller renames it into place (and removes it if it does not).
+func receive(dir, prefix string, size int64, sha string, r io.Reader) (string, error) {
+	tmp, err := os.CreateTemp(dir, prefix)
+	if err != nil {
+		return "", err
+	}
+	defer tmp.Close()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, size+1))
+	if err == nil {
+		if got := hex.EncodeToString(h.Sum(nil)); n != size || got != sha {
+			err = fmt.Errorf("%w: received %d bytes with sha256 %s, want %d bytes with %s", ErrFileMismatch, n, got, size, sha)
+		}
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return tmp.Name(), nil
 }
 
 // OpenFile opens a regular file of a session's sandbox (never through a

@@ -232,20 +232,29 @@ func (a *App) fetch(ctx context.Context, agent agentv1.AgentServiceClient, art *
 	if h := first.GetHeader(); h.GetSha256() != art.GetSha256() {
 		return fmt.Errorf("%s changed on the agent (sha256 %s, the receipt said %s)", art.GetName(), h.GetSha256(), art.GetSha256())
 	}
-	w, err := a.blobs.Create(art.GetSizeBytes())
+	return a.receiveBlob(art.GetName(), art.GetSizeBytes(), art.GetSha256(), func() ([]byte, error) {
+		resp, err := stream.Recv()
+		return resp.GetChunk(), err
+	})
+}
+
+// receiveBlob stores the chunks next returns (until io.EOF) as a blob of
+// size bytes that must hash to want.
+func (a *App) receiveBlob(what string, size int64, want string, next func() ([]byte, error)) error {
+	w, err := a.blobs.Create(size)
 	if err != nil {
 		return err
 	}
 	defer w.Abort()
 	for {
-		resp, err := stream.Recv()
+		chunk, err := next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("get %s: %w", art.GetName(), err)
+			return fmt.Errorf("get %s: %w", what, err)
 		}
-		if _, err := w.Write(resp.GetChunk()); err != nil {
+		if _, err := w.Write(chunk); err != nil {
 			return err
 		}
 	}
@@ -253,8 +262,8 @@ func (a *App) fetch(ctx context.Context, agent agentv1.AgentServiceClient, art *
 	if err != nil {
 		return err
 	}
-	if sum != art.GetSha256() {
-		return fmt.Errorf("%s arrived with sha256 %s, want %s", art.GetName(), sum, art.GetSha256())
+	if sum != want {
+		return fmt.Errorf("%s arrived with sha256 %s, want %s", what, sum, want)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
@@ -94,29 +93,13 @@ func (a *App) pullCheckpoint(ctx context.Context, agentID, sessionID string) err
 	if err != nil || !found {
 		return err // ahead of what is committed here: the next heartbeat tries again
 	}
-	w, err := a.blobs.Create(h.GetSizeBytes())
-	if err != nil {
-		return err
-	}
-	defer w.Abort()
-	for {
+	sum := h.GetSha256()
+	err = a.receiveBlob("the checkpoint of "+sessionID, h.GetSizeBytes(), sum, func() ([]byte, error) {
 		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := w.Write(resp.GetChunk()); err != nil {
-			return err
-		}
-	}
-	sum, err := w.Commit()
+		return resp.GetChunk(), err
+	})
 	if err != nil {
 		return err
-	}
-	if sum != h.GetSha256() {
-		return fmt.Errorf("checkpoint arrived with sha256 %s, want %s", sum, h.GetSha256())
 	}
 	old, err := a.store.SetCheckpoint(sessionID, store.SessionCheckpoint{SHA256: sum, SceneHash: h.GetSceneHash(), After: after})
 	if err != nil {
