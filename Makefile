@@ -18,8 +18,14 @@ OPENAPI_CLIENT_GEN_VERSION := 0.29.1
 MCP_INSPECTOR_VERSION      := 2.12.0
 NODE22_VERSION             := 22.23.3
 GEMINI_CLI_VERSION         := 0.61.0
+GRPCIO_TOOLS_VERSION       := 1.85.1
+GRPCIO_VERSION             := 1.85.3
+PROTOBUF_PY_VERSION        := 7.36.2
+GOOGLEAPIS_PROTOS_VERSION  := 1.76.0
+PYTEST_VERSION             := 9.2.0
 
 TOOLS_BIN := $(CURDIR)/.tools/bin
+TOOLS_PY  := $(CURDIR)/.tools/py
 VENV      := $(CURDIR)/.blender/venv
 CLIENTS   := $(CURDIR)/.clients
 PYTHON311 ?= $(shell command -v python3.11 || command -v python3)
@@ -32,7 +38,15 @@ BINARIES    := bin/controlplane bin/agentd bin/blendctl
 
 ## tools: install pinned buf and the protoc plugins (Go, gRPC, grpc-gateway, OpenAPI) into .tools/bin
 tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc \
-	$(TOOLS_BIN)/protoc-gen-grpc-gateway $(TOOLS_BIN)/protoc-gen-openapiv3
+	$(TOOLS_BIN)/protoc-gen-grpc-gateway $(TOOLS_BIN)/protoc-gen-openapiv3 $(TOOLS_PY)/.grpcio-tools-$(GRPCIO_TOOLS_VERSION)
+
+# grpcio-tools for the Python client's stubs (its grpc plugin does not run
+# under buf: python -m grpc_tools.protoc, directly).
+$(TOOLS_PY)/.grpcio-tools-$(GRPCIO_TOOLS_VERSION):
+	rm -rf $(TOOLS_PY)
+	$(PYTHON311) -m venv $(TOOLS_PY)
+	$(TOOLS_PY)/bin/pip install --quiet --disable-pip-version-check grpcio-tools==$(GRPCIO_TOOLS_VERSION)
+	touch $@
 
 $(TOOLS_BIN)/buf:
 	GOBIN=$(TOOLS_BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
@@ -51,6 +65,9 @@ generate: tools
 	buf format -w --path proto/buf --path proto/google
 	rm -rf gen/blendplane gen/openapi/blendplane
 	buf generate
+	rm -rf clients/python/src/blendplane/controlplane clients/python/src/buf
+	$(TOOLS_PY)/bin/python -m grpc_tools.protoc -I proto --python_out=clients/python/src --pyi_out=clients/python/src \
+		--grpc_python_out=clients/python/src proto/blendplane/controlplane/v1/controlplane.proto proto/buf/validate/validate.proto
 
 ## lint: buf lint (STANDARD), buf format, gofmt, go vet
 lint: tools
@@ -91,7 +108,17 @@ $(VENV)/.bpy-$(BPY_VERSION):
 	touch $@
 
 ## clients: the third-party clients the tests use (Python MCP SDK, openapi-spec-validator, openapi-python-client; MCP Inspector and Gemini CLI on Node 22), pinned, in .clients/
-clients: $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION)-$(OPENAPI_CLIENT_GEN_VERSION) $(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION)
+clients: $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION)-$(OPENAPI_CLIENT_GEN_VERSION) $(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION) \
+	$(CLIENTS)/py/.blendplane-$(GRPCIO_VERSION)-$(PROTOBUF_PY_VERSION)-$(GOOGLEAPIS_PROTOS_VERSION)-$(PYTEST_VERSION)
+
+# The project's own Python client (editable: the tests always run the tree's
+# code), its pinned dependencies and pytest, beside the MCP SDK.
+$(CLIENTS)/py/.blendplane-$(GRPCIO_VERSION)-$(PROTOBUF_PY_VERSION)-$(GOOGLEAPIS_PROTOS_VERSION)-$(PYTEST_VERSION): $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION)-$(OPENAPI_CLIENT_GEN_VERSION)
+	@echo "installing the Python client (clients/python, editable) and pytest into .clients/py"
+	$(CLIENTS)/py/bin/pip install --quiet --disable-pip-version-check grpcio==$(GRPCIO_VERSION) grpcio-status==$(GRPCIO_VERSION) \
+		protobuf==$(PROTOBUF_PY_VERSION) googleapis-common-protos==$(GOOGLEAPIS_PROTOS_VERSION) pytest==$(PYTEST_VERSION)
+	$(CLIENTS)/py/bin/pip install --quiet --disable-pip-version-check --no-deps -e clients/python
+	touch $@
 
 # The Inspector needs Node 22; npm serves it as the node@22 package, whose
 # bin/node the tests put first on PATH.
@@ -125,9 +152,9 @@ test: blender clients hosts
 
 ## check: fail on any drift (generated code, lint, format, go.mod, import boundaries)
 check: lint
-	@snap=$$(mktemp -d) && cp -r gen proto go.mod go.sum "$$snap"/ && \
+	@snap=$$(mktemp -d) && cp -r gen proto go.mod go.sum "$$snap"/ && cp -r clients/python/src "$$snap"/pysrc && \
 	$(MAKE) --no-print-directory generate && \
-	{ diff -r "$$snap/gen" gen && diff -r "$$snap/proto" proto; } || { echo "gen/ drifted from proto/: run 'make generate' and commit"; exit 1; }; \
+	{ diff -r "$$snap/gen" gen && diff -r "$$snap/proto" proto && diff -r -x __pycache__ -x "*.egg-info" "$$snap/pysrc" clients/python/src; } || { echo "gen/ or clients/python drifted from proto/: run 'make generate' and commit"; exit 1; }; \
 	go mod tidy && { cmp -s "$$snap/go.mod" go.mod && cmp -s "$$snap/go.sum" go.sum; } || { echo "go.mod/go.sum drifted: run 'go mod tidy' and commit"; exit 1; }; \
 	rm -rf "$$snap"
 	@! go list -deps ./agentd/... ./cmd/agentd | grep -q '/controlplane/internal' || { echo "agentd imports controlplane internals"; exit 1; }
