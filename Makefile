@@ -23,9 +23,11 @@ GRPCIO_VERSION             := 1.85.3
 PROTOBUF_PY_VERSION        := 7.36.2
 GOOGLEAPIS_PROTOS_VERSION  := 1.76.0
 PYTEST_VERSION             := 9.2.0
+PROTOC_GEN_ES_VERSION      := 2.17.0
 
 TOOLS_BIN := $(CURDIR)/.tools/bin
 TOOLS_PY  := $(CURDIR)/.tools/py
+TOOLS_NODE := $(CURDIR)/.tools/node
 VENV      := $(CURDIR)/.blender/venv
 CLIENTS   := $(CURDIR)/.clients
 PYTHON311 ?= $(shell command -v python3.11 || command -v python3)
@@ -38,7 +40,17 @@ BINARIES    := bin/controlplane bin/agentd bin/blendctl
 
 ## tools: install pinned buf and the protoc plugins (Go, gRPC, grpc-gateway, OpenAPI) into .tools/bin
 tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc \
-	$(TOOLS_BIN)/protoc-gen-grpc-gateway $(TOOLS_BIN)/protoc-gen-openapiv3 $(TOOLS_PY)/.grpcio-tools-$(GRPCIO_TOOLS_VERSION)
+	$(TOOLS_BIN)/protoc-gen-grpc-gateway $(TOOLS_BIN)/protoc-gen-openapiv3 $(TOOLS_PY)/.grpcio-tools-$(GRPCIO_TOOLS_VERSION) \
+	$(TOOLS_NODE)/.protoc-gen-es-$(PROTOC_GEN_ES_VERSION)
+
+# protoc-gen-es for the TypeScript client (a Node script; buf runs it as a
+# local plugin with buf.gen.ts.yaml).
+$(TOOLS_NODE)/.protoc-gen-es-$(PROTOC_GEN_ES_VERSION):
+	rm -rf $(TOOLS_NODE)
+	mkdir -p $(TOOLS_NODE)
+	echo '{"private": true}' > $(TOOLS_NODE)/package.json
+	npm install --prefix $(TOOLS_NODE) --no-audit --no-fund --loglevel=error @bufbuild/protoc-gen-es@$(PROTOC_GEN_ES_VERSION)
+	touch $@
 
 # grpcio-tools for the Python client's stubs (its grpc plugin does not run
 # under buf: python -m grpc_tools.protoc, directly).
@@ -65,6 +77,8 @@ generate: tools
 	buf format -w --path proto/buf --path proto/google
 	rm -rf gen/blendplane gen/openapi/blendplane
 	buf generate
+	rm -rf clients/typescript/src/gen
+	buf generate --template buf.gen.ts.yaml
 	rm -rf clients/python/src/blendplane/controlplane clients/python/src/buf
 	$(TOOLS_PY)/bin/python -m grpc_tools.protoc -I proto --python_out=clients/python/src --pyi_out=clients/python/src \
 		--grpc_python_out=clients/python/src proto/blendplane/controlplane/v1/controlplane.proto proto/buf/validate/validate.proto
@@ -109,7 +123,13 @@ $(VENV)/.bpy-$(BPY_VERSION):
 
 ## clients: the third-party clients the tests use (Python MCP SDK, openapi-spec-validator, openapi-python-client; MCP Inspector and Gemini CLI on Node 22), pinned, in .clients/
 clients: $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION)-$(OPENAPI_CLIENT_GEN_VERSION) $(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION) \
-	$(CLIENTS)/py/.blendplane-$(GRPCIO_VERSION)-$(PROTOBUF_PY_VERSION)-$(GOOGLEAPIS_PROTOS_VERSION)-$(PYTEST_VERSION)
+	$(CLIENTS)/py/.blendplane-$(GRPCIO_VERSION)-$(PROTOBUF_PY_VERSION)-$(GOOGLEAPIS_PROTOS_VERSION)-$(PYTEST_VERSION) \
+	clients/typescript/node_modules/.installed
+
+# The TypeScript client's packages, as its package-lock.json pins them.
+clients/typescript/node_modules/.installed: clients/typescript/package-lock.json
+	npm ci --prefix clients/typescript --no-audit --no-fund --loglevel=error
+	touch $@
 
 # The project's own Python client (editable: the tests always run the tree's
 # code), its pinned dependencies and pytest, beside the MCP SDK.
@@ -152,9 +172,10 @@ test: blender clients hosts
 
 ## check: fail on any drift (generated code, lint, format, go.mod, import boundaries)
 check: lint
-	@snap=$$(mktemp -d) && cp -r gen proto go.mod go.sum "$$snap"/ && cp -r clients/python/src "$$snap"/pysrc && \
+	@snap=$$(mktemp -d) && cp -r gen proto go.mod go.sum "$$snap"/ && cp -r clients/python/src "$$snap"/pysrc && cp -r clients/typescript/src/gen "$$snap"/tsgen && \
 	$(MAKE) --no-print-directory generate && \
-	{ diff -r "$$snap/gen" gen && diff -r "$$snap/proto" proto && diff -r -x __pycache__ -x "*.egg-info" "$$snap/pysrc" clients/python/src; } || { echo "gen/ or clients/python drifted from proto/: run 'make generate' and commit"; exit 1; }; \
+	{ diff -r "$$snap/gen" gen && diff -r "$$snap/proto" proto && diff -r -x __pycache__ -x "*.egg-info" "$$snap/pysrc" clients/python/src && \
+	  diff -r "$$snap/tsgen" clients/typescript/src/gen; } || { echo "gen/ or a client's generated code drifted from proto/: run 'make generate' and commit"; exit 1; }; \
 	go mod tidy && { cmp -s "$$snap/go.mod" go.mod && cmp -s "$$snap/go.sum" go.sum; } || { echo "go.mod/go.sum drifted: run 'go mod tidy' and commit"; exit 1; }; \
 	rm -rf "$$snap"
 	@! go list -deps ./agentd/... ./cmd/agentd | grep -q '/controlplane/internal' || { echo "agentd imports controlplane internals"; exit 1; }
