@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -21,4 +22,44 @@ func TestPythonClient(t *testing.T) {
 		t.Fatalf("pytest: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+}
+
+// TestClientsOverTLS: both clients reach a control plane beyond loopback
+// over TLS with its CA, and are refused without it.
+func TestClientsOverTLS(t *testing.T) {
+	host := networkAddress(t)
+	py := mcpPython(t)
+	c := startClusterOpts(t, clusterOpts{host: host})
+	env := append(os.Environ(), "BLENDPLANE_ADDR="+c.cpAddr, "BLENDPLANE_TOKEN_FILE="+c.adminTokenFile(), "BLENDPLANE_CA_FILE="+c.caFile())
+	script := `import os, blendplane
+with blendplane.connect(os.environ["BLENDPLANE_ADDR"], token_file=os.environ["BLENDPLANE_TOKEN_FILE"], ca_file=os.environ["BLENDPLANE_CA_FILE"]) as bp:
+    sid = bp.negotiate().session_id
+    plan, receipts = bp.run(sid, [{"operation_id": "a", "tool_name": "object.create", "args": {"type": "cube"}}])
+    assert plan.state == 4, plan  # STATE_SUCCEEDED
+    print("python", sid, len(receipts))
+try:
+    blendplane.connect(os.environ["BLENDPLANE_ADDR"], token_file=os.environ["BLENDPLANE_TOKEN_FILE"]).negotiate()
+    raise SystemExit("plaintext reached a TLS control plane")
+except blendplane.BlendplaneError as e:
+    print("plaintext refused:", e.code.name)
+`
+	cmd := exec.Command(py, "-c", script)
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "python s-") || !strings.Contains(string(out), "plaintext refused") {
+		t.Fatalf("python over TLS: %v\n%s", err, out)
+	}
+	node := filepath.Join(repoRoot(), ".clients", "node", "node_modules", ".bin", "node")
+	ts := `import { connect } from "./src/client.ts";
+const bp = connect(process.env.BLENDPLANE_ADDR, { tokenFile: process.env.BLENDPLANE_TOKEN_FILE, caFile: process.env.BLENDPLANE_CA_FILE });
+const c = await bp.negotiate();
+const { plan } = await bp.run(c.sessionId, [{ operation_id: "a", tool_name: "object.create", args: { type: "cube" } }]);
+if (plan.state !== 4) throw new Error("plan " + plan.state);
+console.log("typescript", c.sessionId);
+`
+	cmd = exec.Command(node, "--input-type=module", "-e", ts)
+	cmd.Dir = filepath.Join(repoRoot(), "clients", "typescript")
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "typescript s-") {
+		t.Fatalf("typescript over TLS: %v\n%s", err, out)
+	}
 }
