@@ -77,16 +77,12 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 	first, okFirst := args["frame_start"].(float64)
 	last, okLast := args["frame_end"].(float64)
 	if !okFirst || !okLast || first > last {
-		r.Error = nil
 		out := fail("INVALID_INPUT", "give frame_start and frame_end (frame_start ≤ frame_end) to distribute a render",
 			errors.New("a distributed render.animation needs frame_start and frame_end, frame_start not after frame_end"))
 		out.Error.MinimalRepairPlan[0].Action = cpv1.RepairStep_ACTION_REPLACE_ARGS
 		return out
 	}
-	fp, baseline := sess.RegistryFingerprint(), sess.Info.GetContract().GetBaselineSceneHash()
-	places, err := a.fleet.Place(sess.Info.GetContract().GetAgentSelector(), func(rt *cpv1.Runtime) bool {
-		return rt.GetRegistry().GetFingerprint() == fp && rt.GetBaselineSceneHash() == baseline
-	})
+	places, err := a.fleet.Place(sess.Info.GetContract().GetAgentSelector(), replays(sess))
 	if err != nil {
 		return fail("AGENT_UNAVAILABLE", "retry when an agent with the session's runtime is ready", err)
 	}
@@ -113,7 +109,7 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 		a.store.PublishProgress(ref, &cpv1.Progress{OperationId: op.GetOperationId(), Done: int64(sum), Total: total})
 	}
 	pending := split(int(first), int(last), len(places))
-	for round := 0; len(pending) > 0; round++ {
+	for len(pending) > 0 {
 		if ctx.Err() != nil {
 			return cancelledRender(r, start) // a cancel makes every agent's call fail: not their fault
 		}

@@ -146,10 +146,7 @@ func (a *App) move(sessionID, lostAgent string) error {
 	if err != nil || sess.Closed() || sess.Broken() || sess.Info.GetAgentId() != lostAgent {
 		return err
 	}
-	fp, baseline := sess.RegistryFingerprint(), sess.Info.GetContract().GetBaselineSceneHash()
-	places, err := a.fleet.Place(sess.Info.GetContract().GetAgentSelector(), func(rt *cpv1.Runtime) bool {
-		return rt.GetRegistry().GetFingerprint() == fp && rt.GetBaselineSceneHash() == baseline
-	})
+	places, err := a.fleet.Place(sess.Info.GetContract().GetAgentSelector(), replays(sess))
 	if err != nil {
 		return err
 	}
@@ -169,6 +166,15 @@ func (a *App) move(sessionID, lostAgent string) error {
 	a.log.Warn("session placed on another agent: its agent is lost", "session_id", sessionID, "lost_agent_id", lostAgent,
 		"agent_id", to.AgentID, "runtime_id", to.Runtime.GetRuntimeId(), "epoch", epoch)
 	return nil
+}
+
+// replays accepts the runtimes that replay a session's log exactly: the
+// same tool registry and the same baseline scene.
+func replays(sess store.Session) func(*cpv1.Runtime) bool {
+	fp, baseline := sess.RegistryFingerprint(), sess.Info.GetContract().GetBaselineSceneHash()
+	return func(rt *cpv1.Runtime) bool {
+		return rt.GetRegistry().GetFingerprint() == fp && rt.GetBaselineSceneHash() == baseline
+	}
 }
 
 // rebuild opens the session on its (new) agent under its epoch, pushes the
