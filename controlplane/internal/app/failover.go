@@ -120,18 +120,24 @@ func (a *App) rebuildOnce(ctx context.Context, sess store.Session) error {
 
 // failoverLost places the open sessions of LOST agents on other agents.
 func (a *App) failoverLost(ctx context.Context) {
+	var lost []string
+	for _, ag := range a.fleet.List() {
+		if ag.GetState() == cpv1.Agent_STATE_LOST {
+			lost = append(lost, ag.GetAgentId())
+		}
+	}
+	if len(lost) == 0 {
+		return // the usual case: no scan of the sessions every tick
+	}
 	held, err := a.store.SessionsByAgent()
 	if err != nil {
 		a.log.Warn("listing sessions by agent", "err", err)
 		return
 	}
-	for _, ag := range a.fleet.List() {
-		if ag.GetState() != cpv1.Agent_STATE_LOST {
-			continue
-		}
-		for _, id := range held[ag.GetAgentId()] {
-			if err := a.move(id, ag.GetAgentId()); err != nil {
-				a.log.Warn("cannot place the session of a lost agent elsewhere yet", "session_id", id, "lost_agent_id", ag.GetAgentId(), "err", err)
+	for _, agentID := range lost {
+		for _, id := range held[agentID] {
+			if err := a.move(id, agentID); err != nil {
+				a.log.Warn("cannot place the session of a lost agent elsewhere yet", "session_id", id, "lost_agent_id", agentID, "err", err)
 			}
 		}
 	}

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
+	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
@@ -148,5 +151,53 @@ func TestChangesScene(t *testing.T) {
 		if got := changesScene(tc.rec); got != tc.want {
 			t.Errorf("changesScene(%v) = %v, want %v", tc.rec, got, tc.want)
 		}
+	}
+}
+
+// The redo log's positions: logPosition finds the last record that left a
+// scene hash; a rollback after a checkpoint's position forces a whole
+// replay; an unfinished atomic plan with committed operations does too.
+func TestRedoLogPositions(t *testing.T) {
+	a := newTestApp(t)
+	ref := store.PlanRef{Owner: "alice", RequestID: "r1"}
+	args, _ := structpb.NewStruct(map[string]any{"type": "cube"})
+	plan := &cpv1.Plan{RequestId: "r1", SessionId: "s1", State: cpv1.Plan_STATE_PENDING, Atomic: true}
+	if _, err := a.store.CreatePlan(store.NewPlan{Owner: "alice", Plan: plan, Digest: "d",
+		Request: &cpv1.SubmitPlanRequest{SessionId: "s1", RequestId: "r1", Atomic: true, Operations: []*cpv1.Operation{
+			{OperationId: "a", ToolName: "object.create", Args: args}, {OperationId: "b", ToolName: "object.create", Args: args}}},
+		Schedule: []int{0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if a.undoPending("s1") {
+		t.Fatal("undo pending before anything committed")
+	}
+	plan.State = cpv1.Plan_STATE_RUNNING
+	commit := func(seq int64, op string, st cpv1.Receipt_Status, before, after string) {
+		t.Helper()
+		if err := a.store.Commit(ref, plan, []*cpv1.Receipt{{Sequence: seq, OperationId: op, Status: st, SceneHashBefore: before, SceneHashAfter: after}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(1, "a", cpv1.Receipt_STATUS_SUCCEEDED, "h0", "h1")
+	commit(2, "b", cpv1.Receipt_STATUS_SUCCEEDED, "h1", "h2")
+	if !a.undoPending("s1") {
+		t.Fatal("an unfinished atomic plan with committed operations: undo may be needed")
+	}
+	after, found, err := a.logPosition("s1", "h1")
+	if err != nil || !found || after != 1 {
+		t.Fatalf("position of h1: %d %v %v", after, found, err)
+	}
+	if _, found, _ := a.logPosition("s1", "h9"); found {
+		t.Fatal("a hash the log never reached was found")
+	}
+	if a.rolledBackAfter("s1", 1) {
+		t.Fatal("no rollback yet")
+	}
+	commit(3, "b", cpv1.Receipt_STATUS_ROLLED_BACK, "h2", "h1")
+	if !a.rolledBackAfter("s1", 1) || a.rolledBackAfter("s1", 3) {
+		t.Fatal("a rollback after position 1 is not seen, or one is seen after 3")
+	}
+	if after, _, _ := a.logPosition("s1", "h1"); after != 3 {
+		t.Fatalf("the last record leaving h1 is 3, got %d", after)
 	}
 }

@@ -211,11 +211,18 @@ func (a *App) releaseLoop(ctx context.Context) {
 		if a.cfg.AgentForgetAfter > 0 {
 			// An agent that holds sessions stays listed, LOST, until they
 			// are closed or placed elsewhere.
-			held, err := a.store.SessionsByAgent()
-			if err != nil {
-				a.log.Warn("listing sessions by agent", "err", err)
+			// The sessions are read only when an agent is up for forgetting.
+			var held map[string][]string
+			var err error
+			keep := func(id string) bool {
+				if held == nil && err == nil {
+					if held, err = a.store.SessionsByAgent(); err != nil {
+						a.log.Warn("listing sessions by agent", "err", err)
+					}
+				}
+				return err != nil || len(held[id]) > 0
 			}
-			for _, id := range a.fleet.Forget(a.cfg.AgentForgetAfter, func(id string) bool { return err != nil || len(held[id]) > 0 }) {
+			for _, id := range a.fleet.Forget(a.cfg.AgentForgetAfter, keep) {
 				a.log.Info("agent forgotten after missing its heartbeats", "agent_id", id, "after", a.cfg.AgentForgetAfter)
 			}
 		}
