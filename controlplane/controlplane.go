@@ -247,7 +247,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		log.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(rpcLevel)}
-	api := service.New(a)
+	api := service.New(a, cfg.AllowInsecureLocal)
 	newServer := func(creds credentials.TransportCredentials, authn *service.Authentication) *grpc.Server {
 		return grpc.NewServer(
 			grpc.Creds(creds),

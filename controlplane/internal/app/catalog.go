@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -55,16 +56,16 @@ func (a *App) Macros(ctx context.Context) (*cpv1.ListMacrosResponse, error) {
 // AuditRecords pages through the caller's audit records (AIP-158), of one
 // plan or of all of them. An admin may name another principal (owner), and
 // without a request id or an owner sees everyone's.
-func (a *App) AuditRecords(ctx context.Context, who Principal, owner, requestID string, size int32, token string) ([]*cpv1.AuditRecord, string, error) {
-	owner, err := planOwner(who, owner)
+func (a *App) AuditRecords(ctx context.Context, who Principal, q AuditQuery, size int32, token string) ([]*cpv1.AuditRecord, string, error) {
+	owner, err := planOwner(who, q.Owner)
 	if err != nil {
 		return nil, "", err
 	}
-	f := store.AuditFilter{Owner: owner, RequestID: requestID}
-	if who.Admin() && owner == who.Name && requestID == "" {
-		f = store.AuditFilter{} // the whole log
+	f := store.AuditFilter{Owner: owner, RequestID: q.RequestID, OperationID: q.OperationID, MutationID: q.MutationID}
+	if who.Admin() && owner == who.Name && q.RequestID == "" {
+		f.Owner = "" // the whole log
 	}
-	query := f.Owner + "/" + f.RequestID
+	query := strings.Join([]string{f.Owner, f.RequestID, f.OperationID, f.MutationID}, "/")
 	after, err := decodePageToken(token, "audit", query)
 	if err != nil {
 		return nil, "", badPageToken(err)
@@ -74,4 +75,10 @@ func (a *App) AuditRecords(ctx context.Context, who Principal, owner, requestID 
 		return nil, "", err
 	}
 	return records, encodePageToken("audit", next, query), nil
+}
+
+// AuditQuery selects audit records: the caller's (Owner: an admin may name
+// another principal), of one plan, operation id or Blender mutation id.
+type AuditQuery struct {
+	Owner, RequestID, OperationID, MutationID string
 }

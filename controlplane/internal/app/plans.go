@@ -24,6 +24,33 @@ func (a *App) Plan(ctx context.Context, who Principal, owner, requestID string) 
 	return p, err
 }
 
+// Plans lists a session's plans, newest first, a page at a time: the
+// caller's own (an admin's call: every principal's).
+func (a *App) Plans(ctx context.Context, who Principal, sessionID string, size int32, token string) ([]*cpv1.Plan, string, error) {
+	if _, err := a.session(who, sessionID); err != nil {
+		return nil, "", err
+	}
+	owner := who.Name
+	if who.Admin() {
+		owner = ""
+	}
+	query := sessionID + "/" + owner
+	before, err := decodePageToken(token, "plans", query)
+	if err != nil {
+		return nil, "", badPageToken(err)
+	}
+	list, next, err := a.store.SessionPlans(sessionID, owner, before, pageSize(size))
+	if err != nil {
+		return nil, "", err
+	}
+	for _, p := range list {
+		if p.GetState() == cpv1.Plan_STATE_PENDING && a.exec.Running(store.PlanRef{Owner: p.GetOwner(), RequestID: p.GetRequestId()}) {
+			p.State = cpv1.Plan_STATE_RUNNING
+		}
+	}
+	return list, encodePageToken("plans", next, query), nil
+}
+
 // Cancel stops one of the caller's plans (an admin: of the principal it
 // names) and returns it as it ended; a plan already terminal is returned as
 // it is.

@@ -80,6 +80,7 @@ func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanReq
 	p := &cpv1.Plan{
 		RequestId:           req.GetRequestId(),
 		SessionId:           req.GetSessionId(),
+		Owner:               who.Name,
 		State:               cpv1.Plan_STATE_PENDING,
 		Atomic:              req.GetAtomic(),
 		RegistryFingerprint: fp,

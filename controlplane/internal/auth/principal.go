@@ -47,6 +47,17 @@ func (p Principal) Has(scope string) bool {
 	return scope != ScopeAgent && p.Admin()
 }
 
+// HeldScopes lists the scopes p holds (see Has), sorted.
+func (p Principal) HeldScopes() []string {
+	var held []string
+	for _, s := range Scopes {
+		if p.Has(s) {
+			held = append(held, s)
+		}
+	}
+	return held
+}
+
 // Admin reports whether p holds ScopeAdmin.
 func (p Principal) Admin() bool {
 	return slices.Contains(p.Scopes, ScopeAdmin)

@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -89,13 +88,7 @@ func (cfg Config) bearer(scope string, next http.Handler) http.Handler {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", sdkauth.ErrInvalidToken, err)
 		}
-		var scopes []string
-		for _, s := range auth.Scopes {
-			if who.Has(s) {
-				scopes = append(scopes, s)
-			}
-		}
-		return &sdkauth.TokenInfo{Scopes: slices.Clip(scopes), UserID: who.Name}, nil
+		return &sdkauth.TokenInfo{Scopes: who.HeldScopes(), UserID: who.Name}, nil
 	}
 	return sdkauth.RequireBearerToken(verify, &sdkauth.RequireBearerTokenOptions{Scopes: []string{scope}, AllowMissingExpiration: true})(next)
 }

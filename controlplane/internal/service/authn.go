@@ -14,6 +14,9 @@ import (
 	plannerv1 "github.com/blendplane/blendplane/gen/blendplane/planner/v1"
 )
 
+// anyScope: any authenticated principal may call the method.
+const anyScope = ""
+
 // methodScopes is the scope each ControlPlaneService method needs. A method
 // missing here is refused: new RPCs must say who may call them.
 var methodScopes = map[string]string{
@@ -40,6 +43,8 @@ var methodScopes = map[string]string{
 	cpv1.ControlPlaneService_ResolveApproval_FullMethodName:  auth.ScopeApprove,
 	cpv1.ControlPlaneService_ListPolicyRules_FullMethodName:  auth.ScopeApprove,
 	cpv1.ControlPlaneService_DeletePolicyRule_FullMethodName: auth.ScopeApprove,
+	cpv1.ControlPlaneService_ListPlans_FullMethodName:        auth.ScopePlans,
+	cpv1.ControlPlaneService_GetCaller_FullMethodName:        anyScope,
 
 	plannerv1.PlannerService_Run_FullMethodName:                  auth.ScopePlans,
 	plannerv1.PlannerService_StreamRun_FullMethodName:            auth.ScopePlans,
@@ -108,8 +113,10 @@ func (au *Authentication) authenticate(ctx context.Context, method string) (cont
 			return nil, toStatus(err)
 		}
 	}
-	if err := app.Require(who, scope, method); err != nil {
-		return nil, toStatus(err)
+	if scope != anyScope {
+		if err := app.Require(who, scope, method); err != nil {
+			return nil, toStatus(err)
+		}
 	}
 	return context.WithValue(ctx, principalKey{}, who), nil
 }

@@ -18,12 +18,14 @@ import (
 type Server struct {
 	cpv1.UnimplementedControlPlaneServiceServer
 	app *app.App
+	// authOff: --allow-insecure-local, every call is app.Anonymous.
+	authOff bool
 }
 
 var _ cpv1.ControlPlaneServiceServer = (*Server)(nil)
 
-// New returns the service.
-func New(a *app.App) *Server { return &Server{app: a} }
+// New returns the service; authOff says that it runs without tokens.
+func New(a *app.App, authOff bool) *Server { return &Server{app: a, authOff: authOff} }
 
 // Negotiate agrees on a session contract and places the session.
 func (s *Server) Negotiate(ctx context.Context, req *cpv1.NegotiateRequest) (*cpv1.NegotiateResponse, error) {
@@ -166,11 +168,28 @@ func (s *Server) DeletePolicyRule(ctx context.Context, req *cpv1.DeletePolicyRul
 
 // ListAuditRecords pages through the audit log (AIP-158).
 func (s *Server) ListAuditRecords(ctx context.Context, req *cpv1.ListAuditRecordsRequest) (*cpv1.ListAuditRecordsResponse, error) {
-	records, next, err := s.app.AuditRecords(ctx, caller(ctx), req.GetOwner(), req.GetRequestId(), req.GetPageSize(), req.GetPageToken())
+	records, next, err := s.app.AuditRecords(ctx, caller(ctx), app.AuditQuery{
+		Owner: req.GetOwner(), RequestID: req.GetRequestId(), OperationID: req.GetOperationId(), MutationID: req.GetBlenderMutationId(),
+	}, req.GetPageSize(), req.GetPageToken())
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	return &cpv1.ListAuditRecordsResponse{AuditRecords: records, NextPageToken: next}, nil
+}
+
+// ListPlans pages through a session's plans, newest first (AIP-158).
+func (s *Server) ListPlans(ctx context.Context, req *cpv1.ListPlansRequest) (*cpv1.ListPlansResponse, error) {
+	list, next, err := s.app.Plans(ctx, caller(ctx), req.GetSessionId(), req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &cpv1.ListPlansResponse{Plans: list, NextPageToken: next}, nil
+}
+
+// GetCaller says who the caller is.
+func (s *Server) GetCaller(ctx context.Context, _ *cpv1.GetCallerRequest) (*cpv1.GetCallerResponse, error) {
+	who := caller(ctx)
+	return &cpv1.GetCallerResponse{Principal: who.Name, Scopes: who.HeldScopes(), AuthDisabled: s.authOff}, nil
 }
 
 // GetSession returns a session with its state.

@@ -77,9 +77,16 @@ func putAudit(tx *bolt.Tx, ref PlanRef, rec *cpv1.AuditRecord) error {
 }
 
 // AuditFilter selects audit records: of one owner's plan (Owner and
-// RequestID), of one owner (Owner), or all (neither).
+// RequestID), of one owner (Owner), or all (neither); of those, the ones of
+// an operation id (OperationID) or a Blender mutation id (MutationID) only,
+// when set.
 type AuditFilter struct {
-	Owner, RequestID string
+	Owner, RequestID, OperationID, MutationID string
+}
+
+func (f AuditFilter) keep(rec *cpv1.AuditRecord) bool {
+	return (f.OperationID == "" || rec.GetOperationId() == f.OperationID) &&
+		(f.MutationID == "" || rec.GetBlenderMutationId() == f.MutationID)
 }
 
 // AuditRecords returns up to limit audit records with sequence > after,
@@ -104,13 +111,16 @@ func (s *Store) AuditRecords(f AuditFilter, after uint64, limit int) (records []
 		}
 		c := idx.Cursor()
 		for k, _ := c.Seek(u64(after + 1)); k != nil; k, _ = c.Next() {
-			if len(records) == limit {
-				next = uint64(records[len(records)-1].GetSequence())
-				return nil
-			}
 			rec := &cpv1.AuditRecord{}
 			if err := getProto(audit, k, rec); err != nil {
 				return err
+			}
+			if !f.keep(rec) {
+				continue
+			}
+			if len(records) == limit {
+				next = uint64(records[len(records)-1].GetSequence())
+				return nil
 			}
 			records = append(records, rec)
 		}

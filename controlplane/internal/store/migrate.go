@@ -3,6 +3,8 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
@@ -36,6 +38,7 @@ var migrations = []func(tx *bolt.Tx) error{
 		return createBuckets(tx, bucketApprovals, bucketRules, bucketRuleIndex)
 	},
 	migrateSessionAudit,
+	migrateSessionPlans,
 }
 
 // schemaVersion is the version this binary writes.
@@ -270,4 +273,43 @@ func migrateSessionAudit(tx *bolt.Tx) error {
 		}
 		return b.Put(k, nil)
 	})
+}
+
+// migrateSessionPlans (6 → 7) indexes plans by session, in the order they
+// were accepted (create time; request id among equals).
+func migrateSessionPlans(tx *bolt.Tx) error {
+	if err := createBuckets(tx, bucketSessionPlans); err != nil {
+		return err
+	}
+	type entry struct {
+		ref  PlanRef
+		plan *cpv1.Plan
+	}
+	var all []entry
+	plans := tx.Bucket(bucketPlans)
+	err := plans.ForEachBucket(func(owner []byte) error {
+		return plans.Bucket(owner).ForEachBucket(func(id []byte) error {
+			p := &cpv1.Plan{}
+			if err := getProto(plans.Bucket(owner).Bucket(id), keyPlan, p); err != nil {
+				return fmt.Errorf("plan %s/%s: %w", owner, id, err)
+			}
+			all = append(all, entry{PlanRef{string(owner), string(id)}, p})
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	slices.SortStableFunc(all, func(a, b entry) int {
+		if c := a.plan.GetCreateTime().AsTime().Compare(b.plan.GetCreateTime().AsTime()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ref.String(), b.ref.String())
+	})
+	for _, e := range all {
+		if err := indexSessionPlan(tx, e.plan.GetSessionId(), e.ref); err != nil {
+			return err
+		}
+	}
+	return nil
 }

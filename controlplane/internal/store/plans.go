@@ -101,9 +101,71 @@ func (s *Store) CreatePlan(p NewPlan) (existingDigest string, err error) {
 		if err := active.Put(u64(order), []byte(PlanRef{p.Owner, string(id)}.String())); err != nil {
 			return err
 		}
+		if err := indexSessionPlan(tx, p.Plan.GetSessionId(), PlanRef{p.Owner, string(id)}); err != nil {
+			return err
+		}
 		return touchSession(tx, p.Plan.GetSessionId(), 1, 1, "")
 	})
 	return existingDigest, err
+}
+
+// indexSessionPlan appends a plan to its session's plans.
+func indexSessionPlan(tx *bolt.Tx, sessionID string, ref PlanRef) error {
+	b, err := tx.Bucket(bucketSessionPlans).CreateBucketIfNotExists([]byte(sessionID))
+	if err != nil {
+		return err
+	}
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	return b.Put(u64(seq), []byte(ref.String()))
+}
+
+// SessionPlans returns up to limit plans of a session (without their
+// schedules), newest first, accepted before position before (0: from the
+// newest), those of owner only unless owner is empty. next is the position
+// of the last one returned when more may follow, else 0.
+func (s *Store) SessionPlans(sessionID, owner string, before uint64, limit int) (out []*cpv1.Plan, next uint64, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		idx := tx.Bucket(bucketSessionPlans).Bucket([]byte(sessionID))
+		if idx == nil {
+			return nil
+		}
+		c := idx.Cursor()
+		k, v := c.Last()
+		if before != 0 {
+			if k, _ = c.Seek(u64(before)); k != nil {
+				k, v = c.Prev()
+			} else {
+				k, v = c.Last()
+			}
+		}
+		var last []byte
+		for ; k != nil; k, v = c.Prev() {
+			ref := parsePlanRef(string(v))
+			if owner != "" && ref.Owner != owner {
+				continue
+			}
+			if len(out) == limit {
+				next = binary.BigEndian.Uint64(last)
+				return nil
+			}
+			b, err := planBucket(tx, ref)
+			if err != nil {
+				return err
+			}
+			p := &cpv1.Plan{}
+			if err := getProto(b, keyPlan, p); err != nil {
+				return err
+			}
+			p.Owner = ref.Owner
+			out = append(out, p)
+			last = k
+		}
+		return nil
+	})
+	return out, next, err
 }
 
 // Plan returns a stored plan including its schedule as operation ids.
@@ -118,6 +180,7 @@ func (s *Store) Plan(ref PlanRef) (*cpv1.Plan, error) {
 		if err := getProto(b, keyPlan, plan); err != nil {
 			return err
 		}
+		plan.Owner = ref.Owner
 		req := &cpv1.SubmitPlanRequest{}
 		body := b.Bucket(bucketPlanBody)
 		if err := getProto(body, keyRequest, req); err != nil {

@@ -6,7 +6,7 @@
 // Bucket tree (every key is a named variable below):
 //
 //	meta/
-//	  schema_version        → uint64, big endian (currently 5)
+//	  schema_version        → uint64, big endian (currently 7)
 //	sessions/
 //	  <session_id>/
 //	    session             → Session (proto): contract, placement, state OPEN or CLOSED, times
@@ -64,6 +64,12 @@
 //	  <sequence>            → PolicyRule (proto) "rule-<sequence>", persisted by always-allow
 //	policy_rule_index/      (schema 5)
 //	  <principal>\0<tool>\0<target> → rule id
+//	audit_by_session/       (schema 6)
+//	  <session_id>/
+//	    <sequence>          → empty: the session's redo log, in commit order
+//	plans_by_session/       (schema 7)
+//	  <session_id>/
+//	    <order>             → "<owner>/<request_id>", in submission order
 //
 // A plan's body also keeps, from schema 5, policy/<operation_id> →
 // "decision\0input_hash" for its operations' audit records.
@@ -109,6 +115,7 @@ var (
 	bucketRuleIndex       = []byte("policy_rule_index")
 	bucketOpPolicy        = []byte("policy")
 	bucketAuditSession    = []byte("audit_by_session")
+	bucketSessionPlans    = []byte("plans_by_session")
 
 	keySchemaVersion = []byte("schema_version")
 	keySession       = []byte("session")

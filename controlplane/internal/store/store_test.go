@@ -279,6 +279,21 @@ func TestAuditPages(t *testing.T) {
 	if fmt.Sprint(got) != "[op1 op2 op3]" {
 		t.Fatalf("paged bob's r2 records %v", got)
 	}
+	// By operation id across plans, a page at a time: only matches count.
+	byOp, next, err := s.AuditRecords(AuditFilter{OperationID: "op2"}, 0, 2)
+	if err != nil || len(byOp) != 2 || next == 0 {
+		t.Fatalf("op2 page 1: %v %d %v", byOp, next, err)
+	}
+	rest, next, err := s.AuditRecords(AuditFilter{OperationID: "op2"}, next, 2)
+	if err != nil || len(rest) != 1 || next != 0 || rest[0].GetOperationId() != "op2" {
+		t.Fatalf("op2 page 2: %v %d %v", rest, next, err)
+	}
+	if n := count(AuditFilter{Owner: "alice", OperationID: "op3"}); n != 2 {
+		t.Fatalf("alice's op3: %d records", n)
+	}
+	if n := count(AuditFilter{MutationID: "nope"}); n != 0 {
+		t.Fatalf("unknown mutation id: %d records", n)
+	}
 }
 
 func TestArtifacts(t *testing.T) {
@@ -463,6 +478,54 @@ func TestMigratesSchema2(t *testing.T) {
 	}
 	if recs, _, _ := s.AuditRecords(AuditFilter{Owner: LegacyOwner}, 0, 10); len(recs) != 2 {
 		t.Fatalf("owner audit %v", recs)
+	}
+	// Schema 7 indexed the plans by session (equal create times: by id).
+	if list, next, err := s.SessionPlans("s1", "", 0, 10); err != nil || next != 0 || len(list) != 2 ||
+		list[0].GetRequestId() != "running" || list[1].GetRequestId() != "done" || list[0].GetOwner() != LegacyOwner {
+		t.Fatalf("session plans after migration: %v %d %v", list, next, err)
+	}
+}
+
+// TestSessionPlans: a session's plans newest first, a page at a time, one
+// owner's or everyone's; new plans after a page do not shift the next one.
+func TestSessionPlans(t *testing.T) {
+	s, _ := openTest(t)
+	for _, ref := range []PlanRef{{"alice", "r1"}, {"bob", "b1"}, {"alice", "r2"}, {"alice", "r3"}, {"alice", "r4"}} {
+		if _, err := s.CreatePlan(testPlan(ref.Owner, ref.RequestID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page := func(owner string, before uint64, n int) ([]string, uint64) {
+		t.Helper()
+		list, next, err := s.SessionPlans("s1", owner, before, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, p := range list {
+			ids = append(ids, p.GetOwner()+"/"+p.GetRequestId())
+		}
+		return ids, next
+	}
+	first, next := page("alice", 0, 2)
+	if fmt.Sprint(first) != "[alice/r4 alice/r3]" || next == 0 {
+		t.Fatalf("first page %v next %d", first, next)
+	}
+	if _, err := s.CreatePlan(testPlan("alice", "r5")); err != nil {
+		t.Fatal(err)
+	}
+	second, next := page("alice", next, 2)
+	if fmt.Sprint(second) != "[alice/r2 alice/r1]" || next != 0 {
+		t.Fatalf("second page %v next %d", second, next)
+	}
+	if all, _ := page("", 0, 10); fmt.Sprint(all) != "[alice/r5 alice/r4 alice/r3 alice/r2 bob/b1 alice/r1]" {
+		t.Fatalf("everyone's: %v", all)
+	}
+	if none, _ := page("carol", 0, 10); len(none) != 0 {
+		t.Fatalf("carol's: %v", none)
+	}
+	if list, _, err := s.SessionPlans("nope", "", 0, 10); err != nil || len(list) != 0 {
+		t.Fatalf("unknown session: %v %v", list, err)
 	}
 }
 

@@ -1837,7 +1837,9 @@ type Plan struct {
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// The approval the plan waits for (or waited for).
-	ApprovalId    string `protobuf:"bytes,11,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	ApprovalId string `protobuf:"bytes,11,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	// The principal whose plan it is: request ids are unique per principal.
+	Owner         string `protobuf:"bytes,12,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1945,6 +1947,13 @@ func (x *Plan) GetUpdateTime() *timestamppb.Timestamp {
 func (x *Plan) GetApprovalId() string {
 	if x != nil {
 		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *Plan) GetOwner() string {
+	if x != nil {
+		return x.Owner
 	}
 	return ""
 }
@@ -3145,9 +3154,14 @@ type ListAuditRecordsRequest struct {
 	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Admin only: the records of this principal; empty: the caller's (for an
 	// admin without request_id: everyone's).
-	Owner         string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Owner string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Only records of this operation id (of any plan, unless request_id is
+	// set too).
+	OperationId string `protobuf:"bytes,5,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// Only the record of this Blender mutation id.
+	BlenderMutationId string `protobuf:"bytes,6,opt,name=blender_mutation_id,json=blenderMutationId,proto3" json:"blender_mutation_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ListAuditRecordsRequest) Reset() {
@@ -3204,6 +3218,20 @@ func (x *ListAuditRecordsRequest) GetPageToken() string {
 func (x *ListAuditRecordsRequest) GetOwner() string {
 	if x != nil {
 		return x.Owner
+	}
+	return ""
+}
+
+func (x *ListAuditRecordsRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *ListAuditRecordsRequest) GetBlenderMutationId() string {
+	if x != nil {
+		return x.BlenderMutationId
 	}
 	return ""
 }
@@ -6728,6 +6756,221 @@ func (x *DeletePolicyRuleResponse) GetRule() *PolicyRule {
 	return nil
 }
 
+type ListPlansRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// At most this many plans; 0 means 100, values over 1000 are treated as 1000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPlansRequest) Reset() {
+	*x = ListPlansRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPlansRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPlansRequest) ProtoMessage() {}
+
+func (x *ListPlansRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPlansRequest.ProtoReflect.Descriptor instead.
+func (*ListPlansRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ListPlansRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ListPlansRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListPlansRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListPlansResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Plans []*Plan                `protobuf:"bytes,1,rep,name=plans,proto3" json:"plans,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPlansResponse) Reset() {
+	*x = ListPlansResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPlansResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPlansResponse) ProtoMessage() {}
+
+func (x *ListPlansResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPlansResponse.ProtoReflect.Descriptor instead.
+func (*ListPlansResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ListPlansResponse) GetPlans() []*Plan {
+	if x != nil {
+		return x.Plans
+	}
+	return nil
+}
+
+func (x *ListPlansResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type GetCallerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCallerRequest) Reset() {
+	*x = GetCallerRequest{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCallerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCallerRequest) ProtoMessage() {}
+
+func (x *GetCallerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCallerRequest.ProtoReflect.Descriptor instead.
+func (*GetCallerRequest) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{83}
+}
+
+type GetCallerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The principal the call ran as ("anonymous" with --allow-insecure-local).
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The scopes it holds, sorted (an admin holds every scope but "agent").
+	Scopes []string `protobuf:"bytes,2,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// True when the control plane runs without tokens
+	// (--allow-insecure-local): no sign-in is needed.
+	AuthDisabled  bool `protobuf:"varint,3,opt,name=auth_disabled,json=authDisabled,proto3" json:"auth_disabled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCallerResponse) Reset() {
+	*x = GetCallerResponse{}
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCallerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCallerResponse) ProtoMessage() {}
+
+func (x *GetCallerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_blendplane_controlplane_v1_controlplane_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCallerResponse.ProtoReflect.Descriptor instead.
+func (*GetCallerResponse) Descriptor() ([]byte, []int) {
+	return file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *GetCallerResponse) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *GetCallerResponse) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *GetCallerResponse) GetAuthDisabled() bool {
+	if x != nil {
+		return x.AuthDisabled
+	}
+	return false
+}
+
 var File_blendplane_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
@@ -6843,7 +7086,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x06atomic\x18\x05 \x01(\bR\x06atomic\x12%\n" +
 	"\x0epreview_render\x18\x06 \x01(\bR\rpreviewRender\"J\n" +
 	"\x12SubmitPlanResponse\x124\n" +
-	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"\x9d\x05\n" +
+	"\x04plan\x18\x01 \x01(\v2 .blendplane.controlplane.v1.PlanR\x04plan\"\xb3\x05\n" +
 	"\x04Plan\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -6861,7 +7104,8 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x1f\n" +
 	"\vapproval_id\x18\v \x01(\tR\n" +
-	"approvalId\"\xb2\x01\n" +
+	"approvalId\x12\x14\n" +
+	"\x05owner\x18\f \x01(\tR\x05owner\"\xb2\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fSTATE_VALIDATED\x10\x01\x12\x11\n" +
@@ -6975,14 +7219,16 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\finput_schema\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\x12:\n" +
 	"\fexample_args\x18\x05 \x01(\v2\x17.google.protobuf.StructR\vexampleArgs\x12\x14\n" +
 	"\x05tools\x18\x06 \x03(\tR\x05tools\x12 \n" +
-	"\vfingerprint\x18\a \x01(\tR\vfingerprint\"\xe8\x01\n" +
+	"\vfingerprint\x18\a \x01(\tR\vfingerprint\"\xe9\x02\n" +
 	"\x17ListAuditRecordsRequest\x12A\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\"\xbaH\x1f\xd8\x01\x01r\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12$\n" +
 	"\tpage_size\x18\x02 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
 	"\n" +
 	"page_token\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\x12;\n" +
-	"\x05owner\x18\x04 \x01(\tB%\xbaH\"\xd8\x01\x01r\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$R\x05owner\"\x90\x01\n" +
+	"\x05owner\x18\x04 \x01(\tB%\xbaH\"\xd8\x01\x01r\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$R\x05owner\x12E\n" +
+	"\foperation_id\x18\x05 \x01(\tB\"\xbaH\x1f\xd8\x01\x01r\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\voperationId\x128\n" +
+	"\x13blender_mutation_id\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x01R\x11blenderMutationId\"\x90\x01\n" +
 	"\x18ListAuditRecordsResponse\x12L\n" +
 	"\raudit_records\x18\x01 \x03(\v2'.blendplane.controlplane.v1.AuditRecordR\fauditRecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf4\x05\n" +
@@ -7338,7 +7584,21 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x17DeletePolicyRuleRequest\x128\n" +
 	"\arule_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\x06ruleId\"V\n" +
 	"\x18DeletePolicyRuleResponse\x12:\n" +
-	"\x04rule\x18\x01 \x01(\v2&.blendplane.controlplane.v1.PolicyRuleR\x04rule*\x82\x01\n" +
+	"\x04rule\x18\x01 \x01(\v2&.blendplane.controlplane.v1.PolicyRuleR\x04rule\"\xa1\x01\n" +
+	"\x10ListPlansRequest\x12>\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12$\n" +
+	"\tpage_size\x18\x02 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\"s\n" +
+	"\x11ListPlansResponse\x126\n" +
+	"\x05plans\x18\x01 \x03(\v2 .blendplane.controlplane.v1.PlanR\x05plans\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x12\n" +
+	"\x10GetCallerRequest\"n\n" +
+	"\x11GetCallerResponse\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x16\n" +
+	"\x06scopes\x18\x02 \x03(\tR\x06scopes\x12#\n" +
+	"\rauth_disabled\x18\x03 \x01(\bR\fauthDisabled*\x82\x01\n" +
 	"\vSafetyLevel\x12\x1c\n" +
 	"\x18SAFETY_LEVEL_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SAFETY_LEVEL_READ_ONLY\x10\x01\x12\x1b\n" +
@@ -7348,7 +7608,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fDECISION_REJECT\x10\x01\x12\x19\n" +
 	"\x15DECISION_APPROVE_ONCE\x10\x02\x12%\n" +
-	"!DECISION_APPROVE_AND_ALWAYS_ALLOW\x10\x032\xef\x1a\n" +
+	"!DECISION_APPROVE_AND_ALWAYS_ALLOW\x10\x032\x81\x1d\n" +
 	"\x13ControlPlaneService\x12\x8b\x01\n" +
 	"\tNegotiate\x12,.blendplane.controlplane.v1.NegotiateRequest\x1a-.blendplane.controlplane.v1.NegotiateResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/v1/sessions:negotiate\x12\x97\x01\n" +
 	"\n" +
@@ -7382,7 +7642,10 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\rListApprovals\x120.blendplane.controlplane.v1.ListApprovalsRequest\x1a1.blendplane.controlplane.v1.ListApprovalsResponse\"\x15\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/approvals\x12\xaa\x01\n" +
 	"\x0fResolveApproval\x122.blendplane.controlplane.v1.ResolveApprovalRequest\x1a3.blendplane.controlplane.v1.ResolveApprovalResponse\".\x82\xd3\xe4\x93\x02(:\x01*\"#/v1/approvals/{approval_id}:resolve\x12\x94\x01\n" +
 	"\x0fListPolicyRules\x122.blendplane.controlplane.v1.ListPolicyRulesRequest\x1a3.blendplane.controlplane.v1.ListPolicyRulesResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/policy/rules\x12\xa1\x01\n" +
-	"\x10DeletePolicyRule\x123.blendplane.controlplane.v1.DeletePolicyRuleRequest\x1a4.blendplane.controlplane.v1.DeletePolicyRuleResponse\"\"\x82\xd3\xe4\x93\x02\x1c*\x1a/v1/policy/rules/{rule_id}BPZNgithub.com/blendplane/blendplane/gen/blendplane/controlplane/v1;controlplanev1b\x06proto3"
+	"\x10DeletePolicyRule\x123.blendplane.controlplane.v1.DeletePolicyRuleRequest\x1a4.blendplane.controlplane.v1.DeletePolicyRuleResponse\"\"\x82\xd3\xe4\x93\x02\x1c*\x1a/v1/policy/rules/{rule_id}\x12\x91\x01\n" +
+	"\tListPlans\x12,.blendplane.controlplane.v1.ListPlansRequest\x1a-.blendplane.controlplane.v1.ListPlansResponse\"'\x82\xd3\xe4\x93\x02!\x12\x1f/v1/sessions/{session_id}/plans\x12|\n" +
+	"\tGetCaller\x12,.blendplane.controlplane.v1.GetCallerRequest\x1a-.blendplane.controlplane.v1.GetCallerResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/callerBPZNgithub.com/blendplane/blendplane/gen/blendplane/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_blendplane_controlplane_v1_controlplane_proto_rawDescOnce sync.Once
@@ -7397,7 +7660,7 @@ func file_blendplane_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 }
 
 var file_blendplane_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
+var file_blendplane_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
 var file_blendplane_controlplane_v1_controlplane_proto_goTypes = []any{
 	(SafetyLevel)(0),                 // 0: blendplane.controlplane.v1.SafetyLevel
 	(Decision)(0),                    // 1: blendplane.controlplane.v1.Decision
@@ -7491,15 +7754,19 @@ var file_blendplane_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*ListPolicyRulesResponse)(nil),  // 89: blendplane.controlplane.v1.ListPolicyRulesResponse
 	(*DeletePolicyRuleRequest)(nil),  // 90: blendplane.controlplane.v1.DeletePolicyRuleRequest
 	(*DeletePolicyRuleResponse)(nil), // 91: blendplane.controlplane.v1.DeletePolicyRuleResponse
-	nil,                              // 92: blendplane.controlplane.v1.NegotiateRequest.AgentSelectorEntry
-	nil,                              // 93: blendplane.controlplane.v1.SessionContract.FingerprintsEntry
-	nil,                              // 94: blendplane.controlplane.v1.SessionContract.AgentSelectorEntry
-	nil,                              // 95: blendplane.controlplane.v1.Agent.LabelsEntry
-	nil,                              // 96: blendplane.controlplane.v1.RegisterAgentRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 97: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),          // 98: google.protobuf.Struct
-	(*durationpb.Duration)(nil),      // 99: google.protobuf.Duration
-	(*structpb.Value)(nil),           // 100: google.protobuf.Value
+	(*ListPlansRequest)(nil),         // 92: blendplane.controlplane.v1.ListPlansRequest
+	(*ListPlansResponse)(nil),        // 93: blendplane.controlplane.v1.ListPlansResponse
+	(*GetCallerRequest)(nil),         // 94: blendplane.controlplane.v1.GetCallerRequest
+	(*GetCallerResponse)(nil),        // 95: blendplane.controlplane.v1.GetCallerResponse
+	nil,                              // 96: blendplane.controlplane.v1.NegotiateRequest.AgentSelectorEntry
+	nil,                              // 97: blendplane.controlplane.v1.SessionContract.FingerprintsEntry
+	nil,                              // 98: blendplane.controlplane.v1.SessionContract.AgentSelectorEntry
+	nil,                              // 99: blendplane.controlplane.v1.Agent.LabelsEntry
+	nil,                              // 100: blendplane.controlplane.v1.RegisterAgentRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 101: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 102: google.protobuf.Struct
+	(*durationpb.Duration)(nil),      // 103: google.protobuf.Duration
+	(*structpb.Value)(nil),           // 104: google.protobuf.Value
 }
 var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	13,  // 0: blendplane.controlplane.v1.NegotiateRequest.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
@@ -7508,36 +7775,36 @@ var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	17,  // 3: blendplane.controlplane.v1.NegotiateRequest.constraints:type_name -> blendplane.controlplane.v1.Constraints
 	21,  // 4: blendplane.controlplane.v1.NegotiateRequest.limits:type_name -> blendplane.controlplane.v1.Limits
 	19,  // 5: blendplane.controlplane.v1.NegotiateRequest.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
-	92,  // 6: blendplane.controlplane.v1.NegotiateRequest.agent_selector:type_name -> blendplane.controlplane.v1.NegotiateRequest.AgentSelectorEntry
+	96,  // 6: blendplane.controlplane.v1.NegotiateRequest.agent_selector:type_name -> blendplane.controlplane.v1.NegotiateRequest.AgentSelectorEntry
 	20,  // 7: blendplane.controlplane.v1.NegotiateResponse.contract:type_name -> blendplane.controlplane.v1.SessionContract
 	13,  // 8: blendplane.controlplane.v1.SessionContract.host_profile:type_name -> blendplane.controlplane.v1.HostProfile
 	14,  // 9: blendplane.controlplane.v1.SessionContract.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
 	15,  // 10: blendplane.controlplane.v1.SessionContract.tool_registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
 	21,  // 11: blendplane.controlplane.v1.SessionContract.limits:type_name -> blendplane.controlplane.v1.Limits
-	97,  // 12: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
+	101, // 12: blendplane.controlplane.v1.SessionContract.create_time:type_name -> google.protobuf.Timestamp
 	18,  // 13: blendplane.controlplane.v1.SessionContract.capabilities:type_name -> blendplane.controlplane.v1.Capabilities
 	17,  // 14: blendplane.controlplane.v1.SessionContract.constraints:type_name -> blendplane.controlplane.v1.Constraints
 	16,  // 15: blendplane.controlplane.v1.SessionContract.macro_registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
 	19,  // 16: blendplane.controlplane.v1.SessionContract.audit:type_name -> blendplane.controlplane.v1.AuditPolicy
-	93,  // 17: blendplane.controlplane.v1.SessionContract.fingerprints:type_name -> blendplane.controlplane.v1.SessionContract.FingerprintsEntry
-	94,  // 18: blendplane.controlplane.v1.SessionContract.agent_selector:type_name -> blendplane.controlplane.v1.SessionContract.AgentSelectorEntry
-	98,  // 19: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
+	97,  // 17: blendplane.controlplane.v1.SessionContract.fingerprints:type_name -> blendplane.controlplane.v1.SessionContract.FingerprintsEntry
+	98,  // 18: blendplane.controlplane.v1.SessionContract.agent_selector:type_name -> blendplane.controlplane.v1.SessionContract.AgentSelectorEntry
+	102, // 19: blendplane.controlplane.v1.Operation.args:type_name -> google.protobuf.Struct
 	0,   // 20: blendplane.controlplane.v1.Operation.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
 	22,  // 21: blendplane.controlplane.v1.SubmitPlanRequest.operations:type_name -> blendplane.controlplane.v1.Operation
 	25,  // 22: blendplane.controlplane.v1.SubmitPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
 	2,   // 23: blendplane.controlplane.v1.Plan.state:type_name -> blendplane.controlplane.v1.Plan.State
 	30,  // 24: blendplane.controlplane.v1.Plan.failure:type_name -> blendplane.controlplane.v1.Failure
-	97,  // 25: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
-	97,  // 26: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
+	101, // 25: blendplane.controlplane.v1.Plan.create_time:type_name -> google.protobuf.Timestamp
+	101, // 26: blendplane.controlplane.v1.Plan.update_time:type_name -> google.protobuf.Timestamp
 	29,  // 27: blendplane.controlplane.v1.StreamReceiptsResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
 	28,  // 28: blendplane.controlplane.v1.StreamReceiptsResponse.progress:type_name -> blendplane.controlplane.v1.Progress
 	78,  // 29: blendplane.controlplane.v1.StreamReceiptsResponse.awaiting_approval:type_name -> blendplane.controlplane.v1.Approval
-	98,  // 30: blendplane.controlplane.v1.Progress.detail:type_name -> google.protobuf.Struct
+	102, // 30: blendplane.controlplane.v1.Progress.detail:type_name -> google.protobuf.Struct
 	3,   // 31: blendplane.controlplane.v1.Receipt.status:type_name -> blendplane.controlplane.v1.Receipt.Status
-	98,  // 32: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
+	102, // 32: blendplane.controlplane.v1.Receipt.result:type_name -> google.protobuf.Struct
 	30,  // 33: blendplane.controlplane.v1.Receipt.error:type_name -> blendplane.controlplane.v1.Failure
 	0,   // 34: blendplane.controlplane.v1.Receipt.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	97,  // 35: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
+	101, // 35: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
 	63,  // 36: blendplane.controlplane.v1.Receipt.artifacts:type_name -> blendplane.controlplane.v1.Artifact
 	32,  // 37: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
 	31,  // 38: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
@@ -7549,65 +7816,65 @@ var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	51,  // 44: blendplane.controlplane.v1.ListToolsResponse.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
 	16,  // 45: blendplane.controlplane.v1.ListMacrosResponse.registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
 	42,  // 46: blendplane.controlplane.v1.ListMacrosResponse.macros:type_name -> blendplane.controlplane.v1.MacroDefinition
-	98,  // 47: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
-	98,  // 48: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
+	102, // 47: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
+	102, // 48: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
 	45,  // 49: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
-	97,  // 50: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
+	101, // 50: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
 	0,   // 51: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
 	3,   // 52: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
 	48,  // 53: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
 	5,   // 54: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
 	49,  // 55: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	97,  // 56: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	101, // 56: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
 	52,  // 57: blendplane.controlplane.v1.Agent.resources:type_name -> blendplane.controlplane.v1.Resources
-	95,  // 58: blendplane.controlplane.v1.Agent.labels:type_name -> blendplane.controlplane.v1.Agent.LabelsEntry
+	99,  // 58: blendplane.controlplane.v1.Agent.labels:type_name -> blendplane.controlplane.v1.Agent.LabelsEntry
 	14,  // 59: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
 	50,  // 60: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
 	51,  // 61: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
-	98,  // 62: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	102, // 62: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
 	0,   // 63: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
 	49,  // 64: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
 	52,  // 65: blendplane.controlplane.v1.RegisterAgentRequest.resources:type_name -> blendplane.controlplane.v1.Resources
 	54,  // 66: blendplane.controlplane.v1.RegisterAgentRequest.held_sessions:type_name -> blendplane.controlplane.v1.HeldSession
-	96,  // 67: blendplane.controlplane.v1.RegisterAgentRequest.labels:type_name -> blendplane.controlplane.v1.RegisterAgentRequest.LabelsEntry
+	100, // 67: blendplane.controlplane.v1.RegisterAgentRequest.labels:type_name -> blendplane.controlplane.v1.RegisterAgentRequest.LabelsEntry
 	62,  // 68: blendplane.controlplane.v1.GetSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
 	6,   // 69: blendplane.controlplane.v1.ListSessionsRequest.state:type_name -> blendplane.controlplane.v1.Session.State
 	62,  // 70: blendplane.controlplane.v1.ListSessionsResponse.sessions:type_name -> blendplane.controlplane.v1.Session
 	62,  // 71: blendplane.controlplane.v1.CloseSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
 	6,   // 72: blendplane.controlplane.v1.Session.state:type_name -> blendplane.controlplane.v1.Session.State
 	20,  // 73: blendplane.controlplane.v1.Session.contract:type_name -> blendplane.controlplane.v1.SessionContract
-	97,  // 74: blendplane.controlplane.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	97,  // 75: blendplane.controlplane.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	97,  // 76: blendplane.controlplane.v1.Session.close_time:type_name -> google.protobuf.Timestamp
-	97,  // 77: blendplane.controlplane.v1.Artifact.create_time:type_name -> google.protobuf.Timestamp
+	101, // 74: blendplane.controlplane.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	101, // 75: blendplane.controlplane.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	101, // 76: blendplane.controlplane.v1.Session.close_time:type_name -> google.protobuf.Timestamp
+	101, // 77: blendplane.controlplane.v1.Artifact.create_time:type_name -> google.protobuf.Timestamp
 	65,  // 78: blendplane.controlplane.v1.UploadArtifactRequest.header:type_name -> blendplane.controlplane.v1.ArtifactUpload
 	63,  // 79: blendplane.controlplane.v1.UploadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
 	63,  // 80: blendplane.controlplane.v1.DownloadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
 	63,  // 81: blendplane.controlplane.v1.ListArtifactsResponse.artifacts:type_name -> blendplane.controlplane.v1.Artifact
-	97,  // 82: blendplane.controlplane.v1.Token.create_time:type_name -> google.protobuf.Timestamp
-	97,  // 83: blendplane.controlplane.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
-	97,  // 84: blendplane.controlplane.v1.Token.revoke_time:type_name -> google.protobuf.Timestamp
-	99,  // 85: blendplane.controlplane.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	101, // 82: blendplane.controlplane.v1.Token.create_time:type_name -> google.protobuf.Timestamp
+	101, // 83: blendplane.controlplane.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
+	101, // 84: blendplane.controlplane.v1.Token.revoke_time:type_name -> google.protobuf.Timestamp
+	103, // 85: blendplane.controlplane.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
 	71,  // 86: blendplane.controlplane.v1.CreateTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
 	71,  // 87: blendplane.controlplane.v1.ListTokensResponse.tokens:type_name -> blendplane.controlplane.v1.Token
 	71,  // 88: blendplane.controlplane.v1.RevokeTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
 	7,   // 89: blendplane.controlplane.v1.Approval.state:type_name -> blendplane.controlplane.v1.Approval.State
 	79,  // 90: blendplane.controlplane.v1.Approval.decisions:type_name -> blendplane.controlplane.v1.PolicyDecision
 	80,  // 91: blendplane.controlplane.v1.Approval.preview:type_name -> blendplane.controlplane.v1.Preview
-	97,  // 92: blendplane.controlplane.v1.Approval.create_time:type_name -> google.protobuf.Timestamp
+	101, // 92: blendplane.controlplane.v1.Approval.create_time:type_name -> google.protobuf.Timestamp
 	1,   // 93: blendplane.controlplane.v1.Approval.decision:type_name -> blendplane.controlplane.v1.Decision
-	97,  // 94: blendplane.controlplane.v1.Approval.resolve_time:type_name -> google.protobuf.Timestamp
+	101, // 94: blendplane.controlplane.v1.Approval.resolve_time:type_name -> google.protobuf.Timestamp
 	8,   // 95: blendplane.controlplane.v1.PolicyDecision.mode:type_name -> blendplane.controlplane.v1.PolicyDecision.Mode
 	9,   // 96: blendplane.controlplane.v1.Preview.state:type_name -> blendplane.controlplane.v1.Preview.State
 	81,  // 97: blendplane.controlplane.v1.Preview.changes:type_name -> blendplane.controlplane.v1.DatablockChange
 	30,  // 98: blendplane.controlplane.v1.Preview.failure:type_name -> blendplane.controlplane.v1.Failure
 	63,  // 99: blendplane.controlplane.v1.Preview.render:type_name -> blendplane.controlplane.v1.Artifact
-	97,  // 100: blendplane.controlplane.v1.Preview.complete_time:type_name -> google.protobuf.Timestamp
+	101, // 100: blendplane.controlplane.v1.Preview.complete_time:type_name -> google.protobuf.Timestamp
 	10,  // 101: blendplane.controlplane.v1.DatablockChange.kind:type_name -> blendplane.controlplane.v1.DatablockChange.Kind
 	82,  // 102: blendplane.controlplane.v1.DatablockChange.fields:type_name -> blendplane.controlplane.v1.FieldChange
-	100, // 103: blendplane.controlplane.v1.FieldChange.before:type_name -> google.protobuf.Value
-	100, // 104: blendplane.controlplane.v1.FieldChange.after:type_name -> google.protobuf.Value
-	97,  // 105: blendplane.controlplane.v1.PolicyRule.create_time:type_name -> google.protobuf.Timestamp
+	104, // 103: blendplane.controlplane.v1.FieldChange.before:type_name -> google.protobuf.Value
+	104, // 104: blendplane.controlplane.v1.FieldChange.after:type_name -> google.protobuf.Value
+	101, // 105: blendplane.controlplane.v1.PolicyRule.create_time:type_name -> google.protobuf.Timestamp
 	7,   // 106: blendplane.controlplane.v1.ListApprovalsRequest.state:type_name -> blendplane.controlplane.v1.Approval.State
 	78,  // 107: blendplane.controlplane.v1.ListApprovalsResponse.approvals:type_name -> blendplane.controlplane.v1.Approval
 	1,   // 108: blendplane.controlplane.v1.ResolveApprovalRequest.decision:type_name -> blendplane.controlplane.v1.Decision
@@ -7615,57 +7882,62 @@ var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	83,  // 110: blendplane.controlplane.v1.ResolveApprovalResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
 	83,  // 111: blendplane.controlplane.v1.ListPolicyRulesResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
 	83,  // 112: blendplane.controlplane.v1.DeletePolicyRuleResponse.rule:type_name -> blendplane.controlplane.v1.PolicyRule
-	11,  // 113: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
-	23,  // 114: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
-	26,  // 115: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
-	34,  // 116: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
-	36,  // 117: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
-	38,  // 118: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
-	40,  // 119: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
-	46,  // 120: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
-	43,  // 121: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
-	53,  // 122: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
-	56,  // 123: blendplane.controlplane.v1.ControlPlaneService.GetSession:input_type -> blendplane.controlplane.v1.GetSessionRequest
-	58,  // 124: blendplane.controlplane.v1.ControlPlaneService.ListSessions:input_type -> blendplane.controlplane.v1.ListSessionsRequest
-	60,  // 125: blendplane.controlplane.v1.ControlPlaneService.CloseSession:input_type -> blendplane.controlplane.v1.CloseSessionRequest
-	64,  // 126: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:input_type -> blendplane.controlplane.v1.UploadArtifactRequest
-	67,  // 127: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:input_type -> blendplane.controlplane.v1.DownloadArtifactRequest
-	69,  // 128: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:input_type -> blendplane.controlplane.v1.ListArtifactsRequest
-	72,  // 129: blendplane.controlplane.v1.ControlPlaneService.CreateToken:input_type -> blendplane.controlplane.v1.CreateTokenRequest
-	74,  // 130: blendplane.controlplane.v1.ControlPlaneService.ListTokens:input_type -> blendplane.controlplane.v1.ListTokensRequest
-	76,  // 131: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:input_type -> blendplane.controlplane.v1.RevokeTokenRequest
-	84,  // 132: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:input_type -> blendplane.controlplane.v1.ListApprovalsRequest
-	86,  // 133: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:input_type -> blendplane.controlplane.v1.ResolveApprovalRequest
-	88,  // 134: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:input_type -> blendplane.controlplane.v1.ListPolicyRulesRequest
-	90,  // 135: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:input_type -> blendplane.controlplane.v1.DeletePolicyRuleRequest
-	12,  // 136: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
-	24,  // 137: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
-	27,  // 138: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
-	35,  // 139: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
-	37,  // 140: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
-	39,  // 141: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
-	41,  // 142: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
-	47,  // 143: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
-	44,  // 144: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
-	55,  // 145: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
-	57,  // 146: blendplane.controlplane.v1.ControlPlaneService.GetSession:output_type -> blendplane.controlplane.v1.GetSessionResponse
-	59,  // 147: blendplane.controlplane.v1.ControlPlaneService.ListSessions:output_type -> blendplane.controlplane.v1.ListSessionsResponse
-	61,  // 148: blendplane.controlplane.v1.ControlPlaneService.CloseSession:output_type -> blendplane.controlplane.v1.CloseSessionResponse
-	66,  // 149: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:output_type -> blendplane.controlplane.v1.UploadArtifactResponse
-	68,  // 150: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:output_type -> blendplane.controlplane.v1.DownloadArtifactResponse
-	70,  // 151: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:output_type -> blendplane.controlplane.v1.ListArtifactsResponse
-	73,  // 152: blendplane.controlplane.v1.ControlPlaneService.CreateToken:output_type -> blendplane.controlplane.v1.CreateTokenResponse
-	75,  // 153: blendplane.controlplane.v1.ControlPlaneService.ListTokens:output_type -> blendplane.controlplane.v1.ListTokensResponse
-	77,  // 154: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:output_type -> blendplane.controlplane.v1.RevokeTokenResponse
-	85,  // 155: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:output_type -> blendplane.controlplane.v1.ListApprovalsResponse
-	87,  // 156: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:output_type -> blendplane.controlplane.v1.ResolveApprovalResponse
-	89,  // 157: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:output_type -> blendplane.controlplane.v1.ListPolicyRulesResponse
-	91,  // 158: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:output_type -> blendplane.controlplane.v1.DeletePolicyRuleResponse
-	136, // [136:159] is the sub-list for method output_type
-	113, // [113:136] is the sub-list for method input_type
-	113, // [113:113] is the sub-list for extension type_name
-	113, // [113:113] is the sub-list for extension extendee
-	0,   // [0:113] is the sub-list for field type_name
+	25,  // 113: blendplane.controlplane.v1.ListPlansResponse.plans:type_name -> blendplane.controlplane.v1.Plan
+	11,  // 114: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
+	23,  // 115: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
+	26,  // 116: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
+	34,  // 117: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
+	36,  // 118: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
+	38,  // 119: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
+	40,  // 120: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
+	46,  // 121: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
+	43,  // 122: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
+	53,  // 123: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
+	56,  // 124: blendplane.controlplane.v1.ControlPlaneService.GetSession:input_type -> blendplane.controlplane.v1.GetSessionRequest
+	58,  // 125: blendplane.controlplane.v1.ControlPlaneService.ListSessions:input_type -> blendplane.controlplane.v1.ListSessionsRequest
+	60,  // 126: blendplane.controlplane.v1.ControlPlaneService.CloseSession:input_type -> blendplane.controlplane.v1.CloseSessionRequest
+	64,  // 127: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:input_type -> blendplane.controlplane.v1.UploadArtifactRequest
+	67,  // 128: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:input_type -> blendplane.controlplane.v1.DownloadArtifactRequest
+	69,  // 129: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:input_type -> blendplane.controlplane.v1.ListArtifactsRequest
+	72,  // 130: blendplane.controlplane.v1.ControlPlaneService.CreateToken:input_type -> blendplane.controlplane.v1.CreateTokenRequest
+	74,  // 131: blendplane.controlplane.v1.ControlPlaneService.ListTokens:input_type -> blendplane.controlplane.v1.ListTokensRequest
+	76,  // 132: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:input_type -> blendplane.controlplane.v1.RevokeTokenRequest
+	84,  // 133: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:input_type -> blendplane.controlplane.v1.ListApprovalsRequest
+	86,  // 134: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:input_type -> blendplane.controlplane.v1.ResolveApprovalRequest
+	88,  // 135: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:input_type -> blendplane.controlplane.v1.ListPolicyRulesRequest
+	90,  // 136: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:input_type -> blendplane.controlplane.v1.DeletePolicyRuleRequest
+	92,  // 137: blendplane.controlplane.v1.ControlPlaneService.ListPlans:input_type -> blendplane.controlplane.v1.ListPlansRequest
+	94,  // 138: blendplane.controlplane.v1.ControlPlaneService.GetCaller:input_type -> blendplane.controlplane.v1.GetCallerRequest
+	12,  // 139: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
+	24,  // 140: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
+	27,  // 141: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
+	35,  // 142: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
+	37,  // 143: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
+	39,  // 144: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
+	41,  // 145: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
+	47,  // 146: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
+	44,  // 147: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
+	55,  // 148: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
+	57,  // 149: blendplane.controlplane.v1.ControlPlaneService.GetSession:output_type -> blendplane.controlplane.v1.GetSessionResponse
+	59,  // 150: blendplane.controlplane.v1.ControlPlaneService.ListSessions:output_type -> blendplane.controlplane.v1.ListSessionsResponse
+	61,  // 151: blendplane.controlplane.v1.ControlPlaneService.CloseSession:output_type -> blendplane.controlplane.v1.CloseSessionResponse
+	66,  // 152: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:output_type -> blendplane.controlplane.v1.UploadArtifactResponse
+	68,  // 153: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:output_type -> blendplane.controlplane.v1.DownloadArtifactResponse
+	70,  // 154: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:output_type -> blendplane.controlplane.v1.ListArtifactsResponse
+	73,  // 155: blendplane.controlplane.v1.ControlPlaneService.CreateToken:output_type -> blendplane.controlplane.v1.CreateTokenResponse
+	75,  // 156: blendplane.controlplane.v1.ControlPlaneService.ListTokens:output_type -> blendplane.controlplane.v1.ListTokensResponse
+	77,  // 157: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:output_type -> blendplane.controlplane.v1.RevokeTokenResponse
+	85,  // 158: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:output_type -> blendplane.controlplane.v1.ListApprovalsResponse
+	87,  // 159: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:output_type -> blendplane.controlplane.v1.ResolveApprovalResponse
+	89,  // 160: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:output_type -> blendplane.controlplane.v1.ListPolicyRulesResponse
+	91,  // 161: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:output_type -> blendplane.controlplane.v1.DeletePolicyRuleResponse
+	93,  // 162: blendplane.controlplane.v1.ControlPlaneService.ListPlans:output_type -> blendplane.controlplane.v1.ListPlansResponse
+	95,  // 163: blendplane.controlplane.v1.ControlPlaneService.GetCaller:output_type -> blendplane.controlplane.v1.GetCallerResponse
+	139, // [139:164] is the sub-list for method output_type
+	114, // [114:139] is the sub-list for method input_type
+	114, // [114:114] is the sub-list for extension type_name
+	114, // [114:114] is the sub-list for extension extendee
+	0,   // [0:114] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_controlplane_v1_controlplane_proto_init() }
@@ -7692,7 +7964,7 @@ func file_blendplane_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_controlplane_v1_controlplane_proto_rawDesc), len(file_blendplane_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   86,
+			NumMessages:   90,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

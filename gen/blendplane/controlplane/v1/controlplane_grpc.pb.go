@@ -42,6 +42,8 @@ const (
 	ControlPlaneService_ResolveApproval_FullMethodName  = "/blendplane.controlplane.v1.ControlPlaneService/ResolveApproval"
 	ControlPlaneService_ListPolicyRules_FullMethodName  = "/blendplane.controlplane.v1.ControlPlaneService/ListPolicyRules"
 	ControlPlaneService_DeletePolicyRule_FullMethodName = "/blendplane.controlplane.v1.ControlPlaneService/DeletePolicyRule"
+	ControlPlaneService_ListPlans_FullMethodName        = "/blendplane.controlplane.v1.ControlPlaneService/ListPlans"
+	ControlPlaneService_GetCaller_FullMethodName        = "/blendplane.controlplane.v1.ControlPlaneService/GetCaller"
 )
 
 // ControlPlaneServiceClient is the client API for ControlPlaneService service.
@@ -120,6 +122,13 @@ type ControlPlaneServiceClient interface {
 	ListPolicyRules(ctx context.Context, in *ListPolicyRulesRequest, opts ...grpc.CallOption) (*ListPolicyRulesResponse, error)
 	// DeletePolicyRule removes a persisted rule (approve scope).
 	DeletePolicyRule(ctx context.Context, in *DeletePolicyRuleRequest, opts ...grpc.CallOption) (*DeletePolicyRuleResponse, error)
+	// ListPlans lists the plans of a session, newest first, a page at a time
+	// (AIP-158): the caller's own (an admin's: every principal's).
+	ListPlans(ctx context.Context, in *ListPlansRequest, opts ...grpc.CallOption) (*ListPlansResponse, error)
+	// GetCaller says who the caller is: its principal and scopes (what a
+	// front door such as the web console offers it). Any authenticated
+	// principal may call it.
+	GetCaller(ctx context.Context, in *GetCallerRequest, opts ...grpc.CallOption) (*GetCallerResponse, error)
 }
 
 type controlPlaneServiceClient struct {
@@ -381,6 +390,26 @@ func (c *controlPlaneServiceClient) DeletePolicyRule(ctx context.Context, in *De
 	return out, nil
 }
 
+func (c *controlPlaneServiceClient) ListPlans(ctx context.Context, in *ListPlansRequest, opts ...grpc.CallOption) (*ListPlansResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPlansResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_ListPlans_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneServiceClient) GetCaller(ctx context.Context, in *GetCallerRequest, opts ...grpc.CallOption) (*GetCallerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCallerResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_GetCaller_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlPlaneServiceServer is the server API for ControlPlaneService service.
 // All implementations must embed UnimplementedControlPlaneServiceServer
 // for forward compatibility.
@@ -457,6 +486,13 @@ type ControlPlaneServiceServer interface {
 	ListPolicyRules(context.Context, *ListPolicyRulesRequest) (*ListPolicyRulesResponse, error)
 	// DeletePolicyRule removes a persisted rule (approve scope).
 	DeletePolicyRule(context.Context, *DeletePolicyRuleRequest) (*DeletePolicyRuleResponse, error)
+	// ListPlans lists the plans of a session, newest first, a page at a time
+	// (AIP-158): the caller's own (an admin's: every principal's).
+	ListPlans(context.Context, *ListPlansRequest) (*ListPlansResponse, error)
+	// GetCaller says who the caller is: its principal and scopes (what a
+	// front door such as the web console offers it). Any authenticated
+	// principal may call it.
+	GetCaller(context.Context, *GetCallerRequest) (*GetCallerResponse, error)
 	mustEmbedUnimplementedControlPlaneServiceServer()
 }
 
@@ -535,6 +571,12 @@ func (UnimplementedControlPlaneServiceServer) ListPolicyRules(context.Context, *
 }
 func (UnimplementedControlPlaneServiceServer) DeletePolicyRule(context.Context, *DeletePolicyRuleRequest) (*DeletePolicyRuleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeletePolicyRule not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) ListPlans(context.Context, *ListPlansRequest) (*ListPlansResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPlans not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) GetCaller(context.Context, *GetCallerRequest) (*GetCallerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCaller not implemented")
 }
 func (UnimplementedControlPlaneServiceServer) mustEmbedUnimplementedControlPlaneServiceServer() {}
 func (UnimplementedControlPlaneServiceServer) testEmbeddedByValue()                             {}
@@ -946,6 +988,42 @@ func _ControlPlaneService_DeletePolicyRule_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlPlaneService_ListPlans_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPlansRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).ListPlans(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_ListPlans_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).ListPlans(ctx, req.(*ListPlansRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlaneService_GetCaller_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCallerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).GetCaller(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_GetCaller_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).GetCaller(ctx, req.(*GetCallerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlPlaneService_ServiceDesc is the grpc.ServiceDesc for ControlPlaneService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1032,6 +1110,14 @@ var ControlPlaneService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeletePolicyRule",
 			Handler:    _ControlPlaneService_DeletePolicyRule_Handler,
+		},
+		{
+			MethodName: "ListPlans",
+			Handler:    _ControlPlaneService_ListPlans_Handler,
+		},
+		{
+			MethodName: "GetCaller",
+			Handler:    _ControlPlaneService_GetCaller_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

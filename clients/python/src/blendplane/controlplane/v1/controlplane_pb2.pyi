@@ -258,7 +258,7 @@ class SubmitPlanResponse(_message.Message):
     def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("request_id", "session_id", "state", "schedule", "atomic", "registry_fingerprint", "receipt_count", "failure", "create_time", "update_time", "approval_id")
+    __slots__ = ("request_id", "session_id", "state", "schedule", "atomic", "registry_fingerprint", "receipt_count", "failure", "create_time", "update_time", "approval_id", "owner")
     class State(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         STATE_UNSPECIFIED: _ClassVar[Plan.State]
@@ -288,6 +288,7 @@ class Plan(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     session_id: str
     state: Plan.State
@@ -299,7 +300,8 @@ class Plan(_message.Message):
     create_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
     approval_id: str
-    def __init__(self, request_id: _Optional[str] = ..., session_id: _Optional[str] = ..., state: _Optional[_Union[Plan.State, str]] = ..., schedule: _Optional[_Iterable[str]] = ..., atomic: _Optional[bool] = ..., registry_fingerprint: _Optional[str] = ..., receipt_count: _Optional[int] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., approval_id: _Optional[str] = ...) -> None: ...
+    owner: str
+    def __init__(self, request_id: _Optional[str] = ..., session_id: _Optional[str] = ..., state: _Optional[_Union[Plan.State, str]] = ..., schedule: _Optional[_Iterable[str]] = ..., atomic: _Optional[bool] = ..., registry_fingerprint: _Optional[str] = ..., receipt_count: _Optional[int] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., approval_id: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class StreamReceiptsRequest(_message.Message):
     __slots__ = ("request_id", "start_sequence", "owner")
@@ -518,16 +520,20 @@ class MacroDefinition(_message.Message):
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., example_args: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tools: _Optional[_Iterable[str]] = ..., fingerprint: _Optional[str] = ...) -> None: ...
 
 class ListAuditRecordsRequest(_message.Message):
-    __slots__ = ("request_id", "page_size", "page_token", "owner")
+    __slots__ = ("request_id", "page_size", "page_token", "owner", "operation_id", "blender_mutation_id")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    BLENDER_MUTATION_ID_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     page_size: int
     page_token: str
     owner: str
-    def __init__(self, request_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
+    operation_id: str
+    blender_mutation_id: str
+    def __init__(self, request_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., owner: _Optional[str] = ..., operation_id: _Optional[str] = ..., blender_mutation_id: _Optional[str] = ...) -> None: ...
 
 class ListAuditRecordsResponse(_message.Message):
     __slots__ = ("audit_records", "next_page_token")
@@ -1194,3 +1200,35 @@ class DeletePolicyRuleResponse(_message.Message):
     RULE_FIELD_NUMBER: _ClassVar[int]
     rule: PolicyRule
     def __init__(self, rule: _Optional[_Union[PolicyRule, _Mapping]] = ...) -> None: ...
+
+class ListPlansRequest(_message.Message):
+    __slots__ = ("session_id", "page_size", "page_token")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListPlansResponse(_message.Message):
+    __slots__ = ("plans", "next_page_token")
+    PLANS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    plans: _containers.RepeatedCompositeFieldContainer[Plan]
+    next_page_token: str
+    def __init__(self, plans: _Optional[_Iterable[_Union[Plan, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetCallerRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetCallerResponse(_message.Message):
+    __slots__ = ("principal", "scopes", "auth_disabled")
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    AUTH_DISABLED_FIELD_NUMBER: _ClassVar[int]
+    principal: str
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    auth_disabled: bool
+    def __init__(self, principal: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., auth_disabled: _Optional[bool] = ...) -> None: ...

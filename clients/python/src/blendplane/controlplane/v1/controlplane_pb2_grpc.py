@@ -152,6 +152,16 @@ class ControlPlaneServiceStub:
                 request_serializer=blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.DeletePolicyRuleRequest.SerializeToString,
                 response_deserializer=blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.DeletePolicyRuleResponse.FromString,
                 _registered_method=True)
+        self.ListPlans = channel.unary_unary(
+                '/blendplane.controlplane.v1.ControlPlaneService/ListPlans',
+                request_serializer=blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.ListPlansRequest.SerializeToString,
+                response_deserializer=blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.ListPlansResponse.FromString,
+                _registered_method=True)
+        self.GetCaller = channel.unary_unary(
+                '/blendplane.controlplane.v1.ControlPlaneService/GetCaller',
+                request_serializer=blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.GetCallerRequest.SerializeToString,
+                response_deserializer=blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.GetCallerResponse.FromString,
+                _registered_method=True)
 
 
 class ControlPlaneServiceServicer:
@@ -343,6 +353,23 @@ class ControlPlaneServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPlans(self, request, context):
+        """ListPlans lists the plans of a session, newest first, a page at a time
+        (AIP-158): the caller's own (an admin's: every principal's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCaller(self, request, context):
+        """GetCaller says who the caller is: its principal and scopes (what a
+        front door such as the web console offers it). Any authenticated
+        principal may call it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlPlaneServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -460,6 +487,16 @@ def add_ControlPlaneServiceServicer_to_server(servicer, server):
                     servicer.DeletePolicyRule,
                     request_deserializer=blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.DeletePolicyRuleRequest.FromString,
                     response_serializer=blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.DeletePolicyRuleResponse.SerializeToString,
+            ),
+            'ListPlans': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPlans,
+                    request_deserializer=blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.ListPlansRequest.FromString,
+                    response_serializer=blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.ListPlansResponse.SerializeToString,
+            ),
+            'GetCaller': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCaller,
+                    request_deserializer=blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.GetCallerRequest.FromString,
+                    response_serializer=blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.GetCallerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1086,6 +1123,60 @@ class ControlPlaneService:
             '/blendplane.controlplane.v1.ControlPlaneService/DeletePolicyRule',
             blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.DeletePolicyRuleRequest.SerializeToString,
             blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.DeletePolicyRuleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPlans(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/blendplane.controlplane.v1.ControlPlaneService/ListPlans',
+            blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.ListPlansRequest.SerializeToString,
+            blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.ListPlansResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCaller(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/blendplane.controlplane.v1.ControlPlaneService/GetCaller',
+            blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.GetCallerRequest.SerializeToString,
+            blendplane_dot_controlplane_dot_v1_dot_controlplane__pb2.GetCallerResponse.FromString,
             options,
             channel_credentials,
             insecure,

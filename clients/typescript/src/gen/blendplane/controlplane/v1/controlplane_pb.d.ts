@@ -721,6 +721,13 @@ export declare type Plan = Message<"blendplane.controlplane.v1.Plan"> & {
    * @generated from field: string approval_id = 11;
    */
   approvalId: string;
+
+  /**
+   * The principal whose plan it is: request ids are unique per principal.
+   *
+   * @generated from field: string owner = 12;
+   */
+  owner: string;
 };
 
 /**
@@ -1492,6 +1499,21 @@ export declare type ListAuditRecordsRequest = Message<"blendplane.controlplane.v
    * @generated from field: string owner = 4;
    */
   owner: string;
+
+  /**
+   * Only records of this operation id (of any plan, unless request_id is
+   * set too).
+   *
+   * @generated from field: string operation_id = 5;
+   */
+  operationId: string;
+
+  /**
+   * Only the record of this Blender mutation id.
+   *
+   * @generated from field: string blender_mutation_id = 6;
+   */
+  blenderMutationId: string;
 };
 
 /**
@@ -3531,6 +3553,104 @@ export declare type DeletePolicyRuleResponse = Message<"blendplane.controlplane.
 export declare const DeletePolicyRuleResponseSchema: GenMessage<DeletePolicyRuleResponse>;
 
 /**
+ * @generated from message blendplane.controlplane.v1.ListPlansRequest
+ */
+export declare type ListPlansRequest = Message<"blendplane.controlplane.v1.ListPlansRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * At most this many plans; 0 means 100, values over 1000 are treated as 1000.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * From a previous response's next_page_token.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message blendplane.controlplane.v1.ListPlansRequest.
+ * Use `create(ListPlansRequestSchema)` to create a new message.
+ */
+export declare const ListPlansRequestSchema: GenMessage<ListPlansRequest>;
+
+/**
+ * @generated from message blendplane.controlplane.v1.ListPlansResponse
+ */
+export declare type ListPlansResponse = Message<"blendplane.controlplane.v1.ListPlansResponse"> & {
+  /**
+   * @generated from field: repeated blendplane.controlplane.v1.Plan plans = 1;
+   */
+  plans: Plan[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message blendplane.controlplane.v1.ListPlansResponse.
+ * Use `create(ListPlansResponseSchema)` to create a new message.
+ */
+export declare const ListPlansResponseSchema: GenMessage<ListPlansResponse>;
+
+/**
+ * @generated from message blendplane.controlplane.v1.GetCallerRequest
+ */
+export declare type GetCallerRequest = Message<"blendplane.controlplane.v1.GetCallerRequest"> & {
+};
+
+/**
+ * Describes the message blendplane.controlplane.v1.GetCallerRequest.
+ * Use `create(GetCallerRequestSchema)` to create a new message.
+ */
+export declare const GetCallerRequestSchema: GenMessage<GetCallerRequest>;
+
+/**
+ * @generated from message blendplane.controlplane.v1.GetCallerResponse
+ */
+export declare type GetCallerResponse = Message<"blendplane.controlplane.v1.GetCallerResponse"> & {
+  /**
+   * The principal the call ran as ("anonymous" with --allow-insecure-local).
+   *
+   * @generated from field: string principal = 1;
+   */
+  principal: string;
+
+  /**
+   * The scopes it holds, sorted (an admin holds every scope but "agent").
+   *
+   * @generated from field: repeated string scopes = 2;
+   */
+  scopes: string[];
+
+  /**
+   * True when the control plane runs without tokens
+   * (--allow-insecure-local): no sign-in is needed.
+   *
+   * @generated from field: bool auth_disabled = 3;
+   */
+  authDisabled: boolean;
+};
+
+/**
+ * Describes the message blendplane.controlplane.v1.GetCallerResponse.
+ * Use `create(GetCallerResponseSchema)` to create a new message.
+ */
+export declare const GetCallerResponseSchema: GenMessage<GetCallerResponse>;
+
+/**
  * SafetyLevel is the safety class of an operation, used by policy gates.
  *
  * @generated from enum blendplane.controlplane.v1.SafetyLevel
@@ -3866,6 +3986,29 @@ export declare const ControlPlaneService: GenService<{
     methodKind: "unary";
     input: typeof DeletePolicyRuleRequestSchema;
     output: typeof DeletePolicyRuleResponseSchema;
+  },
+  /**
+   * ListPlans lists the plans of a session, newest first, a page at a time
+   * (AIP-158): the caller's own (an admin's: every principal's).
+   *
+   * @generated from rpc blendplane.controlplane.v1.ControlPlaneService.ListPlans
+   */
+  listPlans: {
+    methodKind: "unary";
+    input: typeof ListPlansRequestSchema;
+    output: typeof ListPlansResponseSchema;
+  },
+  /**
+   * GetCaller says who the caller is: its principal and scopes (what a
+   * front door such as the web console offers it). Any authenticated
+   * principal may call it.
+   *
+   * @generated from rpc blendplane.controlplane.v1.ControlPlaneService.GetCaller
+   */
+  getCaller: {
+    methodKind: "unary";
+    input: typeof GetCallerRequestSchema;
+    output: typeof GetCallerResponseSchema;
   },
 }>;
 
