@@ -367,7 +367,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		}
 		go httpSrv.Serve(hl)
 		defer httpSrv.Close()
-		log.Info("http front doors serving", "addr", hl.Addr().String(), "routes", "/mcp /v1/ /openapi.json /api/agent/ /lesson /run_operator /scene_summary /audit /health", "tls", httpSrv.TLSConfig != nil)
+		log.Info("http front doors serving", "addr", hl.Addr().String(), "routes", "/console/ /mcp /v1/ /openapi.json /metrics /api/agent/ /lesson /run_operator /scene_summary /audit /health", "tls", httpSrv.TLSConfig != nil)
 	}
 	log.Info("control plane serving", "addr", lis.Addr().String(), "data_dir", cfg.DataDir, "planner", rt.Model())
 	if ready != nil {

@@ -15,6 +15,7 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"google.golang.org/grpc"
 
+	"github.com/blendplane/blendplane/console"
 	"github.com/blendplane/blendplane/controlplane/internal/app"
 	"github.com/blendplane/blendplane/controlplane/internal/auth"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -49,6 +50,8 @@ type Config struct {
 //	               the lesson API of seed 004 (package lesson)
 //	/api/agent/... the planner runtime of seed 002 (package planner)
 //	/metrics       Prometheus metrics (package metrics), admin scope
+//	/console/      the web console (package console): static files that call
+//	               /v1 with the signed-in principal's token; / redirects there
 func Handler(ctx context.Context, cfg Config) (http.Handler, error) {
 	mux := http.NewServeMux()
 	lessons := cfg.Lesson
@@ -69,6 +72,8 @@ func Handler(ctx context.Context, cfg Config) (http.Handler, error) {
 	if cfg.Metrics != nil {
 		mux.Handle("GET /metrics", cfg.bearer(auth.ScopeAdmin, cfg.Metrics))
 	}
+	mux.Handle("GET "+console.Prefix, console.Handler())
+	mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusFound))
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(openapi.Document)
