@@ -24,6 +24,8 @@ PROTOBUF_PY_VERSION        := 7.36.2
 GOOGLEAPIS_PROTOS_VERSION  := 1.76.0
 PYTEST_VERSION             := 9.2.0
 PROTOC_GEN_ES_VERSION      := 2.17.0
+# Debian 12's chromium, for the web console's browser tests.
+CHROMIUM_VERSION           := 156.0.8078.108-1~deb12u1
 
 TOOLS_BIN := $(CURDIR)/.tools/bin
 TOOLS_PY  := $(CURDIR)/.tools/py
@@ -36,7 +38,7 @@ export PATH := $(TOOLS_BIN):$(PATH)
 GO_PACKAGES := ./...
 BINARIES    := bin/controlplane bin/agentd bin/blendctl
 
-.PHONY: tools generate lint build test check bench demo blender clients hosts clean
+.PHONY: tools generate lint build test check bench demo blender clients hosts browser screenshots clean
 
 ## tools: install pinned buf and the protoc plugins (Go, gRPC, grpc-gateway, OpenAPI) into .tools/bin
 tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc \
@@ -112,6 +114,21 @@ hosts:
 			|| echo "warning: apt could not install iproute2/nftables; the multi-host tests will skip"; \
 	fi
 
+## browser: Debian's chromium for the web console's tests (headless, driven by chromedp), where apt works;
+## the pinned version while apt still serves it (Debian replaces it with each security update), else apt's
+browser:
+	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && ! command -v chromium >/dev/null 2>&1; then \
+		echo "installing Debian's chromium $(CHROMIUM_VERSION) for the console's browser tests"; \
+		apt-get update -qq && { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium=$(CHROMIUM_VERSION) >/dev/null \
+			|| { echo "chromium $(CHROMIUM_VERSION) is no longer on apt; installing the version apt has"; \
+			     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; } \
+			|| echo "warning: apt could not install chromium; the console's browser tests will fail"; \
+	fi
+
+## screenshots: the console's screenshots in docs/console/, taken by its browser test
+screenshots: blender browser
+	BLENDPLANE_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console go test -count=1 -run '^TestConsole$$' ./e2e/
+
 $(VENV)/.bpy-$(BPY_VERSION):
 	@test -n "$(PYTHON311)" || { echo "need python3.11 for the bpy wheel"; exit 1; }
 	@echo "installing bpy==$(BPY_VERSION) (Blender 4.5 LTS) into .blender/venv"
@@ -163,7 +180,7 @@ $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION)-$(OPENAPI_CLIE
 ## test: unit tests, then integration tests on the real binaries and real Blender
 ## (the bridge's tests run on every installed Blender; the end-to-end suite runs
 ## on the bpy wheel, and its main cluster tests once more on Debian's 3.4)
-test: blender clients hosts
+test: blender clients hosts browser
 	go test -count=1 -timeout 20m $(GO_PACKAGES)
 	@if [ -x /usr/bin/blender ]; then \
 		echo "== end-to-end cluster tests on Debian's Blender 3.4"; \

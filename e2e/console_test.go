@@ -225,11 +225,14 @@ func TestConsole(t *testing.T) {
 
 	// The admin watches the plan in one tab while it waits.
 	b.signIn(t, base, c.adminToken, "admin")
+	b.run(t, "every principal's sessions", until(fmt.Sprintf(`!!document.querySelector('#sessions tr[data-session=%q]')`, sid)))
+	b.shot(t, "sessions")
 	b.run(t, "the waiting plan",
 		open("#/plans/alice/shot-1"),
 		until(`!!document.querySelector('#plan-state [data-state=AWAITING_APPROVAL]')`),
 		chromedp.WaitVisible(chromedp.CSS("#awaiting-approval")),
 		until(count(`#receipts tbody tr`)+` === 0`))
+	b.shot(t, "plan-waiting")
 
 	// In another tab: the approval with its preview (diff and render), approved.
 	approver := b.tab(t)
