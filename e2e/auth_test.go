@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -112,6 +113,7 @@ func TestIdentities(t *testing.T) {
 		_, notFound["CancelPlan"] = bob.CancelPlan(ctxT(t, 10*time.Second), &cpv1.CancelPlanRequest{RequestId: "mine"})
 		_, notFound["CloseSession"] = bob.CloseSession(ctxT(t, 10*time.Second), &cpv1.CloseSessionRequest{SessionId: id})
 		_, notFound["ListArtifacts"] = bob.ListArtifacts(ctxT(t, 10*time.Second), &cpv1.ListArtifactsRequest{SessionId: id})
+		_, notFound["ListPlans"] = bob.ListPlans(ctxT(t, 10*time.Second), &cpv1.ListPlansRequest{SessionId: id})
 		_, notFound["SubmitPlan"] = bob.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: id, RequestId: "theirs",
 			Operations: []*cpv1.Operation{op("a", "scene.get_summary", map[string]any{})}})
 		stream, err := bob.DownloadArtifact(ctxT(t, 10*time.Second), &cpv1.DownloadArtifactRequest{SessionId: id, Name: "a.png"})
@@ -146,6 +148,25 @@ func TestIdentities(t *testing.T) {
 		}
 		if resp, err := c.client.GetSession(ctxT(t, 10*time.Second), &cpv1.GetSessionRequest{SessionId: id}); err != nil || resp.GetSession().GetOwner() != "alice" {
 			t.Fatalf("admin reading alice's session: %v %v", resp, err)
+		}
+		for name, client := range map[string]cpv1.ControlPlaneServiceClient{"alice": alice, "admin": c.client} {
+			plans, err := client.ListPlans(ctxT(t, 10*time.Second), &cpv1.ListPlansRequest{SessionId: id})
+			if err != nil || len(plans.GetPlans()) != 1 || plans.GetPlans()[0].GetRequestId() != "mine" || plans.GetPlans()[0].GetOwner() != "alice" {
+				t.Fatalf("%s listing alice's session's plans: %v %v", name, plans, err)
+			}
+		}
+		// Who am I: any principal may ask, and learns its scopes only.
+		for _, who := range []struct {
+			name, scopes string
+			client       cpv1.ControlPlaneServiceClient
+		}{{"bob", "[plans unsafe]", bob}, {"admin", "[admin approve plans unsafe]", c.client}} {
+			me, err := who.client.GetCaller(ctxT(t, 10*time.Second), &cpv1.GetCallerRequest{})
+			if err != nil || me.GetPrincipal() != who.name || fmt.Sprint(me.GetScopes()) != who.scopes || me.GetAuthDisabled() {
+				t.Fatalf("GetCaller as %s: %v %v", who.name, me, err)
+			}
+		}
+		if _, err := anonymous.GetCaller(ctxT(t, 10*time.Second), &cpv1.GetCallerRequest{}); status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("GetCaller without a token: %v", err)
 		}
 		// Request ids are per principal: bob may use "mine" too.
 		sb, err := negotiate(bob)
