@@ -41,6 +41,7 @@ def test_plan_runs_and_receipts_resume(bp, session):
     assert bp.session(session).scene_hash == receipts[-1].scene_hash_after
     # From a later sequence on, as a client resuming a broken stream does.
     assert [r.sequence for r in bp.receipts("py-hello", start=2)] == [2]
+    assert [(p.request_id, p.owner) for p in bp.plans(session)][0] == ("py-hello", "admin")
 
 
 def test_refusal_carries_the_failure_contract(bp, session):

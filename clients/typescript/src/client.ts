@@ -124,6 +124,18 @@ export class Client {
     return resp.plan!;
   }
 
+  /** The session's plans, newest first (without their schedules). */
+  async plans(sessionId: string): Promise<Plan[]> {
+    const out: Plan[] = [];
+    let pageToken = "";
+    do {
+      const resp = await call(() => this.stub.listPlans({ sessionId, pageToken }));
+      out.push(...resp.plans);
+      pageToken = resp.nextPageToken;
+    } while (pageToken);
+    return out;
+  }
+
   async plan(requestId: string): Promise<Plan> {
     return (await call(() => this.stub.getPlan({ requestId }))).plan!;
   }

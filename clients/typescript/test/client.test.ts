@@ -37,6 +37,7 @@ test("a plan runs; receipts resume from a sequence", async () => {
   const later: bigint[] = [];
   for await (const r of bp.receipts("ts-hello", { start: 2 })) later.push((r as pb.Receipt).sequence);
   assert.deepEqual(later, [2n]);
+  assert.equal((await bp.plans(session))[0].requestId, "ts-hello");
 });
 
 test("a refusal carries the failure contract", async () => {

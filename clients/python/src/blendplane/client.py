@@ -139,6 +139,16 @@ class Client:
     def plan(self, request_id: str) -> pb.Plan:
         return self._call(self.stub.GetPlan, pb.GetPlanRequest(request_id=request_id)).plan
 
+    def plans(self, session_id: str) -> list:
+        """The session's plans, newest first (without their schedules)."""
+        out, token = [], ""
+        while True:
+            resp = self._call(self.stub.ListPlans, pb.ListPlansRequest(session_id=session_id, page_token=token))
+            out += resp.plans
+            token = resp.next_page_token
+            if not token:
+                return out
+
     def receipts(self, request_id: str, *, start: int = 1, events: bool = False,
                  retry_for: float = 60) -> Iterator[Any]:
         """Yields the plan's receipts from sequence start on until the plan
