@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -153,7 +155,7 @@ func count(selector string) string {
 // one refused), scopes deciding what is offered, a plan watched live from
 // the moment it waits for approval to its last receipt, the approval with
 // its preview diff and preview render approved in another tab, the render
-// opened, the session's plans and artifacts, the audit searched by
+// opened at its size and downloaded byte for byte, the session's plans, the audit searched by
 // mutation id and by principal, the agents. No page may log an error.
 func TestConsole(t *testing.T) {
 	c := startClusterOpts(t, clusterOpts{policy: defaultPolicy})
@@ -267,11 +269,26 @@ func TestConsole(t *testing.T) {
 	b.run(t, "close the render", chromedp.Click(chromedp.CSS("#viewer-close")), until(`document.getElementById('viewer').hidden`))
 
 	// The session: both plans, newest first, and the render to download.
+	// The session: both plans, newest first, and the render downloaded to
+	// disk byte for byte.
+	downloads := t.TempDir()
+	if _, err := chromedp.CallBrowser(b.ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+		Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: downloads}); err != nil {
+		t.Fatal(err)
+	}
 	b.run(t, "the session",
 		open("#/sessions/"+sid),
 		until(`[...document.querySelectorAll('#plans tbody tr')].map(tr => tr.dataset.plan).join(',') === 'shot-1,setup'`),
-		until(`!!document.querySelector('#artifacts tr[data-artifact="after.png"] button[data-action=download]')`))
+		chromedp.Click(chromedp.CSS(`#artifacts tr[data-artifact="after.png"] button[data-action=download]`)))
 	b.shot(t, "session")
+	arts, err := alice.ListArtifacts(ctxT(t, 10*time.Second), &cpv1.ListArtifactsRequest{SessionId: sid, RequestId: "shot-1"})
+	if err != nil || len(arts.GetArtifacts()) != 1 {
+		t.Fatalf("shot-1's artifacts: %v %v", arts, err)
+	}
+	waitFor(t, "the downloaded render", func() bool {
+		raw, err := os.ReadFile(filepath.Join(downloads, "after.png"))
+		return err == nil && fmt.Sprintf("%x", sha256.Sum256(raw)) == arts.GetArtifacts()[0].GetSha256()
+	})
 
 	// The audit: by the mutation id of one receipt, and by principal.
 	stream, err := alice.StreamReceipts(ctxT(t, time.Minute), &cpv1.StreamReceiptsRequest{RequestId: "shot-1", StartSequence: 3})
