@@ -155,8 +155,9 @@ func count(selector string) string {
 // one refused), scopes deciding what is offered, a plan watched live from
 // the moment it waits for approval to its last receipt, the approval with
 // its preview diff and preview render approved in another tab, the render
-// opened at its size and downloaded byte for byte, the session's plans, the audit searched by
-// mutation id and by principal, the agents. No page may log an error.
+// opened at its size and downloaded byte for byte, the session's plans, the
+// audit searched by mutation id and by principal, the agents. No page may
+// log an error.
 func TestConsole(t *testing.T) {
 	c := startClusterOpts(t, clusterOpts{policy: defaultPolicy})
 	base := "http://" + c.httpAddr
