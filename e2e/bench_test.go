@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
@@ -105,13 +107,15 @@ func BenchmarkValidateOnly100k(b *testing.B) {
 	}); err != nil {
 		b.Fatal(err)
 	}
-	var total time.Duration
+	rssBefore := peakRSS(b, c.cp)
+	var total, client time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		resp, err := c.client.SubmitPlan(ctxT(b, 2*time.Minute), &cpv1.SubmitPlanRequest{
+		req := &cpv1.SubmitPlanRequest{
 			SessionId: s.GetSessionId(), RequestId: fmt.Sprintf("bench-validate-%d", i), Operations: ops, ValidateOnly: true,
-		})
+		}
+		start := time.Now()
+		resp, err := c.client.SubmitPlan(ctxT(b, 2*time.Minute), req)
 		total += time.Since(start)
 		if err != nil {
 			b.Fatal(err)
@@ -119,9 +123,41 @@ func BenchmarkValidateOnly100k(b *testing.B) {
 		if p := resp.GetPlan(); p.GetState() != cpv1.Plan_STATE_VALIDATED || len(p.GetSchedule()) != n {
 			b.Fatalf("plan state %v, %d scheduled", p.GetState(), len(p.GetSchedule()))
 		}
+		// The client's share of that time, done again apart: encoding the
+		// request, decoding the answer.
+		start = time.Now()
+		if _, err := proto.Marshal(req); err != nil {
+			b.Fatal(err)
+		}
+		client += time.Since(start)
+		answer, _ := proto.Marshal(resp)
+		start = time.Now()
+		if err := proto.Unmarshal(answer, &cpv1.SubmitPlanResponse{}); err != nil {
+			b.Fatal(err)
+		}
+		client += time.Since(start)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(total)/float64(time.Millisecond)/float64(b.N), "ms/submit-100k")
+	b.ReportMetric(float64(total-client)/float64(time.Millisecond)/float64(b.N), "ms/server-100k")
+	b.ReportMetric(float64(peakRSS(b, c.cp)-rssBefore)/(1<<20), "MiB/cp-peak-rss-growth")
+}
+
+// peakRSS is a daemon's peak resident memory so far (VmHWM), in bytes.
+func peakRSS(b *testing.B, d *daemon) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(raw)) {
+		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var n int64
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(kb), " kB"), &n)
+			return n << 10
+		}
+	}
+	b.Fatal("no VmHWM")
+	return 0
 }
 
 // timeBare starts a fresh bare Blender, makes benchWarmup untimed creates and

@@ -47,7 +47,7 @@ func (a *App) decide(who Principal, sessionID, requestID string, ops []plan.Oper
 			waits = append(waits, &cpv1.PolicyDecision{OperationId: op.ID, ToolName: op.Tool,
 				Mode: cpv1.PolicyDecision_MODE_REQUIRE_APPROVAL, Reason: d.Reason, Rule: d.Rule, Target: d.Target})
 		}
-		g.ops[op.ID] = store.OpPolicy{Decision: string(d.Mode), InputHash: policy.InputHash(op.Args)}
+		g.ops[op.ID] = store.OpPolicy{Decision: string(d.Mode)}
 	}
 	if denied != nil {
 		denied.Message = fmt.Sprintf("the policy denies %d of the plan's operations; nothing ran: drop them (or ask an admin about the rule)",
@@ -61,6 +61,16 @@ func (a *App) decide(who Principal, sessionID, requestID string, ops []plan.Oper
 			Preview: &cpv1.Preview{State: cpv1.Preview_STATE_PENDING}}
 	}
 	return g, nil
+}
+
+// hashInputs records each operation's input hash for its audit record; a
+// validate-only plan, which stores nothing, skips it.
+func (g gate) hashInputs(ops []plan.Operation) {
+	for _, op := range ops {
+		p := g.ops[op.ID]
+		p.InputHash = policy.InputHash(op.Args)
+		g.ops[op.ID] = p
+	}
 }
 
 // mayApprove: who sees every approval and may resolve them.

@@ -38,12 +38,13 @@ type Contract struct {
 func CheckContract(ops []Operation, reg *Registry, c Contract) error {
 	var e *Error
 	for i, op := range ops {
-		def, ok := reg.Lookup(op.Tool)
+		t, ok := reg.lookup(op.Tool)
 		if !ok {
 			continue // Check reported it
 		}
+		def := t.def
 		reason, desc, action := "", "", ActionDrop
-		arg := escapingPath(def, op.Args)
+		arg := escapingPath(t.sandboxArgs, op.Args)
 		switch {
 		case def.Mode == "ui_assisted":
 			reason, desc = ReasonCapabilityMissing, fmt.Sprintf("operation %q: %s needs a UI, and sessions are headless", op.ID, op.Tool)
@@ -80,34 +81,36 @@ func CheckContract(ops []Operation, reg *Registry, c Contract) error {
 	return e
 }
 
-// escapingPath returns the first sandbox-path arg of op that is not a plain
+// escapingPath returns the first sandbox-path arg of args that is not a plain
 // file name: empty, ".", "..", or containing "/", "\" or a control
 // character (U+0000 to U+001F, U+007F). These rules are the bridge's
 // sandbox.is_plain_name (agentd/internal/blender/bridge/sandbox.py), which
 // checks again before a tool touches a file: keep the two identical, so that
 // the control plane refuses every such name before anything runs. (A
 // symlink planted in the sandbox is caught by the agent, which resolves it.)
-func escapingPath(def ToolDef, args map[string]any) string {
-	props, _ := def.InputSchema["properties"].(map[string]any)
-	names := make([]string, 0, len(props))
-	for name := range props {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		schema, _ := props[name].(map[string]any)
-		if marked, _ := schema[SandboxPathKeyword].(bool); !marked {
-			continue
-		}
-		v, ok := args[name].(string)
-		if !ok {
-			continue
-		}
-		if !isPlainFileName(v) {
+func escapingPath(sandboxArgs []string, args map[string]any) string {
+	for _, name := range sandboxArgs {
+		if v, ok := args[name].(string); ok && !isPlainFileName(v) {
 			return name
 		}
 	}
 	return ""
+}
+
+// sandboxArgs lists, sorted, the properties of a tool's input schema marked
+// SandboxPathKeyword.
+func sandboxArgs(inputSchema map[string]any) []string {
+	props, _ := inputSchema["properties"].(map[string]any)
+	var names []string
+	for name, schema := range props {
+		if s, _ := schema.(map[string]any); s != nil {
+			if marked, _ := s[SandboxPathKeyword].(bool); marked {
+				names = append(names, name)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 // isPlainFileName is sandbox.is_plain_name, plus the file system's limit

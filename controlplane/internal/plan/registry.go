@@ -39,6 +39,8 @@ type Registry struct {
 type tool struct {
 	def    ToolDef
 	schema *jsonschema.Schema
+	// sandboxArgs are the args marked SandboxPathKeyword, sorted.
+	sandboxArgs []string
 }
 
 // NewRegistry compiles the input schema of every tool. It refuses empty or
@@ -65,7 +67,7 @@ func NewRegistry(defs []ToolDef) (*Registry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("plan: tool %q: input schema: %w", d.Name, err)
 		}
-		r.tools[d.Name] = tool{def: d, schema: sch}
+		r.tools[d.Name] = tool{def: d, schema: sch, sandboxArgs: sandboxArgs(d.InputSchema)}
 		r.names = append(r.names, d.Name)
 	}
 	slices.Sort(r.names)

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -157,5 +158,41 @@ func BenchmarkCheckChain100k(b *testing.B) {
 		if _, err := Check(ops, reg); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestCheckArgsSharesInOrder: a plan large enough to be checked in parallel
+// shares is refused exactly as one checked in one piece: every bad
+// operation, in plan order, one repair each.
+func TestCheckArgsSharesInOrder(t *testing.T) {
+	ops := chain(5*minArgsShare + 7)
+	bad := []int{0, minArgsShare - 1, minArgsShare, 3*minArgsShare + 5, len(ops) - 1}
+	for _, i := range bad {
+		ops[i].Args = map[string]any{"name": 7.0}
+	}
+	pe := asPlanError(t, checkArgs(ops, testRegistry(t)))
+	if pe.Reason != ReasonSchemaInvalid || len(pe.Repair) != len(bad) {
+		t.Fatalf("refusal %v", pe)
+	}
+	for k, i := range bad {
+		if pe.Repair[k].OperationID != ops[i].ID {
+			t.Fatalf("repair %d: %v, want operation %d", k, pe.Repair[k], i)
+		}
+	}
+	var at []int // the operation of each violation, in order
+	for _, v := range pe.Violations {
+		var i int
+		if _, err := fmt.Sscanf(v.Field, "operations[%d]", &i); err != nil {
+			t.Fatalf("field %q", v.Field)
+		}
+		if len(at) == 0 || at[len(at)-1] != i {
+			at = append(at, i)
+		}
+	}
+	if !slices.Equal(at, bad) {
+		t.Fatalf("violations of operations %v, want %v", at, bad)
+	}
+	if want := fmt.Sprintf("in %d operations", len(bad)); !strings.Contains(pe.Message, want) {
+		t.Fatalf("message %q", pe.Message)
 	}
 }

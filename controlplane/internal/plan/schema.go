@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -24,12 +26,47 @@ const MaxArgsDepth = 64
 var printer = message.NewPrinter(language.English)
 
 // checkArgs refuses operations whose args are not plain JSON or fail their
-// tool's input schema. All tools are known by now.
+// tool's input schema. All tools are known by now. Large plans are checked
+// in parallel, a contiguous share of the operations per CPU; the refusal is
+// the same as a sequential check's (shares are joined in order).
 func checkArgs(ops []Operation, reg *Registry) error {
+	shares := min(runtime.GOMAXPROCS(0), max(1, len(ops)/minArgsShare))
+	found := make([]*Error, shares)
+	var wg sync.WaitGroup
+	for w := range shares {
+		lo, hi := w*len(ops)/shares, (w+1)*len(ops)/shares
+		wg.Go(func() { found[w] = checkArgsRange(ops, lo, hi, reg) })
+	}
+	wg.Wait()
+	var e *Error
+	for _, f := range found {
+		if f == nil {
+			continue
+		}
+		if e == nil {
+			e = &Error{Reason: ReasonSchemaInvalid}
+		}
+		e.Violations = append(e.Violations, f.Violations...)
+		e.Repair = append(e.Repair, f.Repair...)
+	}
+	if e == nil {
+		return nil
+	}
+	e.Message = fmt.Sprintf("args do not match the tool's input schema in %s; fix the listed fields",
+		plural(len(e.Repair), "operation", "operations"))
+	return e
+}
+
+// minArgsShare is the fewest operations worth a goroutine of checkArgs.
+const minArgsShare = 2048
+
+// checkArgsRange checks ops[lo:hi]; the Error it returns has no message.
+func checkArgsRange(ops []Operation, lo, hi int, reg *Registry) *Error {
 	var e *Error
 	empty := map[string]any{}
 	var scratch []argNode
-	for i, op := range ops {
+	for i := lo; i < hi; i++ {
+		op := ops[i]
 		args := op.Args
 		if args == nil {
 			args = empty
@@ -51,11 +88,6 @@ func checkArgs(ops []Operation, reg *Registry) error {
 		e.Violations = append(e.Violations, vs...)
 		e.Repair = append(e.Repair, RepairStep{OperationID: op.ID, Action: ActionReplaceArgs})
 	}
-	if e == nil {
-		return nil
-	}
-	e.Message = fmt.Sprintf("args do not match the tool's input schema in %s; fix the listed fields",
-		plural(len(e.Repair), "operation", "operations"))
 	return e
 }
 

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime"
 	"strconv"
+	"sync"
 
 	"buf.build/go/protovalidate"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -75,29 +77,117 @@ func (val *Validation) check(req any) error {
 	if !ok {
 		return newStatus(codes.Internal, "INTERNAL", fmt.Sprintf("unsupported message type %T", req))
 	}
+	violations, err := val.violations(msg)
+	if err != nil {
+		return newStatus(codes.Internal, "INTERNAL", err.Error())
+	}
+	violations = append(violations, missingArgs(msg)...)
+	if len(violations) == 0 {
+		return nil
+	}
+	return schemaRefusal(msg, violations)
+}
+
+// minOperationShare is the fewest operations worth a goroutine of their own
+// when a plan's operations are validated in parallel.
+const minOperationShare = 2048
+
+// violations runs protovalidate over msg. A large plan's operations are
+// validated in parallel shares, one per CPU (at 1.5 µs an operation, a
+// 100,000-operation plan would take 0.15 s on one), each violation named by
+// its path from the request as protovalidate names it; the request around
+// them is validated with its first operation only (SubmitPlanRequest has no
+// rule that looks at two operations at once).
+func (val *Validation) violations(msg proto.Message) ([]fieldViolation, error) {
+	req, ok := msg.(*cpv1.SubmitPlanRequest)
+	ops := req.GetOperations()
+	shares := min(runtime.GOMAXPROCS(0), len(ops)/minOperationShare)
+	if !ok || shares < 2 {
+		return val.validate(msg, "")
+	}
+	req.Operations = ops[:1] // the request, briefly with its first operation only
+	out, err := val.validate(req, "")
+	req.Operations = ops
+	if err != nil {
+		return nil, err
+	}
+	found := make([][]fieldViolation, shares)
+	errs := make([]error, shares)
+	var wg sync.WaitGroup
+	for w := range shares {
+		lo, hi := max(1, w*len(ops)/shares), (w+1)*len(ops)/shares
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				vs, err := val.validate(ops[i], fmt.Sprintf("operations[%d].", i))
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				found[w] = append(found[w], vs...)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for _, f := range found {
+		out = append(out, f...)
+	}
+	return out, nil
+}
+
+// validate runs protovalidate over one message, prefixing the field paths.
+func (val *Validation) validate(msg proto.Message, prefix string) ([]fieldViolation, error) {
 	err := val.v.Validate(msg)
 	if err == nil {
-		return nil
+		return nil, nil
 	}
 	var verr *protovalidate.ValidationError
 	if !errors.As(err, &verr) {
-		return newStatus(codes.Internal, "INTERNAL", err.Error())
+		return nil, err
 	}
-	return schemaRefusal(msg, verr)
+	out := make([]fieldViolation, 0, len(verr.Violations))
+	for _, v := range verr.Violations {
+		out = append(out, fieldViolation{prefix + protovalidate.FieldPathString(v.Proto.GetField()), v.Proto.GetMessage()})
+	}
+	return out, nil
+}
+
+type fieldViolation struct{ field, desc string }
+
+// missingArgs is the rule protovalidate is told to skip on Operation.args
+// (see the proto): args must be there.
+func missingArgs(msg proto.Message) []fieldViolation {
+	req, ok := msg.(*cpv1.SubmitPlanRequest)
+	if !ok {
+		return nil
+	}
+	var out []fieldViolation
+	for i, op := range req.GetOperations() {
+		if op.GetArgs() == nil {
+			out = append(out, fieldViolation{fmt.Sprintf("operations[%d].args", i), "value is required"})
+		}
+	}
+	return out
 }
 
 var operationIndex = regexp.MustCompile(`^operations\[(\d+)\]`)
 
 // schemaRefusal names the operation (by id) of every violation inside a
 // plan, and proposes replacing its args.
-func schemaRefusal(msg proto.Message, verr *protovalidate.ValidationError) error {
+func schemaRefusal(msg proto.Message, violations []fieldViolation) error {
 	plan, _ := msg.(*cpv1.SubmitPlanRequest)
 	br := &errdetails.BadRequest{}
+	if n := len(violations); n > maxViolations {
+		violations = violations[:maxViolations]
+		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{
+			Field: "operations", Description: fmt.Sprintf("%d violations, the first %d listed", n, maxViolations)})
+	}
 	repair := &cpv1.RepairPlan{}
 	seen := map[string]bool{}
-	for _, v := range verr.Violations {
-		field := protovalidate.FieldPathString(v.Proto.GetField())
-		desc := v.Proto.GetMessage()
+	for _, v := range violations {
+		field, desc := v.field, v.desc
 		if m := operationIndex.FindStringSubmatch(field); m != nil && plan != nil {
 			if i, err := strconv.Atoi(m[1]); err == nil && i < len(plan.GetOperations()) {
 				id := plan.GetOperations()[i].GetOperationId()

@@ -1590,6 +1590,10 @@ type Operation struct {
 	// A tool of the session's registry, e.g. "object.create".
 	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
 	// Tool-specific arguments, checked against the tool's JSON Schema.
+	// Required ({} for a tool without arguments). The control plane checks
+	// that it is there itself (SCHEMA_INVALID on operations[i].args):
+	// protovalidate would otherwise walk every value of every Struct, which
+	// has no rules of its own, at 1 µs an operation.
 	Args *structpb.Struct `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"`
 	// Operations that must succeed before this one runs.
 	DependsOn   []string    `protobuf:"bytes,4,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
@@ -7067,7 +7071,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\foperation_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\voperationId\x12'\n" +
 	"\ttool_name\x18\x02 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\x80\x01R\btoolName\x123\n" +
-	"\x04args\x18\x03 \x01(\v2\x17.google.protobuf.StructB\x06\xbaH\x03\xc8\x01\x01R\x04args\x12E\n" +
+	"\x04args\x18\x03 \x01(\v2\x17.google.protobuf.StructB\x06\xbaH\x03\xd8\x01\x03R\x04args\x12E\n" +
 	"\n" +
 	"depends_on\x18\x04 \x03(\tB&\xbaH#\x92\x01 \x18\x01\"\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tdependsOn\x12V\n" +
 	"\fsafety_level\x18\x05 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelB\n" +

@@ -542,6 +542,10 @@ export declare type Operation = Message<"blendplane.controlplane.v1.Operation"> 
 
   /**
    * Tool-specific arguments, checked against the tool's JSON Schema.
+   * Required ({} for a tool without arguments). The control plane checks
+   * that it is there itself (SCHEMA_INVALID on operations[i].args):
+   * protovalidate would otherwise walk every value of every Struct, which
+   * has no rules of its own, at 1 µs an operation.
    *
    * @generated from field: google.protobuf.Struct args = 3;
    */

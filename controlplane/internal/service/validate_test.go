@@ -1,0 +1,87 @@
+package service
+
+import (
+	"fmt"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// TestArgsRequired: protovalidate skips Operation.args (see the proto); the
+// interceptor still refuses an operation without args, beside protovalidate's
+// own violations, and names the operation. A plan with args passes.
+func TestArgsRequired(t *testing.T) {
+	val, err := NewValidation(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := &structpb.Struct{}
+	req := &cpv1.SubmitPlanRequest{SessionId: "s-1", RequestId: "r", Operations: []*cpv1.Operation{
+		{OperationId: "a", ToolName: "scene.get_summary", Args: empty, SafetyLevel: cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY},
+		{OperationId: "b", ToolName: "scene.get_summary", SafetyLevel: cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY},
+		{OperationId: "bad id", ToolName: "scene.get_summary", Args: empty, SafetyLevel: cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY},
+	}}
+	st := status.Convert(val.check(req))
+	if st.Code() != codes.InvalidArgument {
+		t.Fatalf("a plan without args: %v", st)
+	}
+	var fields []string
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.GetFieldViolations() {
+				fields = append(fields, v.GetField()+": "+v.GetDescription())
+			}
+		}
+	}
+	want := []string{`operations[2].operation_id: operation "bad id": does not match regex pattern ` + "`^[a-zA-Z0-9_.:-]{1,128}$`",
+		`operations[1].args: operation "b": value is required`}
+	if len(fields) != 2 || fields[0] != want[0] || fields[1] != want[1] {
+		t.Fatalf("violations %q, want %q", fields, want)
+	}
+	req.Operations = req.Operations[:1]
+	if err := val.check(req); err != nil {
+		t.Fatalf("a valid plan: %v", err)
+	}
+}
+
+// TestParallelValidationSameAsWhole: a plan validated in parallel shares
+// gets exactly the violations protovalidate gives over the whole request,
+// in the same order, and is left as it was.
+func TestParallelValidationSameAsWhole(t *testing.T) {
+	val, err := NewValidation(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &cpv1.SubmitPlanRequest{SessionId: "bad session", RequestId: "r"}
+	n := 3*minOperationShare + 11
+	for i := range n {
+		op := &cpv1.Operation{OperationId: fmt.Sprintf("op%06d", i), ToolName: "scene.get_summary", Args: &structpb.Struct{},
+			SafetyLevel: cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY}
+		switch i {
+		case 0, minOperationShare, 2*minOperationShare + 3, n - 1:
+			op.OperationId = "bad id"
+			op.DependsOn = []string{"x", "x"}
+			op.SafetyLevel = 0
+		}
+		req.Operations = append(req.Operations, op)
+	}
+	whole, err := val.validate(req, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shares, err := val.violations(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(whole) < 13 || fmt.Sprint(shares) != fmt.Sprint(whole) {
+		t.Fatalf("in shares:\n%v\nwhole:\n%v", shares, whole)
+	}
+	if len(req.GetOperations()) != n {
+		t.Fatalf("the request lost operations: %d", len(req.GetOperations()))
+	}
+}
