@@ -1,14 +1,19 @@
 package service
 
 import (
+	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the proto codec wrapped below
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
 // Codec is the server's proto codec. gRPC turns any codec error into a bare
@@ -53,7 +58,13 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 			fmt.Sprintf("the request is %d bytes; this control plane accepts at most %d: split it", n, c.Limit)))
 		return nil
 	}
-	if err := c.base.Unmarshal(data, v); err != nil {
+	var err error
+	if plan, ok := m.(*cpv1.SubmitPlanRequest); ok && data.Len() >= minParallelDecode {
+		err = unmarshalPlan(data.Materialize(), plan)
+	} else {
+		err = c.base.Unmarshal(data, v)
+	}
+	if err != nil {
 		proto.Reset(m)
 		c.failures.Store(m, fieldStatus(codes.InvalidArgument, "SCHEMA_INVALID", "",
 			fmt.Sprintf("the request is not a valid %s: %v", m.ProtoReflect().Descriptor().FullName(), err)))
@@ -69,5 +80,63 @@ func (c *Codec) failure(m any) error {
 	if err, ok := c.failures.LoadAndDelete(m); ok {
 		return err.(error)
 	}
+	return nil
+}
+
+// minParallelDecode is the smallest SubmitPlanRequest whose operations are
+// decoded in parallel.
+const minParallelDecode = 1 << 20
+
+// operationsField is SubmitPlanRequest.operations' field number.
+var operationsField = (&cpv1.SubmitPlanRequest{}).ProtoReflect().Descriptor().Fields().ByName("operations").Number()
+
+// unmarshalPlan decodes a plan as proto.Unmarshal does, but its operations
+// in parallel shares, one per CPU: each is a length-delimited record of its
+// own, so the request is first cut at its top-level fields (decoding 100,000
+// operations, their Structs' maps above all, takes 0.13 s on one CPU).
+func unmarshalPlan(b []byte, req *cpv1.SubmitPlanRequest) error {
+	var rest []byte
+	var records [][]byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return protowire.ParseError(m)
+		}
+		if num == operationsField && typ == protowire.BytesType {
+			record, _ := protowire.ConsumeBytes(b[n:])
+			records = append(records, record)
+		} else {
+			rest = append(rest, b[:n+m]...)
+		}
+		b = b[n+m:]
+	}
+	if err := proto.Unmarshal(rest, req); err != nil {
+		return err
+	}
+	ops := make([]*cpv1.Operation, len(records))
+	shares := max(1, min(runtime.GOMAXPROCS(0), len(records)/minOperationShare))
+	errs := make([]error, shares)
+	var wg sync.WaitGroup
+	for w := range shares {
+		lo, hi := w*len(records)/shares, (w+1)*len(records)/shares
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				ops[i] = &cpv1.Operation{}
+				if err := proto.Unmarshal(records[i], ops[i]); err != nil {
+					errs[w] = fmt.Errorf("operations[%d]: %w", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	req.Operations = ops
 	return nil
 }
