@@ -465,3 +465,63 @@ func TestCheckpointTiming(t *testing.T) {
 		assertIncrementalMatchesFull(t, q)
 	})
 }
+
+// TestUndoneCreatesFreedInBatches: undoing a create discards what it made
+// (renamed out of sight, freed in batches; see state.discard): past the batch
+// size nothing breaks, every undo gives the hash back and frees the name, no
+// checkpoint holds a discarded datablock, and python.exec never meets one.
+func TestUndoneCreatesFreedInBatches(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		base := assertIncrementalMatchesFull(t, p).SceneHash
+		undoCreate := func(name string) {
+			t.Helper()
+			c := Call{Tool: "object.create", Args: map[string]any{"type": "cube", "name": name}, RequestID: "test"}
+			out := mustExecute(t, p, c.Tool, c.Args)
+			if out.Result["name"] != name {
+				t.Fatalf("created %v, want %s (the name of an undone create is free again)", out.Result["name"], name)
+			}
+			mustUndo(t, p, out, c)
+		}
+		for i := range 300 { // more than one batch (TRASH_MAX)
+			undoCreate("T")
+			if i%100 == 0 {
+				assertIncrementalMatchesFull(t, p)
+			}
+		}
+		for _, c := range []Call{
+			{Tool: "camera.create", Args: map[string]any{"name": "Cam2"}},
+			{Tool: "light.create", Args: map[string]any{"type": "point", "name": "Lamp"}},
+			{Tool: "material.create", Args: map[string]any{"name": "Mat"}},
+			{Tool: "collection.create", Args: map[string]any{"name": "Set"}},
+		} {
+			mustUndo(t, p, mustExecute(t, p, c.Tool, c.Args), c)
+		}
+		if h := assertIncrementalMatchesFull(t, p).SceneHash; h != base {
+			t.Fatalf("after 304 undone creates: %s, want %s", h, base)
+		}
+		tombs := func(name string, proc *Process) {
+			t.Helper()
+			out := mustExecute(t, proc, "python.exec", map[string]any{"code": `result = sorted(d.name for c in (bpy.data.objects, ` +
+				`bpy.data.meshes, bpy.data.cameras, bpy.data.lights, bpy.data.materials, bpy.data.collections) ` +
+				`for d in c if d.name.startswith('__bp_tomb_'))`})
+			if got := fmt.Sprint(out.Result["result"]); got != "[]" {
+				t.Errorf("%s meets discarded datablocks: %s", name, got)
+			}
+		}
+		undoCreate("Gone") // pending when python.exec runs
+		tombs("python.exec", p)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Keep"})
+		undoCreate("Gone") // pending when the checkpoint is saved
+		ckpt := filepath.Join(t.TempDir(), "c.blend")
+		saved, err := p.SaveCheckpoint(callCtx(t), ckpt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := startTestProcess(t, rt)
+		if h, err := q.LoadCheckpoint(callCtx(t), ckpt); err != nil || h != saved {
+			t.Fatalf("LoadCheckpoint = %s, %v; want %s", h, err, saved)
+		}
+		tombs("the checkpoint", q)
+	})
+}

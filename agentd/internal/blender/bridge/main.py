@@ -114,7 +114,7 @@ from common import (LOG, NOT_RUN, OUT_OF_MEMORY, PROTOCOL_VERSION, STATE_PROP, T
 from compat import (blender_version, build_platform, build_string, disable_file_previews, eevee_engine,  # noqa: E402
                     has_cycles)
 from schema import check  # noqa: E402
-from state import BRIDGE, SCHEMA, STATE, current_scene, full_snapshot, reset_scene  # noqa: E402
+from state import BRIDGE, SCHEMA, STATE, current_scene, empty_trash, forget_trash, full_snapshot, reset_scene  # noqa: E402
 
 registry.validate()
 
@@ -304,6 +304,7 @@ def m_save_checkpoint(params):
             os.remove(stale)
     sc = current_scene()
     sc[STATE_PROP] = canonical({"schema": SCHEMA, "scene_hash": h, "tomb_counter": BRIDGE["tomb_counter"]})
+    empty_trash()  # no file holds what an undo removed
     disable_file_previews()  # before every save: reset and python.exec can turn them back on
     t0 = time.time()
     try:
@@ -332,6 +333,7 @@ def m_load_checkpoint(params):
     if not os.path.isfile(path):
         raise ToolError("not_found", "no checkpoint at %r" % path)
     t0 = time.time()
+    forget_trash()  # freed with the file it was in
     try:
         bpy.ops.wm.open_mainfile(filepath=path, load_ui=False, use_scripts=False)
     except RuntimeError as e:

@@ -28,7 +28,7 @@ from common import is_tomb
 from compat import fcurve_groups, object_fcurves
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, is_number
-from state import INDEX
+from state import INDEX, discard
 
 DATA_PATHS = ("location", "rotation_euler", "scale")
 MAX_FRAME = 1048574  # Blender's MAXFRAME
@@ -71,7 +71,7 @@ def revert(ob, rec):
             ob.animation_data_clear()
         else:
             ob.animation_data.action = None
-        bpy.data.actions.remove(act)
+        discard([act])
     else:
         fcs = object_fcurves(ob)
         for ch in rec["channels"]:

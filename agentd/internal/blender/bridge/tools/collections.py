@@ -22,7 +22,7 @@ import bpy
 from common import is_tomb
 from registry import ToolError, field, tool, undoer
 from schema import NAME, check_name, check_name_free
-from state import INDEX, collection_label, current_scene, link_object, unlink_object
+from state import INDEX, collection_label, current_scene, discard, link_object, unlink_object
 
 from .objects import collection_ref, get_object, live_object, new_exact, resolve_collection, resolve_view_layer
 
@@ -108,7 +108,7 @@ def undo_collection_create(tx, rec):
     parent.children.unlink(c)
     tx.fault_point("collection.create:unlinked")
     tx.checkpoint("undo.collection.create:unlinked")
-    bpy.data.collections.remove(c)  # validated: cannot fail
+    discard([c])  # validated: cannot fail
 
 
 def bases_of(ob):

@@ -23,7 +23,7 @@ from common import is_tomb
 from compat import principled_emission_color, set_material_use_nodes
 from registry import ToolError, field, tool, undoer
 from schema import NAME, check_new_name
-from state import principled_node, record_principled
+from state import discard, principled_node, record_principled
 
 from .objects import data_collection, get_object, live_object, new_exact, touch_data
 
@@ -102,7 +102,7 @@ def undo_material_create(tx, rec):
     tx.touch("material", name)
     tx.fault_point("material.create:checked")
     tx.checkpoint("undo.material.create:checked")
-    bpy.data.materials.remove(m)
+    discard([m])
 
 
 def slot_users(data):

@@ -50,10 +50,11 @@ import bmesh
 from mathutils import Matrix
 
 from common import TOMB_OF, TOMB_PREFIX, is_tomb, sha256_hex
+from compat import remove_ids
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, check_name, check_name_free, check_new_name, is_number
-from compat import remove_ids
-from state import BRIDGE, INDEX, active_view_layer, current_scene, link_object, mesh_geometry_digest, qv, unlink_object
+from state import (BRIDGE, INDEX, active_view_layer, current_scene, discard, link_object, mesh_geometry_digest, qv,
+                   unlink_object)
 
 PRIMITIVES = {
     # type: default object/mesh name (Blender's own names for these primitives)
@@ -736,12 +737,15 @@ def check_removable(ob, data, kind, data_name, verb):
         raise ToolError("conflict", "cannot undo %s: other datablocks now refer to %r" % (verb, ob.name))
 
 
-def remove_created_object(tx, ob, label, vl=None, prev=None, data=None):
+def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=True):
     """The last steps of undoing the creation of ob, validated before: make
     prev the active object of vl again (when vl is given), unlink ob from its
     collections (each step reversible), stop at the "undo" fault point and
-    checkpoint of label, then free ob and its data (when given) together
-    (irreversible, cannot fail; one walk of Main for both, compat.remove_ids)."""
+    checkpoint of label, then remove ob and its data (when given)
+    (irreversible, cannot fail). A fresh object and its data refer to nothing
+    else, so they are discarded (freed later with others, state.discard);
+    otherwise (a duplicate refers to its source's materials and maybe data)
+    they are freed now, so that what they refer to counts its users right."""
     if vl is not None:
         cur = vl.objects.active
         if cur != prev:
@@ -752,7 +756,10 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None):
         unlink_object(c, ob)
     tx.fault_point(label + ":unlinked")
     tx.checkpoint("undo." + label + ":unlinked")
-    remove_ids([ob, data])
+    if fresh:
+        discard([ob, data])
+    else:
+        remove_ids([ob, data])
 
 
 def undo_remove_created(tx, rec, label):
@@ -796,7 +803,7 @@ def undo_remove_created(tx, rec, label):
         cur = cam_scene.camera
         tx.on_undo(lambda: setattr(cam_scene, "camera", cur))
         cam_scene.camera = cam_prev
-    remove_created_object(tx, ob, label, data=data)  # data validated above
+    remove_created_object(tx, ob, label, data=data, fresh=label != "object.duplicate")  # data validated above
 
 
 def created_data_record(data):

@@ -38,7 +38,7 @@ import bpy
 from common import canonical, log, one_line
 from registry import ToolError, tool
 from schema import NAME
-from state import STATE
+from state import STATE, empty_trash
 
 from .objects import get_object
 
@@ -95,6 +95,7 @@ def tool_python_exec(tx, args):
         compiled = compile(code, "<python.exec>", "exec")
     except SyntaxError as e:
         raise ToolError("invalid_input", one_line(e))
+    empty_trash()  # the code could free them under us
     g = {"bpy": bpy, "__name__": "__python_exec__", "__builtins__": __builtins__}
     out = _Limited()
     try:

@@ -11,6 +11,8 @@ Undo record (``v`` = UNDO_VERSION):
 
 import bpy
 
+from common import is_tomb
+from compat import remove_ids
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3
 from state import active_view_layer, current_scene
@@ -88,18 +90,20 @@ def undo_text_create(tx, rec):
     tx.touch("curve", cname)
     for s in bpy.data.scenes:
         tx.touch("scene", s.name)
-    remove_created_object(tx, ob, "text.create", vl, prev)
-    bpy.data.curves.remove(cu)
-    for fn in fonts:
-        f = bpy.data.fonts.get(fn)
-        if f is not None and not font_in_use(f):
-            bpy.data.fonts.remove(f)
+    # Fonts the text brought that no other text uses go too. A font cannot be
+    # renamed out of sight (its name is read-only), so then the curve and
+    # the fonts are freed now, together; otherwise the object and its curve
+    # are discarded (freed later).
+    gone = [f for f in (bpy.data.fonts.get(fn) for fn in fonts) if f is not None and not font_in_use(f, but=cu)]
+    remove_created_object(tx, ob, "text.create", vl, prev, data=cu, fresh=not gone)
+    remove_ids(gone)
 
 
-def font_in_use(f):
-    """Whether a text curve uses font f (users is no help: 3.4 keeps one on
-    the built-in font after its last curve is gone)."""
+def font_in_use(f, but=None):
+    """Whether a text curve other than but uses font f (users is no help: 3.4
+    keeps one on the built-in font after its last curve is gone). Discarded
+    curves do not count."""
     for c in bpy.data.curves:
-        if c.bl_rna.identifier == "TextCurve" and f in (c.font, c.font_bold, c.font_italic, c.font_bold_italic):
+        if c != but and c.bl_rna.identifier == "TextCurve" and not is_tomb(c.name) and f in (c.font, c.font_bold, c.font_italic, c.font_bold_italic):
             return True
     return False
