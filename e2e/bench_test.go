@@ -144,21 +144,7 @@ func BenchmarkValidateOnly100k(b *testing.B) {
 }
 
 // peakRSS is a daemon's peak resident memory so far (VmHWM), in bytes.
-func peakRSS(b *testing.B, d *daemon) int64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.Lines(string(raw)) {
-		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var n int64
-			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(kb), " kB"), &n)
-			return n << 10
-		}
-	}
-	b.Fatal("no VmHWM")
-	return 0
-}
+func peakRSS(b *testing.B, d *daemon) int64 { return procStatus(b, d.cmd.Process.Pid, "VmHWM:") }
 
 // timeBare starts a fresh bare Blender, makes benchWarmup untimed creates and
 // returns the wall time of the next benchOps create round trips.

@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// BenchmarkDispatch: a control plane with 50 registered agents (one real
+// agentd, 49 that only register and heartbeat like agents with full slots
+// elsewhere) and 20 live sessions on the real one, running 500 one-operation
+// plans queued at once (25 per session). Per receipt it measures the
+// dispatch overhead as the client sees it: from the operation's end in
+// Blender (Receipt.complete_time, stamped by agentd before its journal
+// commit) to the receipt arriving on the client's stream — agentd's commit,
+// the hop, the control plane's commit and the stream; an upper bound of
+// "committed on the agent → visible". Also the memory per session of the
+// control plane, agentd and the Blenders (RSS growth from before the
+// sessions, divided by 20).
+func BenchmarkDispatch(b *testing.B) {
+	const agents, sessions, plans = 50, 20, 500
+	c := startClusterOpts(b, clusterOpts{insecure: true,
+		agentArgs: []string{"--label", "bench=real", "--max-sessions", strconv.Itoa(sessions)}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	list, err := c.client.ListAgents(ctxT(b, 10*time.Second), &cpv1.ListAgentsRequest{})
+	if err != nil || len(list.GetAgents()) != 1 {
+		b.Fatalf("agents: %v %v", list, err)
+	}
+	runtimes := list.GetAgents()[0].GetRuntimes()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := 1; i < agents; i++ {
+		req := &cpv1.RegisterAgentRequest{AgentId: fmt.Sprintf("bench-agent-%02d", i), Address: "127.0.0.1:9",
+			Hostname: fmt.Sprintf("host-%02d", i), Runtimes: runtimes, MaxSessions: 8, Labels: map[string]string{"bench": "elsewhere"}}
+		if _, err := c.client.RegisterAgent(ctxT(b, 10*time.Second), req); err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() { // heartbeats, as agentd sends them
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
+					c.client.RegisterAgent(ctx, req)
+				}
+			}
+		})
+	}
+	cpBefore, agentBefore := rss(b, c.cp.cmd.Process.Pid), rss(b, c.agent.cmd.Process.Pid)
+
+	ids := make([]string, sessions)
+	for i := range ids {
+		resp, err := c.client.Negotiate(ctxT(b, time.Minute), &cpv1.NegotiateRequest{ContractVersion: "1.0.0",
+			HostProfile: &cpv1.HostProfile{ClientName: "bench"}, AgentSelector: map[string]string{"bench": "real"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = resp.GetContract().GetSessionId()
+		c.run(b, ids[i], fmt.Sprintf("warm-%d", i), cubeOp("w", fmt.Sprintf("W%d", i), 0)) // its Blender starts
+	}
+
+	for n := 0; n < b.N; n++ {
+		var mu sync.Mutex
+		var overhead []time.Duration
+		var streams sync.WaitGroup
+		start := time.Now()
+		for k := range plans {
+			id := fmt.Sprintf("d%d-%03d", n, k)
+			if _, err := c.client.SubmitPlan(ctxT(b, time.Minute), &cpv1.SubmitPlanRequest{SessionId: ids[k%sessions], RequestId: id,
+				Operations: []*cpv1.Operation{cubeOp("a", fmt.Sprintf("C%d_%03d", n, k), k)}}); err != nil {
+				b.Fatal(err)
+			}
+			streams.Go(func() {
+				s, err := c.client.StreamReceipts(ctxT(b, 5*time.Minute), &cpv1.StreamReceiptsRequest{RequestId: id})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				for {
+					ev, err := s.Recv()
+					if err != nil {
+						return // io.EOF: the plan ended
+					}
+					if r := ev.GetReceipt(); r != nil {
+						seen := time.Since(r.GetCompleteTime().AsTime())
+						mu.Lock()
+						overhead = append(overhead, seen)
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		streams.Wait()
+		wall := time.Since(start)
+		if len(overhead) != plans {
+			b.Fatalf("%d receipts for %d plans", len(overhead), plans)
+		}
+		slices.Sort(overhead)
+		at := func(q float64) float64 { return ms(overhead[int(q*float64(len(overhead)-1))]) }
+		b.ReportMetric(at(0.5), "ms/dispatch-p50")
+		b.ReportMetric(at(0.9), "ms/dispatch-p90")
+		b.ReportMetric(at(0.99), "ms/dispatch-p99")
+		b.ReportMetric(float64(plans)/wall.Seconds(), "plans/s")
+	}
+	var blenders int64
+	for _, pid := range childPIDs(c.agent.cmd.Process.Pid) {
+		blenders += rss(b, pid)
+	}
+	b.ReportMetric(float64(rss(b, c.cp.cmd.Process.Pid)-cpBefore)/sessions/(1<<20), "MiB/session-cp")
+	b.ReportMetric(float64(rss(b, c.agent.cmd.Process.Pid)-agentBefore)/sessions/(1<<20), "MiB/session-agentd")
+	b.ReportMetric(float64(blenders)/sessions/(1<<20), "MiB/session-blender")
+}
+
+// rss is a process's resident memory now, in bytes.
+func rss(b *testing.B, pid int) int64 { return procStatus(b, pid, "VmRSS:") }
+
+// procStatus reads a memory line of /proc/<pid>/status, in bytes.
+func procStatus(b *testing.B, pid int, key string) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(raw)) {
+		if kb, ok := strings.CutPrefix(line, key); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(kb), " kB"), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n << 10
+		}
+	}
+	b.Fatalf("no %s in /proc/%d/status", key, pid)
+	return 0
+}
+
+// childPIDs lists the live children of a process.
+func childPIDs(parent int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after ")".
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(parent) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
