@@ -30,6 +30,8 @@ func BenchmarkDispatch(b *testing.B) {
 	const agents, sessions, plans = 50, 20, 500
 	c := startClusterOpts(b, clusterOpts{insecure: true,
 		agentArgs: []string{"--label", "bench=real", "--max-sessions", strconv.Itoa(sessions)}})
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel, which runs first
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	list, err := c.client.ListAgents(ctxT(b, 10*time.Second), &cpv1.ListAgentsRequest{})
@@ -37,8 +39,6 @@ func BenchmarkDispatch(b *testing.B) {
 		b.Fatalf("agents: %v %v", list, err)
 	}
 	runtimes := list.GetAgents()[0].GetRuntimes()
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	for i := 1; i < agents; i++ {
 		req := &cpv1.RegisterAgentRequest{AgentId: fmt.Sprintf("bench-agent-%02d", i), Address: "127.0.0.1:9",
 			Hostname: fmt.Sprintf("host-%02d", i), Runtimes: runtimes, MaxSessions: 8, Labels: map[string]string{"bench": "elsewhere"}}
