@@ -202,7 +202,8 @@ check: lint
 ## bench: end-to-end, scale, recovery, validation and per-tool-family benchmarks (results: docs/BENCHMARKS.md)
 # One full measurement per benchmark run (-benchtime 1x), three runs for the spread
 # (BenchmarkScale builds its 100- and 10,000-object scenes once and repeats only the
-# measurements); about 9 minutes on 2 CPUs (BenchmarkFailover builds a 10,000-object
+# measurements); about 12 minutes on 2 CPUs (BenchmarkDispatch runs 20 Blenders and 500 plans
+# three times, BenchmarkFailover builds a 10,000-object
 # session per run, BenchmarkRenderFanOut renders 72 frames). Then BenchmarkToolFamilies (every tool
 # family at 100 vs 10,000 objects, in process on the bpy wheel; it builds its scenes
 # per run, in seconds): about 1.5 minutes more. The output also goes to bin/bench.out.
