@@ -53,3 +53,36 @@ func BenchmarkExecuteBatchObjectCreate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkExecuteBatchSetTransform is the pipe's ceiling for durable
+// throughput: object.set_transform of one object through ExecuteBatch (no
+// daemons, no journal), in batches of 256.
+func BenchmarkExecuteBatchSetTransform(b *testing.B) {
+	for _, r := range testRuntimes() {
+		b.Run(r.name, func(b *testing.B) {
+			if !isExecutable(r.rt.Path) {
+				b.Skipf("runtime %s not installed", r.name)
+			}
+			p := startTestProcess(b, r.rt)
+			ctx := context.Background()
+			if _, err := p.Execute(ctx, Call{Tool: "object.create", Args: map[string]any{"type": "plane", "name": "P"}}); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				n := min(256, b.N-done)
+				calls := make([]Call, n)
+				for i := range calls {
+					calls[i] = Call{Tool: "object.set_transform", Args: map[string]any{"name": "P", "location": []any{float64(done+i) * 0.001, 0.0, 0.0}}}
+				}
+				p.ExecuteBatch(ctx, calls, func(i int, r BatchResult) bool {
+					if r.Err != nil {
+						b.Fatal(r.Err)
+					}
+					return true
+				})
+				done += n
+			}
+		})
+	}
+}
