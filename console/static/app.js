@@ -191,7 +191,6 @@ function failure(f) {
 function showImage(blob, caption) {
   const url = URL.createObjectURL(blob);
   const img = document.getElementById('viewer-img');
-  img.onload = () => {};
   img.src = url;
   img.alt = caption;
   document.getElementById('viewer-caption').textContent = caption;
@@ -466,7 +465,9 @@ function previewBlock(ap, ctx) {
   const img = h('div');
   if (pv.render) {
     download(pv.render, ctx.signal).then((blob) => {
-      img.replaceChildren(h('img', { class: 'preview-img', src: URL.createObjectURL(blob), alt: 'preview render' }));
+      // Decoded once loaded: the blob's URL can go then.
+      img.replaceChildren(h('img', { class: 'preview-img', src: URL.createObjectURL(blob), alt: 'preview render',
+        onload: (ev) => URL.revokeObjectURL(ev.target.src) }));
     }).catch((err) => img.replaceChildren(errorBox(err)));
   }
   return h('div', { class: 'preview' },
