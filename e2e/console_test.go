@@ -152,7 +152,8 @@ func count(selector string) string {
 
 // TestConsole drives the web console in headless Chromium against a live
 // control plane and agent with real Blender: sign-in with tokens (a wrong
-// one refused), scopes deciding what is offered, a plan watched live from
+// one refused, a revoked one signed out at the next refresh), scopes
+// deciding what is offered, a plan watched live from
 // the moment it waits for approval to its last receipt, the approval with
 // its preview diff and preview render approved in another tab, the render
 // opened at its size and downloaded byte for byte, the session's plans, the
@@ -223,8 +224,12 @@ func TestConsole(t *testing.T) {
 		until(count(`#approvals button[data-action=approve]`)+` === 0`),
 		open("#/agents"),
 		until(`document.getElementById('main').innerText.includes('needs the admin scope')`),
-		chromedp.Click(chromedp.CSS("#sign-out")),
-		chromedp.WaitVisible(chromedp.CSS("#sign-in")))
+		open("#/sessions"))
+	// Her token revoked, the next refresh of the view signs her out.
+	if _, err := c.client.RevokeToken(ctxT(t, 10*time.Second), &cpv1.RevokeTokenRequest{Name: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	b.run(t, "signed out by a revoked token", chromedp.WaitVisible(chromedp.CSS("#sign-in")), until(`document.getElementById('who').innerText === ''`))
 
 	// The admin watches the plan in one tab while it waits.
 	b.signIn(t, base, c.adminToken, "admin")
@@ -248,7 +253,9 @@ func TestConsole(t *testing.T) {
 	approver.shot(t, "approvals")
 	approver.run(t, "approve",
 		chromedp.Click(chromedp.CSS(`#approvals button[data-action=approve]`)),
-		until(`document.querySelector('#approvals').innerText.includes('Nothing waits for approval')`))
+		until(`document.querySelector('#approvals').innerText.includes('Nothing waits for approval')`),
+		chromedp.Click(chromedp.CSS("#sign-out")),
+		chromedp.WaitVisible(chromedp.CSS("#sign-in")))
 
 	// The first tab, never reloaded, shows the plan run to its end.
 	b.run(t, "the plan live",
@@ -282,7 +289,7 @@ func TestConsole(t *testing.T) {
 		until(`[...document.querySelectorAll('#plans tbody tr')].map(tr => tr.dataset.plan).join(',') === 'shot-1,setup'`),
 		chromedp.Click(chromedp.CSS(`#artifacts tr[data-artifact="after.png"] button[data-action=download]`)))
 	b.shot(t, "session")
-	arts, err := alice.ListArtifacts(ctxT(t, 10*time.Second), &cpv1.ListArtifactsRequest{SessionId: sid, RequestId: "shot-1"})
+	arts, err := c.client.ListArtifacts(ctxT(t, 10*time.Second), &cpv1.ListArtifactsRequest{SessionId: sid, RequestId: "shot-1"})
 	if err != nil || len(arts.GetArtifacts()) != 1 {
 		t.Fatalf("shot-1's artifacts: %v %v", arts, err)
 	}
@@ -292,7 +299,7 @@ func TestConsole(t *testing.T) {
 	})
 
 	// The audit: by the mutation id of one receipt, and by principal.
-	stream, err := alice.StreamReceipts(ctxT(t, time.Minute), &cpv1.StreamReceiptsRequest{RequestId: "shot-1", StartSequence: 3})
+	stream, err := c.client.StreamReceipts(ctxT(t, time.Minute), &cpv1.StreamReceiptsRequest{RequestId: "shot-1", StartSequence: 3, Owner: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -249,13 +249,25 @@ function newContext() {
   const timers = [];
   return {
     signal: ac.signal,
+    // every runs fn now and every ms while the view is shown. A failure is
+    // shown above the view until a later run succeeds; a token that stopped
+    // working (401) signs out.
     every(ms, fn) {
       const run = async () => {
         if (ac.signal.aborted) return;
         try {
           await fn();
+          document.getElementById('poll-error')?.remove();
         } catch (err) {
-          if (!ac.signal.aborted) console.warn(err);
+          if (ac.signal.aborted) return;
+          if (err instanceof APIError && err.httpStatus === 401 && !state.caller?.authDisabled) {
+            signOut();
+            return;
+          }
+          const box = errorBox(err);
+          box.id = 'poll-error';
+          document.getElementById('poll-error')?.remove();
+          document.getElementById('main').prepend(box);
         }
         if (!ac.signal.aborted) timers.push(setTimeout(run, ms));
       };
@@ -624,7 +636,9 @@ async function route() {
   if (!state.caller) {
     try {
       await whoami();
+      if (ctx.signal.aborted) return; // the address changed meanwhile: that route draws
     } catch (err) {
+      if (ctx.signal.aborted) return;
       if (err instanceof APIError && err.httpStatus === 401) {
         const stale = !!state.token; // a stored token that no longer works
         sessionStorage.removeItem(TOKEN_KEY);
@@ -637,10 +651,10 @@ async function route() {
     }
   }
   const [path, search] = (location.hash.slice(1) || '/sessions').split('?');
-  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
   const params = new URLSearchParams(search || '');
-  document.querySelectorAll('#nav a').forEach((a) => a.classList.toggle('active', a.dataset.view === parts[0]));
   try {
+    const parts = path.split('/').filter(Boolean).map(decodeURIComponent); // may throw on a stray %
+    document.querySelectorAll('#nav a').forEach((a) => a.classList.toggle('active', a.dataset.view === parts[0]));
     switch (parts[0]) {
       case 'agents': await agentsView(main, ctx); break;
       case 'approvals': await approvalsView(main, ctx); break;

@@ -1,11 +1,13 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -81,7 +83,12 @@ func (val *Validation) check(req any) error {
 	if err != nil {
 		return newStatus(codes.Internal, "INTERNAL", err.Error())
 	}
-	violations = append(violations, missingArgs(msg)...)
+	if missing := missingArgs(msg); len(missing) > 0 {
+		// Each operation's violations together, in plan order, as
+		// protovalidate would have listed a missing args among them.
+		violations = append(violations, missing...)
+		slices.SortStableFunc(violations, func(a, b fieldViolation) int { return cmp.Compare(a.operation(), b.operation()) })
+	}
 	if len(violations) == 0 {
 		return nil
 	}
@@ -155,6 +162,17 @@ func (val *Validation) validate(msg proto.Message, prefix string) ([]fieldViolat
 }
 
 type fieldViolation struct{ field, desc string }
+
+// operation is the index of the operation the violation is about, -1 for
+// the request's own fields.
+func (v fieldViolation) operation() int {
+	if m := operationIndex.FindStringSubmatch(v.field); m != nil {
+		if i, err := strconv.Atoi(m[1]); err == nil {
+			return i
+		}
+	}
+	return -1
+}
 
 // missingArgs is the rule protovalidate is told to skip on Operation.args
 // (see the proto): args must be there.

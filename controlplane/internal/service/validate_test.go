@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"testing"
 
+	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -38,8 +40,8 @@ func TestArgsRequired(t *testing.T) {
 			}
 		}
 	}
-	want := []string{`operations[2].operation_id: operation "bad id": does not match regex pattern ` + "`^[a-zA-Z0-9_.:-]{1,128}$`",
-		`operations[1].args: operation "b": value is required`}
+	want := []string{`operations[1].args: operation "b": value is required`, // in plan order
+		`operations[2].operation_id: operation "bad id": does not match regex pattern ` + "`^[a-zA-Z0-9_.:-]{1,128}$`"}
 	if len(fields) != 2 || fields[0] != want[0] || fields[1] != want[1] {
 		t.Fatalf("violations %q, want %q", fields, want)
 	}
@@ -83,5 +85,22 @@ func TestParallelValidationSameAsWhole(t *testing.T) {
 	}
 	if len(req.GetOperations()) != n {
 		t.Fatalf("the request lost operations: %d", len(req.GetOperations()))
+	}
+}
+
+// TestNoRuleAcrossOperations: the parallel validation checks the request
+// with its first operation only, which is right as long as no rule of
+// SubmitPlanRequest looks at its operations together. A new one (a
+// max_items, a message-level CEL rule) must come with a change there.
+func TestNoRuleAcrossOperations(t *testing.T) {
+	md := (&cpv1.SubmitPlanRequest{}).ProtoReflect().Descriptor()
+	if rules := proto.GetExtension(md.Options(), validate.E_Message).(*validate.MessageRules); len(rules.GetCel()) > 0 || len(rules.GetOneof()) > 0 {
+		t.Fatalf("SubmitPlanRequest has message rules now: %v", rules)
+	}
+	ops := md.Fields().ByName("operations")
+	got := proto.GetExtension(ops.Options(), validate.E_Field).(*validate.FieldRules)
+	want := &validate.FieldRules{Type: &validate.FieldRules_Repeated{Repeated: &validate.RepeatedRules{MinItems: proto.Uint64(1)}}}
+	if !proto.Equal(got, want) {
+		t.Fatalf("SubmitPlanRequest.operations has rules %v; the parallel validation (Validation.violations) assumes only min_items 1", got)
 	}
 }

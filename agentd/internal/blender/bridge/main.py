@@ -298,13 +298,13 @@ def checkpoint_path(params):
 
 def m_save_checkpoint(params):
     path = checkpoint_path(params)
+    empty_trash()  # no file holds what an undo removed
     h = STATE.scene_hash()
     for stale in (path, path + "1", path + "@"):  # target, Blender's backup and temp file
         if os.path.exists(stale):
             os.remove(stale)
     sc = current_scene()
     sc[STATE_PROP] = canonical({"schema": SCHEMA, "scene_hash": h, "tomb_counter": BRIDGE["tomb_counter"]})
-    empty_trash()  # no file holds what an undo removed
     disable_file_previews()  # before every save: reset and python.exec can turn them back on
     t0 = time.time()
     try:
@@ -333,9 +333,9 @@ def m_load_checkpoint(params):
     if not os.path.isfile(path):
         raise ToolError("not_found", "no checkpoint at %r" % path)
     t0 = time.time()
-    forget_trash()  # freed with the file it was in
     try:
         bpy.ops.wm.open_mainfile(filepath=path, load_ui=False, use_scripts=False)
+        forget_trash()  # freed with the file it was in (a failed load keeps both)
     except RuntimeError as e:
         STATE.rebuild()  # whatever Blender kept, hash it honestly
         raise ToolError("internal_error", "could not load checkpoint: " + one_line(e))

@@ -507,9 +507,12 @@ INDEX = Index()
 # create would grow with the scene. discard renames them out of sight (a
 # tombstone name: left out of the snapshot, the hash and every tool) and
 # empty_trash frees the pile in one walk: once TRASH_MAX have gathered,
-# before a checkpoint is saved (no file ever holds one) and before
-# python.exec (which could free them under us). A new file (reset,
-# checkpoint load) has freed them already: forget_trash.
+# before a checkpoint is saved and before scene.export (no file ever holds
+# one), and before python.exec (which could free them under us). A new file
+# (reset, checkpoint load) has freed them already: forget_trash. Only what
+# refers to nothing outside the pile is discarded (an undo runs in reverse
+# order, so a create's object and data are as fresh as when made), so every
+# other datablock's user count stays true.
 TRASH = {"ids": [], "n": 0}
 TRASH_MAX = 256
 

@@ -64,7 +64,7 @@ from compat import io_operators
 from compat import remove_ids as compat_remove_ids
 from registry import ToolError, field, tool, undoer
 from sandbox import SANDBOX, file_name_schema, output_path, sandbox_path
-from state import INDEX, KINDS, STATE, active_view_layer, current_scene, full_snapshot
+from state import INDEX, KINDS, STATE, active_view_layer, current_scene, empty_trash, full_snapshot
 
 from .render import animated_values, restore_animated
 
@@ -164,6 +164,9 @@ def changed_keys(snap):
     blender_versions=">=3.4",
 )
 def tool_scene_export(tx, args):
+    # Exporters may read all of bpy.data (FBX writes every action of
+    # bpy.data.actions): what an undo discarded must not be in the file.
+    empty_trash()
     fmt, output = args["format"], args["output"]
     exp, _, ext, path = check_format(fmt, output, "output")
     stem = output[: -(len(ext) + 1)]
