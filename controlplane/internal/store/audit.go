@@ -66,6 +66,9 @@ func putAudit(tx *bolt.Tx, ref PlanRef, rec *cpv1.AuditRecord) error {
 	if err := byOwner.Put(u64(seq), nil); err != nil {
 		return err
 	}
+	if err := indexMutation(tx, rec.GetBlenderMutationId(), u64(seq)); err != nil {
+		return err
+	}
 	if rec.GetSessionId() == "" {
 		return nil
 	}
@@ -74,6 +77,18 @@ func putAudit(tx *bolt.Tx, ref PlanRef, rec *cpv1.AuditRecord) error {
 		return err
 	}
 	return bySession.Put(u64(seq), nil)
+}
+
+// indexMutation notes audit record seq under its Blender mutation id.
+func indexMutation(tx *bolt.Tx, mutationID string, seq []byte) error {
+	if mutationID == "" {
+		return nil
+	}
+	b, err := tx.Bucket(bucketAuditMutation).CreateBucketIfNotExists([]byte(mutationID))
+	if err != nil {
+		return err
+	}
+	return b.Put(seq, nil)
 }
 
 // AuditFilter selects audit records: of one owner's plan (Owner and
@@ -85,8 +100,16 @@ type AuditFilter struct {
 }
 
 func (f AuditFilter) keep(rec *cpv1.AuditRecord) bool {
-	return (f.OperationID == "" || rec.GetOperationId() == f.OperationID) &&
-		(f.MutationID == "" || rec.GetBlenderMutationId() == f.MutationID)
+	if f.MutationID != "" {
+		// Read through the mutation index, not the owner's or the plan's:
+		// a mutation's records are operation records, whose principal is
+		// the plan's owner.
+		return rec.GetBlenderMutationId() == f.MutationID &&
+			(f.Owner == "" || rec.GetPrincipal() == f.Owner) &&
+			(f.RequestID == "" || rec.GetRequestId() == f.RequestID) &&
+			(f.OperationID == "" || rec.GetOperationId() == f.OperationID)
+	}
+	return f.OperationID == "" || rec.GetOperationId() == f.OperationID
 }
 
 // AuditRecords returns up to limit audit records with sequence > after,
@@ -97,6 +120,8 @@ func (s *Store) AuditRecords(f AuditFilter, after uint64, limit int) (records []
 		audit := tx.Bucket(bucketAudit)
 		var idx *bolt.Bucket
 		switch {
+		case f.MutationID != "":
+			idx = tx.Bucket(bucketAuditMutation).Bucket([]byte(f.MutationID))
 		case f.Owner == "":
 			idx = audit
 		case f.RequestID == "":

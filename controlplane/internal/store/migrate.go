@@ -38,7 +38,13 @@ var migrations = []func(tx *bolt.Tx) error{
 		return createBuckets(tx, bucketApprovals, bucketRules, bucketRuleIndex)
 	},
 	migrateSessionAudit,
-	migrateSessionPlans,
+	// 6 → 7: plans by session, audit records by Blender mutation id.
+	func(tx *bolt.Tx) error {
+		if err := migrateSessionPlans(tx); err != nil {
+			return err
+		}
+		return migrateMutationAudit(tx)
+	},
 }
 
 // schemaVersion is the version this binary writes.
@@ -272,6 +278,20 @@ func migrateSessionAudit(tx *bolt.Tx) error {
 			return err
 		}
 		return b.Put(k, nil)
+	})
+}
+
+// migrateMutationAudit (6 → 7) indexes the audit log by Blender mutation id.
+func migrateMutationAudit(tx *bolt.Tx) error {
+	if err := createBuckets(tx, bucketAuditMutation); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketAudit).ForEach(func(k, v []byte) error {
+		rec := &cpv1.AuditRecord{}
+		if err := proto.Unmarshal(v, rec); err != nil {
+			return fmt.Errorf("audit record %d: %w", binary.BigEndian.Uint64(k), err)
+		}
+		return indexMutation(tx, rec.GetBlenderMutationId(), k)
 	})
 }
 

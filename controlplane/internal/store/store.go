@@ -70,6 +70,9 @@
 //	plans_by_session/       (schema 7)
 //	  <session_id>/
 //	    <order>             → "<owner>/<request_id>", in submission order
+//	audit_by_mutation/      (schema 7)
+//	  <blender_mutation_id>/
+//	    <sequence>          → empty: the records of a mutation (its receipt, a rollback's)
 //
 // A plan's body also keeps, from schema 5, policy/<operation_id> →
 // "decision\0input_hash" for its operations' audit records.
@@ -116,6 +119,7 @@ var (
 	bucketOpPolicy        = []byte("policy")
 	bucketAuditSession    = []byte("audit_by_session")
 	bucketSessionPlans    = []byte("plans_by_session")
+	bucketAuditMutation   = []byte("audit_by_mutation")
 
 	keySchemaVersion = []byte("schema_version")
 	keySession       = []byte("session")

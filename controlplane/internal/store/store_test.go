@@ -237,7 +237,8 @@ func TestAuditPages(t *testing.T) {
 	// Interleave the plans' receipts in the global log.
 	for seq := int64(1); seq <= 3; seq++ {
 		for i, ref := range refs {
-			if err := s.Commit(ref, plans[i], []*cpv1.Receipt{{Sequence: seq, OperationId: fmt.Sprint("op", seq), McpCallId: "c"}}); err != nil {
+			if err := s.Commit(ref, plans[i], []*cpv1.Receipt{{Sequence: seq, OperationId: fmt.Sprint("op", seq), McpCallId: "c",
+				BlenderMutationId: fmt.Sprintf("m-%s-%s-%d", ref.Owner, ref.RequestID, seq)}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -293,6 +294,18 @@ func TestAuditPages(t *testing.T) {
 	}
 	if n := count(AuditFilter{MutationID: "nope"}); n != 0 {
 		t.Fatalf("unknown mutation id: %d records", n)
+	}
+	// By mutation id, through its index: that record only, and only within
+	// the owner (and plan) asked for.
+	one, _, err := s.AuditRecords(AuditFilter{MutationID: "m-bob-r2-2"}, 0, 10)
+	if err != nil || len(one) != 1 || one[0].GetPrincipal() != "bob" || one[0].GetOperationId() != "op2" {
+		t.Fatalf("by mutation id: %v %v", one, err)
+	}
+	if n := count(AuditFilter{Owner: "alice", MutationID: "m-bob-r2-2"}); n != 0 {
+		t.Fatalf("alice sees bob's mutation: %d records", n)
+	}
+	if n := count(AuditFilter{Owner: "bob", RequestID: "r2", MutationID: "m-bob-r2-2"}); n != 1 {
+		t.Fatalf("bob's r2 by mutation id: %d records", n)
 	}
 }
 
@@ -427,7 +440,7 @@ func TestMigratesSchema2(t *testing.T) {
 			pb.Put(keyDigest, []byte("d-"+id))
 			put(rb, string(u64(1)), &cpv1.Receipt{Sequence: 1, OperationId: "a"})
 			seq, _ := tx.Bucket(bucketAudit).NextSequence()
-			put(tx.Bucket(bucketAudit), string(u64(seq)), &cpv1.AuditRecord{Sequence: int64(seq), RequestId: id})
+			put(tx.Bucket(bucketAudit), string(u64(seq)), &cpv1.AuditRecord{Sequence: int64(seq), RequestId: id, BlenderMutationId: "mut-" + id})
 			idx, _ := tx.Bucket(bucketAuditIdx).CreateBucket([]byte(id))
 			idx.Put(u64(seq), nil)
 		}
@@ -479,7 +492,11 @@ func TestMigratesSchema2(t *testing.T) {
 	if recs, _, _ := s.AuditRecords(AuditFilter{Owner: LegacyOwner}, 0, 10); len(recs) != 2 {
 		t.Fatalf("owner audit %v", recs)
 	}
-	// Schema 7 indexed the plans by session (equal create times: by id).
+	// Schema 7 indexed the audit log by mutation id…
+	if recs, _, err := s.AuditRecords(AuditFilter{MutationID: "mut-running"}, 0, 10); err != nil || len(recs) != 1 || recs[0].GetRequestId() != "running" {
+		t.Fatalf("mutation index after migration: %v %v", recs, err)
+	}
+	// …and the plans by session (equal create times: by id).
 	if list, next, err := s.SessionPlans("s1", "", 0, 10); err != nil || next != 0 || len(list) != 2 ||
 		list[0].GetRequestId() != "running" || list[1].GetRequestId() != "done" || list[0].GetOwner() != LegacyOwner {
 		t.Fatalf("session plans after migration: %v %d %v", list, next, err)
