@@ -711,6 +711,12 @@ func (s *scene) recoverAfterKill(b *testing.B) (e2e, agent, load time.Duration) 
 // blenderPIDs returns the live processes that run in the session's
 // directory: its Blender (whatever the bridge's file name).
 func (s *scene) blenderPIDs() []int {
+	return processes(func(_, cmdline string) bool { return strings.Contains(cmdline, s.dir()+string(filepath.Separator)) })
+}
+
+// processes lists the live processes (zombies are dead already) whose
+// /proc/<pid>/stat and cmdline keep accepts.
+func processes(keep func(stat, cmdline string) bool) []int {
 	entries, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range entries {
@@ -718,12 +724,13 @@ func (s *scene) blenderPIDs() []int {
 		if err != nil {
 			continue
 		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), s.dir()+string(filepath.Separator)) {
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil || strings.Contains(string(stat), ") Z ") {
 			continue
 		}
-		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(stat), ") Z ") {
-			continue // a zombie is already dead
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !keep(string(stat), string(cmdline)) {
+			continue
 		}
 		out = append(out, pid)
 	}

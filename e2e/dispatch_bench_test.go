@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -145,22 +144,9 @@ func procStatus(b *testing.B, pid int, key string) int64 {
 
 // childPIDs lists the live children of a process.
 func childPIDs(parent int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
+	return processes(func(stat, _ string) bool {
 		// pid (comm) state ppid ...: comm may hold spaces, so read after ")".
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(parent) {
-			out = append(out, pid)
-		}
-	}
-	return out
+		f := strings.Fields(stat[strings.LastIndexByte(stat, ')')+1:])
+		return len(f) > 1 && f[1] == strconv.Itoa(parent)
+	})
 }

@@ -34,22 +34,8 @@ func BenchmarkExecuteBatchObjectCreate(b *testing.B) {
 				b.Skipf("runtime %s not installed", r.name)
 			}
 			p := startTestProcess(b, r.rt)
-			ctx := context.Background()
 			b.ResetTimer()
-			for done := 0; done < b.N; {
-				n := min(256, b.N-done)
-				calls := make([]Call, n)
-				for i := range calls {
-					calls[i] = Call{Tool: "object.create", Args: map[string]any{"type": "cube"}}
-				}
-				p.ExecuteBatch(ctx, calls, func(i int, r BatchResult) bool {
-					if r.Err != nil {
-						b.Fatal(r.Err)
-					}
-					return true
-				})
-				done += n
-			}
+			runBatches(b, p, func(int) Call { return Call{Tool: "object.create", Args: map[string]any{"type": "cube"}} })
 		})
 	}
 }
@@ -69,20 +55,27 @@ func BenchmarkExecuteBatchSetTransform(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
-			for done := 0; done < b.N; {
-				n := min(256, b.N-done)
-				calls := make([]Call, n)
-				for i := range calls {
-					calls[i] = Call{Tool: "object.set_transform", Args: map[string]any{"name": "P", "location": []any{float64(done+i) * 0.001, 0.0, 0.0}}}
-				}
-				p.ExecuteBatch(ctx, calls, func(i int, r BatchResult) bool {
-					if r.Err != nil {
-						b.Fatal(r.Err)
-					}
-					return true
-				})
-				done += n
-			}
+			runBatches(b, p, func(i int) Call {
+				return Call{Tool: "object.set_transform", Args: map[string]any{"name": "P", "location": []any{float64(i) * 0.001, 0.0, 0.0}}}
+			})
 		})
+	}
+}
+
+// runBatches runs b.N calls (call(i) the i-th) through ExecuteBatch, 256 at
+// a time.
+func runBatches(b *testing.B, p *Process, call func(i int) Call) {
+	for done := 0; done < b.N; {
+		calls := make([]Call, min(256, b.N-done))
+		for i := range calls {
+			calls[i] = call(done + i)
+		}
+		p.ExecuteBatch(context.Background(), calls, func(i int, r BatchResult) bool {
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+			return true
+		})
+		done += len(calls)
 	}
 }

@@ -126,14 +126,7 @@ export class Client {
 
   /** The session's plans, newest first (without their schedules). */
   async plans(sessionId: string): Promise<Plan[]> {
-    const out: Plan[] = [];
-    let pageToken = "";
-    do {
-      const resp = await call(() => this.stub.listPlans({ sessionId, pageToken }));
-      out.push(...resp.plans);
-      pageToken = resp.nextPageToken;
-    } while (pageToken);
-    return out;
+    return all((pageToken) => this.stub.listPlans({ sessionId, pageToken }), (resp) => resp.plans);
   }
 
   async plan(requestId: string): Promise<Plan> {
@@ -217,14 +210,7 @@ export class Client {
 
   async approvals(state: "pending" | "approved" | "rejected" | "cancelled" = "pending"): Promise<Approval[]> {
     const st = { pending: Approval_State.PENDING, approved: Approval_State.APPROVED, rejected: Approval_State.REJECTED, cancelled: Approval_State.CANCELLED }[state];
-    const out: Approval[] = [];
-    let pageToken = "";
-    do {
-      const resp = await call(() => this.stub.listApprovals({ state: st, pageToken }));
-      out.push(...resp.approvals);
-      pageToken = resp.nextPageToken;
-    } while (pageToken);
-    return out;
+    return all((pageToken) => this.stub.listApprovals({ state: st, pageToken }), (resp) => resp.approvals);
   }
 
   async approve(approvalId: string): Promise<Approval> {
@@ -234,6 +220,18 @@ export class Client {
   async reject(approvalId: string): Promise<Approval> {
     return (await call(() => this.stub.resolveApproval({ approvalId, decision: Decision.REJECT }))).approval!;
   }
+}
+
+/** Every item of a paged list (AIP-158), asking for one page after another. */
+async function all<R extends { nextPageToken: string }, T>(page: (pageToken: string) => Promise<R>, items: (resp: R) => T[]): Promise<T[]> {
+  const out: T[] = [];
+  let pageToken = "";
+  do {
+    const resp = await call(() => page(pageToken));
+    out.push(...items(resp));
+    pageToken = resp.nextPageToken;
+  } while (pageToken);
+  return out;
 }
 
 async function call<T>(fn: () => Promise<T>): Promise<T> {

@@ -165,12 +165,8 @@ func (s *Store) Resolve(r Resolution) (*cpv1.Approval, PlanRef, error) {
 			return fmt.Errorf("approval %s is %s: %w", r.ApprovalID, stateName(a.GetState()), ErrApprovalResolved)
 		}
 		ref = PlanRef{a.GetRequestedBy(), a.GetRequestId()}
-		b, err := planBucket(tx, ref)
+		b, p, err := readPlan(tx, ref)
 		if err != nil {
-			return err
-		}
-		p := &cpv1.Plan{}
-		if err := getProto(b, keyPlan, p); err != nil {
 			return err
 		}
 		now := timestamppb.Now()
@@ -220,13 +216,11 @@ func (s *Store) Resolve(r Resolution) (*cpv1.Approval, PlanRef, error) {
 // CancelAwaiting cancels a plan that waits for approval: the plan ends
 // CANCELLED, its approval CANCELLED (audited), nothing of it ran.
 func (s *Store) CancelAwaiting(ref PlanRef, by string) (*cpv1.Plan, error) {
-	p := &cpv1.Plan{}
+	var p *cpv1.Plan
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		b, err := planBucket(tx, ref)
-		if err != nil {
-			return err
-		}
-		if err := getProto(b, keyPlan, p); err != nil {
+		var b *bolt.Bucket
+		var err error
+		if b, p, err = readPlan(tx, ref); err != nil {
 			return err
 		}
 		if p.GetState() != cpv1.Plan_STATE_AWAITING_APPROVAL {

@@ -265,11 +265,7 @@ func migrateSessionAudit(tx *bolt.Tx) error {
 	if err := createBuckets(tx, bucketAuditSession); err != nil {
 		return err
 	}
-	return tx.Bucket(bucketAudit).ForEach(func(k, v []byte) error {
-		rec := &cpv1.AuditRecord{}
-		if err := proto.Unmarshal(v, rec); err != nil {
-			return fmt.Errorf("audit record %d: %w", binary.BigEndian.Uint64(k), err)
-		}
+	return eachAudit(tx, func(k []byte, rec *cpv1.AuditRecord) error {
 		if rec.GetSessionId() == "" {
 			return nil
 		}
@@ -286,12 +282,19 @@ func migrateMutationAudit(tx *bolt.Tx) error {
 	if err := createBuckets(tx, bucketAuditMutation); err != nil {
 		return err
 	}
+	return eachAudit(tx, func(k []byte, rec *cpv1.AuditRecord) error {
+		return indexMutation(tx, rec.GetBlenderMutationId(), k)
+	})
+}
+
+// eachAudit calls fn with every audit record and its key, oldest first.
+func eachAudit(tx *bolt.Tx, fn func(k []byte, rec *cpv1.AuditRecord) error) error {
 	return tx.Bucket(bucketAudit).ForEach(func(k, v []byte) error {
 		rec := &cpv1.AuditRecord{}
 		if err := proto.Unmarshal(v, rec); err != nil {
 			return fmt.Errorf("audit record %d: %w", binary.BigEndian.Uint64(k), err)
 		}
-		return indexMutation(tx, rec.GetBlenderMutationId(), k)
+		return fn(k, rec)
 	})
 }
 

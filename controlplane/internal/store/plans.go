@@ -151,15 +151,10 @@ func (s *Store) SessionPlans(sessionID, owner string, before uint64, limit int) 
 				next = binary.BigEndian.Uint64(last)
 				return nil
 			}
-			b, err := planBucket(tx, ref)
+			_, p, err := readPlan(tx, ref)
 			if err != nil {
 				return err
 			}
-			p := &cpv1.Plan{}
-			if err := getProto(b, keyPlan, p); err != nil {
-				return err
-			}
-			p.Owner = ref.Owner
 			out = append(out, p)
 			last = k
 		}
@@ -172,15 +167,11 @@ func (s *Store) SessionPlans(sessionID, owner string, before uint64, limit int) 
 func (s *Store) Plan(ref PlanRef) (*cpv1.Plan, error) {
 	var plan *cpv1.Plan
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b, err := planBucket(tx, ref)
+		b, p, err := readPlan(tx, ref)
 		if err != nil {
 			return err
 		}
-		plan = &cpv1.Plan{}
-		if err := getProto(b, keyPlan, plan); err != nil {
-			return err
-		}
-		plan.Owner = ref.Owner
+		plan = p
 		req := &cpv1.SubmitPlanRequest{}
 		body := b.Bucket(bucketPlanBody)
 		if err := getProto(body, keyRequest, req); err != nil {
@@ -196,29 +187,25 @@ func (s *Store) Plan(ref PlanRef) (*cpv1.Plan, error) {
 
 // PlanState returns a plan without its schedule: cheap, for progress checks.
 func (s *Store) PlanState(ref PlanRef) (*cpv1.Plan, error) {
-	plan := &cpv1.Plan{}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		b, err := planBucket(tx, ref)
-		if err != nil {
-			return err
-		}
-		return getProto(b, keyPlan, plan)
+	var plan *cpv1.Plan
+	err := s.db.View(func(tx *bolt.Tx) (err error) {
+		_, plan, err = readPlan(tx, ref)
+		return err
 	})
 	return plan, err
 }
 
 // PlanWork returns what the executor needs to run or resume a plan.
 func (s *Store) PlanWork(ref PlanRef) (*cpv1.Plan, *cpv1.SubmitPlanRequest, []int, error) {
-	plan, req := &cpv1.Plan{}, &cpv1.SubmitPlanRequest{}
+	var plan *cpv1.Plan
+	req := &cpv1.SubmitPlanRequest{}
 	var sched []int
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b, err := planBucket(tx, ref)
+		b, p, err := readPlan(tx, ref)
 		if err != nil {
 			return err
 		}
-		if err := getProto(b, keyPlan, plan); err != nil {
-			return err
-		}
+		plan = p
 		body := b.Bucket(bucketPlanBody)
 		if err := getProto(body, keyRequest, req); err != nil {
 			return err
@@ -365,6 +352,21 @@ func removeActive(tx *bolt.Tx, ref PlanRef) error {
 		}
 	}
 	return nil
+}
+
+// readPlan returns a plan's bucket and its stored state (without its
+// schedule), owner set.
+func readPlan(tx *bolt.Tx, ref PlanRef) (*bolt.Bucket, *cpv1.Plan, error) {
+	b, err := planBucket(tx, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := &cpv1.Plan{}
+	if err := getProto(b, keyPlan, p); err != nil {
+		return nil, nil, err
+	}
+	p.Owner = ref.Owner
+	return b, p, nil
 }
 
 func planBucket(tx *bolt.Tx, ref PlanRef) (*bolt.Bucket, error) {

@@ -105,6 +105,16 @@ class Client:
         except grpc.RpcError as err:
             raise BlendplaneError.from_rpc(err) from None
 
+    def _all(self, method, request, field: str) -> list:
+        """Every item of a paged list (AIP-158): request's pages, one by one."""
+        out = []
+        while True:
+            resp = self._call(method, request)
+            out += getattr(resp, field)
+            if not resp.next_page_token:
+                return out
+            request.page_token = resp.next_page_token
+
     # Sessions.
 
     def negotiate(self, *, client_name: str = "blendplane-python", client_version: str = "0.1.0",
@@ -141,13 +151,7 @@ class Client:
 
     def plans(self, session_id: str) -> list:
         """The session's plans, newest first (without their schedules)."""
-        out, token = [], ""
-        while True:
-            resp = self._call(self.stub.ListPlans, pb.ListPlansRequest(session_id=session_id, page_token=token))
-            out += resp.plans
-            token = resp.next_page_token
-            if not token:
-                return out
+        return self._all(self.stub.ListPlans, pb.ListPlansRequest(session_id=session_id), "plans")
 
     def receipts(self, request_id: str, *, start: int = 1, events: bool = False,
                  retry_for: float = 60) -> Iterator[Any]:
@@ -224,26 +228,14 @@ class Client:
         return artifact
 
     def artifacts(self, session_id: str, request_id: str = "") -> list:
-        out, token = [], ""
-        while True:
-            resp = self._call(self.stub.ListArtifacts, pb.ListArtifactsRequest(session_id=session_id, request_id=request_id,
-                                                                               page_token=token))
-            out += resp.artifacts
-            token = resp.next_page_token
-            if not token:
-                return out
+        return self._all(self.stub.ListArtifacts, pb.ListArtifactsRequest(session_id=session_id, request_id=request_id),
+                         "artifacts")
 
     # Approvals.
 
     def approvals(self, state: str = "pending") -> list:
         st = getattr(pb.Approval, "STATE_" + state.upper())
-        out, token = [], ""
-        while True:
-            resp = self._call(self.stub.ListApprovals, pb.ListApprovalsRequest(state=st, page_token=token))
-            out += resp.approvals
-            token = resp.next_page_token
-            if not token:
-                return out
+        return self._all(self.stub.ListApprovals, pb.ListApprovalsRequest(state=st), "approvals")
 
     def approve(self, approval_id: str) -> pb.Approval:
         return self._resolve(approval_id, pb.DECISION_APPROVE_ONCE)
