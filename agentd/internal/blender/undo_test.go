@@ -1,6 +1,7 @@
 package blender
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -508,6 +509,17 @@ func TestUndoneCreatesFreedInBatches(t *testing.T) {
 			if got := fmt.Sprint(out.Result["result"]); got != "[]" {
 				t.Errorf("%s meets discarded datablocks: %s", name, got)
 			}
+		}
+		// An undone keyframe's action is discarded; FBX writes every action
+		// of bpy.data, so the export must not meet it.
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Anim"})
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Kept"})
+		mustExecute(t, p, "keyframe.insert", map[string]any{"object": "Kept", "data_path": "location", "frame": 1}) // animated: FBX bakes every action for it
+		kc := Call{Tool: "keyframe.insert", Args: map[string]any{"object": "Anim", "data_path": "location", "frame": 1}, RequestID: "test"}
+		mustUndo(t, p, mustExecute(t, p, kc.Tool, kc.Args), kc)
+		fbx := mustExecute(t, p, "scene.export", map[string]any{"format": "fbx", "output": "anim.fbx"})
+		if raw, err := os.ReadFile(fbx.Result["path"].(string)); err != nil || bytes.Contains(raw, []byte("__bp_tomb_")) {
+			t.Errorf("the FBX export holds a discarded datablock (or cannot be read: %v)", err)
 		}
 		undoCreate("Gone") // pending when python.exec runs
 		tombs("python.exec", p)

@@ -16,10 +16,9 @@ func (a *App) Plan(ctx context.Context, who Principal, owner, requestID string) 
 	if err != nil {
 		return nil, err
 	}
-	ref := store.PlanRef{Owner: owner, RequestID: requestID}
-	p, err := a.store.Plan(ref)
-	if err == nil && p.GetState() == cpv1.Plan_STATE_PENDING && a.exec.Running(ref) {
-		p.State = cpv1.Plan_STATE_RUNNING // started, no receipt committed yet
+	p, err := a.store.Plan(store.PlanRef{Owner: owner, RequestID: requestID})
+	if err == nil {
+		a.viewPlan(p)
 	}
 	return p, err
 }
@@ -44,11 +43,17 @@ func (a *App) Plans(ctx context.Context, who Principal, sessionID string, size i
 		return nil, "", err
 	}
 	for _, p := range list {
-		if p.GetState() == cpv1.Plan_STATE_PENDING && a.exec.Running(store.PlanRef{Owner: p.GetOwner(), RequestID: p.GetRequestId()}) {
-			p.State = cpv1.Plan_STATE_RUNNING
-		}
+		a.viewPlan(p)
 	}
 	return list, encodePageToken("plans", next, query), nil
+}
+
+// viewPlan shows a stored plan as the API does: RUNNING once the executor
+// started it, even before its first receipt is committed.
+func (a *App) viewPlan(p *cpv1.Plan) {
+	if p.GetState() == cpv1.Plan_STATE_PENDING && a.exec.Running(store.PlanRef{Owner: p.GetOwner(), RequestID: p.GetRequestId()}) {
+		p.State = cpv1.Plan_STATE_RUNNING
+	}
 }
 
 // Cancel stops one of the caller's plans (an admin: of the principal it
