@@ -172,7 +172,7 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 				if !ok {
 					return fail(p.exitError(io.EOF))
 				}
-				var resp response
+				var resp response[executeResult]
 				if err := json.Unmarshal(raw, &resp); err != nil {
 					p.broken.Store(true)
 					p.killGroup()
@@ -190,7 +190,6 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 				}
 				end := time.Now()
 				<-tokens
-				var r executeResult
 				var errHash string
 				var err error
 				switch {
@@ -206,12 +205,8 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 				case !resp.OK:
 					errHash = resp.Error.SceneHash
 					err = &ToolError{Code: resp.Error.Code, Message: resp.Error.Message}
-				default:
-					if uerr := json.Unmarshal(resp.Result, &r); uerr != nil {
-						err = fmt.Errorf("blender: execute: decode result: %w", uerr)
-					}
 				}
-				res.Outcome, res.Err = p.outcome(c, r, errHash, err, res.Start)
+				res.Outcome, res.Err = p.outcome(c, resp.Result, errHash, err, res.Start)
 				res.Duration = end.Sub(res.Start)
 				prevEnd = end
 				break read
@@ -270,7 +265,7 @@ func (p *Process) drain(ctx context.Context, quit, writerDone chan struct{}, nWr
 				}
 				return
 			}
-			var resp response
+			var resp response[json.RawMessage]
 			if err := json.Unmarshal(raw, &resp); err != nil || resp.ID == nil {
 				continue
 			}

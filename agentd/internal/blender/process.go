@@ -453,7 +453,7 @@ func (p *Process) callProgress(ctx context.Context, method string, params, out a
 				}
 				return p.exitError(io.EOF)
 			}
-			var resp response
+			var resp response[json.RawMessage]
 			if err := json.Unmarshal(raw, &resp); err != nil {
 				return fmt.Errorf("blender: %s: bad response: %w", method, err)
 			}

@@ -165,11 +165,14 @@ type request struct {
 	Params any    `json:"params"`
 }
 
-type response struct {
-	ID     *uint64         `json:"id"`
-	OK     bool            `json:"ok"`
-	Result json.RawMessage `json:"result"`
-	Error  *wireError      `json:"error"`
+// response is one line from the bridge. R is what its result decodes to:
+// json.RawMessage to decode it later, executeResult to decode an execute's
+// answer in one pass (ExecuteBatch: once per operation of a plan).
+type response[R any] struct {
+	ID     *uint64    `json:"id"`
+	OK     bool       `json:"ok"`
+	Result R          `json:"result"`
+	Error  *wireError `json:"error"`
 	// Progress is set on the intermediate lines {"id": N, "progress": {...}}
 	// an execute may write before its response.
 	Progress map[string]any `json:"progress"`

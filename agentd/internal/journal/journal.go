@@ -20,7 +20,7 @@
 // Bucket tree (every key is a named variable below):
 //
 //	meta/
-//	  schema_version      → uint64, big endian (currently 2)
+//	  schema_version      → uint64, big endian (currently 3)
 //	  agent_id            → the agent's identity, kept across restarts
 //	sessions/
 //	  <session_id>/
@@ -32,7 +32,8 @@
 //	    log/
 //	      <index>         → Entry (JSON), index uint64 big endian, from 1
 //	    ops/
-//	      <idempotency_key> → Record (JSON): receipt, undo, log index, rolled back
+//	      <idempotency_key> → Record (protobuf wire format, see encodeRecord):
+//	                          receipt, undo, log index, rolled back
 //
 // and in the intents file:
 //
@@ -55,6 +56,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -98,14 +100,12 @@ type Entry struct {
 
 // Record is what the journal keeps per idempotency key.
 type Record struct {
-	Receipt *cpv1.Receipt `json:"-"`
-	// ReceiptProto is Receipt encoded, for storage.
-	ReceiptProto []byte `json:"receipt"`
+	Receipt *cpv1.Receipt
 	// Undo is the compensating action computed before the op ran.
-	Undo json.RawMessage `json:"undo,omitempty"`
+	Undo json.RawMessage
 	// LogIndex is the op's log entry; 0 if it did not change the scene.
-	LogIndex   uint64 `json:"log_index,omitempty"`
-	RolledBack bool   `json:"rolled_back,omitempty"`
+	LogIndex   uint64
+	RolledBack bool
 }
 
 // Checkpoint is a saved .blend and the log index it contains.
@@ -175,6 +175,37 @@ var migrations = []func(tx *bolt.Tx) error{
 				return nil
 			}
 			return err
+		})
+	},
+	// 2 → 3: records from JSON (the receipt's protobuf in base64 within)
+	// to protobuf wire format: one encoding pass per commit, not three.
+	func(tx *bolt.Tx) error {
+		sessions := tx.Bucket(bucketSessions)
+		return sessions.ForEachBucket(func(id []byte) error {
+			ops := sessions.Bucket(id).Bucket(bucketOps)
+			type entry struct{ key, raw []byte }
+			var todo []entry
+			if err := ops.ForEach(func(k, v []byte) error {
+				var old struct {
+					Receipt    []byte          `json:"receipt"`
+					Undo       json.RawMessage `json:"undo"`
+					LogIndex   uint64          `json:"log_index"`
+					RolledBack bool            `json:"rolled_back"`
+				}
+				if err := json.Unmarshal(v, &old); err != nil {
+					return fmt.Errorf("session %s record %s: %w", id, k, err)
+				}
+				todo = append(todo, entry{k, appendRecord(nil, old.Receipt, old.Undo, old.LogIndex, old.RolledBack)})
+				return nil
+			}); err != nil {
+				return err
+			}
+			for _, e := range todo {
+				if err := ops.Put(e.key, e.raw); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 	},
 }
@@ -401,18 +432,32 @@ func (j *Journal) Intend(sessionID string, keys []string) error {
 }
 
 // Intents lists operations that started but never committed: what was in
-// flight when the agent or its Blender died.
+// flight when the agent or its Blender died. Intents of committed keys,
+// which stay until their batch ends, are left out.
 func (j *Journal) Intents(sessionID string) ([]string, error) {
-	var keys []string
+	var started []string
 	err := j.intents.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketIntents).Bucket([]byte(sessionID))
 		if b == nil {
 			return nil
 		}
 		return b.ForEach(func(k, _ []byte) error {
-			keys = append(keys, string(k))
+			started = append(started, string(k))
 			return nil
 		})
+	})
+	if err != nil || len(started) == 0 {
+		return nil, err
+	}
+	var keys []string
+	err = j.db.View(func(tx *bolt.Tx) error {
+		ops := tx.Bucket(bucketSessions).Bucket([]byte(sessionID))
+		for _, k := range started {
+			if ops == nil || ops.Bucket(bucketOps).Get([]byte(k)) == nil {
+				keys = append(keys, k)
+			}
+		}
+		return nil
 	})
 	return keys, err
 }
@@ -422,43 +467,46 @@ func (j *Journal) Intents(sessionID string) ([]string, error) {
 // key. It returns how many there were.
 func (j *Journal) ClearIntents(sessionID string) (int, error) {
 	keys, err := j.Intents(sessionID)
-	if err != nil || len(keys) == 0 {
+	if err != nil {
 		return 0, err
 	}
 	err = j.intents.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketIntents).DeleteBucket([]byte(sessionID))
+		err := tx.Bucket(bucketIntents).DeleteBucket([]byte(sessionID))
+		if errors.Is(err, berrors.ErrBucketNotFound) {
+			return nil
+		}
+		return err
 	})
 	return len(keys), err
 }
 
-// clearIntents drops the intents of committed operations.
-func (j *Journal) clearIntents(sessionID string, keys []string) error {
-	return j.intents.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketIntents).Bucket([]byte(sessionID))
-		if b == nil {
-			return nil
-		}
-		for _, k := range keys {
-			if err := b.Delete([]byte(k)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
 // Lookup returns the committed record of an idempotency key, or nil.
 func (j *Journal) Lookup(sessionID, key string) (*Record, error) {
-	var rec *Record
+	recs, err := j.LookupAll(sessionID, []string{key})
+	if err != nil {
+		return nil, err
+	}
+	return recs[0], nil
+}
+
+// LookupAll returns the committed record of each key (nil: none), read in
+// one transaction.
+func (j *Journal) LookupAll(sessionID string, keys []string) ([]*Record, error) {
+	recs := make([]*Record, len(keys))
 	err := j.db.View(func(tx *bolt.Tx) error {
 		b, err := sessionBucket(tx, sessionID)
 		if err != nil {
 			return err
 		}
-		rec, err = getRecord(b.Bucket(bucketOps), key)
-		return err
+		ops := b.Bucket(bucketOps)
+		for i, key := range keys {
+			if recs[i], err = getRecord(ops, key); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
-	return rec, err
+	return recs, err
 }
 
 // Commit is one executed operation to journal.
@@ -470,7 +518,8 @@ type Commit struct {
 }
 
 // Commit journals executed operations in one transaction: each record, its
-// log entry and the new head; then it clears their intents.
+// log entry and the new head. Their intents stay until the batch ends
+// (ClearIntents): Intents leaves out keys that have a record.
 func (j *Journal) Commit(sessionID string, commits []Commit) error {
 	err := j.update(func(tx *bolt.Tx) error {
 		b, err := sessionBucket(tx, sessionID)
@@ -491,14 +540,7 @@ func (j *Journal) Commit(sessionID string, commits []Commit) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	keys := make([]string, len(commits))
-	for i, c := range commits {
-		keys[i] = c.Receipt.GetIdempotencyKey()
-	}
-	return j.clearIntents(sessionID, keys)
+	return err
 }
 
 // CommitUndo journals that an operation's compensation ran: the record is
@@ -610,16 +652,43 @@ func appendEntry(b *bolt.Bucket, e *Entry) (uint64, error) {
 }
 
 func putRecord(ops *bolt.Bucket, key string, rec *Record) error {
-	var err error
-	rec.ReceiptProto, err = proto.MarshalOptions{Deterministic: true}.Marshal(rec.Receipt)
+	receipt, err := proto.MarshalOptions{Deterministic: true}.Marshal(rec.Receipt)
 	if err != nil {
 		return err
 	}
-	raw, err := json.Marshal(rec)
-	if err != nil {
-		return err
+	return ops.Put([]byte(key), appendRecord(make([]byte, 0, len(receipt)+len(rec.Undo)+24), receipt, rec.Undo, rec.LogIndex, rec.RolledBack))
+}
+
+// A record is stored as a protobuf message (written with protowire, as
+// there is no schema to share):
+//
+//	bytes  receipt     = 1; // the Receipt, deterministic encoding
+//	bytes  undo        = 2; // the bridge's undo record (JSON); absent: none
+//	uint64 log_index   = 3;
+//	bool   rolled_back = 4;
+const (
+	recordReceipt    protowire.Number = 1
+	recordUndo       protowire.Number = 2
+	recordLogIndex   protowire.Number = 3
+	recordRolledBack protowire.Number = 4
+)
+
+func appendRecord(b, receipt, undo []byte, logIndex uint64, rolledBack bool) []byte {
+	b = protowire.AppendTag(b, recordReceipt, protowire.BytesType)
+	b = protowire.AppendBytes(b, receipt)
+	if len(undo) > 0 {
+		b = protowire.AppendTag(b, recordUndo, protowire.BytesType)
+		b = protowire.AppendBytes(b, undo)
 	}
-	return ops.Put([]byte(key), raw)
+	if logIndex > 0 {
+		b = protowire.AppendTag(b, recordLogIndex, protowire.VarintType)
+		b = protowire.AppendVarint(b, logIndex)
+	}
+	if rolledBack {
+		b = protowire.AppendTag(b, recordRolledBack, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	return b
 }
 
 func getRecord(ops *bolt.Bucket, key string) (*Record, error) {
@@ -628,10 +697,35 @@ func getRecord(ops *bolt.Bucket, key string) (*Record, error) {
 		return nil, nil
 	}
 	rec := &Record{Receipt: &cpv1.Receipt{}}
-	if err := json.Unmarshal(raw, rec); err != nil {
-		return nil, fmt.Errorf("record %s: %w", key, err)
+	var receipt []byte
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return nil, fmt.Errorf("record %s: %w", key, protowire.ParseError(n))
+		}
+		raw = raw[n:]
+		switch {
+		case num == recordReceipt && typ == protowire.BytesType:
+			receipt, n = protowire.ConsumeBytes(raw)
+		case num == recordUndo && typ == protowire.BytesType:
+			var undo []byte
+			undo, n = protowire.ConsumeBytes(raw)
+			rec.Undo = append(json.RawMessage(nil), undo...) // raw lives only as long as the transaction
+		case num == recordLogIndex && typ == protowire.VarintType:
+			rec.LogIndex, n = protowire.ConsumeVarint(raw)
+		case num == recordRolledBack && typ == protowire.VarintType:
+			var v uint64
+			v, n = protowire.ConsumeVarint(raw)
+			rec.RolledBack = v != 0
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, raw)
+		}
+		if n < 0 {
+			return nil, fmt.Errorf("record %s: %w", key, protowire.ParseError(n))
+		}
+		raw = raw[n:]
 	}
-	if err := proto.Unmarshal(rec.ReceiptProto, rec.Receipt); err != nil {
+	if err := proto.Unmarshal(receipt, rec.Receipt); err != nil {
 		return nil, fmt.Errorf("record %s receipt: %w", key, err)
 	}
 	return rec, nil

@@ -1,12 +1,14 @@
 package journal
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"path/filepath"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
@@ -130,5 +132,49 @@ func TestFence(t *testing.T) {
 	}
 	if err := j.Fence("nope", 1); !errors.Is(err, ErrSessionNotFound) {
 		t.Fatalf("unknown session: %v", err)
+	}
+}
+
+// TestMigratesJSONRecords: a schema 2 journal's records (JSON, the receipt's
+// protobuf in base64) read the same after the move to protobuf records.
+func TestMigratesJSONRecords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	j := open(t, path)
+	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	receipt, err := proto.Marshal(&cpv1.Receipt{IdempotencyKey: "k1", BlenderMutationId: "m1", SceneHashAfter: "h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := map[string]any{"receipt": receipt, "undo": json.RawMessage(`{"v":1,"tool":"object.create"}`), "log_index": 7, "rolled_back": true}
+	raw, _ := json.Marshal(old)
+	plain, _ := json.Marshal(map[string]any{"receipt": receipt}) // a read-only call's record
+	j.db.Update(func(tx *bolt.Tx) error {
+		ops := tx.Bucket(bucketSessions).Bucket([]byte("s1")).Bucket(bucketOps)
+		ops.Put([]byte("k1"), raw)
+		ops.Put([]byte("k2"), plain)
+		return tx.Bucket(bucketMeta).Put(keySchemaVersion, u64(2))
+	})
+	j.Close()
+
+	j = open(t, path)
+	defer j.Close()
+	rec, err := j.Lookup("s1", "k1")
+	if err != nil || rec.Receipt.GetBlenderMutationId() != "m1" || rec.Receipt.GetSceneHashAfter() != "h1" ||
+		!rec.RolledBack || rec.LogIndex != 7 || string(rec.Undo) != `{"v":1,"tool":"object.create"}` {
+		t.Fatalf("migrated record %+v %v", rec, err)
+	}
+	rec, err = j.Lookup("s1", "k2")
+	if err != nil || rec.Receipt.GetIdempotencyKey() != "k1" || rec.RolledBack || rec.LogIndex != 0 || rec.Undo != nil {
+		t.Fatalf("migrated record without undo %+v %v", rec, err)
+	}
+	var version uint64
+	j.db.View(func(tx *bolt.Tx) error {
+		version = binary.BigEndian.Uint64(tx.Bucket(bucketMeta).Get(keySchemaVersion))
+		return nil
+	})
+	if version != uint64(len(migrations)) {
+		t.Fatalf("schema version %d after migration, want %d", version, len(migrations))
 	}
 }

@@ -54,14 +54,18 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 	defer m.release(s)
 	log := m.log.With("session_id", sessionID, "request_id", requestID)
 
-	records := make([]*journal.Record, len(ops))
-	var fresh []string
+	keys := make([]string, len(ops))
 	for i, op := range ops {
-		if records[i], err = m.journal.Lookup(sessionID, op.IdempotencyKey); err != nil {
-			return err
-		}
-		if records[i] == nil {
-			fresh = append(fresh, op.IdempotencyKey)
+		keys[i] = op.IdempotencyKey
+	}
+	records, err := m.journal.LookupAll(sessionID, keys)
+	if err != nil {
+		return err
+	}
+	var fresh []string
+	for i, rec := range records {
+		if rec == nil {
+			fresh = append(fresh, keys[i])
 		}
 	}
 	// The intents are written while the first operation runs: an effect
@@ -84,7 +88,6 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 
 	c := newCommitter(m.journal, sessionID, emit, intents)
 	debug := log.Enabled(ctx, slog.LevelDebug)
-	committed := 0 // fresh operations handed to the committer with a journal commit
 	// done hands the receipt of fresh operation op to the committer; false
 	// stops the batch.
 	done := func(op Operation, r *cpv1.Receipt, commit *journal.Commit, more bool) bool {
@@ -105,9 +108,6 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 		}
 		if commit != nil && commit.Entry != nil {
 			s.dirty++
-		}
-		if commit != nil {
-			committed++
 		}
 		if h := r.GetSceneHashAfter(); h != "" {
 			s.sceneHash = h
@@ -154,11 +154,12 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 		i += n
 	}
 	err = c.close()
-	if committed < len(fresh) {
-		// Calls cancelled, lost with the stream or never reached: their
-		// intents go, their callers retry them by key.
+	if len(fresh) > 0 {
+		// The batch is over: committed calls need no intent, and calls
+		// cancelled, lost with the stream or never reached are retried by
+		// key by their callers.
 		if _, cerr := m.journal.ClearIntents(sessionID); cerr != nil {
-			log.Warn("clearing the intents of calls that did not run", "err", cerr)
+			log.Warn("clearing the batch's intents", "err", cerr)
 		}
 	}
 	if jerr := c.lostJournal(); jerr != nil {

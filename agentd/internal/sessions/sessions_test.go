@@ -19,7 +19,7 @@ import (
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
-func openJournal(t *testing.T) *journal.Journal {
+func openJournal(t testing.TB) *journal.Journal {
 	t.Helper()
 	j, err := journal.Open(filepath.Join(t.TempDir(), "agentd.db"))
 	if err != nil {
@@ -31,13 +31,13 @@ func openJournal(t *testing.T) *journal.Journal {
 
 // newManager probes the repo's Blender (make blender installs it) and returns
 // a manager on a fresh journal.
-func newManager(t *testing.T) (*Manager, *journal.Journal, string) {
+func newManager(t testing.TB) (*Manager, *journal.Journal, string) {
 	t.Helper()
 	return newManagerWith(t, func(*Config) {})
 }
 
 // newManagerWith is newManager with changes to its configuration.
-func newManagerWith(t *testing.T, configure func(*Config)) (*Manager, *journal.Journal, string) {
+func newManagerWith(t testing.TB, configure func(*Config)) (*Manager, *journal.Journal, string) {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
@@ -62,7 +62,7 @@ func newManagerWith(t *testing.T, configure func(*Config)) (*Manager, *journal.J
 	return m, j, probed[0].Info.GetRuntimeId()
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
 

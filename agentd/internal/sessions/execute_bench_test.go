@@ -1,0 +1,58 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// BenchmarkExecuteDurable is agentd's share of the durable throughput
+// (Scale/Durable in e2e) without the control plane: one batch of 2,000
+// object.set_transform through Manager.Execute on a real Blender and a real
+// journal, every receipt committed (fsynced) before it is emitted.
+func BenchmarkExecuteDurable(b *testing.B) {
+	const objects, ops = 100, 2000
+	m, _, rt := newManager(b)
+	ctx := context.Background()
+	if _, _, err := m.Open(ctx, "s1", rt, 0, 0); err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]Operation, objects)
+	for i := range batch {
+		batch[i] = create(fmt.Sprintf("c%d", i), fmt.Sprintf("P%05d", i))
+	}
+	execute(b, m, "setup", batch)
+	moved := 0
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		batch := make([]Operation, ops)
+		for j := range batch {
+			id := fmt.Sprintf("m%d", moved)
+			batch[j] = Operation{OperationID: id, Tool: "object.set_transform", IdempotencyKey: "key-" + id,
+				Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE,
+				Args: map[string]any{"name": fmt.Sprintf("P%05d", moved*37%objects),
+					"location": []any{float64(moved % 1000), float64(moved / 1000), 1.0}}}
+			moved++
+		}
+		execute(b, m, fmt.Sprintf("plan-%d", n), batch)
+	}
+	b.ReportMetric(float64(b.N*ops)/b.Elapsed().Seconds(), "ops/s")
+}
+
+// execute runs ops as one batch and fails unless every receipt succeeded.
+func execute(b testing.TB, m *Manager, requestID string, ops []Operation) {
+	b.Helper()
+	n := 0
+	err := m.Execute(context.Background(), "s1", requestID, ops, func(r *cpv1.Receipt) error {
+		if r.GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+			return fmt.Errorf("%s: %s", r.GetOperationId(), r.GetError().GetMessage())
+		}
+		n++
+		return nil
+	}, nil)
+	if err != nil || n != len(ops) {
+		b.Fatalf("%s: %d of %d receipts: %v", requestID, n, len(ops), err)
+	}
+}
