@@ -51,7 +51,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -60,6 +59,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/groupcommit"
 )
 
 var (
@@ -143,20 +143,19 @@ func (s Session) CheckpointIndex() uint64 {
 type Journal struct {
 	db      *bolt.DB
 	intents *bolt.DB
-	commits atomic.Uint64 // durable commits of db (metrics)
+	// writes commits the updates of every session in shared transactions
+	// when they arrive together (receipts of concurrent batches).
+	writes *groupcommit.DB
 }
 
-// update runs fn in a durable transaction of the journal, counted.
+// update runs fn in a durable transaction of the journal, maybe shared
+// with other updates: fn may run more than once (groupcommit.DB.Update).
 func (j *Journal) update(fn func(*bolt.Tx) error) error {
-	err := j.db.Update(fn)
-	if err == nil {
-		j.commits.Add(1)
-	}
-	return err
+	return j.writes.Update(fn)
 }
 
 // Commits counts the journal's durable transactions so far.
-func (j *Journal) Commits() uint64 { return j.commits.Load() }
+func (j *Journal) Commits() uint64 { return j.writes.Commits() }
 
 // migrations[i] upgrades a journal from schema version i to i+1.
 var migrations = []func(tx *bolt.Tx) error{
@@ -258,7 +257,7 @@ func Open(path string) (*Journal, error) {
 		intents.Close()
 		return nil, err
 	}
-	return &Journal{db: db, intents: intents}, nil
+	return &Journal{db: db, intents: intents, writes: groupcommit.New(db)}, nil
 }
 
 // Close closes the journal.

@@ -75,7 +75,7 @@ func (s *Store) Approval(id string) (*cpv1.Approval, error) {
 // SetPreview stores the preview of an approval, whatever its state.
 func (s *Store) SetPreview(id string, p *cpv1.Preview) error {
 	var ref PlanRef
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		a, key, err := readApproval(tx, id)
 		if err != nil {
 			return err
@@ -155,7 +155,7 @@ func (s *Store) Resolve(r Resolution) (*cpv1.Approval, PlanRef, error) {
 	var a *cpv1.Approval
 	var ref PlanRef
 	var rejected *cpv1.Plan // the plan, when a rejection ends it
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var key []byte
 		var err error
 		if a, key, err = readApproval(tx, r.ApprovalID); err != nil {
@@ -217,7 +217,7 @@ func (s *Store) Resolve(r Resolution) (*cpv1.Approval, PlanRef, error) {
 // CANCELLED, its approval CANCELLED (audited), nothing of it ran.
 func (s *Store) CancelAwaiting(ref PlanRef, by string) (*cpv1.Plan, error) {
 	var p *cpv1.Plan
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var b *bolt.Bucket
 		var err error
 		if b, p, err = readPlan(tx, ref); err != nil {
@@ -320,7 +320,7 @@ func (s *Store) Rules(after uint64, limit int) (out []*cpv1.PolicyRule, next uin
 // DeleteRule removes a persisted rule.
 func (s *Store) DeleteRule(id string) (*cpv1.PolicyRule, error) {
 	r := &cpv1.PolicyRule{}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		n, err := strconv.ParseUint(strings.TrimPrefix(id, "rule-"), 10, 64)
 		b := tx.Bucket(bucketRules)
 		if err != nil || !strings.HasPrefix(id, "rule-") || b.Get(u64(n)) == nil {

@@ -14,7 +14,7 @@ import (
 // stored one is returned, so replays and retries add nothing.
 func (s *Store) PutArtifact(a *cpv1.Artifact) (*cpv1.Artifact, error) {
 	out := a
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		list, err := tx.Bucket(bucketArtifacts).CreateBucketIfNotExists([]byte(a.GetSessionId()))
 		if err != nil {
 			return err

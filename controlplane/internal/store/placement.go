@@ -39,7 +39,7 @@ type SessionCheckpoint struct {
 // caller may remove.
 func (s *Store) SetCheckpoint(id string, cp SessionCheckpoint) (*SessionCheckpoint, error) {
 	var old *SessionCheckpoint
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		st := tx.Bucket(bucketSessionState).Bucket([]byte(id))
 		if st == nil {
 			return fmt.Errorf("session %q: %w", id, ErrSessionNotFound)
@@ -94,7 +94,7 @@ func checkEpochs(tx *bolt.Tx, sessionID string, receipts []*cpv1.Receipt) error 
 // now on. It returns the new epoch.
 func (s *Store) MoveSession(id, agentID, runtimeID string) (int64, error) {
 	var epoch int64
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		sess, err := readSession(tx, id)
 		if err != nil {
 			return err
@@ -127,7 +127,7 @@ func (s *Store) MoveSession(id, agentID, runtimeID string) (int64, error) {
 // MarkBroken records that a session cannot continue: its plans are
 // refused, what it made is kept.
 func (s *Store) MarkBroken(id string) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		b, err := sessionBucket(tx, id)
 		if err != nil {
 			return err
@@ -171,7 +171,7 @@ func (s *Store) SessionHistory(sessionID string, after uint64, limit int) ([]*cp
 // MarkRebuilt records that a session's agent holds its scene as committed
 // for epoch.
 func (s *Store) MarkRebuilt(id string, epoch int64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		st, err := tx.Bucket(bucketSessionState).CreateBucketIfNotExists([]byte(id))
 		if err != nil {
 			return err

@@ -45,7 +45,7 @@ type NewPlan struct {
 // request id, returning the stored digest.
 func (s *Store) CreatePlan(p NewPlan) (existingDigest string, err error) {
 	id := []byte(p.Plan.GetRequestId())
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		if sess, err := readSession(tx, p.Plan.GetSessionId()); err == nil && sess.Closed() {
 			return fmt.Errorf("session %s: %w", p.Plan.GetSessionId(), ErrSessionClosed)
 		}
@@ -236,7 +236,8 @@ func (s *Store) ActivePlans() ([]PlanRef, error) {
 // the plan are woken after the commit.
 func (s *Store) Commit(ref PlanRef, plan *cpv1.Plan, receipts []*cpv1.Receipt) error {
 	size, ended := 0, false
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
+		size = 0
 		b, err := planBucket(tx, ref)
 		if err != nil {
 			return err

@@ -48,7 +48,7 @@ func (s *Store) PutSession(sess Session, registry *cpv1.ToolRegistry) error {
 		return fmt.Errorf("session %s: registry %s is not the contract's %s", sess.Info.GetSessionId(), fp, sess.RegistryFingerprint())
 	}
 	id := []byte(sess.Info.GetSessionId())
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		b, err := tx.Bucket(bucketSessions).CreateBucket(id)
 		if err != nil {
 			return fmt.Errorf("session %s: %w", id, err)
@@ -166,7 +166,7 @@ func (s *Store) Registry(fingerprint string) (*cpv1.ToolRegistry, error) {
 // session changes nothing.
 func (s *Store) CloseSession(id string, now time.Time) (Session, error) {
 	var sess Session
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var err error
 		if sess, err = readSession(tx, id); err != nil || sess.Closed() {
 			return err
@@ -208,7 +208,7 @@ func (s *Store) Releasing() ([]string, error) {
 
 // Released records that a closed session's agent let go of it.
 func (s *Store) Released(id string) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketReleasing).Delete([]byte(id))
 	})
 }

@@ -92,6 +92,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/groupcommit"
 )
 
 var (
@@ -151,6 +152,10 @@ var (
 // Store is the control plane's bbolt database.
 type Store struct {
 	db *bolt.DB
+	// writes runs every write: concurrent ones (plans accepted, receipts
+	// of different plans) share transactions instead of queueing for
+	// bbolt's one writer, each behind the others' fsyncs.
+	writes *groupcommit.DB
 
 	mu        sync.Mutex
 	watchers  map[PlanRef]chan struct{}
@@ -175,7 +180,7 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s := &Store{db: db, watchers: map[PlanRef]chan struct{}{}, progress: map[PlanRef]*cpv1.Progress{},
+	s := &Store{db: db, writes: groupcommit.New(db), watchers: map[PlanRef]chan struct{}{}, progress: map[PlanRef]*cpv1.Progress{},
 		tails: map[PlanRef]tail{}}
 	if err := migrate(db); err != nil {
 		db.Close()
@@ -183,6 +188,11 @@ func Open(path string) (*Store, error) {
 	}
 	return s, nil
 }
+
+// update runs fn in a durable write transaction, maybe shared with other
+// writes: fn may run more than once, so it assigns what it returns and
+// never accumulates (groupcommit.DB.Update).
+func (s *Store) update(fn func(*bolt.Tx) error) error { return s.writes.Update(fn) }
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }

@@ -21,7 +21,7 @@ var (
 
 // PutToken stores a new token and the hash of its secret.
 func (s *Store) PutToken(t *cpv1.Token, hash string) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		tokens := tx.Bucket(bucketTokens)
 		if tokens.Get([]byte(t.GetName())) != nil {
 			return fmt.Errorf("token %q: %w", t.GetName(), ErrTokenExists)
@@ -62,7 +62,7 @@ func (s *Store) Token(name string) (*cpv1.Token, error) {
 // and returns it.
 func (s *Store) RevokeToken(name string, now time.Time) (*cpv1.Token, error) {
 	t := &cpv1.Token{}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		tokens := tx.Bucket(bucketTokens)
 		if tokens.Get([]byte(name)) == nil {
 			return fmt.Errorf("token %q: %w", name, ErrTokenNotFound)
@@ -110,7 +110,7 @@ func (s *Store) ListTokens(after string, limit int) (out []*cpv1.Token, next str
 // belongs to one already, and returns its principal.
 func (s *Store) BindAgent(agentID, principal string) (string, error) {
 	owner := principal
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAgentPrincipals)
 		if v := b.Get([]byte(agentID)); v != nil {
 			owner = string(v)
