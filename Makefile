@@ -213,6 +213,11 @@ bench: blender
 		./e2e/ ./controlplane/internal/plan/ ./agentd/internal/sessions/ | tee bin/bench.out
 	set -o pipefail; go test -run '^$$' -bench '^BenchmarkToolFamilies$$' -benchtime 1x -count 3 -timeout 15m \
 		./agentd/internal/blender/ | tee -a bin/bench.out
+	@if [ -x /usr/bin/blender ]; then \
+		echo "== ObjectCreate400 on Debian's Blender 3.4"; \
+		set -o pipefail; BLENDPLANE_TEST_BLENDER=/usr/bin/blender go test -run '^$$' -bench '^BenchmarkObjectCreate400$$' \
+			-benchtime 1x -count 3 -timeout 10m ./e2e/ | tee -a bin/bench.out; \
+	fi
 
 ## demo: start both daemons on loopback, run examples/plans/hello.json, show receipts
 demo: build blender

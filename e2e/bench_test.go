@@ -40,14 +40,32 @@ const (
 // tie-break, each a cube with a distinct name and location.
 //
 // Metrics: ms/op-e2e and ms/op-bare (wall time / 400), ratio (e2e / bare;
-// target ≤ 3), ms/op-bridge (mean receipt duration_micros: agentd's Go ↔
+// target ≤ 3), ms/op-server and ratio-server (the same from the plan's
+// create_time, once it is checked and accepted, to the 400th receipt on the
+// client's stream: issue 15's measure, target ≤ 2), ms/op-bridge (mean receipt duration_micros: agentd's Go ↔
 // bridge round trip, tool plus incremental scene hash) and ms/op-overhead
 // (e2e minus bridge: what the batched Execute stream and the group commits
 // do not hide behind the bridge calls: submit, first batch, last receipt's
 // commits and stream hops). ns/op is the e2e plan's wall time.
+//
+// It runs on the Blender of the tests (BLENDPLANE_TEST_BLENDER, else the
+// bpy wheel), named as a sub-benchmark: make bench runs it on both.
 func BenchmarkObjectCreate400(b *testing.B) {
+	b.Run(runtimeLabel(), benchObjectCreate400)
+}
+
+// runtimeLabel names the Blender the benchmarks run on: "bpy" (the repo's
+// wheel, agentd's default) or the base name of BLENDPLANE_TEST_BLENDER.
+func runtimeLabel() string {
+	if rt := os.Getenv("BLENDPLANE_TEST_BLENDER"); rt != "" {
+		return filepath.Base(rt)
+	}
+	return "bpy"
+}
+
+func benchObjectCreate400(b *testing.B) {
 	c := startCluster(b)
-	var e2e, bare, bridge time.Duration
+	var e2e, server, bare, bridge time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -63,9 +81,11 @@ func BenchmarkObjectCreate400(b *testing.B) {
 			ops[j] = cubeOp(fmt.Sprintf("op-%03d", j), fmt.Sprintf("C%d_%03d", i, j), j)
 		}
 		b.StartTimer()
-		elapsed, agent := runPlan(b, c, s.GetSessionId(), fmt.Sprintf("bench-%d", i), ops)
+		p, elapsed, agent := runPlanFrom(b, c, s.GetSessionId(), fmt.Sprintf("bench-%d", i), ops)
+		end := time.Now()
 		b.StopTimer()
 		e2e += elapsed
+		server += end.Sub(p.GetCreateTime().AsTime())
 		bridge += agent
 
 		bare += timeBare(b, i, "b")
@@ -79,6 +99,8 @@ func BenchmarkObjectCreate400(b *testing.B) {
 	b.ReportMetric(perOp(e2e), "ms/op-e2e")
 	b.ReportMetric(perOp(bare), "ms/op-bare")
 	b.ReportMetric(float64(e2e)/float64(bare), "ratio")
+	b.ReportMetric(perOp(server), "ms/op-server")
+	b.ReportMetric(float64(server)/float64(bare), "ratio-server")
 	b.ReportMetric(perOp(bridge), "ms/op-bridge")
 	b.ReportMetric(perOp(e2e-bridge), "ms/op-overhead")
 }
@@ -175,9 +197,17 @@ func cubeLocation(j int) []any {
 // receipts' duration_micros (agentd's bridge round trips).
 func runPlan(b *testing.B, c *cluster, sessionID, requestID string, ops []*cpv1.Operation) (time.Duration, time.Duration) {
 	b.Helper()
+	_, elapsed, agent := runPlanFrom(b, c, sessionID, requestID, ops)
+	return elapsed, agent
+}
+
+// runPlanFrom is runPlan that also returns the accepted plan.
+func runPlanFrom(b *testing.B, c *cluster, sessionID, requestID string, ops []*cpv1.Operation) (*cpv1.Plan, time.Duration, time.Duration) {
+	b.Helper()
 	ctx := ctxT(b, 10*time.Minute)
 	start := time.Now()
-	if _, err := c.client.SubmitPlan(ctx, &cpv1.SubmitPlanRequest{SessionId: sessionID, RequestId: requestID, Operations: ops}); err != nil {
+	resp, err := c.client.SubmitPlan(ctx, &cpv1.SubmitPlanRequest{SessionId: sessionID, RequestId: requestID, Operations: ops})
+	if err != nil {
 		b.Fatalf("submit %s: %v", requestID, err)
 	}
 	stream, err := c.client.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID, StartSequence: 1})
@@ -208,7 +238,7 @@ func runPlan(b *testing.B, c *cluster, sessionID, requestID string, ops []*cpv1.
 			b.Fatalf("stream %s: %v", requestID, err)
 		}
 	}
-	return elapsed, agent
+	return resp.GetPlan(), elapsed, agent
 }
 
 // bareBlender is testdata/bare_blender.py running in the tests' Blender runtime.
