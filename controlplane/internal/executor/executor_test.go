@@ -2,10 +2,14 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
@@ -41,5 +45,47 @@ func TestCancelOfAnEndedPlanLeavesNoMark(t *testing.T) {
 	}
 	if n := e.Pending(); n != 0 {
 		t.Fatalf("%d cancel marks left for ended plans", n)
+	}
+}
+
+// TestNextBatch: a batch holds at most batchSize operations and batchBytes
+// of args (but always one), and stops before a distributed operation.
+func TestNextBatch(t *testing.T) {
+	small, _ := structpb.NewStruct(map[string]any{"type": "cube"})
+	big, _ := structpb.NewStruct(map[string]any{"code": strings.Repeat("x", batchBytes/3)})
+	huge, _ := structpb.NewStruct(map[string]any{"code": strings.Repeat("x", batchBytes+1)})
+	render, _ := structpb.NewStruct(map[string]any{"frame_start": 1.0, "frame_end": 24.0, "distribute": true})
+	mk := func(args ...*structpb.Struct) ([]*cpv1.Operation, []int) {
+		ops := make([]*cpv1.Operation, len(args))
+		sched := make([]int, len(args))
+		for i, a := range args {
+			ops[i] = &cpv1.Operation{OperationId: fmt.Sprint("op", i), ToolName: "object.create", Args: a}
+			sched[i] = i
+		}
+		return ops, sched
+	}
+	many := make([]*structpb.Struct, batchSize+5)
+	for i := range many {
+		many[i] = small
+	}
+	ops, sched := mk(many...)
+	if got := len(nextBatch(ops, sched, true)); got != batchSize {
+		t.Errorf("%d small operations: a batch of %d, want %d", len(ops), got, batchSize)
+	}
+	ops, sched = mk(big, big, big, big, small)
+	if got := len(nextBatch(ops, sched, true)); got != 2 {
+		t.Errorf("args of a third of the budget each: a batch of %d, want 2", got)
+	}
+	ops, sched = mk(huge, small)
+	if got := len(nextBatch(ops, sched, true)); got != 1 {
+		t.Errorf("one operation over the budget: a batch of %d, want it alone", got)
+	}
+	ops, sched = mk(small, small, render, small)
+	ops[2].ToolName = "render.animation"
+	if got := len(nextBatch(ops, sched, true)); got != 2 {
+		t.Errorf("before a distributed render: a batch of %d, want 2", got)
+	}
+	if got := len(nextBatch(ops, sched, false)); got != 4 {
+		t.Errorf("without distribution: a batch of %d, want 4", got)
 	}
 }

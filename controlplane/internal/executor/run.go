@@ -13,10 +13,35 @@ import (
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
-// batchSize is how many operations go to the agent in one Execute stream.
-// The agent runs them one by one and commits their receipts in groups, so a
-// batch saves a network round trip and an fsync per operation.
-const batchSize = 256
+// A batch is what goes to the agent in one Execute stream: at most
+// batchSize operations, and no more args than batchBytes (but at least one
+// operation), well inside the agent's message limit. The agent runs them
+// one by one and commits their receipts in groups, so a batch saves a
+// network round trip and an fsync per operation; between two batches the
+// session's Blender idles while one ends and the next starts (2-9 ms on
+// two CPUs), so they are large.
+const (
+	batchSize  = 1024
+	batchBytes = 8 << 20
+)
+
+// nextBatch is the schedule positions of the next batch from the start of
+// sched: up to batchSize operations and batchBytes of args, stopping before
+// an operation that is distributed (it runs on its own, next).
+func nextBatch(ops []*cpv1.Operation, sched []int, distribute bool) []int {
+	window := sched[:min(batchSize, len(sched))]
+	size := 0
+	for i, idx := range window {
+		op := ops[idx]
+		if distribute && Distributed(op) {
+			return window[:i]
+		}
+		if size += proto.Size(op.GetArgs()); size > batchBytes && i > 0 {
+			return window[:i]
+		}
+	}
+	return window
+}
 
 // progress is what the committed receipts of a plan say about it, so that a
 // resumed plan picks up exactly where it stopped.
@@ -151,13 +176,7 @@ func (e *Executor) run(ref store.PlanRef) error {
 			}
 			continue
 		}
-		window := sched[pr.next:min(pr.next+batchSize, len(sched))]
-		for i, idx := range window {
-			if e.cfg.Distribute != nil && Distributed(req.GetOperations()[idx]) {
-				window = window[:i] // it runs on its own, next
-				break
-			}
-		}
+		window := nextBatch(req.GetOperations(), sched[pr.next:], e.cfg.Distribute != nil)
 		ops := make([]*cpv1.Operation, len(window))
 		for i, idx := range window {
 			ops[i] = req.GetOperations()[idx]
