@@ -537,3 +537,62 @@ func TestUndoneCreatesFreedInBatches(t *testing.T) {
 		tombs("the checkpoint", q)
 	})
 }
+
+// TestChildrenIndex: the bridge knows an object's children from its index
+// (Blender has no list of them), through parenting by tools, copies of a
+// child, parenting behind its back (python.exec), deletes and their undos.
+// A child the index missed would keep a stale record after its parent's
+// rename (incremental ≠ full) or be left out of a delete's undo record.
+func TestChildrenIndex(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		for _, n := range []string{"P", "A", "B", "C"} {
+			mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": n})
+		}
+		rename := func(from, to string) {
+			t.Helper()
+			mustExecute(t, p, "object.rename", map[string]any{"name": from, "new_name": to})
+			assertIncrementalMatchesFull(t, p)
+		}
+		rename("P", "P1") // builds the index: no children yet
+		mustExecute(t, p, "object.set_parent", map[string]any{"name": "A", "parent": "P1"})
+		rename("P1", "P2")
+		mustExecute(t, p, "object.duplicate", map[string]any{"name": "A", "new_name": "A2"}) // a child of P2 too
+		rename("P2", "P3")
+		mustExecute(t, p, "python.exec", map[string]any{"code": "bpy.data.objects['B'].parent = bpy.data.objects['P3']"})
+		rename("P3", "P4")
+
+		del := mustExecute(t, p, "object.delete", map[string]any{"name": "P4"})
+		var rec struct {
+			Children []struct{ Name string } `json:"children"`
+		}
+		if err := json.Unmarshal(del.Undo, &rec); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range rec.Children {
+			got = append(got, c.Name)
+		}
+		if strings.Join(got, ",") != "A,A2,B" {
+			t.Fatalf("delete's undo record names children %v, want A, A2, B", got)
+		}
+		assertIncrementalMatchesFull(t, p)
+		mustUndo(t, p, del, Call{Tool: "object.delete"})
+		rename("P4", "P5") // the children are back
+		mustExecute(t, p, "object.set_parent", map[string]any{"name": "A", "parent": nil})
+		rename("P5", "P6")
+
+		// A create cannot be undone once something is its child, even when
+		// the child came behind the index's back.
+		c := Call{Tool: "object.create", Args: map[string]any{"type": "cube", "name": "D"}, RequestID: "test"}
+		made, err := p.Execute(callCtx(t), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExecute(t, p, "python.exec", map[string]any{"code": "bpy.data.objects['C'].parent = bpy.data.objects['D']"})
+		if _, err := p.Undo(callCtx(t), made.Undo, c); !isCode(err, CodeConflict) {
+			t.Fatalf("undo of a create that has a child now = %v, want conflict", err)
+		}
+		assertIncrementalMatchesFull(t, p)
+	})
+}

@@ -420,8 +420,17 @@ COLLECTIONS = {k: c for k, _, _, c in KINDS}  # kind -> bpy.data collection name
 #   operator or python.exec that may move objects is followed by a rebuild or
 #   INDEX.refresh_members().
 #
-# SceneState.rebuild fills both in its single pass; reset, checkpoint load,
-# python.exec and scene.import rebuild or invalidate them. full_snapshot never
+# - children: parent object's pointer -> the objects that had it as parent
+#   when last seen. Blender has no list of an object's children
+#   (Object.children scans every object: 1.1 ms at 10,000), so the first
+#   question builds the whole map in one pass, and tools that give an object
+#   a parent note it (set_parent, object.duplicate). An entry is served only
+#   after checking that the child is still valid and still has that parent,
+#   so children lost behind the index's back drop out; children gained behind
+#   its back come only from operators and python.exec, which invalidate it.
+#
+# SceneState.rebuild fills names and members in its single pass; reset,
+# checkpoint load, python.exec and scene.import rebuild or invalidate them. full_snapshot never
 # reads INDEX (it recomputes membership in its own pass), so the tests'
 # "incremental == full" check after every tool also checks the index.
 
@@ -429,10 +438,40 @@ class Index:
     def __init__(self):
         self.names = {}    # bpy.data collection name -> {name: ID}
         self.members = {}  # object name -> (object, [labels])
+        self.children = None  # parent pointer -> [objects]; None: not built
 
     def invalidate(self):
         self.names = {}
         self.members = {}
+        self.children = None
+
+    def children_of(self, ob):
+        """ob.children (tombstones included), sorted by name, without a scan
+        of every object once the map is built."""
+        if self.children is None:
+            m = {}
+            for c in bpy.data.objects:
+                if c.parent is not None:
+                    m.setdefault(c.parent.as_pointer(), []).append(c)
+            self.children = m
+        key = ob.as_pointer()
+        out = []
+        for c in self.children.get(key, ()):
+            try:
+                if c.parent == ob and c not in out:
+                    out.append(c)
+            except ReferenceError:  # freed
+                pass
+        if out:
+            self.children[key] = out
+        else:
+            self.children.pop(key, None)
+        return sorted(out, key=lambda c: c.name)
+
+    def parented(self, ob):
+        """Note ob's parent (after ob.parent changed or ob was copied)."""
+        if self.children is not None and ob.parent is not None:
+            self.children.setdefault(ob.parent.as_pointer(), []).append(ob)
 
     def get(self, coll, name):
         """bpy.data.<coll>.get(name), from the cache when it is still true."""
@@ -537,6 +576,12 @@ def empty_trash():
 
 def forget_trash():
     TRASH["ids"] = []
+
+
+def set_parent(ob, parent):
+    """ob.parent = parent, keeping INDEX up to date."""
+    ob.parent = parent
+    INDEX.parented(ob)
 
 
 def link_object(coll, ob):

@@ -466,9 +466,11 @@ def tool_scene_import(tx, args):
     except RuntimeError as e:
         raise ToolError("invalid_input", "could not import %r: %s" % (name, one_line(e)))
     finally:
-        # The importer linked objects (and maybe collections) behind INDEX's
-        # back: recompute every membership in one pass.
+        # The importer linked objects (and maybe collections), and parented
+        # some, behind INDEX's back: recompute every membership in one pass,
+        # and the children when next asked.
         INDEX.refresh_members()
+        INDEX.children = None
         created = created_since(before)
         for attr, dbs in created.items():
             kind = KIND_OF.get(attr)

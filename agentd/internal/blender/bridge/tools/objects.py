@@ -54,7 +54,7 @@ from compat import remove_ids
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, check_name, check_name_free, check_new_name, is_number
 from state import (BRIDGE, INDEX, active_view_layer, current_scene, discard, link_object, mesh_geometry_digest, qv,
-                   unlink_object)
+                   set_parent, unlink_object)
 
 PRIMITIVES = {
     # type: default object/mesh name (Blender's own names for these primitives)
@@ -339,7 +339,7 @@ def tool_object_delete(tx, args):
                     "select": bool(ob.select_get(view_layer=vl)),
                     "hide": bool(ob.hide_get(view_layer=vl)),
                 })
-    children = [c for c in ob.children if not is_tomb(c.name)]
+    children = [c for c in INDEX.children_of(ob) if not is_tomb(c.name)]
     rec = {
         "object": name, "tomb": tomb,
         "data": {"kind": data_kind[0], "name": data.name, "tomb": tomb if owns_data else None} if data_kind else None,
@@ -360,7 +360,7 @@ def tool_object_delete(tx, args):
     # Tombstone: every step reverses itself if a later one fails.
     for c in children:
         pinv = c.matrix_parent_inverse.copy()
-        tx.on_undo(lambda c=c, pinv=pinv: (setattr(c, "parent", ob), setattr(c, "matrix_parent_inverse", pinv)))
+        tx.on_undo(lambda c=c, pinv=pinv: (set_parent(c, ob), setattr(c, "matrix_parent_inverse", pinv)))
         c.parent = None
     for sc in bpy.data.scenes:
         if sc.camera == ob:
@@ -543,7 +543,7 @@ def undo_object_delete(tx, rec):
     for c, pinv in children:
         old = c.matrix_parent_inverse.copy()
         tx.on_undo(lambda c=c, old=old: (setattr(c, "parent", None), setattr(c, "matrix_parent_inverse", old)))
-        c.parent = ob
+        set_parent(c, ob)
         c.matrix_parent_inverse = pinv
     for sc in cams:
         cur = sc.camera
@@ -733,7 +733,7 @@ def check_removable(ob, data, kind, data_name, verb):
     must still solely own data, and nothing may refer to ob."""
     if data is None or ob.data != data or data.users != 1:
         raise ToolError("conflict", "cannot undo %s: %r no longer solely owns %s %r" % (verb, ob.name, kind, data_name))
-    if any(not is_tomb(c.name) for c in ob.children) or any(sc.camera == ob for sc in bpy.data.scenes):
+    if any(not is_tomb(c.name) for c in INDEX.children_of(ob)) or any(sc.camera == ob for sc in bpy.data.scenes):
         raise ToolError("conflict", "cannot undo %s: other datablocks now refer to %r" % (verb, ob.name))
 
 
@@ -779,7 +779,7 @@ def undo_remove_created(tx, rec, label):
         data = coll.get(field(d, "name", str))
         if data is None or ob.data != data or data.users != 1:
             raise ToolError("conflict", "cannot undo: %r no longer solely owns its data %r" % (name, d.get("name")))
-    if any(not is_tomb(c.name) for c in ob.children):
+    if any(not is_tomb(c.name) for c in INDEX.children_of(ob)):
         raise ToolError("conflict", "cannot undo: %r has children now" % name)
     cam = field(rec, "camera_before", dict, optional=True)
     cam_scene, cam_prev = None, None
@@ -873,6 +873,7 @@ def tool_object_duplicate(tx, args):
         touch_data(tx, new_data_)
     ob = src.copy()
     INDEX.new_object(ob)
+    INDEX.parented(ob)  # the copy has the source's parent
     tx.on_undo(lambda: bpy.data.objects.remove(ob, do_unlink=True))
     tx.touch("object", new_name)
     rename(ob, new_name, "object")
@@ -917,7 +918,7 @@ def tool_object_rename(tx, args):
 def do_rename(tx, ob, old, new):
     tx.touch("object", old)
     tx.touch("object", new)
-    for c in ob.children:
+    for c in INDEX.children_of(ob):
         if not is_tomb(c.name):
             tx.touch("object", c.name)
     for sc in bpy.data.scenes:
@@ -985,9 +986,9 @@ def tool_object_set_parent(tx, args):
     tx.touch("object", ob.name)
     st = basis_state(ob)
     old_parent, old_pinv = ob.parent, ob.matrix_parent_inverse.copy()
-    tx.on_undo(lambda: (setattr(ob, "parent", old_parent), setattr(ob, "matrix_parent_inverse", old_pinv),
+    tx.on_undo(lambda: (set_parent(ob, old_parent), setattr(ob, "matrix_parent_inverse", old_pinv),
                         restore_basis(ob, st)))
-    ob.parent = parent
+    set_parent(ob, parent)
     ob.matrix_parent_inverse = new_pinv
     if keep and had_parent:
         # world = parent_world @ pinv @ basis = basis (or basis alone without a
@@ -1010,9 +1011,9 @@ def undo_object_set_parent(tx, rec):
     tx.touch("object", ob.name)
     st = basis_state(ob)
     old_parent, old_pinv = ob.parent, ob.matrix_parent_inverse.copy()
-    tx.on_undo(lambda: (setattr(ob, "parent", old_parent), setattr(ob, "matrix_parent_inverse", old_pinv),
+    tx.on_undo(lambda: (set_parent(ob, old_parent), setattr(ob, "matrix_parent_inverse", old_pinv),
                         restore_basis(ob, st)))
-    ob.parent = parent
+    set_parent(ob, parent)
     tx.fault_point("object.set_parent:parent")
     tx.checkpoint("undo.object.set_parent:parent")
     ob.matrix_parent_inverse = pinv
