@@ -318,6 +318,9 @@ class InjectedFault(Exception):
     """The "undo" test fault: stop midway and keep the partial work."""
 
 
+GONE = object()  # Tx.known: the tool removed the datablock (Tx.gone)
+
+
 class Tx:
     def __init__(self, tool=None, inject_failure=None, mutation_id=None, fault=False, progress=None):
         self.tool = tool
@@ -344,6 +347,14 @@ class Tx:
         drops these records: the touched keys are then re-read."""
         self.touch(kind, name)
         self.known[(kind, name)] = rec
+
+    def gone(self, kind, name):
+        """touch(kind, name) when the tool just removed kind:name, so that no
+        datablock of that kind has the name now: its record is dropped
+        without a lookup (a lookup of a name that is not there scans every
+        datablock of the kind: ~0.5 ms at 10,000 objects)."""
+        self.touch(kind, name)
+        self.known[(kind, name)] = GONE
 
     def on_undo(self, fn):
         """Register the reversal of the mutation just made (or about to be)."""
@@ -400,7 +411,9 @@ class Tx:
         known = self.known
         for kind, name in self.touched:
             rec = known.get((kind, name)) if known else None
-            if rec is not None:
+            if rec is GONE:
+                STATE.set_record(kind, name, None)
+            elif rec is not None:
                 STATE.set_record(kind, name, rec)
             else:
                 STATE.touch(kind, name)

@@ -697,8 +697,9 @@ class SceneState:
             self.touch("active", name)
 
     def set_record(self, kind, name, rec):
-        """touch(kind, name) with the record in hand (Tx.touch_record)."""
-        self._set(kind + ":" + name, sha256_hex(canonical(rec)))
+        """touch(kind, name) with the record in hand (Tx.touch_record), or
+        None when there is none (Tx.gone)."""
+        self._set(kind + ":" + name, sha256_hex(canonical(rec)) if rec is not None else None)
 
     def scene_hash(self):
         return hash_from_acc(self.acc)

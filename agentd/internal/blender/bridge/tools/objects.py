@@ -756,10 +756,15 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=Tr
         unlink_object(c, ob)
     tx.fault_point(label + ":unlinked")
     tx.checkpoint("undo." + label + ":unlinked")
+    gone = [("object", ob.name)]
+    if data is not None and data_ref(data)[0] is not None:
+        gone.append((data_ref(data)[0], data.name))
     if fresh:
         discard([ob, data])
     else:
         remove_ids([ob, data])
+    for kind, name in gone:
+        tx.gone(kind, name)
 
 
 def undo_remove_created(tx, rec, label):
