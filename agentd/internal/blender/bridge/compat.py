@@ -16,6 +16,14 @@ def blender_version():
     return tuple(bpy.app.version)
 
 
+def rename_takes_names():
+    """Whether giving an ID a name another ID of its kind has renames that
+    other ID (Blender 3.4: "Box" becomes "Box.001" when "Crate" is renamed
+    "Box"), rather than giving the renamed ID a .001 suffix (4.5). Versions
+    between are taken to be like 3.4."""
+    return blender_version() < (4, 5, 0)
+
+
 def build_string(value):
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")

@@ -50,9 +50,9 @@ import bmesh
 from mathutils import Matrix
 
 from common import TOMB_OF, TOMB_PREFIX, is_tomb, sha256_hex
-from compat import remove_ids
+from compat import remove_ids, rename_takes_names
 from registry import ToolError, field, tool, undoer
-from schema import NAME, VEC3, check_name, check_name_free, check_new_name, is_number
+from schema import NAME, VEC3, check_name, check_name_free, is_number
 from state import (BRIDGE, INDEX, active_view_layer, current_scene, discard, link_object, mesh_geometry_digest, qv,
                    set_parent, unlink_object)
 
@@ -300,10 +300,13 @@ def matrix_rows(m):
 
 
 def rename(idb, name, what):
-    """Rename an ID and insist on the exact name (no .001 suffix)."""
+    """Rename an ID and insist on the exact name: Blender gives a taken name a
+    .001 suffix instead (checking with its name map, where a check of ours,
+    `name in bpy.data.objects`, would scan every object)."""
     idb.name = name
     if idb.name != name:
-        raise ToolError("conflict", "could not name %s %r (got %r)" % (what, name, idb.name))
+        article = "an" if what[:1] in "aeiou" else "a"
+        raise ToolError("conflict", "%s %s named %r already exists" % (article, what, name))
 
 
 @tool(
@@ -674,9 +677,11 @@ def new_data_object(tx, name, data, location=None, rotation_euler=None, scale=No
     its removal registered), link it to the scene collection; set the
     transform. Returns the object."""
     ob = bpy.data.objects.new(name, data)
+    tx.on_undo(lambda: bpy.data.objects.remove(ob, do_unlink=True))
+    if ob.name != name:  # Blender made it name.001: the name is taken
+        raise ToolError("conflict", "an object named %r already exists" % name)
     INDEX.new_object(ob)
     tx.touch("object", name)
-    tx.on_undo(lambda: bpy.data.objects.remove(bpy.data.objects[name], do_unlink=True))
     if location is not None:
         ob.location = location
     if rotation_euler is not None:
@@ -725,7 +730,15 @@ def new_data(tx, coll_name, kind, base, *args):
 
 
 def check_new_object_name(name):
-    check_new_name(name, bpy.data.objects, "an object")
+    """The prologue of tools that name an object: a valid name that no other
+    object has. A local object having it is left to Blender where it can
+    answer (4.5: rename and new_data_object insist on the exact name; a check
+    here would scan every object); Blender 3.4 would rename the other object,
+    and a linked object may share a local object's name while tools find
+    objects by name: then the name is looked up."""
+    check_name(name)
+    if rename_takes_names() or len(bpy.data.libraries):
+        check_name_free(name, bpy.data.objects, "an object")
 
 
 def check_removable(ob, data, kind, data_name, verb):
@@ -913,6 +926,8 @@ def undo_object_duplicate(tx, rec):
 def tool_object_rename(tx, args):
     ob = get_object(args["name"])
     old, new = ob.name, args["new_name"]
+    if new == old:  # as when another object has the name: nothing to rename
+        raise ToolError("conflict", "an object named %r already exists" % new)
     check_new_object_name(new)
     tx.set_undo({"object": new, "name_before": old})
     do_rename(tx, ob, old, new)
@@ -936,8 +951,7 @@ def do_rename(tx, ob, old, new):
 def undo_object_rename(tx, rec):
     ob = live_object(field(rec, "object", str))
     old = field(rec, "name_before", str)
-    if old in bpy.data.objects:
-        raise ToolError("conflict", "cannot undo rename: an object named %r exists" % old)
+    check_new_object_name(old)  # a local object that took it back: do_rename refuses
     tx.fault_point("object.rename:checked")
     do_rename(tx, ob, ob.name, old)
     tx.checkpoint("undo.object.rename:renamed")
