@@ -43,10 +43,11 @@ func (g *DB) Commits() uint64 { return g.commits.Load() }
 // Update runs fn in a durable write transaction, as bolt.DB.Update does, and
 // returns its error or the commit's. fn may share the transaction with
 // other updates that run before or after it; it sees their writes, as it
-// would if they had committed first. When another update of its group
-// fails, fn runs again in a fresh transaction without it: fn must not keep
-// state across calls (assign, do not accumulate), and its writes become
-// durable only when Update returns nil. fn must not call Update.
+// would if they had committed first. fn may run more than once: again
+// without an update of its group that failed, and, when it fails itself,
+// once more alone after the group; so fn must not keep state across calls
+// (assign, do not accumulate), and its writes are durable only when Update
+// returns nil. fn must not call Update.
 func (g *DB) Update(fn func(*bolt.Tx) error) error {
 	u := &update{fn: fn, wake: make(chan struct{})}
 	g.mu.Lock()
@@ -86,9 +87,13 @@ func (g *DB) Update(fn func(*bolt.Tx) error) error {
 }
 
 // commit runs the group's updates in one transaction. An update that fails
-// gets its error and the others run again without it; a failed commit is
-// every remaining update's error.
+// is taken out and the others run again without it; a failed commit is
+// every remaining update's error. Then each update that failed runs again
+// alone, after the others committed, so that its answer is its own: its
+// first failure may have come from writes of the group that were never
+// committed (bbolt's Batch does the same).
 func (g *DB) commit(group []*update) {
+	var alone []*update
 	for len(group) > 0 {
 		failed := -1
 		err := g.db.Update(func(tx *bolt.Tx) error {
@@ -101,16 +106,24 @@ func (g *DB) commit(group []*update) {
 			return nil
 		})
 		if failed < 0 {
-			if err == nil {
-				g.commits.Add(1)
-			}
-			for _, u := range group {
-				u.err = err
-			}
-			return
+			g.done(group, err)
+			break
 		}
-		group[failed].err = err
+		alone = append(alone, group[failed])
 		group = append(group[:failed:failed], group[failed+1:]...)
+	}
+	for _, u := range alone {
+		g.done([]*update{u}, g.db.Update(func(tx *bolt.Tx) error { return call(u.fn, tx) }))
+	}
+}
+
+// done records the outcome of a transaction of updates.
+func (g *DB) done(updates []*update, err error) {
+	if err == nil {
+		g.commits.Add(1)
+	}
+	for _, u := range updates {
+		u.err = err
 	}
 }
 

@@ -164,7 +164,36 @@ func TestFailedUpdateLeavesTheOthers(t *testing.T) {
 	if !got["a"] || !got["b"] || !got["c"] || got["bad"] || got["boom"] {
 		t.Fatalf("keys %v: want a, b and c only (and first)", got)
 	}
-	if runs["a"] != 3 || runs["b"] != 2 || runs["c"] != 1 {
-		t.Errorf("runs %v: a before both failures runs three times, b twice, c once", runs)
+	if runs["a"] != 3 || runs["b"] != 2 || runs["c"] != 1 || runs["bad"] != 2 || runs["boom"] != 2 {
+		t.Errorf("runs %v: a before both failures runs three times, b twice, c once; bad and boom once more alone", runs)
+	}
+}
+
+// TestFailureFromTheGroupIsRetriedAlone: an update that failed only because
+// of a write of its group (here: a key another update put) runs again alone
+// after the group, and answers from what is committed.
+func TestFailureFromTheGroupIsRetriedAlone(t *testing.T) {
+	_, g := open(t)
+	exists := errors.New("exists")
+	putOnce := func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("b"))
+		if b.Get([]byte("k")) != nil {
+			return exists
+		}
+		return b.Put([]byte("k"), []byte("v"))
+	}
+	release, first := hold(g)
+	errs := make(chan error, 2)
+	go func() { errs <- g.Update(putOnce) }()
+	queued(g, 1)
+	go func() { errs <- g.Update(putOnce) }()
+	queued(g, 2)
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	e1, e2 := <-errs, <-errs
+	if (e1 == nil) == (e2 == nil) || !(errors.Is(e1, exists) || errors.Is(e2, exists)) {
+		t.Fatalf("two puts of one key: %v and %v, want one success and one %v", e1, e2, exists)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -169,6 +170,21 @@ func TestExecuteBatchStops(t *testing.T) {
 			}
 			if _, err := p.SceneHash(callCtx(t)); !errors.Is(err, ErrProcessExited) {
 				t.Fatalf("after a timeout: %v, want ErrProcessExited", err)
+			}
+		})
+		t.Run("result Go cannot decode", func(t *testing.T) {
+			// A number beyond float64 in python.exec's result fails that
+			// call, as Execute does; Blender is not killed for it.
+			p := startTestProcess(t, rt)
+			calls := cubeCalls("R1")
+			calls = append(calls, Call{Tool: "python.exec", Args: map[string]any{"code": "result = 10**400"}})
+			got := runBatch(t, p, calls)
+			if len(got) != 2 || got[0].Err != nil || got[1].Err == nil || errors.Is(got[1].Err, ErrProcessExited) ||
+				!strings.Contains(got[1].Err.Error(), "decode result") {
+				t.Fatalf("results %+v", got)
+			}
+			if _, err := p.SceneHash(callCtx(t)); err != nil {
+				t.Fatalf("after a result Go could not decode: %v, want Blender still running", err)
 			}
 		})
 		t.Run("cancel", func(t *testing.T) {

@@ -596,3 +596,20 @@ func TestChildrenIndex(t *testing.T) {
 		assertIncrementalMatchesFull(t, p)
 	})
 }
+
+// TestUndoRenameToAReservedName: an object whose name has the reserved
+// prefix (an import or python.exec can make one) can be renamed, and the
+// rename undone: the undo gives back the name it had, reserved or not.
+func TestUndoRenameToAReservedName(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "python.exec", map[string]any{"code": "o = bpy.data.objects.new('__bp_x', None)\nbpy.context.scene.collection.objects.link(o)"})
+		c := Call{Tool: "object.rename", Args: map[string]any{"name": "__bp_x", "new_name": "Y"}, RequestID: "test"}
+		out, err := p.Execute(callCtx(t), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustUndo(t, p, out, c)
+		assertIncrementalMatchesFull(t, p)
+	})
+}

@@ -16,7 +16,8 @@ type committer struct {
 	session string
 	emit    Emit
 	// intents delivers the result of the batch's intent write, which must
-	// be durable before anything is journaled (a commit clears intents).
+	// be written before anything is journaled: an intent may never outlive
+	// the record that makes it void. intended: it was received.
 	intents  <-chan error
 	intended bool
 

@@ -70,8 +70,8 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 	}
 	// The intents are written while the first operation runs: an effect
 	// lives only in Blender's memory until its receipt is journaled, so the
-	// order of the two does not matter, and the committer waits for the
-	// intents before it journals anything (the commit clears them).
+	// order of the two does not matter; the committer waits for the intents
+	// before it journals anything, and the batch's end clears them.
 	intents := make(chan error, 1)
 	if len(fresh) > 0 {
 		go func() { intents <- m.journal.Intend(sessionID, fresh) }()
@@ -154,6 +154,9 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 		i += n
 	}
 	err = c.close()
+	if !c.intended {
+		<-intents // nothing was journaled: the write may still be under way
+	}
 	if len(fresh) > 0 {
 		// The batch is over: committed calls need no intent, and calls
 		// cancelled, lost with the stream or never reached are retried by

@@ -455,10 +455,11 @@ class Index:
                     m.setdefault(c.parent.as_pointer(), []).append(c)
             self.children = m
         key = ob.as_pointer()
-        out = []
+        out, seen = [], set()
         for c in self.children.get(key, ()):
             try:
-                if c.parent == ob and c not in out:
+                if c.parent == ob and c.as_pointer() not in seen:
+                    seen.add(c.as_pointer())
                     out.append(c)
             except ReferenceError:  # freed
                 pass

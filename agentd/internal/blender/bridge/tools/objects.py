@@ -737,8 +737,14 @@ def check_new_object_name(name):
     and a linked object may share a local object's name while tools find
     objects by name: then the name is looked up."""
     check_name(name)
+    check_object_name_free(name, "an object")
+
+
+def check_object_name_free(name, what):
+    """conflict when an object has name, where Blender itself cannot tell
+    (check_new_object_name)."""
     if rename_takes_names() or len(bpy.data.libraries):
-        check_name_free(name, bpy.data.objects, "an object")
+        check_name_free(name, bpy.data.objects, what)
 
 
 def check_removable(ob, data, kind, data_name, verb):
@@ -951,7 +957,10 @@ def do_rename(tx, ob, old, new):
 def undo_object_rename(tx, rec):
     ob = live_object(field(rec, "object", str))
     old = field(rec, "name_before", str)
-    check_new_object_name(old)  # a local object that took it back: do_rename refuses
+    # Not check_new_object_name: the name was the object's before, reserved
+    # prefix or not (an import may bring one). On 4.5 do_rename refuses a
+    # name another object took meanwhile.
+    check_object_name_free(old, "cannot undo rename: an object")
     tx.fault_point("object.rename:checked")
     do_rename(tx, ob, ob.name, old)
     tx.checkpoint("undo.object.rename:renamed")
