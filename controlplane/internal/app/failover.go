@@ -120,12 +120,7 @@ func (a *App) rebuildOnce(ctx context.Context, sess store.Session) error {
 
 // failoverLost places the open sessions of LOST agents on other agents.
 func (a *App) failoverLost(ctx context.Context) {
-	var lost []string
-	for _, ag := range a.fleet.List() {
-		if ag.GetState() == cpv1.Agent_STATE_LOST {
-			lost = append(lost, ag.GetAgentId())
-		}
-	}
+	lost := a.fleet.Lost()
 	if len(lost) == 0 {
 		return // the usual case: no scan of the sessions every tick
 	}
