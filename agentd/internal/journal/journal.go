@@ -32,7 +32,7 @@
 //	    log/
 //	      <index>         → Entry (JSON), index uint64 big endian, from 1
 //	    ops/
-//	      <idempotency_key> → Record (protobuf wire format, see encodeRecord):
+//	      <idempotency_key> → Record (protobuf wire format, see appendRecord):
 //	                          receipt, undo, log index, rolled back
 //
 // and in the intents file:
