@@ -136,6 +136,9 @@ func TestLiveness(t *testing.T) {
 	if s := states(); s["a"] != cpv1.Agent_STATE_READY || s["z"] != cpv1.Agent_STATE_UNREACHABLE {
 		t.Fatalf("at the start: %v", s)
 	}
+	if lost := f.Lost(); len(lost) != 0 {
+		t.Fatalf("lost at the start: %v", lost)
+	}
 	if _, err := f.Client("z"); !errors.Is(err, ErrUnknownAgent) {
 		t.Fatalf("a client for an agent with no address: %v", err)
 	}
@@ -147,12 +150,18 @@ func TestLiveness(t *testing.T) {
 	if s := states(); s["a"] != cpv1.Agent_STATE_LOST || s["z"] != cpv1.Agent_STATE_LOST {
 		t.Fatalf("after 10.5 s: %v", s)
 	}
+	if lost := f.Lost(); len(lost) != 2 || lost[0] != "a" || lost[1] != "z" {
+		t.Fatalf("Lost after 10.5 s: %v, want [a z]", lost)
+	}
 	if _, err := f.Place(nil, func(*cpv1.Runtime) bool { return true }); !errors.Is(err, ErrNoAgent) {
 		t.Fatalf("placed on a lost agent: %v", err)
 	}
 	f.Register(reg("a", 0, 4, 0))
 	if s := states(); s["a"] != cpv1.Agent_STATE_READY {
 		t.Fatalf("after coming back: %v", s)
+	}
+	if rts := f.Runtimes(); len(rts) != 1 || rts[0].GetRuntimeId() != "rt-a" {
+		t.Fatalf("runtimes of the ready agents: %v", rts)
 	}
 	now = now.Add(time.Minute)
 	gone := f.Forget(30*time.Second, func(id string) bool { return id == "z" })
