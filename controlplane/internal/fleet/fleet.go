@@ -13,6 +13,8 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -305,13 +307,8 @@ func (f *Fleet) Placed(agentID string) {
 func (f *Fleet) Runtimes() []*cpv1.Runtime {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ids := make([]string, 0, len(f.agents))
-	for id := range f.agents {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
 	var out []*cpv1.Runtime
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(f.agents)) {
 		if m := f.agents[id]; f.state(m) == cpv1.Agent_STATE_READY {
 			out = append(out, m.info.GetRuntimes()...)
 		}

@@ -445,6 +445,10 @@ class Index:
         self.members = {}
         self.children = None
 
+    def forget_children(self):
+        """Parents changed behind the index's back (an importer)."""
+        self.children = None
+
     def children_of(self, ob):
         """ob.children (tombstones included), sorted by name, without a scan
         of every object once the map is built."""

@@ -470,7 +470,7 @@ def tool_scene_import(tx, args):
         # some, behind INDEX's back: recompute every membership in one pass,
         # and the children when next asked.
         INDEX.refresh_members()
-        INDEX.children = None
+        INDEX.forget_children()
         created = created_since(before)
         for attr, dbs in created.items():
             kind = KIND_OF.get(attr)

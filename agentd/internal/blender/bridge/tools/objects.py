@@ -206,8 +206,7 @@ def tool_object_create(tx, args):
         geo = proto[1] = (len(me.vertices), len(me.edges), len(me.polygons), len(me.loops), mesh_geometry_digest(me))
     ob = bpy.data.objects.new(name, me)
     tx.on_undo(lambda: bpy.data.objects.remove(ob, do_unlink=True))
-    if ob.name != name:  # Blender made it name.001: the name is taken
-        raise ToolError("conflict", "an object named %r already exists" % name)
+    named(ob, name, "object")
     INDEX.put("meshes", me)
     INDEX.new_object(ob)
     tx.touch("object", name)
@@ -300,10 +299,15 @@ def matrix_rows(m):
 
 
 def rename(idb, name, what):
-    """Rename an ID and insist on the exact name: Blender gives a taken name a
-    .001 suffix instead (checking with its name map, where a check of ours,
-    `name in bpy.data.objects`, would scan every object)."""
+    """Rename an ID and insist on the exact name (named)."""
     idb.name = name
+    named(idb, name, what)
+
+
+def named(idb, name, what):
+    """conflict unless idb, just named name, has it: Blender gives a taken
+    name a .001 suffix instead (checking with its name map, where a check of
+    ours, `name in bpy.data.objects`, would scan every object)."""
     if idb.name != name:
         article = "an" if what[:1] in "aeiou" else "a"
         raise ToolError("conflict", "%s %s named %r already exists" % (article, what, name))
@@ -678,8 +682,7 @@ def new_data_object(tx, name, data, location=None, rotation_euler=None, scale=No
     transform. Returns the object."""
     ob = bpy.data.objects.new(name, data)
     tx.on_undo(lambda: bpy.data.objects.remove(ob, do_unlink=True))
-    if ob.name != name:  # Blender made it name.001: the name is taken
-        raise ToolError("conflict", "an object named %r already exists" % name)
+    named(ob, name, "object")
     INDEX.new_object(ob)
     tx.touch("object", name)
     if location is not None:
@@ -776,8 +779,9 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=Tr
     tx.fault_point(label + ":unlinked")
     tx.checkpoint("undo." + label + ":unlinked")
     gone = [("object", ob.name)]
-    if data is not None and data_ref(data)[0] is not None:
-        gone.append((data_ref(data)[0], data.name))
+    data_kind = data_ref(data)[0] if data is not None else None
+    if data_kind is not None:
+        gone.append((data_kind, data.name))
     if fresh:
         discard([ob, data])
     else:
