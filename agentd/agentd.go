@@ -252,8 +252,15 @@ func register(ctx context.Context, r registration, mgr *sessions.Manager, log *s
 	defer conn.Close()
 	cp := cpv1.NewControlPlaneServiceClient(conn)
 	req := r.req
-	interval, failing, registered, warnedNoCert := 2*time.Second, false, false, false
+	full, byFingerprint := r.req.GetRuntimes(), registriesByFingerprint(r.req.GetRuntimes())
+	interval, failing, registered, warnedNoCert, held := 2*time.Second, false, false, false, false
 	for {
+		// Once the control plane holds the registries, heartbeats name them
+		// by fingerprint instead of sending every tool's schema each time.
+		req.Runtimes, req.RegistriesByFingerprint = full, held
+		if held {
+			req.Runtimes = byFingerprint
+		}
 		st := mgr.Status()
 		req.SessionCount, req.MaxSessions = int32(st.Sessions), int32(st.MaxLive)
 		req.LiveSessions, req.BusySessions = st.Live, int32(st.Busy)
@@ -278,6 +285,14 @@ func register(ctx context.Context, r registration, mgr *sessions.Manager, log *s
 				log.Info("registered with control plane", "control_plane", r.addr)
 			}
 			failing, registered = false, true
+			switch {
+			case held && !resp.GetRegistriesHeld():
+				log.Info("the control plane does not hold this agent's tool registries (it restarted?): registering them in full")
+				again = true
+			case !held && resp.GetRegistriesHeld():
+				log.Info("the control plane holds this agent's tool registries: heartbeats name them by fingerprint")
+			}
+			held = resp.GetRegistriesHeld()
 			if s := resp.GetHeartbeatIntervalSeconds(); s > 0 {
 				interval = time.Duration(s) * time.Second
 			}
@@ -320,6 +335,17 @@ func register(ctx context.Context, r registration, mgr *sessions.Manager, log *s
 		case <-time.After(wait):
 		}
 	}
+}
+
+// registriesByFingerprint is runtimes with each registry reduced to its
+// version and fingerprint.
+func registriesByFingerprint(runtimes []*cpv1.Runtime) []*cpv1.Runtime {
+	out := make([]*cpv1.Runtime, len(runtimes))
+	for i, rt := range runtimes {
+		out[i] = &cpv1.Runtime{RuntimeId: rt.GetRuntimeId(), BlenderProfile: rt.GetBlenderProfile(), BaselineSceneHash: rt.GetBaselineSceneHash(),
+			Registry: &cpv1.ToolRegistry{Version: rt.GetRegistry().GetVersion(), Fingerprint: rt.GetRegistry().GetFingerprint()}}
+	}
+	return out
 }
 
 // controlPlaneCreds are the transport credentials to reach the control

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -38,19 +39,26 @@ func BenchmarkDispatch(b *testing.B) {
 		b.Fatalf("agents: %v %v", list, err)
 	}
 	runtimes := list.GetAgents()[0].GetRuntimes()
+	byFingerprint := make([]*cpv1.Runtime, len(runtimes))
+	for i, rt := range runtimes {
+		byFingerprint[i] = &cpv1.Runtime{RuntimeId: rt.GetRuntimeId(), BlenderProfile: rt.GetBlenderProfile(), BaselineSceneHash: rt.GetBaselineSceneHash(),
+			Registry: &cpv1.ToolRegistry{Version: rt.GetRegistry().GetVersion(), Fingerprint: rt.GetRegistry().GetFingerprint()}}
+	}
 	for i := 1; i < agents; i++ {
 		req := &cpv1.RegisterAgentRequest{AgentId: fmt.Sprintf("bench-agent-%02d", i), Address: "127.0.0.1:9",
 			Hostname: fmt.Sprintf("host-%02d", i), Runtimes: runtimes, MaxSessions: 8, Labels: map[string]string{"bench": "elsewhere"}}
-		if _, err := c.client.RegisterAgent(ctxT(b, 10*time.Second), req); err != nil {
-			b.Fatal(err)
+		if resp, err := c.client.RegisterAgent(ctxT(b, 10*time.Second), req); err != nil || !resp.GetRegistriesHeld() {
+			b.Fatal(resp, err)
 		}
-		wg.Go(func() { // heartbeats, as agentd sends them
+		hb := &cpv1.RegisterAgentRequest{AgentId: req.GetAgentId(), Address: req.GetAddress(), Hostname: req.GetHostname(), Runtimes: byFingerprint,
+			RegistriesByFingerprint: true, MaxSessions: req.GetMaxSessions(), Labels: req.GetLabels()}
+		wg.Go(func() { // heartbeats, as agentd sends them: registries by fingerprint
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case <-time.After(time.Second):
-					c.client.RegisterAgent(ctx, req)
+					c.client.RegisterAgent(ctx, hb)
 				}
 			}
 		})
@@ -72,7 +80,7 @@ func BenchmarkDispatch(b *testing.B) {
 		var mu sync.Mutex
 		var overhead []time.Duration
 		var streams sync.WaitGroup
-		start := time.Now()
+		start, cpCPU, agentCPU := time.Now(), cpuTime(b, c.cp.cmd.Process.Pid), cpuTime(b, c.agent.cmd.Process.Pid)
 		for k := range plans {
 			id := fmt.Sprintf("d%d-%03d", n, k)
 			if _, err := c.client.SubmitPlan(ctxT(b, time.Minute), &cpv1.SubmitPlanRequest{SessionId: ids[k%sessions], RequestId: id,
@@ -110,6 +118,9 @@ func BenchmarkDispatch(b *testing.B) {
 		b.ReportMetric(at(0.9), "ms/dispatch-p90")
 		b.ReportMetric(at(0.99), "ms/dispatch-p99")
 		b.ReportMetric(float64(plans)/wall.Seconds(), "plans/s")
+		// CPU per plan, heartbeats of the 49 other agents included.
+		b.ReportMetric(ms(cpuTime(b, c.cp.cmd.Process.Pid)-cpCPU)/plans, "ms-cpu/plan-cp")
+		b.ReportMetric(ms(cpuTime(b, c.agent.cmd.Process.Pid)-agentCPU)/plans, "ms-cpu/plan-agentd")
 	}
 	var blenders int64
 	for _, pid := range childPIDs(c.agent.cmd.Process.Pid) {
@@ -122,6 +133,24 @@ func BenchmarkDispatch(b *testing.B) {
 
 // rss is a process's resident memory now, in bytes.
 func rss(b *testing.B, pid int) int64 { return procStatus(b, pid, "VmRSS:") }
+
+// cpuTime is the CPU a process has used so far (user and system, in the
+// kernel's 10 ms ticks).
+func cpuTime(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// pid (comm) state ppid ...: utime and stime are the 12th and 13th
+	// fields after comm, which may hold spaces.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	user, err1 := strconv.ParseInt(f[11], 10, 64)
+	sys, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%d/stat: %s", pid, raw)
+	}
+	return time.Duration(user+sys) * 10 * time.Millisecond
+}
 
 // procStatus reads a memory line of /proc/<pid>/status, in bytes.
 func procStatus(b *testing.B, pid int, key string) int64 {

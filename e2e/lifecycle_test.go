@@ -113,3 +113,42 @@ func TestAgentComesBackOnAnotherAddress(t *testing.T) {
 		t.Fatalf("after the agent moved: %v %v", p, after)
 	}
 }
+
+// TestRegistriesByFingerprint: once the control plane holds an agent's tool
+// registries, its heartbeats name them by fingerprint; a restarted control
+// plane does not hold them, says so, and has them in full from the agent's
+// next registration, so sessions are placed as before.
+func TestRegistriesByFingerprint(t *testing.T) {
+	c := startCluster(t)
+	tools := func() int {
+		resp, err := c.client.ListAgents(ctxT(t, 10*time.Second), &cpv1.ListAgentsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, a := range resp.GetAgents() {
+			for _, rt := range a.GetRuntimes() {
+				n += len(rt.GetRegistry().GetTools())
+			}
+		}
+		return n
+	}
+	const held, resent = "heartbeats name them by fingerprint", "registering them in full"
+	waitLog(t, c.agent, held)
+	time.Sleep(2500 * time.Millisecond) // heartbeats by fingerprint
+	want := tools()
+	if want < 20 {
+		t.Fatalf("after heartbeats by fingerprint the agent lists %d tools", want)
+	}
+	c.cp.stop(t, syscall.SIGTERM)
+	c.cp = startDaemon(t, "controlplane", c.cp.cmd.Args[1:]...)
+	waitLog(t, c.agent, resent)
+	c.waitAgent(t)
+	if got := tools(); got != want {
+		t.Fatalf("after the restart the agent lists %d tools, want %d", got, want)
+	}
+	s := c.negotiate(t)
+	if p, _ := c.run(t, s.GetSessionId(), "fingerprint-1", op("a", "object.create", map[string]any{"type": "cube"})); p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+		t.Fatalf("plan after the restart: %v", p)
+	}
+}

@@ -48,7 +48,9 @@ func checkPinned(rt *cpv1.Runtime) error {
 // with the fleet's settings and, for a certificate request, the agent's
 // certificate. An agent id belongs to the principal that registered it
 // first; registries that misdeclare the tools the control plane knows are
-// refused. New tool registries are compiled now, in the background.
+// refused. New tool registries are compiled now, in the background. A
+// heartbeat may name the registries by fingerprint once the control plane
+// said it holds them.
 func (a *App) RegisterAgent(ctx context.Context, who Principal, req *cpv1.RegisterAgentRequest) (*cpv1.RegisterAgentResponse, error) {
 	if err := Require(who, auth.ScopeAgent, "registering an agent"); err != nil {
 		return nil, err
@@ -69,6 +71,9 @@ func (a *App) RegisterAgent(ctx context.Context, who Principal, req *cpv1.Regist
 		HeartbeatIntervalSeconds: int32(a.fleet.Heartbeat() / time.Second),
 		SessionIdleTimeoutMs:     a.cfg.SessionIdleTimeout.Milliseconds(),
 	}
+	if req.GetRegistriesByFingerprint() && !a.fleet.FillRegistries(req) {
+		return resp, nil // not held: the agent sends them in full at once
+	}
 	if csr := req.GetCertificateRequest(); len(csr) > 0 && a.ca != nil {
 		cert, err := a.ca.SignAgent(csr, req.GetAgentId(), agentCertValidity)
 		if err != nil {
@@ -88,6 +93,7 @@ func (a *App) RegisterAgent(ctx context.Context, who Principal, req *cpv1.Regist
 		// yet: it joins the fleet at its next registration, which it sends
 		// as soon as the certificate is installed.
 		a.fleet.Register(req)
+		resp.RegistriesHeld = true
 	}
 	for _, rt := range req.GetRuntimes() {
 		// Compiled once per fingerprint; errors are logged there.

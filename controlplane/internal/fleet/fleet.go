@@ -125,6 +125,33 @@ func (f *Fleet) Register(req *cpv1.RegisterAgentRequest) {
 	m.lastSeen = now
 }
 
+// FillRegistries fills in the tool registries of a registration that
+// sends them by fingerprint from the agent's last registration, and reports
+// whether it could: each runtime must match one registered before, by id
+// and registry fingerprint.
+func (f *Fleet) FillRegistries(req *cpv1.RegisterAgentRequest) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.agents[req.GetAgentId()]
+	if !ok {
+		return false
+	}
+	held := map[string]*cpv1.ToolRegistry{}
+	for _, rt := range m.info.GetRuntimes() {
+		held[rt.GetRuntimeId()] = rt.GetRegistry()
+	}
+	for _, rt := range req.GetRuntimes() {
+		r := held[rt.GetRuntimeId()]
+		if len(r.GetTools()) == 0 || r.GetFingerprint() != rt.GetRegistry().GetFingerprint() {
+			return false
+		}
+	}
+	for _, rt := range req.GetRuntimes() {
+		rt.Registry = held[rt.GetRuntimeId()] // registered registries are never changed
+	}
+	return true
+}
+
 // List returns every known agent, sorted by id, with its current state.
 func (f *Fleet) List() []*cpv1.Agent {
 	f.mu.Lock()

@@ -191,3 +191,38 @@ func TestLabels(t *testing.T) {
 		t.Fatalf("listed labels %v", got)
 	}
 }
+
+// A heartbeat may name its registries by fingerprint only when every
+// runtime matches one the agent registered in full before.
+func TestFillRegistries(t *testing.T) {
+	f := New(time.Second, 0, nil)
+	tools := []*cpv1.ToolDefinition{{Name: "object.create"}}
+	full := reg("a", 0, 4, 0)
+	full.Runtimes[0].Registry = &cpv1.ToolRegistry{Fingerprint: "fp1", Tools: tools}
+	byFP := func(runtimeID, fp string) *cpv1.RegisterAgentRequest {
+		r := reg("a", 0, 4, 0)
+		r.Runtimes[0].RuntimeId, r.Runtimes[0].Registry, r.RegistriesByFingerprint = runtimeID, &cpv1.ToolRegistry{Fingerprint: fp}, true
+		return r
+	}
+	if f.FillRegistries(byFP("rt-a", "fp1")) {
+		t.Fatal("filled the registries of an agent that never registered")
+	}
+	f.Known("a") // named by the store after a restart: no registries yet
+	if f.FillRegistries(byFP("rt-a", "fp1")) {
+		t.Fatal("filled the registries of an agent known only from the store")
+	}
+	f.Register(full)
+	for _, bad := range []*cpv1.RegisterAgentRequest{byFP("rt-a", "fp2"), byFP("rt-b", "fp1")} {
+		if f.FillRegistries(bad) {
+			t.Fatalf("filled %v", bad.GetRuntimes())
+		}
+	}
+	hb := byFP("rt-a", "fp1")
+	if !f.FillRegistries(hb) || len(hb.GetRuntimes()[0].GetRegistry().GetTools()) != 1 {
+		t.Fatalf("heartbeat by fingerprint not filled: %v", hb.GetRuntimes())
+	}
+	f.Register(hb)
+	if rts := f.List()[0].GetRuntimes(); len(rts[0].GetRegistry().GetTools()) != 1 {
+		t.Fatalf("after the heartbeat the agent lists %v", rts)
+	}
+}

@@ -194,6 +194,9 @@ func Open(path string) (*Store, error) {
 // never accumulates (groupcommit.DB.Update).
 func (s *Store) update(fn func(*bolt.Tx) error) error { return s.writes.Update(fn) }
 
+// Commits is how many durable transactions the store has committed.
+func (s *Store) Commits() uint64 { return s.writes.Commits() }
+
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 

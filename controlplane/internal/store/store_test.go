@@ -595,6 +595,24 @@ func TestTokens(t *testing.T) {
 	}
 }
 
+// An agent id belongs to the first principal that registers it; the
+// heartbeats after that only read (no durable commit each second per agent).
+func TestBindAgent(t *testing.T) {
+	s, _ := openTest(t)
+	if owner, err := s.BindAgent("a1", "alice"); err != nil || owner != "alice" {
+		t.Fatalf("first: %q %v", owner, err)
+	}
+	before := s.Commits()
+	for range 3 {
+		if owner, err := s.BindAgent("a1", "mallory"); err != nil || owner != "alice" {
+			t.Fatalf("again: %q %v", owner, err)
+		}
+	}
+	if n := s.Commits() - before; n != 0 {
+		t.Fatalf("a bound agent's registrations committed %d transactions", n)
+	}
+}
+
 // The in-memory tail of the newest commit answers exactly what the
 // database does, for every cursor, while tails are evicted under the
 // memory budget.

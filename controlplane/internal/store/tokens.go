@@ -107,9 +107,17 @@ func (s *Store) ListTokens(after string, limit int) (out []*cpv1.Token, next str
 }
 
 // BindAgent records that an agent id belongs to a principal, unless it
-// belongs to one already, and returns its principal.
+// belongs to one already, and returns its principal. A bound agent's
+// heartbeat only reads: it costs no durable commit.
 func (s *Store) BindAgent(agentID, principal string) (string, error) {
-	owner := principal
+	var owner string
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		owner = string(tx.Bucket(bucketAgentPrincipals).Get([]byte(agentID)))
+		return nil
+	}); err != nil || owner != "" {
+		return owner, err
+	}
+	owner = principal
 	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAgentPrincipals)
 		if v := b.Get([]byte(agentID)); v != nil {

@@ -4089,9 +4089,13 @@ type RegisterAgentRequest struct {
 	HeldSessions []*HeldSession `protobuf:"bytes,11,rep,name=held_sessions,json=heldSessions,proto3" json:"held_sessions,omitempty"`
 	// The agent's labels (--label key=value), matched by Negotiate's
 	// agent_selector, e.g. {"gpu": "true", "rack": "b"}.
-	Labels        map[string]string `protobuf:"bytes,12,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Labels map[string]string `protobuf:"bytes,12,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The runtimes' registries carry only their version and fingerprint: the
+	// registries of the agent's last registration, which the control plane
+	// said it holds (registries_held). Heartbeats then cost no schemas.
+	RegistriesByFingerprint bool `protobuf:"varint,13,opt,name=registries_by_fingerprint,json=registriesByFingerprint,proto3" json:"registries_by_fingerprint,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *RegisterAgentRequest) Reset() {
@@ -4208,6 +4212,13 @@ func (x *RegisterAgentRequest) GetLabels() map[string]string {
 	return nil
 }
 
+func (x *RegisterAgentRequest) GetRegistriesByFingerprint() bool {
+	if x != nil {
+		return x.RegistriesByFingerprint
+	}
+	return false
+}
+
 // HeldSession is a session an agent holds.
 type HeldSession struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -4287,8 +4298,13 @@ type RegisterAgentResponse struct {
 	// was lost) or closed: the agent stops their Blender and drops them; its
 	// reports of them would be refused anyway.
 	MovedSessions []string `protobuf:"bytes,5,rep,name=moved_sessions,json=movedSessions,proto3" json:"moved_sessions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The control plane holds this agent's tool registries: its next
+	// registrations may send them by fingerprint. False after a registration
+	// by fingerprint it cannot match (it restarted, or the runtimes differ):
+	// the agent registers again at once, with its registries in full.
+	RegistriesHeld bool `protobuf:"varint,6,opt,name=registries_held,json=registriesHeld,proto3" json:"registries_held,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RegisterAgentResponse) Reset() {
@@ -4354,6 +4370,13 @@ func (x *RegisterAgentResponse) GetMovedSessions() []string {
 		return x.MovedSessions
 	}
 	return nil
+}
+
+func (x *RegisterAgentResponse) GetRegistriesHeld() bool {
+	if x != nil {
+		return x.RegistriesHeld
+	}
+	return false
 }
 
 type GetSessionRequest struct {
@@ -7321,7 +7344,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\tResources\x12&\n" +
 	"\n" +
 	"memory_mib\x18\x01 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\tmemoryMib\x121\n" +
-	"\x10temp_storage_mib\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x0etempStorageMib\"\xdb\x06\n" +
+	"\x10temp_storage_mib\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x0etempStorageMib\"\x97\a\n" +
 	"\x14RegisterAgentRequest\x12:\n" +
 	"\bagent_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\aagentId\x12$\n" +
 	"\aaddress\x18\x02 \x01(\tB\n" +
@@ -7338,7 +7361,8 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x13certificate_request\x18\n" +
 	" \x01(\fB\b\xbaH\x05z\x03\x18\x80@R\x12certificateRequest\x12W\n" +
 	"\rheld_sessions\x18\v \x03(\v2'.blendplane.controlplane.v1.HeldSessionB\t\xbaH\x06\x92\x01\x03\x10\x80 R\fheldSessions\x12\x80\x01\n" +
-	"\x06labels\x18\f \x03(\v2<.blendplane.controlplane.v1.RegisterAgentRequest.LabelsEntryB*\xbaH'\x9a\x01$\x10 \"\x1ar\x182\x16^[a-zA-Z0-9_.-]{1,63}$*\x04r\x02\x18?R\x06labels\x1a9\n" +
+	"\x06labels\x18\f \x03(\v2<.blendplane.controlplane.v1.RegisterAgentRequest.LabelsEntryB*\xbaH'\x9a\x01$\x10 \"\x1ar\x182\x16^[a-zA-Z0-9_.-]{1,63}$*\x04r\x02\x18?R\x06labels\x12:\n" +
+	"\x19registries_by_fingerprint\x18\r \x01(\bR\x17registriesByFingerprint\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa9\x01\n" +
@@ -7346,13 +7370,14 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12\x1d\n" +
 	"\x05epoch\x18\x02 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x05epoch\x12;\n" +
-	"\x15checkpoint_scene_hash\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18@R\x13checkpointSceneHash\"\xfc\x01\n" +
+	"\x15checkpoint_scene_hash\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18@R\x13checkpointSceneHash\"\xa5\x02\n" +
 	"\x15RegisterAgentResponse\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x01 \x01(\x05R\x18heartbeatIntervalSeconds\x125\n" +
 	"\x17session_idle_timeout_ms\x18\x02 \x01(\x03R\x14sessionIdleTimeoutMs\x12 \n" +
 	"\vcertificate\x18\x03 \x01(\fR\vcertificate\x12%\n" +
 	"\x0eca_certificate\x18\x04 \x01(\fR\rcaCertificate\x12%\n" +
-	"\x0emoved_sessions\x18\x05 \x03(\tR\rmovedSessions\"S\n" +
+	"\x0emoved_sessions\x18\x05 \x03(\tR\rmovedSessions\x12'\n" +
+	"\x0fregistries_held\x18\x06 \x01(\bR\x0eregistriesHeld\"S\n" +
 	"\x11GetSessionRequest\x12>\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\"S\n" +

@@ -703,7 +703,7 @@ class Resources(_message.Message):
     def __init__(self, memory_mib: _Optional[int] = ..., temp_storage_mib: _Optional[int] = ...) -> None: ...
 
 class RegisterAgentRequest(_message.Message):
-    __slots__ = ("agent_id", "address", "hostname", "runtimes", "session_count", "resources", "max_sessions", "live_sessions", "busy_sessions", "certificate_request", "held_sessions", "labels")
+    __slots__ = ("agent_id", "address", "hostname", "runtimes", "session_count", "resources", "max_sessions", "live_sessions", "busy_sessions", "certificate_request", "held_sessions", "labels", "registries_by_fingerprint")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -723,6 +723,7 @@ class RegisterAgentRequest(_message.Message):
     CERTIFICATE_REQUEST_FIELD_NUMBER: _ClassVar[int]
     HELD_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    REGISTRIES_BY_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     address: str
     hostname: str
@@ -735,7 +736,8 @@ class RegisterAgentRequest(_message.Message):
     certificate_request: bytes
     held_sessions: _containers.RepeatedCompositeFieldContainer[HeldSession]
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, agent_id: _Optional[str] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., runtimes: _Optional[_Iterable[_Union[Runtime, _Mapping]]] = ..., session_count: _Optional[int] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., max_sessions: _Optional[int] = ..., live_sessions: _Optional[_Iterable[str]] = ..., busy_sessions: _Optional[int] = ..., certificate_request: _Optional[bytes] = ..., held_sessions: _Optional[_Iterable[_Union[HeldSession, _Mapping]]] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    registries_by_fingerprint: bool
+    def __init__(self, agent_id: _Optional[str] = ..., address: _Optional[str] = ..., hostname: _Optional[str] = ..., runtimes: _Optional[_Iterable[_Union[Runtime, _Mapping]]] = ..., session_count: _Optional[int] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., max_sessions: _Optional[int] = ..., live_sessions: _Optional[_Iterable[str]] = ..., busy_sessions: _Optional[int] = ..., certificate_request: _Optional[bytes] = ..., held_sessions: _Optional[_Iterable[_Union[HeldSession, _Mapping]]] = ..., labels: _Optional[_Mapping[str, str]] = ..., registries_by_fingerprint: _Optional[bool] = ...) -> None: ...
 
 class HeldSession(_message.Message):
     __slots__ = ("session_id", "epoch", "checkpoint_scene_hash")
@@ -748,18 +750,20 @@ class HeldSession(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., epoch: _Optional[int] = ..., checkpoint_scene_hash: _Optional[str] = ...) -> None: ...
 
 class RegisterAgentResponse(_message.Message):
-    __slots__ = ("heartbeat_interval_seconds", "session_idle_timeout_ms", "certificate", "ca_certificate", "moved_sessions")
+    __slots__ = ("heartbeat_interval_seconds", "session_idle_timeout_ms", "certificate", "ca_certificate", "moved_sessions", "registries_held")
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SESSION_IDLE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
     CA_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
     MOVED_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    REGISTRIES_HELD_FIELD_NUMBER: _ClassVar[int]
     heartbeat_interval_seconds: int
     session_idle_timeout_ms: int
     certificate: bytes
     ca_certificate: bytes
     moved_sessions: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, heartbeat_interval_seconds: _Optional[int] = ..., session_idle_timeout_ms: _Optional[int] = ..., certificate: _Optional[bytes] = ..., ca_certificate: _Optional[bytes] = ..., moved_sessions: _Optional[_Iterable[str]] = ...) -> None: ...
+    registries_held: bool
+    def __init__(self, heartbeat_interval_seconds: _Optional[int] = ..., session_idle_timeout_ms: _Optional[int] = ..., certificate: _Optional[bytes] = ..., ca_certificate: _Optional[bytes] = ..., moved_sessions: _Optional[_Iterable[str]] = ..., registries_held: _Optional[bool] = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ("session_id",)

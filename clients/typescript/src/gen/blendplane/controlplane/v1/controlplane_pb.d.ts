@@ -2112,6 +2112,15 @@ export declare type RegisterAgentRequest = Message<"blendplane.controlplane.v1.R
    * @generated from field: map<string, string> labels = 12;
    */
   labels: { [key: string]: string };
+
+  /**
+   * The runtimes' registries carry only their version and fingerprint: the
+   * registries of the agent's last registration, which the control plane
+   * said it holds (registries_held). Heartbeats then cost no schemas.
+   *
+   * @generated from field: bool registries_by_fingerprint = 13;
+   */
+  registriesByFingerprint: boolean;
 };
 
 /**
@@ -2192,6 +2201,16 @@ export declare type RegisterAgentResponse = Message<"blendplane.controlplane.v1.
    * @generated from field: repeated string moved_sessions = 5;
    */
   movedSessions: string[];
+
+  /**
+   * The control plane holds this agent's tool registries: its next
+   * registrations may send them by fingerprint. False after a registration
+   * by fingerprint it cannot match (it restarted, or the runtimes differ):
+   * the agent registers again at once, with its registries in full.
+   *
+   * @generated from field: bool registries_held = 6;
+   */
+  registriesHeld: boolean;
 };
 
 /**
