@@ -109,11 +109,18 @@ func TestMCPHTTP(t *testing.T) {
 func TestMCPApprovals(t *testing.T) {
 	py := mcpPython(t)
 	c := startClusterOpts(t, clusterOpts{policy: defaultPolicy})
-	cmd := exec.Command(py, filepath.Join("testdata", "mcp_client.py"), "stdio-approvals", filepath.Join(binDir, "blendctl"), c.cpAddr, c.adminTokenFile())
-	out, err := cmd.CombinedOutput()
-	t.Logf("mcp_client.py:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "\ndone\n") {
-		t.Fatalf("the Python MCP client failed: %v", err)
+	for _, args := range [][]string{
+		{"stdio-approvals", filepath.Join(binDir, "blendctl"), c.cpAddr, c.adminTokenFile()},
+		// The sessionless revision, where the server may not ask: the call's
+		// result asks, and the client retries it with the answer.
+		{"http-approvals-2026", "http://" + c.httpAddr + "/mcp", c.adminToken},
+	} {
+		cmd := exec.Command(py, append([]string{filepath.Join("testdata", "mcp_client.py")}, args...)...)
+		out, err := cmd.CombinedOutput()
+		t.Logf("mcp_client.py %s:\n%s", args[0], out)
+		if err != nil || !strings.Contains(string(out), "\ndone\n") {
+			t.Fatalf("the Python MCP client failed (%s): %v", args[0], err)
+		}
 	}
 	audit, err := c.client.ListAuditRecords(ctxT(t, 10*time.Second), &cpv1.ListAuditRecordsRequest{})
 	if err != nil {
@@ -125,7 +132,7 @@ func TestMCPApprovals(t *testing.T) {
 			events = append(events, r.GetEvent())
 		}
 	}
-	if strings.Join(events, ",") != "approval.approved,approval.rejected" {
+	if strings.Join(events, ",") != "approval.approved,approval.rejected,approval.approved,approval.rejected" {
 		t.Errorf("the decisions made through elicitation, audited: %v", events)
 	}
 }
@@ -265,6 +272,14 @@ func TestMCPSessionless(t *testing.T) {
 		s2, _, _ := strings.Cut(strings.TrimPrefix(ids[1], "mcp:"), ":")
 		if s1 == "" || s1 != s2 {
 			t.Errorf("%s: the calls ran in sessions %q and %q", version, s1, s2)
+		}
+		// A retry's request state must name a plan of this MCP session:
+		// another session's (or a made-up one) is refused, and nothing runs.
+		for _, state := range []string{"mcp-" + s1 + "-99", "mcp-other-1", "x"} {
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "object.create", Arguments: map[string]any{"type": "cube"}, RequestState: state})
+			if err != nil || !res.IsError || !strings.Contains(fmt.Sprint(res.StructuredContent), "requestState does not name a plan") {
+				t.Errorf("%s: a call with request state %q: %v %v", version, state, res, err)
+			}
 		}
 		cs.Close()
 	}

@@ -27,9 +27,10 @@ const sessionlessVersion = "2026-07-28"
 // Clients of the sessionless revision (2026-07-28 and later, told by the
 // Mcp-Protocol-Version header) are served in stateless mode: every request
 // is a temporary MCP session, so the Blendplane session is kept per bearer
-// token instead, made on first use and closed after idle. The server cannot
-// ask such a client anything (no elicitation: approvals are made elsewhere,
-// and the call waits for them).
+// token instead, made on first use and closed after idle. The server may
+// not send such a client requests: it asks for an approval through an input
+// request in the call's result, and the client retries the call with the
+// answer (multi round-trip requests).
 func (b *Backend) Handler(idle time.Duration) http.Handler {
 	stateful := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		return b.NewSession(bearerOf(r)).Server()

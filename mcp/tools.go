@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -92,6 +93,9 @@ func planTool() *sdk.Tool {
 // callTool runs one registry tool as a one-operation plan.
 func (s *Session) callTool(t *cpv1.ToolDefinition) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		if req.Params.RequestState != "" {
+			return s.resume(ctx, req), nil
+		}
 		args, err := planjson.Args(req.Params.Arguments)
 		if err != nil {
 			return invalid(err), nil
@@ -103,6 +107,9 @@ func (s *Session) callTool(t *cpv1.ToolDefinition) sdk.ToolHandler {
 
 func (s *Session) callMacro(m *cpv1.MacroDefinition) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		if req.Params.RequestState != "" {
+			return s.resume(ctx, req), nil
+		}
 		args, err := planjson.Args(req.Params.Arguments)
 		if err != nil {
 			return invalid(err), nil
@@ -114,6 +121,9 @@ func (s *Session) callMacro(m *cpv1.MacroDefinition) sdk.ToolHandler {
 
 // submitPlan is plan.submit.
 func (s *Session) submitPlan(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	if req.Params.RequestState != "" {
+		return s.resume(ctx, req), nil
+	}
 	ops, atomic, err := planjson.Plan(req.Params.Arguments, s.safetyOf)
 	if err != nil {
 		return invalid(err), nil
@@ -133,10 +143,7 @@ func (s *Session) safetyOf(tool string) cpv1.SafetyLevel {
 	return cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE
 }
 
-// run submits ops as a plan of the session and follows it to its end:
-// progress per receipt, an MCP cancel becomes CancelPlan, a wait for
-// approval is reported as progress. Its result is the last receipt (all of
-// them for plan.submit) or the failure contract.
+// run submits ops as a plan of the session and follows it to its end.
 func (s *Session) run(ctx context.Context, req *sdk.CallToolRequest, ops []*cpv1.Operation, atomic bool) (*sdk.CallToolResult, error) {
 	// The MCP call's id: its session's and its number in the session.
 	n := s.calls.Add(1)
@@ -144,59 +151,93 @@ func (s *Session) run(ctx context.Context, req *sdk.CallToolRequest, ops []*cpv1
 	for _, op := range ops {
 		op.McpCallId = callID
 	}
-	requestID := planjson.Sanitize(fmt.Sprintf("mcp-%s-%d", s.sessionID, n))
+	requestID := s.requestID(n)
 	submitted, err := s.cp.SubmitPlan(ctx, &cpv1.SubmitPlanRequest{SessionId: s.sessionID, RequestId: requestID, Operations: ops, Atomic: atomic})
 	if err != nil {
 		return refused(err), nil
 	}
-	total := float64(len(submitted.GetPlan().GetSchedule()))
+	return s.follow(ctx, req, requestID, len(submitted.GetPlan().GetSchedule()), nil), nil
+}
+
+// requestID is the request id of the session's n-th plan.
+func (s *Session) requestID(n uint64) string {
+	return planjson.Sanitize(fmt.Sprintf("mcp-%s-%d", s.sessionID, n))
+}
+
+// follow streams a plan's receipts to its end: progress per receipt, an MCP
+// cancel becomes CancelPlan, a wait for approval is reported as progress.
+// When the approval's preview is ready and the client can be asked, it is
+// asked: by an elicitation request, or on 2026-07-28 by returning an input
+// request whose retry comes back with the user's answer (decided) to
+// resume here. Its result is the last receipt (all of them for
+// plan.submit) or the failure contract.
+func (s *Session) follow(ctx context.Context, req *sdk.CallToolRequest, requestID string, scheduled int, decided *sdk.ElicitResult) *sdk.CallToolResult {
+	ctx, stop := context.WithCancel(ctx) // ends the stream when the call returns to ask
+	defer stop()
 	stream, err := s.cp.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID})
 	if err != nil {
-		return s.cancelled(requestID, err), nil
+		return s.cancelled(requestID, err)
 	}
 	var receipts []*cpv1.Receipt
-	asked := false // the user was asked to decide (once the preview is there)
+	asked := decided != nil // once per call: a user who cancels is not asked again
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return s.cancelled(requestID, err), nil
+			return s.cancelled(requestID, err)
 		}
 		switch {
 		case ev.GetReceipt() != nil:
 			r := ev.GetReceipt()
 			receipts = append(receipts, r)
-			s.progress(ctx, req, float64(len(receipts)), total, fmt.Sprintf("%s %s: %s", r.GetOperationId(), r.GetToolName(), planjson.Short(r.GetStatus().String())))
+			s.progress(ctx, req, float64(len(receipts)), float64(scheduled), fmt.Sprintf("%s %s: %s", r.GetOperationId(), r.GetToolName(), planjson.Short(r.GetStatus().String())))
 		case ev.GetAwaitingApproval() != nil:
 			ap := ev.GetAwaitingApproval()
-			s.progress(ctx, req, float64(len(receipts)), total, waitMessage(ap))
+			s.progress(ctx, req, float64(len(receipts)), float64(scheduled), waitMessage(ap))
 			if req != nil && req.Session != nil {
 				// Also as a log message, for hosts that asked for logs but
 				// sent no progress token.
 				req.Session.Log(ctx, &sdk.LoggingMessageParams{Level: "notice", Logger: "blendplane", Data: waitMessage(ap)})
 			}
-			if ap.GetPreview().GetState() != cpv1.Preview_STATE_PENDING && !asked {
-				asked = true
-				s.askApproval(ctx, req, ap)
+			if ap.GetPreview().GetState() == cpv1.Preview_STATE_PENDING {
+				break
 			}
+			switch {
+			case decided != nil:
+				s.decide(ctx, req, ap, decided)
+				decided = nil
+			case asked || !canElicit(req):
+			case roundTrips(req):
+				return askApproval(requestID, ap)
+			default:
+				// Older revisions: asked from here, while the stream is
+				// followed (a cancel of the call still cancels the plan).
+				answer, err := req.Session.Elicit(ctx, askApproval(requestID, ap).InputRequests[approvalInput].(*sdk.ElicitParams))
+				if err != nil {
+					s.b.log.Warn("asking for an approval", "approval_id", ap.GetApprovalId(), "err", err)
+				} else {
+					s.decide(ctx, req, ap, answer)
+				}
+			}
+			asked = true
 		case ev.GetProgress() != nil:
 			p := ev.GetProgress()
-			s.progress(ctx, req, float64(len(receipts)), total, fmt.Sprintf("%s: %d/%d", p.GetOperationId(), p.GetDone(), p.GetTotal()))
+			s.progress(ctx, req, float64(len(receipts)), float64(scheduled), fmt.Sprintf("%s: %d/%d", p.GetOperationId(), p.GetDone(), p.GetTotal()))
 		}
 	}
 	// A receipt per scheduled operation, all of them succeeded: the plan
 	// did. Anything else asks the plan how it ended (and why).
 	plan := &cpv1.Plan{RequestId: requestID, State: cpv1.Plan_STATE_SUCCEEDED}
-	if !allSucceeded(receipts, len(submitted.GetPlan().GetSchedule())) {
+	if !allSucceeded(receipts, scheduled) {
 		resp, err := s.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID})
 		if err != nil {
-			return refused(err), nil
+			return refused(err)
 		}
 		plan = resp.GetPlan()
 	}
-	return s.result(ctx, req, plan, receipts), nil
+	return s.result(ctx, req, plan, receipts)
 }
 
 func allSucceeded(receipts []*cpv1.Receipt, scheduled int) bool {
@@ -246,30 +287,78 @@ var approvalSchema = map[string]any{
 	"required": []any{"decision"},
 }
 
-// askApproval asks the user to decide a plan that waits for approval,
-// through MCP elicitation when the client supports it, showing what the
-// preview says the plan would do. The user's token must hold the approve
-// scope; if it does not, or the user cancels, the plan waits for someone
-// who can decide (blendctl approve, another front door).
-func (s *Session) askApproval(ctx context.Context, req *sdk.CallToolRequest, ap *cpv1.Approval) {
+// approvalInput is the key of the one input request a call makes: the
+// user's decision on the plan's approval.
+const approvalInput = "approval"
+
+// canElicit reports whether the client can be asked (it declared
+// elicitation: at initialization, or with each request on 2026-07-28).
+func canElicit(req *sdk.CallToolRequest) bool {
 	if req == nil || req.Session == nil {
-		return
+		return false
 	}
-	if p := req.Session.InitializeParams(); p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
-		return
+	c := req.ClientCapabilities()
+	return c != nil && c.Elicitation != nil
+}
+
+// roundTrips reports whether the client speaks a revision (2026-07-28 on)
+// where the server may not send it requests: it is asked through an input
+// request in the call's result, and retries the call with the answer.
+func roundTrips(req *sdk.CallToolRequest) bool {
+	p := req.Session.InitializeParams()
+	return p != nil && p.ProtocolVersion >= sessionlessVersion
+}
+
+// askApproval is a call's answer while its plan waits for approval and the
+// client can ask the user: an input request showing what the preview says
+// the plan would do, and the plan's request id as the state the retry
+// brings back (the plan keeps waiting meanwhile).
+func askApproval(requestID string, ap *cpv1.Approval) *sdk.CallToolResult {
+	return &sdk.CallToolResult{
+		InputRequests: sdk.InputRequestMap{approvalInput: &sdk.ElicitParams{Message: approvalMessage(ap), RequestedSchema: approvalSchema}},
+		RequestState:  requestID,
 	}
-	res, err := req.Session.Elicit(ctx, &sdk.ElicitParams{Message: approvalMessage(ap), RequestedSchema: approvalSchema})
+}
+
+// resume is the retry of a call that asked the user: it takes the answer
+// and follows the plan (named by the request state, one of this session's)
+// to its end.
+func (s *Session) resume(ctx context.Context, req *sdk.CallToolRequest) *sdk.CallToolResult {
+	requestID := req.Params.RequestState
+	if !s.owns(requestID) {
+		return toolError(map[string]any{"error_code": "SCHEMA_INVALID", "recoverable": false,
+			"message": "requestState does not name a plan of this MCP session", "retry_hint": "call the tool again without requestState"})
+	}
+	answer, _ := req.Params.InputResponses[approvalInput].(*sdk.ElicitResult)
+	if answer == nil {
+		answer = &sdk.ElicitResult{Action: "cancel"}
+	}
+	resp, err := s.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID})
 	if err != nil {
-		s.b.log.Warn("asking for an approval", "approval_id", ap.GetApprovalId(), "err", err)
-		return
+		return refused(err)
 	}
+	return s.follow(ctx, req, requestID, len(resp.GetPlan().GetSchedule()), answer)
+}
+
+// owns reports whether requestID is one of this session's plans.
+func (s *Session) owns(requestID string) bool {
+	i := strings.LastIndexByte(requestID, '-')
+	n, err := strconv.ParseUint(requestID[i+1:], 10, 64)
+	return i > 0 && err == nil && n >= 1 && n <= s.calls.Load() && s.requestID(n) == requestID
+}
+
+// decide resolves a waiting plan's approval with the user's answer. The
+// user's token must hold the approve scope; if it does not, or the user
+// cancelled, the plan waits for someone who can decide (blendctl approve,
+// another front door).
+func (s *Session) decide(ctx context.Context, req *sdk.CallToolRequest, ap *cpv1.Approval, answer *sdk.ElicitResult) {
 	decision := cpv1.Decision_DECISION_UNSPECIFIED
-	switch d, _ := res.Content["decision"].(string); {
-	case res.Action == "decline", res.Action == "accept" && d == "reject":
+	switch d, _ := answer.Content["decision"].(string); {
+	case answer.Action == "decline", answer.Action == "accept" && d == "reject":
 		decision = cpv1.Decision_DECISION_REJECT
-	case res.Action == "accept" && d == "approve":
+	case answer.Action == "accept" && d == "approve":
 		decision = cpv1.Decision_DECISION_APPROVE_ONCE
-	case res.Action == "accept" && d == "approve_always":
+	case answer.Action == "accept" && d == "approve_always":
 		decision = cpv1.Decision_DECISION_APPROVE_AND_ALWAYS_ALLOW
 	default:
 		return // cancelled: the plan waits for someone else

@@ -2,6 +2,8 @@
 
     python mcp_client.py stdio BLENDCTL ADDR TOKEN_FILE
     python mcp_client.py http URL TOKEN
+    python mcp_client.py stdio-approvals BLENDCTL ADDR TOKEN_FILE
+    python mcp_client.py http-approvals-2026 URL TOKEN
 
 Each check prints one line; any failure raises (exit status 1). The Go test
 (e2e/mcp_test.go) runs it against a live cluster and checks the control
@@ -16,7 +18,7 @@ import json
 import sys
 
 import mcp_types as types
-from mcp import ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -117,8 +119,9 @@ async def exercise(session):
 
 async def exercise_approval(session, asked):
     """On the default policy: object.delete waits for approval; the server
-    asks through elicitation, showing the preview; approving runs it."""
-    await session.initialize()
+    asks through elicitation, showing the preview; approving runs it. On
+    2026-07-28 the question comes as an input request in the call's result
+    and the client retries the call with the answer (multi round-trip)."""
     res = await session.call_tool("object.create", {"type": "cube", "name": "Doomed"})
     check(not res.is_error, "object.create", res.structured_content)
     res = await session.call_tool("object.delete", {"name": "Doomed"})
@@ -145,7 +148,23 @@ async def main():
         params = StdioServerParameters(command=blendctl, args=["--addr", addr, "--token-file", token_file, "mcp"])
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write, elicitation_callback=on_elicit) as session:
+                await session.initialize()
                 await exercise_approval(session, asked)
+        return
+    if mode == "http-approvals-2026":
+        url, token = sys.argv[2:4]
+        asked = []
+
+        async def on_elicit(context, params):
+            asked.append(params.message)
+            return types.ElicitResult(action="accept", content={"decision": "approve" if len(asked) == 1 else "reject"})
+
+        async with create_mcp_http_client(headers={"Authorization": "Bearer " + token}) as http:
+            async with Client(streamable_http_client(url, http_client=http), mode="2026-07-28",
+                              elicitation_callback=on_elicit) as client:
+                check(client.protocol_version == "2026-07-28", "sessionless revision", client.protocol_version)
+                await client.list_tools()
+                await exercise_approval(client, asked)
         return
     if mode == "stdio":
         blendctl, addr, token_file = sys.argv[2:5]
