@@ -538,6 +538,62 @@ func TestUndoneCreatesFreedInBatches(t *testing.T) {
 	})
 }
 
+// TestUndoneDuplicateDiscarded: undoing a copy lets it drop what it refers
+// to (its material, action, modifier, parent) and discards it with its mesh
+// instead of freeing them at once (a walk of the whole file); every other
+// datablock's user count stays true: the material's creation can still be
+// undone after, which needs it unused. A linked copy shares its source's
+// mesh: freed at once.
+func TestUndoneDuplicateDiscarded(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		run := func(tool string, args map[string]any) (Outcome, Call) {
+			t.Helper()
+			c := Call{Tool: tool, Args: args, RequestID: "test"}
+			return mustExecute(t, p, tool, args), c
+		}
+		discarded := func() float64 {
+			t.Helper()
+			out, _ := run("python.exec", map[string]any{"code": "import state\nresult = state.TRASH['n']"})
+			return out.Result["result"].(float64)
+		}
+		run("object.create", map[string]any{"type": "cube", "name": "P"})
+		run("object.create", map[string]any{"type": "cube", "name": "Src"})
+		var done []Outcome // undone last to first at the end
+		var calls []Call
+		for _, c := range []Call{
+			{Tool: "material.create", Args: map[string]any{"name": "M"}},
+			{Tool: "material.assign", Args: map[string]any{"object": "Src", "material": "M"}},
+			{Tool: "keyframe.insert", Args: map[string]any{"object": "Src", "data_path": "location", "frame": 1}},
+			{Tool: "modifier.add", Args: map[string]any{"object": "Src", "type": "bevel", "name": "B"}},
+			{Tool: "object.set_parent", Args: map[string]any{"name": "Src", "parent": "P"}},
+		} {
+			out, call := run(c.Tool, c.Args)
+			done, calls = append(done, out), append(calls, call)
+		}
+
+		// python.exec frees what was discarded: counted only at the end.
+		before := discarded()
+		for _, c := range []Call{
+			{Tool: "object.duplicate", Args: map[string]any{"name": "Src", "new_name": "Dup"}},
+			{Tool: "object.duplicate", Args: map[string]any{"name": "Src", "new_name": "Lnk", "linked": true}},
+		} {
+			out, call := run(c.Tool, c.Args)
+			mustUndo(t, p, out, call)
+			assertIncrementalMatchesFull(t, p)
+		}
+		// Undone without the copies: M has no user left when its creation
+		// is undone.
+		for i := len(done) - 1; i >= 0; i-- {
+			mustUndo(t, p, done[i], calls[i])
+		}
+		if n := discarded() - before; n != 4 {
+			t.Errorf("%v datablocks discarded, want 4: the copy and its mesh (not the linked copy, which shares its source's mesh), the action and the material", n)
+		}
+		assertIncrementalMatchesFull(t, p)
+	})
+}
+
 // TestChildrenIndex: the bridge knows an object's children from its index
 // (Blender has no list of them), through parenting by tools, copies of a
 // child, parenting behind its back (python.exec), deletes and their undos.

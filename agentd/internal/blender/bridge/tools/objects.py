@@ -765,9 +765,11 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=Tr
     collections (each step reversible), stop at the "undo" fault point and
     checkpoint of label, then remove ob and its data (when given)
     (irreversible, cannot fail). A fresh object and its data refer to nothing
-    else, so they are discarded (freed later with others, state.discard);
-    otherwise (a duplicate refers to its source's materials and maybe data)
-    they are freed now, so that what they refer to counts its users right."""
+    else, so they are discarded (freed later with others, state.discard); so
+    is a copy once it let go of what it refers to (released). Otherwise (a
+    linked duplicate shares its source's data, a text may have brought
+    fonts) they are freed now, so that what they refer to counts its users
+    right."""
     if vl is not None:
         cur = vl.objects.active
         if cur != prev:
@@ -782,12 +784,65 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=Tr
     data_kind = data_ref(data)[0] if data is not None else None
     if data_kind is not None:
         gone.append((data_kind, data.name))
-    if fresh:
+    if fresh or released(ob, data):
         discard([ob, data])
     else:
         remove_ids([ob, data])
     for kind, name in gone:
         tx.gone(kind, name)
+
+
+# Object types whose copy (with its own copy of the data) released can make
+# refer to nothing outside the pair.
+RELEASABLE = ("MESH", "CURVE", "SURFACE")
+
+
+def released(ob, data):
+    """Let a copy (ob, with data its own copy of the source's data) drop every
+    reference that counts a user of another datablock (materials, actions,
+    modifiers' and constraints' datablocks), so that discarding the pair
+    leaves every other user count true. False, and nothing changed, when the
+    copy may refer to something this does not drop (a linked copy's shared
+    data, shape keys, particles, ID custom properties, other object types):
+    it is freed at once then. Cannot fail."""
+    if data is None or ob.data != data or ob.type not in RELEASABLE:
+        return False
+    if getattr(data, "shape_keys", None) is not None or len(ob.particle_systems) or ob.instance_collection is not None:
+        return False
+    if holds_ids(ob) or holds_ids(data):
+        return False
+    # Each only when there is something to drop: these calls make Blender
+    # rebuild the scene's dependency relations.
+    for slot in ob.material_slots:
+        if slot.link == "OBJECT" and slot.material is not None:
+            slot.material = None
+    if len(data.materials):
+        data.materials.clear()
+    for idb in (ob, data):
+        if idb.animation_data is not None:
+            idb.animation_data_clear()
+    if len(ob.modifiers):
+        ob.modifiers.clear()
+    if len(ob.constraints):
+        ob.constraints.clear()
+    if ob.parent is not None:
+        set_parent(ob, None)
+    return True
+
+
+def holds_ids(idblock):
+    """Whether idblock's custom properties refer to a datablock (such a
+    reference counts a user)."""
+    stack = [v for _, v in idblock.items()]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, bpy.types.ID):
+            return True
+        if hasattr(v, "items"):  # a group
+            stack.extend(x for _, x in v.items())
+        elif isinstance(v, (list, tuple)):  # a list of groups
+            stack.extend(v)
+    return False
 
 
 def undo_remove_created(tx, rec, label):
