@@ -38,6 +38,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	plannerv1 "github.com/blendplane/blendplane/gen/blendplane/planner/v1"
+	"github.com/blendplane/blendplane/internal/receiptwire"
 	"github.com/blendplane/blendplane/internal/transport"
 	"github.com/blendplane/blendplane/lesson"
 	"github.com/blendplane/blendplane/mcp"
@@ -216,8 +217,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	}
 	m := metrics.New()
 	st.Observe = m.Committed
+	// Receipts' results pass through undecoded: the control plane stores
+	// and streams them, it never reads them.
 	fl := fleet.New(cfg.Heartbeat, cfg.AgentLostAfter, agentCreds, grpc.WithDefaultCallOptions(
-		grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))
+		grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes), grpc.ForceCodecV2(receiptwire.Codec{})))
 	defer fl.Close()
 	a := app.New(app.Config{
 		MaxOperationsPerPlan:  cfg.MaxOperationsPerPlan,

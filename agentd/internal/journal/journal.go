@@ -60,6 +60,7 @@ import (
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/groupcommit"
+	"github.com/blendplane/blendplane/internal/receiptwire"
 )
 
 var (
@@ -724,7 +725,7 @@ func getRecord(ops *bolt.Bucket, key string) (*Record, error) {
 		}
 		raw = raw[n:]
 	}
-	if err := proto.Unmarshal(receipt, rec.Receipt); err != nil {
+	if err := receiptwire.Unmarshal(receipt, rec.Receipt); err != nil {
 		return nil, fmt.Errorf("record %s receipt: %w", key, err)
 	}
 	return rec, nil

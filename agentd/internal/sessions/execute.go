@@ -17,6 +17,7 @@ import (
 	"github.com/blendplane/blendplane/agentd/internal/blender"
 	"github.com/blendplane/blendplane/agentd/internal/journal"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/receiptwire"
 )
 
 // Operation is one operation to execute, with its correlation ids.
@@ -319,7 +320,9 @@ func (m *Manager) finish(ctx context.Context, s *session, requestID string, op O
 		if serr != nil {
 			res, _ = structpb.NewStruct(map[string]any{"error": "result not representable: " + serr.Error()})
 		}
-		r.Result = res
+		if err := receiptwire.SetResult(r, res); err != nil { // encoded once, journaled and sent as it is
+			r.Result = res
+		}
 		r.Artifacts = m.artifacts(s, out.Files, log)
 		commit := &journal.Commit{Receipt: r, Undo: out.Undo}
 		if out.SceneHashAfter != out.SceneHashBefore {

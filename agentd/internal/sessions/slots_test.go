@@ -11,6 +11,7 @@ import (
 	"time"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/receiptwire"
 )
 
 // run executes ops in a session and returns their receipts.
@@ -261,7 +262,11 @@ func TestFailedCallThatChangedTheSceneLeavesNothing(t *testing.T) {
 	look := run(t, m, "s1", "r3", Operation{OperationID: "look", MCPCallID: "c", Tool: "python.exec",
 		Args:   map[string]any{"code": "import bpy\nresult = [n for n in ('Box', 'Leak') if n in bpy.data.objects]"},
 		Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-look"})
-	names := look[0].GetResult().GetFields()["result"].GetListValue().AsSlice()
+	res, err := receiptwire.Result(look[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := res.GetFields()["result"].GetListValue().AsSlice()
 	if fmt.Sprint(names) != "[Box]" {
 		t.Fatalf("objects after the failed call: %v (want the Box only): %v", names, look[0])
 	}

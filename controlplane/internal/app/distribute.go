@@ -22,6 +22,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/receiptwire"
 )
 
 // Render fan-out. A render.animation with "distribute": true is split into
@@ -279,7 +280,11 @@ func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.Pla
 		}
 		return nil, fmt.Errorf("%w: %s: %s", errRenderRefused, rc.GetError().GetErrorCode(), rc.GetError().GetMessage())
 	}
-	res := rc.GetResult().AsMap()
+	result, err := receiptwire.Result(rc)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: its render's result: %w", agentID, err)
+	}
+	res := result.AsMap()
 	var out []frame
 	for _, f := range rc.GetArtifacts() {
 		art := &cpv1.Artifact{SessionId: fork, Name: f.GetName(), SizeBytes: f.GetSizeBytes(), Sha256: f.GetSha256()}

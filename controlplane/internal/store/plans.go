@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/receiptwire"
 )
 
 // PlanRef names a plan: request ids are unique per owner, so one client's
@@ -324,7 +325,7 @@ func (s *Store) readReceipts(ref PlanRef, from int64, limit int) ([]*cpv1.Receip
 		c := b.Bucket(bucketReceipts).Cursor()
 		for k, v := c.Seek(u64(uint64(from))); k != nil && len(out) < limit; k, v = c.Next() {
 			r := &cpv1.Receipt{}
-			if err := proto.Unmarshal(v, r); err != nil {
+			if err := receiptwire.Unmarshal(v, r); err != nil { // results pass through
 				return fmt.Errorf("decode receipt %d of %s: %w", binary.BigEndian.Uint64(k), ref, err)
 			}
 			out = append(out, r)
