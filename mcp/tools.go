@@ -11,9 +11,11 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/receiptwire"
 	"github.com/blendplane/blendplane/planjson"
 )
 
@@ -174,7 +176,8 @@ func (s *Session) requestID(n uint64) string {
 func (s *Session) follow(ctx context.Context, req *sdk.CallToolRequest, requestID string, scheduled int, decided *sdk.ElicitResult) *sdk.CallToolResult {
 	ctx, stop := context.WithCancel(ctx) // ends the stream when the call returns to ask
 	defer stop()
-	stream, err := s.cp.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID})
+	// Results stay in wire form until they are written as JSON (receiptwire).
+	stream, err := s.cp.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID}, grpc.ForceCodecV2(receiptwire.Codec{}))
 	if err != nil {
 		return s.cancelled(requestID, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/receiptwire"
 )
 
 // Schema is the JSON Schema of a whole plan as one call's arguments.
@@ -109,7 +110,7 @@ func Receipts(rs []*cpv1.Receipt) []any {
 func Receipt(r *cpv1.Receipt) map[string]any {
 	m := map[string]any{
 		"sequence": r.GetSequence(), "request_id": r.GetRequestId(), "operation_id": r.GetOperationId(),
-		"tool_name": r.GetToolName(), "status": Short(r.GetStatus().String()), "result": r.GetResult().AsMap(),
+		"tool_name": r.GetToolName(), "status": Short(r.GetStatus().String()), "result": result(r),
 		"mcp_call_id": r.GetMcpCallId(), "scene_hash_before": r.GetSceneHashBefore(), "scene_hash_after": r.GetSceneHashAfter(),
 		"safety_level":    strings.ToLower(strings.TrimPrefix(r.GetSafetyLevel().String(), "SAFETY_LEVEL_")),
 		"idempotency_key": r.GetIdempotencyKey(), "duration_micros": r.GetDurationMicros(),
@@ -135,6 +136,16 @@ func Receipt(r *cpv1.Receipt) map[string]any {
 		m["artifacts"] = names
 	}
 	return m
+}
+
+// result is a receipt's result as JSON, written from its wire form when it
+// is still in it (receiptwire); a result that cannot be written says why.
+func result(r *cpv1.Receipt) any {
+	b, err := receiptwire.ResultJSON(r)
+	if err != nil {
+		return map[string]any{"error": "the result cannot be written as JSON: " + err.Error()}
+	}
+	return b
 }
 
 // Failure is the failure contract as JSON (error_code, recoverable,

@@ -26,10 +26,7 @@ import (
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
-var (
-	resultField  = fieldNumber(&cpv1.Receipt{}, "result")
-	receiptEvent = fieldNumber(&agentv1.ExecuteResponse{}, "receipt")
-)
+var resultField = fieldNumber(&cpv1.Receipt{}, "result")
 
 func fieldNumber(m proto.Message, name string) protowire.Number {
 	return m.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(name)).Number()
@@ -120,34 +117,41 @@ func cut(b []byte, num protowire.Number) (rest, fields []byte, err error) {
 	return rest, fields, nil
 }
 
-// Codec is gRPC's proto codec, except that an ExecuteResponse's receipt is
-// decoded with Unmarshal: the control plane's calls to agents use it.
+// Codec is gRPC's proto codec, except that the receipt of an
+// ExecuteResponse (from an agent) or of a StreamReceiptsResponse (from the
+// control plane) is decoded with Unmarshal, its result left in wire form.
+// The control plane's calls to agents use it, and the MCP server's.
 type Codec struct{}
 
 var base = encoding.GetCodecV2("proto")
 
-// Name is the codec's content subtype: proto, as the agent's.
+// Name is the codec's content subtype: proto, as the server's.
 func (Codec) Name() string { return base.Name() }
 
 // Marshal encodes as gRPC's proto codec does.
 func (Codec) Marshal(v any) (mem.BufferSlice, error) { return base.Marshal(v) }
 
-// Unmarshal decodes as gRPC's proto codec does, but an ExecuteResponse's
-// receipt keeps its result in wire form.
+// Unmarshal decodes as gRPC's proto codec does, but a response's receipt
+// keeps its result in wire form.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
-	resp, ok := v.(*agentv1.ExecuteResponse)
-	if !ok {
+	var set func(*cpv1.Receipt)
+	switch resp := v.(type) {
+	case *agentv1.ExecuteResponse:
+		set = func(r *cpv1.Receipt) { resp.Event = &agentv1.ExecuteResponse_Receipt{Receipt: r} }
+	case *cpv1.StreamReceiptsResponse:
+		set = func(r *cpv1.Receipt) { resp.Event = &cpv1.StreamReceiptsResponse_Receipt{Receipt: r} }
+	default:
 		return base.Unmarshal(data, v)
 	}
-	rest, event, err := cut(data.Materialize(), receiptEvent)
+	m := v.(proto.Message)
+	rest, event, err := cut(data.Materialize(), fieldNumber(m, "receipt"))
 	if err != nil {
 		return err
 	}
-	if err := proto.Unmarshal(rest, resp); err != nil {
+	if err := proto.Unmarshal(rest, m); err != nil {
 		return err
 	}
-	// The last occurrence of a message field wins; occurrences merge, which a
-	// oneof's single receipt never needs.
+	// One receipt per response (a oneof): the last occurrence wins.
 	for len(event) > 0 {
 		_, _, tl := protowire.ConsumeTag(event)
 		raw, vl := protowire.ConsumeBytes(event[tl:])
@@ -158,7 +162,7 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		if err := Unmarshal(raw, r); err != nil {
 			return err
 		}
-		resp.Event = &agentv1.ExecuteResponse_Receipt{Receipt: r}
+		set(r)
 		event = event[tl+vl:]
 	}
 	return nil

@@ -1,7 +1,10 @@
 package receiptwire
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"testing"
 
 	"google.golang.org/grpc/mem"
@@ -159,6 +162,88 @@ func BenchmarkDecode(b *testing.B) {
 				b.Fatal(err)
 			}
 			proto.Marshal(r)
+		}
+	})
+}
+
+// ResultJSON writes exactly what json.Marshal writes for the result's
+// AsMap, for results of every kind of value, nested, from wire form and
+// from a decoded result.
+func TestResultJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	strs := []string{"", "plain", `quote " and \ back`, "<b>&amp;</b>", "tab\tnewline\n\x01", "é ü 日本", "\u2028\u2029", "emoji 🎬"}
+	nums := []float64{0, math.Copysign(0, -1), 1, -7, 0.5, 1e-7, 1.5e-9, 123456789, 1e20, 1e21, 3.4e300, -2.5e-300, math.MaxFloat64, 1.0 / 3}
+	var value func(depth int) any
+	value = func(depth int) any {
+		switch k := rng.IntN(7); {
+		case k == 0:
+			return nil
+		case k == 1:
+			return nums[rng.IntN(len(nums))]
+		case k == 2:
+			return strs[rng.IntN(len(strs))]
+		case k == 3:
+			return rng.IntN(2) == 0
+		case k == 4 && depth < 4:
+			l := make([]any, rng.IntN(4))
+			for i := range l {
+				l[i] = value(depth + 1)
+			}
+			return l
+		case depth < 4:
+			m := map[string]any{}
+			for range rng.IntN(5) {
+				m[strs[rng.IntN(len(strs))]+fmt.Sprint(rng.IntN(3))] = value(depth + 1)
+			}
+			return m
+		}
+		return "leaf"
+	}
+	for i := range 500 {
+		m := map[string]any{"v": value(0), "w": value(0)}
+		res, err := structpb.NewStruct(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(res.AsMap())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &cpv1.Receipt{Result: res}
+		got, err := ResultJSON(r)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("case %d, decoded result: %s %v\nwant %s", i, got, err, want)
+		}
+		raw, _ := proto.Marshal(r)
+		wire := &cpv1.Receipt{}
+		if err := Unmarshal(raw, wire); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := ResultJSON(wire); err != nil || string(got) != string(want) {
+			t.Fatalf("case %d, in wire form: %s %v\nwant %s", i, got, err, want)
+		}
+	}
+	if got, err := ResultJSON(&cpv1.Receipt{}); err != nil || string(got) != "null" {
+		t.Errorf("no result: %s %v", got, err)
+	}
+}
+
+// BenchmarkResultJSON: a 220-object summary's result as JSON, through
+// AsMap and json.Marshal, and straight from its wire form.
+func BenchmarkResultJSON(b *testing.B) {
+	raw, _ := proto.Marshal(summary(220))
+	b.Run("decode+AsMap+Marshal", func(b *testing.B) {
+		for b.Loop() {
+			r := &cpv1.Receipt{}
+			proto.Unmarshal(raw, r)
+			json.Marshal(r.GetResult().AsMap())
+		}
+	})
+	b.Run("wire", func(b *testing.B) {
+		for b.Loop() {
+			r := &cpv1.Receipt{}
+			Unmarshal(raw, r)
+			ResultJSON(r)
 		}
 	})
 }
