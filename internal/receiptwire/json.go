@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/wirefields"
 )
 
 // ResultJSON is r's result as JSON, written straight from its wire form:
@@ -31,13 +32,11 @@ func ResultJSON(r *cpv1.Receipt) (json.RawMessage, error) {
 	// The last occurrence wins; a Struct's occurrences would merge, which
 	// nothing that encodes one produces.
 	var raw []byte
-	for len(fields) > 0 {
-		_, _, tl := protowire.ConsumeTag(fields)
-		v, vl := protowire.ConsumeBytes(fields[tl:])
-		if vl < 0 {
-			return nil, protowire.ParseError(vl)
-		}
-		raw, fields = v, fields[tl+vl:]
+	if err := wirefields.Each(fields, func(_ protowire.Number, _ protowire.Type, _, v []byte) error {
+		raw = v
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	return appendStruct(nil, raw, 0)
 }
@@ -61,25 +60,6 @@ const (
 	errDepthLimit = "result nested deeper than %d"
 )
 
-// each calls fn for every field of the message b.
-func each(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte) error) error {
-	for len(b) > 0 {
-		num, typ, tl := protowire.ConsumeTag(b)
-		if tl < 0 {
-			return protowire.ParseError(tl)
-		}
-		vl := protowire.ConsumeFieldValue(num, typ, b[tl:])
-		if vl < 0 {
-			return protowire.ParseError(vl)
-		}
-		if err := fn(num, typ, b[tl:tl+vl]); err != nil {
-			return err
-		}
-		b = b[tl+vl:]
-	}
-	return nil
-}
-
 func appendStruct(out, b []byte, depth int) ([]byte, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf(errDepthLimit, maxDepth)
@@ -89,25 +69,20 @@ func appendStruct(out, b []byte, depth int) ([]byte, error) {
 		value []byte // nil: null
 	}
 	var entries []entry
-	err := each(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	err := wirefields.Each(b, func(num protowire.Number, typ protowire.Type, _, e []byte) error {
 		if num != structFields || typ != protowire.BytesType {
 			return nil // unknown to Struct: AsMap ignores it too
 		}
-		e, _ := protowire.ConsumeBytes(v)
 		var ent entry
-		err := each(e, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		err := wirefields.Each(e, func(num protowire.Number, typ protowire.Type, _, v []byte) error {
 			if typ != protowire.BytesType {
 				return nil
 			}
 			switch num {
 			case entryKey:
-				k, _ := protowire.ConsumeBytes(v)
-				ent.key = string(k)
+				ent.key = string(v)
 			case entryValue:
-				ent.value, _ = protowire.ConsumeBytes(v)
-				if ent.value == nil {
-					ent.value = []byte{}
-				}
+				ent.value = v
 			}
 			return nil
 		})
@@ -152,7 +127,7 @@ func appendList(out, b []byte, depth int) ([]byte, error) {
 	}
 	out = append(out, '[')
 	first := true
-	err := each(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	err := wirefields.Each(b, func(num protowire.Number, typ protowire.Type, _, val []byte) error {
 		if num != listValues || typ != protowire.BytesType {
 			return nil
 		}
@@ -160,7 +135,6 @@ func appendList(out, b []byte, depth int) ([]byte, error) {
 			out = append(out, ',')
 		}
 		first = false
-		val, _ := protowire.ConsumeBytes(v)
 		var err error
 		out, err = appendValue(out, val, depth+1)
 		return err
@@ -177,7 +151,7 @@ func appendValue(out, b []byte, depth int) ([]byte, error) {
 	var kind protowire.Number
 	var val []byte
 	var typ protowire.Type
-	if err := each(b, func(num protowire.Number, t protowire.Type, v []byte) error {
+	if err := wirefields.Each(b, func(num protowire.Number, t protowire.Type, _, v []byte) error {
 		if num >= valueNull && num <= valueList {
 			kind, typ, val = num, t, v
 		}
@@ -199,8 +173,7 @@ func appendValue(out, b []byte, depth int) ([]byte, error) {
 		if typ != protowire.BytesType {
 			return nil, wrong()
 		}
-		s, _ := protowire.ConsumeBytes(val)
-		return appendString(out, string(s)), nil
+		return appendString(out, string(val)), nil
 	case valueBool:
 		if typ != protowire.VarintType {
 			return nil, wrong()
@@ -213,11 +186,10 @@ func appendValue(out, b []byte, depth int) ([]byte, error) {
 	if typ != protowire.BytesType {
 		return nil, wrong()
 	}
-	inner, _ := protowire.ConsumeBytes(val)
 	if kind == valueStruct {
-		return appendStruct(out, inner, depth)
+		return appendStruct(out, val, depth)
 	}
-	return appendList(out, inner, depth)
+	return appendList(out, val, depth)
 }
 
 // appendFloat writes f as encoding/json does.

@@ -24,6 +24,7 @@ import (
 
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/wirefields"
 )
 
 var resultField = fieldNumber(&cpv1.Receipt{}, "result")
@@ -88,19 +89,11 @@ func Result(r *cpv1.Receipt) (*structpb.Struct, error) {
 // length-delimited, as a message field is.
 func cut(b []byte, num protowire.Number) (rest, fields []byte, err error) {
 	copied := false // rest is b until a field numbered num is met
-	for off := 0; off < len(b); {
-		n, typ, tl := protowire.ConsumeTag(b[off:])
-		if tl < 0 {
-			return nil, nil, protowire.ParseError(tl)
-		}
-		vl := protowire.ConsumeFieldValue(n, typ, b[off+tl:])
-		if vl < 0 {
-			return nil, nil, protowire.ParseError(vl)
-		}
-		field := b[off : off+tl+vl]
+	off := 0
+	err = wirefields.Each(b, func(n protowire.Number, typ protowire.Type, field, _ []byte) error {
 		switch {
 		case n == num && typ != protowire.BytesType:
-			return nil, nil, fmt.Errorf("field %d: wire type %d, want a message", num, typ)
+			return fmt.Errorf("field %d: wire type %d, want a message", num, typ)
 		case n == num:
 			if !copied {
 				rest, copied = append([]byte(nil), b[:off]...), true
@@ -109,7 +102,11 @@ func cut(b []byte, num protowire.Number) (rest, fields []byte, err error) {
 		case copied:
 			rest = append(rest, field...)
 		}
-		off += tl + vl
+		off += len(field)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	if !copied {
 		rest = b
@@ -152,18 +149,12 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return err
 	}
 	// One receipt per response (a oneof): the last occurrence wins.
-	for len(event) > 0 {
-		_, _, tl := protowire.ConsumeTag(event)
-		raw, vl := protowire.ConsumeBytes(event[tl:])
-		if vl < 0 {
-			return protowire.ParseError(vl)
-		}
+	return wirefields.Each(event, func(_ protowire.Number, _ protowire.Type, _, raw []byte) error {
 		r := &cpv1.Receipt{}
 		if err := Unmarshal(raw, r); err != nil {
 			return err
 		}
 		set(r)
-		event = event[tl+vl:]
-	}
-	return nil
+		return nil
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/wirefields"
 )
 
 // Codec is the server's proto codec. gRPC turns any codec error into a bare
@@ -97,22 +98,15 @@ var operationsField = (&cpv1.SubmitPlanRequest{}).ProtoReflect().Descriptor().Fi
 func unmarshalPlan(b []byte, req *cpv1.SubmitPlanRequest) error {
 	var rest []byte
 	var records [][]byte
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return protowire.ParseError(m)
-		}
+	if err := wirefields.Each(b, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
 		if num == operationsField && typ == protowire.BytesType {
-			record, _ := protowire.ConsumeBytes(b[n:])
-			records = append(records, record)
+			records = append(records, value)
 		} else {
-			rest = append(rest, b[:n+m]...)
+			rest = append(rest, field...)
 		}
-		b = b[n+m:]
+		return nil
+	}); err != nil {
+		return err
 	}
 	if err := proto.Unmarshal(rest, req); err != nil {
 		return err

@@ -1,0 +1,36 @@
+package wirefields
+
+import (
+	"bytes"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+func TestEach(t *testing.T) {
+	var b []byte
+	b = protowire.AppendVarint(protowire.AppendTag(b, 1, protowire.VarintType), 300)
+	b = protowire.AppendBytes(protowire.AppendTag(b, 2, protowire.BytesType), []byte("abc"))
+	b = protowire.AppendFixed64(protowire.AppendTag(b, 3, protowire.Fixed64Type), 7)
+	var nums []protowire.Number
+	var whole []byte
+	err := Each(b, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+		nums = append(nums, num)
+		whole = append(whole, field...)
+		if num == 2 && string(value) != "abc" {
+			t.Errorf("bytes value %q", value)
+		}
+		if num == 1 {
+			if v, _ := protowire.ConsumeVarint(value); v != 300 {
+				t.Errorf("varint value %d", v)
+			}
+		}
+		return nil
+	})
+	if err != nil || len(nums) != 3 || !bytes.Equal(whole, b) {
+		t.Fatalf("fields %v, %v; whole encodings joined give the message: %v", nums, err, bytes.Equal(whole, b))
+	}
+	if err := Each(b[:len(b)-2], func(protowire.Number, protowire.Type, []byte, []byte) error { return nil }); err == nil {
+		t.Error("a truncated message was walked")
+	}
+}
