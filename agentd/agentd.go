@@ -286,7 +286,7 @@ func register(ctx context.Context, r registration, mgr *sessions.Manager, log *s
 			}
 			failing, registered = false, true
 			switch {
-			case held && !resp.GetRegistriesHeld():
+			case held && !resp.GetRegistriesHeld() && len(resp.GetCertificate()) == 0: // a certificate's answer registers nothing
 				log.Info("the control plane does not hold this agent's tool registries (it restarted?): registering them in full")
 				again = true
 			case !held && resp.GetRegistriesHeld():

@@ -17,7 +17,7 @@ import (
 // ResultJSON is r's result as JSON, written straight from its wire form:
 // the bytes json.Marshal gives for r.GetResult().AsMap() (keys sorted,
 // numbers and strings as encoding/json writes them), without building
-// either. A receipt without a result gives null.
+// either. A receipt without a result gives {}, as AsMap of none does.
 func ResultJSON(r *cpv1.Receipt) (json.RawMessage, error) {
 	if res := r.GetResult(); res != nil { // decoded already
 		return json.Marshal(res.AsMap())
@@ -27,7 +27,7 @@ func ResultJSON(r *cpv1.Receipt) (json.RawMessage, error) {
 		return nil, err
 	}
 	if len(fields) == 0 {
-		return json.RawMessage("null"), nil
+		return json.RawMessage("{}"), nil
 	}
 	// The last occurrence wins; a Struct's occurrences would merge, which
 	// nothing that encodes one produces.

@@ -590,6 +590,53 @@ func TestUndoneDuplicateDiscarded(t *testing.T) {
 		if n := discarded() - before; n != 4 {
 			t.Errorf("%v datablocks discarded, want 4: the copy and its mesh (not the linked copy, which shares its source's mesh), the action and the material", n)
 		}
+
+		// An object's own material hidden behind a slot linked to its data
+		// (python.exec can make one) is dropped by the copy too.
+		run("object.create", map[string]any{"type": "cube", "name": "Hid"})
+		run("material.create", map[string]any{"name": "Shown"})
+		run("material.create", map[string]any{"name": "Hidden"})
+		run("material.assign", map[string]any{"object": "Hid", "material": "Shown"})
+		run("python.exec", map[string]any{"code": "s = bpy.data.objects['Hid'].material_slots[0]\n" +
+			"s.link = 'OBJECT'\ns.material = bpy.data.materials['Hidden']\ns.link = 'DATA'"})
+		users := func() float64 {
+			t.Helper()
+			out, _ := run("python.exec", map[string]any{"code": "result = bpy.data.materials['Hidden'].users"})
+			return out.Result["result"].(float64)
+		}
+		before, hidden := discarded(), users()
+		dup, dupCall := run("object.duplicate", map[string]any{"name": "Hid", "new_name": "HidCopy"})
+		mustUndo(t, p, dup, dupCall)
+		if n, u := discarded()-before, users(); n != 2 || u != hidden {
+			t.Errorf("a copy with a hidden material: %v discarded (want 2), the material has %v users (want %v)", n, u, hidden)
+		}
+
+		// A force field's texture and (Blender 4) light linking count users
+		// the copy would keep while it waits: such a copy is freed at once.
+		run("object.create", map[string]any{"type": "cube", "name": "Odd"})
+		run("object.create", map[string]any{"type": "cube", "name": "Lit"})
+		run("python.exec", map[string]any{"code": `
+def field(ob):
+    with bpy.context.temp_override(object=ob, active_object=ob):
+        bpy.ops.object.forcefield_toggle()
+    ob.field.type = 'TEXTURE'
+    ob.field.texture = bpy.data.textures.get('Tex') or bpy.data.textures.new('Tex', 'CLOUDS')
+field(bpy.data.objects['Odd'])
+lit = bpy.data.objects['Lit']
+if hasattr(lit, 'light_linking'):
+    lit.light_linking.receiver_collection = bpy.data.collections.new('LL')
+else:
+    field(lit)
+`})
+		for _, name := range []string{"Odd", "Lit"} {
+			before := discarded()
+			dup, dupCall := run("object.duplicate", map[string]any{"name": name, "new_name": name + "Copy"})
+			mustUndo(t, p, dup, dupCall)
+			assertIncrementalMatchesFull(t, p)
+			if n := discarded() - before; n != 0 {
+				t.Errorf("the copy of %s: %v discarded, want 0 (freed at once)", name, n)
+			}
+		}
 		assertIncrementalMatchesFull(t, p)
 	})
 }

@@ -803,18 +803,28 @@ def released(ob, data):
     modifiers' and constraints' datablocks), so that discarding the pair
     leaves every other user count true. False, and nothing changed, when the
     copy may refer to something this does not drop (a linked copy's shared
-    data, shape keys, particles, ID custom properties, other object types):
-    it is freed at once then. Cannot fail."""
+    data, shape keys, particles, a force field's texture, light linking,
+    ID custom properties, other object types): it is freed at once then.
+    Cannot fail."""
     if data is None or ob.data != data or ob.type not in RELEASABLE:
         return False
     if getattr(data, "shape_keys", None) is not None or len(ob.particle_systems) or ob.instance_collection is not None:
         return False
+    if ob.field is not None and ob.field.texture is not None:
+        return False
+    ll = getattr(ob, "light_linking", None)  # Blender 4: counted collections
+    if ll is not None and (ll.receiver_collection is not None or ll.blocker_collection is not None):
+        return False
     if holds_ids(ob) or holds_ids(data):
         return False
     # Each only when there is something to drop: these calls make Blender
-    # rebuild the scene's dependency relations.
+    # rebuild the scene's dependency relations. An object keeps its own
+    # material in a slot linked to its data too, out of sight: looked at
+    # through the object link.
     for slot in ob.material_slots:
-        if slot.link == "OBJECT" and slot.material is not None:
+        if slot.link != "OBJECT":
+            slot.link = "OBJECT"
+        if slot.material is not None:
             slot.material = None
     if len(data.materials):
         data.materials.clear()
