@@ -18,6 +18,7 @@ OPENAPI_CLIENT_GEN_VERSION := 0.29.1
 MCP_INSPECTOR_VERSION      := 2.12.0
 NODE22_VERSION             := 22.23.3
 GEMINI_CLI_VERSION         := 0.61.0
+CLAUDE_CODE_VERSION        := 2.1.197
 GRPCIO_TOOLS_VERSION       := 1.85.1
 GRPCIO_VERSION             := 1.85.3
 PROTOBUF_PY_VERSION        := 7.36.2
@@ -138,8 +139,8 @@ $(VENV)/.bpy-$(BPY_VERSION):
 	$(VENV)/bin/python -c 'import bpy; print("bpy", bpy.app.version_string)'
 	touch $@
 
-## clients: the third-party clients the tests use (Python MCP SDK, openapi-spec-validator, openapi-python-client; MCP Inspector and Gemini CLI on Node 22), pinned, in .clients/
-clients: $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION)-$(OPENAPI_CLIENT_GEN_VERSION) $(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION) \
+## clients: the third-party clients the tests use (Python MCP SDK, openapi-spec-validator, openapi-python-client; MCP Inspector, Gemini CLI and Claude Code on Node 22), pinned, in .clients/
+clients: $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION)-$(OPENAPI_CLIENT_GEN_VERSION) $(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION)-$(CLAUDE_CODE_VERSION) \
 	$(CLIENTS)/py/.blendplane-$(GRPCIO_VERSION)-$(PROTOBUF_PY_VERSION)-$(GOOGLEAPIS_PROTOS_VERSION)-$(PYTEST_VERSION) \
 	clients/typescript/node_modules/.installed
 
@@ -159,13 +160,14 @@ $(CLIENTS)/py/.blendplane-$(GRPCIO_VERSION)-$(PROTOBUF_PY_VERSION)-$(GOOGLEAPIS_
 
 # The Inspector needs Node 22; npm serves it as the node@22 package, whose
 # bin/node the tests put first on PATH.
-$(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION):
-	@echo "installing Node $(NODE22_VERSION), the MCP Inspector $(MCP_INSPECTOR_VERSION) and Gemini CLI $(GEMINI_CLI_VERSION) into .clients/node"
+$(CLIENTS)/node/.clients-$(MCP_INSPECTOR_VERSION)-$(GEMINI_CLI_VERSION)-$(CLAUDE_CODE_VERSION):
+	@echo "installing Node $(NODE22_VERSION), the MCP Inspector $(MCP_INSPECTOR_VERSION), Gemini CLI $(GEMINI_CLI_VERSION) and Claude Code $(CLAUDE_CODE_VERSION) into .clients/node"
 	rm -rf $(CLIENTS)/node
 	mkdir -p $(CLIENTS)/node
 	echo '{"private": true}' > $(CLIENTS)/node/package.json
 	npm install --prefix $(CLIENTS)/node --no-audit --no-fund --loglevel=error \
-		node@$(NODE22_VERSION) @modelcontextprotocol/inspector@$(MCP_INSPECTOR_VERSION) @google/gemini-cli@$(GEMINI_CLI_VERSION)
+		node@$(NODE22_VERSION) @modelcontextprotocol/inspector@$(MCP_INSPECTOR_VERSION) @google/gemini-cli@$(GEMINI_CLI_VERSION) \
+		@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)
 	$(CLIENTS)/node/node_modules/.bin/node --version
 	touch $@
 

@@ -236,6 +236,56 @@ func TestMCPGeminiCLI(t *testing.T) {
 	}
 }
 
+// TestMCPClaudeCode: Claude Code (`claude mcp list`, which needs no model
+// access; Claude Desktop has no Linux build) connects to blendctl mcp over
+// stdio configured exactly as docs/MCP.md's Claude Desktop snippet (the same
+// mcpServers format, here as the project's .mcp.json), and to /mcp over HTTP
+// with a bearer token; with a wrong token it does not.
+func TestMCPClaudeCode(t *testing.T) {
+	bin := filepath.Join(repoRoot(), ".clients", "node", "node_modules", ".bin")
+	if _, err := os.Stat(filepath.Join(bin, "claude")); err != nil {
+		t.Fatalf("no Claude Code in %s: run `make clients`", bin)
+	}
+	c := startCluster(t)
+	home, work := t.TempDir(), t.TempDir()
+	token := c.createToken(t, "claude", "plans")
+	tokenFile := filepath.Join(home, "claude.token")
+	os.WriteFile(tokenFile, []byte(token), 0o600)
+	remote := func(token string) map[string]any {
+		return map[string]any{"type": "http", "url": "http://" + c.httpAddr + "/mcp", "headers": map[string]string{"Authorization": "Bearer " + token}}
+	}
+	config := map[string]any{"mcpServers": map[string]any{
+		"blendplane": map[string]any{"command": filepath.Join(binDir, "blendctl"),
+			"args": []string{"--addr", c.cpAddr, "--token-file", tokenFile, "mcp"}},
+		"blendplane-http":  remote(token),
+		"blendplane-wrong": remote("not-a-token"),
+	}}
+	b, _ := json.Marshal(config)
+	os.WriteFile(filepath.Join(work, ".mcp.json"), b, 0o600)
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o700)
+	os.WriteFile(filepath.Join(home, ".claude", "settings.json"), []byte(`{"enableAllProjectMcpServers": true}`), 0o600)
+	cmd := exec.Command(filepath.Join(bin, "claude"), "mcp", "list")
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "HOME="+home, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("claude mcp list:\n%s", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for server, want := range map[string]string{"blendplane:": "Connected", "blendplane-http:": "Connected", "blendplane-wrong:": "Failed to connect"} {
+		found := false
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, server) && strings.Contains(line, want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("Claude Code: %s not %q", strings.TrimSuffix(server, ":"), want)
+		}
+	}
+}
+
 // TestMCPSessionless: a client of the newest, sessionless revision
 // (2026-07-28: the Go SDK's client by default) is served too, in the SDK's
 // stateless mode, with one Blendplane session per bearer token across its
