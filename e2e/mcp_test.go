@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,10 +143,7 @@ func TestMCPApprovals(t *testing.T) {
 // it does for a tool result with isError).
 func inspector(t *testing.T, args ...string) (out map[string]any, failed bool) {
 	t.Helper()
-	bin := filepath.Join(repoRoot(), ".clients", "node", "node_modules", ".bin")
-	if _, err := os.Stat(filepath.Join(bin, "mcp-inspector")); err != nil {
-		t.Fatalf("no MCP Inspector in %s: run `make clients`", bin)
-	}
+	bin := nodeClient(t, "mcp-inspector")
 	cmd := exec.Command(filepath.Join(bin, "mcp-inspector"), append([]string{"--cli"}, args...)...)
 	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "HOME="+t.TempDir())
 	var stdout, stderr strings.Builder
@@ -194,46 +192,75 @@ func TestMCPInspector(t *testing.T) {
 	}
 }
 
+// nodeClient is the directory of .clients/node's executables, which holds
+// the named one (`make clients`).
+func nodeClient(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(repoRoot(), ".clients", "node", "node_modules", ".bin")
+	if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
+		t.Fatalf("no %s in %s: run `make clients`", name, bin)
+	}
+	return bin
+}
+
+// mcpHost is an MCP host's set-up against a cluster: a token of the plans
+// scope (and its file), its home and its working directory.
+type mcpHost struct {
+	c                            *cluster
+	token, tokenFile, home, work string
+}
+
+func newMCPHost(t *testing.T, name string) mcpHost {
+	h := mcpHost{c: startCluster(t), home: t.TempDir(), work: t.TempDir()}
+	h.token = h.c.createToken(t, name, "plans")
+	h.tokenFile = filepath.Join(h.home, name+".token")
+	os.WriteFile(h.tokenFile, []byte(h.token), 0o600)
+	return h
+}
+
+// stdio is docs/MCP.md's server entry for blendctl mcp over stdio.
+func (h mcpHost) stdio() map[string]any {
+	return map[string]any{"command": filepath.Join(binDir, "blendctl"), "args": []string{"--addr", h.c.cpAddr, "--token-file", h.tokenFile, "mcp"}}
+}
+
+// list runs the host's `<bin> mcp list` in its working directory and
+// checks that each server's line says what want says.
+func (h mcpHost) list(t *testing.T, bin string, want map[string]string, env ...string) {
+	t.Helper()
+	dir := nodeClient(t, bin)
+	cmd := exec.Command(filepath.Join(dir, bin), "mcp", "list")
+	cmd.Dir = h.work
+	cmd.Env = append(append(os.Environ(), "HOME="+h.home, "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH")), env...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s mcp list:\n%s", bin, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for server, says := range want {
+		if !slices.ContainsFunc(strings.Split(string(out), "\n"), func(line string) bool {
+			return slices.Contains(strings.Fields(line), server+":") && strings.Contains(line, says)
+		}) {
+			t.Errorf("%s: %s does not say %q", bin, server, says)
+		}
+	}
+}
+
 // TestMCPGeminiCLI: Gemini CLI (`gemini mcp list`, which needs no model
 // access) connects to both servers of docs/MCP.md's configuration: blendctl
 // mcp over stdio, and /mcp over HTTP with a bearer token.
 func TestMCPGeminiCLI(t *testing.T) {
-	bin := filepath.Join(repoRoot(), ".clients", "node", "node_modules", ".bin")
-	if _, err := os.Stat(filepath.Join(bin, "gemini")); err != nil {
-		t.Fatalf("no Gemini CLI in %s: run `make clients`", bin)
-	}
-	c := startCluster(t)
-	home, work := t.TempDir(), t.TempDir()
-	token := c.createToken(t, "gemini", "plans")
-	tokenFile := filepath.Join(home, "gemini.token")
-	os.WriteFile(tokenFile, []byte(token), 0o600)
+	h := newMCPHost(t, "gemini")
 	settings := map[string]any{"mcpServers": map[string]any{
-		"blendplane": map[string]any{"command": filepath.Join(binDir, "blendctl"),
-			"args": []string{"--addr", c.cpAddr, "--token-file", tokenFile, "mcp"}},
-		"blendplane-http": map[string]any{"httpUrl": "http://" + c.httpAddr + "/mcp",
-			"headers": map[string]string{"Authorization": "Bearer " + token}},
+		"blendplane": h.stdio(),
+		"blendplane-http": map[string]any{"httpUrl": "http://" + h.c.httpAddr + "/mcp",
+			"headers": map[string]string{"Authorization": "Bearer " + h.token}},
 	}}
 	b, _ := json.Marshal(settings)
-	os.MkdirAll(filepath.Join(home, ".gemini"), 0o700)
-	os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), b, 0o600)
-	trust, _ := json.Marshal(map[string]string{work: "TRUST_FOLDER"})
-	os.WriteFile(filepath.Join(home, ".gemini", "trustedFolders.json"), trust, 0o600)
-	cmd := exec.Command(filepath.Join(bin, "gemini"), "mcp", "list")
-	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "HOME="+home, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out, err := cmd.CombinedOutput()
-	t.Logf("gemini mcp list:\n%s", out)
-	for _, server := range []string{"blendplane:", "blendplane-http:"} {
-		connected := false
-		for _, line := range strings.Split(string(out), "\n") {
-			if strings.Contains(line, server) && strings.Contains(line, "Connected") {
-				connected = true
-			}
-		}
-		if err != nil || !connected {
-			t.Errorf("Gemini CLI did not connect to %s: %v", strings.TrimSuffix(server, ":"), err)
-		}
-	}
+	os.MkdirAll(filepath.Join(h.home, ".gemini"), 0o700)
+	os.WriteFile(filepath.Join(h.home, ".gemini", "settings.json"), b, 0o600)
+	trust, _ := json.Marshal(map[string]string{h.work: "TRUST_FOLDER"})
+	os.WriteFile(filepath.Join(h.home, ".gemini", "trustedFolders.json"), trust, 0o600)
+	h.list(t, "gemini", map[string]string{"blendplane": "Connected", "blendplane-http": "Connected"})
 }
 
 // TestMCPClaudeCode: Claude Code (`claude mcp list`, which needs no model
@@ -242,48 +269,21 @@ func TestMCPGeminiCLI(t *testing.T) {
 // mcpServers format, here as the project's .mcp.json), and to /mcp over HTTP
 // with a bearer token; with a wrong token it does not.
 func TestMCPClaudeCode(t *testing.T) {
-	bin := filepath.Join(repoRoot(), ".clients", "node", "node_modules", ".bin")
-	if _, err := os.Stat(filepath.Join(bin, "claude")); err != nil {
-		t.Fatalf("no Claude Code in %s: run `make clients`", bin)
-	}
-	c := startCluster(t)
-	home, work := t.TempDir(), t.TempDir()
-	token := c.createToken(t, "claude", "plans")
-	tokenFile := filepath.Join(home, "claude.token")
-	os.WriteFile(tokenFile, []byte(token), 0o600)
+	h := newMCPHost(t, "claude")
 	remote := func(token string) map[string]any {
-		return map[string]any{"type": "http", "url": "http://" + c.httpAddr + "/mcp", "headers": map[string]string{"Authorization": "Bearer " + token}}
+		return map[string]any{"type": "http", "url": "http://" + h.c.httpAddr + "/mcp", "headers": map[string]string{"Authorization": "Bearer " + token}}
 	}
 	config := map[string]any{"mcpServers": map[string]any{
-		"blendplane": map[string]any{"command": filepath.Join(binDir, "blendctl"),
-			"args": []string{"--addr", c.cpAddr, "--token-file", tokenFile, "mcp"}},
-		"blendplane-http":  remote(token),
+		"blendplane":       h.stdio(),
+		"blendplane-http":  remote(h.token),
 		"blendplane-wrong": remote("not-a-token"),
 	}}
 	b, _ := json.Marshal(config)
-	os.WriteFile(filepath.Join(work, ".mcp.json"), b, 0o600)
-	os.MkdirAll(filepath.Join(home, ".claude"), 0o700)
-	os.WriteFile(filepath.Join(home, ".claude", "settings.json"), []byte(`{"enableAllProjectMcpServers": true}`), 0o600)
-	cmd := exec.Command(filepath.Join(bin, "claude"), "mcp", "list")
-	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "HOME="+home, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+	os.WriteFile(filepath.Join(h.work, ".mcp.json"), b, 0o600)
+	os.MkdirAll(filepath.Join(h.home, ".claude"), 0o700)
+	os.WriteFile(filepath.Join(h.home, ".claude", "settings.json"), []byte(`{"enableAllProjectMcpServers": true}`), 0o600)
+	h.list(t, "claude", map[string]string{"blendplane": "Connected", "blendplane-http": "Connected", "blendplane-wrong": "Failed to connect"},
 		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("claude mcp list:\n%s", out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for server, want := range map[string]string{"blendplane:": "Connected", "blendplane-http:": "Connected", "blendplane-wrong:": "Failed to connect"} {
-		found := false
-		for _, line := range strings.Split(string(out), "\n") {
-			if strings.HasPrefix(line, server) && strings.Contains(line, want) {
-				found = true
-			}
-		}
-		if !found {
-			t.Errorf("Claude Code: %s not %q", strings.TrimSuffix(server, ":"), want)
-		}
-	}
 }
 
 // TestMCPSessionless: a client of the newest, sessionless revision
