@@ -22,24 +22,50 @@ import (
 // type.
 func Marshal(v any) ([]byte, error) { return Append(nil, v, true) }
 
-// canonItem is one entry of the encoder's work stack: a literal to write,
-// or a value to encode.
+// canonItem is one entry of the encoder's work stack: a value to encode,
+// an object's key to write (with the comma before it unless it is the
+// first), or a literal.
 type canonItem struct {
-	lit   string
-	val   any
-	isLit bool
+	kind itemKind
+	s    string // the key or the literal
+	val  any
 }
+
+type itemKind uint8
+
+const (
+	itemValue itemKind = iota
+	itemLit
+	itemKey      // "key":
+	itemNextKey  // ,"key":
+	itemNextItem // , before an array's next element
+)
 
 // Append appends v's canonical encoding to dst (Marshal), with an explicit stack instead of recursion. In
 // lenient mode it writes what strict mode refuses: NaN and ±Infinity as
 // bare words, invalid UTF-8 as raw bytes, other Go types with %#v.
 func Append(dst []byte, v any, strict bool) ([]byte, error) {
-	stack := []canonItem{{val: v}}
+	stack := make([]canonItem, 1, 32)
+	stack[0] = canonItem{val: v}
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if it.isLit {
-			dst = append(dst, it.lit...)
+		switch it.kind {
+		case itemLit:
+			dst = append(dst, it.s...)
+			continue
+		case itemNextItem:
+			dst = append(dst, ',')
+			continue
+		case itemNextKey, itemKey:
+			if it.kind == itemNextKey {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = appendString(dst, it.s, strict); err != nil {
+				return nil, err
+			}
+			dst = append(dst, ':')
 			continue
 		}
 		switch x := it.val.(type) {
@@ -96,11 +122,11 @@ func Append(dst []byte, v any, strict bool) ([]byte, error) {
 			dst = strconv.AppendUint(dst, x, 10)
 		case []any:
 			dst = append(dst, '[')
-			stack = append(stack, canonItem{lit: "]", isLit: true})
+			stack = append(stack, canonItem{kind: itemLit, s: "]"})
 			for i := len(x) - 1; i >= 0; i-- {
 				stack = append(stack, canonItem{val: x[i]})
 				if i > 0 {
-					stack = append(stack, canonItem{lit: ",", isLit: true})
+					stack = append(stack, canonItem{kind: itemNextItem})
 				}
 			}
 		case map[string]any:
@@ -110,19 +136,15 @@ func Append(dst []byte, v any, strict bool) ([]byte, error) {
 			}
 			slices.SortFunc(keys, compareUTF16)
 			dst = append(dst, '{')
-			stack = append(stack, canonItem{lit: "}", isLit: true})
+			stack = append(stack, canonItem{kind: itemLit, s: "}"})
 			for i := len(keys) - 1; i >= 0; i-- {
 				k := keys[i]
 				stack = append(stack, canonItem{val: x[k]})
-				kb, err := appendString(nil, k, strict)
-				if err != nil {
-					return nil, err
+				kind := itemNextKey
+				if i == 0 {
+					kind = itemKey
 				}
-				kb = append(kb, ':')
-				if i > 0 {
-					kb = append([]byte{','}, kb...)
-				}
-				stack = append(stack, canonItem{lit: string(kb), isLit: true})
+				stack = append(stack, canonItem{kind: kind, s: k})
 			}
 		default:
 			if strict {

@@ -33,13 +33,32 @@ func fieldNumber(m proto.Message, name string) protowire.Number {
 	return m.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(name)).Number()
 }
 
-// Unmarshal decodes a receipt from b, its result left undecoded.
+// Unmarshal decodes a receipt from b, its result left undecoded: the
+// fields around it are decoded where they lie (merged, as one decode
+// would), the result's bytes copied aside.
 func Unmarshal(b []byte, r *cpv1.Receipt) error {
-	rest, result, err := cut(b, resultField)
-	if err != nil {
-		return err
+	proto.Reset(r)
+	merge := proto.UnmarshalOptions{Merge: true}
+	var result []byte
+	start, off := 0, 0
+	err := wirefields.Each(b, func(n protowire.Number, typ protowire.Type, field, _ []byte) error {
+		if n == resultField {
+			if typ != protowire.BytesType {
+				return fmt.Errorf("field %d: wire type %d, want a message", n, typ)
+			}
+			if err := merge.Unmarshal(b[start:off], r); err != nil {
+				return err
+			}
+			result = append(result, field...)
+			start = off + len(field)
+		}
+		off += len(field)
+		return nil
+	})
+	if err == nil {
+		err = merge.Unmarshal(b[start:], r)
 	}
-	if err := proto.Unmarshal(rest, r); err != nil {
+	if err != nil {
 		return err
 	}
 	if len(result) > 0 {
