@@ -82,11 +82,25 @@ func (m *Metrics) Committed(plan *cpv1.Plan, receipts []*cpv1.Receipt, ended boo
 		return
 	}
 	m.receipts.Add(float64(len(receipts)))
-	for _, r := range receipts {
-		m.operations.WithLabelValues(r.GetToolName(), short(r.GetStatus().String())).Inc()
-		if r.GetDurationMicros() > 0 {
-			m.duration.WithLabelValues(r.GetToolName()).Observe(float64(r.GetDurationMicros()) / 1e6)
+	// A commit's receipts are mostly of one tool and status: one label
+	// lookup per run of them, not per receipt.
+	for i := 0; i < len(receipts); {
+		tool, status := receipts[i].GetToolName(), receipts[i].GetStatus()
+		j := i
+		for j < len(receipts) && receipts[j].GetToolName() == tool && receipts[j].GetStatus() == status {
+			j++
 		}
+		m.operations.WithLabelValues(tool, short(status.String())).Add(float64(j - i))
+		var duration prometheus.Observer
+		for _, r := range receipts[i:j] {
+			if r.GetDurationMicros() > 0 {
+				if duration == nil {
+					duration = m.duration.WithLabelValues(tool)
+				}
+				duration.Observe(float64(r.GetDurationMicros()) / 1e6)
+			}
+		}
+		i = j
 	}
 	if ended {
 		m.plans.WithLabelValues(short(plan.GetState().String())).Inc()
