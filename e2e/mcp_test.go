@@ -211,6 +211,7 @@ type mcpHost struct {
 }
 
 func newMCPHost(t *testing.T, name string) mcpHost {
+	t.Helper()
 	h := mcpHost{c: startCluster(t), home: t.TempDir(), work: t.TempDir()}
 	h.token = h.c.createToken(t, name, "plans")
 	h.tokenFile = filepath.Join(h.home, name+".token")
@@ -282,8 +283,9 @@ func TestMCPClaudeCode(t *testing.T) {
 	os.WriteFile(filepath.Join(h.work, ".mcp.json"), b, 0o600)
 	os.MkdirAll(filepath.Join(h.home, ".claude"), 0o700)
 	os.WriteFile(filepath.Join(h.home, ".claude", "settings.json"), []byte(`{"enableAllProjectMcpServers": true}`), 0o600)
+	// The wrong token's server is the same URL as one that connects.
 	h.list(t, "claude", map[string]string{"blendplane": "Connected", "blendplane-http": "Connected", "blendplane-wrong": "Failed to connect"},
-		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
+		"CLAUDE_CONFIG_DIR="+filepath.Join(h.home, ".claude"), "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
 }
 
 // TestMCPSessionless: a client of the newest, sessionless revision
