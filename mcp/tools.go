@@ -217,7 +217,7 @@ func (s *Session) follow(ctx context.Context, req *sdk.CallToolRequest, requestI
 			default:
 				// Older revisions: asked from here, while the stream is
 				// followed (a cancel of the call still cancels the plan).
-				answer, err := req.Session.Elicit(ctx, askApproval(requestID, ap).InputRequests[approvalInput].(*sdk.ElicitParams))
+				answer, err := req.Session.Elicit(ctx, approvalQuestion(ap))
 				if err != nil {
 					s.b.log.Warn("asking for an approval", "approval_id", ap.GetApprovalId(), "err", err)
 				} else {
@@ -312,13 +312,19 @@ func roundTrips(req *sdk.CallToolRequest) bool {
 	return p != nil && p.ProtocolVersion >= sessionlessVersion
 }
 
+// approvalQuestion asks a person to decide a waiting plan, showing what its
+// preview says it would do.
+func approvalQuestion(ap *cpv1.Approval) *sdk.ElicitParams {
+	return &sdk.ElicitParams{Message: approvalMessage(ap), RequestedSchema: approvalSchema}
+}
+
 // askApproval is a call's answer while its plan waits for approval and the
 // client can ask the user: an input request showing what the preview says
 // the plan would do, and the plan's request id as the state the retry
 // brings back (the plan keeps waiting meanwhile).
 func askApproval(requestID string, ap *cpv1.Approval) *sdk.CallToolResult {
 	return &sdk.CallToolResult{
-		InputRequests: sdk.InputRequestMap{approvalInput: &sdk.ElicitParams{Message: approvalMessage(ap), RequestedSchema: approvalSchema}},
+		InputRequests: sdk.InputRequestMap{approvalInput: approvalQuestion(ap)},
 		RequestState:  requestID,
 	}
 }

@@ -27,7 +27,11 @@ import (
 	"github.com/blendplane/blendplane/internal/wirefields"
 )
 
-var resultField = fieldNumber(&cpv1.Receipt{}, "result")
+var (
+	resultField   = fieldNumber(&cpv1.Receipt{}, "result")
+	executeEvent  = fieldNumber(&agentv1.ExecuteResponse{}, "receipt")
+	streamedEvent = fieldNumber(&cpv1.StreamReceiptsResponse{}, "receipt")
+)
 
 func fieldNumber(m proto.Message, name string) protowire.Number {
 	return m.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(name)).Number()
@@ -151,16 +155,19 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) { return base.Marshal(v) }
 // keeps its result in wire form.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	var set func(*cpv1.Receipt)
+	var receipt protowire.Number
 	switch resp := v.(type) {
 	case *agentv1.ExecuteResponse:
+		receipt = executeEvent
 		set = func(r *cpv1.Receipt) { resp.Event = &agentv1.ExecuteResponse_Receipt{Receipt: r} }
 	case *cpv1.StreamReceiptsResponse:
+		receipt = streamedEvent
 		set = func(r *cpv1.Receipt) { resp.Event = &cpv1.StreamReceiptsResponse_Receipt{Receipt: r} }
 	default:
 		return base.Unmarshal(data, v)
 	}
 	m := v.(proto.Message)
-	rest, event, err := cut(data.Materialize(), fieldNumber(m, "receipt"))
+	rest, event, err := cut(data.Materialize(), receipt)
 	if err != nil {
 		return err
 	}
