@@ -80,6 +80,12 @@ func SetResult(r *cpv1.Receipt, res *structpb.Struct) error {
 	if err != nil {
 		return err
 	}
+	return SetResultWire(r, raw)
+}
+
+// SetResultWire gives r the result whose google.protobuf.Struct is raw, in
+// wire form (structwire.FromJSON).
+func SetResultWire(r *cpv1.Receipt, raw []byte) error {
 	r.Result = nil
 	m := r.ProtoReflect()
 	unknown, _, err := cut(m.GetUnknown(), resultField) // a result set before is replaced

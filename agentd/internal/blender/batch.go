@@ -172,8 +172,8 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 				if !ok {
 					return fail(p.exitError(io.EOF))
 				}
-				resp, resultErr, derr := decodeExecute(raw)
-				if derr != nil {
+				var resp response[executeResult] // its result is decoded by outcome
+				if derr := json.Unmarshal(raw, &resp); derr != nil {
 					p.broken.Store(true)
 					p.killGroup()
 					return fail(fmt.Errorf("%w: execute: bad response: %v", ErrProcessExited, derr))
@@ -205,8 +205,6 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 				case !resp.OK:
 					errHash = resp.Error.SceneHash
 					err = &ToolError{Code: resp.Error.Code, Message: resp.Error.Message}
-				case resultErr != nil:
-					err = resultErr
 				}
 				res.Outcome, res.Err = p.outcome(c, resp.Result, errHash, err, res.Start)
 				res.Duration = end.Sub(res.Start)
@@ -237,27 +235,6 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 	}
 	<-writerDone
 	return len(calls)
-}
-
-// decodeExecute decodes an execute answer in one pass. A line whose result
-// alone does not decode (python.exec's result may hold a number beyond
-// float64) gives that call's error, resultErr, as when results were decoded
-// apart; err says the line is not a response at all.
-func decodeExecute(raw []byte) (resp response[executeResult], resultErr, err error) {
-	if err = json.Unmarshal(raw, &resp); err == nil {
-		return resp, nil, nil
-	}
-	var env response[json.RawMessage]
-	if json.Unmarshal(raw, &env) != nil {
-		return resp, nil, err
-	}
-	resp = response[executeResult]{ID: env.ID, OK: env.OK, Error: env.Error, Progress: env.Progress}
-	if len(env.Result) > 0 {
-		if uerr := json.Unmarshal(env.Result, &resp.Result); uerr != nil {
-			resultErr = fmt.Errorf("blender: execute: decode result: %w", uerr)
-		}
-	}
-	return resp, resultErr, nil
 }
 
 // drain reads the bridge's answers to the requests of a failed batch written

@@ -61,7 +61,7 @@ func TestProgress(t *testing.T) {
 			Tool: "object.create", Args: map[string]any{"type": "cube"}, injectProgress: 3,
 			OnProgress: func(m map[string]any) { got = append(got, m) },
 		})
-		if err != nil || out.Result["name"] != "Cube" {
+		if err != nil || out.Fields()["name"] != "Cube" {
 			t.Fatalf("Execute = %+v, %v", out, err)
 		}
 		want := []map[string]any{{"injected": 1.0, "of": 3.0}, {"injected": 2.0, "of": 3.0}, {"injected": 3.0, "of": 3.0}}
@@ -81,7 +81,7 @@ func TestProgress(t *testing.T) {
 
 		// No callback: the progress lines are skipped, the call still works.
 		out, err = p.Execute(callCtx(t), Call{Tool: "scene.get_summary", injectProgress: 5})
-		if err != nil || out.Result["object_count"] != 3.0 {
+		if err != nil || out.Fields()["object_count"] != 3.0 {
 			t.Errorf("without OnProgress: %+v, %v", out, err)
 		}
 		assertIncrementalMatchesFull(t, p)

@@ -61,8 +61,8 @@ func TestHostileBlendRunsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		assertNoMarkers(t, marker)
-		if out.Result["result"] != true {
-			t.Errorf("bpy.app.autoexec_fail after evaluating the hostile file's driver = %v, want true", out.Result["result"])
+		if out.Fields()["result"] != true {
+			t.Errorf("bpy.app.autoexec_fail after evaluating the hostile file's driver = %v, want true", out.Fields()["result"])
 		}
 
 		// Control: the same file, trusted, runs both.

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/blendplane/blendplane/internal/structwire"
 )
 
 // bridgeFiles is the Python bridge package (bridge/main.py and its modules).
@@ -656,8 +658,13 @@ func (p *Process) outcome(c Call, r executeResult, errHash string, err error, st
 	if p.log.Enabled(context.Background(), slog.LevelDebug) {
 		p.callLog(c).Debug("tool done", "mutated", r.Mutated, "scene_hash_after", r.SceneHashAfter, "duration", time.Since(start))
 	}
-	if r.Result == nil {
-		r.Result = map[string]any{}
+	result, rerr := structwire.FromJSON(r.Result)
+	if rerr != nil {
+		// python.exec's result may hold what a Struct cannot: a number
+		// beyond float64.
+		err := fmt.Errorf("blender: execute: decode result: %w", rerr)
+		p.callLog(c).Warn("tool call failed", "err", err)
+		return Outcome{}, err
 	}
 	var undo json.RawMessage
 	if len(r.Undo) > 0 && string(r.Undo) != "null" {
@@ -666,7 +673,7 @@ func (p *Process) outcome(c Call, r executeResult, errHash string, err error, st
 	if len(r.Files) == 0 {
 		r.Files = nil // the bridge sends []
 	}
-	return Outcome{Result: r.Result, SceneHashBefore: r.SceneHashBefore, SceneHashAfter: r.SceneHashAfter, Mutated: r.Mutated, Undo: undo, Files: r.Files}, nil
+	return Outcome{Result: result, SceneHashBefore: r.SceneHashBefore, SceneHashAfter: r.SceneHashAfter, Mutated: r.Mutated, Undo: undo, Files: r.Files}, nil
 }
 
 // callLog is the logger of one call, with its correlation ids (built only

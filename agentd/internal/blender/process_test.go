@@ -281,8 +281,8 @@ func TestDeepArgs(t *testing.T) {
 		if len(got) != 2 || got[0].Err != nil || !isCode(got[1].Err, CodeInvalidInput) {
 			t.Fatalf("batch: %+v", got)
 		}
-		if s := mustExecute(t, p, "scene.get_summary", nil); s.Result["object_count"] != 3.0 {
-			t.Errorf("after the batch: %v, want D1 only", s.Result)
+		if s := mustExecute(t, p, "scene.get_summary", nil); s.Fields()["object_count"] != 3.0 {
+			t.Errorf("after the batch: %v, want D1 only", s.Fields())
 		}
 
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Tool error codes (seed-001), as returned in ToolError.Code.
@@ -124,7 +127,11 @@ type Call struct {
 
 // Outcome is what a tool call did.
 type Outcome struct {
-	Result          map[string]any
+	// Result is what the tool returned, a JSON object, as the
+	// google.protobuf.Struct a receipt carries, in wire form
+	// (deterministically encoded, so the same result is the same bytes).
+	// Fields decodes it.
+	Result          []byte
 	SceneHashBefore string
 	SceneHashAfter  string
 	Mutated         bool
@@ -155,6 +162,15 @@ type Outcome struct {
 	// scene.export also removes the files it was replacing). python.exec
 	// writes files without reporting them.
 	Files []string
+}
+
+// Fields is the tool's result decoded: what encoding/json makes of its JSON.
+func (o Outcome) Fields() map[string]any {
+	var s structpb.Struct
+	if proto.Unmarshal(o.Result, &s) != nil {
+		return nil // not from FromJSON
+	}
+	return s.AsMap()
 }
 
 // Wire shapes of the fd 3/4 protocol (see bridge/main.py).
@@ -211,7 +227,7 @@ const codeNotRun = "not_run"
 const codeOutOfMemory = "out_of_memory"
 
 type executeResult struct {
-	Result          map[string]any  `json:"result"`
+	Result          json.RawMessage `json:"result"`
 	SceneHashBefore string          `json:"scene_hash_before"`
 	SceneHashAfter  string          `json:"scene_hash_after"`
 	Mutated         bool            `json:"mutated"`

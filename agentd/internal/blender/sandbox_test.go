@@ -37,7 +37,7 @@ func writePNG(t *testing.T, path string) {
 func sandboxOf(t *testing.T, p *Process) string {
 	t.Helper()
 	out := mustExecute(t, p, "scene.export", kv{"format": "obj", "output": "probe.obj"})
-	return filepath.Dir(out.Result["path"].(string))
+	return filepath.Dir(out.Fields()["path"].(string))
 }
 
 // TestImportReferenceParsing: scene.import reads OBJ and MTL files as
@@ -112,8 +112,8 @@ func TestImportReferenceParsing(t *testing.T) {
 		writeFile(t, filepath.Join(sandbox, "good.mtl"), "newmtl Good\nKd 1 1 1\nmap_Kd -bm 1.0 -o 0 0 0 tex.png\n\tbump -bm 0.5 tex.png\n")
 		writeFile(t, filepath.Join(sandbox, "good.obj"), "# a comment\n  mtllib good.mtl\nusemtl Good\n"+triangleOBJ)
 		out := mustExecute(t, p, "scene.import", kv{"format": "obj", "input": "good.obj"})
-		if !reflect.DeepEqual(out.Result["objects"], []any{"good"}) {
-			t.Errorf("good.obj imported %v", out.Result)
+		if !reflect.DeepEqual(out.Fields()["objects"], []any{"good"}) {
+			t.Errorf("good.obj imported %v", out.Fields())
 		}
 		s := assertIncrementalMatchesFull(t, p)
 		if record(t, s, "materials", "Good") == nil {

@@ -119,8 +119,8 @@ func TestMediaSceneTools(t *testing.T) {
 		mediaStep(t, p, "keyframe.insert", map[string]any{"object": "Box", "data_path": "location", "frame": 1})
 		mediaStep(t, p, "keyframe.insert", map[string]any{"object": "Box", "data_path": "location", "frame": 10, "value": []any{1, 2, 3}})
 		kf := mediaStep(t, p, "keyframe.insert", map[string]any{"object": "Box", "data_path": "location", "frame": 10, "value": []any{4, 5, 6}})
-		if fmt.Sprint(kf.Result["keyframes"], kf.Result["value"]) != "[2 2 2] [4 5 6]" {
-			t.Errorf("overwriting key: %v", kf.Result)
+		if fmt.Sprint(kf.Fields()["keyframes"], kf.Fields()["value"]) != "[2 2 2] [4 5 6]" {
+			t.Errorf("overwriting key: %v", kf.Fields())
 		}
 		mediaStep(t, p, "keyframe.insert", map[string]any{"object": "Box", "data_path": "rotation_euler", "frame": 5, "value": []any{0, 0, 1.5}})
 		s = assertIncrementalMatchesFull(t, p)
@@ -143,8 +143,8 @@ func TestMediaSceneTools(t *testing.T) {
 
 		// text.create
 		txt := mediaStep(t, p, "text.create", map[string]any{"name": "Title", "body": "Hello, Blendplane", "size": 0.5, "extrude": 0.05, "location": []any{0, 0, 2}, "rotation_euler": []any{1.5708, 0, 0}})
-		if txt.Result["name"] != "Title" || txt.Result["curve"] != "Title" {
-			t.Errorf("text.create = %v", txt.Result)
+		if txt.Fields()["name"] != "Title" || txt.Fields()["curve"] != "Title" {
+			t.Errorf("text.create = %v", txt.Fields())
 		}
 		s = assertIncrementalMatchesFull(t, p)
 		cu := record(t, s, "curves", "Title")
@@ -165,8 +165,8 @@ func TestMediaSceneTools(t *testing.T) {
 		// render.settings
 		rs := mediaStep(t, p, "render.settings", map[string]any{"engine": "eevee", "resolution": []any{320, 240}, "samples": 8,
 			"frame_start": 300, "frame_end": 400, "fps": 30, "film_transparent": true})
-		if fmt.Sprint(rs.Result) != "map[engine:eevee film_transparent:true fps:30 frame_end:400 frame_start:300 resolution:[320 240] samples:8]" {
-			t.Errorf("render.settings = %v", rs.Result)
+		if fmt.Sprint(rs.Fields()) != "map[engine:eevee film_transparent:true fps:30 frame_end:400 frame_start:300 resolution:[320 240] samples:8]" {
+			t.Errorf("render.settings = %v", rs.Fields())
 		}
 		mediaStep(t, p, "render.settings", map[string]any{"frame_start": 1, "frame_end": 20})
 		mediaStep(t, p, "render.settings", map[string]any{"engine": "cycles", "samples": 2})
@@ -252,9 +252,9 @@ func TestMediaRenderAnimation(t *testing.T) {
 			if out.Mutated || out.Undo != nil || out.SceneHashAfter != base.SceneHash {
 				t.Errorf("render.animation changed the scene: %+v", out)
 			}
-			paths, sums := out.Result["paths"].([]any), out.Result["sha256"].([]any)
-			if len(paths) != 2 || len(sums) != 2 || fmt.Sprint(out.Result["frames"], out.Result["seed"]) != "[1 2] 5" {
-				t.Fatalf("result %v", out.Result)
+			paths, sums := out.Fields()["paths"].([]any), out.Fields()["sha256"].([]any)
+			if len(paths) != 2 || len(sums) != 2 || fmt.Sprint(out.Fields()["frames"], out.Fields()["seed"]) != "[1 2] 5" {
+				t.Fatalf("result %v", out.Fields())
 			}
 			for k, pth := range paths {
 				if filepath.Base(pth.(string)) != fmt.Sprintf("%s_%04d.png", prefix, k+1) || fileSHA(t, pth.(string)) != sums[k] {
@@ -326,19 +326,19 @@ func TestMediaImportExport(t *testing.T) {
 			if out.Mutated || out.Undo != nil || out.SceneHashAfter != base.SceneHash {
 				t.Errorf("export %s changed the scene: %+v", f, out)
 			}
-			sandbox = filepath.Dir(out.Result["path"].(string))
-			if fileSHA(t, out.Result["path"].(string)) != out.Result["sha256"] || out.Result["bytes"].(float64) < 100 {
-				t.Errorf("export %s result %v", f, out.Result)
+			sandbox = filepath.Dir(out.Fields()["path"].(string))
+			if fileSHA(t, out.Fields()["path"].(string)) != out.Fields()["sha256"] || out.Fields()["bytes"].(float64) < 100 {
+				t.Errorf("export %s result %v", f, out.Fields())
 			}
 			assertIncrementalMatchesFull(t, p)
 			if f == "obj" || f == "gltf" { // byte-deterministic formats (fbx: timestamp; usd: prim order varies)
 				again := mustExecute(t, p, "scene.export", map[string]any{"format": f, "output": formats[f]})
-				if again.Result["sha256"] != out.Result["sha256"] {
+				if again.Fields()["sha256"] != out.Fields()["sha256"] {
 					t.Errorf("export %s twice: different bytes", f)
 				}
 			}
 			imp := mediaStep(t, p, "scene.import", map[string]any{"format": f, "input": formats[f]})
-			objs := fmt.Sprint(imp.Result["objects"])
+			objs := fmt.Sprint(imp.Fields()["objects"])
 			if !strings.Contains(objs, "Suzanne.001") || !strings.Contains(objs, "Label.001") {
 				t.Errorf("import %s objects %s", f, objs)
 			}
@@ -414,11 +414,11 @@ func TestMediaSpecialTools(t *testing.T) {
 		wantToolError(t, p, "ui.highlight", map[string]any{}, CodeInvalidInput)
 
 		out := mustExecute(t, p, "python.exec", map[string]any{"code": "print('hi')\nresult = sorted(o.name for o in bpy.data.objects)"})
-		if fmt.Sprintf("%v|%v", out.Result["result"], out.Result["stdout"]) != "[Camera Light]|hi\n" || out.Mutated || out.Undo != nil {
+		if fmt.Sprintf("%v|%v", out.Fields()["result"], out.Fields()["stdout"]) != "[Camera Light]|hi\n" || out.Mutated || out.Undo != nil {
 			t.Errorf("python.exec = %+v", out)
 		}
 		out = mustExecute(t, p, "python.exec", map[string]any{"code": "bpy.data.objects['Light'].location.x = 42\nbpy.data.lights['Light'].energy = 5"})
-		if !out.Mutated || out.Result["result"] != nil {
+		if !out.Mutated || out.Fields()["result"] != nil {
 			t.Errorf("python.exec mutation = %+v", out)
 		}
 		s := assertIncrementalMatchesFull(t, p)

@@ -19,7 +19,7 @@ func TestSceneSummary(t *testing.T) {
 		if out.Mutated || out.SceneHashBefore != out.SceneHashAfter {
 			t.Errorf("read-only tool mutated the scene: %+v", out)
 		}
-		got := fmt.Sprint(out.Result)
+		got := fmt.Sprint(out.Fields())
 		want := "map[active_object:<nil> object_count:2 objects:[map[name:Camera type:CAMERA] map[name:Light type:LIGHT]]]"
 		if got != want {
 			t.Errorf("summary = %s, want %s", got, want)
@@ -40,25 +40,25 @@ func TestObjectCreate(t *testing.T) {
 			if !out.Mutated || out.SceneHashBefore == out.SceneHashAfter {
 				t.Errorf("create %s: not mutated: %+v", typ, out)
 			}
-			if out.Result["vertices"] != verts {
-				t.Errorf("create %s: vertices = %v, want %v", typ, out.Result["vertices"], verts)
+			if out.Fields()["vertices"] != verts {
+				t.Errorf("create %s: vertices = %v, want %v", typ, out.Fields()["vertices"], verts)
 			}
 		}
 		out := mustExecute(t, p, "object.create", map[string]any{
 			"type": "cube", "name": "Box", "location": []any{1, 2, 3},
 			"rotation_euler": []any{0, 0, 1.5}, "scale": []any{1, 1, 2}, "size": 0.5,
 		})
-		if out.Result["name"] != "Box" || out.Result["type"] != "cube" {
-			t.Errorf("result = %v", out.Result)
+		if out.Fields()["name"] != "Box" || out.Fields()["type"] != "cube" {
+			t.Errorf("result = %v", out.Fields())
 		}
 		// Default names follow Blender's: Cube, Cube.001, ...
 		out = mustExecute(t, p, "object.create", map[string]any{"type": "cube"})
-		if out.Result["name"] != "Cube.001" {
-			t.Errorf("second default cube named %v", out.Result["name"])
+		if out.Fields()["name"] != "Cube.001" {
+			t.Errorf("second default cube named %v", out.Fields()["name"])
 		}
 		summary := mustExecute(t, p, "scene.get_summary", nil)
-		if summary.Result["active_object"] != "Cube.001" || summary.Result["object_count"] != float64(2+len(wantVerts)+2) {
-			t.Errorf("summary = %v", summary.Result)
+		if summary.Fields()["active_object"] != "Cube.001" || summary.Fields()["object_count"] != float64(2+len(wantVerts)+2) {
+			t.Errorf("summary = %v", summary.Fields())
 		}
 		s := assertIncrementalMatchesFull(t, p)
 		box := s.State["objects"].(map[string]any)["Box"].(map[string]any)
@@ -89,8 +89,8 @@ func TestObjectDelete(t *testing.T) {
 		if del.SceneHashBefore != created.SceneHashAfter || !del.Mutated {
 			t.Errorf("delete outcome %+v", del)
 		}
-		if del.Result["removed_data"] != "M" {
-			t.Errorf("mesh not removed: %v", del.Result)
+		if del.Fields()["removed_data"] != "M" {
+			t.Errorf("mesh not removed: %v", del.Fields())
 		}
 		// Creating and deleting returns to the same state, so the same hash.
 		if del.SceneHashAfter != base {
@@ -113,8 +113,8 @@ func TestObjectSetTransform(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		p := startTestProcess(t, rt)
 		out := mustExecute(t, p, "object.set_transform", map[string]any{"name": "Light", "location": []any{1.5, -2, 0.000001}})
-		if fmt.Sprint(out.Result["location"], out.Result["scale"]) != "[1.5 -2 0] [1 1 1]" || !out.Mutated {
-			t.Errorf("result = %v", out.Result)
+		if fmt.Sprint(out.Fields()["location"], out.Fields()["scale"]) != "[1.5 -2 0] [1 1 1]" || !out.Mutated {
+			t.Errorf("result = %v", out.Fields())
 		}
 		// Rounding to 1e-5 means a sub-tolerance move does not change the hash.
 		again := mustExecute(t, p, "object.set_transform", map[string]any{"name": "Light", "location": []any{1.5, -2, 0.000002}})
@@ -141,23 +141,23 @@ func TestRenderStill(t *testing.T) {
 			if out.Mutated || out.SceneHashBefore != out.SceneHashAfter {
 				t.Errorf("render changed the scene: %+v", out)
 			}
-			path := out.Result["path"].(string)
+			path := out.Fields()["path"].(string)
 			b, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			sum := sha256.Sum256(b)
-			if hex.EncodeToString(sum[:]) != out.Result["sha256"] {
+			if hex.EncodeToString(sum[:]) != out.Fields()["sha256"] {
 				t.Errorf("sha256 mismatch for %s", path)
 			}
-			if fmt.Sprint(out.Result["seed"], out.Result["samples"], out.Result["resolution"]) != "7 4 [64 48]" {
-				t.Errorf("result = %v", out.Result)
+			if fmt.Sprint(out.Fields()["seed"], out.Fields()["samples"], out.Fields()["resolution"]) != "7 4 [64 48]" {
+				t.Errorf("result = %v", out.Fields())
 			}
 			if i == 0 {
 				sandboxRefusals(t, p, filepath.Dir(path))
 			}
 			assertIncrementalMatchesFull(t, p)
-			perRuntime = append(perRuntime, out.Result["sha256"].(string))
+			perRuntime = append(perRuntime, out.Fields()["sha256"].(string))
 		}
 		if perRuntime[0] != perRuntime[1] {
 			t.Fatalf("same seed, different bytes across processes: %v", perRuntime)
@@ -226,7 +226,7 @@ func TestIncrementalHashMatchesFull(t *testing.T) {
 			if err == nil {
 				switch tool {
 				case "object.create":
-					names = append(names, out.Result["name"].(string))
+					names = append(names, out.Fields()["name"].(string))
 				case "object.delete":
 					for j, n := range names {
 						if n == args["name"] {
@@ -278,8 +278,8 @@ func TestFailureMidwayRollsBack(t *testing.T) {
 			}
 		}
 		summary := mustExecute(t, p, "scene.get_summary", nil)
-		if summary.Result["object_count"] != float64(3) || summary.Result["active_object"] != "Keep" {
-			t.Errorf("summary after rollbacks = %v", summary.Result)
+		if summary.Fields()["object_count"] != float64(3) || summary.Fields()["active_object"] != "Keep" {
+			t.Errorf("summary after rollbacks = %v", summary.Fields())
 		}
 	})
 }

@@ -78,7 +78,7 @@ func (g *opGen) observe(c Call, out Outcome, undone bool) {
 	var add bool
 	switch c.Tool {
 	case "object.create":
-		name, _ = out.Result["name"].(string)
+		name, _ = out.Fields()["name"].(string)
 		add = !undone
 	case "object.delete":
 		name, _ = c.Args["name"].(string)
@@ -211,13 +211,13 @@ func TestTombstones(t *testing.T) {
 			t.Fatalf("delete undo record %s", del.Undo)
 		}
 		sum := mustExecute(t, p, "scene.get_summary", nil)
-		if sum.Result["object_count"] != float64(2) || strings.Contains(fmt.Sprint(sum.Result), "__bp") {
-			t.Errorf("summary shows the tombstone: %v", sum.Result)
+		if sum.Fields()["object_count"] != float64(2) || strings.Contains(fmt.Sprint(sum.Fields()), "__bp") {
+			t.Errorf("summary shows the tombstone: %v", sum.Fields())
 		}
 		// Same name again: no conflict, no .001, neither for the object nor its mesh.
 		again := mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "M"})
-		if again.Result["name"] != "M" || !strings.Contains(string(again.Undo), `"mesh":"M"`) {
-			t.Fatalf("recreated M: %v undo %s", again.Result, again.Undo)
+		if again.Fields()["name"] != "M" || !strings.Contains(string(again.Undo), `"mesh":"M"`) {
+			t.Fatalf("recreated M: %v undo %s", again.Fields(), again.Undo)
 		}
 		// The tombstone's original name is taken now: the delete cannot be undone yet.
 		if h, err := p.Undo(ctx, del.Undo, Call{}); !isCode(err, CodeConflict) || h != again.SceneHashAfter {
@@ -479,8 +479,8 @@ func TestUndoneCreatesFreedInBatches(t *testing.T) {
 			t.Helper()
 			c := Call{Tool: "object.create", Args: map[string]any{"type": "cube", "name": name}, RequestID: "test"}
 			out := mustExecute(t, p, c.Tool, c.Args)
-			if out.Result["name"] != name {
-				t.Fatalf("created %v, want %s (the name of an undone create is free again)", out.Result["name"], name)
+			if out.Fields()["name"] != name {
+				t.Fatalf("created %v, want %s (the name of an undone create is free again)", out.Fields()["name"], name)
 			}
 			mustUndo(t, p, out, c)
 		}
@@ -506,7 +506,7 @@ func TestUndoneCreatesFreedInBatches(t *testing.T) {
 			out := mustExecute(t, proc, "python.exec", map[string]any{"code": `result = sorted(d.name for c in (bpy.data.objects, ` +
 				`bpy.data.meshes, bpy.data.cameras, bpy.data.lights, bpy.data.materials, bpy.data.collections) ` +
 				`for d in c if d.name.startswith('__bp_tomb_'))`})
-			if got := fmt.Sprint(out.Result["result"]); got != "[]" {
+			if got := fmt.Sprint(out.Fields()["result"]); got != "[]" {
 				t.Errorf("%s meets discarded datablocks: %s", name, got)
 			}
 		}
@@ -518,7 +518,7 @@ func TestUndoneCreatesFreedInBatches(t *testing.T) {
 		kc := Call{Tool: "keyframe.insert", Args: map[string]any{"object": "Anim", "data_path": "location", "frame": 1}, RequestID: "test"}
 		mustUndo(t, p, mustExecute(t, p, kc.Tool, kc.Args), kc)
 		fbx := mustExecute(t, p, "scene.export", map[string]any{"format": "fbx", "output": "anim.fbx"})
-		if raw, err := os.ReadFile(fbx.Result["path"].(string)); err != nil || bytes.Contains(raw, []byte("__bp_tomb_")) {
+		if raw, err := os.ReadFile(fbx.Fields()["path"].(string)); err != nil || bytes.Contains(raw, []byte("__bp_tomb_")) {
 			t.Errorf("the FBX export holds a discarded datablock (or cannot be read: %v)", err)
 		}
 		undoCreate("Gone") // pending when python.exec runs
@@ -555,7 +555,7 @@ func TestUndoneDuplicateDiscarded(t *testing.T) {
 		discarded := func() float64 {
 			t.Helper()
 			out, _ := run("python.exec", map[string]any{"code": "import state\nresult = state.TRASH['n']"})
-			return out.Result["result"].(float64)
+			return out.Fields()["result"].(float64)
 		}
 		run("object.create", map[string]any{"type": "cube", "name": "P"})
 		run("object.create", map[string]any{"type": "cube", "name": "Src"})
@@ -602,7 +602,7 @@ func TestUndoneDuplicateDiscarded(t *testing.T) {
 		users := func() float64 {
 			t.Helper()
 			out, _ := run("python.exec", map[string]any{"code": "result = bpy.data.materials['Hidden'].users"})
-			return out.Result["result"].(float64)
+			return out.Fields()["result"].(float64)
 		}
 		before, hidden := discarded(), users()
 		dup, dupCall := run("object.duplicate", map[string]any{"name": "Hid", "new_name": "HidCopy"})

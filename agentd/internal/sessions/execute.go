@@ -316,12 +316,8 @@ func (m *Manager) finish(ctx context.Context, s *session, requestID string, op O
 		if out.Mutated {
 			r.BlenderMutationId = mutationID
 		}
-		res, serr := structpb.NewStruct(out.Result)
-		if serr != nil {
-			res, _ = structpb.NewStruct(map[string]any{"error": "result not representable: " + serr.Error()})
-		}
-		if err := receiptwire.SetResult(r, res); err != nil { // encoded once, journaled and sent as it is
-			r.Result = res
+		if err := receiptwire.SetResultWire(r, out.Result); err != nil { // encoded once, journaled and sent as it is
+			r.Result, _ = structpb.NewStruct(map[string]any{"error": "result not representable: " + err.Error()})
 		}
 		r.Artifacts = m.artifacts(s, out.Files, log)
 		commit := &journal.Commit{Receipt: r, Undo: out.Undo}
