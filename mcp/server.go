@@ -168,7 +168,8 @@ func (s *Session) ensure(ctx context.Context, ss *sdk.ServerSession) error {
 			return fmt.Errorf("listing macros: %s", planjson.Describe(err))
 		}
 		for _, m := range macros.GetMacros() {
-			s.server.AddTool(macroTool(m), s.callMacro(m))
+			level := s.macroSafety(m)
+			s.server.AddTool(macroTool(m, level), s.callMacro(m, level))
 		}
 	}
 	s.server.AddTool(planTool(), s.submitPlan)

@@ -69,16 +69,33 @@ func toolFor(t *cpv1.ToolDefinition) *sdk.Tool {
 	}
 }
 
-func macroTool(m *cpv1.MacroDefinition) *sdk.Tool {
+// macroTool is the MCP tool of a macro whose steps run at level (the
+// highest of its tools').
+func macroTool(m *cpv1.MacroDefinition, level cpv1.SafetyLevel) *sdk.Tool {
 	schema, _ := protojson.Marshal(m.GetInputSchema())
-	no := false
+	destructive := level == cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE
 	return &sdk.Tool{
 		Name:         m.GetName(),
 		Description:  m.GetDescription() + " (a macro: expands into several operations, each with its receipt).",
 		InputSchema:  json.RawMessage(schema),
 		OutputSchema: receiptSchema,
-		Annotations:  &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no},
+		Annotations: &sdk.ToolAnnotations{
+			ReadOnlyHint:    level == cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY,
+			DestructiveHint: &destructive,
+			OpenWorldHint:   new(bool),
+		},
 	}
+}
+
+// macroSafety is the highest safety level of a macro's tools: what its
+// steps are declared at (destructive for a tool the session does not know).
+// The caller holds s.mu.
+func (s *Session) macroSafety(m *cpv1.MacroDefinition) cpv1.SafetyLevel {
+	level := cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY
+	for _, t := range m.GetTools() {
+		level = max(level, s.levelOf(t))
+	}
+	return level
 }
 
 func planTool() *sdk.Tool {
@@ -107,7 +124,7 @@ func (s *Session) callTool(t *cpv1.ToolDefinition) sdk.ToolHandler {
 	}
 }
 
-func (s *Session) callMacro(m *cpv1.MacroDefinition) sdk.ToolHandler {
+func (s *Session) callMacro(m *cpv1.MacroDefinition, level cpv1.SafetyLevel) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		if req.Params.RequestState != "" {
 			return s.resume(ctx, req), nil
@@ -116,7 +133,7 @@ func (s *Session) callMacro(m *cpv1.MacroDefinition) sdk.ToolHandler {
 		if err != nil {
 			return invalid(err), nil
 		}
-		op := &cpv1.Operation{OperationId: "macro", ToolName: m.GetName(), Args: args, SafetyLevel: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE}
+		op := &cpv1.Operation{OperationId: "macro", ToolName: m.GetName(), Args: args, SafetyLevel: level}
 		return s.run(ctx, req, []*cpv1.Operation{op}, false)
 	}
 }
@@ -139,6 +156,11 @@ func (s *Session) submitPlan(ctx context.Context, req *sdk.CallToolRequest) (*sd
 func (s *Session) safetyOf(tool string) cpv1.SafetyLevel {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.levelOf(tool)
+}
+
+// levelOf is safetyOf for a caller that holds s.mu.
+func (s *Session) levelOf(tool string) cpv1.SafetyLevel {
 	if t, ok := s.tools[tool]; ok {
 		return t.GetSafetyLevel()
 	}

@@ -46,6 +46,10 @@ async def exercise(session):
     check(create.annotations.destructive_hint is False and create.annotations.read_only_hint is False,
           "object.create is a safe write", create.annotations)
 
+    lighting = tools.get("macro.three_point_lighting")
+    check(lighting is not None and lighting.annotations.destructive_hint is False,
+          "a macro is a tool, at its tools' level (light.create: a safe write)", lighting and lighting.annotations)
+
     res = await session.call_tool("object.create", {"type": "cube", "name": "McpCube", "location": [0, 0, 1]})
     sc = res.structured_content
     check(not res.is_error and sc["status"] == "SUCCEEDED" and sc["scene_hash_after"] and sc["mcp_call_id"].startswith("mcp:"),
@@ -70,11 +74,21 @@ async def exercise(session):
         {"operation_id": "a", "tool_name": "object.create", "args": {"type": "uv_sphere", "name": "Ball"}},
         {"operation_id": "b", "tool_name": "object.set_transform", "args": {"name": "Ball", "location": [2, 0, 1]}, "depends_on": ["a"]},
         {"operation_id": "c", "tool_name": "scene.get_summary", "args": {}, "depends_on": ["b"]},
+        {"operation_id": "d", "tool_name": "macro.three_point_lighting", "args": {"target": "Ball"}, "depends_on": ["c"]},
     ]}
     res = await session.call_tool("plan.submit", plan, progress_callback=on_progress)
     sc = res.structured_content
-    check(not res.is_error and [r["operation_id"] for r in sc["receipts"]] == ["a", "b", "c"], "plan.submit: three receipts", sc)
-    check(len(progress) >= 3 and progress[-1][0] == 3 and progress[-1][1] == 3, "plan.submit: progress per receipt", progress)
+    ids = [r["operation_id"] for r in sc["receipts"]]
+    check(not res.is_error and ids[:3] == ["a", "b", "c"] and sorted(ids[3:]) == ["d:fill", "d:key", "d:rim"],
+          "plan.submit: a receipt per operation and per macro step", sc)
+    calls = {r["mcp_call_id"] for r in sc["receipts"]}
+    check(len(calls) == 1 and calls.pop().startswith("mcp:"), "plan.submit: every receipt, macro steps too, carries the call's id", sc)
+    check(len(progress) >= 6 and progress[-1][0] == 6 and progress[-1][1] == 6, "plan.submit: progress per receipt", progress)
+
+    res = await session.call_tool("macro.three_point_lighting", {"target": "McpCube", "name_prefix": "Cube"})
+    sc = res.structured_content
+    check(not res.is_error and len(sc["receipts"]) == 3 and all(r["mcp_call_id"] == sc["receipts"][0]["mcp_call_id"]
+          and r["mcp_call_id"].startswith("mcp:") for r in sc["receipts"]), "a macro call: its steps carry the call's id", sc)
 
     res = await session.call_tool("render.still", {"output": "mcp.png", "resolution": [64, 48], "samples": 1, "seed": 3})
     images = [c for c in res.content if c.type == "image"]

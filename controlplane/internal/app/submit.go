@@ -134,6 +134,7 @@ func toPlanOperations(in []*cpv1.Operation) []plan.Operation {
 			DependsOn: o.GetDependsOn(),
 			Safety:    plan.SafetyLevel(o.GetSafetyLevel()),
 			Verify:    o.GetVerify(),
+			MCPCallID: o.GetMcpCallId(),
 		}
 	}
 	return ops
@@ -144,7 +145,7 @@ func fromPlanOperations(ops []plan.Operation) []*cpv1.Operation {
 	for i, o := range ops {
 		args, _ := structpb.NewStruct(o.Args) // args came from a Struct or a macro's JSON values
 		out[i] = &cpv1.Operation{OperationId: o.ID, ToolName: o.Tool, Args: args, DependsOn: o.DependsOn,
-			SafetyLevel: cpv1.SafetyLevel(o.Safety), Verify: o.Verify}
+			SafetyLevel: cpv1.SafetyLevel(o.Safety), Verify: o.Verify, McpCallId: o.MCPCallID}
 	}
 	return out
 }

@@ -85,7 +85,8 @@ func (r *Registry) ExpandPlan(ops []plan.Operation) ([]plan.Operation, error) {
 			if len(deps) == 0 {
 				deps = append(deps, op.DependsOn...)
 			}
-			out = append(out, plan.Operation{ID: stepIDs[k], Tool: s.Tool, Args: s.Args, DependsOn: deps, Safety: op.Safety, Verify: op.Verify})
+			out = append(out, plan.Operation{ID: stepIDs[k], Tool: s.Tool, Args: s.Args, DependsOn: deps, Safety: op.Safety, Verify: op.Verify,
+				MCPCallID: op.MCPCallID})
 		}
 		expanded[op.ID] = stepIDs
 	}

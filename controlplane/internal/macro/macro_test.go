@@ -45,7 +45,8 @@ func TestExpandPlan(t *testing.T) {
 	r := Default()
 	ops := []plan.Operation{
 		{ID: "hero", Tool: "object.create", Args: map[string]any{"type": "monkey", "name": "Suzanne"}, Safety: plan.SafetySafeWrite},
-		{ID: "lights", Tool: "macro.three_point_lighting", Args: map[string]any{"target": "Suzanne"}, DependsOn: []string{"hero"}, Safety: plan.SafetySafeWrite},
+		{ID: "lights", Tool: "macro.three_point_lighting", Args: map[string]any{"target": "Suzanne"}, DependsOn: []string{"hero"}, Safety: plan.SafetySafeWrite,
+			MCPCallID: "mcp:s-1:7"},
 		{ID: "shot", Tool: "render.still", Args: map[string]any{"output": "a.png"}, DependsOn: []string{"lights"}, Safety: plan.SafetySafeWrite},
 	}
 	out, err := r.ExpandPlan(ops)
@@ -55,7 +56,7 @@ func TestExpandPlan(t *testing.T) {
 	if len(out) != 2+3 {
 		t.Fatalf("%d ops: %v", len(out), out)
 	}
-	if out[1].ID != "lights:key" || fmt.Sprint(out[1].DependsOn) != "[hero]" || out[1].Args["target"] != "Suzanne" {
+	if out[1].ID != "lights:key" || fmt.Sprint(out[1].DependsOn) != "[hero]" || out[1].Args["target"] != "Suzanne" || out[1].MCPCallID != "mcp:s-1:7" {
 		t.Fatalf("steps %+v %+v", out[1], out[2])
 	}
 	last := out[len(out)-1]

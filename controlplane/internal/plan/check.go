@@ -16,6 +16,9 @@ type Operation struct {
 	Safety    SafetyLevel
 	// Verify asks for the effect to be checked after the call (seed 001).
 	Verify bool
+	// MCPCallID is the MCP tool call the operation is part of (a macro's
+	// steps keep their macro operation's).
+	MCPCallID string
 }
 
 // OperationIDPattern is the wire rule for an operation_id: the buf.validate
