@@ -199,6 +199,8 @@ check: lint
 	rm -rf "$$snap"
 	@! go list -deps ./agentd/... ./cmd/agentd | grep -q '/controlplane/internal' || { echo "agentd imports controlplane internals"; exit 1; }
 	@! go list -deps ./controlplane/... ./cmd/controlplane | grep -q '/agentd/internal' || { echo "controlplane imports agentd internals"; exit 1; }
+	@! go list -deps ./mcp/... ./lesson/... ./planner/... ./planjson/... ./cmd/blendctl | grep -Eq 'blendplane/blendplane/(controlplane|agentd)/' || \
+		{ echo "a front door imports a daemon's packages: front doors are clients of gen/ only"; exit 1; }
 	@echo "check: no drift"
 
 ## bench: end-to-end, scale, recovery, validation and per-tool-family benchmarks (results: docs/BENCHMARKS.md)
