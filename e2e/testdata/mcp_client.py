@@ -100,6 +100,15 @@ async def exercise(session):
     art = await session.read_resource(links[0].uri)
     check(len(art.contents) == 1, "the artifact reads as a resource", art)
 
+    listed = {str(r.uri): r for r in (await session.list_resources()).resources}
+    check({"blendplane://session/summary", "blendplane://session/snapshot", "blendplane://session/registry",
+           links[0].uri} <= set(listed) and listed[links[0].uri].mime_type == "image/png",
+          "resources: the scene, the registry and the render the session made", sorted(listed))
+    snapshot = json.loads((await session.read_resource("blendplane://session/snapshot")).contents[0].text)
+    check(snapshot["scene_hash"] and "McpCube" in json.dumps(snapshot),
+          "the snapshot resource: the canonical scene and its hash", json.dumps(snapshot)[:300])
+    registry = json.loads((await session.read_resource("blendplane://session/registry")).contents[0].text)
+    check(any(t["name"] == "object.create" for t in registry["tools"]), "the registry resource lists the tools", list(registry))
     summary = await session.read_resource("blendplane://session/summary")
     text = summary.contents[0].text
     check("McpCube" in text and "Ball" in text, "the summary resource shows the scene", text[:500])
