@@ -102,6 +102,14 @@ func TestMCPHTTP(t *testing.T) {
 		s, err := c.client.ListSessions(ctxT(t, 10*time.Second), &cpv1.ListSessionsRequest{State: cpv1.Session_STATE_CLOSED})
 		return err == nil && len(s.GetSessions()) == 1
 	})
+
+	// With --allow-insecure-local, no token is needed.
+	open := startClusterOpts(t, clusterOpts{insecure: true})
+	code, err := exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "http://"+open.httpAddr+"/mcp",
+		"-H", "Content-Type: application/json", "-H", "Accept: application/json, text/event-stream", "-d", init).Output()
+	if err != nil || string(code) != "200" {
+		t.Errorf("POST /mcp without a token, --allow-insecure-local: %s %v, want 200", code, err)
+	}
 }
 
 // TestMCPApprovals: on the default policy a destructive call waits for
