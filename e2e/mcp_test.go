@@ -123,6 +123,9 @@ func TestMCPApprovals(t *testing.T) {
 		// The sessionless revision, where the server may not ask: the call's
 		// result asks, and the client retries it with the answer.
 		{"http-approvals-2026", "http://" + c.httpAddr + "/mcp", c.adminToken},
+		// A client without elicitation: told that the call waits, it
+		// follows the plan with plan.wait once blendctl approves it.
+		{"stdio-waiting", filepath.Join(binDir, "blendctl"), c.cpAddr, c.adminTokenFile()},
 	} {
 		cmd := exec.Command(py, append([]string{filepath.Join("testdata", "mcp_client.py")}, args...)...)
 		out, err := cmd.CombinedOutput()
@@ -141,7 +144,7 @@ func TestMCPApprovals(t *testing.T) {
 			events = append(events, r.GetEvent())
 		}
 	}
-	if strings.Join(events, ",") != "approval.approved,approval.rejected,approval.approved,approval.rejected" {
+	if strings.Join(events, ",") != "approval.approved,approval.rejected,approval.approved,approval.rejected,approval.approved" {
 		t.Errorf("the decisions made through elicitation, audited: %v", events)
 	}
 }

@@ -173,6 +173,7 @@ func (s *Session) ensure(ctx context.Context, ss *sdk.ServerSession) error {
 		}
 	}
 	s.server.AddTool(planTool(), s.submitPlan)
+	s.server.AddTool(waitTool(), s.waitPlan)
 	return nil
 }
 

@@ -24,7 +24,8 @@ import (
 var receiptSchema = json.RawMessage(`{
   "type": "object",
   "properties": {
-    "status": {"type": "string", "description": "SUCCEEDED, FAILED, SKIPPED_IDEMPOTENT, NOT_RUN, ROLLED_BACK"},
+    "status": {"type": "string", "description": "SUCCEEDED, FAILED, SKIPPED_IDEMPOTENT, NOT_RUN, ROLLED_BACK; AWAITING_APPROVAL: the plan waits for a person (approval_id), plan.wait returns its receipts once decided"},
+    "approval_id": {"type": "string"},
     "result": {"type": "object", "description": "the tool's output"},
     "scene_hash_before": {"type": "string"},
     "scene_hash_after": {"type": "string"},
@@ -109,6 +110,39 @@ func planTool() *sdk.Tool {
 	}
 }
 
+// waitTool is plan.wait: the end of a plan that waited for approval.
+func waitTool() *sdk.Tool {
+	return &sdk.Tool{
+		Name: "plan.wait",
+		Description: "Wait for a plan of this session to end and return its receipts, or its failure contract: " +
+			"the plan of a call that returned status AWAITING_APPROVAL, once a person decides it (a rejection fails it " +
+			"with APPROVAL_REJECTED). Progress while it waits.",
+		InputSchema: json.RawMessage(`{"type": "object", "required": ["request_id"], "additionalProperties": false,
+  "properties": {"request_id": {"type": "string", "description": "the request_id the waiting call returned"}}}`),
+		OutputSchema: receiptSchema,
+		Annotations:  &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(bool)},
+	}
+}
+
+// waitPlan is plan.wait.
+func (s *Session) waitPlan(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	if req.Params.RequestState != "" {
+		return s.resume(ctx, req), nil
+	}
+	var in struct {
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || !s.owns(in.RequestID) {
+		return toolError(map[string]any{"error_code": "SCHEMA_INVALID", "recoverable": true,
+			"message": "request_id does not name a plan of this MCP session", "retry_hint": "pass the request_id a call of this session returned"}), nil
+	}
+	resp, err := s.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: in.RequestID})
+	if err != nil {
+		return refused(err), nil
+	}
+	return s.follow(ctx, req, in.RequestID, len(resp.GetPlan().GetSchedule()), nil, true), nil
+}
+
 // callTool runs one registry tool as a one-operation plan.
 func (s *Session) callTool(t *cpv1.ToolDefinition) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -180,7 +214,7 @@ func (s *Session) run(ctx context.Context, req *sdk.CallToolRequest, ops []*cpv1
 	if err != nil {
 		return refused(err), nil
 	}
-	return s.follow(ctx, req, requestID, len(submitted.GetPlan().GetSchedule()), nil), nil
+	return s.follow(ctx, req, requestID, len(submitted.GetPlan().GetSchedule()), nil, false), nil
 }
 
 // requestID is the request id of the session's n-th plan.
@@ -193,9 +227,11 @@ func (s *Session) requestID(n uint64) string {
 // When the approval's preview is ready and the client can be asked, it is
 // asked: by an elicitation request, or on 2026-07-28 by returning an input
 // request whose retry comes back with the user's answer (decided) to
-// resume here. Its result is the last receipt (all of them for
-// plan.submit) or the failure contract.
-func (s *Session) follow(ctx context.Context, req *sdk.CallToolRequest, requestID string, scheduled int, decided *sdk.ElicitResult) *sdk.CallToolResult {
+// resume here. A client that cannot be asked gets a result that says the
+// plan waits, with the approval id, at once; plan.wait (wait) then follows
+// the plan to its end, and its cancel ends only the wait. Its result is the
+// last receipt (all of them for plan.submit) or the failure contract.
+func (s *Session) follow(ctx context.Context, req *sdk.CallToolRequest, requestID string, scheduled int, decided *sdk.ElicitResult, wait bool) *sdk.CallToolResult {
 	ctx, stop := context.WithCancel(ctx) // ends the stream when the call returns to ask
 	defer stop()
 	// Results stay in wire form until they are written as JSON (receiptwire).
@@ -209,6 +245,10 @@ func (s *Session) follow(ctx context.Context, req *sdk.CallToolRequest, requestI
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		if err != nil && wait {
+			return toolError(map[string]any{"error_code": "CANCELLED", "recoverable": true, "request_id": requestID,
+				"message": "the wait ended (" + planjson.Describe(err) + "); the plan goes on", "retry_hint": "call plan.wait again"})
 		}
 		if err != nil {
 			return s.cancelled(requestID, err)
@@ -225,6 +265,9 @@ func (s *Session) follow(ctx context.Context, req *sdk.CallToolRequest, requestI
 				// Also as a log message, for hosts that asked for logs but
 				// sent no progress token.
 				req.Session.Log(ctx, &sdk.LoggingMessageParams{Level: "notice", Logger: "blendplane", Data: waitMessage(ap)})
+			}
+			if req != nil && !wait && !asked && !canElicit(req) {
+				return awaitingApproval(requestID, ap)
 			}
 			if ap.GetPreview().GetState() == cpv1.Preview_STATE_PENDING {
 				break
@@ -340,6 +383,16 @@ func approvalQuestion(ap *cpv1.Approval) *sdk.ElicitParams {
 	return &sdk.ElicitParams{Message: approvalMessage(ap), RequestedSchema: approvalSchema}
 }
 
+// awaitingApproval is the answer of a call whose plan waits for an approval
+// the client cannot ask the user about: it says what waits and how to go
+// on. The plan keeps waiting.
+func awaitingApproval(requestID string, ap *cpv1.Approval) *sdk.CallToolResult {
+	return structured(map[string]any{"status": "AWAITING_APPROVAL", "request_id": requestID, "approval_id": ap.GetApprovalId(),
+		"message": waitMessage(ap),
+		"next": "a person with the approve scope decides it (blendctl approve " + ap.GetApprovalId() + ", or reject; the web console); " +
+			"plan.wait with this request_id returns the plan's receipts once it is decided"}, false)
+}
+
 // askApproval is a call's answer while its plan waits for approval and the
 // client can ask the user: an input request showing what the preview says
 // the plan would do, and the plan's request id as the state the retry
@@ -368,7 +421,7 @@ func (s *Session) resume(ctx context.Context, req *sdk.CallToolRequest) *sdk.Cal
 	if err != nil {
 		return refused(err)
 	}
-	return s.follow(ctx, req, requestID, len(resp.GetPlan().GetSchedule()), answer)
+	return s.follow(ctx, req, requestID, len(resp.GetPlan().GetSchedule()), answer, false)
 }
 
 // owns reports whether requestID is one of this session's plans.

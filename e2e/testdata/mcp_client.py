@@ -158,8 +158,48 @@ async def exercise_approval(session, asked):
     print("done", flush=True)
 
 
+async def exercise_waiting(session, approve):
+    """On the default policy, a client without elicitation: object.delete
+    returns at once, saying it waits and for which approval; plan.wait
+    returns the receipt once a person approves (approve runs blendctl)."""
+    res = await session.call_tool("object.create", {"type": "cube", "name": "Waits"})
+    check(not res.is_error, "object.create", res.structured_content)
+    res = await session.call_tool("object.delete", {"name": "Waits"})
+    sc = res.structured_content
+    check(not res.is_error and sc["status"] == "AWAITING_APPROVAL" and sc["approval_id"] and sc["request_id"],
+          "a client that cannot be asked: the call says it waits, with the approval id", sc)
+    res = await session.call_tool("plan.wait", {"request_id": "mcp-s-0-1"})
+    check(res.is_error and res.structured_content["error_code"] == "SCHEMA_INVALID", "plan.wait: only this session's plans",
+          res.structured_content)
+    waited = {}
+
+    async def wait():
+        waited["res"] = await session.call_tool("plan.wait", {"request_id": sc["request_id"]})
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait)
+        await anyio.sleep(0.5)
+        await approve(sc["approval_id"])
+    res = waited["res"]
+    check(not res.is_error and res.structured_content["status"] == "SUCCEEDED" and res.structured_content["result"]["deleted"],
+          "plan.wait: the delete ran once approved", res.structured_content)
+    print("done", flush=True)
+
+
 async def main():
     mode = sys.argv[1]
+    if mode == "stdio-waiting":
+        blendctl, addr, token_file = sys.argv[2:5]
+
+        async def approve(approval_id):
+            await anyio.run_process([blendctl, "--addr", addr, "--token-file", token_file, "approve", approval_id])
+
+        params = StdioServerParameters(command=blendctl, args=["--addr", addr, "--token-file", token_file, "mcp"])
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                await exercise_waiting(session, approve)
+        return
     if mode == "stdio-approvals":
         blendctl, addr, token_file = sys.argv[2:5]
         asked = []
