@@ -105,7 +105,7 @@ func (b *Backend) NewSession(token string) *Session {
 // Server is the SDK server to run on a transport.
 func (s *Session) Server() *sdk.Server { return s.server }
 
-const instructions = `Blendplane changes a headless Blender scene safely: every tool call runs as a checked, journaled operation with a receipt (scene hashes before and after, a mutation id). Call scene.get_summary first to see the scene. Prefer plan.submit for several steps: it checks the whole plan before anything runs. A failed call returns the failure contract (error_code, recoverable, retry_hint, minimal_repair_plan): repair the call as it says and try again. Some operations wait for a person's approval; the call returns when it is decided.`
+const instructions = `Blendplane changes a headless Blender scene safely: every tool call runs as a checked, journaled operation with a receipt (scene hashes before and after, a mutation id). Call scene.get_summary first to see the scene. Prefer plan.submit for several steps: it checks the whole plan before anything runs. A failed call returns the failure contract (error_code, recoverable, retry_hint, minimal_repair_plan): repair the call as it says and try again. Some operations wait for a person's approval: the call asks the user, or returns status AWAITING_APPROVAL with its request_id; plan.wait then returns the receipts once a person decides.`
 
 // negotiateFirst opens the Blendplane session before the first request that
 // needs it, and registers the session's tools.
