@@ -43,9 +43,12 @@ var previewSeq atomic.Uint64
 // Preview dry-runs ops on a throwaway fork of a session: a separate Blender
 // that loads the session's checkpoint and replays its journal, as of now.
 // The session itself is not touched, and may run batches meanwhile. The
-// fork takes no slot; previews run one at a time per agent. An unsafe_ops
-// tool (python.exec) is never run by a preview: the dry run stops before
-// it with NOT_PREVIEWED, since its code must wait for the approval.
+// fork's Blender counts against MaxLive like a session's (slots.go): it
+// takes a free slot, or parks an idle session, or waits for a slot within
+// the preview's deadline and else fails (the approval then shows without a
+// preview). Previews run one at a time per agent. An unsafe_ops tool
+// (python.exec) is never run by a preview: the dry run stops before it
+// with NOT_PREVIEWED, since its code must wait for the approval.
 func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation, render bool) (PreviewResult, error) {
 	s, err := m.session(sessionID)
 	if err != nil {
@@ -81,6 +84,15 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 		return PreviewResult{}, err
 	}
 
+	// Wait for a slot rather than refuse: the control plane asks in the
+	// background and never asks again, and slots are mostly busy for a
+	// batch or two. Not holding s.mu (see the lock order in slots.go): the
+	// fork is of the journal as it was when asked.
+	var slot bool // guarded by m.mu
+	if err := m.takeSlot(ctx, &slot, "a preview of session "+s.id); err != nil {
+		return PreviewResult{}, err
+	}
+	defer m.giveSlot(&slot) // runs after p.Stop (deferred later): once the fork has exited
 	p, err := blender.Start(ctx, s.runtime.Runtime, blender.Options{
 		Logger: m.base.With("session_id", s.id, "preview", true), WorkDir: filepath.Join(dir, "work"),
 		SandboxDir: filepath.Join(dir, "output"), MemoryLimitMiB: s.memoryLimitMiB,

@@ -6,17 +6,19 @@ import (
 	"time"
 )
 
-// Blender slots. A session holds a slot while its Blender runs (or starts);
-// at most Config.MaxLive sessions hold one. A batch for a session without a
-// slot takes a free one, or parks the least recently used session that is
-// not running a batch (checkpoint, stop its Blender), or waits until a batch
-// ends. A session also parks itself after the idle timeout. Parking loses
-// nothing: the next batch restores the session from its checkpoint and
-// journal, on the same scene hash.
+// Blender slots. A session holds a slot while its Blender runs (or starts),
+// and so does a preview's fork (preview.go): at most Config.MaxLive
+// Blenders run. A batch for a session without a slot, or a preview, takes a
+// free one, or parks the least recently used session that is not running a
+// batch (checkpoint, stop its Blender), or waits until a batch ends. A
+// session also parks itself after the idle timeout. Parking loses nothing:
+// the next batch restores the session from its checkpoint and journal, on
+// the same scene hash.
 //
 // Lock order: a session's mu before Manager.mu, never the reverse; slot
 // decisions take other sessions' mu only with TryLock, so nothing waits in a
-// cycle.
+// cycle. A preview waits for its slot holding no session's mu: a batch of
+// its session may hold that mu while it waits for a slot itself.
 
 // acquire returns a session locked for one batch (the caller calls release),
 // its Blender running and holding the journaled scene: started, restored
@@ -87,15 +89,22 @@ func (m *Manager) release(s *session) {
 // reserve gives the session a Blender slot, parking another session or
 // waiting if none is free. The caller holds s.mu.
 func (m *Manager) reserve(ctx context.Context, s *session) error {
+	return m.takeSlot(ctx, &s.live, "session "+s.id)
+}
+
+// takeSlot gives holder a Blender slot and sets *held (guarded by m.mu):
+// a free slot, or one it frees by parking the least recently used session
+// not running a batch, or the first one freed while ctx allows.
+func (m *Manager) takeSlot(ctx context.Context, held *bool, holder string) error {
 	for {
 		m.mu.Lock()
-		if s.live {
+		if *held {
 			m.mu.Unlock()
-			return nil // it kept its slot (its Blender died): restart it there
+			return nil // a session kept its slot (its Blender died): restart it there
 		}
 		if m.live < m.cfg.MaxLive {
 			m.live++
-			s.live = true
+			*held = true
 			m.mu.Unlock()
 			return nil
 		}
@@ -103,7 +112,7 @@ func (m *Manager) reserve(ctx context.Context, s *session) error {
 		wait := m.changed
 		m.mu.Unlock()
 		if victim != nil && victim.mu.TryLock() {
-			m.parkLocked(victim, "to make room for session "+s.id)
+			m.parkLocked(victim, "to make room for "+holder)
 			victim.mu.Unlock()
 			continue
 		}
@@ -146,11 +155,14 @@ func (m *Manager) parkLocked(s *session, why string) {
 
 // freeSlot gives up a session's slot, if it holds one. The caller holds
 // s.mu (or the session is gone).
-func (m *Manager) freeSlot(s *session) {
+func (m *Manager) freeSlot(s *session) { m.giveSlot(&s.live) }
+
+// giveSlot gives up the slot takeSlot set *held for, if it is still held.
+func (m *Manager) giveSlot(held *bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if s.live {
-		s.live = false
+	if *held {
+		*held = false
 		m.live--
 		m.notify()
 	}

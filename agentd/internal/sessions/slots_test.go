@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,6 +62,61 @@ func blenders(m *Manager) int {
 		}
 	}
 	return n
+}
+
+// blenderProcesses counts the Blender processes running under dir (their
+// bridge script is written in a work dir under it), from /proc as the e2e
+// tests do. A process a Blender forked (it has its parent's command line
+// until it execs) is not another Blender; a zombie is already dead.
+func blenderProcesses(dir string) int {
+	entries, _ := os.ReadDir("/proc")
+	parent := map[string]string{}
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), dir) || !strings.Contains(string(cmdline), "bridge") {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // gone
+		}
+		// stat: pid (comm) state ppid ...
+		fields := strings.Fields(string(stat[strings.LastIndex(string(stat), ")")+1:]))
+		if len(fields) < 2 || fields[0] == "Z" {
+			continue
+		}
+		parent[e.Name()] = fields[1]
+	}
+	n := 0
+	for _, ppid := range parent {
+		if _, forked := parent[ppid]; !forked {
+			n++
+		}
+	}
+	return n
+}
+
+// watchBlenders samples blenderProcesses(dir) until the test ends; the
+// function it returns gives the most seen at once so far.
+func watchBlenders(t *testing.T, dir string) func() int {
+	var most atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	t.Cleanup(func() { close(stop); <-done })
+	go func() {
+		defer close(done)
+		for {
+			if n := int64(blenderProcesses(dir)); n > most.Load() {
+				most.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int { return int(most.Load()) }
 }
 
 // TestSlotsBoundBlenders: with two slots, four sessions used in turn never
@@ -191,6 +248,85 @@ func TestOpenRefusedWhileEverySlotIsBusy(t *testing.T) {
 	open(t, m, rt, "s2")
 }
 
+// TestPreviewTakesASlot: a preview's fork is a Blender like a session's and
+// counts against MaxLive. With every slot held by an idle session it parks
+// the least recently used one; with every slot busy it waits for one, or
+// fails if its context ends first, leaving no Blender and no slot behind.
+func TestPreviewTakesASlot(t *testing.T) {
+	m, _, rt := newManagerWith(t, func(c *Config) { c.MaxLive = 2 })
+	open(t, m, rt, "s1", "s2", "s3")
+	run(t, m, "s1", "r1", create("a", "Box"))
+	run(t, m, "s2", "r1", create("a", "Box"))
+	most := watchBlenders(t, m.cfg.DataDir)
+	preview := func(ctx context.Context) (PreviewResult, error) {
+		return m.Preview(ctx, "s3", []Operation{create("p", "Ball")}, false)
+	}
+	slotsHeld := func() (int, []string) {
+		st := m.Status()
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.live, st.Live
+	}
+
+	res, err := preview(context.Background())
+	if err != nil || res.Failure != nil || len(res.Changes) == 0 {
+		t.Fatalf("preview with idle sessions: %+v %v", res, err)
+	}
+	if n := most(); n > 2 {
+		t.Fatalf("%d Blenders at once with 2 slots and a preview", n)
+	}
+	if held, live := slotsHeld(); held != 1 || fmt.Sprint(live) != "[s2]" {
+		t.Fatalf("%d slots held, live %v: the preview should have parked s1 and given its slot back", held, live)
+	}
+
+	// Every slot busy: s1 (restored) and s2 sleep.
+	sleeping := map[string]chan []*cpv1.Receipt{}
+	for _, id := range []string{"s1", "s2"} {
+		done := make(chan []*cpv1.Receipt, 1)
+		sleeping[id] = done
+		go func() {
+			done <- run(t, m, id, "r2", Operation{OperationID: "sleep", MCPCallID: "c", Tool: "python.exec",
+				Args: map[string]any{"code": "import time\ntime.sleep(4)"}, Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE,
+				IdempotencyKey: "key-sleep"})
+		}()
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for st := m.Status(); st.Busy < 2 || len(st.Live) < 2; st = m.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the batches did not start: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	_, err = preview(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("preview while every slot is busy, its context ending first: %v", err)
+	}
+	if held, _ := slotsHeld(); held != 2 {
+		t.Fatalf("%d slots held after the failed preview, want the sessions' 2", held)
+	}
+	s3, _ := m.session("s3")
+	if left, _ := filepath.Glob(filepath.Join(s3.dir, "preview-*")); len(left) != 0 {
+		t.Fatalf("the failed preview left %v", left)
+	}
+	// Waiting, it runs once a batch ends, in the slot of the session it parks.
+	if res, err := preview(context.Background()); err != nil || len(res.Changes) == 0 {
+		t.Fatalf("preview waiting for a slot: %+v %v", res, err)
+	}
+	for id, done := range sleeping {
+		if rs := <-done; rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+			t.Fatalf("%s: %v", id, rs[0])
+		}
+	}
+	if n := most(); n > 2 {
+		t.Fatalf("%d Blenders at once with 2 slots and a preview", n)
+	}
+	if held, live := slotsHeld(); held != len(live) {
+		t.Fatalf("%d slots held, %d live sessions: the preview kept its slot", held, len(live))
+	}
+}
+
 // TestCloseRemovesTheSession: closing stops the Blender, removes every file
 // of the session and forgets it.
 func TestCloseRemovesTheSession(t *testing.T) {
@@ -240,6 +376,35 @@ func TestCancelledCallLeavesNoIntent(t *testing.T) {
 	}
 	if keys, err := j.Intents("s1"); err != nil || len(keys) != 0 {
 		t.Fatalf("intents left: %v %v", keys, err)
+	}
+}
+
+// TestLostCallLeavesNoIntent: the intent of a call lost when agentd
+// stopped (journaled as it started, never committed nor cleared) is
+// cleaned up when the manager starts again on that journal.
+func TestLostCallLeavesNoIntent(t *testing.T) {
+	m, j, rt := newManager(t)
+	open(t, m, rt, "s1")
+	run(t, m, "s1", "r1", create("a", "Box"))
+	// What agentd stopping in the middle of a call leaves behind.
+	if err := j.Intend("s1", []string{"key-lost"}); err != nil {
+		t.Fatal(err)
+	}
+	m.Shutdown()
+	if keys, err := j.Intents("s1"); err != nil || len(keys) != 1 {
+		t.Fatalf("intents before the restart: %v %v", keys, err)
+	}
+	var rts []Runtime
+	for _, r := range m.runtimes {
+		rts = append(rts, r)
+	}
+	again, err := NewManager(m.cfg, rts, j, m.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(again.Shutdown)
+	if keys, err := j.Intents("s1"); err != nil || len(keys) != 0 {
+		t.Fatalf("intents left after the restart: %v %v", keys, err)
 	}
 }
 
