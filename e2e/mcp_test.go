@@ -190,6 +190,15 @@ func TestMCPInspector(t *testing.T) {
 			if ann, _ := del["annotations"].(map[string]any); ann["destructiveHint"] != true {
 				t.Errorf("object.delete's annotations: %v", del["annotations"])
 			}
+			// The registry's schema, as the input schema.
+			in, _ := found["object.create"]["inputSchema"].(map[string]any)
+			props, _ := in["properties"].(map[string]any)
+			if typ, _ := props["type"].(map[string]any); in["additionalProperties"] != false || typ["enum"] == nil {
+				t.Errorf("object.create's input schema: %v", in)
+			}
+			if _, ok := found["object.create"]["outputSchema"].(map[string]any); !ok {
+				t.Errorf("object.create has no output schema: %v", found["object.create"])
+			}
 			res, failed := inspector(t, append(target, "--method", "tools/call", "--tool-name", "object.create",
 				"--tool-arg", "type=cube", "--tool-arg", "name=Insp_"+name)...)
 			if sc, _ := res["structuredContent"].(map[string]any); failed || res["isError"] == true || sc["status"] != "SUCCEEDED" {
