@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -405,6 +406,25 @@ func TestHelloTwiceWithBlendctl(t *testing.T) {
 	first, _, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: sessions[0], Name: "hello.png"})
 	if err != nil || first.GetSha256() != a.GetSha256() {
 		t.Fatalf("the two runs rendered %v and %v", first, a)
+	}
+	// The two closed sessions, one per page (AIP-158).
+	var listed []string
+	for token, pages := "", 0; ; pages++ {
+		page, err := c.client.ListSessions(ctxT(t, 10*time.Second), &cpv1.ListSessionsRequest{
+			PageSize: 1, PageToken: token, State: cpv1.Session_STATE_CLOSED})
+		if err != nil || len(page.GetSessions()) > 1 || pages > 2 {
+			t.Fatalf("ListSessions page %d: %v %v", pages+1, page, err)
+		}
+		for _, s := range page.GetSessions() {
+			listed = append(listed, s.GetSessionId())
+		}
+		if token = page.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	slices.Sort(listed)
+	if want := slices.Sorted(slices.Values(sessions[:2])); !slices.Equal(listed, want) {
+		t.Errorf("closed sessions in pages of 1: %v, want %v", listed, want)
 	}
 }
 
