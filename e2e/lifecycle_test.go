@@ -1,50 +1,19 @@
 package e2e
 
 import (
-	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/blenderprocs"
 )
 
-// blenderPIDs lists processes whose command line mentions dir: the Blender
-// children of one agentd data dir (their bridge package lives under it).
-// A process forked by one of them (Blender runs helpers such as
-// xdg-user-dir, and the fork has its parent's command line until it execs)
-// is not another Blender.
+// blenderPIDs lists the Blenders of one agentd data dir.
 func blenderPIDs(t testing.TB, dir string) []string {
 	t.Helper()
-	entries, _ := os.ReadDir("/proc")
-	parent := map[string]string{}
-	var found []string
-	for _, e := range entries {
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), dir) || !strings.Contains(string(cmdline), "bridge") {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone
-		}
-		// stat: pid (comm) state ppid ...
-		fields := strings.Fields(string(stat[strings.LastIndex(string(stat), ")")+1:]))
-		if len(fields) < 2 || fields[0] == "Z" {
-			continue // a zombie is already dead
-		}
-		parent[e.Name()] = fields[1]
-		found = append(found, e.Name())
-	}
-	var pids []string
-	for _, pid := range found {
-		if _, forked := parent[parent[pid]]; !forked {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return blenderprocs.Under(dir)
 }
 
 // TestShutdownAndRestart: SIGTERM stops agentd with its Blender children, and

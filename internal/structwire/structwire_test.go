@@ -48,8 +48,16 @@ func TestRandom(t *testing.T) {
 		var b strings.Builder
 		randObject(rng, &b, 0)
 		same(t, []byte(b.String()))
-		if _, ok := transcode([]byte(b.String())); !ok {
+		wire, ok := transcode([]byte(b.String()))
+		if !ok {
 			t.Fatalf("%s: not transcoded in one pass", b.String())
+		}
+		// And back: what json.Marshal writes of the decoded object.
+		var m map[string]any
+		_ = json.Unmarshal([]byte(b.String()), &m)
+		want, _ := json.Marshal(m)
+		if back, err := AppendJSON(nil, wire); err != nil || string(back) != string(want) {
+			t.Fatalf("%s: back to JSON %s %v, want %s", b.String(), back, err, want)
 		}
 	}
 }

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/blenderprocs"
 	"github.com/blendplane/blendplane/internal/receiptwire"
 )
 
@@ -64,39 +64,7 @@ func blenders(m *Manager) int {
 	return n
 }
 
-// blenderProcesses counts the Blender processes running under dir (their
-// bridge script is written in a work dir under it), from /proc as the e2e
-// tests do. A process a Blender forked (it has its parent's command line
-// until it execs) is not another Blender; a zombie is already dead.
-func blenderProcesses(dir string) int {
-	entries, _ := os.ReadDir("/proc")
-	parent := map[string]string{}
-	for _, e := range entries {
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), dir) || !strings.Contains(string(cmdline), "bridge") {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone
-		}
-		// stat: pid (comm) state ppid ...
-		fields := strings.Fields(string(stat[strings.LastIndex(string(stat), ")")+1:]))
-		if len(fields) < 2 || fields[0] == "Z" {
-			continue
-		}
-		parent[e.Name()] = fields[1]
-	}
-	n := 0
-	for _, ppid := range parent {
-		if _, forked := parent[ppid]; !forked {
-			n++
-		}
-	}
-	return n
-}
-
-// watchBlenders samples blenderProcesses(dir) until the test ends; the
+// watchBlenders samples len(blenderprocs.Under(dir)) until the test ends; the
 // function it returns gives the most seen at once so far.
 func watchBlenders(t *testing.T, dir string) func() int {
 	var most atomic.Int64
@@ -106,7 +74,7 @@ func watchBlenders(t *testing.T, dir string) func() int {
 	go func() {
 		defer close(done)
 		for {
-			if n := int64(blenderProcesses(dir)); n > most.Load() {
+			if n := int64(len(blenderprocs.Under(dir))); n > most.Load() {
 				most.Store(n)
 			}
 			select {
