@@ -24,6 +24,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/blendplane/blendplane/controlplane/internal/app"
@@ -260,6 +262,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 			grpc.MaxRecvMsgSize(2*cfg.MaxMessageBytes),
 			grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
 			// Who calls, before anything looks at what they sent.
+			// Who calls, before the request is even read (the interceptors
+			// do not see a call refused here, so it is logged here).
+			grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
+				ctx, err := authn.Tap(ctx, info)
+				if err != nil {
+					log.Info("refused call", "grpc.method", info.FullMethodName, "grpc.code", status.Code(err).String(), "err", err)
+				}
+				return ctx, err
+			}),
 			grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(rpcLog, logOpts...), authn.Unary(), val.Unary()),
 			grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(rpcLog, logOpts...), authn.Stream(), val.Stream()),
 		)

@@ -8,12 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -380,4 +382,36 @@ func networkAddress(t *testing.T) string {
 	}
 	t.Skip("this machine has no network address beyond loopback")
 	return ""
+}
+
+// TestUnauthenticatedNotRead: a call without a valid token is refused as its
+// headers arrive, before its request is read. Four concurrent 100 MiB
+// requests without a token leave the control plane's peak memory where it
+// was (read, they would take over 400 MiB), and each is refused with the
+// structured UNAUTHENTICATED.
+func TestUnauthenticatedNotRead(t *testing.T) {
+	c := startCluster(t)
+	conn, err := grpc.NewClient(c.cpAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(200<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	anon := cpv1.NewControlPlaneServiceClient(conn)
+	pid := c.cp.cmd.Process.Pid
+	before := procStatus(t, pid, "VmHWM:")
+	big := &cpv1.NegotiateRequest{ContractVersion: strings.Repeat("A", 100<<20)}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			_, err := anon.Negotiate(ctxT(t, time.Minute), big)
+			if info, _ := details(status.Convert(err)); status.Code(err) != codes.Unauthenticated || info.GetReason() != "UNAUTHENTICATED" {
+				t.Errorf("a 100 MiB call without a token: %v (%v)", err, info)
+			}
+		})
+	}
+	wg.Wait()
+	if grew := procStatus(t, pid, "VmHWM:") - before; grew > 100<<20 {
+		t.Errorf("the control plane's peak memory grew by %d MiB for calls it refused", grew>>20)
+	}
 }

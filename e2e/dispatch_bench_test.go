@@ -153,7 +153,7 @@ func cpuTime(b *testing.B, pid int) time.Duration {
 }
 
 // procStatus reads a memory line of /proc/<pid>/status, in bytes.
-func procStatus(b *testing.B, pid int, key string) int64 {
+func procStatus(b testing.TB, pid int, key string) int64 {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/tap"
 
 	"github.com/blendplane/blendplane/controlplane/internal/app"
 	"github.com/blendplane/blendplane/controlplane/internal/auth"
@@ -121,10 +122,27 @@ func (au *Authentication) authenticate(ctx context.Context, method string) (cont
 	return context.WithValue(ctx, principalKey{}, who), nil
 }
 
+// Tap authenticates a call as soon as its headers arrive
+// (grpc.InTapHandle), before its request is read: a caller without a valid
+// token cannot make the server buffer a message (up to twice the message
+// limit per stream). The interceptors then find the principal in the
+// call's context.
+func (au *Authentication) Tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	return au.authenticate(ctx, info.FullMethodName)
+}
+
+// once authenticates a call that Tap did not (a server without it).
+func (au *Authentication) once(ctx context.Context, method string) (context.Context, error) {
+	if _, done := ctx.Value(principalKey{}).(app.Principal); done {
+		return ctx, nil
+	}
+	return au.authenticate(ctx, method)
+}
+
 // Unary is the unary server interceptor.
 func (au *Authentication) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		ctx, err := au.authenticate(ctx, info.FullMethod)
+		ctx, err := au.once(ctx, info.FullMethod)
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +153,7 @@ func (au *Authentication) Unary() grpc.UnaryServerInterceptor {
 // Stream is the stream server interceptor.
 func (au *Authentication) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx, err := au.authenticate(ss.Context(), info.FullMethod)
+		ctx, err := au.once(ss.Context(), info.FullMethod)
 		if err != nil {
 			return err
 		}
