@@ -154,9 +154,16 @@ const (
 	CAFile = "ca.pem"
 )
 
+// minMessageBytes is the least --max-message-bytes: room for an artifact's
+// chunk (512 KiB, app and agentd) and the message around it.
+const minMessageBytes = 1 << 20
+
 // Run serves until ctx is cancelled, then shuts down gracefully. ready, if
 // not nil, receives the bound address once the server accepts connections.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr string)) error {
+	if cfg.MaxMessageBytes < minMessageBytes {
+		return fmt.Errorf("--max-message-bytes %d: at least %d (artifacts travel in 512 KiB chunks)", cfg.MaxMessageBytes, minMessageBytes)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
@@ -337,7 +344,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	}
 	m.Watch(a)
 	web, err := httpd.Handler(ctx, httpd.Config{App: a, AuthOff: cfg.AllowInsecureLocal, API: self, Lesson: lessonOpts,
-		MCP: mcp.NewBackend(self, mcp.Options{Logger: log}).Handler(mcpSessionTimeout), Metrics: m.Handler()})
+		MCP: mcp.NewBackend(self, mcp.Options{Logger: log}).Handler(mcpSessionTimeout), Metrics: m.Handler(),
+		MaxBodyBytes: int64(cfg.MaxMessageBytes)})
 	if err != nil {
 		return err
 	}

@@ -3,11 +3,15 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"net/http"
+	"net/textproto"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -127,5 +131,114 @@ func TestREST(t *testing.T) {
 	}
 	if code, body := curl(t, "GET", base+"/v1/agents", ana, ""); code != "403" {
 		t.Fatalf("ListAgents without admin: %s %s", code, body)
+	}
+}
+
+// curlArgs runs curl with args and returns the status code, the headers
+// and the body.
+func curlArgs(t *testing.T, args ...string) (code string, header http.Header, body map[string]any) {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := exec.Command("curl", append([]string{"-s", "-o", filepath.Join(dir, "body"), "-D", filepath.Join(dir, "head"), "-w", "%{http_code}"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("curl %v: %v", args, err)
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, "head"))
+	head, _ := textproto.NewReader(bufio.NewReader(bytes.NewReader(bytes.SplitN(raw, []byte("\r\n"), 2)[1]))).ReadMIMEHeader()
+	b, _ := os.ReadFile(filepath.Join(dir, "body"))
+	_ = json.Unmarshal(b, &body)
+	return string(out), http.Header(head), body
+}
+
+// reasonOf is the ErrorInfo reason of a REST error body.
+func reasonOf(body map[string]any) string {
+	details, _ := body["details"].([]any)
+	for _, d := range details {
+		if m, _ := d.(map[string]any); m["reason"] != nil {
+			return m["reason"].(string)
+		}
+	}
+	return ""
+}
+
+// TestRESTGuards: /v1 refuses a caller without a token before reading its
+// body (four 60 MiB bodies leave the control plane's peak memory where it
+// was) with a bearer challenge, caps bodies at --max-message-bytes
+// (PAYLOAD_TOO_LARGE, with or without Content-Length; an upload's limit is
+// per line), answers a wrong method 405 and a body that is not JSON with
+// SCHEMA_INVALID. With --allow-insecure-local, where every request acts as
+// an admin, only loopback Hosts and same-origin browser requests get in.
+func TestRESTGuards(t *testing.T) {
+	c := startCluster(t)
+	base := "http://" + c.httpAddr
+	big := filepath.Join(t.TempDir(), "big.json")
+	if err := os.WriteFile(big, []byte(`{"contractVersion":"`+strings.Repeat("A", 60<<20)+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pid := c.cp.cmd.Process.Pid
+	before := procStatus(t, pid, "VmHWM:")
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			code, head, body := curlArgs(t, "-X", "POST", base+"/v1/sessions:negotiate", "-H", "Content-Type: application/json", "--data-binary", "@"+big)
+			if code != "401" || head.Get("WWW-Authenticate") != `Bearer realm="blendplane"` || reasonOf(body) != "UNAUTHENTICATED" {
+				t.Errorf("60 MiB without a token: %s %v %v", code, head, body)
+			}
+		})
+	}
+	wg.Wait()
+	if grew := procStatus(t, pid, "VmHWM:") - before; grew > 100<<20 {
+		t.Errorf("the control plane's peak memory grew by %d MiB for bodies it refused unread", grew>>20)
+	}
+
+	small := startClusterOpts(t, clusterOpts{cpArgs: []string{"--max-message-bytes", "1048576"}})
+	base = "http://" + small.httpAddr
+	auth := []string{"-H", "Authorization: Bearer " + small.adminToken, "-H", "Content-Type: application/json"}
+	two := filepath.Join(t.TempDir(), "two.json")
+	os.WriteFile(two, []byte(`{"contractVersion":"`+strings.Repeat("A", 2<<20)+`"}`), 0o600)
+	for name, extra := range map[string][]string{"with Content-Length": nil, "chunked": {"-H", "Transfer-Encoding: chunked"}} {
+		args := append(append([]string{"-X", "POST", base + "/v1/sessions:negotiate", "--data-binary", "@" + two}, auth...), extra...)
+		if code, _, body := curlArgs(t, args...); code != "429" || reasonOf(body) != "PAYLOAD_TOO_LARGE" {
+			t.Errorf("a 2 MiB body over a 1 MiB limit, %s: %s %v", name, code, body)
+		}
+	}
+	s := small.negotiate(t).GetSessionId()
+	line := func(chunk int) string {
+		return `{"chunk":"` + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{'x'}, chunk)) + `"}` + "\n"
+	}
+	header := `{"header":{"sessionId":"` + s + `","name":"ok.bin","sizeBytes":"1200000"}}` + "\n"
+	ndjson := filepath.Join(t.TempDir(), "upload.ndjson")
+	os.WriteFile(ndjson, []byte(header+line(600000)+line(600000)), 0o600) // 1.6 MB of lines, each under 1 MiB
+	if code, _, body := curlArgs(t, append([]string{"-X", "POST", base + "/v1/artifacts:upload", "--data-binary", "@" + ndjson}, auth...)...); code != "200" {
+		t.Errorf("an upload of lines each under the limit: %s %v", code, body)
+	}
+	os.WriteFile(ndjson, []byte(strings.Replace(header, "ok.bin", "big.bin", 1)+line(900000)), 0o600) // one line of 1.2 MB
+	if code, _, body := curlArgs(t, append([]string{"-X", "POST", base + "/v1/artifacts:upload", "--data-binary", "@" + ndjson}, auth...)...); code != "429" || reasonOf(body) != "PAYLOAD_TOO_LARGE" {
+		t.Errorf("an upload line over the limit: %s %v", code, body)
+	}
+	if code, _, body := curlArgs(t, append([]string{"-X", "DELETE", base + "/v1/sessions/" + s}, auth...)...); code != "405" || reasonOf(body) != "METHOD_NOT_ALLOWED" {
+		t.Errorf("DELETE on a GET route: %s %v", code, body)
+	}
+	if code, _, body := curlArgs(t, append([]string{"-X", "POST", base + "/v1/sessions:negotiate", "-d", "not json"}, auth...)...); code != "400" || reasonOf(body) != "SCHEMA_INVALID" {
+		t.Errorf("a body that is not JSON: %s %v", code, body)
+	}
+
+	open := startClusterOpts(t, clusterOpts{insecure: true})
+	port := open.httpAddr[strings.LastIndexByte(open.httpAddr, ':')+1:]
+	negotiate := []string{"-X", "POST", "http://" + open.httpAddr + "/v1/sessions:negotiate", "-d", `{"contractVersion":"1.0.0","hostProfile":{"clientName":"x"}}`}
+	for name, headers := range map[string][]string{
+		"a rebound DNS name":  {"-H", "Host: evil.example:" + port, "-H", "Content-Type: application/json"},
+		"a cross-site simple": {"-H", "Origin: http://evil.example", "-H", "Content-Type: text/plain"},
+		"a cross-site fetch":  {"-H", "Sec-Fetch-Site: cross-site", "-H", "Content-Type: application/json"},
+	} {
+		if code, _, _ := curlArgs(t, append(negotiate, headers...)...); code != "403" {
+			t.Errorf("insecure mode, %s: %s, want 403", name, code)
+		}
+	}
+	if code, _, body := curlArgs(t, append(negotiate, "-H", "Origin: http://127.0.0.1:"+port, "-H", "Content-Type: application/json")...); code != "200" {
+		t.Errorf("insecure mode, same origin: %s %v", code, body)
+	}
+	if code, _, _ := curlArgs(t, "-H", "Host: localhost:"+port, "http://"+open.httpAddr+"/console/"); code != "200" {
+		t.Errorf("insecure mode, the console at localhost: %s", code)
 	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // chunkSize is the size of the chunks files are uploaded in.
-const chunkSize = 1 << 20
+const chunkSize = 512 << 10 // under the smallest message limit a control plane takes (1 MiB)
 
 func (c *cli) upload(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("upload", flag.ContinueOnError)

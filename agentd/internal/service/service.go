@@ -22,7 +22,7 @@ import (
 )
 
 // chunkSize is the size of the chunks files travel in.
-const chunkSize = 1 << 20
+const chunkSize = 512 << 10
 
 // Server implements AgentService.
 type Server struct {

@@ -183,7 +183,7 @@ export class Client {
   async upload(sessionId: string, path: string, name = basename(path)): Promise<Artifact> {
     async function* parts() {
       yield { part: { case: "header" as const, value: { sessionId, name, sizeBytes: BigInt(statSync(path).size) } } };
-      for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) {
+      for await (const chunk of createReadStream(path, { highWaterMark: 512 << 10 })) {
         yield { part: { case: "chunk" as const, value: new Uint8Array(chunk as Buffer) } };
       }
     }

@@ -19,8 +19,9 @@ import (
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
-// chunkSize is the size of the chunks artifacts travel in.
-const chunkSize = 1 << 20
+// chunkSize is the size of the chunks artifacts travel in: well under the
+// smallest message limit a control plane takes (1 MiB).
+const chunkSize = 512 << 10
 
 // Upload stores a file in one of the caller's sessions: the content, read
 // chunk by chunk from next until io.EOF (never whole in memory), goes to

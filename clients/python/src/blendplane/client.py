@@ -16,7 +16,7 @@ from grpc_status import rpc_status
 from blendplane.controlplane.v1 import controlplane_pb2 as pb
 from blendplane.controlplane.v1 import controlplane_pb2_grpc as pb_grpc
 
-_CHUNK = 1 << 20
+_CHUNK = 512 << 10  # under the smallest message limit a control plane takes (1 MiB)
 _SAFETY = {
     "read_only": pb.SAFETY_LEVEL_READ_ONLY,
     "safe_write": pb.SAFETY_LEVEL_SAFE_WRITE,
