@@ -127,6 +127,8 @@ func TestLessons(t *testing.T) {
 		{"an unknown param", admin, `{"lesson":[{"command":"ADD_CUBE","params":{"size":1,"color":"red"}}],"metadata":{"id":"x7"}}`, nil, 422, "COMMAND_REFUSED"},
 		{"a wait too long", admin, `{"lesson":[{"command":"WAIT","params":{"ms":3600000}}],"metadata":{"id":"x8"}}`, nil, 422, "COMMAND_REFUSED"},
 		{"a bad signature", admin, `{"lesson":[{"command":"SPEAK","params":{"text":"x"}}],"metadata":{"id":"x9"},"signature":"bm90IGEgc2lnbmF0dXJl"}`, nil, 401, "SIGNATURE_INVALID"},
+		{"a malformed session header", admin, hello, []string{"X-Blendplane-Session", "not/a session"}, 400, "SCHEMA_INVALID"},
+		{"a name over 63 bytes", admin, `{"lesson":[{"command":"DELETE_OBJECT","params":{"name":"` + strings.Repeat("é", 40) + `"}}],"metadata":{"id":"x10"}}`, nil, 422, "COMMAND_REFUSED"},
 	} {
 		code, out := lessonCall(t, "POST", base+"/lesson", tc.token, tc.body, tc.headers...)
 		if code != tc.code || out["error_code"] != tc.errorCode || out["retry_hint"] == nil || out["minimal_repair_plan"] == nil {
@@ -135,6 +137,14 @@ func TestLessons(t *testing.T) {
 	}
 	if _, out := lessonCall(t, "POST", base+"/lesson", admin, hello, "X-MCP-Version", "2"); fmt.Sprint(out["supported"]) != "[1]" {
 		t.Errorf("an unsupported version names the supported ones: %v", out)
+	}
+	// Refusals name no file of the server's machine, and count names in bytes.
+	if _, out := lessonCall(t, "POST", base+"/lesson", admin, `{"lesson":[{"command":"SPEAK","params":{"text":"x"}}],"metadata":{"id":"bad id"}}`); strings.Contains(fmt.Sprint(out["message"]), "file:") ||
+		strings.Contains(fmt.Sprint(out["message"]), os.TempDir()) || strings.Contains(fmt.Sprint(out["message"]), repoRoot()) || out["error_code"] != "SCHEMA_INVALID" {
+		t.Errorf("a bad metadata.id: %v", out)
+	}
+	if _, out := lessonCall(t, "POST", base+"/lesson", admin, `{"lesson":[{"command":"SELECT_OBJECT","params":{"name":"`+strings.Repeat("é", 40)+`"}}],"metadata":{"id":"x11"}}`); !strings.Contains(fmt.Sprint(out["message"]), "63 bytes") {
+		t.Errorf("an 80-byte name: %v", out)
 	}
 
 	// A lesson: front-end steps come back for the front end, Blender steps
@@ -270,5 +280,68 @@ func TestLessonsRequireSigned(t *testing.T) {
 	steps, _ := out["result"].(map[string]any)["steps"].([]any)
 	if code != 200 || len(steps) != 2 || steps[1].(map[string]any)["status"] != "SUCCEEDED" || len(steps[1].(map[string]any)["steps"].([]any)) != 3 {
 		t.Fatalf("the signed lesson with a custom command: %d %v", code, out)
+	}
+}
+
+// TestLessonsEndedAndAudit: a lesson sent again after its plan was
+// cancelled (before it ran: no failure stored) or rejected answers with a
+// code and the status of that end, never an empty 500; an admin reads
+// another principal's lesson in /audit by naming its owner.
+func TestLessonsEndedAndAudit(t *testing.T) {
+	c := startClusterOpts(t, clusterOpts{policy: defaultPolicy})
+	base := "http://" + c.httpAddr
+	admin, alice := c.adminToken, c.createToken(t, "alice", "plans")
+
+	// Cancelled while it waited for approval, then sent again.
+	del := `{"lesson":[{"command":"DELETE_OBJECT","params":{"name":"L1"}}],"metadata":{"id":"les-del"}}`
+	if code, out := lessonCall(t, "POST", base+"/lesson", alice, del); code != 202 {
+		t.Fatalf("a destructive lesson: %d %v", code, out)
+	}
+	if _, err := c.clientAs(t, alice).CancelPlan(ctxT(t, 10*time.Second), &cpv1.CancelPlanRequest{RequestId: "les-del"}); err != nil {
+		t.Fatal(err)
+	}
+	code, out := lessonCall(t, "POST", base+"/lesson", alice, del)
+	steps, _ := out["result"].(map[string]any)["steps"].([]any)
+	if code != 409 || out["error_code"] != "CANCELLED" || out["message"] == "" || out["recoverable"] != true || out["retry_hint"] == "" ||
+		len(steps) != 1 || steps[0].(map[string]any)["status"] != "NOT_RUN" {
+		t.Errorf("the cancelled lesson sent again: %d %v", code, out)
+	}
+
+	// Rejected by an approver, then sent again.
+	rej := `{"lesson":[{"command":"DELETE_OBJECT","params":{"name":"L2"}}],"metadata":{"id":"les-rej"}}`
+	_, out = lessonCall(t, "POST", base+"/lesson", alice, rej)
+	if _, err := c.client.ResolveApproval(ctxT(t, 10*time.Second), &cpv1.ResolveApprovalRequest{ApprovalId: fmt.Sprint(out["approval_id"]), Decision: cpv1.Decision_DECISION_REJECT}); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := lessonCall(t, "POST", base+"/lesson", alice, rej); code != 422 || out["error_code"] != "APPROVAL_REJECTED" || out["message"] == "" {
+		t.Errorf("the rejected lesson sent again: %d %v", code, out)
+	}
+
+	// alice's lesson in the audit: lesson ids are per principal, so the
+	// admin names her; without owner it reads its own (none).
+	if code, out := lessonCall(t, "POST", base+"/lesson", alice, `{"lesson":[{"command":"ADD_CUBE","params":{"name":"AliceCube"}}],"metadata":{"id":"les-add"}}`); code != 200 {
+		t.Fatalf("alice's lesson: %d %v", code, out)
+	}
+	code, out = lessonCall(t, "GET", base+"/audit?lesson_id=les-add&owner=alice", admin, "")
+	records, _ := out["records"].([]any)
+	if code != 200 || len(records) == 0 || out["owner"] != "alice" {
+		t.Fatalf("GET /audit of alice's lesson as admin: %d %v", code, out)
+	}
+	for _, r := range records {
+		if r := r.(map[string]any); r["principal"] != "alice" || r["tool_name"] != "object.create" {
+			t.Errorf("a record of alice's lesson: %v", r)
+		}
+	}
+	if code, out := lessonCall(t, "GET", base+"/audit?lesson_id=les-del&owner=alice", admin, ""); code != 200 || !strings.Contains(fmt.Sprint(out["records"]), "approval.cancelled") {
+		t.Errorf("GET /audit of alice's cancelled lesson: %d %v", code, out)
+	}
+	if code, out := lessonCall(t, "GET", base+"/audit?lesson_id=les-add", admin, ""); code != 200 || out["records"] != nil {
+		t.Errorf("GET /audit without owner reads the admin's own lesson (none): %d %v", code, out)
+	}
+	if code, out := lessonCall(t, "GET", base+"/audit?lesson_id=les-add&owner=Alice!", admin, ""); code != 400 || out["error_code"] != "SCHEMA_INVALID" {
+		t.Errorf("GET /audit with a malformed owner: %d %v", code, out)
+	}
+	if code, out := lessonCall(t, "GET", base+"/audit?lesson_id=les-add&owner=alice", alice, ""); code != 403 {
+		t.Errorf("GET /audit as a non-admin naming an owner: %d %v", code, out)
 	}
 }

@@ -53,7 +53,10 @@ const (
 	maxSize        = 1_000.0
 )
 
-var idPattern = regexp.MustCompile(`^[a-zA-Z0-9_.:-]{1,128}$`)
+var (
+	idPattern    = regexp.MustCompile(`^[a-zA-Z0-9_.:-]{1,128}$`)    // request and session ids
+	ownerPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`) // a principal's name
+)
 
 // Error is a refusal or failure with its HTTP status and the failure
 // contract the body carries.
@@ -216,7 +219,7 @@ func action(i int, s Step, custom bool) (Action, *Error) {
 			return refuse(fmt.Sprintf("text: 1 to %d characters", maxTextLen))
 		}
 		if len(p.Voice) > 64 || len(p.Lang) > 16 {
-			return refuse("voice: at most 64 characters; lang: at most 16")
+			return refuse("voice: at most 64 bytes of UTF-8; lang: at most 16")
 		}
 		a.Frontend = map[string]any{"speak": map[string]any{"text": p.Text, "voice": p.Voice, "lang": p.Lang}}
 	case "UI_HIGHLIGHT":
@@ -228,7 +231,7 @@ func action(i int, s Step, custom bool) (Action, *Error) {
 			return Action{}, err
 		}
 		if n := len(p.Selector); n == 0 || n > 256 {
-			return refuse("selector: 1 to 256 characters")
+			return refuse("selector: 1 to 256 bytes of UTF-8")
 		}
 		d := 2000.0
 		if p.DurationMs != nil {
@@ -270,7 +273,7 @@ func action(i int, s Step, custom bool) (Action, *Error) {
 			return Action{}, err
 		}
 		if !validName(p.Name) {
-			return refuse("name: 1 to 63 characters, not starting with __bp_")
+			return refuse("name: 1 to 63 bytes of UTF-8, not starting with __bp_")
 		}
 		if s.Command == "DELETE_OBJECT" {
 			a.Tool, a.Args = "object.delete", map[string]any{"name": p.Name}
@@ -365,7 +368,7 @@ func primitive(kind string, size *float64, loc []float64, name string) (map[stri
 	}
 	if name != "" {
 		if !validName(name) {
-			return nil, "name: 1 to 63 characters, not starting with __bp_"
+			return nil, "name: 1 to 63 bytes of UTF-8, not starting with __bp_"
 		}
 		args["name"] = name
 	}

@@ -105,3 +105,30 @@ func TestSchemaInDocs(t *testing.T) {
 		t.Fatalf("docs/lesson-pack.schema.json differs from lesson/schema/lesson-pack.schema.json (%v): copy it", err)
 	}
 }
+
+// TestSchemaErrorNamesNoPath: a schema refusal names the schema by its $id,
+// never by a file of the server's machine.
+func TestSchemaErrorNamesNoPath(t *testing.T) {
+	wd, _ := os.Getwd()
+	_, _, err := ParsePack([]byte(`{"lesson":[{"command":"SPEAK","params":{"text":"x"}}],"metadata":{"id":"bad id/.."}}`))
+	if err == nil || err.Status != http.StatusBadRequest || err.Code != "SCHEMA_INVALID" {
+		t.Fatalf("a bad metadata.id: %v", err)
+	}
+	if strings.Contains(err.Message, "file:") || strings.Contains(err.Message, wd) || !strings.Contains(err.Message, packSchemaURL) {
+		t.Fatalf("the refusal names a local path: %s", err.Message)
+	}
+}
+
+// TestNameLimitInBytes: an object name's limit is 63 bytes, and the
+// refusal says so (40 two-byte characters are 80 bytes).
+func TestNameLimitInBytes(t *testing.T) {
+	for _, cmd := range []string{"DELETE_OBJECT", "ADD_CUBE"} {
+		_, err := Plan([]Step{{Command: cmd, Params: mustJSON(map[string]any{"name": strings.Repeat("é", 40)})}}, false)
+		if err == nil || err.Status != http.StatusUnprocessableEntity || !strings.Contains(err.Message, "63 bytes") || strings.Contains(err.Message, "characters") {
+			t.Errorf("%s with an 80-byte name: %v", cmd, err)
+		}
+		if _, err := Plan([]Step{{Command: cmd, Params: mustJSON(map[string]any{"name": strings.Repeat("é", 31)})}}, false); err != nil {
+			t.Errorf("%s with a 62-byte name: %v", cmd, err)
+		}
+	}
+}

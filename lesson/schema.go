@@ -14,16 +14,21 @@ import (
 //go:embed schema/lesson-pack.schema.json
 var PackSchema []byte
 
+// packSchemaURL is PackSchema's $id.
+const packSchemaURL = "https://blendplane.dev/schemas/lesson-pack.schema.json"
+
 var packSchema = func() *jsonschema.Schema {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(PackSchema))
 	if err != nil {
 		panic(err)
 	}
+	// Added under its absolute $id: a relative name would resolve against
+	// the working directory, which errors would then show to every client.
 	c := jsonschema.NewCompiler()
-	if err := c.AddResource("lesson-pack.schema.json", doc); err != nil {
+	if err := c.AddResource(packSchemaURL, doc); err != nil {
 		panic(err)
 	}
-	s, err := c.Compile("lesson-pack.schema.json")
+	s, err := c.Compile(packSchemaURL)
 	if err != nil {
 		panic(err)
 	}

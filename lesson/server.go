@@ -238,16 +238,20 @@ func (s *Server) sceneSummary(c *call) (int, any, *Error) {
 	})
 }
 
-// audit lists a lesson's audit records (admins).
+// audit lists a lesson's audit records (admins). Lesson ids are per
+// principal, so owner names whose lesson it is; without it, the caller's.
 func (s *Server) audit(c *call) (int, any, *Error) {
 	if !c.caller.Admin {
 		return 0, nil, &Error{Status: http.StatusForbidden, Code: "PERMISSION_DENIED", Message: "the audit endpoint is for admins"}
 	}
-	id := c.r.URL.Query().Get("lesson_id")
+	id, owner := c.r.URL.Query().Get("lesson_id"), c.r.URL.Query().Get("owner")
 	if !idPattern.MatchString(id) {
 		return 0, nil, badRequest("lesson_id: required, ^[a-zA-Z0-9_.:-]{1,128}$")
 	}
-	resp, err := s.cp.ListAuditRecords(c.ctx, &cpv1.ListAuditRecordsRequest{RequestId: id, PageSize: 1000})
+	if owner != "" && !ownerPattern.MatchString(owner) {
+		return 0, nil, badRequest("owner: a principal's name, ^[a-z0-9][a-z0-9_.-]{0,62}$")
+	}
+	resp, err := s.cp.ListAuditRecords(c.ctx, &cpv1.ListAuditRecordsRequest{RequestId: id, Owner: owner, PageSize: 1000})
 	if err != nil {
 		return 0, nil, fromRPC(err)
 	}
@@ -259,14 +263,25 @@ func (s *Server) audit(c *call) (int, any, *Error) {
 			"input_hash": r.GetInputHash(), "scene_hash_after": r.GetSceneHashAfter(), "error_code": r.GetErrorCode(),
 			"event": r.GetEvent()})
 	}
-	return http.StatusOK, map[string]any{"lesson_id": id, "records": records}, nil
+	out := map[string]any{"lesson_id": id, "records": records}
+	if owner != "" {
+		out["owner"] = owner
+	}
+	return http.StatusOK, out, nil
 }
 
 // run submits the Blender steps of actions as one plan (request id id) in
 // the caller's lesson session and waits for it: 202 with the approval id
 // when it waits for one (it runs once approved), the answer made by ok when
-// it succeeded, the failure contract (500) when a step failed.
+// it succeeded, the failure contract when it did not (planError).
 func (s *Server) run(c *call, id string, actions []Action, ok func(steps []any, receipts []*cpv1.Receipt) any) (int, any, *Error) {
+	if h := c.r.Header.Get("X-Blendplane-Session"); h != "" && !idPattern.MatchString(h) {
+		// A malformed request, like a malformed body: 400 (the API would
+		// refuse it with 422 as a plan's SCHEMA_INVALID).
+		return 0, nil, &Error{Status: http.StatusBadRequest, Code: "SCHEMA_INVALID", Recoverable: true,
+			Message:   "X-Blendplane-Session: a session id, ^[a-zA-Z0-9_.:-]{1,128}$",
+			RetryHint: "name one of your sessions, or send no X-Blendplane-Session for your default lesson session"}
+	}
 	var ops []*cpv1.Operation
 	prev := ""
 	for _, a := range actions {
@@ -305,19 +320,46 @@ func (s *Server) run(c *call, id string, actions []Action, ok func(steps []any, 
 		if err != nil {
 			return 0, nil, fromRPC(err)
 		}
-		if plan.GetPlan().GetState() != cpv1.Plan_STATE_SUCCEEDED {
-			f := plan.GetPlan().GetFailure()
-			e := &Error{Status: http.StatusInternalServerError, Code: f.GetErrorCode(), Message: f.GetMessage(),
-				Recoverable: f.GetRecoverable(), RetryHint: f.GetRetryHint(),
-				Extra: map[string]any{"id": id, "result": map[string]any{"steps": steps(actions, receipts)}}}
-			for _, st := range f.GetMinimalRepairPlan() {
-				e.Repair = append(e.Repair, map[string]any{"operation_id": st.GetOperationId(),
-					"action": strings.ToLower(strings.TrimPrefix(st.GetAction().String(), "ACTION_"))})
-			}
-			return 0, nil, e
+		if p := plan.GetPlan(); p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+			return 0, nil, planError(id, p, steps(actions, receipts))
 		}
 	}
 	return http.StatusOK, ok(steps(actions, receipts), receipts), nil
+}
+
+// planError is the answer for a lesson whose plan ended without
+// succeeding, with the failure contract of the plan: 409 when it was
+// cancelled (also before it ran, which stores no failure: the id stays
+// taken), 422 when an approver rejected it (refused, like a policy denial),
+// 500 when a step failed. Steps without a receipt never ran.
+func planError(id string, p *cpv1.Plan, res []any) *Error {
+	f := p.GetFailure()
+	if f.GetErrorCode() == "" {
+		f = &cpv1.Failure{ErrorCode: "INTERNAL", Message: "the lesson's plan is " + strings.TrimPrefix(p.GetState().String(), "STATE_") + ", without a failure"}
+		if p.GetState() == cpv1.Plan_STATE_CANCELLED {
+			f = &cpv1.Failure{ErrorCode: "CANCELLED", Recoverable: true, Message: "the lesson was cancelled (CancelPlan) before it ran"}
+		}
+	}
+	e := &Error{Status: http.StatusInternalServerError, Code: f.GetErrorCode(), Message: f.GetMessage(),
+		Recoverable: f.GetRecoverable(), RetryHint: f.GetRetryHint(), Extra: map[string]any{"id": id, "result": map[string]any{"steps": res}}}
+	switch {
+	case p.GetState() == cpv1.Plan_STATE_CANCELLED:
+		e.Status, e.Code = http.StatusConflict, "CANCELLED"
+		e.RetryHint = "send the lesson again under a new metadata.id: this one names the cancelled lesson"
+	case f.GetErrorCode() == "APPROVAL_REJECTED":
+		e.Status = http.StatusUnprocessableEntity
+		e.RetryHint = "change the lesson and send it under a new metadata.id: this one names the rejected lesson"
+	}
+	for _, st := range f.GetMinimalRepairPlan() {
+		e.Repair = append(e.Repair, map[string]any{"operation_id": st.GetOperationId(),
+			"action": strings.ToLower(strings.TrimPrefix(st.GetAction().String(), "ACTION_"))})
+	}
+	for _, st := range res {
+		if st := st.(map[string]any); st["status"] == "PENDING" {
+			st["status"] = "NOT_RUN"
+		}
+	}
+	return e
 }
 
 // steps is each step's outcome: its receipt's essentials, or what the front
