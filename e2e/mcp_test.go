@@ -118,6 +118,14 @@ func TestMCPHTTP(t *testing.T) {
 func TestMCPApprovals(t *testing.T) {
 	py := mcpPython(t)
 	c := startClusterOpts(t, clusterOpts{policy: defaultPolicy})
+	// A plan of another MCP session, which plan.wait must not follow.
+	otherPlan := func() string {
+		audit, err := c.client.ListAuditRecords(ctxT(t, 10*time.Second), &cpv1.ListAuditRecordsRequest{})
+		if err != nil || len(audit.GetAuditRecords()) == 0 {
+			t.Fatalf("audit: %v %v", audit, err)
+		}
+		return audit.GetAuditRecords()[0].GetRequestId()
+	}
 	for _, args := range [][]string{
 		{"stdio-approvals", filepath.Join(binDir, "blendctl"), c.cpAddr, c.adminTokenFile()},
 		// The sessionless revision, where the server may not ask: the call's
@@ -125,8 +133,11 @@ func TestMCPApprovals(t *testing.T) {
 		{"http-approvals-2026", "http://" + c.httpAddr + "/mcp", c.adminToken},
 		// A client without elicitation: told that the call waits, it
 		// follows the plan with plan.wait once blendctl approves it.
-		{"stdio-waiting", filepath.Join(binDir, "blendctl"), c.cpAddr, c.adminTokenFile()},
+		{"stdio-waiting", filepath.Join(binDir, "blendctl"), c.cpAddr, c.adminTokenFile(), ""},
 	} {
+		if args[0] == "stdio-waiting" {
+			args[4] = otherPlan()
+		}
 		cmd := exec.Command(py, append([]string{filepath.Join("testdata", "mcp_client.py")}, args...)...)
 		out, err := cmd.CombinedOutput()
 		t.Logf("mcp_client.py %s:\n%s", args[0], out)

@@ -39,6 +39,7 @@ func (b *Backend) Handler(idle time.Duration) http.Handler {
 	stateless := sdk.NewStreamableHTTPHandler(byToken.server, &sdk.StreamableHTTPOptions{Stateless: true, Logger: b.log})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= sessionlessVersion {
+			defer byToken.hold(r)()
 			stateless.ServeHTTP(w, r)
 			return
 		}
@@ -62,35 +63,56 @@ type sessionsByToken struct {
 }
 
 type tokenSession struct {
-	s    *Session
-	used time.Time
+	s        *Session
+	used     time.Time // when its last request ended
+	inFlight int       // its requests being served: a long plan.wait is not idle
+}
+
+// hold marks a request of r's token as being served, until the function it
+// returns is called; the token's Session is made on first use.
+func (t *sessionsByToken) hold(r *http.Request) (release func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ts := t.session(r)
+	ts.inFlight++
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		ts.inFlight--
+		ts.used = time.Now()
+	}
 }
 
 func (t *sessionsByToken) server(r *http.Request) *sdk.Server {
-	token := bearerOf(r)
-	key := sha256.Sum256([]byte(token))
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.session(r).s.Server()
+}
+
+// session is r's token's Session. The caller holds t.mu.
+func (t *sessionsByToken) session(r *http.Request) *tokenSession {
+	token := bearerOf(r)
+	key := sha256.Sum256([]byte(token))
 	ts, ok := t.sessions[key]
 	if !ok {
-		ts = &tokenSession{s: t.b.NewSession(token)}
+		ts = &tokenSession{s: t.b.NewSession(token), used: time.Now()}
 		t.sessions[key] = ts
 		if len(t.sessions) == 1 {
 			go t.reap()
 		}
 	}
-	ts.used = time.Now()
-	return ts.s.Server()
+	return ts
 }
 
-// reap closes the sessions idle for longer than t.idle, until none is left.
+// reap closes the sessions idle (no request being served) for longer than
+// t.idle, until none is left.
 func (t *sessionsByToken) reap() {
 	for {
 		time.Sleep(min(t.idle/2, time.Minute))
 		t.mu.Lock()
 		var idle []*Session
 		for key, ts := range t.sessions {
-			if time.Since(ts.used) > t.idle {
+			if ts.inFlight == 0 && time.Since(ts.used) > t.idle {
 				idle = append(idle, ts.s)
 				delete(t.sessions, key)
 			}

@@ -162,18 +162,20 @@ func (s *Session) ensure(ctx context.Context, ss *sdk.ServerSession) error {
 		s.tools[t.GetName()] = t
 		s.server.AddTool(toolFor(t), s.callTool(t))
 	}
+	s.server.AddTool(planTool(), s.submitPlan)
+	s.server.AddTool(waitTool(), s.waitPlan)
 	if c.GetCapabilities().GetMacros() {
+		// The session is negotiated: without its macros it still serves
+		// every other tool.
 		macros, err := s.cp.ListMacros(ctx, &cpv1.ListMacrosRequest{})
 		if err != nil {
-			return fmt.Errorf("listing macros: %s", planjson.Describe(err))
+			s.b.log.Warn("listing macros: the session has none", "session_id", s.sessionID, "err", planjson.Describe(err))
 		}
 		for _, m := range macros.GetMacros() {
 			level := s.macroSafety(m)
 			s.server.AddTool(macroTool(m, level), s.callMacro(m, level))
 		}
 	}
-	s.server.AddTool(planTool(), s.submitPlan)
-	s.server.AddTool(waitTool(), s.waitPlan)
 	return nil
 }
 

@@ -12,6 +12,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -120,7 +122,8 @@ func waitTool() *sdk.Tool {
 		InputSchema: json.RawMessage(`{"type": "object", "required": ["request_id"], "additionalProperties": false,
   "properties": {"request_id": {"type": "string", "description": "the request_id the waiting call returned"}}}`),
 		OutputSchema: receiptSchema,
-		Annotations:  &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(bool)},
+		// Not read-only: it may ask the user to decide the approval.
+		Annotations: &sdk.ToolAnnotations{IdempotentHint: true, DestructiveHint: new(bool), OpenWorldHint: new(bool)},
 	}
 }
 
@@ -237,7 +240,7 @@ func (s *Session) follow(ctx context.Context, req *sdk.CallToolRequest, requestI
 	// Results stay in wire form until they are written as JSON (receiptwire).
 	stream, err := s.cp.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID}, grpc.ForceCodecV2(receiptwire.Codec{}))
 	if err != nil {
-		return s.cancelled(requestID, err)
+		return s.broken(requestID, err, wait)
 	}
 	var receipts []*cpv1.Receipt
 	asked := decided != nil // once per call: a user who cancels is not asked again
@@ -246,12 +249,8 @@ func (s *Session) follow(ctx context.Context, req *sdk.CallToolRequest, requestI
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil && wait {
-			return toolError(map[string]any{"error_code": "CANCELLED", "recoverable": true, "request_id": requestID,
-				"message": "the wait ended (" + planjson.Describe(err) + "); the plan goes on", "retry_hint": "call plan.wait again"})
-		}
 		if err != nil {
-			return s.cancelled(requestID, err)
+			return s.broken(requestID, err, wait)
 		}
 		switch {
 		case ev.GetReceipt() != nil:
@@ -278,7 +277,11 @@ func (s *Session) follow(ctx context.Context, req *sdk.CallToolRequest, requestI
 				decided = nil
 			case asked || !canElicit(req):
 			case roundTrips(req):
-				return askApproval(requestID, ap)
+				state := requestID
+				if wait {
+					state = waitState + requestID // the retry resumes plan.wait, whose cancel leaves the plan
+				}
+				return askApproval(state, ap)
 			default:
 				// Older revisions: asked from here, while the stream is
 				// followed (a cancel of the call still cancels the plan).
@@ -318,6 +321,20 @@ func allSucceeded(receipts []*cpv1.Receipt, scheduled int) bool {
 		}
 	}
 	return true
+}
+
+// broken ends a call whose stream broke: plan.wait's (wait) ends only the
+// wait; any other call's cancel becomes CancelPlan.
+func (s *Session) broken(requestID string, err error, wait bool) *sdk.CallToolResult {
+	if !wait {
+		return s.cancelled(requestID, err)
+	}
+	code := "CANCELLED"
+	if c := status.Code(err); c != codes.Canceled && c != codes.DeadlineExceeded {
+		code = "WAIT_FAILED"
+	}
+	return toolError(map[string]any{"error_code": code, "recoverable": true, "request_id": requestID,
+		"message": "the wait ended (" + planjson.Describe(err) + "); the plan goes on", "retry_hint": "call plan.wait again"})
 }
 
 // cancelled ends a call whose stream broke: the client's cancel (ctx)
@@ -408,7 +425,7 @@ func askApproval(requestID string, ap *cpv1.Approval) *sdk.CallToolResult {
 // and follows the plan (named by the request state, one of this session's)
 // to its end.
 func (s *Session) resume(ctx context.Context, req *sdk.CallToolRequest) *sdk.CallToolResult {
-	requestID := req.Params.RequestState
+	requestID, wait := strings.CutPrefix(req.Params.RequestState, waitState)
 	if !s.owns(requestID) {
 		return toolError(map[string]any{"error_code": "SCHEMA_INVALID", "recoverable": false,
 			"message": "requestState does not name a plan of this MCP session", "retry_hint": "call the tool again without requestState"})
@@ -421,8 +438,11 @@ func (s *Session) resume(ctx context.Context, req *sdk.CallToolRequest) *sdk.Cal
 	if err != nil {
 		return refused(err)
 	}
-	return s.follow(ctx, req, requestID, len(resp.GetPlan().GetSchedule()), answer, false)
+	return s.follow(ctx, req, requestID, len(resp.GetPlan().GetSchedule()), answer, wait)
 }
+
+// waitState prefixes the request state of a question plan.wait asked.
+const waitState = "wait:"
 
 // owns reports whether requestID is one of this session's plans.
 func (s *Session) owns(requestID string) bool {

@@ -158,19 +158,24 @@ async def exercise_approval(session, asked):
     print("done", flush=True)
 
 
-async def exercise_waiting(session, approve):
+async def exercise_waiting(session, approve, other_plan):
     """On the default policy, a client without elicitation: object.delete
     returns at once, saying it waits and for which approval; plan.wait
-    returns the receipt once a person approves (approve runs blendctl)."""
+    returns the receipt once a person approves (approve runs blendctl). A
+    cancelled plan.wait leaves the plan waiting; another session's plan
+    (other_plan) cannot be waited for."""
     res = await session.call_tool("object.create", {"type": "cube", "name": "Waits"})
     check(not res.is_error, "object.create", res.structured_content)
     res = await session.call_tool("object.delete", {"name": "Waits"})
     sc = res.structured_content
     check(not res.is_error and sc["status"] == "AWAITING_APPROVAL" and sc["approval_id"] and sc["request_id"],
           "a client that cannot be asked: the call says it waits, with the approval id", sc)
-    res = await session.call_tool("plan.wait", {"request_id": "mcp-s-0-1"})
-    check(res.is_error and res.structured_content["error_code"] == "SCHEMA_INVALID", "plan.wait: only this session's plans",
-          res.structured_content)
+    res = await session.call_tool("plan.wait", {"request_id": other_plan})
+    check(res.is_error and res.structured_content["error_code"] == "SCHEMA_INVALID",
+          "plan.wait: only this session's plans, not " + other_plan, res.structured_content)
+    with anyio.move_on_after(1) as scope:  # the host gives up on the wait: its cancel
+        await session.call_tool("plan.wait", {"request_id": sc["request_id"]})
+    check(scope.cancelled_caught, "a plan.wait cancelled while the plan waits")
     waited = {}
 
     async def wait():
@@ -189,7 +194,7 @@ async def exercise_waiting(session, approve):
 async def main():
     mode = sys.argv[1]
     if mode == "stdio-waiting":
-        blendctl, addr, token_file = sys.argv[2:5]
+        blendctl, addr, token_file, other_plan = sys.argv[2:6]
 
         async def approve(approval_id):
             await anyio.run_process([blendctl, "--addr", addr, "--token-file", token_file, "approve", approval_id])
@@ -198,7 +203,7 @@ async def main():
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
-                await exercise_waiting(session, approve)
+                await exercise_waiting(session, approve, other_plan)
         return
     if mode == "stdio-approvals":
         blendctl, addr, token_file = sys.argv[2:5]

@@ -74,7 +74,7 @@ const (
 	valueStruct     = 5
 	valueList       = 6
 	listValues      = 1
-	maxDepth        = 256 // FromJSON leaves deeper to encoding/json (which allows 10,000)
+	maxDepth        = 16 // deeper goes the slow way: each level copies what it holds, so depth × size must stay small
 	replacementRune = "\uFFFD"
 )
 

@@ -660,11 +660,12 @@ func (p *Process) outcome(c Call, r executeResult, errHash string, err error, st
 	}
 	result, rerr := structwire.FromJSON(r.Result)
 	if rerr != nil {
-		// python.exec's result may hold what a Struct cannot: a number
-		// beyond float64.
-		err := fmt.Errorf("blender: execute: decode result: %w", rerr)
-		p.callLog(c).Warn("tool call failed", "err", err)
-		return Outcome{}, err
+		// python.exec's result may hold what a Struct cannot (a number
+		// beyond float64). The call ran: it fails as a tool error with the
+		// scene's hash after it, so the caller discards its effect.
+		te := &ToolError{Code: CodeInternalError, Message: "blender: execute: decode result: " + rerr.Error()}
+		p.callLog(c).Warn("tool call failed", "err", te)
+		return Outcome{SceneHashBefore: r.SceneHashAfter, SceneHashAfter: r.SceneHashAfter}, te
 	}
 	var undo json.RawMessage
 	if len(r.Undo) > 0 && string(r.Undo) != "null" {

@@ -315,16 +315,19 @@ func (m *Manager) SessionCounts() (live, parked int) {
 	return live, parked
 }
 
-// busyLive counts the slots held by sessions that are running a batch. The
-// caller holds m.mu.
+// busyLive counts the slots that are busy: held by sessions running a
+// batch, or by previews. The caller holds m.mu.
 func (m *Manager) busyLive() int {
-	n := 0
+	busy, live := 0, 0
 	for _, s := range m.sessions {
-		if s.live && s.users > 0 {
-			n++
+		if s.live {
+			live++
+			if s.users > 0 {
+				busy++
+			}
 		}
 	}
-	return n
+	return busy + m.live - live // the slots that are not sessions' are previews', busy
 }
 
 // Close stops a session's Blender, removes its files (checkpoints, work

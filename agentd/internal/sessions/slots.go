@@ -118,11 +118,17 @@ func (m *Manager) takeSlot(ctx context.Context, held *bool, holder string) error
 		}
 		select {
 		case <-wait:
+		case <-time.After(slotRecheck):
+			// The victim's lock was only briefly held (a preview reading its
+			// journal, a park that found it busy): nothing signals its end.
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for a Blender slot: %w", ctx.Err())
 		}
 	}
 }
+
+// slotRecheck is how often a wait for a slot looks again without a signal.
+const slotRecheck = 250 * time.Millisecond
 
 // leastRecentlyUsed is the session holding a slot that is not running a
 // batch and was used the longest time ago, or nil. The caller holds m.mu.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -453,5 +454,28 @@ func TestFiles(t *testing.T) {
 	os.Mkdir(filepath.Join(s.sandbox, "dir.obj"), 0o755)
 	if err := put("dir.obj", content, int64(len(content)), sum); !errors.Is(err, ErrFileConflict) {
 		t.Errorf("put over a directory: %v", err)
+	}
+}
+
+// TestUnrepresentableResultDiscarded: a python.exec whose result a Struct
+// cannot hold (a number beyond float64) fails as an internal error, and
+// what it did to the scene is discarded: the session is rebuilt from its
+// journal, which does not hold the call.
+func TestUnrepresentableResultDiscarded(t *testing.T) {
+	m, _, rt := newManager(t)
+	open(t, m, rt, "s1")
+	before := run(t, m, "s1", "r1", create("a", "Box"))[0].GetSceneHashAfter()
+	rs := run(t, m, "s1", "r2", Operation{OperationID: "x", MCPCallID: "c", Tool: "python.exec",
+		Args:   map[string]any{"code": "import bpy\nbpy.ops.mesh.primitive_cube_add()\nresult = 10**400"},
+		Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-x"})
+	r := rs[0]
+	if r.GetStatus() != cpv1.Receipt_STATUS_FAILED || r.GetError().GetErrorCode() != "INTERNAL_ERROR" ||
+		!strings.Contains(r.GetError().GetMessage(), "decode result") || r.GetSceneHashAfter() != before {
+		t.Fatalf("receipt %v, want INTERNAL_ERROR with the scene back at %s", r, before)
+	}
+	sum := run(t, m, "s1", "r3", Operation{OperationID: "s", MCPCallID: "c", Tool: "scene.get_summary",
+		Args: map[string]any{}, Safety: cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY, IdempotencyKey: "key-s"})[0]
+	if sum.GetSceneHashBefore() != before {
+		t.Fatalf("the scene after the failed call: %s, want %s", sum.GetSceneHashBefore(), before)
 	}
 }
