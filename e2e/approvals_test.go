@@ -110,6 +110,16 @@ func TestApprovals(t *testing.T) {
 		t.Fatalf("resolve without the approve scope: %v", err)
 	}
 	approver := c.clientAs(t, c.createToken(t, "lead", "plans", "approve"))
+	// The approve scope alone sees every approval (SECURITY.md); a token
+	// with neither it nor plans sees none.
+	onlyApprove := c.clientAs(t, c.createToken(t, "reviewer", "approve"))
+	if list, err := onlyApprove.ListApprovals(ctxT(t, 10*time.Second), &cpv1.ListApprovalsRequest{}); err != nil || len(list.GetApprovals()) != 1 {
+		t.Fatalf("ListApprovals with only the approve scope: %v %v", list, err)
+	}
+	agentOnly := c.clientAs(t, c.createToken(t, "joiner", "agent"))
+	if _, err := agentOnly.ListApprovals(ctxT(t, 10*time.Second), &cpv1.ListApprovalsRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("ListApprovals with the agent scope: %v", err)
+	}
 	if _, err := resolve(approver, apID, cpv1.Decision_DECISION_REJECT); err != nil {
 		t.Fatal(err)
 	}

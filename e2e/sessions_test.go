@@ -335,6 +335,17 @@ func TestArtifacts(t *testing.T) {
 	if a, _, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "tri.obj"}); err != nil || a.GetSha256() != hexSHA(obj) {
 		t.Fatalf("the refused upload replaced tri.obj: %v %v", a, err)
 	}
+	unique := []byte("content no artifact has " + id)
+	_, err = c.upload(t, &cpv1.ArtifactUpload{SessionId: id, Name: "u.obj", Sha256: hexSHA([]byte("other"))}, unique, 1<<20)
+	wantRefusal(t, "a wrong hash of new content", err, codes.InvalidArgument, "CHECKSUM_MISMATCH")
+	if kept, _ := filepath.Glob(filepath.Join(c.dir, "cp", "blobs", "*", "*", hexSHA(unique))); len(kept) != 0 {
+		t.Fatalf("the refused upload's content was kept: %v", kept)
+	}
+	empty, err := c.client.UploadArtifact(ctxT(t, 10*time.Second))
+	if err == nil {
+		_, err = empty.CloseAndRecv()
+	}
+	wantRefusal(t, "an upload without messages", err, codes.InvalidArgument, "SCHEMA_INVALID")
 	if err := os.Mkdir(filepath.Join(sandbox, "dir.obj"), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -72,12 +72,12 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 	if h.GetSizeBytes() > 0 && size != h.GetSizeBytes() {
 		return nil, fmt.Errorf("%w: received %d bytes, the header said %d", ErrChecksumMismatch, size, h.GetSizeBytes())
 	}
+	if sum := w.Sum(); h.GetSha256() != "" && h.GetSha256() != sum { // before the blob is kept
+		return nil, fmt.Errorf("%w: the content's sha256 is %s, the header said %s", ErrChecksumMismatch, sum, h.GetSha256())
+	}
 	sum, err := w.Commit()
 	if err != nil {
 		return nil, err
-	}
-	if h.GetSha256() != "" && h.GetSha256() != sum {
-		return nil, fmt.Errorf("%w: the content's sha256 is %s, the header said %s", ErrChecksumMismatch, sum, h.GetSha256())
 	}
 	art := &cpv1.Artifact{SessionId: h.GetSessionId(), Name: h.GetName(), SizeBytes: size, Sha256: sum, CreateTime: timestamppb.Now()}
 	if err := a.push(ctx, sess.Info.GetAgentId(), art); err != nil {

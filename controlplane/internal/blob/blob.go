@@ -137,10 +137,13 @@ func (w *Writer) Write(p []byte) (int, error) {
 // Size is how many bytes were written so far.
 func (w *Writer) Size() int64 { return w.size }
 
+// Sum is the SHA-256 (hex) of what was written so far.
+func (w *Writer) Sum() string { return hex.EncodeToString(w.h.Sum(nil)) }
+
 // Commit makes the content durable under its hash and returns the hash.
 func (w *Writer) Commit() (string, error) {
 	defer w.Abort()
-	sum := hex.EncodeToString(w.h.Sum(nil))
+	sum := w.Sum()
 	if err := w.f.Sync(); err != nil {
 		return "", fmt.Errorf("blob: %w", err)
 	}

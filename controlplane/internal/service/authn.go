@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -17,6 +18,10 @@ import (
 
 // anyScope: any authenticated principal may call the method.
 const anyScope = ""
+
+// plansOrApprove: a principal with either scope (an approver sees every
+// approval; the application layer narrows what others see to their own).
+const plansOrApprove = auth.ScopePlans + "|" + auth.ScopeApprove
 
 // methodScopes is the scope each ControlPlaneService method needs. A method
 // missing here is refused: new RPCs must say who may call them.
@@ -40,7 +45,7 @@ var methodScopes = map[string]string{
 	cpv1.ControlPlaneService_ListTokens_FullMethodName:       auth.ScopeAdmin,
 	cpv1.ControlPlaneService_RevokeToken_FullMethodName:      auth.ScopeAdmin,
 	cpv1.ControlPlaneService_RegisterAgent_FullMethodName:    auth.ScopeAgent,
-	cpv1.ControlPlaneService_ListApprovals_FullMethodName:    auth.ScopePlans,
+	cpv1.ControlPlaneService_ListApprovals_FullMethodName:    plansOrApprove,
 	cpv1.ControlPlaneService_ResolveApproval_FullMethodName:  auth.ScopeApprove,
 	cpv1.ControlPlaneService_ListPolicyRules_FullMethodName:  auth.ScopeApprove,
 	cpv1.ControlPlaneService_DeletePolicyRule_FullMethodName: auth.ScopeApprove,
@@ -115,8 +120,8 @@ func (au *Authentication) authenticate(ctx context.Context, method string) (cont
 		}
 	}
 	if scope != anyScope {
-		if err := app.Require(who, scope, method); err != nil {
-			return nil, toStatus(err)
+		if !slices.ContainsFunc(strings.Split(scope, "|"), who.Has) {
+			return nil, toStatus(&app.ScopeError{Scope: strings.ReplaceAll(scope, "|", " or "), Action: method})
 		}
 	}
 	return context.WithValue(ctx, principalKey{}, who), nil

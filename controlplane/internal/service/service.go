@@ -6,6 +6,8 @@ package service
 
 import (
 	"context"
+	"errors"
+	"io"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -224,6 +226,9 @@ func (s *Server) CloseSession(ctx context.Context, req *cpv1.CloseSessionRequest
 func (s *Server) UploadArtifact(stream grpc.ClientStreamingServer[cpv1.UploadArtifactRequest, cpv1.UploadArtifactResponse]) error {
 	ctx := stream.Context()
 	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return schemaError("header", "an upload without messages: the first must be its header")
+	}
 	if err != nil {
 		return toStatus(err)
 	}
