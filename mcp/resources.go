@@ -11,7 +11,10 @@ import (
 	"path"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -56,7 +59,7 @@ func (s *Session) readTool(tool string) sdk.ResourceHandler {
 		}
 		raw, _ := res.StructuredContent.(json.RawMessage)
 		if res.IsError {
-			return nil, fmt.Errorf("%s failed: %s", tool, raw)
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s failed: %s", tool, raw)}
 		}
 		var out struct {
 			Result json.RawMessage `json:"result"`
@@ -72,7 +75,7 @@ func (s *Session) readTool(tool string) sdk.ResourceHandler {
 func (s *Session) readRegistry(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 	resp, err := s.cp.ListTools(ctx, &cpv1.ListToolsRequest{SessionId: s.sessionID})
 	if err != nil {
-		return nil, errors.New(planjson.Describe(err))
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: planjson.Describe(err)}
 	}
 	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(resp)
 	if err != nil {
@@ -81,21 +84,27 @@ func (s *Session) readRegistry(ctx context.Context, req *sdk.ReadResourceRequest
 	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}}, nil
 }
 
+// readArtifact reads an artifact, by its plain name, of at most
+// maxResourceBytes: a larger one is for blendctl download or REST, not for
+// one JSON-RPC message in the server's memory.
 func (s *Session) readArtifact(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
-	u, err := url.Parse(req.Params.URI)
-	if err != nil {
-		return nil, err
-	}
-	name := path.Base(u.Path)
-	if !strings.HasPrefix(req.Params.URI, strings.TrimSuffix(uriArtifact, "{name}")) || name == "" {
+	escaped, ok := strings.CutPrefix(req.Params.URI, strings.TrimSuffix(uriArtifact, "{name}"))
+	name, err := url.PathUnescape(escaped)
+	if !ok || err != nil || name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\") {
 		return nil, sdk.ResourceNotFoundError(req.Params.URI)
 	}
-	data, err := s.download(ctx, name)
+	data, err := s.downloadUpTo(ctx, name, maxResourceBytes)
+	if status.Code(err) == codes.NotFound {
+		return nil, sdk.ResourceNotFoundError(req.Params.URI)
+	}
 	if err != nil {
-		return nil, err
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: planjson.Describe(err)}
 	}
 	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: mimeOf(name), Blob: data}}}, nil
 }
+
+// maxResourceBytes is the largest artifact read as a resource.
+const maxResourceBytes = 16 << 20
 
 // artifactContent is what a call returns for a file it made: a link to the
 // artifact and, for a PNG, the image itself, so a model can look at it. The
@@ -109,18 +118,22 @@ func (s *Session) artifactContent(ctx context.Context, a *cpv1.Artifact) []sdk.C
 	if mimeOf(a.GetName()) != "image/png" || size > maxInlineImage {
 		return out
 	}
-	data, err := s.download(ctx, a.GetName())
+	data, err := s.downloadUpTo(ctx, a.GetName(), maxInlineImage)
 	if err != nil {
-		s.b.log.Warn("fetching a render for the call's result", "name", a.GetName(), "err", err)
+		s.b.log.Warn("fetching a render for the call's result", "name", a.GetName(), "err", planjson.Describe(err))
 		return out
 	}
 	return append([]sdk.Content{&sdk.ImageContent{Data: data, MIMEType: "image/png"}}, out...)
 }
 
-func (s *Session) download(ctx context.Context, name string) ([]byte, error) {
+// downloadUpTo is an artifact's content, refused (ResourceExhausted) when it
+// is over limit bytes, before it is read.
+func (s *Session) downloadUpTo(ctx context.Context, name string, limit int64) ([]byte, error) {
+	ctx, cancel := context.WithCancel(ctx) // an early return ends the stream
+	defer cancel()
 	stream, err := s.cp.DownloadArtifact(ctx, &cpv1.DownloadArtifactRequest{SessionId: s.sessionID, Name: name})
 	if err != nil {
-		return nil, errors.New(planjson.Describe(err))
+		return nil, err
 	}
 	var buf bytes.Buffer
 	for {
@@ -129,7 +142,11 @@ func (s *Session) download(ctx context.Context, name string) ([]byte, error) {
 			return buf.Bytes(), nil
 		}
 		if err != nil {
-			return nil, errors.New(planjson.Describe(err))
+			return nil, err
+		}
+		if size := max(resp.GetArtifact().GetSizeBytes(), int64(buf.Len()+len(resp.GetChunk()))); size > limit {
+			return nil, status.Errorf(codes.ResourceExhausted, "%s is %d bytes or more, over the %d a resource read carries: "+
+				"download it with blendctl download or GET /v1/sessions/{session_id}/artifacts/{name}", name, size, limit)
 		}
 		buf.Write(resp.GetChunk())
 	}

@@ -6,7 +6,9 @@ package planjson
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -58,7 +60,7 @@ func Plan(raw json.RawMessage, safetyOf func(tool string) cpv1.SafetyLevel) (ops
 		Atomic bool `json:"atomic"`
 	}
 	if err := json.Unmarshal(raw, &in); err != nil {
-		return nil, false, err
+		return nil, false, jsonError("the plan", err)
 	}
 	if len(in.Operations) == 0 {
 		return nil, false, fmt.Errorf("operations: a plan needs at least one operation")
@@ -86,13 +88,43 @@ func Args(raw json.RawMessage) (*structpb.Struct, error) {
 	var m map[string]any
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, fmt.Errorf("arguments: %w", err)
+			return nil, jsonError("arguments", err)
 		}
 	}
 	if m == nil {
 		m = map[string]any{}
 	}
 	return structpb.NewStruct(m)
+}
+
+// jsonError says what is wrong with the JSON of what in the JSON's terms,
+// not Go's (encoding/json names the Go types it decodes into).
+func jsonError(what string, err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			what = te.Field
+		}
+		kind := "a value of another type"
+		switch te.Type.Kind() {
+		case reflect.Struct, reflect.Map:
+			kind = "an object"
+		case reflect.Slice, reflect.Array:
+			kind = "an array"
+		case reflect.String:
+			kind = "a string"
+		case reflect.Bool:
+			kind = "true or false"
+		case reflect.Float64, reflect.Float32, reflect.Int, reflect.Int32, reflect.Int64:
+			kind = "a number"
+		}
+		return fmt.Errorf("%s: %s is expected, not a JSON %s", what, kind, te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%s: not JSON (%v, at byte %d)", what, se, se.Offset)
+	}
+	return fmt.Errorf("%s: %v", what, err)
 }
 
 // Receipts is a list of receipts as JSON.

@@ -15,13 +15,16 @@ import base64
 
 import anyio
 import json
+import os
 import sys
+import tempfile
 
 import mcp_types as types
 from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 
 def check(cond, what, detail=None):
@@ -30,7 +33,7 @@ def check(cond, what, detail=None):
     print("ok:", what, flush=True)
 
 
-async def exercise(session):
+async def exercise(session, upload=None):
     init = await session.initialize()
     check(init.server_info.name == "blendplane", "initialize (protocol %s)" % init.protocol_version, init.server_info)
 
@@ -51,7 +54,7 @@ async def exercise(session):
           "a macro is a tool, at its tools' level (light.create: a safe write)", lighting and lighting.annotations)
 
     res = await session.call_tool("object.create", {"type": "cube", "name": "McpCube", "location": [0, 0, 1]})
-    sc = res.structured_content
+    sc = sc_create = res.structured_content
     check(not res.is_error and sc["status"] == "SUCCEEDED" and sc["scene_hash_after"] and sc["mcp_call_id"].startswith("mcp:"),
           "object.create: a receipt", sc)
     check(sc["result"]["name"] == "McpCube", "object.create's result", sc)
@@ -109,6 +112,23 @@ async def exercise(session):
           "the snapshot resource: the canonical scene and its hash", json.dumps(snapshot)[:300])
     registry = json.loads((await session.read_resource("blendplane://session/registry")).contents[0].text)
     check(any(t["name"] == "object.create" for t in registry["tools"]), "the registry resource lists the tools", list(registry))
+    for uri in ("blendplane://session/artifacts/nope.png", "blendplane://session/artifacts/..%2F..%2Fetc%2Fpasswd",
+                "blendplane://session/artifacts/"):
+        try:
+            await session.read_resource(uri)
+            raise AssertionError("read %s" % uri)
+        except MCPError as e:
+            check(e.code == -32602 and e.message == "Resource not found", "a resource that is not there: resource not found (%s)" % uri, e.error)
+    if upload is not None:
+        # An artifact over what a resource read carries: refused, not read.
+        session_id = sc_create["mcp_call_id"].split(":")[1]
+        await upload(session_id, "big.bin", 17 << 20)
+        try:
+            await session.read_resource("blendplane://session/artifacts/big.bin")
+            raise AssertionError("read a 17 MiB artifact as a resource")
+        except MCPError as e:
+            check(e.code == -32603 and "blendctl download" in e.message, "a 17 MiB artifact is not read as a resource", e.error)
+
     summary = await session.read_resource("blendplane://session/summary")
     text = summary.contents[0].text
     check("McpCube" in text and "Ball" in text, "the summary resource shows the scene", text[:500])
@@ -236,10 +256,17 @@ async def main():
         return
     if mode == "stdio":
         blendctl, addr, token_file = sys.argv[2:5]
+
+        async def upload(session_id, name, size):
+            path = os.path.join(tempfile.mkdtemp(), name)
+            with open(path, "wb") as f:
+                f.write(b"\0" * size)
+            await anyio.run_process([blendctl, "--addr", addr, "--token-file", token_file, "upload", path, "--session", session_id])
+
         params = StdioServerParameters(command=blendctl, args=["--addr", addr, "--token-file", token_file, "mcp"])
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
-                await exercise(session)
+                await exercise(session, upload)
     elif mode == "http":
         url, token = sys.argv[2:4]
         async with create_mcp_http_client(headers={"Authorization": "Bearer " + token}) as http:
