@@ -197,9 +197,9 @@ check: lint
 	  diff -r "$$snap/tsgen" clients/typescript/src/gen; } || { echo "gen/ or a client's generated code drifted from proto/: run 'make generate' and commit"; exit 1; }; \
 	go mod tidy && { cmp -s "$$snap/go.mod" go.mod && cmp -s "$$snap/go.sum" go.sum; } || { echo "go.mod/go.sum drifted: run 'go mod tidy' and commit"; exit 1; }; \
 	rm -rf "$$snap"
-	@! go list -deps ./agentd/... ./cmd/agentd | grep -q '/controlplane/internal' || { echo "agentd imports controlplane internals"; exit 1; }
-	@! go list -deps ./controlplane/... ./cmd/controlplane | grep -q '/agentd/internal' || { echo "controlplane imports agentd internals"; exit 1; }
-	@! go list -deps ./mcp/... ./lesson/... ./planner/... ./planjson/... ./cmd/blendctl | grep -Eq 'blendplane/blendplane/(controlplane|agentd)/' || \
+	@deps=$$(go list -deps ./agentd/... ./cmd/agentd) && ! echo "$$deps" | grep -q '/controlplane/internal' || { echo "agentd imports controlplane internals"; exit 1; }
+	@deps=$$(go list -deps ./controlplane/... ./cmd/controlplane) && ! echo "$$deps" | grep -q '/agentd/internal' || { echo "controlplane imports agentd internals"; exit 1; }
+	@deps=$$(go list -deps ./mcp/... ./lesson/... ./planner/... ./planjson/... ./cmd/blendctl) && ! echo "$$deps" | grep -Eq 'blendplane/blendplane/(controlplane|agentd)/' || \
 		{ echo "a front door imports a daemon's packages: front doors are clients of gen/ only"; exit 1; }
 	@echo "check: no drift"
 
