@@ -2,11 +2,13 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -38,13 +40,10 @@ var migrations = []func(tx *bolt.Tx) error{
 		return createBuckets(tx, bucketApprovals, bucketRules, bucketRuleIndex)
 	},
 	migrateSessionAudit,
-	// 6 → 7: plans by session, audit records by Blender mutation id.
-	func(tx *bolt.Tx) error {
-		if err := migrateSessionPlans(tx); err != nil {
-			return err
-		}
-		return migrateMutationAudit(tx)
-	},
+	// 6 → 7: plans by session (and audit records by Blender mutation id,
+	// in a layout 7 → 8 replaces: it builds the index it makes now).
+	migrateSessionPlans,
+	migrateMutationAudit,
 }
 
 // schemaVersion is the version this binary writes.
@@ -277,9 +276,14 @@ func migrateSessionAudit(tx *bolt.Tx) error {
 	})
 }
 
-// migrateMutationAudit (6 → 7) indexes the audit log by Blender mutation id.
+// migrateMutationAudit (7 → 8) indexes the audit log by Blender mutation
+// id in sorted runs and a tail (indexMutation), replacing schema 7's
+// bucket per mutation.
 func migrateMutationAudit(tx *bolt.Tx) error {
-	if err := createBuckets(tx, bucketAuditMutation); err != nil {
+	if err := tx.DeleteBucket(bucketAuditMutation); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
+		return err
+	}
+	if err := createBuckets(tx, bucketMutationTail, bucketMutationRuns); err != nil {
 		return err
 	}
 	return eachAudit(tx, func(k []byte, rec *cpv1.AuditRecord) error {

@@ -120,7 +120,9 @@ var (
 	bucketOpPolicy        = []byte("policy")
 	bucketAuditSession    = []byte("audit_by_session")
 	bucketSessionPlans    = []byte("plans_by_session")
-	bucketAuditMutation   = []byte("audit_by_mutation")
+	bucketAuditMutation   = []byte("audit_by_mutation") // schema 7; runs and a tail since 8
+	bucketMutationTail    = []byte("audit_by_mutation_tail")
+	bucketMutationRuns    = []byte("audit_by_mutation_runs")
 
 	keySchemaVersion = []byte("schema_version")
 	keySession       = []byte("session")
