@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"iter"
 	"slices"
 	"sort"
 
@@ -206,46 +207,11 @@ func (f AuditFilter) keep(rec *cpv1.AuditRecord) bool {
 func (s *Store) AuditRecords(f AuditFilter, after uint64, limit int) (records []*cpv1.AuditRecord, next uint64, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
 		audit := tx.Bucket(bucketAudit)
-		if f.MutationID != "" {
-			seqs, err := mutationSeqs(tx, f.MutationID)
-			if err != nil {
-				return err
-			}
-			for _, seq := range seqs {
-				if seq <= after {
-					continue
-				}
-				rec := &cpv1.AuditRecord{}
-				if err := getProto(audit, u64(seq), rec); err != nil {
-					return err
-				}
-				if !f.keep(rec) {
-					continue
-				}
-				if len(records) == limit {
-					next = uint64(records[len(records)-1].GetSequence())
-					return nil
-				}
-				records = append(records, rec)
-			}
-			return nil
+		keys, err := auditKeys(tx, f, after)
+		if err != nil {
+			return err
 		}
-		var idx *bolt.Bucket
-		switch {
-		case f.Owner == "":
-			idx = audit
-		case f.RequestID == "":
-			idx = tx.Bucket(bucketAuditOwner).Bucket([]byte(f.Owner))
-		default:
-			if owner := tx.Bucket(bucketAuditIdx).Bucket([]byte(f.Owner)); owner != nil {
-				idx = owner.Bucket([]byte(f.RequestID))
-			}
-		}
-		if idx == nil {
-			return nil
-		}
-		c := idx.Cursor()
-		for k, _ := c.Seek(u64(after + 1)); k != nil; k, _ = c.Next() {
+		for k := range keys {
 			rec := &cpv1.AuditRecord{}
 			if err := getProto(audit, k, rec); err != nil {
 				return err
@@ -262,4 +228,38 @@ func (s *Store) AuditRecords(f AuditFilter, after uint64, limit int) (records []
 		return nil
 	})
 	return records, next, err
+}
+
+// auditKeys are the keys (sequences) of the audit records after after that
+// f's index holds, ascending.
+func auditKeys(tx *bolt.Tx, f AuditFilter, after uint64) (iter.Seq[[]byte], error) {
+	if f.MutationID != "" {
+		seqs, err := mutationSeqs(tx, f.MutationID)
+		return func(yield func([]byte) bool) {
+			for _, seq := range seqs {
+				if seq > after && !yield(u64(seq)) {
+					return
+				}
+			}
+		}, err
+	}
+	var idx *bolt.Bucket
+	switch {
+	case f.Owner == "":
+		idx = tx.Bucket(bucketAudit)
+	case f.RequestID == "":
+		idx = tx.Bucket(bucketAuditOwner).Bucket([]byte(f.Owner))
+	default:
+		if owner := tx.Bucket(bucketAuditIdx).Bucket([]byte(f.Owner)); owner != nil {
+			idx = owner.Bucket([]byte(f.RequestID))
+		}
+	}
+	return func(yield func([]byte) bool) {
+		if idx == nil {
+			return
+		}
+		c := idx.Cursor()
+		for k, _ := c.Seek(u64(after + 1)); k != nil && yield(k); k, _ = c.Next() {
+		}
+	}, nil
 }
