@@ -61,6 +61,9 @@ type Config struct {
 	// MaxArtifactBytes caps one uploaded artifact (streamed in chunks, never
 	// whole in memory).
 	MaxArtifactBytes int64
+	// MaxSessionsPerPrincipal bounds the sessions one principal holds
+	// open; 0: no bound.
+	MaxSessionsPerPrincipal int
 	// SessionIdleTimeout parks a session (checkpoint, stop its Blender)
 	// after this long without plans; the next plan restores it. 0: never.
 	SessionIdleTimeout time.Duration
@@ -126,22 +129,23 @@ const mcpSessionTimeout = 30 * time.Minute
 // Defaults returns the default configuration.
 func Defaults() Config {
 	return Config{
-		Listen:               "127.0.0.1:7400",
-		HTTPListen:           "127.0.0.1:7480",
-		DataDir:              "./data/controlplane",
-		MaxMessageBytes:      64 << 20,
-		MaxArtifactBytes:     4 << 30,
-		SessionIdleTimeout:   10 * time.Minute,
-		MaxOperationsPerPlan: 100_000,
-		Heartbeat:            2 * time.Second,
-		OperationTimeout:     10 * time.Minute,
-		ToolTimeBudget:       5 * time.Minute,
-		AgentRetryWindow:     5 * time.Minute,
-		OpenSessionTimeout:   30 * time.Second,
-		AgentLostAfter:       2 * time.Minute,
-		AgentForgetAfter:     10 * time.Minute,
-		LessonMaxAge:         10 * time.Minute,
-		PlannerMaxTurns:      3,
+		Listen:                  "127.0.0.1:7400",
+		HTTPListen:              "127.0.0.1:7480",
+		DataDir:                 "./data/controlplane",
+		MaxMessageBytes:         64 << 20,
+		MaxArtifactBytes:        4 << 30,
+		MaxSessionsPerPrincipal: 100,
+		SessionIdleTimeout:      10 * time.Minute,
+		MaxOperationsPerPlan:    100_000,
+		Heartbeat:               2 * time.Second,
+		OperationTimeout:        10 * time.Minute,
+		ToolTimeBudget:          5 * time.Minute,
+		AgentRetryWindow:        5 * time.Minute,
+		OpenSessionTimeout:      30 * time.Second,
+		AgentLostAfter:          2 * time.Minute,
+		AgentForgetAfter:        10 * time.Minute,
+		LessonMaxAge:            10 * time.Minute,
+		PlannerMaxTurns:         3,
 	}
 }
 
@@ -232,12 +236,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes), grpc.ForceCodecV2(receiptwire.Codec{})))
 	defer fl.Close()
 	a := app.New(app.Config{
-		MaxOperationsPerPlan:  cfg.MaxOperationsPerPlan,
-		MaxPayloadBytes:       int64(cfg.MaxMessageBytes),
-		MaxArtifactBytes:      cfg.MaxArtifactBytes,
-		OpenSessionTimeout:    cfg.OpenSessionTimeout,
-		DefaultToolTimeBudget: cfg.ToolTimeBudget,
-		MinToolTimeBudget:     minToolTimeBudget,
+		MaxOperationsPerPlan:    cfg.MaxOperationsPerPlan,
+		MaxPayloadBytes:         int64(cfg.MaxMessageBytes),
+		MaxArtifactBytes:        cfg.MaxArtifactBytes,
+		MaxSessionsPerPrincipal: cfg.MaxSessionsPerPrincipal,
+		OpenSessionTimeout:      cfg.OpenSessionTimeout,
+		DefaultToolTimeBudget:   cfg.ToolTimeBudget,
+		MinToolTimeBudget:       minToolTimeBudget,
 		// Leave the agent time to rebuild a session after a call that ran over
 		// its budget, before the executor's watchdog gives up on it.
 		MaxToolTimeBudget:  max(cfg.OperationTimeout-recoveryMargin, cfg.OperationTimeout/2),

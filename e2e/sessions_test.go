@@ -524,3 +524,27 @@ func TestBlendctlSessionsAndFiles(t *testing.T) {
 		t.Fatalf("sessions --state closed: %s", out)
 	}
 }
+
+// TestSessionQuota: a principal holds at most --max-sessions-per-principal
+// sessions open; one more is refused with QUOTA_EXCEEDED (others are not
+// affected) until it closes one.
+func TestSessionQuota(t *testing.T) {
+	c := startClusterOpts(t, clusterOpts{cpArgs: []string{"--max-sessions-per-principal", "2"}})
+	first := c.negotiate(t)
+	c.negotiate(t)
+	quotaReq := &cpv1.NegotiateRequest{ContractVersion: "1.0.0", HostProfile: &cpv1.HostProfile{ClientName: "quota"}}
+	_, err := c.client.Negotiate(ctxT(t, time.Minute), quotaReq)
+	if info, _ := details(status.Convert(err)); status.Code(err) != codes.ResourceExhausted || info.GetReason() != "QUOTA_EXCEEDED" {
+		t.Fatalf("a third session: %v (%v)", err, info)
+	}
+	other := c.clientAs(t, c.createToken(t, "ana", "plans"))
+	if _, err := other.Negotiate(ctxT(t, time.Minute), quotaReq); err != nil {
+		t.Fatalf("another principal's session: %v", err)
+	}
+	if _, err := c.client.CloseSession(ctxT(t, time.Minute), &cpv1.CloseSessionRequest{SessionId: first.GetSessionId()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.Negotiate(ctxT(t, time.Minute), quotaReq); err != nil {
+		t.Fatalf("a session after closing one: %v", err)
+	}
+}

@@ -32,6 +32,9 @@ type Config struct {
 	MaxPayloadBytes      int64
 	// MaxArtifactBytes is the largest artifact a session may upload.
 	MaxArtifactBytes int64
+	// MaxSessionsPerPrincipal bounds the sessions a principal holds open
+	// (each keeps files on its agent); 0: no bound.
+	MaxSessionsPerPrincipal int
 	// OpenSessionTimeout bounds opening a session on an agent.
 	OpenSessionTimeout time.Duration
 	// Tool time budgets: the default, and the least and most a contract
@@ -70,6 +73,11 @@ type App struct {
 	stop    context.CancelFunc
 	bg      context.Context // background work's, from Start until Stop
 	stopped sync.WaitGroup
+
+	// negotiating counts each principal's negotiations under way, which
+	// the quota counts with the sessions it holds.
+	quotaMu     sync.Mutex
+	negotiating map[string]int
 
 	// Previews run in the background until Stop ends previewCtx.
 	previewCtx  context.Context

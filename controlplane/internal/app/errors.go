@@ -15,6 +15,8 @@ var (
 	ErrAgentUnavailable = errors.New("agent unavailable")
 	// ErrCapacityExhausted: no agent can hold another session now.
 	ErrCapacityExhausted = errors.New("capacity exhausted")
+	// ErrQuotaExceeded: the principal holds as many sessions as it may.
+	ErrQuotaExceeded = errors.New("quota exceeded")
 	// ErrBadPageToken: a page token this server did not issue for the query.
 	ErrBadPageToken = errors.New("invalid page_token")
 	// ErrRegistryInvalid: a runtime's tool registry does not compile.

@@ -35,6 +35,11 @@ func (a *App) Negotiate(ctx context.Context, who Principal, req *cpv1.NegotiateR
 			return nil, err
 		}
 	}
+	release, err := a.reserveSession(who)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	var misfit *contract.Violation
 	places, err := a.fleet.Place(req.GetAgentSelector(), func(rt *cpv1.Runtime) bool {
 		v := contract.Fits(req, rt)
@@ -72,6 +77,36 @@ func (a *App) Negotiate(ctx context.Context, who Principal, req *cpv1.NegotiateR
 			ErrCapacityExhausted, len(places))
 	}
 	return nil, firstErr
+}
+
+// reserveSession counts a negotiation of who's against its quota of open
+// sessions (those it holds and those being negotiated) until release.
+func (a *App) reserveSession(who Principal) (release func(), err error) {
+	limit := a.cfg.MaxSessionsPerPrincipal
+	if limit <= 0 {
+		return func() {}, nil
+	}
+	a.quotaMu.Lock()
+	defer a.quotaMu.Unlock()
+	held, err := a.store.OpenSessions(who.Name, limit)
+	if err != nil {
+		return nil, err
+	}
+	if held+a.negotiating[who.Name] >= limit {
+		return nil, fmt.Errorf("%w: %s holds %d open sessions, the most this control plane allows (--max-sessions-per-principal): "+
+			"close one (CloseSession, blendctl close) and negotiate again", ErrQuotaExceeded, who.Name, held)
+	}
+	if a.negotiating == nil {
+		a.negotiating = map[string]int{}
+	}
+	a.negotiating[who.Name]++
+	return func() {
+		a.quotaMu.Lock()
+		defer a.quotaMu.Unlock()
+		if a.negotiating[who.Name]--; a.negotiating[who.Name] == 0 {
+			delete(a.negotiating, who.Name)
+		}
+	}, nil
 }
 
 // open builds the contract for one placement and opens the session on its

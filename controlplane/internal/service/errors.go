@@ -49,6 +49,7 @@ var errorTable = []struct {
 	{app.ErrArtifactUnavailable, codes.NotFound, "ARTIFACT_UNAVAILABLE"},
 	{app.ErrArtifactConflict, codes.FailedPrecondition, "ARTIFACT_CONFLICT"},
 	{app.ErrCapacityExhausted, codes.ResourceExhausted, "CAPACITY_EXHAUSTED"},
+	{app.ErrQuotaExceeded, codes.ResourceExhausted, "QUOTA_EXCEEDED"},
 	{fleet.ErrNoAgent, codes.Unavailable, "NO_AGENT_AVAILABLE"},
 	{app.ErrAgentUnavailable, codes.Unavailable, "AGENT_UNAVAILABLE"},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},

@@ -44,6 +44,7 @@ var migrations = []func(tx *bolt.Tx) error{
 	// in a layout 7 → 8 replaces: it builds the index it makes now).
 	migrateSessionPlans,
 	migrateMutationAudit,
+	migrateOpenSessions,
 }
 
 // schemaVersion is the version this binary writes.
@@ -339,4 +340,19 @@ func migrateSessionPlans(tx *bolt.Tx) error {
 		}
 	}
 	return nil
+}
+
+// migrateOpenSessions (8 → 9) indexes the sessions that are not closed by
+// their owner.
+func migrateOpenSessions(tx *bolt.Tx) error {
+	if err := createBuckets(tx, bucketOpenSessions); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketSessions).ForEachBucket(func(id []byte) error {
+		sess, err := readSession(tx, string(id))
+		if err != nil || sess.Closed() {
+			return err
+		}
+		return markOpen(tx, sess.Owner, id)
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -105,4 +106,53 @@ func TestMutationIndexRuns(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestOpenSessions: what a principal holds open is counted from its own
+// index, kept by PutSession and CloseSession, and built for a schema 8
+// database by the migration.
+func TestOpenSessions(t *testing.T) {
+	s, path := openTest(t)
+	for i := range 3 {
+		if err := s.PutSession(testSession("alice", fmt.Sprint("a", i)), testRegistry); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutSession(testSession("bob", "b0"), testRegistry); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CloseSession("a1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	count := func(s *Store, owner string) int {
+		n, err := s.OpenSessions(owner, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if a, b, c := count(s, "alice"), count(s, "bob"), count(s, "carol"); a != 2 || b != 1 || c != 0 {
+		t.Fatalf("open: alice %d, bob %d, carol %d; want 2, 1, 0", a, b, c)
+	}
+	if n, _ := s.OpenSessions("alice", 1); n != 1 {
+		t.Fatalf("counted past the most asked: %d", n)
+	}
+	// Schema 8 had no such index: the migration builds it.
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketOpenSessions); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keySchemaVersion, u64(8))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if a, b := count(s2, "alice"), count(s2, "bob"); a != 2 || b != 1 {
+		t.Fatalf("after the migration: alice %d, bob %d; want 2, 1", a, b)
+	}
 }

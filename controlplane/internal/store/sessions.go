@@ -64,6 +64,9 @@ func (s *Store) PutSession(sess Session, registry *cpv1.ToolRegistry) error {
 		if err := order.Put(u64(seq), id); err != nil {
 			return err
 		}
+		if err := markOpen(tx, sess.Owner, id); err != nil {
+			return err
+		}
 		info := proto.Clone(sess.Info).(*cpv1.Session)
 		hash, updated := info.GetSceneHash(), info.GetUpdateTime()
 		if updated == nil {
@@ -188,10 +191,42 @@ func (s *Store) CloseSession(id string, now time.Time) (Session, error) {
 		if err := tx.Bucket(bucketReleasing).Put([]byte(id), nil); err != nil {
 			return err
 		}
+		if open := tx.Bucket(bucketOpenSessions).Bucket([]byte(sess.Owner)); open != nil {
+			if err := open.Delete([]byte(id)); err != nil {
+				return err
+			}
+		}
 		sess, err = readSession(tx, id)
 		return err
 	})
 	return sess, err
+}
+
+// markOpen notes a session that is not closed under its owner.
+func markOpen(tx *bolt.Tx, owner string, id []byte) error {
+	open, err := tx.Bucket(bucketOpenSessions).CreateBucketIfNotExists([]byte(owner))
+	if err != nil {
+		return err
+	}
+	return open.Put(id, nil)
+}
+
+// OpenSessions counts owner's sessions that are not closed, up to max (a
+// quota needs no more).
+func (s *Store) OpenSessions(owner string, max int) (int, error) {
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		open := tx.Bucket(bucketOpenSessions).Bucket([]byte(owner))
+		if open == nil {
+			return nil
+		}
+		c := open.Cursor()
+		for k, _ := c.First(); k != nil && n < max; k, _ = c.Next() {
+			n++
+		}
+		return nil
+	})
+	return n, err
 }
 
 // Releasing lists closed sessions not yet released on their agent.

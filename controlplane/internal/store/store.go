@@ -123,6 +123,7 @@ var (
 	bucketAuditMutation   = []byte("audit_by_mutation") // schema 7; runs and a tail since 8
 	bucketMutationTail    = []byte("audit_by_mutation_tail")
 	bucketMutationRuns    = []byte("audit_by_mutation_runs")
+	bucketOpenSessions    = []byte("open_sessions") // owner → session id: what a principal holds
 
 	keySchemaVersion = []byte("schema_version")
 	keySession       = []byte("session")
