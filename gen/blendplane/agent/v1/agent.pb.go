@@ -682,8 +682,11 @@ type OperationCall struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	OperationId string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	ToolName    string                 `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
-	Args        *structpb.Struct       `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"`
-	SafetyLevel v1.SafetyLevel         `protobuf:"varint,4,opt,name=safety_level,json=safetyLevel,proto3,enum=blendplane.controlplane.v1.SafetyLevel" json:"safety_level,omitempty"`
+	// Required: agentd checks that it is there itself, as protovalidate
+	// would otherwise walk every value of every Struct, which has no rules of
+	// its own.
+	Args        *structpb.Struct `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"`
+	SafetyLevel v1.SafetyLevel   `protobuf:"varint,4,opt,name=safety_level,json=safetyLevel,proto3,enum=blendplane.controlplane.v1.SafetyLevel" json:"safety_level,omitempty"`
 	// sha256(request_id, operation_id, canonical(args)); the journal's key.
 	IdempotencyKey string `protobuf:"bytes,5,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Unique per invocation, for traceability.
@@ -1694,7 +1697,7 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\foperation_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\voperationId\x12'\n" +
 	"\ttool_name\x18\x02 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\x80\x01R\btoolName\x123\n" +
-	"\x04args\x18\x03 \x01(\v2\x17.google.protobuf.StructB\x06\xbaH\x03\xc8\x01\x01R\x04args\x12J\n" +
+	"\x04args\x18\x03 \x01(\v2\x17.google.protobuf.StructB\x06\xbaH\x03\xd8\x01\x03R\x04args\x12J\n" +
 	"\fsafety_level\x18\x04 \x01(\x0e2'.blendplane.controlplane.v1.SafetyLevelR\vsafetyLevel\x12>\n" +
 	"\x0fidempotency_key\x18\x05 \x01(\tB\x15\xbaH\x12r\x102\x0e^[0-9a-f]{64}$R\x0eidempotencyKey\x12?\n" +
 	"\vmcp_call_id\x18\x06 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tmcpCallId\x12-\n" +
