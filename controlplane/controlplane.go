@@ -134,7 +134,7 @@ func Defaults() Config {
 		DataDir:                 "./data/controlplane",
 		MaxMessageBytes:         64 << 20,
 		MaxArtifactBytes:        4 << 30,
-		MaxSessionsPerPrincipal: 100,
+		MaxSessionsPerPrincipal: 1000,
 		SessionIdleTimeout:      10 * time.Minute,
 		MaxOperationsPerPlan:    100_000,
 		Heartbeat:               2 * time.Second,

@@ -198,9 +198,13 @@ func TestRESTGuards(t *testing.T) {
 	os.WriteFile(two, []byte(`{"contractVersion":"`+strings.Repeat("A", 2<<20)+`"}`), 0o600)
 	for name, extra := range map[string][]string{"with Content-Length": nil, "chunked": {"-H", "Transfer-Encoding: chunked"}} {
 		args := append(append([]string{"-X", "POST", base + "/v1/sessions:negotiate", "--data-binary", "@" + two}, auth...), extra...)
-		if code, _, body := curlArgs(t, args...); code != "429" || reasonOf(body) != "PAYLOAD_TOO_LARGE" {
+		if code, _, body := curlArgs(t, args...); code != "413" || reasonOf(body) != "PAYLOAD_TOO_LARGE" {
 			t.Errorf("a 2 MiB body over a 1 MiB limit, %s: %s %v", name, code, body)
 		}
+	}
+	// A GET reads no body: its Content-Length is not held against it.
+	if code, _, body := curlArgs(t, append([]string{"-X", "GET", base + "/v1/sessions", "--data-binary", "@" + two}, auth...)...); code != "200" {
+		t.Errorf("a GET with a 2 MiB body: %s %v", code, body)
 	}
 	s := small.negotiate(t).GetSessionId()
 	line := func(chunk int) string {
@@ -213,8 +217,15 @@ func TestRESTGuards(t *testing.T) {
 		t.Errorf("an upload of lines each under the limit: %s %v", code, body)
 	}
 	os.WriteFile(ndjson, []byte(strings.Replace(header, "ok.bin", "big.bin", 1)+line(900000)), 0o600) // one line of 1.2 MB
-	if code, _, body := curlArgs(t, append([]string{"-X", "POST", base + "/v1/artifacts:upload", "--data-binary", "@" + ndjson}, auth...)...); code != "429" || reasonOf(body) != "PAYLOAD_TOO_LARGE" {
+	if code, _, body := curlArgs(t, append([]string{"-X", "POST", base + "/v1/artifacts:upload", "--data-binary", "@" + ndjson}, auth...)...); code != "413" || reasonOf(body) != "PAYLOAD_TOO_LARGE" {
 		t.Errorf("an upload line over the limit: %s %v", code, body)
+	}
+	// One message over the limit in lines under it (JSON allows newlines
+	// anywhere between tokens): the limit is per message, not per line.
+	spread := `{"header":` + strings.Repeat("\n"+strings.Repeat(" ", 100000), 15) + `{"sessionId":"` + s + `","name":"x.bin"}}` + "\n"
+	os.WriteFile(ndjson, []byte(spread), 0o600)
+	if code, _, body := curlArgs(t, append([]string{"-X", "POST", base + "/v1/artifacts:upload", "--data-binary", "@" + ndjson}, auth...)...); code != "413" || reasonOf(body) != "PAYLOAD_TOO_LARGE" {
+		t.Errorf("an upload message over the limit in short lines: %s %v", code, body)
 	}
 	if code, _, body := curlArgs(t, append([]string{"-X", "DELETE", base + "/v1/sessions/" + s}, auth...)...); code != "405" || reasonOf(body) != "METHOD_NOT_ALLOWED" {
 		t.Errorf("DELETE on a GET route: %s %v", code, body)

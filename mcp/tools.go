@@ -330,8 +330,12 @@ func (s *Session) broken(requestID string, err error, wait bool) *sdk.CallToolRe
 		return s.cancelled(requestID, err)
 	}
 	code := "CANCELLED"
-	if c := status.Code(err); c != codes.Canceled && c != codes.DeadlineExceeded {
+	switch status.Code(err) {
+	case codes.Canceled, codes.DeadlineExceeded:
+	case codes.Unavailable:
 		code = "WAIT_FAILED"
+	default: // a refusal (a revoked token, a plan that is gone): waiting again will not help
+		return refused(err)
 	}
 	return toolError(map[string]any{"error_code": code, "recoverable": true, "request_id": requestID,
 		"message": "the wait ended (" + planjson.Describe(err) + "); the plan goes on", "retry_hint": "call plan.wait again"})

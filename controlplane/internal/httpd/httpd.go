@@ -7,7 +7,6 @@
 package httpd
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -139,10 +138,10 @@ func (cfg Config) restGate(rest *runtime.ServeMux) http.Handler {
 				return
 			}
 		}
-		// An upload is a stream of messages, one per line, each within the
+		// An upload is a stream of messages (JSON values), each within the
 		// limit; any other body is one message.
-		body := &limitedBody{ReadCloser: r.Body, limit: cfg.MaxBodyBytes, perLine: r.URL.Path == uploadPath}
-		if r.ContentLength > cfg.MaxBodyBytes && !body.perLine {
+		body := &limitedBody{ReadCloser: r.Body, limit: cfg.MaxBodyBytes, perValue: r.URL.Path == uploadPath}
+		if r.ContentLength > cfg.MaxBodyBytes && !body.perValue && r.Method != http.MethodGet && r.Method != http.MethodHead {
 			runtime.HTTPError(r.Context(), rest, outbound(rest, r), w, r, body.tooLarge())
 			return
 		}
@@ -159,14 +158,18 @@ func outbound(mux *runtime.ServeMux, r *http.Request) runtime.Marshaler {
 	return m
 }
 
-// limitedBody fails a request body, or with perLine each of its lines, that
-// is longer than limit, and remembers it did.
+// limitedBody fails a request body, or with perValue each top-level JSON
+// value in it, that is longer than limit, and remembers it did. Values, not
+// lines: the gateway's decoder holds a whole value, newlines and all.
 type limitedBody struct {
 	io.ReadCloser
-	limit   int64
-	perLine bool
-	n       int64 // bytes read since the start (or the last newline)
-	over    bool
+	limit    int64
+	perValue bool
+	n        int64 // bytes read since the start (or the end of the last value)
+	over     bool
+
+	depth              int // of the value being read
+	inString, escaping bool
 }
 
 var errBodyTooLarge = errors.New("request body too large")
@@ -176,49 +179,74 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		return 0, errBodyTooLarge
 	}
 	n, err := b.ReadCloser.Read(p)
-	chunk := p[:n]
-	for b.perLine {
-		i := bytes.IndexByte(chunk, '\n')
-		if i < 0 {
-			break
-		}
-		if b.n+int64(i) > b.limit {
-			b.over = true
-		}
-		b.n, chunk = 0, chunk[i+1:]
+	if b.perValue {
+		b.count(p[:n])
+	} else {
+		b.n += int64(n)
 	}
-	if b.n += int64(len(chunk)); b.n > b.limit || b.over {
+	if b.n > b.limit {
 		b.over = true
 		return 0, errBodyTooLarge
 	}
 	return n, err
 }
 
+// count follows the JSON in p, counting the bytes of the value being read
+// (and the space before it), until one is over the limit.
+func (b *limitedBody) count(p []byte) {
+	for _, c := range p {
+		if b.n++; b.n > b.limit {
+			return
+		}
+		switch {
+		case b.escaping:
+			b.escaping = false
+		case b.inString && c == '\\':
+			b.escaping = true
+		case b.inString && c == '"':
+			b.inString = false
+		case b.inString:
+		case c == '"':
+			b.inString = true
+		case c == '{' || c == '[':
+			b.depth++
+		case (c == '}' || c == ']') && b.depth > 0:
+			if b.depth--; b.depth == 0 {
+				b.n = 0 // a value ended
+			}
+		}
+	}
+}
+
 func (b *limitedBody) tooLarge() error {
 	what := "the request body"
-	if b.perLine {
-		what = "a message (line) of the request body"
+	if b.perValue {
+		what = "a message of the request body"
 	}
 	return refusal(codes.ResourceExhausted, "PAYLOAD_TOO_LARGE",
 		fmt.Sprintf("PAYLOAD_TOO_LARGE: %s is over %d bytes, the most this control plane accepts: split it", what, b.limit))
 }
 
 // restError is the gateway's error answer, with what its default lacks: a
-// body over the limit is PAYLOAD_TOO_LARGE, every error has its ErrorInfo
-// (the gateway's own, such as a body that is not JSON, have none), and a
-// 401 challenges for a bearer token.
+// body over the limit is PAYLOAD_TOO_LARGE (413: retrying cannot help, where
+// the 429 of its code says it may), every error has its ErrorInfo (the
+// gateway's own, such as a body that is not JSON, have none), and a 401
+// challenges for a bearer token.
 func restError(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	if b, ok := r.Body.(*limitedBody); ok && b.over {
 		err = b.tooLarge()
 	}
 	st := status.Convert(err)
-	if !hasErrorInfo(st) {
-		reason := map[codes.Code]string{codes.InvalidArgument: "SCHEMA_INVALID", codes.NotFound: "NOT_FOUND",
-			codes.Unimplemented: "METHOD_NOT_ALLOWED"}[st.Code()]
+	reason := errorReason(st)
+	if reason == "" {
+		reason = map[codes.Code]string{codes.InvalidArgument: "SCHEMA_INVALID", codes.NotFound: "NOT_FOUND"}[st.Code()]
 		if reason == "" {
 			reason = st.Code().String()
 		}
 		err = refusal(st.Code(), reason, st.Message())
+	}
+	if reason == "PAYLOAD_TOO_LARGE" {
+		w = forceStatus{w, http.StatusRequestEntityTooLarge}
 	}
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, challenge{w}, r, err)
 }
@@ -235,13 +263,14 @@ func routingError(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshale
 	}
 }
 
-func hasErrorInfo(st *status.Status) bool {
+// errorReason is the reason of st's ErrorInfo ("": none).
+func errorReason(st *status.Status) string {
 	for _, d := range st.Details() {
-		if _, ok := d.(*errdetails.ErrorInfo); ok {
-			return true
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
 		}
 	}
-	return false
+	return ""
 }
 
 // refusal is a status with its ErrorInfo, as the gRPC layer's refusals.

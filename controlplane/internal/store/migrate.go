@@ -342,15 +342,15 @@ func migrateSessionPlans(tx *bolt.Tx) error {
 	return nil
 }
 
-// migrateOpenSessions (8 → 9) indexes the sessions that are not closed by
-// their owner.
+// migrateOpenSessions (8 → 9) indexes the sessions that are neither closed
+// nor broken by their owner.
 func migrateOpenSessions(tx *bolt.Tx) error {
 	if err := createBuckets(tx, bucketOpenSessions); err != nil {
 		return err
 	}
 	return tx.Bucket(bucketSessions).ForEachBucket(func(id []byte) error {
 		sess, err := readSession(tx, string(id))
-		if err != nil || sess.Closed() {
+		if err != nil || sess.Closed() || sess.Broken() {
 			return err
 		}
 		return markOpen(tx, sess.Owner, id)

@@ -109,8 +109,8 @@ func TestMutationIndexRuns(t *testing.T) {
 }
 
 // TestOpenSessions: what a principal holds open is counted from its own
-// index, kept by PutSession and CloseSession, and built for a schema 8
-// database by the migration.
+// index, kept by PutSession, CloseSession and MarkBroken, and built for a
+// schema 8 database by the migration.
 func TestOpenSessions(t *testing.T) {
 	s, path := openTest(t)
 	for i := range 3 {
@@ -122,6 +122,12 @@ func TestOpenSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := s.CloseSession("a1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSession(testSession("alice", "a3"), testRegistry); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkBroken("a3"); err != nil { // it holds nothing on any agent
 		t.Fatal(err)
 	}
 	count := func(s *Store, owner string) int {

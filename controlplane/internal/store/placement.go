@@ -140,7 +140,10 @@ func (s *Store) MarkBroken(id string) error {
 			return nil
 		}
 		stored.State = cpv1.Session_STATE_BROKEN
-		return putProto(b, keySession, stored)
+		if err := putProto(b, keySession, stored); err != nil {
+			return err
+		}
+		return markNotOpen(tx, b, id) // it holds nothing on any agent
 	})
 }
 

@@ -191,10 +191,8 @@ func (s *Store) CloseSession(id string, now time.Time) (Session, error) {
 		if err := tx.Bucket(bucketReleasing).Put([]byte(id), nil); err != nil {
 			return err
 		}
-		if open := tx.Bucket(bucketOpenSessions).Bucket([]byte(sess.Owner)); open != nil {
-			if err := open.Delete([]byte(id)); err != nil {
-				return err
-			}
+		if err := markNotOpen(tx, b, id); err != nil {
+			return err
 		}
 		sess, err = readSession(tx, id)
 		return err
@@ -211,8 +209,17 @@ func markOpen(tx *bolt.Tx, owner string, id []byte) error {
 	return open.Put(id, nil)
 }
 
-// OpenSessions counts owner's sessions that are not closed, up to max (a
-// quota needs no more).
+// markNotOpen drops a closed or broken session (its bucket b) from its
+// owner's open sessions.
+func markNotOpen(tx *bolt.Tx, b *bolt.Bucket, id string) error {
+	if open := tx.Bucket(bucketOpenSessions).Bucket(b.Get(keyOwner)); open != nil {
+		return open.Delete([]byte(id))
+	}
+	return nil
+}
+
+// OpenSessions counts owner's sessions that are neither closed nor broken,
+// up to max (a quota needs no more).
 func (s *Store) OpenSessions(owner string, max int) (int, error) {
 	n := 0
 	err := s.db.View(func(tx *bolt.Tx) error {
