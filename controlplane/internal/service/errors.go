@@ -124,6 +124,10 @@ func fieldStatus(code codes.Code, reason, field, desc string) error {
 		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: desc}}})
 }
 
+// Refusal is an error with its code and its ErrorInfo reason, as this
+// layer refuses: for the HTTP front doors' own refusals.
+func Refusal(code codes.Code, reason, msg string) error { return newStatus(code, reason, msg) }
+
 func newStatus(code codes.Code, reason, msg string, details ...protoadapt.MessageV1) error {
 	st := status.New(code, msg)
 	all := append([]protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain}}, details...)
