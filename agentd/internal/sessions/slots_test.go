@@ -479,3 +479,19 @@ func TestUnrepresentableResultDiscarded(t *testing.T) {
 		t.Fatalf("the scene after the failed call: %s, want %s", sum.GetSceneHashBefore(), before)
 	}
 }
+
+// TestPreviewSlotIsBusy: a slot a preview holds is busy, as a running
+// batch's is: with every slot held so, a new session is refused with
+// ErrCapacity, and accepted once the preview gives its slot back.
+func TestPreviewSlotIsBusy(t *testing.T) {
+	m, _, rt := newManagerWith(t, func(c *Config) { c.MaxLive = 1 })
+	var slot bool // what Preview holds while its fork runs
+	if err := m.takeSlot(context.Background(), &slot, "a preview"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Open(context.Background(), "s1", rt, 0, 0); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("a session while a preview holds the only slot: %v, want ErrCapacity", err)
+	}
+	m.giveSlot(&slot)
+	open(t, m, rt, "s1")
+}
