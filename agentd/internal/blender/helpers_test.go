@@ -138,3 +138,24 @@ func assertIncrementalMatchesFull(t testing.TB, p *Process) Snapshot {
 	}
 	return s
 }
+
+// assertCheckpointRoundTrip saves p's scene as a checkpoint and loads it
+// into a fresh process of rt: both must report p's scene hash, the save
+// must leave p's scene as it was, and the loaded scene must hash the same
+// incrementally and in full.
+func assertCheckpointRoundTrip(t testing.TB, p *Process, rt Runtime) {
+	t.Helper()
+	s := assertIncrementalMatchesFull(t, p)
+	path := filepath.Join(t.TempDir(), "scene.blend")
+	if h, err := p.SaveCheckpoint(callCtx(t), path); err != nil || h != s.SceneHash {
+		t.Fatalf("SaveCheckpoint = %s, %v; want %s", h, err, s.SceneHash)
+	}
+	if after := assertIncrementalMatchesFull(t, p); after.SceneHash != s.SceneHash {
+		t.Fatalf("the save changed the scene: %s, was %s", after.SceneHash, s.SceneHash)
+	}
+	q := startTestProcess(t, rt)
+	if h, err := q.LoadCheckpoint(callCtx(t), path); err != nil || h != s.SceneHash {
+		t.Fatalf("LoadCheckpoint = %s, %v; want %s", h, err, s.SceneHash)
+	}
+	assertIncrementalMatchesFull(t, q)
+}

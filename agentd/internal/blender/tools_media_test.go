@@ -140,6 +140,16 @@ func TestMediaSceneTools(t *testing.T) {
 		wantToolError(t, p, "keyframe.insert", map[string]any{"object": "Box", "data_path": "scale", "frame": 1, "value": []any{1, 1}}, CodeInvalidInput)
 		mediaInject(t, p, "execute", map[string]any{"tool": "keyframe.insert", "args": map[string]any{"object": "Box", "data_path": "location", "frame": 10, "value": []any{9, 9, 9}}, "inject_failure": "keyframe.insert:inserted"})
 		mediaInject(t, p, "execute", map[string]any{"tool": "keyframe.insert", "args": map[string]any{"object": "Light", "data_path": "scale", "frame": 3, "value": []any{2, 2, 2}}, "inject_failure": "keyframe.insert:inserted"})
+		// Box stands at (4, 5, 6), keyed there at frame 10, while its
+		// animation puts it at (0, 0, 0) at the current frame 1. Blender
+		// evaluates the animation at every operator call (bpy.ops) and file
+		// load: a render, a modifier put back by an undo (an operator on
+		// 3.4), a checkpoint's save and its load must leave Box where it is.
+		mustExecute(t, p, "modifier.add", map[string]any{"object": "Box", "type": "bevel"})
+		mustExecute(t, p, "modifier.add", map[string]any{"object": "Box", "type": "mirror"})
+		mediaStep(t, p, "modifier.remove", map[string]any{"object": "Box", "name": "Bevel"})
+		mediaStep(t, p, "render.still", map[string]any{"output": "anim.png", "resolution": []any{16, 16}, "samples": 1})
+		assertCheckpointRoundTrip(t, p, rt)
 
 		// text.create
 		txt := mediaStep(t, p, "text.create", map[string]any{"name": "Title", "body": "Hello, Blendplane", "size": 0.5, "extrude": 0.05, "location": []any{0, 0, 2}, "rotation_euler": []any{1.5708, 0, 0}})

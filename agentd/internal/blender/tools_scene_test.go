@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -237,18 +236,9 @@ func TestSceneBuildingTools(t *testing.T) {
 		p := startTestProcess(t, rt)
 		hashes := runSceneSteps(t, p)
 		perRuntime[rt.Kind] = hashes
-		s := assertIncrementalMatchesFull(t, p)
-		checkSceneRecords(t, s)
+		checkSceneRecords(t, assertIncrementalMatchesFull(t, p))
 		// A checkpoint of the scene loads with the same hash in a fresh process.
-		path := filepath.Join(t.TempDir(), "scene.blend")
-		if h, err := p.SaveCheckpoint(callCtx(t), path); err != nil || h != s.SceneHash {
-			t.Fatalf("SaveCheckpoint = %s, %v; want %s", h, err, s.SceneHash)
-		}
-		q := startTestProcess(t, rt)
-		if h, err := q.LoadCheckpoint(callCtx(t), path); err != nil || h != s.SceneHash {
-			t.Fatalf("LoadCheckpoint = %s, %v; want %s", h, err, s.SceneHash)
-		}
-		assertIncrementalMatchesFull(t, q)
+		assertCheckpointRoundTrip(t, p, rt)
 	})
 	// The same calls give the same scene hashes on Blender 3.4 and 4.5.
 	a, b := perRuntime[RuntimeBPYModule], perRuntime[RuntimeBinary]

@@ -100,8 +100,11 @@ def move_modifier(ob, name, index):
     if hasattr(mods, "move"):
         mods.move(cur, index)
     else:
+        from animation import animated_values, restore_animated  # (it imports this module)
+        animated = animated_values()  # the operator evaluates the animation
         with bpy.context.temp_override(object=ob, active_object=ob):
             bpy.ops.object.modifier_move_to_index(modifier=name, index=index)
+        restore_animated(animated)
     if mods.find(name) != index:
         raise RuntimeError("could not move modifier %r to %d" % (name, index))
 

@@ -107,6 +107,7 @@ import traceback  # noqa: E402
 import bpy  # noqa: E402
 
 import registry  # noqa: E402
+from animation import keep_animated, open_file_as_saved  # noqa: E402
 import sandbox  # noqa: E402
 import tools  # noqa: E402,F401  (registers every tool)
 from common import (LOG, NOT_RUN, OUT_OF_MEMORY, PROTOCOL_VERSION, STATE_PROP, TOMB_PREFIX, Encoded, ToolError,  # noqa: E402
@@ -306,6 +307,7 @@ def m_save_checkpoint(params):
     sc = current_scene()
     sc[STATE_PROP] = canonical({"schema": SCHEMA, "scene_hash": h, "tomb_counter": BRIDGE["tomb_counter"]})
     disable_file_previews()  # before every save: reset and python.exec can turn them back on
+    keep_animated()  # the save's own evaluation would write the animation over them
     t0 = time.time()
     try:
         res = bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, compress=False,
@@ -334,7 +336,7 @@ def m_load_checkpoint(params):
         raise ToolError("not_found", "no checkpoint at %r" % path)
     t0 = time.time()
     try:
-        bpy.ops.wm.open_mainfile(filepath=path, load_ui=False, use_scripts=False)
+        open_file_as_saved(path)
         forget_trash()  # freed with the file it was in (a failed load keeps both)
     except RuntimeError as e:
         STATE.rebuild()  # whatever Blender kept, hash it honestly

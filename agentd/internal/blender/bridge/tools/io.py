@@ -59,6 +59,7 @@ import urllib.parse
 
 import bpy
 
+from animation import animated_values, restore_animated
 from common import is_tomb, one_line, sha256_file, sha256_hex
 from compat import io_operators
 from compat import remove_ids as compat_remove_ids
@@ -66,7 +67,6 @@ from registry import ToolError, field, tool, undoer
 from sandbox import SANDBOX, file_name_schema, output_path, sandbox_path
 from state import INDEX, KINDS, STATE, active_view_layer, current_scene, empty_trash, full_snapshot
 
-from .render import animated_values, restore_animated
 
 FORMATS = {"gltf": ("glb", "gltf"), "obj": ("obj",), "fbx": ("fbx",), "usd": ("usd", "usda", "usdc")}
 ALL_EXTS = tuple(e for exts in FORMATS.values() for e in exts)
@@ -94,7 +94,7 @@ def check_format(fmt, filename, what):
 
 
 def restore_frame(sc, frame, animated):
-    """Put back sc's (frame, subframe) and the animated properties (render.
+    """Put back sc's (frame, subframe) and the animated properties (animation.
     animated_values) after an operator that may have stepped through frames."""
     if animated or (sc.frame_current, sc.frame_subframe) != frame:
         sc.frame_set(frame[0], subframe=frame[1])

@@ -25,8 +25,9 @@ import time
 
 import bpy
 
+from animation import animated_values, restore_animated
 from common import log, sha256_file
-from compat import action_fcurve_collections, eevee_engine, has_cycles, stamp_flags
+from compat import eevee_engine, has_cycles, stamp_flags
 from registry import ToolError, field, tool, undoer
 from sandbox import MAX_FILE_NAME, SANDBOX_PATH, file_name_schema, output_path, require_plain_name
 from state import current_scene
@@ -176,6 +177,7 @@ def tool_render_still(tx, args):
     sc = current_scene()
     w, h, samples, seed = render_options(sc, args)
     tmp = partial_path(path, "output")
+    animated = animated_values()  # the render operator evaluates the animation
     saved = Saved()
     try:
         pin_cycles(saved, sc, w, h, samples, seed)
@@ -186,6 +188,7 @@ def tool_render_still(tx, args):
         log("render done", seconds=round(time.time() - t0, 3), path=path)
     finally:
         saved.restore()
+        restore_animated(animated)
         if os.path.exists(tmp):
             os.remove(tmp)
     return {"path": path, "sha256": sha256_file(path), "seed": seed, "samples": samples, "resolution": [w, h]}
@@ -361,37 +364,6 @@ def undo_render_settings(tx, rec):
 # render.animation: a frame range to PNGs in the sandbox.
 
 MAX_ANIMATION_FRAMES = 500
-
-
-def animated_values():
-    """(id, data_path, index, value) of every animated property: frame_set
-    evaluates the animation, which render.animation must put back."""
-    out = []
-    for attr in ("objects", "scenes", "worlds", "materials", "cameras", "lights", "meshes", "curves"):
-        for idb in getattr(bpy.data, attr):
-            ad = getattr(idb, "animation_data", None)
-            if ad is None or ad.action is None:
-                continue
-            for fcs in action_fcurve_collections(ad.action):
-                for fc in fcs:
-                    try:
-                        v = idb.path_resolve(fc.data_path)
-                    except (ValueError, TypeError):
-                        continue
-                    if hasattr(v, "__len__") and not isinstance(v, str):
-                        v = tuple(v)
-                    out.append((idb, fc.data_path, v))
-    return out
-
-
-def restore_animated(values):
-    for idb, data_path, v in values:
-        head, _, attr = data_path.rpartition(".")
-        try:
-            owner = idb.path_resolve(head) if head else idb
-            setattr(owner, attr, v)
-        except (ValueError, TypeError, AttributeError) as e:
-            log("could not restore animated property", id=idb.name, path=data_path, err=str(e))
 
 
 @tool(
