@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -366,4 +367,71 @@ func TestMCPSessionless(t *testing.T) {
 		}
 		cs.Close()
 	}
+}
+
+// TestMCPHTTPSessionsEndWithControlPlane: MCP sessions over HTTP live in the
+// control plane's memory, so their Blendplane sessions are negotiated
+// ephemeral, and a control plane killed and started again closes them: a
+// plan of one that waits for approval ends CANCELLED, and the agent lets
+// them go. A session negotiated over gRPC stays as it was.
+func TestMCPHTTPSessionsEndWithControlPlane(t *testing.T) {
+	c := startClusterOpts(t, clusterOpts{policy: defaultPolicy})
+	ctx := ctxT(t, 2*time.Minute)
+	var ephemeral []string
+	for _, version := range []string{"2026-07-28", "2025-11-25"} {
+		client := sdk.NewClient(&sdk.Implementation{Name: "go-sdk-" + version, Version: "1"}, nil)
+		transport := &sdk.StreamableClientTransport{Endpoint: "http://" + c.httpAddr + "/mcp",
+			HTTPClient: &http.Client{Transport: bearerTransport{c.adminToken, http.DefaultTransport}}}
+		cs, err := client.Connect(ctx, transport, &sdk.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatalf("%s: connect: %v", version, err)
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "object.create", Arguments: map[string]any{"type": "cube", "name": "Doomed"}})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %v", version, res, err)
+		}
+		var receipt struct {
+			MCPCallID string `json:"mcp_call_id"`
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, &receipt)
+		id, _, _ := strings.Cut(strings.TrimPrefix(receipt.MCPCallID, "mcp:"), ":")
+		if caps := c.session(t, id).GetContract().GetHostProfile().GetCapabilities(); !slices.Contains(caps, "ephemeral") {
+			t.Fatalf("%s: the MCP session's Blendplane session %s has capabilities %v, want ephemeral", version, id, caps)
+		}
+		ephemeral = append(ephemeral, id)
+	}
+	kept := c.negotiate(t).GetSessionId()
+	c.run(t, kept, "kept", cubeOp("create", "Kept", 0))
+	// A destructive plan in an MCP session waits for approval.
+	if _, err := c.client.SubmitPlan(ctx, &cpv1.SubmitPlanRequest{SessionId: ephemeral[1], RequestId: "waits",
+		Operations: []*cpv1.Operation{op("del", "object.delete", map[string]any{"name": "Doomed"})}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.plan(t, "waits").GetState(); got != cpv1.Plan_STATE_AWAITING_APPROVAL {
+		t.Fatalf("plan waits: %v", got)
+	}
+	if n := c.describe(t).GetSessionCount(); n != 3 {
+		t.Fatalf("the agent holds %d sessions, want 3", n)
+	}
+
+	args := c.cp.cmd.Args[1:]
+	c.cp.stop(t, syscall.SIGKILL)
+	c.cp = startDaemon(t, "controlplane", args...)
+	waitFor(t, "the control plane to serve again", func() bool {
+		_, err := c.client.GetSession(ctxT(t, 10*time.Second), &cpv1.GetSessionRequest{SessionId: kept})
+		return err == nil
+	})
+	for _, id := range ephemeral {
+		c.waitState(t, id, cpv1.Session_STATE_CLOSED)
+	}
+	waitFor(t, "the waiting plan of a closed session to end", func() bool {
+		return c.plan(t, "waits").GetState() == cpv1.Plan_STATE_CANCELLED
+	})
+	waitFor(t, "the agent to let the closed sessions go", func() bool { return c.describe(t).GetSessionCount() == 1 })
+	if s := c.session(t, kept); s.GetState() == cpv1.Session_STATE_CLOSED {
+		t.Errorf("the gRPC session was closed: %v", s)
+	}
+	c.run(t, kept, "kept-after", cubeOp("create", "KeptToo", 1))
 }

@@ -23,6 +23,9 @@ const sessionlessVersion = "2026-07-28"
 // Clients of revisions up to 2025-11-25 get MCP sessions (stateful mode):
 // one Session per MCP session, opened by the token of its first request,
 // closed after idle without requests (and its Blendplane session with it).
+// These sessions live in this process's memory only: their Blendplane
+// sessions are negotiated ephemeral, and the control plane that serves this
+// handler closes them when it starts again.
 //
 // Clients of the sessionless revision (2026-07-28 and later, told by the
 // Mcp-Protocol-Version header) are served in stateless mode: every request
@@ -33,7 +36,7 @@ const sessionlessVersion = "2026-07-28"
 // answer (multi round-trip requests).
 func (b *Backend) Handler(idle time.Duration) http.Handler {
 	stateful := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
-		return b.NewSession(bearerOf(r)).Server()
+		return b.newSession(bearerOf(r), true).Server()
 	}, &sdk.StreamableHTTPOptions{SessionTimeout: idle, Logger: b.log})
 	byToken := &sessionsByToken{b: b, idle: idle, sessions: map[[32]byte]*tokenSession{}}
 	stateless := sdk.NewStreamableHTTPHandler(byToken.server, &sdk.StreamableHTTPOptions{Stateless: true, Logger: b.log})
@@ -95,7 +98,7 @@ func (t *sessionsByToken) session(r *http.Request) *tokenSession {
 	key := sha256.Sum256([]byte(token))
 	ts, ok := t.sessions[key]
 	if !ok {
-		ts = &tokenSession{s: t.b.NewSession(token), used: time.Now()}
+		ts = &tokenSession{s: t.b.newSession(token, true), used: time.Now()}
 		t.sessions[key] = ts
 		if len(t.sessions) == 1 {
 			go t.reap()

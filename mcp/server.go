@@ -70,16 +70,29 @@ type Session struct {
 	tools     map[string]*cpv1.ToolDefinition
 	calls     atomic.Uint64 // request ids of this session's plans
 	closeOnce sync.Once
+	// ephemeral: the MCP session lives only in this process's memory (over
+	// HTTP), so its Blendplane session is negotiated as one that ends with
+	// the process.
+	ephemeral bool
 }
+
+// capabilityEphemeral is the host capability that says so
+// (HostProfile.capabilities): a control plane that starts closes the
+// ephemeral sessions its previous run left open.
+const capabilityEphemeral = "ephemeral"
 
 // NewSession returns the MCP server of one MCP session. Its calls carry
 // token as their bearer token (empty: the connection's own credentials).
 func (b *Backend) NewSession(token string) *Session {
+	return b.newSession(token, false)
+}
+
+func (b *Backend) newSession(token string, ephemeral bool) *Session {
 	cc := b.cc
 	if token != "" {
 		cc = bearerConn{cc, "Bearer " + token}
 	}
-	s := &Session{b: b, cp: cpv1.NewControlPlaneServiceClient(cc), tools: map[string]*cpv1.ToolDefinition{}}
+	s := &Session{b: b, cp: cpv1.NewControlPlaneServiceClient(cc), tools: map[string]*cpv1.ToolDefinition{}, ephemeral: ephemeral}
 	s.server = sdk.NewServer(&sdk.Implementation{Name: "blendplane", Title: "Blendplane", Version: Version}, &sdk.ServerOptions{
 		Instructions: instructions,
 		Logger:       b.log,
@@ -129,6 +142,9 @@ func (s *Session) ensure(ctx context.Context, ss *sdk.ServerSession) error {
 		return nil
 	}
 	hp := &cpv1.HostProfile{ClientName: "mcp-client", FeatureFlags: s.b.opts.FeatureFlags, Capabilities: []string{"mcp"}}
+	if s.ephemeral {
+		hp.Capabilities = append(hp.Capabilities, capabilityEphemeral)
+	}
 	if ss != nil {
 		if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil {
 			if p.ClientInfo.Name != "" {

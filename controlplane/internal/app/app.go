@@ -98,9 +98,10 @@ func New(cfg Config, st *store.Store, blobs *blob.Store, fl *fleet.Fleet, ca *au
 	return a
 }
 
-// Start resumes the plans the store holds as unfinished, and the previews
-// of pending approvals, and starts releasing closed sessions on their
-// agents.
+// Start closes the sessions whose clients ended with the previous run
+// (ephemeral ones), resumes the plans the store holds as unfinished and the
+// previews of pending approvals, and starts releasing closed sessions on
+// their agents.
 func (a *App) Start() error {
 	held, err := a.store.SessionsByAgent()
 	if err != nil {
@@ -108,6 +109,10 @@ func (a *App) Start() error {
 	}
 	for id := range held {
 		a.fleet.Known(id) // silent until it registers again
+	}
+	orphans, err := a.closeEphemeral()
+	if err != nil {
+		return err
 	}
 	if err := a.exec.Resume(); err != nil {
 		return err
@@ -117,6 +122,13 @@ func (a *App) Start() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stop, a.bg = cancel, ctx
+	a.stopped.Add(1)
+	go func() {
+		defer a.stopped.Done()
+		for _, s := range orphans {
+			a.endClosed(ctx, s.Owner, s.Info.GetSessionId())
+		}
+	}()
 	a.stopped.Add(1)
 	go func() {
 		defer a.stopped.Done()

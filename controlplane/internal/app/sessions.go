@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/blendplane/blendplane/controlplane/internal/auth"
+	"github.com/blendplane/blendplane/controlplane/internal/contract"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -127,14 +129,41 @@ func (a *App) CloseSession(ctx context.Context, who Principal, id string) (*cpv1
 		}
 		a.log.Info("session closed", "session_id", id, "owner", who.Name)
 	}
-	if err := a.cancelSessionPlans(ctx, who.Name, id); err != nil {
-		a.log.Warn("cancelling the plans of a closed session", "session_id", id, "err", err)
-	}
-	a.release(ctx, id)
+	a.endClosed(ctx, who.Name, id)
 	if sess, err = a.store.Session(id); err != nil {
 		return nil, err
 	}
 	return a.view(sess), nil
+}
+
+// endClosed cancels a closed session's unfinished plans, waits for them
+// to end (until ctx ends) and releases the session on its agent.
+func (a *App) endClosed(ctx context.Context, by, id string) {
+	if err := a.cancelSessionPlans(ctx, by, id); err != nil {
+		a.log.Warn("cancelling the plans of a closed session", "session_id", id, "err", err)
+	}
+	a.release(ctx, id)
+}
+
+// closeEphemeral closes the sessions of clients that lived in the previous
+// run's memory (contract.CapabilityEphemeral: its MCP sessions over HTTP,
+// which ended with it), before their plans could resume. It returns them,
+// for endClosed once the executor runs.
+func (a *App) closeEphemeral() ([]store.Session, error) {
+	orphans, err := a.store.OpenSessionsWhere(func(s store.Session) bool {
+		return slices.Contains(s.Info.GetContract().GetHostProfile().GetCapabilities(), contract.CapabilityEphemeral)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range orphans {
+		if _, err := a.store.CloseSession(s.Info.GetSessionId(), time.Now()); err != nil {
+			return nil, err
+		}
+		a.log.Info("session closed: its client ended with the control plane's last run", "session_id", s.Info.GetSessionId(),
+			"owner", s.Owner, "client", s.Info.GetContract().GetHostProfile().GetClientName())
+	}
+	return orphans, nil
 }
 
 // cancelSessionPlans cancels every unfinished plan of a session and waits

@@ -32,6 +32,12 @@ const (
 	FlagNondeterministic = "nondeterministic_tools"
 )
 
+// CapabilityEphemeral, among a host profile's capabilities, says that the
+// client lives in the control plane's memory (its MCP sessions over HTTP):
+// the session ends with the control plane's process, and a control plane
+// that starts closes the ephemeral sessions its previous run left open.
+const CapabilityEphemeral = "ephemeral"
+
 // SupportedFlags lists the flags above, sorted.
 var SupportedFlags = []string{FlagNondeterministic, FlagProgressEvents, FlagUnsafeOps}
 

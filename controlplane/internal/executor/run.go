@@ -91,6 +91,13 @@ func (e *Executor) run(ref store.PlanRef) error {
 	}
 	sessionID := p.GetSessionId()
 	log := e.log.With("request_id", ref.RequestID, "session_id", sessionID)
+	if sess.Closed() {
+		// Closed while the plan waited (CloseSession, or a restart that
+		// closed an ephemeral session): nothing of it runs; it ends CANCELLED.
+		e.mu.Lock()
+		e.cancelled[ref] = true
+		e.mu.Unlock()
+	}
 
 	pr := &progress{rolledBack: map[string]bool{}}
 	if p.GetReceiptCount() > 0 {

@@ -236,6 +236,27 @@ func (s *Store) OpenSessions(owner string, max int) (int, error) {
 	return n, err
 }
 
+// OpenSessionsWhere returns every session, of any owner, that is neither
+// closed nor broken and that keep accepts.
+func (s *Store) OpenSessionsWhere(keep func(Session) bool) ([]Session, error) {
+	var out []Session
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketOpenSessions).ForEachBucket(func(owner []byte) error {
+			return tx.Bucket(bucketOpenSessions).Bucket(owner).ForEach(func(id, _ []byte) error {
+				sess, err := readSession(tx, string(id))
+				if err != nil {
+					return err
+				}
+				if keep(sess) {
+					out = append(out, sess)
+				}
+				return nil
+			})
+		})
+	})
+	return out, err
+}
+
 // Releasing lists closed sessions not yet released on their agent.
 func (s *Store) Releasing() ([]string, error) {
 	var ids []string

@@ -838,8 +838,13 @@ type HostProfile struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClientName    string                 `protobuf:"bytes,1,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
 	ClientVersion string                 `protobuf:"bytes,2,opt,name=client_version,json=clientVersion,proto3" json:"client_version,omitempty"`
-	Capabilities  []string               `protobuf:"bytes,3,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
-	FeatureFlags  []string               `protobuf:"bytes,4,rep,name=feature_flags,json=featureFlags,proto3" json:"feature_flags,omitempty"`
+	// What the client can do, free-form ("mcp", "elicitation", ...). One value
+	// has a meaning for the control plane: "ephemeral", a client that lives
+	// in the control plane's own memory (its MCP server over HTTP), whose
+	// session ends with the control plane's process: a control plane that
+	// starts closes every ephemeral session its previous run left open.
+	Capabilities []string `protobuf:"bytes,3,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	FeatureFlags []string `protobuf:"bytes,4,rep,name=feature_flags,json=featureFlags,proto3" json:"feature_flags,omitempty"`
 	// Tool versions the client can call, as "name@version"; empty: any.
 	SupportedToolVersions []string `protobuf:"bytes,5,rep,name=supported_tool_versions,json=supportedToolVersions,proto3" json:"supported_tool_versions,omitempty"`
 	unknownFields         protoimpl.UnknownFields

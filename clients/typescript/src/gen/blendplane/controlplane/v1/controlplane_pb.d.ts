@@ -120,6 +120,12 @@ export declare type HostProfile = Message<"blendplane.controlplane.v1.HostProfil
   clientVersion: string;
 
   /**
+   * What the client can do, free-form ("mcp", "elicitation", ...). One value
+   * has a meaning for the control plane: "ephemeral", a client that lives
+   * in the control plane's own memory (its MCP server over HTTP), whose
+   * session ends with the control plane's process: a control plane that
+   * starts closes every ephemeral session its previous run left open.
+   *
    * @generated from field: repeated string capabilities = 3;
    */
   capabilities: string[];
