@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,11 +25,16 @@ const (
 //
 // Metrics (milliseconds): p50/p90/p99 of create-e2e, create-bridge,
 // summary-e2e, summary-bridge and bare-create; create-overhead-p50 and
-// summary-overhead-p50 (the median of e2e minus bridge time, per plan); and
-// ratio-p50 (create-e2e p50 / bare-create p50; target ≤ 10).
+// summary-overhead-p50 (the median of e2e minus bridge time, per plan);
+// ratio-p50 (create-e2e p50 / bare-create p50; target ≤ 10); and, measured
+// in the same run on the daemons' disk, fdatasync (a 4 KiB write and its
+// fdatasync), durable-floor-ms (six of them: the three bbolt commits every
+// one-operation plan makes in a row) and floor-ratio (that floor plus the
+// bare create, over the bare create: the ratio no tree can beat on this
+// machine without giving up a commit).
 func BenchmarkOneOpPlan(b *testing.B) {
 	c := startCluster(b)
-	var create, createBridge, summary, summaryBridge, bare []time.Duration
+	var create, createBridge, summary, summaryBridge, bare, syncs []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -62,6 +69,7 @@ func BenchmarkOneOpPlan(b *testing.B) {
 			bare = append(bare, time.Since(start))
 		}
 		bp.close(b)
+		syncs = append(syncs, fdatasyncs(b, c.dir, oneOpPlans)...)
 		b.StartTimer()
 	}
 	b.StopTimer()
@@ -80,6 +88,37 @@ func BenchmarkOneOpPlan(b *testing.B) {
 	b.ReportMetric(percentile(minus(create, createBridge), 50), "create-overhead-p50-ms")
 	b.ReportMetric(percentile(minus(summary, summaryBridge), 50), "summary-overhead-p50-ms")
 	b.ReportMetric(createP50/bareP50, "ratio-p50")
+	// What durability alone costs a one-operation plan on this disk: three
+	// bbolt commits in a row (the plan's acceptance, the agent's receipt,
+	// the control plane's receipt), each two fdatasyncs.
+	syncP50 := report("fdatasync", syncs)
+	b.ReportMetric(6*syncP50, "durable-floor-ms")
+	b.ReportMetric((6*syncP50+bareP50)/bareP50, "floor-ratio")
+}
+
+// fdatasyncs times n fdatasyncs, each after a 4 KiB write, of a file in dir
+// (the daemons' data directory, so the same disk).
+func fdatasyncs(b *testing.B, dir string, n int) []time.Duration {
+	b.Helper()
+	f, err := os.CreateTemp(dir, "fdatasync-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	page := make([]byte, 4096)
+	out := make([]time.Duration, n)
+	for i := range out {
+		start := time.Now()
+		if _, err := f.WriteAt(page, int64(i%64)*4096); err != nil {
+			b.Fatal(err)
+		}
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			b.Fatal(err)
+		}
+		out[i] = time.Since(start)
+	}
+	return out
 }
 
 // percentile is the p-th percentile of d in milliseconds (nearest rank).
