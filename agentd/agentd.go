@@ -73,6 +73,9 @@ type Config struct {
 	// Blender stopped) and restored on their next plan. 0: from the
 	// machine's memory (DefaultMaxSessions).
 	MaxSessions int
+	// SpareBlenders keeps a Blender started ahead, in a free slot, for the
+	// next session start of each runtime in use (sessions/spares.go).
+	SpareBlenders bool
 	// Checkpoint policy (see sessions.Config): a session's scene is saved
 	// after CheckpointEvery scene changes, after CheckpointInterval if
 	// anything changed, or after CheckpointIdle without operations.
@@ -88,6 +91,7 @@ func Defaults() Config {
 		ControlPlane:       "127.0.0.1:7400",
 		DataDir:            "./data/agentd",
 		MaxMessageBytes:    64 << 20,
+		SpareBlenders:      true,
 		CheckpointEvery:    500,
 		CheckpointInterval: time.Minute,
 		CheckpointIdle:     5 * time.Second,
@@ -129,6 +133,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		CheckpointInterval: cfg.CheckpointInterval,
 		CheckpointIdle:     cfg.CheckpointIdle,
 		Faults:             testFaults(),
+		NoSpares:           !cfg.SpareBlenders,
 	}, runtimes, j, log)
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/blenderprocs"
 )
 
 const (
@@ -738,10 +739,14 @@ func (s *scene) recoverAfterKill(b *testing.B) (e2e, agent, load time.Duration) 
 	return e2e, agent, load
 }
 
-// blenderPIDs returns the live processes that run in the session's
-// directory: its Blender (whatever the bridge's file name).
+// blenderPIDs returns the session's Blender, if it runs.
 func (s *scene) blenderPIDs() []int {
-	return processes(func(_, cmdline string) bool { return strings.Contains(cmdline, s.dir()+string(filepath.Separator)) })
+	var out []int
+	for _, p := range blenderprocs.OfSession(s.dir()) {
+		n, _ := strconv.Atoi(p)
+		out = append(out, n)
+	}
+	return out
 }
 
 // processes lists the live processes (zombies are dead already) whose

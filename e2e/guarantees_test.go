@@ -132,7 +132,7 @@ func checkSameAsReference(t *testing.T, rs []*cpv1.Receipt, ref []string) {
 
 func sessionBlenderPIDs(t *testing.T, c *cluster, sessionID string) []int {
 	var out []int
-	for _, p := range blenderPIDs(t, filepath.Join(c.dir, "agent", "sessions", sessionID)) {
+	for _, p := range sessionBlender(t, filepath.Join(c.dir, "agent", "sessions", sessionID)) {
 		n, _ := strconv.Atoi(p)
 		out = append(out, n)
 	}

@@ -147,10 +147,10 @@ func (h *host) killAll() {
 	}
 }
 
-// processes counts the processes running in the host's namespace.
-func (h *host) processes() int {
-	out, _ := exec.Command("ip", "netns", "pids", h.ns).Output()
-	return len(strings.Fields(string(out)))
+// dirExists reports whether dir is there.
+func dirExists(dir string) bool {
+	_, err := os.Stat(dir)
+	return err == nil
 }
 
 // studio is a control plane and agents, each on its own host.
@@ -167,6 +167,7 @@ type studioAgent struct {
 	id     string // once the control plane listed it
 	host   *host
 	addr   string
+	dir    string // its data dir
 	args   []string
 	daemon *daemon
 }
@@ -205,9 +206,9 @@ func startStudio(t *testing.T, n int, agentArgs func(i int) []string, cpArgs ...
 		if err := os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		a := &studioAgent{host: h, addr: h.addr(studioAgentPort)}
+		a := &studioAgent{host: h, addr: h.addr(studioAgentPort), dir: filepath.Join(dir, h.name)}
 		a.args = append([]string{"--listen", a.addr, "--control-plane", s.cp.cpAddr, "--ca-file", s.cp.caFile(),
-			"--token-file", tokenFile, "--data-dir", filepath.Join(dir, h.name)}, blenderFlags()...)
+			"--token-file", tokenFile, "--data-dir", a.dir}, blenderFlags()...)
 		if agentArgs != nil {
 			a.args = append(a.args, agentArgs(i)...)
 		}
@@ -653,10 +654,11 @@ func TestHostsFailover(t *testing.T) {
 		victim.host.heal(t)
 		s.waitAgentState(t, victim, cpv1.Agent_STATE_READY, 30*time.Second)
 		// Its stale copy goes: Blender stopped, the session dropped.
+		stale := filepath.Join(victim.dir, "sessions", id)
 		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(victim.daemon.log.String(), "session moved to another agent") || victim.host.processes() > 1 {
+		for !strings.Contains(victim.daemon.log.String(), "session moved to another agent") || len(sessionBlender(t, stale)) > 0 || dirExists(stale) {
 			if time.Now().After(deadline) {
-				t.Fatalf("the healed agent kept its stale copy: %d processes in its host\n%s", victim.host.processes(), victim.daemon.log.String())
+				t.Fatalf("the healed agent kept its stale copy: Blender %v\n%s", sessionBlender(t, stale), victim.daemon.log.String())
 			}
 			time.Sleep(200 * time.Millisecond)
 		}

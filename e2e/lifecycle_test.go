@@ -10,10 +10,17 @@ import (
 	"github.com/blendplane/blendplane/internal/blenderprocs"
 )
 
-// blenderPIDs lists the Blenders of one agentd data dir.
+// blenderPIDs lists the Blenders of one agentd data dir (spares included).
 func blenderPIDs(t testing.TB, dir string) []string {
 	t.Helper()
 	return blenderprocs.Under(dir)
+}
+
+// sessionBlender lists the Blender of the session whose directory on its
+// agent is dir, if it runs.
+func sessionBlender(t testing.TB, dir string) []string {
+	t.Helper()
+	return blenderprocs.OfSession(dir)
 }
 
 // TestShutdownAndRestart: SIGTERM stops agentd with its Blender children, and
@@ -26,7 +33,7 @@ func TestShutdownAndRestart(t *testing.T) {
 		t.Fatalf("plan: %v", p)
 	}
 	agentDir := filepath.Join(c.dir, "agent")
-	if pids := blenderPIDs(t, agentDir); len(pids) != 1 {
+	if pids := sessionBlender(t, filepath.Join(agentDir, "sessions", s.GetSessionId())); len(pids) != 1 {
 		t.Fatalf("want one Blender child for the session, found %v", pids)
 	}
 	c.agent.stop(t, syscall.SIGTERM)

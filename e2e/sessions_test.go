@@ -66,7 +66,7 @@ func TestSessionParkRestoreClose(t *testing.T) {
 	s := c.negotiate(t)
 	id := s.GetSessionId()
 	dir := filepath.Join(c.dir, "agent", "sessions", id)
-	if pids := blenderPIDs(t, dir); len(pids) != 0 {
+	if pids := sessionBlender(t, dir); len(pids) != 0 {
 		t.Fatalf("Negotiate started Blender %v", pids)
 	}
 	if st := c.session(t, id).GetState(); st != cpv1.Session_STATE_PARKED {
@@ -76,11 +76,11 @@ func TestSessionParkRestoreClose(t *testing.T) {
 	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
 		t.Fatalf("plan %v", p)
 	}
-	if pids := blenderPIDs(t, dir); len(pids) != 1 {
+	if pids := sessionBlender(t, dir); len(pids) != 1 {
 		t.Fatalf("Blender processes of the session after its plan: %v", pids)
 	}
 	parked := c.waitState(t, id, cpv1.Session_STATE_PARKED)
-	if pids := blenderPIDs(t, dir); len(pids) != 0 {
+	if pids := sessionBlender(t, dir); len(pids) != 0 {
 		t.Fatalf("a parked session still runs Blender %v", pids)
 	}
 	if checkpoints, _ := filepath.Glob(filepath.Join(dir, "checkpoint-*.blend")); len(checkpoints) != 1 {
@@ -106,7 +106,7 @@ func TestSessionParkRestoreClose(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the session's files are left on the agent: %v", err)
 	}
-	if pids := blenderPIDs(t, dir); len(pids) != 0 {
+	if pids := sessionBlender(t, dir); len(pids) != 0 {
 		t.Fatalf("a closed session runs Blender %v", pids)
 	}
 	_, err = c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: id, RequestId: "park-3",

@@ -1,5 +1,6 @@
-// Package blenderprocs finds the Blender processes of an agentd data dir in
-// /proc, as tests count them: what agentd runs, seen from outside.
+// Package blenderprocs finds the Blender processes of an agentd data dir (or
+// of one session) in /proc, as tests count them: what agentd runs, seen
+// from outside.
 package blenderprocs
 
 import (
@@ -41,4 +42,28 @@ func Under(dir string) []string {
 		}
 	}
 	return pids
+}
+
+// OfSession lists the Blender of one session, by the pid agentd keeps in
+// the session's directory (sessions/<id>/blender.pid), if it runs: a spare
+// Blender that a session adopted has the spare's directory in its command
+// line, not the session's.
+func OfSession(sessionDir string) []string {
+	raw, err := os.ReadFile(filepath.Join(sessionDir, "blender.pid"))
+	if err != nil {
+		return nil
+	}
+	pid := strings.TrimSpace(string(raw))
+	cmdline, err := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+	if err != nil || !strings.Contains(string(cmdline), "bridge") {
+		return nil // gone (or its pid taken by another process)
+	}
+	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return nil
+	}
+	if fields := strings.Fields(string(stat[strings.LastIndex(string(stat), ")")+1:])); len(fields) < 1 || fields[0] == "Z" {
+		return nil
+	}
+	return []string{pid}
 }

@@ -179,7 +179,7 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 					return fail(fmt.Errorf("%w: execute: bad response: %v", ErrProcessExited, derr))
 				}
 				if resp.ID == nil || *resp.ID != id {
-					p.log.Warn("dropping stale bridge response", "method", "execute", "want_id", id)
+					p.logger().Warn("dropping stale bridge response", "method", "execute", "want_id", id)
 					continue
 				}
 				if resp.Progress != nil {
@@ -226,7 +226,7 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 				// scene would no longer match the caller's record of it.
 				// Killed first: the writer may be blocked on a full pipe.
 				p.broken.Store(true)
-				p.log.Warn("batch stopped early with calls in flight; killing blender")
+				p.logger().Warn("batch stopped early with calls in flight; killing blender")
 				p.killGroup()
 			}
 			abort()
@@ -274,7 +274,7 @@ func (p *Process) drain(ctx context.Context, quit, writerDone chan struct{}, nWr
 			}
 			if resp.OK || resp.Error == nil || resp.Error.Code != codeNotRun {
 				p.broken.Store(true)
-				p.log.Warn("bridge ran a call after its batch failed; killing blender", "id", *resp.ID)
+				p.logger().Warn("bridge ran a call after its batch failed; killing blender", "id", *resp.ID)
 				p.killGroup()
 				if !done {
 					<-writerDone

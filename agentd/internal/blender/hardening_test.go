@@ -163,6 +163,65 @@ func TestMemoryCeiling(t *testing.T) {
 	}
 }
 
+// TestAdopt: a Blender started ahead of its session (a spare: no sandbox,
+// a generous ceiling, a work dir of its own) takes its session's sandbox
+// and memory ceiling when adopted, keeps the baseline scene, and its work
+// dir goes when it exits.
+func TestAdopt(t *testing.T) {
+	for _, kind := range []string{capCgroup2, capCgroup1, capRlimit} {
+		t.Run(kind, func(t *testing.T) {
+			withMemCap(t, kind)
+			forEachRuntime(t, func(t *testing.T, rt Runtime) {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				dir := t.TempDir()
+				work := filepath.Join(dir, "spare")
+				p, err := Start(ctx, rt, Options{Logger: testLogger(t), WorkDir: work, RemoveWorkDir: true, MemoryLimitMiB: 16384})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Stop(5 * time.Second)
+				baseline, err := p.SceneHash(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				export := Call{Tool: "scene.export", Args: map[string]any{"format": "obj", "output": "scene.obj"}}
+				if _, err := p.Execute(ctx, export); !isCode(err, CodePolicyRefused) {
+					t.Fatalf("an export before adoption (no sandbox): %v, want policy_refused", err)
+				}
+				sandbox := filepath.Join(dir, "session", "output")
+				if h, err := p.Adopt(ctx, testLogger(t), sandbox, 1024); err != nil || h != baseline {
+					t.Fatalf("Adopt = %s, %v; want the baseline %s", h, err, baseline)
+				}
+				if _, err := p.Execute(ctx, export); err != nil {
+					t.Fatalf("an export into the adopted sandbox: %v", err)
+				}
+				if _, err := os.Stat(filepath.Join(sandbox, "scene.obj")); err != nil {
+					t.Fatal(err)
+				}
+				alloc := func(mib int) error {
+					code := fmt.Sprintf("b = bytearray(%d << 20)\nresult = len(b)", mib)
+					_, err := p.Execute(ctx, Call{Tool: "python.exec", Args: map[string]any{"code": code}})
+					return err
+				}
+				if err := alloc(256); err != nil {
+					t.Fatalf("256 MiB under the adopted 1024 MiB ceiling: %v", err)
+				}
+				if err := alloc(4096); !errors.Is(err, ErrMemoryExceeded) {
+					t.Fatalf("4 GiB under the adopted 1024 MiB ceiling (started under 16 GiB): %v, want ErrMemoryExceeded", err)
+				}
+				p.Stop(5 * time.Second)
+				if _, err := os.Stat(work); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("the spare's work dir outlived it: %v", err)
+				}
+				if left := leftoverCgroups(t); len(left) > 0 {
+					t.Fatalf("cgroups left behind: %v", left)
+				}
+			})
+		})
+	}
+}
+
 // TestMemoryCeilingTooSmallToStart: a ceiling Blender cannot even start
 // under fails Start with a clear error (ErrMemoryExceeded where a cgroup
 // saw the kill) and leaves nothing behind.

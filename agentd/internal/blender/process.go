@@ -90,6 +90,10 @@ type Options struct {
 	//	        internal_error, keeping the partial work; the hash it
 	//	        reports is the honest hash of that partial scene.
 	Faults []string
+	// RemoveWorkDir removes WorkDir once the process has exited: scratch of
+	// a Blender started ahead of its session (a spare), which the session
+	// does not keep.
+	RemoveWorkDir bool
 	// MemoryLimitMiB caps the memory of the Blender process (0: no cap).
 	// Over it, Blender is stopped and the call fails with an error wrapping
 	// ErrMemoryExceeded and ErrProcessExited.
@@ -107,7 +111,7 @@ const outputLines = 64
 // concurrent use; calls to Blender run one at a time.
 type Process struct {
 	rt   Runtime
-	log  *slog.Logger
+	log  atomic.Pointer[slog.Logger] // Adopt changes it
 	cmd  *exec.Cmd
 	pgid int
 
@@ -157,17 +161,9 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 			return nil, fmt.Errorf("blender: work dir: %w", err)
 		}
 	}
-	sandbox := ""
-	if opts.SandboxDir != "" {
-		if err := os.MkdirAll(opts.SandboxDir, 0o700); err != nil {
-			return nil, fmt.Errorf("blender: sandbox dir: %w", err)
-		}
-		if sandbox, err = filepath.EvalSymlinks(opts.SandboxDir); err != nil {
-			return nil, fmt.Errorf("blender: sandbox dir: %w", err)
-		}
-		if sandbox, err = filepath.Abs(sandbox); err != nil {
-			return nil, fmt.Errorf("blender: sandbox dir: %w", err)
-		}
+	sandbox, err := sandboxPath(opts.SandboxDir)
+	if err != nil {
+		return nil, err
 	}
 	script, err := writeBridge(filepath.Join(workDir, "bridge"))
 	if err != nil {
@@ -254,9 +250,9 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 		return nil, fmt.Errorf("blender: start %s: %w", rt.Path, startErr)
 	}
 
+	log := logger.With("pid", cmd.Process.Pid)
 	p := &Process{
 		rt:      rt,
-		log:     logger.With("pid", cmd.Process.Pid),
 		cmd:     cmd,
 		pgid:    cmd.Process.Pid,
 		reqW:    reqW,
@@ -267,9 +263,10 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 		mem:     mem,
 	}
 	if mem != nil {
-		p.log = p.log.With("memory_limit_mib", opts.MemoryLimitMiB, "memory_cap", mem.kind)
+		log = log.With("memory_limit_mib", opts.MemoryLimitMiB, "memory_cap", mem.kind)
 	}
-	p.log.Info("blender started", "path", rt.Path, "work_dir", workDir)
+	p.log.Store(log)
+	p.logger().Info("blender started", "path", rt.Path, "work_dir", workDir)
 
 	var outputs sync.WaitGroup
 	outputs.Add(2)
@@ -294,8 +291,13 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 			mem.release()
 		}
 		reqW.Close()
+		if opts.RemoveWorkDir {
+			if err := os.RemoveAll(workDir); err != nil {
+				p.logger().Warn("removing the work dir of an exited blender", "err", err)
+			}
+		}
 		close(p.done)
-		p.log.Info("blender exited", "err", err)
+		p.logger().Info("blender exited", "err", err)
 	}()
 
 	faults := append([]string(nil), opts.Faults...)
@@ -305,7 +307,7 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 		}
 	}
 	if len(faults) > 0 {
-		p.log.Warn("blender test faults enabled", "faults", faults)
+		p.logger().Warn("blender test faults enabled", "faults", faults)
 	}
 	var hello helloResult
 	debug := logger.Enabled(ctx, slog.LevelDebug)
@@ -335,8 +337,64 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 	sort.Slice(hello.Tools, func(i, j int) bool { return hello.Tools[i].Name < hello.Tools[j].Name })
 	p.profile = hello.Profile
 	p.tools = hello.Tools
-	p.log.Info("blender ready", "version", p.profile.Version, "python", p.profile.PythonVersion, "scene_hash", hello.SceneHash)
+	p.logger().Info("blender ready", "version", p.profile.Version, "python", p.profile.PythonVersion, "scene_hash", hello.SceneHash)
 	return p, nil
+}
+
+func (p *Process) logger() *slog.Logger { return p.log.Load() }
+
+// Adopt hands a Process started ahead of its use (a spare: the baseline
+// scene, no sandbox) to the session that takes it: from now on its log
+// lines carry log's attributes, its memory ceiling is memoryLimitMiB (0:
+// none; a ceiling it was started under is changed in place, so what it
+// allocated before counts too) and its file outputs must resolve inside
+// sandboxDir. It returns the scene hash.
+func (p *Process) Adopt(ctx context.Context, log *slog.Logger, sandboxDir string, memoryLimitMiB int64) (string, error) {
+	sandbox, err := sandboxPath(sandboxDir)
+	if err != nil {
+		return "", err
+	}
+	if p.mem != nil {
+		err = p.mem.setLimit(p.pgid, memoryLimitMiB<<20)
+	} else if memoryLimitMiB > 0 {
+		err = errors.New("started without a memory ceiling")
+	}
+	if err != nil {
+		return "", fmt.Errorf("blender: memory limit of %d MiB: %w", memoryLimitMiB, err)
+	}
+	var out struct {
+		SceneHash string `json:"scene_hash"`
+	}
+	if err := p.call(ctx, "adopt", map[string]string{"sandbox_dir": sandbox}, &out, nil); err != nil {
+		return "", err
+	}
+	l := log.With("component", "blender", "runtime", string(p.rt.Kind), "pid", p.pgid)
+	if p.mem != nil {
+		l = l.With("memory_limit_mib", memoryLimitMiB, "memory_cap", p.mem.kind)
+	}
+	p.log.Store(l)
+	l.Info("blender adopted", "sandbox", sandbox, "scene_hash", out.SceneHash)
+	return out.SceneHash, nil
+}
+
+// sandboxPath makes the sandbox directory dir (if not empty) and returns
+// its absolute path with symlinks resolved, as the bridge checks outputs
+// against it.
+func sandboxPath(dir string) (string, error) {
+	if dir == "" {
+		return "", nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("blender: sandbox dir: %w", err)
+	}
+	sandbox, err := filepath.EvalSymlinks(dir)
+	if err == nil {
+		sandbox, err = filepath.Abs(sandbox)
+	}
+	if err != nil {
+		return "", fmt.Errorf("blender: sandbox dir: %w", err)
+	}
+	return sandbox, nil
 }
 
 // blenderEnv keeps the caller's environment minus anything that would load
@@ -382,7 +440,7 @@ func (p *Process) copyOutput(wg *sync.WaitGroup, r *os.File, stream string) {
 		line, err := br.ReadString('\n')
 		if line = strings.TrimRight(line, "\r\n"); line != "" {
 			p.output.add(stream + ": " + line)
-			p.log.Debug("blender output", "stream", stream, "line", line)
+			p.logger().Debug("blender output", "stream", stream, "line", line)
 		}
 		if err != nil {
 			return
@@ -460,7 +518,7 @@ func (p *Process) callProgress(ctx context.Context, method string, params, out a
 				return fmt.Errorf("blender: %s: bad response: %w", method, err)
 			}
 			if resp.ID == nil || *resp.ID != id {
-				p.log.Warn("dropping stale bridge response", "method", method, "want_id", id)
+				p.logger().Warn("dropping stale bridge response", "method", method, "want_id", id)
 				continue
 			}
 			if resp.Progress != nil {
@@ -502,7 +560,7 @@ func (p *Process) abandoner(msg string, attrs ...any) func(ctx context.Context) 
 	return func(ctx context.Context) error {
 		once.Do(func() {
 			p.broken.Store(true)
-			p.log.Warn(msg, append(attrs, "err", ctx.Err())...)
+			p.logger().Warn(msg, append(attrs, "err", ctx.Err())...)
 			p.killGroup()
 		})
 		return ctx.Err()
@@ -514,7 +572,7 @@ func (p *Process) abandoner(msg string, attrs ...any) func(ctx context.Context) 
 func (p *Process) stopOverMemory(msg string) error {
 	p.overMemory.Store(true)
 	p.broken.Store(true)
-	p.log.Warn("blender ran out of memory; killing it", "message", msg)
+	p.logger().Warn("blender ran out of memory; killing it", "message", msg)
 	p.killGroup()
 	return fmt.Errorf("%w: %w: %s", ErrProcessExited, ErrMemoryExceeded, msg)
 }
@@ -562,7 +620,7 @@ func (p *Process) exitError(cause error) error {
 func (p *Process) killGroup() {
 	// The group outlives its leader if Blender left children behind.
 	if err := syscall.Kill(-p.pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		p.log.Warn("kill process group", "err", err)
+		p.logger().Warn("kill process group", "err", err)
 	}
 }
 
@@ -647,7 +705,7 @@ func (p *Process) outcome(c Call, r executeResult, errHash string, err error, st
 	if err != nil {
 		var te *ToolError
 		if errors.As(err, &te) {
-			if p.log.Enabled(context.Background(), slog.LevelDebug) {
+			if p.logger().Enabled(context.Background(), slog.LevelDebug) {
 				p.callLog(c).Debug("tool refused", "code", te.Code, "message", te.Message, "duration", time.Since(start))
 			}
 			return Outcome{SceneHashBefore: errHash, SceneHashAfter: errHash}, err
@@ -655,7 +713,7 @@ func (p *Process) outcome(c Call, r executeResult, errHash string, err error, st
 		p.callLog(c).Warn("tool call failed", "err", err)
 		return Outcome{}, err
 	}
-	if p.log.Enabled(context.Background(), slog.LevelDebug) {
+	if p.logger().Enabled(context.Background(), slog.LevelDebug) {
 		p.callLog(c).Debug("tool done", "mutated", r.Mutated, "scene_hash_after", r.SceneHashAfter, "duration", time.Since(start))
 	}
 	result, rerr := structwire.FromJSON(r.Result)
@@ -680,7 +738,7 @@ func (p *Process) outcome(c Call, r executeResult, errHash string, err error, st
 // callLog is the logger of one call, with its correlation ids (built only
 // when a line is written: With costs more than the call's other Go work).
 func (p *Process) callLog(c Call) *slog.Logger {
-	return p.log.With("tool", c.Tool, "request_id", c.RequestID, "operation_id", c.OperationID, "mcp_call_id", c.MCPCallID, "mutation_id", c.MutationID)
+	return p.logger().With("tool", c.Tool, "request_id", c.RequestID, "operation_id", c.OperationID, "mcp_call_id", c.MCPCallID, "mutation_id", c.MutationID)
 }
 
 // Undo applies a compensation (an Outcome.Undo) and returns the scene hash
@@ -705,7 +763,7 @@ func (p *Process) Undo(ctx context.Context, undo json.RawMessage, c Call) (scene
 		return "", &ToolError{Code: CodeInvalidInput, Message: "undo record is not valid JSON"}
 	}
 	start := time.Now()
-	log := p.log.With("request_id", c.RequestID, "operation_id", c.OperationID, "mcp_call_id", c.MCPCallID, "mutation_id", c.MutationID)
+	log := p.logger().With("request_id", c.RequestID, "operation_id", c.OperationID, "mcp_call_id", c.MCPCallID, "mutation_id", c.MutationID)
 	var r undoResult
 	var errHash string
 	err = p.call(ctx, "undo", undoParams{
@@ -751,7 +809,7 @@ func (p *Process) SaveCheckpoint(ctx context.Context, path string) (sceneHash st
 	if err := syncFile(filepath.Dir(abs)); err != nil {
 		return "", fmt.Errorf("blender: save checkpoint: %w", err)
 	}
-	p.log.Info("checkpoint saved", "path", abs, "bytes", r.Bytes, "blender_ms", r.Millis, "duration", time.Since(start), "scene_hash", r.SceneHash)
+	p.logger().Info("checkpoint saved", "path", abs, "bytes", r.Bytes, "blender_ms", r.Millis, "duration", time.Since(start), "scene_hash", r.SceneHash)
 	return r.SceneHash, nil
 }
 
@@ -773,7 +831,7 @@ func (p *Process) LoadCheckpoint(ctx context.Context, path string) (sceneHash st
 	if err := p.call(ctx, "load_checkpoint", checkpointParams{Path: abs}, &r, &errHash); err != nil {
 		return errHash, fmt.Errorf("blender: load checkpoint: %w", err)
 	}
-	p.log.Info("checkpoint loaded", "path", abs, "blender_ms", r.Millis, "duration", time.Since(start), "scene_hash", r.SceneHash)
+	p.logger().Info("checkpoint loaded", "path", abs, "blender_ms", r.Millis, "duration", time.Since(start), "scene_hash", r.SceneHash)
 	return r.SceneHash, nil
 }
 
@@ -805,7 +863,7 @@ func (p *Process) Stop(grace time.Duration) error {
 		line, _ := json.Marshal(request{ID: p.nextID, Method: "shutdown", Params: struct{}{}})
 		_ = p.reqW.SetWriteDeadline(time.Now().Add(grace))
 		if _, err := p.reqW.Write(append(line, '\n')); err != nil {
-			p.log.Debug("shutdown request not delivered", "err", err)
+			p.logger().Debug("shutdown request not delivered", "err", err)
 		}
 		p.mu.Unlock()
 	}
@@ -817,7 +875,7 @@ func (p *Process) Stop(grace time.Duration) error {
 		return nil
 	case <-t.C:
 	}
-	p.log.Warn("blender did not exit in time; killing its process group", "grace", grace)
+	p.logger().Warn("blender did not exit in time; killing its process group", "grace", grace)
 	p.killGroup()
 	select {
 	case <-p.done:

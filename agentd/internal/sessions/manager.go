@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,8 @@ type Config struct {
 	CheckpointIdle     time.Duration
 	// Faults enables test-only fault injection in the bridge (e.g. "undo").
 	Faults []string
+	// NoSpares: no Blender is started ahead of its session (spares.go).
+	NoSpares bool
 }
 
 // Manager holds the agent's runtimes and sessions: at most Config.MaxLive
@@ -66,6 +69,15 @@ type Manager struct {
 	changed  chan struct{} // closed (and replaced) when a slot may have freed
 
 	previews chan struct{} // one preview at a time
+
+	// Spare Blenders (spares.go), guarded by mu: ready ones by runtime id,
+	// the runtimes one is being started for, and how many slots they hold.
+	spares     map[string]*spare
+	spawning   map[string]bool
+	spareSlots int
+	spareSeq   int
+	shutdown   bool           // no spare starts any more
+	spawns     sync.WaitGroup // spares being started
 }
 
 type session struct {
@@ -78,7 +90,10 @@ type session struct {
 
 	mu   sync.Mutex // one batch at a time
 	proc *blender.Process
-	pid  atomic.Int64 // proc's process id while it runs, for metrics (read without mu)
+	// spare is a spare Blender whose slot the session took over (reserve),
+	// for its next start to adopt.
+	spare *spare
+	pid   atomic.Int64 // proc's process id while it runs, for metrics (read without mu)
 	// sceneHash is the scene's hash as journaled (or about to be) by the
 	// batch that holds mu: what a failed call must leave behind.
 	sceneHash string
@@ -110,7 +125,10 @@ func NewManager(cfg Config, rts []Runtime, j *journal.Journal, log *slog.Logger)
 	cfg.MaxLive = max(cfg.MaxLive, 1)
 	m := &Manager{cfg: cfg, runtimes: map[string]Runtime{}, journal: j, base: log,
 		log: log.With("component", "sessions"), sessions: map[string]*session{}, changed: make(chan struct{}),
-		previews: make(chan struct{}, 1)}
+		previews: make(chan struct{}, 1), spares: map[string]*spare{}, spawning: map[string]bool{}}
+	if err := os.RemoveAll(m.sparesDir()); err != nil { // of an agentd that is gone
+		return nil, err
+	}
 	m.idleTimeout.Store(int64(cfg.IdleTimeout))
 	for _, rt := range rts {
 		m.runtimes[rt.Info.GetRuntimeId()] = rt
@@ -327,7 +345,7 @@ func (m *Manager) busyLive() int {
 			}
 		}
 	}
-	return busy + m.live - live // the slots that are not sessions' are previews', busy
+	return busy + m.live - live - m.spareSlots // the slots that are neither sessions' nor spares' are previews', busy
 }
 
 // Close stops a session's Blender, removes its files (checkpoints, work
@@ -377,16 +395,35 @@ func (s *session) stop() {
 	if s.idle != nil {
 		s.idle.Stop()
 	}
+	if s.spare != nil { // taken over, never adopted: the start did not come
+		s.spare.proc.Stop(5 * time.Second)
+		s.spare = nil
+	}
 	if s.proc != nil {
 		s.proc.Stop(5 * time.Second)
-		s.proc = nil
-		s.pid.Store(0)
+		s.setProc(nil)
 	}
 }
 
-// Shutdown stops every session's Blender; the sessions stay in the journal
-// and are recovered when agentd starts again.
+// setProc records the session's Blender (nil: none), and its pid in
+// blender.pid in the session's directory, for people and tests: an adopted
+// spare's command line names the spare's directory, not the session's.
+func (s *session) setProc(p *blender.Process) {
+	s.proc = p
+	file := filepath.Join(s.dir, "blender.pid")
+	if p == nil {
+		s.pid.Store(0)
+		os.Remove(file)
+		return
+	}
+	s.pid.Store(int64(p.Pid()))
+	os.WriteFile(file, []byte(strconv.Itoa(p.Pid())+"\n"), 0o644)
+}
+
+// Shutdown stops every session's Blender and the spares; the sessions stay
+// in the journal and are recovered when agentd starts again.
 func (m *Manager) Shutdown() {
+	m.stopSpares()
 	m.mu.Lock()
 	all := make([]*session, 0, len(m.sessions))
 	for _, s := range m.sessions {

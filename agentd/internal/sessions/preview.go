@@ -89,14 +89,12 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 	// batch or two. Not holding s.mu (see the lock order in slots.go): the
 	// fork is of the journal as it was when asked.
 	var slot bool // guarded by m.mu
-	if err := m.takeSlot(ctx, &slot, "a preview of session "+s.id); err != nil {
+	if err := m.takeSlot(ctx, &slot, "a preview of session "+s.id, nil); err != nil {
 		return PreviewResult{}, err
 	}
 	defer m.giveSlot(&slot) // runs after p.Stop (deferred later): once the fork has exited
-	p, err := blender.Start(ctx, s.runtime.Runtime, blender.Options{
-		Logger: m.base.With("session_id", s.id, "preview", true), WorkDir: filepath.Join(dir, "work"),
-		SandboxDir: filepath.Join(dir, "output"), MemoryLimitMiB: s.memoryLimitMiB,
-	})
+	p, err := m.startBlender(ctx, s.runtime, nil, m.base.With("session_id", s.id, "preview", true), filepath.Join(dir, "work"),
+		filepath.Join(dir, "output"), s.memoryLimitMiB)
 	if err != nil {
 		return PreviewResult{}, fmt.Errorf("start the preview's blender: %w", err)
 	}

@@ -26,15 +26,13 @@ func (m *Manager) start(ctx context.Context, s *session) (string, error) {
 			return "", err
 		}
 	}
-	p, err := blender.Start(ctx, s.runtime.Runtime, blender.Options{
-		Logger: m.base.With("session_id", s.id), WorkDir: work, SandboxDir: s.sandbox, Faults: m.cfg.Faults,
-		MemoryLimitMiB: s.memoryLimitMiB,
-	})
+	sp := s.spare
+	s.spare = nil
+	p, err := m.startBlender(ctx, s.runtime, sp, m.base.With("session_id", s.id), work, s.sandbox, s.memoryLimitMiB)
 	if err != nil {
 		return "", fmt.Errorf("start blender: %w", err)
 	}
-	s.proc = p
-	s.pid.Store(int64(p.Pid()))
+	s.setProc(p)
 	return p.SceneHash(ctx)
 }
 
@@ -51,8 +49,7 @@ func (m *Manager) recover(ctx context.Context, s *session) error {
 	start := time.Now()
 	if s.proc != nil {
 		s.proc.Stop(time.Second)
-		s.proc = nil
-		s.pid.Store(0)
+		s.setProc(nil)
 	}
 	js, err := m.journal.Session(s.id)
 	if err != nil {

@@ -89,18 +89,30 @@ func (m *Manager) release(s *session) {
 // reserve gives the session a Blender slot, parking another session or
 // waiting if none is free. The caller holds s.mu.
 func (m *Manager) reserve(ctx context.Context, s *session) error {
-	return m.takeSlot(ctx, &s.live, "session "+s.id)
+	return m.takeSlot(ctx, &s.live, "session "+s.id, func() bool {
+		sp := m.takeSpare(s.runtime.Info.GetRuntimeId())
+		s.spare = sp // its slot is the session's now
+		return sp != nil
+	})
 }
 
 // takeSlot gives holder a Blender slot and sets *held (guarded by m.mu):
-// a free slot, or one it frees by parking the least recently used session
-// not running a batch, or the first one freed while ctx allows.
-func (m *Manager) takeSlot(ctx context.Context, held *bool, holder string) error {
+// the slot of a spare that claim takes over (claim, if not nil, runs under
+// m.mu and reports whether it took one), a free slot, a spare's (spares.go:
+// stopped, or waited for while it starts), or one it frees by parking the
+// least recently used session not running a batch, or the first one freed
+// while ctx allows.
+func (m *Manager) takeSlot(ctx context.Context, held *bool, holder string, claim func() bool) error {
 	for {
 		m.mu.Lock()
 		if *held {
 			m.mu.Unlock()
 			return nil // a session kept its slot (its Blender died): restart it there
+		}
+		if claim != nil && claim() {
+			*held = true
+			m.mu.Unlock()
+			return nil
 		}
 		if m.live < m.cfg.MaxLive {
 			m.live++
@@ -108,7 +120,14 @@ func (m *Manager) takeSlot(ctx context.Context, held *bool, holder string) error
 			m.mu.Unlock()
 			return nil
 		}
-		victim := m.leastRecentlyUsed()
+		if m.evictSpare() {
+			m.mu.Unlock()
+			continue
+		}
+		var victim *session
+		if m.spareSlots == 0 { // else a spare is starting: wait for it rather than park a session
+			victim = m.leastRecentlyUsed()
+		}
 		wait := m.changed
 		m.mu.Unlock()
 		if victim != nil && victim.mu.TryLock() {

@@ -486,7 +486,7 @@ func TestUnrepresentableResultDiscarded(t *testing.T) {
 func TestPreviewSlotIsBusy(t *testing.T) {
 	m, _, rt := newManagerWith(t, func(c *Config) { c.MaxLive = 1 })
 	var slot bool // what Preview holds while its fork runs
-	if err := m.takeSlot(context.Background(), &slot, "a preview"); err != nil {
+	if err := m.takeSlot(context.Background(), &slot, "a preview", nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := m.Open(context.Background(), "s1", rt, 0, 0); !errors.Is(err, ErrCapacity) {

@@ -161,6 +161,13 @@ def m_hello(params):
             "script_autoexec": bpy.context.preferences.filepaths.use_scripts_auto_execute}
 
 
+def m_adopt(params):
+    """A Blender started ahead (a spare, on the baseline scene) gets its
+    session's sandbox: hello's setting, without resetting the scene."""
+    sandbox.configure(params.get("sandbox_dir"))
+    return {"scene_hash": STATE.scene_hash()}
+
+
 def m_reset(params):
     return {"scene_hash": reset_scene()}
 
@@ -371,6 +378,7 @@ def m_shutdown(params):
 
 METHODS = {
     "hello": m_hello,
+    "adopt": m_adopt,
     "reset": m_reset,
     "scene_hash": m_scene_hash,
     "snapshot": m_snapshot,
