@@ -427,6 +427,7 @@ type metricsSource struct {
 func (s metricsSource) JournalCommits() uint64            { return s.j.Commits() }
 func (s metricsSource) Blenders() []int                   { return s.m.Blenders() }
 func (s metricsSource) SessionCounts() (live, parked int) { return s.m.SessionCounts() }
+func (s metricsSource) Spares() int                       { return s.m.Spares() }
 
 // serveMetrics serves /metrics on a loopback address; a node's Prometheus
 // (or its agent) scrapes it there.

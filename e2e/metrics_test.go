@@ -77,6 +77,8 @@ func TestMetrics(t *testing.T) {
 	if agentAfter[`blendplane_blender_processes`] != 1 || agentAfter[`blendplane_blender_memory_bytes`] < 50<<20 {
 		t.Errorf("blender: %v processes, %v bytes", agentAfter[`blendplane_blender_processes`], agentAfter[`blendplane_blender_memory_bytes`])
 	}
+	// The session's start left a spare Blender behind it.
+	waitFor(t, "a spare Blender", func() bool { return scrape(t, "http://"+agentMetrics+"/metrics", "")[`blendplane_blender_spares`] == 1 })
 	for _, m := range []map[string]float64{after, agentAfter} {
 		for name := range m {
 			if !strings.HasPrefix(name, "blendplane_") && !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "promhttp_") {

@@ -24,6 +24,8 @@ type Source interface {
 	Blenders() []int
 	// SessionCounts counts the sessions whose Blender runs (live) and the others.
 	SessionCounts() (live, parked int)
+	// Spares counts the Blenders started ahead of their sessions, ready.
+	Spares() int
 }
 
 // Metrics holds agentd's collectors.
@@ -57,8 +59,10 @@ func New(src Source) *Metrics {
 		}
 		return float64(total)
 	})
+	spares := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "blendplane_blender_spares",
+		Help: "Blender processes started ahead of their sessions, ready to be adopted (each holds a slot)."}, func() float64 { return float64(src.Spares()) })
 	sessions := prometheus.NewDesc("blendplane_agent_sessions", "Sessions this agent holds, by whether their Blender runs.", []string{"state"}, nil)
-	m.reg.MustRegister(m.operations, m.bridge, commits, fsyncs, processes, memory, sessionGauge{src, sessions},
+	m.reg.MustRegister(m.operations, m.bridge, commits, fsyncs, processes, spares, memory, sessionGauge{src, sessions},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "blendplane_agentd"}))
 	return m
 }

@@ -37,6 +37,13 @@ type spare struct {
 	idle *time.Timer // stops it after the idle timeout
 }
 
+// Spares counts the spares ready to be adopted.
+func (m *Manager) Spares() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.spares)
+}
+
 // sparesDir holds the spares' work dirs.
 func (m *Manager) sparesDir() string { return filepath.Join(m.cfg.DataDir, "spares") }
 
