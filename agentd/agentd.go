@@ -134,6 +134,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		CheckpointIdle:     cfg.CheckpointIdle,
 		Faults:             testFaults(),
 		NoSpares:           !cfg.SpareBlenders,
+		SpareMemoryMiB:     resources(cfg.DataDir).GetMemoryMib(),
 	}, runtimes, j, log)
 	if err != nil {
 		return err
@@ -428,6 +429,7 @@ func (s metricsSource) JournalCommits() uint64            { return s.j.Commits()
 func (s metricsSource) Blenders() []int                   { return s.m.Blenders() }
 func (s metricsSource) SessionCounts() (live, parked int) { return s.m.SessionCounts() }
 func (s metricsSource) Spares() int                       { return s.m.Spares() }
+func (s metricsSource) Adopted() uint64                   { return s.m.Adopted() }
 
 // serveMetrics serves /metrics on a loopback address; a node's Prometheus
 // (or its agent) scrapes it there.

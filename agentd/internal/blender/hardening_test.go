@@ -190,8 +190,12 @@ func TestAdopt(t *testing.T) {
 					t.Fatalf("an export before adoption (no sandbox): %v, want policy_refused", err)
 				}
 				sandbox := filepath.Join(dir, "session", "output")
-				if h, err := p.Adopt(ctx, testLogger(t), sandbox, 1024); err != nil || h != baseline {
-					t.Fatalf("Adopt = %s, %v; want the baseline %s", h, err, baseline)
+				// A ceiling above the one it started under (an rlimit cannot be
+				// raised) or none keeps its own; a lower one lowers it.
+				for _, limit := range []int64{32768, 0, 1024} {
+					if h, err := p.Adopt(ctx, testLogger(t), sandbox, limit); err != nil || h != baseline {
+						t.Fatalf("Adopt(%d MiB) = %s, %v; want the baseline %s", limit, h, err, baseline)
+					}
 				}
 				if _, err := p.Execute(ctx, export); err != nil {
 					t.Fatalf("an export into the adopted sandbox: %v", err)

@@ -97,33 +97,21 @@ func (c *memCap) attach(pid int) error {
 	return nil
 }
 
-// setLimit changes the ceiling of the running process pid to limit bytes
-// (0: none).
+// setLimit lowers the ceiling of the running process pid to limit bytes
+// (an rlimit's hard limit cannot be raised without CAP_SYS_RESOURCE).
 func (c *memCap) setLimit(pid int, limit int64) error {
 	v := strconv.FormatInt(limit, 10)
 	var err error
 	switch c.kind {
 	case capCgroup2:
-		if limit <= 0 {
-			v = "max"
-		}
 		err = writeAll(c.dir, [][2]string{{"memory.max", v}}, "")
 	case capCgroup1:
-		if limit <= 0 {
-			v = "-1"
-		}
 		// memsw (memory+swap) must never be below memory.limit_in_bytes:
-		// lowered after it, raised before it.
-		files := [][2]string{{"memory.limit_in_bytes", v}, {"memory.memsw.limit_in_bytes", v}}
-		if limit <= 0 || limit > c.limit {
-			files[0], files[1] = files[1], files[0]
-		}
-		err = writeAll(c.dir, files, "memory.memsw.limit_in_bytes")
+		// lowered after it.
+		err = writeAll(c.dir, [][2]string{{"memory.limit_in_bytes", v}, {"memory.memsw.limit_in_bytes", v}},
+			"memory.memsw.limit_in_bytes")
 	case capRlimit:
 		lim := uint64(limit)
-		if limit <= 0 {
-			lim = unix.RLIM_INFINITY
-		}
 		err = unix.Prlimit(pid, unix.RLIMIT_DATA, &unix.Rlimit{Cur: lim, Max: lim}, nil)
 	}
 	if err == nil {

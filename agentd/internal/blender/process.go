@@ -344,20 +344,24 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 func (p *Process) logger() *slog.Logger { return p.log.Load() }
 
 // Adopt hands a Process started ahead of its use (a spare: the baseline
-// scene, no sandbox) to the session that takes it: from now on its log
-// lines carry log's attributes, its memory ceiling is memoryLimitMiB (0:
-// none; a ceiling it was started under is changed in place, so what it
-// allocated before counts too) and its file outputs must resolve inside
-// sandboxDir. It returns the scene hash.
+// scene, no sandbox, a generous memory ceiling) to the session that takes
+// it: from now on its log lines carry log's attributes, its file outputs
+// must resolve inside sandboxDir, and the ceiling it was started under is
+// lowered in place to memoryLimitMiB, so what it allocated before counts
+// too (0, or no lower: it keeps its own; a ceiling is lowered, never
+// raised, which an rlimit would not allow). It returns the scene hash.
 func (p *Process) Adopt(ctx context.Context, log *slog.Logger, sandboxDir string, memoryLimitMiB int64) (string, error) {
 	sandbox, err := sandboxPath(sandboxDir)
 	if err != nil {
 		return "", err
 	}
-	if p.mem != nil {
-		err = p.mem.setLimit(p.pgid, memoryLimitMiB<<20)
-	} else if memoryLimitMiB > 0 {
+	limit := memoryLimitMiB << 20
+	switch {
+	case limit <= 0:
+	case p.mem == nil:
 		err = errors.New("started without a memory ceiling")
+	case limit < p.mem.limit:
+		err = p.mem.setLimit(p.pgid, limit)
 	}
 	if err != nil {
 		return "", fmt.Errorf("blender: memory limit of %d MiB: %w", memoryLimitMiB, err)
@@ -370,7 +374,7 @@ func (p *Process) Adopt(ctx context.Context, log *slog.Logger, sandboxDir string
 	}
 	l := log.With("component", "blender", "runtime", string(p.rt.Kind), "pid", p.pgid)
 	if p.mem != nil {
-		l = l.With("memory_limit_mib", memoryLimitMiB, "memory_cap", p.mem.kind)
+		l = l.With("memory_limit_mib", p.mem.limit>>20, "memory_cap", p.mem.kind)
 	}
 	p.log.Store(l)
 	l.Info("blender adopted", "sandbox", sandbox, "scene_hash", out.SceneHash)

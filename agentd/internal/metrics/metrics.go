@@ -24,8 +24,10 @@ type Source interface {
 	Blenders() []int
 	// SessionCounts counts the sessions whose Blender runs (live) and the others.
 	SessionCounts() (live, parked int)
-	// Spares counts the Blenders started ahead of their sessions, ready.
+	// Spares counts the Blenders started ahead of their sessions, ready;
+	// Adopted the starts that took one.
 	Spares() int
+	Adopted() uint64
 }
 
 // Metrics holds agentd's collectors.
@@ -61,8 +63,10 @@ func New(src Source) *Metrics {
 	})
 	spares := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "blendplane_blender_spares",
 		Help: "Blender processes started ahead of their sessions, ready to be adopted (each holds a slot)."}, func() float64 { return float64(src.Spares()) })
+	adopted := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "blendplane_blender_spares_adopted_total",
+		Help: "Blender starts (sessions, restores, recoveries, previews) that adopted a spare instead of starting one."}, func() float64 { return float64(src.Adopted()) })
 	sessions := prometheus.NewDesc("blendplane_agent_sessions", "Sessions this agent holds, by whether their Blender runs.", []string{"state"}, nil)
-	m.reg.MustRegister(m.operations, m.bridge, commits, fsyncs, processes, spares, memory, sessionGauge{src, sessions},
+	m.reg.MustRegister(m.operations, m.bridge, commits, fsyncs, processes, spares, adopted, memory, sessionGauge{src, sessions},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "blendplane_agentd"}))
 	return m
 }

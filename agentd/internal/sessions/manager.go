@@ -51,6 +51,10 @@ type Config struct {
 	Faults []string
 	// NoSpares: no Blender is started ahead of its session (spares.go).
 	NoSpares bool
+	// SpareMemoryMiB is the memory ceiling spares start under (0: none);
+	// the session that adopts one lowers it to its own. The machine's
+	// memory: what a session may ask for at most.
+	SpareMemoryMiB int64
 }
 
 // Manager holds the agent's runtimes and sessions: at most Config.MaxLive
@@ -71,13 +75,17 @@ type Manager struct {
 	previews chan struct{} // one preview at a time
 
 	// Spare Blenders (spares.go), guarded by mu: ready ones by runtime id,
-	// the runtimes one is being started for, and how many slots they hold.
-	spares     map[string]*spare
-	spawning   map[string]bool
-	spareSlots int
-	spareSeq   int
-	shutdown   bool           // no spare starts any more
-	spawns     sync.WaitGroup // spares being started
+	// those being started (how to cancel them), how many slots both hold,
+	// the runtimes that want one and when a runtime's last start failed.
+	spares      map[string]*spare
+	spawning    map[string]context.CancelFunc
+	spareSlots  int
+	spareSeq    int
+	wanted      map[string]bool
+	spareFailed map[string]time.Time
+	shutdown    bool           // no spare starts any more
+	spawns      sync.WaitGroup // spares being started
+	adopted     atomic.Uint64  // starts that adopted a spare
 }
 
 type session struct {
@@ -125,7 +133,8 @@ func NewManager(cfg Config, rts []Runtime, j *journal.Journal, log *slog.Logger)
 	cfg.MaxLive = max(cfg.MaxLive, 1)
 	m := &Manager{cfg: cfg, runtimes: map[string]Runtime{}, journal: j, base: log,
 		log: log.With("component", "sessions"), sessions: map[string]*session{}, changed: make(chan struct{}),
-		previews: make(chan struct{}, 1), spares: map[string]*spare{}, spawning: map[string]bool{}}
+		previews: make(chan struct{}, 1), spares: map[string]*spare{}, spawning: map[string]context.CancelFunc{},
+		wanted: map[string]bool{}, spareFailed: map[string]time.Time{}}
 	if err := os.RemoveAll(m.sparesDir()); err != nil { // of an agentd that is gone
 		return nil, err
 	}
@@ -210,6 +219,9 @@ func (m *Manager) SetIdleTimeout(d time.Duration) {
 			if s.live && s.users == 0 {
 				m.armPark(s)
 			}
+		}
+		for _, sp := range m.spares {
+			sp.idle.Reset(m.spareIdle())
 		}
 		m.mu.Unlock()
 	}
@@ -417,7 +429,10 @@ func (s *session) setProc(p *blender.Process) {
 		return
 	}
 	s.pid.Store(int64(p.Pid()))
-	os.WriteFile(file, []byte(strconv.Itoa(p.Pid())+"\n"), 0o644)
+	tmp := file + ".tmp"
+	if os.WriteFile(tmp, []byte(strconv.Itoa(p.Pid())+"\n"), 0o644) == nil {
+		os.Rename(tmp, file)
+	}
 }
 
 // Shutdown stops every session's Blender and the spares; the sessions stay

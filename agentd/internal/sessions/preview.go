@@ -89,11 +89,13 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 	// batch or two. Not holding s.mu (see the lock order in slots.go): the
 	// fork is of the journal as it was when asked.
 	var slot bool // guarded by m.mu
-	if err := m.takeSlot(ctx, &slot, "a preview of session "+s.id, nil); err != nil {
+	var sp *spare
+	if err := m.takeSlot(ctx, &slot, "a preview of session "+s.id, s.runtime.Info.GetRuntimeId(), &sp); err != nil {
 		return PreviewResult{}, err
 	}
+	defer m.refillSpares()  // runs last: with the preview's slot free
 	defer m.giveSlot(&slot) // runs after p.Stop (deferred later): once the fork has exited
-	p, err := m.startBlender(ctx, s.runtime, nil, m.base.With("session_id", s.id, "preview", true), filepath.Join(dir, "work"),
+	p, err := m.startBlender(ctx, s.runtime, sp, m.base.With("session_id", s.id, "preview", true), filepath.Join(dir, "work"),
 		filepath.Join(dir, "output"), s.memoryLimitMiB)
 	if err != nil {
 		return PreviewResult{}, fmt.Errorf("start the preview's blender: %w", err)

@@ -73,46 +73,47 @@ func (m *Manager) ready(ctx context.Context, s *session) error {
 	return nil
 }
 
-// release ends a batch (or a failed acquire) and unlocks the session.
+// release ends a batch (or a failed acquire) and unlocks the session; a
+// runtime that wants a spare gets one started now.
 func (m *Manager) release(s *session) {
 	s.mu.Unlock()
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	s.users--
 	s.lastUsed = time.Now()
 	if s.users == 0 && s.live {
 		m.armPark(s)
 	}
 	m.notify()
+	m.mu.Unlock()
+	m.refillSpares() // after the batch, so that the spare's start does not compete with it
 }
 
 // reserve gives the session a Blender slot, parking another session or
 // waiting if none is free. The caller holds s.mu.
 func (m *Manager) reserve(ctx context.Context, s *session) error {
-	return m.takeSlot(ctx, &s.live, "session "+s.id, func() bool {
-		sp := m.takeSpare(s.runtime.Info.GetRuntimeId())
-		s.spare = sp // its slot is the session's now
-		return sp != nil
-	})
+	return m.takeSlot(ctx, &s.live, "session "+s.id, s.runtime.Info.GetRuntimeId(), &s.spare)
 }
 
-// takeSlot gives holder a Blender slot and sets *held (guarded by m.mu):
-// the slot of a spare that claim takes over (claim, if not nil, runs under
-// m.mu and reports whether it took one), a free slot, a spare's (spares.go:
-// stopped, or waited for while it starts), or one it frees by parking the
-// least recently used session not running a batch, or the first one freed
-// while ctx allows.
-func (m *Manager) takeSlot(ctx context.Context, held *bool, holder string, claim func() bool) error {
+// takeSlot gives holder a Blender slot and sets *held (guarded by m.mu).
+// In order: the slot of a ready spare of runtime rtID, taken over with the
+// spare (into *spare, for the start to adopt; spare nil: none wanted); a
+// free slot; the slot of another spare, stopped first; the slot of a spare
+// being started, waited for when it is of rtID, else cancelled; a slot
+// freed by parking the least recently used session not running a batch;
+// or the first slot freed while ctx allows.
+func (m *Manager) takeSlot(ctx context.Context, held *bool, holder, rtID string, spare **spare) error {
 	for {
 		m.mu.Lock()
 		if *held {
 			m.mu.Unlock()
 			return nil // a session kept its slot (its Blender died): restart it there
 		}
-		if claim != nil && claim() {
-			*held = true
-			m.mu.Unlock()
-			return nil
+		if spare != nil {
+			if *spare = m.takeSpare(rtID); *spare != nil {
+				*held = true // the spare's slot is the holder's now
+				m.mu.Unlock()
+				return nil
+			}
 		}
 		if m.live < m.cfg.MaxLive {
 			m.live++
@@ -120,12 +121,23 @@ func (m *Manager) takeSlot(ctx context.Context, held *bool, holder string, claim
 			m.mu.Unlock()
 			return nil
 		}
-		if m.evictSpare() {
+		if other := m.anySpare(); other != nil {
+			// Its slot is the holder's once its Blender has exited.
 			m.mu.Unlock()
-			continue
+			other.proc.Stop(5 * time.Second)
+			m.mu.Lock()
+			*held = true
+			m.notify()
+			m.mu.Unlock()
+			return nil
 		}
 		var victim *session
-		if m.spareSlots == 0 { // else a spare is starting: wait for it rather than park a session
+		switch {
+		case spare != nil && m.spawning[rtID] != nil:
+			// One of its runtime is starting: wait to take it over.
+		case m.cancelSpareStart():
+			// Its slot frees as soon as the start gives up.
+		default:
 			victim = m.leastRecentlyUsed()
 		}
 		wait := m.changed

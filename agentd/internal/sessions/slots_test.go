@@ -234,7 +234,7 @@ func TestPreviewTakesASlot(t *testing.T) {
 		st := m.Status()
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return m.live, st.Live
+		return m.live - m.spareSlots, st.Live // spares hold slots too, given up first
 	}
 
 	res, err := preview(context.Background())
@@ -486,7 +486,7 @@ func TestUnrepresentableResultDiscarded(t *testing.T) {
 func TestPreviewSlotIsBusy(t *testing.T) {
 	m, _, rt := newManagerWith(t, func(c *Config) { c.MaxLive = 1 })
 	var slot bool // what Preview holds while its fork runs
-	if err := m.takeSlot(context.Background(), &slot, "a preview", nil); err != nil {
+	if err := m.takeSlot(context.Background(), &slot, "a preview", "", nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := m.Open(context.Background(), "s1", rt, 0, 0); !errors.Is(err, ErrCapacity) {

@@ -15,21 +15,30 @@ import (
 // (Debian's 3.4 binary) before the bridge answers; a session's first batch,
 // the restore of a parked session, a recovery after a crash and a preview
 // would each wait that long. A spare is a Blender started ahead on the
-// baseline scene, with a work dir of its own and no sandbox: the next start
-// of its runtime adopts it (blender.Process.Adopt: the session's sandbox and
-// memory ceiling, about a millisecond) instead of starting one, and a new
-// spare is started behind it.
+// baseline scene, with a work dir of its own, no sandbox and the ceiling
+// Config.SpareMemoryMiB: the next start of its runtime adopts it
+// (blender.Process.Adopt: the sandbox, and the memory ceiling lowered to
+// the session's, about a millisecond) instead of starting one.
 //
 // An agent keeps at most one spare per runtime, and only for runtimes a
-// session has started in (an agent never asked for a runtime holds none). A
-// spare holds a Blender slot, so the bound on Blenders stays; it is taken
-// only from a free slot, and given up first when a session or a preview
-// needs one (before any session is parked). A spare unused for the idle
-// timeout is stopped. Its work dir (under spares/) goes when it exits, and
-// spares/ is emptied when agentd starts.
+// session or preview has started in (an agent never asked for a runtime
+// holds none); the spare is started when the batch or preview that needed a
+// start is over, so it does not compete with it. A spare holds a Blender
+// slot, so the bound on Blenders stays: it takes only a free slot, a start
+// of its runtime that finds no free slot takes its slot over, and anything
+// else that needs a slot has it stopped (or, while it starts, cancelled)
+// before any session is parked. A spare unused for the idle timeout stops,
+// and so does one whose Blender dies. Its work dir (under spares/) goes
+// when it exits; spares/ is emptied when agentd starts.
 
-// spareStartTimeout bounds starting a spare.
-const spareStartTimeout = 2 * time.Minute
+const (
+	// spareStartTimeout bounds starting a spare (a start waits for one of
+	// its runtime being started rather than start another).
+	spareStartTimeout = 30 * time.Second
+	// spareRetry is how long a runtime whose spare failed to start gets
+	// none.
+	spareRetry = time.Minute
+)
 
 // spare is a Blender started ahead of its session.
 type spare struct {
@@ -44,12 +53,15 @@ func (m *Manager) Spares() int {
 	return len(m.spares)
 }
 
+// Adopted counts the starts that adopted a spare.
+func (m *Manager) Adopted() uint64 { return m.adopted.Load() }
+
 // sparesDir holds the spares' work dirs.
 func (m *Manager) sparesDir() string { return filepath.Join(m.cfg.DataDir, "spares") }
 
-// takeSpare takes the spare of runtime rtID out of the pool, or returns
-// nil. Its slot stays held: the caller takes it over (held set), or gives it
-// up with giveSpareSlot. The caller holds m.mu.
+// takeSpare takes the ready spare of runtime rtID out of the pool, or
+// returns nil. Its slot stays held: the caller takes it over, or gives it
+// up. The caller holds m.mu.
 func (m *Manager) takeSpare(rtID string) *spare {
 	sp := m.spares[rtID]
 	if sp == nil {
@@ -61,25 +73,47 @@ func (m *Manager) takeSpare(rtID string) *spare {
 	return sp
 }
 
+// anySpare takes any ready spare out of the pool (its slot still held), or
+// returns nil. The caller holds m.mu.
+func (m *Manager) anySpare() *spare {
+	for id := range m.spares {
+		return m.takeSpare(id)
+	}
+	return nil
+}
+
+// cancelSpareStart cancels a spare being started: its slot is freed (and
+// m.changed closed) once its start has given up. It reports whether there
+// was one. The caller holds m.mu.
+func (m *Manager) cancelSpareStart() bool {
+	for _, cancel := range m.spawning {
+		cancel()
+		return true
+	}
+	return false
+}
+
 // startBlender starts the Blender of a session or preview that holds a
-// slot: a spare of its runtime adopted (the spare's own slot given up, or
-// taken over when given), else a new one; then a spare of the runtime is
-// started behind it.
+// slot: sp, a spare whose slot the holder took over, or else a ready spare
+// of its runtime (whose slot is given up), adopted; or a new Blender. The
+// runtime then wants a spare (refillSpares).
 func (m *Manager) startBlender(ctx context.Context, rt Runtime, sp *spare, log *slog.Logger, workDir, sandbox string, memoryLimitMiB int64) (*blender.Process, error) {
-	defer m.refillSpare(rt, memoryLimitMiB)
+	id := rt.Info.GetRuntimeId()
+	m.mu.Lock()
+	m.wanted[id] = true
 	if sp == nil {
-		m.mu.Lock()
-		if sp = m.takeSpare(rt.Info.GetRuntimeId()); sp != nil {
+		if sp = m.takeSpare(id); sp != nil {
 			m.live-- // the caller's slot is enough
 			m.notify()
 		}
-		m.mu.Unlock()
 	}
+	m.mu.Unlock()
 	if sp != nil {
 		if _, err := sp.proc.Adopt(ctx, log, sandbox, memoryLimitMiB); err == nil {
+			m.adopted.Add(1)
 			return sp.proc, nil
 		} else {
-			m.log.Warn("a spare Blender could not be adopted; starting one", "runtime_id", rt.Info.GetRuntimeId(), "err", err)
+			m.log.Warn("a spare Blender could not be adopted; starting one", "runtime_id", id, "err", err)
 			sp.proc.Stop(time.Second)
 		}
 	}
@@ -87,48 +121,70 @@ func (m *Manager) startBlender(ctx context.Context, rt Runtime, sp *spare, log *
 		Faults: m.cfg.Faults, MemoryLimitMiB: memoryLimitMiB})
 }
 
-// refillSpare starts a spare of rt in the background when the runtime has
-// none, a slot is free and spares are on. Its memory ceiling is the one the
-// last start asked for (an adoption changes it).
-func (m *Manager) refillSpare(rt Runtime, memoryLimitMiB int64) {
-	id := rt.Info.GetRuntimeId()
+// refillSpares starts, in the background, a spare of every runtime that
+// wants one and has none, while slots are free.
+func (m *Manager) refillSpares() {
 	m.mu.Lock()
-	if m.cfg.NoSpares || m.shutdown || m.spares[id] != nil || m.spawning[id] || m.live >= m.cfg.MaxLive {
-		m.mu.Unlock()
-		return
+	defer m.mu.Unlock()
+	for id := range m.wanted {
+		rt, ok := m.runtimes[id]
+		if m.cfg.NoSpares || m.shutdown || m.live >= m.cfg.MaxLive {
+			return
+		}
+		if !ok || m.spares[id] != nil || m.spawning[id] != nil || time.Since(m.spareFailed[id]) < spareRetry {
+			continue
+		}
+		m.startSpare(rt)
 	}
-	m.spawning[id] = true
+}
+
+// startSpare starts a spare of rt in a free slot. The caller holds m.mu.
+func (m *Manager) startSpare(rt Runtime) {
+	id := rt.Info.GetRuntimeId()
+	ctx, cancel := context.WithTimeout(context.Background(), spareStartTimeout)
+	m.spawning[id] = cancel
 	m.live++
 	m.spareSlots++
 	m.spareSeq++
 	work := filepath.Join(m.sparesDir(), fmt.Sprintf("%s-%d", id, m.spareSeq))
-	m.mu.Unlock()
 	m.spawns.Add(1)
 	go func() {
 		defer m.spawns.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), spareStartTimeout)
 		p, err := blender.Start(ctx, rt.Runtime, blender.Options{Logger: m.base.With("spare", true), WorkDir: work,
-			RemoveWorkDir: true, Faults: m.cfg.Faults, MemoryLimitMiB: memoryLimitMiB})
+			RemoveWorkDir: true, Faults: m.cfg.Faults, MemoryLimitMiB: m.cfg.SpareMemoryMiB})
+		cancelled := ctx.Err() != nil
 		cancel()
 		m.mu.Lock()
-		defer m.mu.Unlock()
 		delete(m.spawning, id)
-		if err != nil || m.shutdown {
-			m.live--
-			m.spareSlots--
-			m.notify()
-			if err != nil {
-				m.log.Warn("starting a spare Blender", "runtime_id", id, "err", err)
-				os.RemoveAll(work)
-			} else {
-				go p.Stop(5 * time.Second)
-			}
+		if err == nil && !m.shutdown {
+			sp := &spare{proc: p}
+			sp.idle = time.AfterFunc(m.spareIdle(), func() { m.dropSpare(id, sp, "unused") })
+			m.spares[id] = sp
+			m.notify() // a slot wait may take it
+			m.mu.Unlock()
+			go func() {
+				<-p.Done()
+				m.dropSpare(id, sp, "its Blender exited")
+			}()
 			return
 		}
-		sp := &spare{proc: p}
-		sp.idle = time.AfterFunc(m.spareIdle(), func() { m.dropSpare(id, sp, "unused") })
-		m.spares[id] = sp
-		m.notify() // a slot wait may take it
+		if err != nil && !cancelled {
+			m.spareFailed[id] = time.Now()
+		}
+		m.mu.Unlock()
+		if err == nil {
+			p.Stop(5 * time.Second) // agentd is stopping
+		} else {
+			os.RemoveAll(work)
+			if !cancelled {
+				m.log.Warn("starting a spare Blender", "runtime_id", id, "err", err)
+			}
+		}
+		m.mu.Lock()
+		m.live--
+		m.spareSlots--
+		m.notify()
+		m.mu.Unlock()
 	}()
 }
 
@@ -141,7 +197,8 @@ func (m *Manager) spareIdle() time.Duration {
 	return 10 * time.Minute
 }
 
-// dropSpare stops a spare that is still in the pool, freeing its slot.
+// dropSpare stops a spare that is still in the pool; its slot is freed once
+// its Blender has exited.
 func (m *Manager) dropSpare(rtID string, sp *spare, why string) {
 	m.mu.Lock()
 	if m.spares[rtID] != sp {
@@ -149,42 +206,34 @@ func (m *Manager) dropSpare(rtID string, sp *spare, why string) {
 		return // adopted or dropped already
 	}
 	m.takeSpare(rtID)
+	m.mu.Unlock()
+	sp.proc.Stop(5 * time.Second)
+	m.mu.Lock()
 	m.live--
 	m.notify()
 	m.mu.Unlock()
-	sp.proc.Stop(5 * time.Second)
 	m.log.Info("spare Blender stopped", "runtime_id", rtID, "why", why)
 }
 
-// evictSpare gives up a spare's slot for someone who needs it; it reports
-// whether there was one. The caller holds m.mu; the spare stops in the
-// background.
-func (m *Manager) evictSpare() bool {
-	for id := range m.spares {
-		sp := m.takeSpare(id)
-		m.live--
-		m.notify()
-		go sp.proc.Stop(5 * time.Second)
-		m.log.Info("spare Blender stopped", "runtime_id", id, "why", "its slot is needed")
-		return true
-	}
-	return false
-}
-
-// stopSpares stops every spare and waits for those being started; no new
-// one starts.
+// stopSpares stops every spare, cancels those being started and waits for
+// them; no new one starts.
 func (m *Manager) stopSpares() {
 	m.mu.Lock()
 	m.shutdown = true
-	var all []*spare
-	for id := range m.spares {
-		all = append(all, m.takeSpare(id))
-		m.live--
+	for _, cancel := range m.spawning {
+		cancel()
 	}
-	m.notify()
+	var all []*spare
+	for sp := m.anySpare(); sp != nil; sp = m.anySpare() {
+		all = append(all, sp)
+	}
 	m.mu.Unlock()
 	for _, sp := range all {
 		sp.proc.Stop(5 * time.Second)
 	}
+	m.mu.Lock()
+	m.live -= len(all)
+	m.notify()
+	m.mu.Unlock()
 	m.spawns.Wait()
 }

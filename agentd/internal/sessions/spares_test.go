@@ -36,13 +36,14 @@ func blenderPid(m *Manager, id string) int {
 
 // TestSpareBlenders: after a session of a runtime started, a spare Blender
 // waits in a free slot; the next start of that runtime adopts it (a new
-// session's first batch, a recovery after a crash), with the session's own
-// sandbox, and a new spare follows. The spare's slot counts: with every
-// slot taken, a session takes it over instead of parking another, and a
-// preview has it stopped first. Shutdown stops spares and their work dirs
-// go; NoSpares keeps none.
+// session's first batch, a recovery after a crash, a preview), with the
+// session's own sandbox, and a new spare follows. The spare's slot counts:
+// with every slot taken, a session or a preview takes it over instead of
+// parking a session, and never are more Blenders running than slots.
+// Shutdown stops spares and their work dirs go; NoSpares keeps none.
 func TestSpareBlenders(t *testing.T) {
 	m, _, rt := newManagerWith(t, func(c *Config) { c.MaxLive = 2 })
+	most := watchBlenders(t, m.cfg.DataDir)
 	open(t, m, rt, "s1", "s2", "s3")
 	run(t, m, "s1", "r1", create("a", "Box"))
 	spare := waitSpare(t, m, rt)
@@ -68,7 +69,7 @@ func TestSpareBlenders(t *testing.T) {
 	m.mu.Lock()
 	m.cfg.MaxLive = 3 // room for one
 	m.mu.Unlock()
-	m.refillSpare(s2.runtime, 0) // as the next start would
+	m.refillSpares() // as the next batch's end would
 
 	spare = waitSpare(t, m, rt)
 	syscall.Kill(blenderPid(m, "s2"), syscall.SIGKILL)
@@ -77,16 +78,20 @@ func TestSpareBlenders(t *testing.T) {
 		t.Fatalf("after a crash s2 runs Blender %d (spare %d): %v", blenderPid(m, "s2"), spare, out[0])
 	}
 
-	// Every slot taken (s1, s2 and a spare): a preview stops the spare
+	// Every slot taken (s1, s2 and a spare): a preview takes the spare over
 	// rather than park a session.
 	spare = waitSpare(t, m, rt)
+	adopted := m.Adopted()
 	if _, err := m.Preview(context.Background(), "s3", []Operation{create("p", "Cone")}, false); err != nil {
 		t.Fatal(err)
 	}
-	if st := m.Status(); len(st.Live) != 2 {
-		t.Fatalf("live %v after a preview with a spare in the last slot", st.Live)
+	if st := m.Status(); len(st.Live) != 2 || m.Adopted() != adopted+1 {
+		t.Fatalf("live %v, %d adoptions: the preview should have taken the spare in the last slot", st.Live, m.Adopted()-adopted)
 	}
 	waitGone(t, spare)
+	if n := most(); n > 3 {
+		t.Fatalf("%d Blenders at once with 3 slots", n)
+	}
 
 	dir := m.cfg.DataDir
 	m.Shutdown()
