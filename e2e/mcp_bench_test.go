@@ -29,17 +29,7 @@ func BenchmarkMCPToolCall(b *testing.B) {
 	ctx := context.Background()
 	// Two MCP clients: the newest, sessionless revision (the SDK's stateless
 	// mode) and the last one with MCP sessions.
-	connect := func(version string) *sdk.ClientSession {
-		client := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
-		transport := &sdk.StreamableClientTransport{Endpoint: "http://" + c.httpAddr + "/mcp",
-			HTTPClient: &http.Client{Transport: bearerTransport{c.adminToken, http.DefaultTransport}}}
-		cs, err := client.Connect(ctx, transport, &sdk.ClientSessionOptions{ProtocolVersion: version})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return cs
-	}
-	clients := map[string]*sdk.ClientSession{"-mcp": connect("2026-07-28"), "-mcpsess": connect("2025-11-25")}
+	clients := map[string]*sdk.ClientSession{"-mcp": connectMCP(b, c, "bench", "2026-07-28"), "-mcpsess": connectMCP(b, c, "bench", "2025-11-25")}
 	defer clients["-mcp"].Close()
 	defer clients["-mcpsess"].Close()
 	kinds := []struct {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -328,13 +329,7 @@ func TestMCPSessionless(t *testing.T) {
 	c := startCluster(t)
 	ctx := ctxT(t, 2*time.Minute)
 	for _, version := range []string{"2026-07-28", "2025-11-25"} {
-		client := sdk.NewClient(&sdk.Implementation{Name: "go-sdk-" + version, Version: "1"}, nil)
-		transport := &sdk.StreamableClientTransport{Endpoint: "http://" + c.httpAddr + "/mcp",
-			HTTPClient: &http.Client{Transport: bearerTransport{c.adminToken, http.DefaultTransport}}}
-		cs, err := client.Connect(ctx, transport, &sdk.ClientSessionOptions{ProtocolVersion: version})
-		if err != nil {
-			t.Fatalf("%s: connect: %v", version, err)
-		}
+		cs := connectMCP(t, c, "go-sdk-"+version, version)
 		if got := cs.InitializeResult().ProtocolVersion; got != version {
 			t.Errorf("asked for %s, got %s", version, got)
 		}
@@ -379,13 +374,7 @@ func TestMCPHTTPSessionsEndWithControlPlane(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
 	var ephemeral []string
 	for _, version := range []string{"2026-07-28", "2025-11-25"} {
-		client := sdk.NewClient(&sdk.Implementation{Name: "go-sdk-" + version, Version: "1"}, nil)
-		transport := &sdk.StreamableClientTransport{Endpoint: "http://" + c.httpAddr + "/mcp",
-			HTTPClient: &http.Client{Transport: bearerTransport{c.adminToken, http.DefaultTransport}}}
-		cs, err := client.Connect(ctx, transport, &sdk.ClientSessionOptions{ProtocolVersion: version})
-		if err != nil {
-			t.Fatalf("%s: connect: %v", version, err)
-		}
+		cs := connectMCP(t, c, "go-sdk-"+version, version)
 		defer cs.Close()
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "object.create", Arguments: map[string]any{"type": "cube", "name": "Doomed"}})
 		if err != nil || res.IsError {
@@ -434,4 +423,19 @@ func TestMCPHTTPSessionsEndWithControlPlane(t *testing.T) {
 		t.Errorf("the gRPC session was closed: %v", s)
 	}
 	c.run(t, kept, "kept-after", cubeOp("create", "KeptToo", 1))
+}
+
+// connectMCP connects the official Go SDK's client, named name, to the
+// cluster's /mcp over streamable HTTP as admin, speaking protocol revision
+// version.
+func connectMCP(t testing.TB, c *cluster, name, version string) *sdk.ClientSession {
+	t.Helper()
+	client := sdk.NewClient(&sdk.Implementation{Name: name, Version: "1"}, nil)
+	transport := &sdk.StreamableClientTransport{Endpoint: "http://" + c.httpAddr + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport{c.adminToken, http.DefaultTransport}}}
+	cs, err := client.Connect(context.Background(), transport, &sdk.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("%s: connect: %v", version, err)
+	}
+	return cs
 }

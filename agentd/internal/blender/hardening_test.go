@@ -101,6 +101,21 @@ func withMemCap(t *testing.T, kind string) {
 	c.release()
 }
 
+// forEachMemCap runs fn on every Blender runtime under each memory ceiling
+// mechanism (kind) this host offers, skipping the others, with a deadline.
+func forEachMemCap(t *testing.T, fn func(t *testing.T, ctx context.Context, rt Runtime, kind string)) {
+	for _, kind := range []string{capCgroup2, capCgroup1, capRlimit} {
+		t.Run(kind, func(t *testing.T) {
+			withMemCap(t, kind)
+			forEachRuntime(t, func(t *testing.T, rt Runtime) {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				fn(t, ctx, rt, kind)
+			})
+		})
+	}
+}
+
 // leftoverCgroups are the cgroups this test process made and did not remove.
 func leftoverCgroups(t *testing.T) []string {
 	var left []string
@@ -124,43 +139,36 @@ func leftoverCgroups(t *testing.T) []string {
 // its ceiling works, one that goes over it is stopped and the call fails
 // with ErrMemoryExceeded (and ErrProcessExited), and nothing is left behind.
 func TestMemoryCeiling(t *testing.T) {
-	for _, kind := range []string{capCgroup2, capCgroup1, capRlimit} {
-		t.Run(kind, func(t *testing.T) {
-			withMemCap(t, kind)
-			forEachRuntime(t, func(t *testing.T, rt Runtime) {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer cancel()
-				dir := t.TempDir()
-				p, err := Start(ctx, rt, Options{Logger: testLogger(t), WorkDir: filepath.Join(dir, "work"), MemoryLimitMiB: 1024})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer p.Stop(5 * time.Second)
-				if p.mem == nil || p.mem.kind != kind {
-					t.Fatalf("memory cap %+v, want %s", p.mem, kind)
-				}
-				alloc := func(mib int) (Outcome, error) {
-					code := fmt.Sprintf("b = bytearray(%d << 20)\nresult = len(b)", mib)
-					return p.Execute(ctx, Call{Tool: "python.exec", Args: map[string]any{"code": code}})
-				}
-				if _, err := alloc(256); err != nil {
-					t.Fatalf("256 MiB under a 1024 MiB ceiling: %v", err)
-				}
-				_, err = alloc(4096)
-				if !errors.Is(err, ErrMemoryExceeded) || !errors.Is(err, ErrProcessExited) {
-					t.Fatalf("4 GiB under a 1024 MiB ceiling: %v, want ErrMemoryExceeded and ErrProcessExited", err)
-				}
-				t.Logf("over the ceiling: %v", err)
-				if _, err := p.SceneHash(ctx); !errors.Is(err, ErrMemoryExceeded) {
-					t.Fatalf("a call after the ceiling stopped Blender: %v", err)
-				}
-				p.Stop(5 * time.Second)
-				if left := leftoverCgroups(t); len(left) > 0 {
-					t.Fatalf("cgroups left behind: %v", left)
-				}
-			})
-		})
-	}
+	forEachMemCap(t, func(t *testing.T, ctx context.Context, rt Runtime, kind string) {
+		dir := t.TempDir()
+		p, err := Start(ctx, rt, Options{Logger: testLogger(t), WorkDir: filepath.Join(dir, "work"), MemoryLimitMiB: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Stop(5 * time.Second)
+		if p.mem == nil || p.mem.kind != kind {
+			t.Fatalf("memory cap %+v, want %s", p.mem, kind)
+		}
+		alloc := func(mib int) (Outcome, error) {
+			code := fmt.Sprintf("b = bytearray(%d << 20)\nresult = len(b)", mib)
+			return p.Execute(ctx, Call{Tool: "python.exec", Args: map[string]any{"code": code}})
+		}
+		if _, err := alloc(256); err != nil {
+			t.Fatalf("256 MiB under a 1024 MiB ceiling: %v", err)
+		}
+		_, err = alloc(4096)
+		if !errors.Is(err, ErrMemoryExceeded) || !errors.Is(err, ErrProcessExited) {
+			t.Fatalf("4 GiB under a 1024 MiB ceiling: %v, want ErrMemoryExceeded and ErrProcessExited", err)
+		}
+		t.Logf("over the ceiling: %v", err)
+		if _, err := p.SceneHash(ctx); !errors.Is(err, ErrMemoryExceeded) {
+			t.Fatalf("a call after the ceiling stopped Blender: %v", err)
+		}
+		p.Stop(5 * time.Second)
+		if left := leftoverCgroups(t); len(left) > 0 {
+			t.Fatalf("cgroups left behind: %v", left)
+		}
+	})
 }
 
 // TestAdopt: a Blender started ahead of its session (a spare: no sandbox,
@@ -168,87 +176,73 @@ func TestMemoryCeiling(t *testing.T) {
 // and memory ceiling when adopted, keeps the baseline scene, and its work
 // dir goes when it exits.
 func TestAdopt(t *testing.T) {
-	for _, kind := range []string{capCgroup2, capCgroup1, capRlimit} {
-		t.Run(kind, func(t *testing.T) {
-			withMemCap(t, kind)
-			forEachRuntime(t, func(t *testing.T, rt Runtime) {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer cancel()
-				dir := t.TempDir()
-				work := filepath.Join(dir, "spare")
-				p, err := Start(ctx, rt, Options{Logger: testLogger(t), WorkDir: work, RemoveWorkDir: true, MemoryLimitMiB: 16384})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer p.Stop(5 * time.Second)
-				baseline, err := p.SceneHash(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				export := Call{Tool: "scene.export", Args: map[string]any{"format": "obj", "output": "scene.obj"}}
-				if _, err := p.Execute(ctx, export); !isCode(err, CodePolicyRefused) {
-					t.Fatalf("an export before adoption (no sandbox): %v, want policy_refused", err)
-				}
-				sandbox := filepath.Join(dir, "session", "output")
-				// A ceiling above the one it started under (an rlimit cannot be
-				// raised) or none keeps its own; a lower one lowers it.
-				for _, limit := range []int64{32768, 0, 1024} {
-					if h, err := p.Adopt(ctx, testLogger(t), sandbox, limit); err != nil || h != baseline {
-						t.Fatalf("Adopt(%d MiB) = %s, %v; want the baseline %s", limit, h, err, baseline)
-					}
-				}
-				if _, err := p.Execute(ctx, export); err != nil {
-					t.Fatalf("an export into the adopted sandbox: %v", err)
-				}
-				if _, err := os.Stat(filepath.Join(sandbox, "scene.obj")); err != nil {
-					t.Fatal(err)
-				}
-				alloc := func(mib int) error {
-					code := fmt.Sprintf("b = bytearray(%d << 20)\nresult = len(b)", mib)
-					_, err := p.Execute(ctx, Call{Tool: "python.exec", Args: map[string]any{"code": code}})
-					return err
-				}
-				if err := alloc(256); err != nil {
-					t.Fatalf("256 MiB under the adopted 1024 MiB ceiling: %v", err)
-				}
-				if err := alloc(4096); !errors.Is(err, ErrMemoryExceeded) {
-					t.Fatalf("4 GiB under the adopted 1024 MiB ceiling (started under 16 GiB): %v, want ErrMemoryExceeded", err)
-				}
-				p.Stop(5 * time.Second)
-				if _, err := os.Stat(work); !errors.Is(err, os.ErrNotExist) {
-					t.Fatalf("the spare's work dir outlived it: %v", err)
-				}
-				if left := leftoverCgroups(t); len(left) > 0 {
-					t.Fatalf("cgroups left behind: %v", left)
-				}
-			})
-		})
-	}
+	forEachMemCap(t, func(t *testing.T, ctx context.Context, rt Runtime, kind string) {
+		dir := t.TempDir()
+		work := filepath.Join(dir, "spare")
+		p, err := Start(ctx, rt, Options{Logger: testLogger(t), WorkDir: work, RemoveWorkDir: true, MemoryLimitMiB: 16384})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Stop(5 * time.Second)
+		baseline, err := p.SceneHash(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		export := Call{Tool: "scene.export", Args: map[string]any{"format": "obj", "output": "scene.obj"}}
+		if _, err := p.Execute(ctx, export); !isCode(err, CodePolicyRefused) {
+			t.Fatalf("an export before adoption (no sandbox): %v, want policy_refused", err)
+		}
+		sandbox := filepath.Join(dir, "session", "output")
+		// A ceiling above the one it started under (an rlimit cannot be
+		// raised) or none keeps its own; a lower one lowers it.
+		for _, limit := range []int64{32768, 0, 1024} {
+			if h, err := p.Adopt(ctx, testLogger(t), sandbox, limit); err != nil || h != baseline {
+				t.Fatalf("Adopt(%d MiB) = %s, %v; want the baseline %s", limit, h, err, baseline)
+			}
+		}
+		if _, err := p.Execute(ctx, export); err != nil {
+			t.Fatalf("an export into the adopted sandbox: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(sandbox, "scene.obj")); err != nil {
+			t.Fatal(err)
+		}
+		alloc := func(mib int) error {
+			code := fmt.Sprintf("b = bytearray(%d << 20)\nresult = len(b)", mib)
+			_, err := p.Execute(ctx, Call{Tool: "python.exec", Args: map[string]any{"code": code}})
+			return err
+		}
+		if err := alloc(256); err != nil {
+			t.Fatalf("256 MiB under the adopted 1024 MiB ceiling: %v", err)
+		}
+		if err := alloc(4096); !errors.Is(err, ErrMemoryExceeded) {
+			t.Fatalf("4 GiB under the adopted 1024 MiB ceiling (started under 16 GiB): %v, want ErrMemoryExceeded", err)
+		}
+		p.Stop(5 * time.Second)
+		if _, err := os.Stat(work); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the spare's work dir outlived it: %v", err)
+		}
+		if left := leftoverCgroups(t); len(left) > 0 {
+			t.Fatalf("cgroups left behind: %v", left)
+		}
+	})
 }
 
 // TestMemoryCeilingTooSmallToStart: a ceiling Blender cannot even start
 // under fails Start with a clear error (ErrMemoryExceeded where a cgroup
 // saw the kill) and leaves nothing behind.
 func TestMemoryCeilingTooSmallToStart(t *testing.T) {
-	for _, kind := range []string{capCgroup2, capCgroup1, capRlimit} {
-		t.Run(kind, func(t *testing.T) {
-			withMemCap(t, kind)
-			forEachRuntime(t, func(t *testing.T, rt Runtime) {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer cancel()
-				p, err := Start(ctx, rt, Options{Logger: testLogger(t), WorkDir: filepath.Join(t.TempDir(), "work"), MemoryLimitMiB: 24})
-				if err == nil {
-					p.Stop(5 * time.Second)
-					t.Fatal("Blender started under a 24 MiB ceiling")
-				}
-				t.Logf("Start: %v", err)
-				if kind != capRlimit && !errors.Is(err, ErrMemoryExceeded) {
-					t.Errorf("Start under a too small cgroup ceiling: %v, want ErrMemoryExceeded", err)
-				}
-				if left := leftoverCgroups(t); len(left) > 0 {
-					t.Fatalf("cgroups left behind: %v", left)
-				}
-			})
-		})
-	}
+	forEachMemCap(t, func(t *testing.T, ctx context.Context, rt Runtime, kind string) {
+		p, err := Start(ctx, rt, Options{Logger: testLogger(t), WorkDir: filepath.Join(t.TempDir(), "work"), MemoryLimitMiB: 24})
+		if err == nil {
+			p.Stop(5 * time.Second)
+			t.Fatal("Blender started under a 24 MiB ceiling")
+		}
+		t.Logf("Start: %v", err)
+		if kind != capRlimit && !errors.Is(err, ErrMemoryExceeded) {
+			t.Errorf("Start under a too small cgroup ceiling: %v, want ErrMemoryExceeded", err)
+		}
+		if left := leftoverCgroups(t); len(left) > 0 {
+			t.Fatalf("cgroups left behind: %v", left)
+		}
+	})
 }
