@@ -86,6 +86,7 @@ type Manager struct {
 	shutdown    bool           // no spare starts any more
 	spawns      sync.WaitGroup // spares being started
 	adopted     atomic.Uint64  // starts that adopted a spare
+	quiet       *time.Timer    // refills the spares once no batch or preview ran for a while
 }
 
 type session struct {

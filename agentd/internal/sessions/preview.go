@@ -93,8 +93,8 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 	if err := m.takeSlot(ctx, &slot, "a preview of session "+s.id, s.runtime.Info.GetRuntimeId(), &sp); err != nil {
 		return PreviewResult{}, err
 	}
-	defer m.refillSpares()  // runs last: with the preview's slot free
-	defer m.giveSlot(&slot) // runs after p.Stop (deferred later): once the fork has exited
+	defer m.refillWhenQuiet() // runs last: with the preview's slot free
+	defer m.giveSlot(&slot)   // runs after p.Stop (deferred later): once the fork has exited
 	p, err := m.startBlender(ctx, s.runtime, sp, m.base.With("session_id", s.id, "preview", true), filepath.Join(dir, "work"),
 		filepath.Join(dir, "output"), s.memoryLimitMiB)
 	if err != nil {

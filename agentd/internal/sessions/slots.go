@@ -74,7 +74,7 @@ func (m *Manager) ready(ctx context.Context, s *session) error {
 }
 
 // release ends a batch (or a failed acquire) and unlocks the session; a
-// runtime that wants a spare gets one started now.
+// runtime that wants a spare gets one once the agent is quiet.
 func (m *Manager) release(s *session) {
 	s.mu.Unlock()
 	m.mu.Lock()
@@ -85,7 +85,7 @@ func (m *Manager) release(s *session) {
 	}
 	m.notify()
 	m.mu.Unlock()
-	m.refillSpares() // after the batch, so that the spare's start does not compete with it
+	m.refillWhenQuiet()
 }
 
 // reserve gives the session a Blender slot, parking another session or

@@ -22,8 +22,9 @@ import (
 //
 // An agent keeps at most one spare per runtime, and only for runtimes a
 // session or preview has started in (an agent never asked for a runtime
-// holds none); the spare is started when the batch or preview that needed a
-// start is over, so it does not compete with it. A spare holds a Blender
+// holds none); the spare is started once the agent has run no batch and no
+// preview for a moment (spareQuiet), so that its start does not slow a
+// burst of them. A spare holds a Blender
 // slot, so the bound on Blenders stays: it takes only a free slot, a start
 // of its runtime that finds no free slot takes its slot over, and anything
 // else that needs a slot has it stopped (or, while it starts, cancelled)
@@ -119,6 +120,35 @@ func (m *Manager) startBlender(ctx context.Context, rt Runtime, sp *spare, log *
 	}
 	return blender.Start(ctx, rt.Runtime, blender.Options{Logger: log, WorkDir: workDir, SandboxDir: sandbox,
 		Faults: m.cfg.Faults, MemoryLimitMiB: memoryLimitMiB})
+}
+
+// spareQuiet is how long the agent must run no batch and no preview before
+// a spare starts: its start (0.4-1.5 s of a CPU) would otherwise slow the
+// batches of a burst.
+const spareQuiet = 250 * time.Millisecond
+
+// refillWhenQuiet starts the spares wanted once the agent has been quiet
+// for spareQuiet: batches and previews call it when they end, and a later
+// one puts the start off again.
+func (m *Manager) refillWhenQuiet() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.quiet == nil {
+		m.quiet = time.AfterFunc(spareQuiet, m.refillIfQuiet)
+		return
+	}
+	m.quiet.Reset(spareQuiet)
+}
+
+// refillIfQuiet refills the spares unless a batch or a preview runs (its
+// end calls refillWhenQuiet again).
+func (m *Manager) refillIfQuiet() {
+	m.mu.Lock()
+	busy := m.busyLive() > 0
+	m.mu.Unlock()
+	if !busy {
+		m.refillSpares()
+	}
 }
 
 // refillSpares starts, in the background, a spare of every runtime that
