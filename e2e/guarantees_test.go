@@ -202,6 +202,39 @@ func TestControlPlaneRestartMidPlan(t *testing.T) {
 	checkSameAsReference(t, rs, ref)
 }
 
+// TestAnimatedSessionRecovers: a session whose object stands where its
+// animation does not put it at the current frame (keyed at frame 24 with a
+// value, the scene at frame 1) is checkpointed, its Blender killed, and the
+// recovered scene is the one it had: a checkpoint keeps animated
+// properties as the scene held them (Blender writes the animation over
+// them when it saves or loads a file).
+func TestAnimatedSessionRecovers(t *testing.T) {
+	c := startClusterWith(t, []string{"--checkpoint-every", "1"}, nil)
+	s := c.negotiate(t)
+	id := s.GetSessionId()
+	_, rs := c.run(t, id, "animate", cubeOp("cube", "Mover", 0),
+		op("k1", "keyframe.insert", map[string]any{"object": "Mover", "data_path": "location", "frame": 1, "value": []any{-3, 0, 0}}, "cube"),
+		op("k2", "keyframe.insert", map[string]any{"object": "Mover", "data_path": "location", "frame": 24, "value": []any{3, 0, 0}}, "k1"))
+	want := rs[len(rs)-1].GetSceneHashAfter()
+	checkpoints := func() int {
+		n, _ := filepath.Glob(filepath.Join(c.dir, "agent", "sessions", id, "checkpoint-*.blend"))
+		return len(n)
+	}
+	waitFor(t, "a checkpoint of the animated scene", func() bool { return checkpoints() > 0 })
+	pids := sessionBlenderPIDs(t, c, id)
+	if len(pids) != 1 {
+		t.Fatalf("Blender pids %v", pids)
+	}
+	syscall.Kill(pids[0], syscall.SIGKILL)
+	_, after := c.run(t, id, "after-kill", op("s", "scene.get_summary", map[string]any{}))
+	if after[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED || after[0].GetSceneHashBefore() != want {
+		t.Fatalf("after the recovery: %v, want the scene %s", after[0], want)
+	}
+	if !strings.Contains(c.agent.log.String(), "session recovered") {
+		t.Error("agentd log does not show a recovery")
+	}
+}
+
 // TestAtomicRollback: an atomic plan whose last operation fails is rolled
 // back whole: the scene returns exactly to the pre-plan hash.
 func TestAtomicRollback(t *testing.T) {
