@@ -102,20 +102,27 @@ func (m *Manager) startBlender(ctx context.Context, rt Runtime, sp *spare, log *
 	id := rt.Info.GetRuntimeId()
 	m.mu.Lock()
 	m.wanted[id] = true
+	ownSlot := false // sp holds a slot of its own, besides the caller's
 	if sp == nil {
-		if sp = m.takeSpare(id); sp != nil {
-			m.live-- // the caller's slot is enough
-			m.notify()
-		}
+		sp = m.takeSpare(id)
+		ownSlot = sp != nil
 	}
 	m.mu.Unlock()
 	if sp != nil {
-		if _, err := sp.proc.Adopt(ctx, log, sandbox, memoryLimitMiB); err == nil {
-			m.adopted.Add(1)
-			return sp.proc, nil
-		} else {
+		_, err := sp.proc.Adopt(ctx, log, sandbox, memoryLimitMiB)
+		if err != nil {
 			m.log.Warn("a spare Blender could not be adopted; starting one", "runtime_id", id, "err", err)
 			sp.proc.Stop(time.Second)
+		}
+		if ownSlot { // the caller's slot is enough: give it up once one Blender is left
+			m.mu.Lock()
+			m.live--
+			m.notify()
+			m.mu.Unlock()
+		}
+		if err == nil {
+			m.adopted.Add(1)
+			return sp.proc, nil
 		}
 	}
 	return blender.Start(ctx, rt.Runtime, blender.Options{Logger: log, WorkDir: workDir, SandboxDir: sandbox,
