@@ -274,10 +274,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 			// structured refusal rather than the transport's bare one.
 			grpc.MaxRecvMsgSize(2*cfg.MaxMessageBytes),
 			grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
-			// Streams served by goroutines that keep their grown stacks: a new
-			// goroutine per stream spent a tenth of agentd's CPU growing its stack.
+			// Streams served by goroutines that keep their grown stacks, rather
+			// than a new goroutine per stream that grows a fresh one.
 			grpc.NumStreamWorkers(uint32(runtime.NumCPU())),
-			// Who calls, before anything looks at what they sent.
 			// Who calls, before the request is even read (the interceptors
 			// do not see a call refused here, so it is logged here).
 			grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {

@@ -111,8 +111,12 @@ func (c *memCap) setLimit(pid int, limit int64) error {
 		err = writeAll(c.dir, [][2]string{{"memory.limit_in_bytes", v}, {"memory.memsw.limit_in_bytes", v}},
 			"memory.memsw.limit_in_bytes")
 	case capRlimit:
-		lim := uint64(limit)
-		err = unix.Prlimit(pid, unix.RLIMIT_DATA, &unix.Rlimit{Cur: lim, Max: lim}, nil)
+		was := c.limit
+		c.limit = limit
+		if err = c.attach(pid); err != nil {
+			c.limit = was
+		}
+		return err
 	}
 	if err == nil {
 		c.limit = limit

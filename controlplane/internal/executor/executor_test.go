@@ -89,3 +89,51 @@ func TestNextBatch(t *testing.T) {
 		t.Errorf("without distribution: a batch of %d, want 4", got)
 	}
 }
+
+// TestPlanOfAClosedSessionNeverRuns: a plan queued in a session that was
+// closed before it ran (CloseSession, or a restart that closed an ephemeral
+// session) ends CANCELLED with NOT_RUN receipts, without a call to any
+// agent (here there is none, so a call would end the plan FAILED).
+func TestPlanOfAClosedSessionNeverRuns(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "cp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.PutSession(store.Session{Owner: "alice", Info: &cpv1.Session{SessionId: "s1", State: cpv1.Session_STATE_OPEN,
+		AgentId: "agent-1", Contract: &cpv1.SessionContract{SessionId: "s1", ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}}},
+		&cpv1.ToolRegistry{Fingerprint: "f"}); err != nil {
+		t.Fatal(err)
+	}
+	ref := store.PlanRef{Owner: "alice", RequestID: "r1"}
+	args, _ := structpb.NewStruct(map[string]any{"type": "cube"})
+	if _, err := st.CreatePlan(store.NewPlan{Owner: ref.Owner, Plan: &cpv1.Plan{RequestId: ref.RequestID, SessionId: "s1", State: cpv1.Plan_STATE_PENDING},
+		Request:  &cpv1.SubmitPlanRequest{SessionId: "s1", RequestId: ref.RequestID, Operations: []*cpv1.Operation{{OperationId: "a", ToolName: "object.create", Args: args}}},
+		Schedule: []int{0}, Digest: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CloseSession("s1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	e := New(Config{OperationTimeout: time.Minute, AgentRetryWindow: 100 * time.Millisecond}, st, fleet.New(time.Second, 0, nil), nil, slog.New(slog.DiscardHandler))
+	defer e.Stop()
+	if err := e.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		p, err := st.PlanState(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if store.IsTerminal(p.GetState()) {
+			rs, _ := st.Receipts(ref, 1, 10)
+			if p.GetState() != cpv1.Plan_STATE_CANCELLED || len(rs) != 1 || rs[0].GetStatus() != cpv1.Receipt_STATUS_NOT_RUN {
+				t.Fatalf("plan %v, receipts %v: want CANCELLED, one NOT_RUN", p, rs)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plan is still %v", p.GetState())
+		}
+	}
+}

@@ -1,11 +1,12 @@
 """Animated properties, and putting them back after Blender evaluates them.
 
-Blender writes an animation's value at the current frame into every animated
-property whenever it evaluates the scene: ``frame_set``, every operator call (``bpy.ops`` updates
-the view layers before and after the operator, a save included) and the
-load of a file. A property the tools left elsewhere (``keyframe.insert`` at
-another frame with a ``value``) would change under the scene hash; callers
-take the values before and write them back after.
+Blender writes an animation's value at the current frame into every
+animated property whenever it evaluates the scene: ``frame_set``, every
+operator call (``bpy.ops`` updates the view layers before and after the
+operator, a save included) and the load of a file. A property the tools left
+elsewhere (``keyframe.insert`` at another frame with a ``value``) would
+change under the scene hash; callers take the values before and write them
+back after.
 """
 
 import bpy
