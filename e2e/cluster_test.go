@@ -162,14 +162,30 @@ type cluster struct {
 // and the daemon's bind.
 func freeAddr(t testing.TB) string { t.Helper(); return freeAddrOn(t, "127.0.0.1") }
 
+// handedOut holds the ports freeAddrOn returned: a port is free when it is
+// handed out but bound only when its daemon starts, so two calls in a row
+// (a cluster's control plane, HTTP and agent addresses) must not get the
+// same one.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 // freeAddrOn is freeAddr on another address of this machine.
 func freeAddrOn(t testing.TB, ip string) string {
 	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	for i := 0; i < 100; i++ {
-		addr := net.JoinHostPort(ip, fmt.Sprint(20000+rand.IntN(12000)))
+		port := 20000 + rand.IntN(12000)
+		if handedOut.ports[port] {
+			continue
+		}
+		addr := net.JoinHostPort(ip, fmt.Sprint(port))
 		l, err := net.Listen("tcp", addr)
 		if err == nil {
 			l.Close()
+			handedOut.ports[port] = true
 			return addr
 		}
 	}
