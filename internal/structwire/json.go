@@ -1,6 +1,7 @@
 package structwire
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,8 +10,6 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
-
-	"github.com/blendplane/blendplane/internal/wirefields"
 )
 
 // AppendJSON appends the google.protobuf.Struct in wire form b as JSON: the
@@ -29,47 +28,44 @@ func appendStruct(out, b []byte, depth int) ([]byte, error) {
 		return nil, fmt.Errorf(errDepthLimit, maxWireDepth)
 	}
 	type entry struct {
-		key   string
-		value []byte // nil: null
+		key, value []byte // value nil: null
 	}
-	var entries []entry
-	err := wirefields.Each(b, func(num protowire.Number, typ protowire.Type, _, e []byte) error {
+	var small [32]entry // most results' objects fit: no allocation
+	entries := small[:0]
+	for len(b) > 0 {
+		num, typ, e, n := field(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
 		if num != structFields || typ != protowire.BytesType {
-			return nil // unknown to Struct: AsMap ignores it too
+			continue // unknown to Struct: AsMap ignores it too
 		}
 		var ent entry
-		err := wirefields.Each(e, func(num protowire.Number, typ protowire.Type, _, v []byte) error {
+		for len(e) > 0 {
+			num, typ, v, n := field(e)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			e = e[n:]
 			if typ != protowire.BytesType {
-				return nil
+				continue
 			}
 			switch num {
 			case entryKey:
-				ent.key = string(v)
+				ent.key = v
 			case entryValue:
 				ent.value = v
 			}
-			return nil
-		})
+		}
 		entries = append(entries, ent)
-		return err
-	})
-	if err != nil {
-		return nil, err
 	}
 	// A repeated key: the last one wins, as in a Go map.
-	slices.SortStableFunc(entries, func(x, y entry) int {
-		switch {
-		case x.key < y.key:
-			return -1
-		case x.key > y.key:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(entries, func(x, y entry) int { return bytes.Compare(x.key, y.key) })
 	out = append(out, '{')
 	first := true
 	for i, e := range entries {
-		if i+1 < len(entries) && entries[i+1].key == e.key {
+		if i+1 < len(entries) && bytes.Equal(entries[i+1].key, e.key) {
 			continue
 		}
 		if !first {
@@ -78,11 +74,34 @@ func appendStruct(out, b []byte, depth int) ([]byte, error) {
 		first = false
 		out = appendString(out, e.key)
 		out = append(out, ':')
+		var err error
 		if out, err = appendValue(out, e.value, depth+1); err != nil {
 			return nil, err
 		}
 	}
 	return append(out, '}'), nil
+}
+
+// field reads the field at the start of b: its number, wire type, value
+// (a length-delimited field's contents; the encoded value otherwise) and
+// length, negative if b does not start with a whole field.
+func field(b []byte) (protowire.Number, protowire.Type, []byte, int) {
+	num, typ, tl := protowire.ConsumeTag(b)
+	if tl < 0 {
+		return 0, 0, nil, tl
+	}
+	if typ == protowire.BytesType { // the usual case: its length read once
+		v, vl := protowire.ConsumeBytes(b[tl:])
+		if vl < 0 {
+			return 0, 0, nil, vl
+		}
+		return num, typ, v, tl + vl
+	}
+	vl := protowire.ConsumeFieldValue(num, typ, b[tl:])
+	if vl < 0 {
+		return 0, 0, nil, vl
+	}
+	return num, typ, b[tl : tl+vl], tl + vl
 }
 
 func appendList(out, b []byte, depth int) ([]byte, error) {
@@ -91,20 +110,23 @@ func appendList(out, b []byte, depth int) ([]byte, error) {
 	}
 	out = append(out, '[')
 	first := true
-	err := wirefields.Each(b, func(num protowire.Number, typ protowire.Type, _, val []byte) error {
+	for len(b) > 0 {
+		num, typ, val, n := field(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
 		if num != listValues || typ != protowire.BytesType {
-			return nil
+			continue
 		}
 		if !first {
 			out = append(out, ',')
 		}
 		first = false
 		var err error
-		out, err = appendValue(out, val, depth+1)
-		return err
-	})
-	if err != nil {
-		return nil, err
+		if out, err = appendValue(out, val, depth+1); err != nil {
+			return nil, err
+		}
 	}
 	return append(out, ']'), nil
 }
@@ -115,13 +137,15 @@ func appendValue(out, b []byte, depth int) ([]byte, error) {
 	var kind protowire.Number
 	var val []byte
 	var typ protowire.Type
-	if err := wirefields.Each(b, func(num protowire.Number, t protowire.Type, _, v []byte) error {
+	for len(b) > 0 {
+		num, t, v, n := field(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
 		if num >= valueNull && num <= valueList {
 			kind, typ, val = num, t, v
 		}
-		return nil
-	}); err != nil {
-		return nil, err
 	}
 	wrong := func() error { return fmt.Errorf("result: value kind %d has wire type %d", kind, typ) }
 	switch kind {
@@ -137,7 +161,7 @@ func appendValue(out, b []byte, depth int) ([]byte, error) {
 		if typ != protowire.BytesType {
 			return nil, wrong()
 		}
-		return appendString(out, string(val)), nil
+		return appendString(out, val), nil
 	case valueBool:
 		if typ != protowire.VarintType {
 			return nil, wrong()
@@ -177,8 +201,8 @@ func appendFloat(out []byte, f float64) ([]byte, error) {
 
 // appendString writes s as encoding/json does (HTML-safe, invalid UTF-8 as
 // U+FFFD): plain strings directly, others through encoding/json.
-func appendString(out []byte, s string) []byte {
-	plain := utf8.ValidString(s)
+func appendString(out []byte, s []byte) []byte {
+	plain := utf8.Valid(s)
 	for i := 0; plain && i < len(s); i++ {
 		c := s[i]
 		plain = c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' && c < 0x80
@@ -188,6 +212,6 @@ func appendString(out []byte, s string) []byte {
 		out = append(out, s...)
 		return append(out, '"')
 	}
-	b, _ := json.Marshal(s) // a string always encodes
+	b, _ := json.Marshal(string(s)) // a string always encodes
 	return append(out, b...)
 }
