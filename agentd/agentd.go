@@ -394,15 +394,6 @@ func searchDirs() []string {
 	return dirs
 }
 
-// testFaults reads BLENDPLANE_TEST_FAULTS (comma separated, e.g. "undo"):
-// fault injection on the real code path, for tests only.
-func testFaults() []string {
-	v := os.Getenv("BLENDPLANE_TEST_FAULTS")
-	if v == "" {
-		return nil
-	}
-	return strings.Split(v, ",")
-}
 
 // resources reports the machine's memory and the free disk under the data
 // directory, which the control plane checks session constraints against.

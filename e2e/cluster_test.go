@@ -42,16 +42,25 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/controlplane", "../cmd/agentd", "../cmd/blendctl")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build binaries:", err)
-		os.Exit(1)
+	// The binaries as shipped, and an agentd built with the "faults" tag
+	// for the fault tests (clusterOpts.faults).
+	for _, args := range [][]string{{"-o", dir + "/", "../cmd/controlplane", "../cmd/agentd", "../cmd/blendctl"},
+		{"-tags", "faults", "-o", filepath.Join(dir, faultyAgent), "../cmd/agentd"}} {
+		build := exec.Command("go", append([]string{"build"}, args...)...)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build binaries:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// faultyAgent is agentd built with the "faults" tag, under binDir: it reads
+// test faults from BLENDPLANE_TEST_FAULTS, which a production agentd ignores.
+const faultyAgent = "faults/agentd"
 
 // repoRoot is the repository, where .blender/venv lives.
 func repoRoot() string {
@@ -152,6 +161,7 @@ type cluster struct {
 	dir               string // data dirs: cp/ and agent/
 	agentArgs         []string
 	agentEnv          []string
+	agentBin          string // agentd or faultyAgent
 	cp                *daemon
 	agent             *daemon
 	client            cpv1.ControlPlaneServiceClient
@@ -218,6 +228,8 @@ type clusterOpts struct {
 	// tests of all but the policy gate, which would otherwise wait for
 	// approvals), defaultPolicy runs it without --policy.
 	policy string
+	// faults runs the agentd built with test faults (faultyAgent).
+	faults bool
 }
 
 // allowAll is the policy of the tests that are not about the policy gate.
@@ -233,7 +245,10 @@ const defaultPolicy = "default"
 func startClusterOpts(t testing.TB, o clusterOpts) *cluster {
 	t.Helper()
 	agentArgs := o.agentArgs
-	c := &cluster{cpAddr: freeAddr(t), agentAddr: freeAddr(t), httpAddr: freeAddr(t), agentEnv: o.agentEnv, insecure: o.insecure}
+	c := &cluster{cpAddr: freeAddr(t), agentAddr: freeAddr(t), httpAddr: freeAddr(t), agentEnv: o.agentEnv, insecure: o.insecure, agentBin: "agentd"}
+	if o.faults {
+		c.agentBin = faultyAgent
+	}
 	dir := t.TempDir()
 	c.dir = dir
 	if o.host != "" {
@@ -272,7 +287,7 @@ func startClusterOpts(t testing.TB, o clusterOpts) *cluster {
 	}
 	c.agentArgs = append(append(append([]string{"--listen", c.agentAddr, "--control-plane", c.cpAddr,
 		"--data-dir", filepath.Join(dir, "agent")}, auth...), blenderFlags()...), agentArgs...)
-	c.agent = startDaemonEnv(t, o.agentEnv, "agentd", c.agentArgs...)
+	c.agent = startDaemonEnv(t, o.agentEnv, c.agentBin, c.agentArgs...)
 	c.waitAgent(t)
 	return c
 }
@@ -487,7 +502,7 @@ func listServices(t testing.TB, conn *grpc.ClientConn) []string {
 // restartAgent starts agentd again with the same flags and data dir.
 func (c *cluster) restartAgent(t testing.TB) {
 	t.Helper()
-	c.agent = startDaemonEnv(t, c.agentEnv, "agentd", c.agentArgs...)
+	c.agent = startDaemonEnv(t, c.agentEnv, c.agentBin, c.agentArgs...)
 }
 
 // agentConn dials agentd as the control plane does: with a client

@@ -311,37 +311,61 @@ func TestAtomicRollback(t *testing.T) {
 
 // TestRollbackFailure: with a fault injected into the bridge's compensation,
 // the plan reports ROLLBACK_FAILED with the last consistent checkpoint,
-// never success, and the session stays usable.
+// never success, and the session stays usable. The agentd as shipped
+// ignores the same fault setting: its rollback runs whole.
 func TestRollbackFailure(t *testing.T) {
-	c := startClusterWith(t, nil, []string{"BLENDPLANE_TEST_FAULTS=undo"})
-	s := c.negotiate(t)
 	ops := []*cpv1.Operation{
 		op("b1", "object.create", map[string]any{"type": "cube", "name": "One"}),
 		op("b2", "object.create", map[string]any{"type": "cube", "name": "Two"}, "b1"),
 		op("b3", "object.delete", map[string]any{"name": "Nope"}, "b2"),
 	}
-	_, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: s.GetSessionId(), RequestId: "rbfail", Operations: ops, Atomic: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := c.receipts(t, "rbfail", 1)
-	p := c.plan(t, "rbfail")
-	f := p.GetFailure()
-	if p.GetState() != cpv1.Plan_STATE_FAILED || f.GetErrorCode() != "ROLLBACK_FAILED" || f.GetRecoverable() {
-		t.Fatalf("plan %v, receipts %v", p, rs)
-	}
-	cp := f.GetLastConsistentCheckpoint()
-	if cp.GetSceneHash() == "" || cp.GetPath() == "" {
-		t.Fatalf("no checkpoint in the failure: %v", f)
-	}
-	if _, err := os.Stat(cp.GetPath()); err != nil {
-		t.Fatalf("checkpoint file: %v", err)
-	}
-	// The session continues from that consistent state.
-	_, after := c.run(t, s.GetSessionId(), "after-rbfail", op("s", "scene.get_summary", map[string]any{}))
-	if after[0].GetSceneHashBefore() != cp.GetSceneHash() {
-		t.Fatalf("session at %s, checkpoint says %s", after[0].GetSceneHashBefore(), cp.GetSceneHash())
-	}
+	env := []string{"BLENDPLANE_TEST_FAULTS=undo"}
+	t.Run("test build", func(t *testing.T) {
+		c := startClusterOpts(t, clusterOpts{agentEnv: env, faults: true})
+		s := c.negotiate(t)
+		_, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: s.GetSessionId(), RequestId: "rbfail", Operations: ops, Atomic: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := c.receipts(t, "rbfail", 1)
+		p := c.plan(t, "rbfail")
+		f := p.GetFailure()
+		if p.GetState() != cpv1.Plan_STATE_FAILED || f.GetErrorCode() != "ROLLBACK_FAILED" || f.GetRecoverable() {
+			t.Fatalf("plan %v, receipts %v", p, rs)
+		}
+		cp := f.GetLastConsistentCheckpoint()
+		if cp.GetSceneHash() == "" || cp.GetPath() == "" {
+			t.Fatalf("no checkpoint in the failure: %v", f)
+		}
+		if _, err := os.Stat(cp.GetPath()); err != nil {
+			t.Fatalf("checkpoint file: %v", err)
+		}
+		// The session continues from that consistent state.
+		_, after := c.run(t, s.GetSessionId(), "after-rbfail", op("s", "scene.get_summary", map[string]any{}))
+		if after[0].GetSceneHashBefore() != cp.GetSceneHash() {
+			t.Fatalf("session at %s, checkpoint says %s", after[0].GetSceneHashBefore(), cp.GetSceneHash())
+		}
+	})
+	t.Run("production build", func(t *testing.T) {
+		c := startClusterOpts(t, clusterOpts{agentEnv: env})
+		s := c.negotiate(t)
+		_, before := c.run(t, s.GetSessionId(), "before", op("s", "scene.get_summary", map[string]any{}))
+		_, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: s.GetSessionId(), RequestId: "rb", Operations: ops, Atomic: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := c.receipts(t, "rb", 1)
+		if p := c.plan(t, "rb"); p.GetState() != cpv1.Plan_STATE_FAILED || p.GetFailure().GetErrorCode() != "NOT_FOUND" {
+			t.Fatalf("plan %v, receipts %v; want it rolled back whole", p, rs)
+		}
+		_, after := c.run(t, s.GetSessionId(), "after", op("s", "scene.get_summary", map[string]any{}))
+		if after[0].GetSceneHashBefore() != before[0].GetSceneHashBefore() {
+			t.Fatal("the rollback left the scene changed")
+		}
+		if strings.Contains(c.agent.log.String(), "test faults") {
+			t.Fatalf("the production agentd enabled test faults:\n%s", c.agent.log.String())
+		}
+	})
 }
 
 // TestAuditAndCorrelation: every receipt has an audit record with the

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBridgeFSLayout checks that the embedded package has its entry point
@@ -85,6 +86,32 @@ func TestProgress(t *testing.T) {
 			t.Errorf("without OnProgress: %+v, %v", out, err)
 		}
 		assertIncrementalMatchesFull(t, p)
+	})
+}
+
+// TestHooksOnlyInTestFaults: a Blender started without test faults, as
+// production starts every one, ignores the calls' injected failures and
+// progress, and its undos run whole.
+func TestHooksOnlyInTestFaults(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		dir := t.TempDir()
+		p, err := Start(callCtx(t), rt, Options{Logger: testLogger(t), WorkDir: filepath.Join(dir, "work"), SandboxDir: filepath.Join(dir, "sandbox")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Stop(5 * time.Second)
+		var progress int
+		out, err := p.Execute(callCtx(t), Call{Tool: "object.create", Args: map[string]any{"type": "cube", "name": "Whole"},
+			injectFailure: "object.create:linked", injectProgress: 3, OnProgress: func(map[string]any) { progress++ }})
+		if err != nil || out.Fields()["name"] != "Whole" || progress != 0 {
+			t.Fatalf("Execute with hooks = %+v, %v, %d progress events; want the create, no progress", out, err, progress)
+		}
+		if err := p.call(callCtx(t), "undo", map[string]any{"undo": out.Undo, "inject_failure": "undo.object.create:unlinked"}, nil, nil); err != nil {
+			t.Fatalf("undo with an injected failure: %v", err)
+		}
+		if s := assertIncrementalMatchesFull(t, p); s.SceneHash != out.SceneHashBefore {
+			t.Fatalf("after the undo the scene is %s, want %s", s.SceneHash, out.SceneHashBefore)
+		}
 	})
 }
 

@@ -62,7 +62,10 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: level}))
 }
 
-func startTestProcess(t testing.TB, rt Runtime) *Process {
+// startTestProcess starts a Blender with the "inject" test fault (its
+// calls' injectFailure and injectProgress are honoured) and the faults
+// given.
+func startTestProcess(t testing.TB, rt Runtime, faults ...string) *Process {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -71,6 +74,7 @@ func startTestProcess(t testing.TB, rt Runtime) *Process {
 		Logger:     testLogger(t),
 		WorkDir:    filepath.Join(dir, "work"),
 		SandboxDir: filepath.Join(dir, "sandbox"),
+		Faults:     append([]string{"inject"}, faults...),
 	})
 	if err != nil {
 		t.Fatalf("Start(%s): %v", rt.Path, err)

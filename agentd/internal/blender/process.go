@@ -82,13 +82,16 @@ type Options struct {
 	// (renders) must resolve inside it. Created if missing. Empty refuses
 	// every file output.
 	SandboxDir string
-	// Faults are test hooks passed to the bridge; never set them in
-	// production. Start adds the comma-separated names in the environment
-	// variable BLENDPLANE_TEST_FAULTS (FaultsEnv). Known faults:
+	// Faults are test hooks passed to the bridge; production code never
+	// sets them (agentd takes them from its environment only when built
+	// with the "faults" tag). Known faults:
 	//
-	//	"undo": every Undo stops after part of its work and fails with
-	//	        internal_error, keeping the partial work; the hash it
-	//	        reports is the honest hash of that partial scene.
+	//	"undo":   every Undo stops after part of its work and fails with
+	//	          internal_error, keeping the partial work; the hash it
+	//	          reports is the honest hash of that partial scene.
+	//	"inject": the bridge honours the calls' injected failures and
+	//	          progress (Call.injectFailure, Call.injectProgress), which
+	//	          it ignores otherwise.
 	Faults []string
 	// RemoveWorkDir removes WorkDir once the process has exited: scratch of
 	// a Blender started ahead of its session (a spare), which the session
@@ -99,10 +102,6 @@ type Options struct {
 	// ErrMemoryExceeded and ErrProcessExited.
 	MemoryLimitMiB int64
 }
-
-// FaultsEnv names the environment variable Start reads test faults from
-// (comma-separated, see Options.Faults).
-const FaultsEnv = "BLENDPLANE_TEST_FAULTS"
 
 // outputLines is how many lines of Blender output are kept for error messages.
 const outputLines = 64
@@ -300,12 +299,7 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 		p.logger().Info("blender exited", "err", err)
 	}()
 
-	faults := append([]string(nil), opts.Faults...)
-	for _, f := range strings.Split(os.Getenv(FaultsEnv), ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			faults = append(faults, f)
-		}
-	}
+	faults := opts.Faults
 	if len(faults) > 0 {
 		p.logger().Warn("blender test faults enabled", "faults", faults)
 	}

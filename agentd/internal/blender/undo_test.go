@@ -299,12 +299,11 @@ func TestUndoFailureRollsBack(t *testing.T) {
 	})
 }
 
-// TestUndoFaultInjection enables the "undo" test fault through the
-// environment: undo stops midway, reports internal_error and an honest hash.
+// TestUndoFaultInjection enables the "undo" test fault: undo stops
+// midway, reports internal_error and an honest hash.
 func TestUndoFaultInjection(t *testing.T) {
-	t.Setenv(FaultsEnv, "undo")
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
-		p := startTestProcess(t, rt)
+		p := startTestProcess(t, rt, "undo")
 		for _, c := range []struct {
 			tool string
 			args map[string]any

@@ -231,13 +231,13 @@ def execute(params):
     if not registry.available(tool):
         raise ToolError("capability_missing", "%s needs Blender %s" % (name, tool["blender_versions"]))
     check(tool["input_schema"], args)
-    inject = params.get("inject_failure")
+    inject = test_hook(params, "inject_failure")
     mid = params.get("mutation_id")
     tx = registry.Tx(name, inject if isinstance(inject, str) else None, mid if isinstance(mid, str) else None,
                      progress=emit_progress)
     t0 = time.time()
     try:
-        n = params.get("inject_progress")
+        n = test_hook(params, "inject_progress")
         if isinstance(n, int) and not isinstance(n, bool):
             for i in range(n):
                 tx.progress({"injected": i + 1, "of": n})
@@ -254,6 +254,12 @@ def execute(params):
         debug("tool done", tool=name, ms=round((time.time() - t0) * 1000, 3), mutated=after != before)
     hashes = compact({"scene_hash_before": before, "scene_hash_after": after, "mutated": after != before})
     return Encoded(reply[:-1] + "," + hashes[1:])
+
+
+def test_hook(params, key):
+    """params[key] when hello enabled the "inject" test fault, else None: a
+    production bridge ignores the tests' injected failures and progress."""
+    return params.get(key) if "inject" in registry.FAULTS else None
 
 
 def encode_reply(name, result, tx):
@@ -277,7 +283,7 @@ def m_undo(params):
     rec = params.get("undo")
     if not isinstance(rec, dict) or rec.get("v") != registry.UNDO_VERSION or rec.get("tool") not in registry.UNDOERS:
         raise ToolError("invalid_input", "not an undo record of version %d" % registry.UNDO_VERSION)
-    inject = params.get("inject_failure")
+    inject = test_hook(params, "inject_failure")
     tx = registry.Tx(rec["tool"], inject if isinstance(inject, str) else None, fault="undo" in registry.FAULTS)
     before = STATE.scene_hash()
     t0 = time.time()

@@ -178,12 +178,14 @@ Test faults (hello ``"faults": [...]``; never in production)
 ``"undo"``: every ``undo`` stops after part of its work (after unlinking for
 object.create, after the location for set_transform, after the renames for
 object.delete) and fails with ``internal_error`` WITHOUT rolling back; the
-error's ``scene_hash`` is the honest hash of that partial scene. agentd enables
-it through ``BLENDPLANE_TEST_FAULTS=undo``. Separately, execute's and undo's
-``inject_failure`` param names a ``Tx.checkpoint`` label to fail at, after
-which the normal rollback runs (tests of "no partial effect"), and execute's
-``inject_progress`` param (an integer n) makes execute report n progress
-events ``{"injected": i, "of": n}`` before the tool runs.
+error's ``scene_hash`` is the honest hash of that partial scene. An agentd
+built with the ``faults`` tag enables it through ``BLENDPLANE_TEST_FAULTS=undo``.
+
+``"inject"``: execute's and undo's ``inject_failure`` param names a
+``Tx.checkpoint`` label to fail at, after which the normal rollback runs
+(tests of "no partial effect"), and execute's ``inject_progress`` param (an
+integer n) makes execute report n progress events ``{"injected": i, "of": n}``
+before the tool runs. Without this fault both params are ignored.
 '''
 
 import os
