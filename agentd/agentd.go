@@ -394,7 +394,6 @@ func searchDirs() []string {
 	return dirs
 }
 
-
 // resources reports the machine's memory and the free disk under the data
 // directory, which the control plane checks session constraints against.
 func resources(dataDir string) *cpv1.Resources {
