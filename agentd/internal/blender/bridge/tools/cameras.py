@@ -35,7 +35,7 @@ from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, is_number
 from state import current_scene, qv
 
-from .objects import (check_new_object_name, created_data_record, get_object, live_object, new_data,
+from .datablocks import (check_new_object_name, created_data_record, get_object, live_object, new_data,
                       new_data_object, undo_remove_created, world_matrix)
 
 ROT_KEYS = ("rotation_mode", "rotation_euler", "rotation_quaternion", "rotation_axis_angle")

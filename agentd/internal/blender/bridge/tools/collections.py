@@ -24,7 +24,7 @@ from registry import ToolError, field, tool, undoer
 from schema import NAME, check_name, check_name_free
 from state import INDEX, collection_label, current_scene, discard, link_object, unlink_object
 
-from .objects import collection_ref, get_object, live_object, new_exact, resolve_collection, resolve_view_layer
+from .datablocks import collection_ref, get_object, live_object, new_exact, resolve_collection, resolve_view_layer
 
 MASTER_PREFIX = "<scene>:"
 

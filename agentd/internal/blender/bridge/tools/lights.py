@@ -34,7 +34,7 @@ from registry import ToolError, tool, undoer
 from schema import NAME, VEC3
 
 from .cameras import TARGET_SCHEMA, aim_rotation, target_point
-from .objects import check_new_object_name, created_data_record, new_data, new_data_object, undo_remove_created
+from .datablocks import check_new_object_name, created_data_record, new_data, new_data_object, undo_remove_created
 
 LIGHT_TYPES = {"point": "POINT", "sun": "SUN", "spot": "SPOT", "area": "AREA"}
 

@@ -25,7 +25,7 @@ from registry import ToolError, field, tool, undoer
 from schema import NAME, check_new_name
 from state import discard, principled_node, record_principled
 
-from .objects import data_collection, get_object, live_object, new_exact, touch_data
+from .datablocks import data_collection, get_object, live_object, new_exact, touch_data
 
 UNIT = {"type": "number", "minimum": 0, "maximum": 1}
 COLOR4 = {"type": "array", "items": UNIT, "minItems": 4, "maxItems": 4}

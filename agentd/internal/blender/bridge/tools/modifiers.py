@@ -29,7 +29,7 @@ from compat import move_modifier
 from registry import ToolError, field, tool, undoer
 from schema import NAME, is_number
 from state import record_modifier
-from .objects import free_name_in, get_object, live_object
+from .datablocks import free_name_in, get_object, live_object
 
 TYPES = {
     # tool type: (Blender type, default name, allowed settings)

@@ -50,11 +50,16 @@ import bmesh
 from mathutils import Matrix
 
 from common import TOMB_OF, TOMB_PREFIX, is_tomb, sha256_hex
-from compat import remove_ids, rename_takes_names
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, check_name, check_name_free, is_number
-from state import (BRIDGE, INDEX, active_view_layer, current_scene, discard, link_object, mesh_geometry_digest, qv,
-                   set_parent, unlink_object)
+from state import (BRIDGE, INDEX, active_view_layer, current_scene, link_object, mesh_geometry_digest, qv, set_parent,
+                   unlink_object)
+
+from .datablocks import (basis_from_record, basis_state, check_new_object_name, check_object_name_free,
+                         check_removable, collection_ref, created_data_record, data_collection, free_name_in,
+                         get_object, live_object, matrix_from_record, matrix_rows, named, remove_created_object,
+                         rename, resolve_collection, resolve_view_layer, restore_basis, set_basis_from_matrix,
+                         touch_data, undo_remove_created, world_matrix)
 
 PRIMITIVES = {
     # type: default object/mesh name (Blender's own names for these primitives)
@@ -105,19 +110,6 @@ def build_primitive(bm, kind, size):
         bmesh.ops.create_monkey(bm, matrix=Matrix.Scale(half, 4))
     else:
         raise ToolError("invalid_input", "unknown primitive type %r" % kind)
-
-
-def free_name_in(coll, base):
-    """The lowest free name of base, base.001, base.002, ... in coll (a
-    bpy.data collection, an object's modifiers, ...): a function of the scene
-    alone, so a replay after recovery picks the same names."""
-    if base not in coll:
-        return base
-    taken = set(coll.keys())
-    i = 1
-    while "%s.%03d" % (base, i) in taken:
-        i += 1
-    return "%s.%03d" % (base, i)
 
 
 def transform_of(ob):
@@ -273,46 +265,6 @@ def tomb_name(mutation_id):
                 return name
 
 
-def collection_ref(coll):
-    for sc in bpy.data.scenes:
-        if sc.collection == coll:
-            return {"scene": sc.name}
-    return {"collection": coll.name}
-
-
-def resolve_collection(ref):
-    if "scene" in ref:
-        sc = bpy.data.scenes.get(ref["scene"])
-        return sc.collection if sc is not None else None
-    return bpy.data.collections.get(ref.get("collection", ""))
-
-
-def resolve_view_layer(scene_name, vl_name):
-    sc = bpy.data.scenes.get(scene_name or "")
-    if sc is None:
-        return None, None
-    return sc, sc.view_layers.get(vl_name or "")
-
-
-def matrix_rows(m):
-    return [list(row) for row in m]
-
-
-def rename(idb, name, what):
-    """Rename an ID and insist on the exact name (named)."""
-    idb.name = name
-    named(idb, name, what)
-
-
-def named(idb, name, what):
-    """conflict unless idb, just named name, has it: Blender gives a taken
-    name a .001 suffix instead (checking with its name map, where a check of
-    ours, `name in bpy.data.objects`, would scan every object)."""
-    if idb.name != name:
-        article = "an" if what[:1] in "aeiou" else "a"
-        raise ToolError("conflict", "%s %s named %r already exists" % (article, what, name))
-
-
 @tool(
     "object.delete",
     description="Delete an object; its mesh, camera or light data goes too when nothing else uses it.",
@@ -430,13 +382,6 @@ def tool_object_set_transform(tx, args):
     out = transform_of(ob)
     out["name"] = name
     return out
-
-
-def live_object(name, what="object"):
-    ob = INDEX.get("objects", name)
-    if ob is None or is_tomb(name):
-        raise ToolError("conflict", "cannot undo: %s %r is gone" % (what, name))
-    return ob
 
 
 def vec3(rec, key):
@@ -567,341 +512,6 @@ def undo_object_delete(tx, rec):
     tx.on_undo(lambda: (setattr(ob, "use_fake_user", True), ob.__setitem__(TOMB_OF, name)))
     ob.use_fake_user = False
     ob.pop(TOMB_OF, None)
-
-
-# ---------------------------------------------------------------------------
-# Helpers shared by the scene-building tool modules (modifiers, materials,
-# lights, cameras, collections).
-
-# bpy.data collection of each object data type, by bpy.types class (ID.id_type
-# is 4.x only). Subclasses (SunLight, TextCurve, ...) match their base.
-DATA_TYPES = (
-    ("Mesh", "meshes"), ("Camera", "cameras"), ("Light", "lights"), ("Curve", "curves"),
-    ("MetaBall", "metaballs"), ("Armature", "armatures"), ("Lattice", "lattices"), ("Speaker", "speakers"),
-    ("Volume", "volumes"), ("PointCloud", "pointclouds"), ("Curves", "hair_curves"), ("LightProbe", "lightprobes"),
-)
-DATA_COLLECTIONS = frozenset(c for _, c in DATA_TYPES)
-
-
-def data_collection(idb):
-    """The bpy.data collection name holding object data idb, or None."""
-    for cls_name, coll in DATA_TYPES:
-        cls = getattr(bpy.types, cls_name, None)
-        if cls is not None and isinstance(idb, cls):
-            return coll
-    return None
-
-
-def get_object(name, what="object"):
-    """The live object named name, else not_found (tombstones included)."""
-    ob = INDEX.get("objects", name)
-    if ob is None or is_tomb(name):
-        raise ToolError("not_found", "no %s named %r" % (what, name))
-    return ob
-
-
-def data_ref(idb):
-    """(kind or None, bpy.data collection name) of object data idb; kind is the
-    scene_state_v1 kind tracking it (state.KINDS), None when untracked."""
-    from state import KINDS
-    coll = data_collection(idb)
-    for kind, _, _, c in KINDS:
-        if c == coll:
-            return kind, coll
-    return None, coll
-
-
-def touch_data(tx, idb):
-    kind, _ = data_ref(idb)
-    if kind is not None:
-        tx.touch(kind, idb.name)
-
-
-def world_matrix(ob, depth=0):
-    """ob's world matrix from its parent chain, basis and parent inverses:
-    independent of depsgraph evaluation (matrix_world is stale after bpy.data
-    edits in background mode). Object parenting only."""
-    m = ob.matrix_basis.copy()
-    if ob.parent is None or depth > 1000:
-        return m
-    return world_matrix(ob.parent, depth + 1) @ ob.matrix_parent_inverse @ m
-
-
-def set_basis_from_matrix(ob, m):
-    """Set location, rotation (in ob's rotation mode) and scale from matrix m."""
-    loc, rot, scale = m.decompose()
-    ob.location = loc
-    mode = ob.rotation_mode
-    if mode == "QUATERNION":
-        ob.rotation_quaternion = rot
-    elif mode == "AXIS_ANGLE":
-        axis, angle = rot.to_axis_angle()
-        ob.rotation_axis_angle = (angle, axis[0], axis[1], axis[2])
-    else:
-        ob.rotation_euler = rot.to_euler(mode, ob.rotation_euler)
-    ob.scale = scale
-
-
-BASIS_KEYS = ("location", "rotation_mode", "rotation_euler", "rotation_quaternion", "rotation_axis_angle", "scale")
-
-
-def basis_state(ob):
-    """Exact local transform of ob, JSON-able."""
-    return {k: (getattr(ob, k) if k == "rotation_mode" else list(getattr(ob, k))) for k in BASIS_KEYS}
-
-
-def restore_basis(ob, st):
-    for k in BASIS_KEYS:
-        setattr(ob, k, st[k])
-
-
-def basis_from_record(rec):
-    st = {}
-    for k, n in (("location", 3), ("rotation_euler", 3), ("rotation_quaternion", 4), ("rotation_axis_angle", 4), ("scale", 3)):
-        v = field(rec, k, list)
-        if len(v) != n or not all(is_number(x) for x in v):
-            raise ToolError("invalid_input", "undo record: %r must be %d finite numbers" % (k, n))
-        st[k] = tuple(float(x) for x in v)
-    mode = field(rec, "rotation_mode", str)
-    if mode not in ("QUATERNION", "AXIS_ANGLE", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX"):
-        raise ToolError("invalid_input", "undo record: bad rotation_mode")
-    st["rotation_mode"] = mode
-    return st
-
-
-def matrix_from_record(rows):
-    if not isinstance(rows, list) or len(rows) != 4 or not all(
-            isinstance(r, list) and len(r) == 4 and all(map(is_number, r)) for r in rows):
-        raise ToolError("invalid_input", "undo record: bad matrix")
-    return Matrix(rows)
-
-
-def new_data_object(tx, name, data, location=None, rotation_euler=None, scale=None):
-    """Create object name for the new datablock data (already touched and with
-    its removal registered), link it to the scene collection; set the
-    transform. Returns the object."""
-    ob = bpy.data.objects.new(name, data)
-    tx.on_undo(lambda: bpy.data.objects.remove(ob, do_unlink=True))
-    named(ob, name, "object")
-    INDEX.new_object(ob)
-    tx.touch("object", name)
-    if location is not None:
-        ob.location = location
-    if rotation_euler is not None:
-        ob.rotation_euler = rotation_euler
-    if scale is not None:
-        ob.scale = scale
-    link_object(current_scene().collection, ob)
-    return ob
-
-
-def make_active(tx, sc, vl, ob):
-    """Make ob the active object of view layer vl of scene sc (nothing when
-    vl is None); returns the name of the object active before, or None."""
-    if vl is None:
-        return None
-    prev = vl.objects.active
-    prev_name = prev.name if prev is not None else None
-    tx.touch("active", sc.name)
-    tx.on_undo(lambda: setattr(vl.objects, "active", bpy.data.objects.get(prev_name) if prev_name else None))
-    vl.objects.active = ob
-    return prev_name
-
-
-def new_exact(tx, coll_name, kind, name, what):
-    """A new datablock in bpy.data.<coll_name> named exactly name (conflict
-    "could not name the <what>" otherwise), touched, with its removal
-    registered."""
-    coll = getattr(bpy.data, coll_name)
-    idb = coll.new(name)
-    tx.touch(kind, name)
-    tx.on_undo(lambda: coll.remove(coll[name]))
-    if idb.name != name:
-        raise ToolError("conflict", "could not name the %s %r" % (what, name))
-    return idb
-
-
-def new_data(tx, coll_name, kind, base, *args):
-    """A new datablock in bpy.data.<coll_name> named base (or the lowest free
-    base.NNN), touched, with its removal registered."""
-    coll = getattr(bpy.data, coll_name)
-    data = coll.new(free_name_in(coll, base), *args)
-    dname = data.name
-    tx.touch(kind, dname)
-    tx.on_undo(lambda: coll.remove(coll[dname]))
-    return data
-
-
-def check_new_object_name(name):
-    """The prologue of tools that name an object: a valid name that no other
-    object has. A local object having it is left to Blender where it can
-    answer (4.5: rename and new_data_object insist on the exact name; a check
-    here would scan every object); Blender 3.4 would rename the other object,
-    and a linked object may share a local object's name while tools find
-    objects by name: then the name is looked up."""
-    check_name(name)
-    check_object_name_free(name, "an object")
-
-
-def check_object_name_free(name, what):
-    """conflict when an object has name, where Blender itself cannot tell
-    (check_new_object_name)."""
-    if rename_takes_names() or len(bpy.data.libraries):
-        check_name_free(name, bpy.data.objects, what)
-
-
-def check_removable(ob, data, kind, data_name, verb):
-    """Before undoing the creation of ob with its data (kind data_name): ob
-    must still solely own data, and nothing may refer to ob."""
-    if data is None or ob.data != data or data.users != 1:
-        raise ToolError("conflict", "cannot undo %s: %r no longer solely owns %s %r" % (verb, ob.name, kind, data_name))
-    if any(not is_tomb(c.name) for c in INDEX.children_of(ob)) or any(sc.camera == ob for sc in bpy.data.scenes):
-        raise ToolError("conflict", "cannot undo %s: other datablocks now refer to %r" % (verb, ob.name))
-
-
-def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=True):
-    """The last steps of undoing the creation of ob, validated before: make
-    prev the active object of vl again (when vl is given), unlink ob from its
-    collections (each step reversible), stop at the "undo" fault point and
-    checkpoint of label, then remove ob and its data (when given)
-    (irreversible, cannot fail). A fresh object and its data refer to nothing
-    else, so they are discarded (freed later with others, state.discard); so
-    is a copy once it let go of what it refers to (released). Otherwise (a
-    linked duplicate shares its source's data, a text may have brought
-    fonts) they are freed now, so that what they refer to counts its users
-    right."""
-    if vl is not None:
-        cur = vl.objects.active
-        if cur != prev:
-            tx.on_undo(lambda: setattr(vl.objects, "active", cur))
-            vl.objects.active = prev
-    for c in INDEX.collections_of(ob):
-        tx.on_undo(lambda c=c: link_object(c, ob))
-        unlink_object(c, ob)
-    tx.fault_point(label + ":unlinked")
-    tx.checkpoint("undo." + label + ":unlinked")
-    gone = [("object", ob.name)]
-    data_kind = data_ref(data)[0] if data is not None else None
-    if data_kind is not None:
-        gone.append((data_kind, data.name))
-    if fresh or released(ob, data):
-        discard([ob, data])
-    else:
-        remove_ids([ob, data])
-    for kind, name in gone:
-        tx.gone(kind, name)
-
-
-# Object types whose copy (with its own copy of the data) released can make
-# refer to nothing outside the pair.
-RELEASABLE = ("MESH", "CURVE", "SURFACE")
-
-
-def released(ob, data):
-    """Let a copy (ob, with data its own copy of the source's data) drop every
-    reference that counts a user of another datablock (materials, actions,
-    modifiers' and constraints' datablocks), so that discarding the pair
-    leaves every other user count true. False, and nothing changed, when the
-    copy may refer to something this does not drop (a linked copy's shared
-    data, shape keys, particles, a force field's texture, light linking,
-    ID custom properties, other object types): it is freed at once then.
-    Cannot fail."""
-    if data is None or ob.data != data or ob.type not in RELEASABLE:
-        return False
-    if getattr(data, "shape_keys", None) is not None or len(ob.particle_systems) or ob.instance_collection is not None:
-        return False
-    if ob.field is not None and ob.field.texture is not None:
-        return False
-    ll = getattr(ob, "light_linking", None)  # Blender 4: counted collections
-    if ll is not None and (ll.receiver_collection is not None or ll.blocker_collection is not None):
-        return False
-    if holds_ids(ob) or holds_ids(data):
-        return False
-    # Each only when there is something to drop: these calls make Blender
-    # rebuild the scene's dependency relations. An object keeps its own
-    # material in a slot linked to its data too, out of sight: looked at
-    # through the object link.
-    for slot in ob.material_slots:
-        if slot.link != "OBJECT":
-            slot.link = "OBJECT"
-        if slot.material is not None:
-            slot.material = None
-    if len(data.materials):
-        data.materials.clear()
-    for idb in (ob, data):
-        if idb.animation_data is not None:
-            idb.animation_data_clear()
-    if len(ob.modifiers):
-        ob.modifiers.clear()
-    if len(ob.constraints):
-        ob.constraints.clear()
-    if ob.parent is not None:
-        set_parent(ob, None)
-    return True
-
-
-def holds_ids(idblock):
-    """Whether idblock's custom properties refer to a datablock (such a
-    reference counts a user)."""
-    stack = [v for _, v in idblock.items()]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, bpy.types.ID):
-            return True
-        if hasattr(v, "items"):  # a group
-            stack.extend(x for _, x in v.items())
-        elif isinstance(v, (list, tuple)):  # a list of groups
-            stack.extend(v)
-    return False
-
-
-def undo_remove_created(tx, rec, label):
-    """Shared applier: remove an object a tool created (and its data when the
-    tool created that too), putting back the scene cameras the tool changed.
-    rec: {"object", "data": {"kind"?, "collection", "name"}|null,
-          "camera_before": {"scene": S, "camera": name|null}|absent}"""
-    name = field(rec, "object", str)
-    ob = live_object(name)
-    d = field(rec, "data", dict, optional=True)
-    data, coll = None, None
-    if d is not None:
-        cname = field(d, "collection", str)
-        if cname not in DATA_COLLECTIONS:
-            raise ToolError("invalid_input", "undo record: bad data collection %r" % cname)
-        coll = getattr(bpy.data, cname)
-        data = coll.get(field(d, "name", str))
-        if data is None or ob.data != data or data.users != 1:
-            raise ToolError("conflict", "cannot undo: %r no longer solely owns its data %r" % (name, d.get("name")))
-    if any(not is_tomb(c.name) for c in INDEX.children_of(ob)):
-        raise ToolError("conflict", "cannot undo: %r has children now" % name)
-    cam = field(rec, "camera_before", dict, optional=True)
-    cam_scene, cam_prev = None, None
-    if cam is not None:
-        cam_scene = bpy.data.scenes.get(field(cam, "scene", str))
-        if cam_scene is None:
-            raise ToolError("conflict", "cannot undo: scene %r is gone" % cam.get("scene"))
-        prev = field(cam, "camera", str, optional=True)
-        cam_prev = live_object(prev, "previous scene camera") if prev else None
-    for sc in bpy.data.scenes:
-        if sc.camera == ob and sc != cam_scene:
-            raise ToolError("conflict", "cannot undo: %r is the camera of scene %r now" % (name, sc.name))
-        for vl in sc.view_layers:
-            if vl.objects.active == ob:
-                raise ToolError("conflict", "cannot undo: %r is the active object now" % name)
-    tx.touch("object", name)
-    if data is not None:
-        touch_data(tx, data)
-    if cam_scene is not None:
-        tx.touch("scene", cam_scene.name)
-        cur = cam_scene.camera
-        tx.on_undo(lambda: setattr(cam_scene, "camera", cur))
-        cam_scene.camera = cam_prev
-    remove_created_object(tx, ob, label, data=data, fresh=label != "object.duplicate")  # data validated above
-
-
-def created_data_record(data):
-    kind, coll = data_ref(data)
-    return {"kind": kind, "collection": coll, "name": data.name}
 
 
 # ---------------------------------------------------------------------------

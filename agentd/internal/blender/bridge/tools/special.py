@@ -40,7 +40,7 @@ from registry import ToolError, tool
 from schema import NAME
 from state import STATE, empty_trash
 
-from .objects import get_object
+from .datablocks import get_object
 
 MAX_CODE = 65536
 MAX_STDOUT = 65536

@@ -17,7 +17,7 @@ from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3
 from state import active_view_layer, current_scene
 
-from .objects import check_new_object_name, check_removable, live_object, make_active, new_data_object, remove_created_object
+from .datablocks import check_new_object_name, check_removable, live_object, make_active, new_data_object, remove_created_object
 
 MAX_BODY = 1024
 

@@ -25,7 +25,7 @@ from registry import ToolError, field, tool, undoer
 from schema import is_number
 from state import current_scene
 
-from .objects import free_name_in
+from .datablocks import free_name_in
 
 COLOR = {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1}, "minItems": 3, "maxItems": 3}
 
