@@ -6,12 +6,14 @@
 // and 4 (responses).
 //
 // A Process is one Blender; calls on it are serialized. Start returns once the
-// bridge has answered hello, with the baseline scene loaded (see the docstring
-// of bridge/state.py for the baseline and the scene_state_v1 hash).
+// bridge has answered hello, with the baseline scene loaded (see the docstrings
+// of bridge/baseline.py for the baseline, bridge/records.py for the
+// scene_state_v1 records and bridge/state.py for the hash).
 //
 // The bridge package: bridge/main.py (transport, methods, checkpoints),
 // common.py, compat.py (Blender 3.4 / 4.5 differences, version ranges),
-// state.py (baseline, records, hash), schema.py (argument checker),
+// baseline.py, records.py, index.py, trash.py and state.py (the baseline
+// scene, the records, lookups, deferred frees, the hash), schema.py (argument checker),
 // registry.py (the tool registry and the API tool modules use: read its
 // docstring before adding a tool), sandbox.py (file names inside the session
 // sandbox) and tools/ (one module per tool family, listed in

@@ -635,7 +635,7 @@ func (p *Process) Tools() []Tool { return append([]Tool(nil), p.tools...) }
 // Pid returns the process id of Blender (also its process group id).
 func (p *Process) Pid() int { return p.pgid }
 
-// Reset loads the baseline scene (documented in bridge/state.py) and returns its hash.
+// Reset loads the baseline scene (documented in bridge/baseline.py) and returns its hash.
 func (p *Process) Reset(ctx context.Context) (string, error) {
 	var r hashResult
 	if err := p.call(ctx, "reset", struct{}{}, &r, nil); err != nil {

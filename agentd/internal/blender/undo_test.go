@@ -467,7 +467,7 @@ func TestCheckpointTiming(t *testing.T) {
 }
 
 // TestUndoneCreatesFreedInBatches: undoing a create discards what it made
-// (renamed out of sight, freed in batches; see state.discard): past the batch
+// (renamed out of sight, freed in batches; see trash.discard): past the batch
 // size nothing breaks, every undo gives the hash back and frees the name, no
 // checkpoint holds a discarded datablock, and python.exec never meets one.
 func TestUndoneCreatesFreedInBatches(t *testing.T) {
@@ -553,7 +553,7 @@ func TestUndoneDuplicateDiscarded(t *testing.T) {
 		}
 		discarded := func() float64 {
 			t.Helper()
-			out, _ := run("python.exec", map[string]any{"code": "import state\nresult = state.TRASH['n']"})
+			out, _ := run("python.exec", map[string]any{"code": "import trash\nresult = trash.TRASH['n']"})
 			return out.Fields()["result"].(float64)
 		}
 		run("object.create", map[string]any{"type": "cube", "name": "P"})

@@ -6,7 +6,11 @@ Entry point of the bridge package (agentd writes the package to
     main.py      transport, request loop and the methods below
     common.py    ToolError, log, canonical JSON, reserved names
     compat.py    every Blender 3.4 / 4.5 difference; version ranges
-    state.py     baseline scene, scene_state_v1 records and hash (STATE)
+    baseline.py  the baseline scene (reset)
+    records.py   the scene_state_v1 records (KINDS)
+    index.py     lookups by name and membership that cost what the change costs
+    trash.py     datablocks an undo removed, freed later in one walk
+    state.py     per-record digests and the scene hash (STATE); full snapshot
     schema.py    the JSON-Schema subset checker; schema fragments
     registry.py  the tool registry and the tool-module API (Tx) -- read it
                  before writing a tool
@@ -115,7 +119,9 @@ from common import (LOG, NOT_RUN, OUT_OF_MEMORY, PROTOCOL_VERSION, STATE_PROP, T
 from compat import (blender_version, build_platform, build_string, disable_file_previews, eevee_engine,  # noqa: E402
                     has_cycles)
 from schema import check  # noqa: E402
-from state import BRIDGE, SCHEMA, STATE, current_scene, empty_trash, forget_trash, full_snapshot, reset_scene  # noqa: E402
+from baseline import current_scene, reset_scene  # noqa: E402
+from state import BRIDGE, SCHEMA, STATE, full_snapshot  # noqa: E402
+from trash import empty_trash, forget_trash  # noqa: E402
 
 registry.validate()
 

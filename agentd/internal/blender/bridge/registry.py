@@ -81,7 +81,7 @@ gives the tool:
 
 - ``tx.touch(kind, name)``: declare every datablock whose record may change,
   be created or disappear (kind: object, mesh, camera, light, material,
-  collection, world, scene, active; see state.KINDS). Only touched records
+  collection, world, scene, active; see records.KINDS). Only touched records
   are re-digested for the incremental hash: a missed touch makes
   ``snapshot``'s full hash differ from the running one (the tests check that
   after every tool). Touching too much is harmless but costs time. Changing
@@ -343,7 +343,7 @@ class Tx:
 
     def touch_record(self, kind, name, rec):
         """touch(kind, name) when the tool knows the record it just made:
-        rec must equal what state.RECORDERS[kind] would read from Blender
+        rec must equal what records.RECORDERS[kind] would read from Blender
         (the tests' "incremental == full snapshot" check after every tool
         holds it to that). Saves reading the datablock back. A rollback
         drops these records: the touched keys are then re-read."""

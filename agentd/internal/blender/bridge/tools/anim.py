@@ -28,7 +28,8 @@ from common import is_tomb
 from compat import fcurve_groups, object_fcurves
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, is_number
-from state import INDEX, discard
+from index import INDEX
+from trash import discard
 
 DATA_PATHS = ("location", "rotation_euler", "scale")
 MAX_FRAME = 1048574  # Blender's MAXFRAME

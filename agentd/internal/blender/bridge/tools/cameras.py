@@ -33,7 +33,8 @@ from mathutils import Vector
 
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, is_number
-from state import current_scene, qv
+from baseline import current_scene
+from records import qv
 
 from .datablocks import (check_new_object_name, created_data_record, get_object, live_object, new_data,
                       new_data_object, undo_remove_created, world_matrix)

@@ -22,7 +22,9 @@ import bpy
 from common import is_tomb
 from registry import ToolError, field, tool, undoer
 from schema import NAME, check_name, check_name_free
-from state import INDEX, collection_label, current_scene, discard, link_object, unlink_object
+from baseline import current_scene
+from index import INDEX, collection_label, link_object, unlink_object
+from trash import discard
 
 from .datablocks import collection_ref, get_object, live_object, new_exact, resolve_collection, resolve_view_layer
 

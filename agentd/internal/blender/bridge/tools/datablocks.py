@@ -10,11 +10,14 @@ first run.
 import bpy  # first: the bpy module provides mathutils
 from mathutils import Matrix
 
+from baseline import current_scene
 from common import is_tomb
 from compat import remove_ids, rename_takes_names
+from index import INDEX, link_object, set_parent, unlink_object
+from records import KINDS
 from registry import ToolError, field
 from schema import check_name, check_name_free, is_number
-from state import INDEX, current_scene, discard, link_object, set_parent, unlink_object
+from trash import discard
 
 
 def free_name_in(coll, base):
@@ -106,8 +109,7 @@ def get_object(name, what="object"):
 
 def data_ref(idb):
     """(kind or None, bpy.data collection name) of object data idb; kind is the
-    scene_state_v1 kind tracking it (state.KINDS), None when untracked."""
-    from state import KINDS
+    scene_state_v1 kind tracking it (records.KINDS), None when untracked."""
     coll = data_collection(idb)
     for kind, _, _, c in KINDS:
         if c == coll:
@@ -269,7 +271,7 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=Tr
     collections (each step reversible), stop at the "undo" fault point and
     checkpoint of label, then remove ob and its data (when given)
     (irreversible, cannot fail). A fresh object and its data refer to nothing
-    else, so they are discarded (freed later with others, state.discard); so
+    else, so they are discarded (freed later with others, trash.discard); so
     is a copy once it let go of what it refers to (released). Otherwise (a
     linked duplicate shares its source's data, a text may have brought
     fonts) they are freed now, so that what they refer to counts its users

@@ -65,7 +65,11 @@ from compat import io_operators
 from compat import remove_ids as compat_remove_ids
 from registry import ToolError, field, tool, undoer
 from sandbox import SANDBOX, file_name_schema, output_path, sandbox_path
-from state import INDEX, KINDS, STATE, active_view_layer, current_scene, empty_trash, full_snapshot
+from baseline import active_view_layer, current_scene
+from index import INDEX
+from records import KINDS
+from state import STATE, full_snapshot
+from trash import empty_trash
 
 
 FORMATS = {"gltf": ("glb", "gltf"), "obj": ("obj",), "fbx": ("fbx",), "usd": ("usd", "usda", "usdc")}

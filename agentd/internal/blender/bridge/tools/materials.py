@@ -23,7 +23,8 @@ from common import is_tomb
 from compat import principled_emission_color, set_material_use_nodes
 from registry import ToolError, field, tool, undoer
 from schema import NAME, check_new_name
-from state import discard, principled_node, record_principled
+from records import principled_node, record_principled
+from trash import discard
 
 from .datablocks import data_collection, get_object, live_object, new_exact, touch_data
 

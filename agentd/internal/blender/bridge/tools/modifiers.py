@@ -1,8 +1,8 @@
 """Modifier tools: modifier.add, modifier.remove.
 
-The object record (state.record_object) lists the modifiers in stack order
+The object record (records.record_object) lists the modifiers in stack order
 with name, type, visibility and, for the five types below, the settings in
-state.MODIFIER_FIELDS. modifier.add pins every one of those to a fixed
+records.MODIFIER_FIELDS. modifier.add pins every one of those to a fixed
 default before applying its args, so 3.4 and 4.5 give the same records.
 
 Undo records (``v`` = 1):
@@ -28,7 +28,7 @@ import bpy
 from compat import move_modifier
 from registry import ToolError, field, tool, undoer
 from schema import NAME, is_number
-from state import record_modifier
+from records import record_modifier
 from .datablocks import free_name_in, get_object, live_object
 
 TYPES = {

@@ -52,8 +52,10 @@ from mathutils import Matrix
 from common import TOMB_OF, TOMB_PREFIX, is_tomb, sha256_hex
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, check_name, check_name_free, is_number
-from state import (BRIDGE, INDEX, active_view_layer, current_scene, link_object, mesh_geometry_digest, qv, set_parent,
-                   unlink_object)
+from baseline import active_view_layer, current_scene
+from index import INDEX, link_object, set_parent, unlink_object
+from records import mesh_geometry_digest, qv
+from state import BRIDGE
 
 from .datablocks import (basis_from_record, basis_state, check_new_object_name, check_object_name_free,
                          check_removable, collection_ref, created_data_record, data_collection, free_name_in,
@@ -120,7 +122,7 @@ def transform_of(ob):
 # alone, so each is built once and written into every new mesh of that kind
 # (BMesh.to_mesh leaves the BMesh as it was), and the mesh record's counts and
 # geometry digest are computed once, from the first mesh made, with
-# state.mesh_geometry_digest itself. Keyed on the exact float size; at most
+# records.mesh_geometry_digest itself. Keyed on the exact float size; at most
 # PROTO_MAX entries (oldest dropped). The BMesh belongs to no Main, so a
 # reset or a checkpoint load does not touch it.
 PROTO = {}  # (type, size) -> [BMesh, (vertices, edges, polygons, loops, geometry_sha256) | None]
@@ -169,7 +171,7 @@ def primitive_proto(kind, size):
 def tool_object_create(tx, args):
     # The records of the new object, its mesh and the scene's active object
     # are built here from what the tool just made (Tx.touch_record) instead
-    # of being read back from Blender; they must equal state.record_object /
+    # of being read back from Blender; they must equal records.record_object /
     # record_mesh / record_active, which the tests check after every call.
     kind = args["type"]
     size = float(args.get("size", 2.0))

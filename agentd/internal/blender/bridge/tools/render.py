@@ -30,7 +30,7 @@ from common import log, sha256_file
 from compat import eevee_engine, has_cycles, stamp_flags
 from registry import ToolError, field, tool, undoer
 from sandbox import MAX_FILE_NAME, SANDBOX_PATH, file_name_schema, output_path, require_plain_name
-from state import current_scene
+from baseline import current_scene
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_VOLATILE_CHUNKS = (b"tEXt", b"zTXt", b"iTXt", b"tIME")

@@ -3,7 +3,8 @@
 from common import is_tomb
 from registry import tool
 from schema import NO_ARGS
-from state import active_view_layer, current_scene, full_snapshot
+from baseline import active_view_layer, current_scene
+from state import full_snapshot
 
 
 @tool(

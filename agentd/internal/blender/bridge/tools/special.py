@@ -38,7 +38,8 @@ import bpy
 from common import canonical, log, one_line
 from registry import ToolError, tool
 from schema import NAME
-from state import STATE, empty_trash
+from state import STATE
+from trash import empty_trash
 
 from .datablocks import get_object
 

@@ -15,7 +15,7 @@ from common import is_tomb
 from compat import remove_ids
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3
-from state import active_view_layer, current_scene
+from baseline import active_view_layer, current_scene
 
 from .datablocks import check_new_object_name, check_removable, live_object, make_active, new_data_object, remove_created_object
 

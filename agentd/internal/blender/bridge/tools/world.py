@@ -23,7 +23,7 @@ import bpy
 from compat import world_background_node, world_output_node
 from registry import ToolError, field, tool, undoer
 from schema import is_number
-from state import current_scene
+from baseline import current_scene
 
 from .datablocks import free_name_in
 
