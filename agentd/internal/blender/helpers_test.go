@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -46,20 +45,12 @@ func forEachRuntime(t *testing.T, fn func(t *testing.T, rt Runtime)) {
 	}
 }
 
-// testLogWriter sends log lines to t.Log.
-type testLogWriter struct{ t testing.TB }
-
-func (w testLogWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(b), "\n"))
-	return len(b), nil
-}
-
 func testLogger(t testing.TB) *slog.Logger {
 	level := slog.LevelInfo
 	if os.Getenv("BLENDER_TEST_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: level}))
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: level}))
 }
 
 // startTestProcess starts a Blender with the "inject" test fault (its

@@ -59,6 +59,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/boltschema"
 	"github.com/blendplane/blendplane/internal/groupcommit"
 	"github.com/blendplane/blendplane/internal/receiptwire"
 )
@@ -235,23 +236,7 @@ func Open(path string) (*Journal, error) {
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		var version uint64
-		if v := meta.Get(keySchemaVersion); v != nil {
-			version = binary.BigEndian.Uint64(v)
-		}
-		if version > uint64(len(migrations)) {
-			return fmt.Errorf("journal schema version %d is newer than this binary's %d", version, len(migrations))
-		}
-		for ; version < uint64(len(migrations)); version++ {
-			if err := migrations[version](tx); err != nil {
-				return fmt.Errorf("migrate journal to version %d: %w", version+1, err)
-			}
-		}
-		return meta.Put(keySchemaVersion, u64(version))
+		return boltschema.Migrate(tx, "journal", bucketMeta, keySchemaVersion, migrations)
 	})
 	if err != nil {
 		db.Close()

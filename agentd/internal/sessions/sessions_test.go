@@ -46,7 +46,7 @@ func newManagerWith(t testing.TB, configure func(*Config)) (*Manager, *journal.J
 		t.Fatalf("no Blender (run make blender): %v", err)
 	}
 	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	probed, err := Probe(context.Background(), rts[:1], dir, log)
 	if err != nil {
 		t.Fatal(err)
@@ -61,10 +61,6 @@ func newManagerWith(t testing.TB, configure func(*Config)) (*Manager, *journal.J
 	t.Cleanup(m.Shutdown)
 	return m, j, probed[0].Info.GetRuntimeId()
 }
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
 
 func create(id, name string) Operation {
 	return Operation{OperationID: id, MCPCallID: "call-" + id, Tool: "object.create",

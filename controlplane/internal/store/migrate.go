@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/boltschema"
 )
 
 // LegacyOwner owns the sessions and plans made before plans were keyed by
@@ -52,20 +53,7 @@ var schemaVersion = uint64(len(migrations))
 
 func migrate(db *bolt.DB) error {
 	return db.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		version := getU64(meta, keySchemaVersion)
-		if version > schemaVersion {
-			return fmt.Errorf("store schema version %d is newer than this binary's %d", version, schemaVersion)
-		}
-		for ; version < schemaVersion; version++ {
-			if err := migrations[version](tx); err != nil {
-				return fmt.Errorf("migrate store to version %d: %w", version+1, err)
-			}
-		}
-		return meta.Put(keySchemaVersion, u64(version))
+		return boltschema.Migrate(tx, "store", bucketMeta, keySchemaVersion, migrations)
 	})
 }
 
