@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/planjson"
 )
 
 // planFromFile reads one of the example plans the way blendctl does.
@@ -23,13 +24,7 @@ func planFromFile(t *testing.T, name string) []*cpv1.Operation {
 		t.Fatal(err)
 	}
 	var f struct {
-		Operations []struct {
-			OperationID string         `json:"operation_id"`
-			ToolName    string         `json:"tool_name"`
-			Args        map[string]any `json:"args"`
-			DependsOn   []string       `json:"depends_on"`
-			SafetyLevel string         `json:"safety_level"`
-		} `json:"operations"`
+		Operations []planjson.Operation `json:"operations"`
 	}
 	if err := json.Unmarshal(raw, &f); err != nil {
 		t.Fatal(err)

@@ -46,18 +46,23 @@ const PlanDescription = "Run a whole plan: operations (operation_id, tool_name, 
 	"together before any runs, scheduled by their dependencies, one receipt each. " +
 	"atomic: undo them all if one fails."
 
+// Operation is one operation of a plan in seed 000's JSON (Schema's items,
+// the planner output schema's operations). safety_level is the seed's name
+// ("safe_write"); a caller may accept more.
+type Operation struct {
+	OperationID string         `json:"operation_id"`
+	ToolName    string         `json:"tool_name"`
+	Args        map[string]any `json:"args"`
+	DependsOn   []string       `json:"depends_on"`
+	SafetyLevel string         `json:"safety_level"`
+}
+
 // Plan decodes a plan given as Schema's JSON into operations. safetyOf
 // gives an operation's level when it declares none (the tool's own).
 func Plan(raw json.RawMessage, safetyOf func(tool string) cpv1.SafetyLevel) (ops []*cpv1.Operation, atomic bool, err error) {
 	var in struct {
-		Operations []struct {
-			OperationID string         `json:"operation_id"`
-			ToolName    string         `json:"tool_name"`
-			Args        map[string]any `json:"args"`
-			DependsOn   []string       `json:"depends_on"`
-			SafetyLevel string         `json:"safety_level"`
-		} `json:"operations"`
-		Atomic bool `json:"atomic"`
+		Operations []Operation `json:"operations"`
+		Atomic     bool        `json:"atomic"`
 	}
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, false, jsonError("the plan", err)

@@ -10,18 +10,13 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/planjson"
 )
 
 // planFile is the planner output schema of seed 000, as a file.
 type planFile struct {
-	RequestID  string `json:"request_id"`
-	Operations []struct {
-		OperationID string         `json:"operation_id"`
-		ToolName    string         `json:"tool_name"`
-		Args        map[string]any `json:"args"`
-		DependsOn   []string       `json:"depends_on"`
-		SafetyLevel string         `json:"safety_level"`
-	} `json:"operations"`
+	RequestID  string               `json:"request_id"`
+	Operations []planjson.Operation `json:"operations"`
 }
 
 // readPlan reads a plan file. safety_level may be the seed's name
