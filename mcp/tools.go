@@ -534,16 +534,16 @@ func (s *Session) result(ctx context.Context, req *sdk.CallToolRequest, plan *cp
 		}
 		return toolError(out)
 	}
-	var out map[string]any
+	var res *sdk.CallToolResult
 	if req != nil && req.Params.Name == "plan.submit" || len(receipts) != 1 {
-		out = map[string]any{"request_id": plan.GetRequestId(), "status": "SUCCEEDED", "receipts": planjson.Receipts(receipts)}
+		out := map[string]any{"request_id": plan.GetRequestId(), "status": "SUCCEEDED", "receipts": planjson.Receipts(receipts)}
 		if n := len(receipts); n > 0 {
 			out["scene_hash_after"] = receipts[n-1].GetSceneHashAfter()
 		}
+		res = structured(out, false)
 	} else {
-		out = planjson.Receipt(receipts[0])
+		res = encoded(planjson.Receipt(receipts[0]), false)
 	}
-	res := structured(out, false)
 	for _, r := range receipts {
 		for _, a := range r.GetArtifacts() {
 			res.Content = append(res.Content, s.artifactContent(ctx, a)...)
@@ -562,7 +562,13 @@ func structured(out map[string]any, isError bool) *sdk.CallToolResult {
 		b, _ = json.Marshal(map[string]any{"error_code": "INTERNAL", "message": "encoding the result: " + err.Error()})
 		isError = true
 	}
-	return &sdk.CallToolResult{IsError: isError, StructuredContent: json.RawMessage(b), Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}
+	return encoded(b, isError)
+}
+
+// encoded is a result whose structured content is the JSON object b, also
+// sent as text.
+func encoded(b json.RawMessage, isError bool) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: isError, StructuredContent: b, Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}
 }
 
 func invalid(err error) *sdk.CallToolResult {

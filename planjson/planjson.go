@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/receiptwire"
+	"github.com/blendplane/blendplane/internal/structwire"
 )
 
 // Schema is the JSON Schema of a whole plan as one call's arguments.
@@ -133,8 +135,8 @@ func jsonError(what string, err error) error {
 }
 
 // Receipts is a list of receipts as JSON.
-func Receipts(rs []*cpv1.Receipt) []any {
-	out := make([]any, len(rs))
+func Receipts(rs []*cpv1.Receipt) []json.RawMessage {
+	out := make([]json.RawMessage, len(rs))
 	for i, r := range rs {
 		out[i] = Receipt(r)
 	}
@@ -142,45 +144,65 @@ func Receipts(rs []*cpv1.Receipt) []any {
 }
 
 // Receipt is a receipt as JSON, with the seed's field names and short enum
-// values; built directly (the tool's result is the big part, and is
-// encoded once, by the caller).
-func Receipt(r *cpv1.Receipt) map[string]any {
-	m := map[string]any{
-		"sequence": r.GetSequence(), "request_id": r.GetRequestId(), "operation_id": r.GetOperationId(),
-		"tool_name": r.GetToolName(), "status": Short(r.GetStatus().String()), "result": result(r),
-		"mcp_call_id": r.GetMcpCallId(), "scene_hash_before": r.GetSceneHashBefore(), "scene_hash_after": r.GetSceneHashAfter(),
-		"safety_level":    strings.ToLower(strings.TrimPrefix(r.GetSafetyLevel().String(), "SAFETY_LEVEL_")),
-		"idempotency_key": r.GetIdempotencyKey(), "duration_micros": r.GetDurationMicros(),
-		"determinism_class": r.GetDeterminismClass(), "tolerance": r.GetTolerance(),
+// values: what json.Marshal writes for a map of those fields (keys sorted),
+// written directly, so that the tool's result (the big part) is copied once
+// and not re-checked.
+func Receipt(r *cpv1.Receipt) json.RawMessage {
+	res := result(r)
+	out := make([]byte, 0, len(res)+768)
+	str := func(key, v string) { // ,"key":"v"
+		out = append(append(append(out, ",\""...), key...), "\":"...)
+		out = structwire.AppendString(out, v)
+	}
+	out = append(out, '{')
+	if as := r.GetArtifacts(); len(as) > 0 {
+		out = append(out, `"artifacts":[`...)
+		for i, a := range as {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = structwire.AppendString(out, a.GetName())
+		}
+		out = append(out, ']', ',')
 	}
 	if id := r.GetBlenderMutationId(); id != "" {
-		m["blender_mutation_id"] = id
+		out = structwire.AppendString(append(out, `"blender_mutation_id":`...), id)
+		out = append(out, ',')
 	}
 	if t := r.GetCompleteTime(); t != nil {
-		m["complete_time"] = t.AsTime().Format(time.RFC3339Nano)
+		out = structwire.AppendString(append(out, `"complete_time":`...), t.AsTime().Format(time.RFC3339Nano))
+		out = append(out, ',')
 	}
+	out = structwire.AppendString(append(out, `"determinism_class":`...), r.GetDeterminismClass())
+	out = strconv.AppendInt(append(out, `,"duration_micros":`...), r.GetDurationMicros(), 10)
+	if f := r.GetError(); f != nil {
+		b, _ := json.Marshal(Failure(f)) // a map of JSON values always encodes
+		out = append(append(out, `,"error":`...), b...)
+	}
+	str("idempotency_key", r.GetIdempotencyKey())
+	str("mcp_call_id", r.GetMcpCallId())
+	str("operation_id", r.GetOperationId())
+	str("request_id", r.GetRequestId())
+	out = append(append(out, `,"result":`...), res...)
+	str("safety_level", strings.ToLower(strings.TrimPrefix(r.GetSafetyLevel().String(), "SAFETY_LEVEL_")))
+	str("scene_hash_after", r.GetSceneHashAfter())
+	str("scene_hash_before", r.GetSceneHashBefore())
+	out = strconv.AppendInt(append(out, `,"sequence":`...), r.GetSequence(), 10)
+	str("status", Short(r.GetStatus().String()))
+	str("tolerance", r.GetTolerance())
+	str("tool_name", r.GetToolName())
 	if r.GetVerified() {
-		m["verified"] = true
+		out = append(out, `,"verified":true`...)
 	}
-	if r.GetError() != nil {
-		m["error"] = Failure(r.GetError())
-	}
-	if len(r.GetArtifacts()) > 0 {
-		var names []any
-		for _, a := range r.GetArtifacts() {
-			names = append(names, a.GetName())
-		}
-		m["artifacts"] = names
-	}
-	return m
+	return append(out, '}')
 }
 
 // result is a receipt's result as JSON, written from its wire form when it
 // is still in it (receiptwire); a result that cannot be written says why.
-func result(r *cpv1.Receipt) any {
+func result(r *cpv1.Receipt) json.RawMessage {
 	b, err := receiptwire.ResultJSON(r)
 	if err != nil {
-		return map[string]any{"error": "the result cannot be written as JSON: " + err.Error()}
+		b, _ = json.Marshal(map[string]any{"error": "the result cannot be written as JSON: " + err.Error()})
 	}
 	return b
 }

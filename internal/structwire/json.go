@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -72,7 +71,7 @@ func appendStruct(out, b []byte, depth int) ([]byte, error) {
 			out = append(out, ',')
 		}
 		first = false
-		out = appendString(out, e.key)
+		out = AppendString(out, e.key)
 		out = append(out, ':')
 		var err error
 		if out, err = appendValue(out, e.value, depth+1); err != nil {
@@ -161,7 +160,7 @@ func appendValue(out, b []byte, depth int) ([]byte, error) {
 		if typ != protowire.BytesType {
 			return nil, wrong()
 		}
-		return appendString(out, val), nil
+		return AppendString(out, val), nil
 	case valueBool:
 		if typ != protowire.VarintType {
 			return nil, wrong()
@@ -199,19 +198,16 @@ func appendFloat(out []byte, f float64) ([]byte, error) {
 	return out, nil
 }
 
-// appendString writes s as encoding/json does (HTML-safe, invalid UTF-8 as
-// U+FFFD): plain strings directly, others through encoding/json.
-func appendString(out []byte, s []byte) []byte {
-	plain := utf8.Valid(s)
-	for i := 0; plain && i < len(s); i++ {
-		c := s[i]
-		plain = c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' && c < 0x80
+// AppendString writes s as encoding/json does (HTML-safe, invalid UTF-8 as
+// U+FFFD): plain ASCII directly, anything else through encoding/json.
+func AppendString[S ~string | ~[]byte](out []byte, s S) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= 0x80 {
+			b, _ := json.Marshal(string(s)) // a string always encodes
+			return append(out, b...)
+		}
 	}
-	if plain {
-		out = append(out, '"')
-		out = append(out, s...)
-		return append(out, '"')
-	}
-	b, _ := json.Marshal(string(s)) // a string always encodes
-	return append(out, b...)
+	out = append(out, '"')
+	out = append(out, s...)
+	return append(out, '"')
 }
