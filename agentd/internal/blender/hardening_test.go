@@ -65,8 +65,10 @@ func TestHostileBlendRunsNothing(t *testing.T) {
 			t.Errorf("bpy.app.autoexec_fail after evaluating the hostile file's driver = %v, want true", out.Fields()["result"])
 		}
 
-		// Control: the same file, trusted, runs both.
-		trust := map[string]any{"code": fmt.Sprintf("import bpy\nbpy.ops.wm.open_mainfile(filepath=%q, load_ui=False, use_scripts=True)\n%s", file, evaluate["code"])}
+		// Control: the same file, trusted, runs both (once its scene is the
+		// window's: checkpoints are saved with it parked, window.py).
+		trust := map[string]any{"code": fmt.Sprintf("import bpy\nbpy.ops.wm.open_mainfile(filepath=%q, load_ui=False, use_scripts=True)\n"+
+			"bpy.context.window.scene = bpy.data.scenes['Scene']\n%s", file, evaluate["code"])}
 		if _, err := p.Execute(ctx, Call{Tool: "python.exec", Args: trust}); err != nil {
 			t.Fatal(err)
 		}

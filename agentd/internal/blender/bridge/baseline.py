@@ -23,6 +23,7 @@ datablock removed, then built with ``bpy.data``:
 
 import bpy
 
+from common import is_tomb
 from compat import has_cycles, set_world_use_nodes, stamp_flags
 from index import INDEX
 from state import BRIDGE, STATE
@@ -126,7 +127,7 @@ def reset_scene():
 
 
 def current_scene():
-    return bpy.data.scenes.get("Scene") or bpy.data.scenes[0]
+    return bpy.data.scenes.get("Scene") or next(s for s in bpy.data.scenes if not is_tomb(s.name))
 
 
 def active_view_layer(sc):

@@ -101,6 +101,8 @@ def move_modifier(ob, name, index):
         mods.move(cur, index)
     else:
         from animation import animated_values, restore_animated  # (it imports this module)
+        import window  # (it imports this module)
+        window.wake()
         animated = animated_values()  # the operator evaluates the animation
         with bpy.context.temp_override(object=ob, active_object=ob):
             bpy.ops.object.modifier_move_to_index(modifier=name, index=index)

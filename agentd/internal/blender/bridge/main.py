@@ -114,6 +114,7 @@ import registry  # noqa: E402
 from animation import keep_animated, open_file_as_saved  # noqa: E402
 import sandbox  # noqa: E402
 import tools  # noqa: E402,F401  (registers every tool)
+import window  # noqa: E402
 from common import (LOG, NOT_RUN, OUT_OF_MEMORY, PROTOCOL_VERSION, STATE_PROP, TOMB_PREFIX, Encoded, ToolError,  # noqa: E402
                     canonical, clear_correlation, compact, debug, log, one_line, set_correlation)
 from compat import (blender_version, build_platform, build_string, disable_file_previews, eevee_engine,  # noqa: E402
@@ -326,13 +327,17 @@ def m_save_checkpoint(params):
     sc = current_scene()
     sc[STATE_PROP] = canonical({"schema": SCHEMA, "scene_hash": h, "tomb_counter": BRIDGE["tomb_counter"]})
     disable_file_previews()  # before every save: reset and python.exec can turn them back on
-    keep_animated()  # the save's own evaluation would write the animation over them
     t0 = time.time()
+    parked = window.park()  # the file loads without evaluating the scene (window.py)
+    if parked is None:
+        keep_animated()  # the save's own evaluation would write the animation over them
     try:
         res = bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, compress=False,
                                           relative_remap=False, check_existing=False)
     finally:
         del sc[STATE_PROP]
+        if parked is False:
+            window.wake()
     if "FINISHED" not in res or not os.path.isfile(path):
         raise ToolError("internal_error", "Blender did not write the checkpoint")
     ms = round((time.time() - t0) * 1000, 3)

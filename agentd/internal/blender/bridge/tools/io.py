@@ -59,6 +59,7 @@ import urllib.parse
 
 import bpy
 
+import window
 from animation import animated_values, restore_animated
 from common import is_tomb, one_line, sha256_file, sha256_hex
 from compat import io_operators
@@ -118,6 +119,7 @@ def op_call(idname, **kw):
     op = getattr(getattr(bpy.ops, mod), name)
     props = op.get_rna_type().properties
     kw = {k: v for k, v in kw.items() if k in props}
+    window.wake()
     for k, v in list(kw.items()):
         p = props[k]
         if p.type == "ENUM" and v not in p.enum_items.keys():

@@ -25,6 +25,7 @@ import time
 
 import bpy
 
+import window
 from animation import animated_values, restore_animated
 from common import log, sha256_file
 from compat import eevee_engine, has_cycles, stamp_flags
@@ -143,6 +144,7 @@ def render_png(sc, tmp, missing):
     """Render sc's current frame to the PNG tmp, without its volatile chunks;
     internal_error missing when Blender wrote nothing."""
     sc.render.filepath = tmp
+    window.wake()
     bpy.ops.render.render(write_still=True, scene=sc.name)
     if not os.path.exists(tmp):
         raise ToolError("internal_error", missing)

@@ -35,6 +35,7 @@ import traceback
 
 import bpy
 
+import window
 from common import canonical, log, one_line
 from registry import ToolError, tool
 from schema import NAME
@@ -97,6 +98,7 @@ def tool_python_exec(tx, args):
     except SyntaxError as e:
         raise ToolError("invalid_input", one_line(e))
     empty_trash()  # the code could free them under us
+    window.wake()  # the code may work through the window's context
     g = {"bpy": bpy, "__name__": "__python_exec__", "__builtins__": __builtins__}
     out = _Limited()
     try:

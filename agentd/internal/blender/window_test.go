@@ -1,0 +1,87 @@
+package blender
+
+import "testing"
+
+// windowScript drives checkpoints of an animated scene through main.handle
+// and checks where the window's scene is (bridge/window.py): the session's
+// after a save, parked after a load and while data-only tools run, the
+// session's again before an export and python.exec, which see the scene
+// exactly as a session that never loaded a checkpoint does.
+const windowScript = `
+import json, os, sys, tempfile
+sys.path.insert(0, sys.argv[sys.argv.index("--") + 1] if "--" in sys.argv else sys.argv[1])
+import bpy
+import main, sandbox, window
+from state import STATE, full_snapshot
+
+main.m_hello({"sandbox_dir": tempfile.mkdtemp()})
+n = [0]
+
+def call(method, **params):
+    n[0] += 1
+    resp, _ = main.handle(json.dumps({"id": n[0], "method": method, "params": params}))
+    r = json.loads(main.response_line(resp))
+    assert r["ok"], (method, params, r)
+    return r["result"]
+
+def where():
+    return bpy.context.window.scene.name
+
+def consistent():
+    h = STATE.scene_hash()
+    assert full_snapshot()[1] == h, "incremental hash differs from a full recomputation"
+    return h
+
+def export(name):
+    call("execute", tool="scene.export", args={"format": "obj", "output": name})
+    with open(os.path.join(sandbox.SANDBOX["dir"], name), "rb") as f:
+        return f.read()
+
+call("execute", tool="object.create", args={"type": "cube", "name": "A"})
+call("execute", tool="keyframe.insert", args={"object": "A", "data_path": "location", "frame": 1})
+call("execute", tool="keyframe.insert", args={"object": "A", "data_path": "location", "frame": 10, "value": [1, 2, 3]})
+call("execute", tool="object.set_transform", args={"name": "A", "location": [7, 8, 9]})
+loc = tuple(bpy.data.objects["A"].location)
+before = export("same.obj")
+h = consistent()
+ck = os.path.join(tempfile.mkdtemp(), "ck.blend")
+
+call("save_checkpoint", path=ck)
+assert where() == "Scene" and window.PARKED not in bpy.data.scenes, (where(), list(bpy.data.scenes))
+assert consistent() == h and tuple(bpy.data.objects["A"].location) == loc
+
+call("load_checkpoint", path=ck)
+assert where() == window.PARKED, where()
+assert consistent() == h and tuple(bpy.data.objects["A"].location) == loc
+call("execute", tool="scene.get_summary", args={})
+call("execute", tool="object.create", args={"type": "cone", "name": "B"})
+assert where() == window.PARKED, "a data-only tool woke the window"
+call("execute", tool="object.delete", args={"name": "B"})
+# A save while parked stays parked, and its file loads the same scene.
+call("save_checkpoint", path=ck)
+assert where() == window.PARKED
+h2 = consistent()
+call("load_checkpoint", path=ck)
+assert consistent() == h2 and where() == window.PARKED
+
+after = export("same.obj")
+assert where() == "Scene" and window.PARKED not in bpy.data.scenes, (where(), list(bpy.data.scenes))
+assert tuple(bpy.data.objects["A"].location) == loc, "waking the window moved the animated object"
+assert after == before, "the export after a load differs from the export before the save"
+assert consistent() == h2
+
+call("load_checkpoint", path=ck)
+out = call("execute", tool="python.exec", args={"code": "import bpy\nresult = bpy.context.scene.name"})
+assert out["result"]["result"] == "Scene", out
+assert where() == "Scene" and consistent() == h2
+print("WINDOW-OK")
+`
+
+// TestParkedWindow: checkpoints are saved with the window's scene parked,
+// so a load does not evaluate the session's scene until an operator needs
+// it; everything a tool sees is the same as without (window.py).
+func TestParkedWindow(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		runBridgeScript(t, rt, windowScript, "WINDOW-OK")
+	})
+}
