@@ -739,6 +739,50 @@ func (s *scene) recoverAfterKill(b *testing.B) (e2e, agent, load time.Duration) 
 	return e2e, agent, load
 }
 
+// BenchmarkRestore measures a parked session's restore at 100 and 10,000
+// objects (issue 15: ≤ 1 s at 10,000, as for recovery): each scene is built
+// as in BenchmarkScale on a control plane that parks sessions idle for 2 s;
+// once the session is PARKED (checkpointed, its Blender stopped), one
+// object.set_transform is timed end to end (a Blender for it, the
+// checkpoint's load and hash check, the operation), with agentd's own
+// "session recovered … took=" and "checkpoint loaded … duration=".
+func BenchmarkRestore(b *testing.B) {
+	c := startClusterOpts(b, clusterOpts{cpArgs: []string{"--session-idle-timeout", "2s"}})
+	scenes := []*scene{buildScene(b, c, scaleSmall), buildScene(b, c, scaleLarge)}
+	e2e, agent, load := map[*scene]float64{}, map[*scene]float64{}, map[*scene]float64{}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, s := range scenes {
+			b.StopTimer()
+			c.waitState(b, s.id, cpv1.Session_STATE_PARKED)
+			if pids := s.blenderPIDs(); len(pids) != 0 {
+				b.Fatalf("parked session %s runs Blender %v", s.label, pids)
+			}
+			recovered, loads := len(s.logLines("session recovered")), len(s.logLines("checkpoint loaded"))
+			b.StartTimer()
+			elapsed, rs := s.run(b, "restore", false, s.moves(1))
+			b.StopTimer()
+			requireStatuses(b, rs, 1, cpv1.Receipt_STATUS_SUCCEEDED)
+			e2e[s] += elapsed.Seconds() / float64(b.N)
+			if l := s.logLines("session recovered"); len(l) == recovered+1 {
+				d, _ := time.ParseDuration(l[recovered]["took"])
+				agent[s] += d.Seconds() / float64(b.N)
+			} else {
+				b.Fatalf("session %s: %d new \"session recovered\" lines, want 1", s.label, len(l)-recovered)
+			}
+			if l := s.logLines("checkpoint loaded"); len(l) == loads+1 {
+				d, _ := time.ParseDuration(l[loads]["duration"])
+				load[s] += d.Seconds() / float64(b.N)
+			}
+		}
+	}
+	for _, s := range scenes {
+		b.ReportMetric(e2e[s], "s/restore-e2e-"+s.label)
+		b.ReportMetric(agent[s], "s/restore-agent-"+s.label)
+		b.ReportMetric(load[s], "s/ckpt-load-"+s.label)
+	}
+}
+
 // blenderPIDs returns the session's Blender, if it runs.
 func (s *scene) blenderPIDs() []int {
 	var out []int
