@@ -770,10 +770,12 @@ func BenchmarkRestore(b *testing.B) {
 			} else {
 				b.Fatalf("session %s: %d new \"session recovered\" lines, want 1", s.label, len(l)-recovered)
 			}
-			if l := s.logLines("checkpoint loaded"); len(l) == loads+1 {
-				d, _ := time.ParseDuration(l[loads]["duration"])
-				load[s] += d.Seconds() / float64(b.N)
+			l := s.logLines("checkpoint loaded")
+			if len(l) != loads+1 {
+				b.Fatalf("session %s: %d new \"checkpoint loaded\" lines, want 1 (a restore from its checkpoint)", s.label, len(l)-loads)
 			}
+			d, _ := time.ParseDuration(l[loads]["duration"])
+			load[s] += d.Seconds() / float64(b.N)
 		}
 	}
 	for _, s := range scenes {

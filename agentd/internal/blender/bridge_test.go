@@ -26,7 +26,7 @@ func TestBridgeFSLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"main.py", "common.py", "compat.py", "state.py", "records.py", "baseline.py", "index.py", "trash.py", "schema.py", "registry.py", "sandbox.py", "tools/__init__.py", "tools/scene.py", "tools/objects.py", "tools/render.py"} {
+	for _, want := range []string{"main.py", "common.py", "compat.py", "state.py", "records.py", "baseline.py", "index.py", "trash.py", "window.py", "animation.py", "schema.py", "registry.py", "sandbox.py", "tools/__init__.py", "tools/scene.py", "tools/objects.py", "tools/datablocks.py", "tools/render.py"} {
 		if !contains(files, want) {
 			t.Errorf("embedded bridge lacks %s (has %v)", want, files)
 		}

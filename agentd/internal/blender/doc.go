@@ -13,7 +13,9 @@
 // The bridge package: bridge/main.py (transport, methods, checkpoints),
 // common.py, compat.py (Blender 3.4 / 4.5 differences, version ranges),
 // baseline.py, records.py, index.py, trash.py and state.py (the baseline
-// scene, the records, lookups, deferred frees, the hash), schema.py (argument checker),
+// scene, the records, lookups, deferred frees, the hash), animation.py and
+// window.py (animated values and the window's scene across Blender's
+// evaluations), schema.py (argument checker),
 // registry.py (the tool registry and the API tool modules use: read its
 // docstring before adding a tool), sandbox.py (file names inside the session
 // sandbox) and tools/ (one module per tool family, listed in

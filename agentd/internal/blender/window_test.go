@@ -74,12 +74,52 @@ call("load_checkpoint", path=ck)
 out = call("execute", tool="python.exec", args={"code": "import bpy\nresult = bpy.context.scene.name"})
 assert out["result"]["result"] == "Scene", out
 assert where() == "Scene" and consistent() == h2
+
+# No tool reaches the parked scene.
+call("load_checkpoint", path=ck)
+n[0] += 1
+resp, _ = main.handle(json.dumps({"id": n[0], "method": "execute", "params": {"tool": "collection.link",
+                      "args": {"object": "A", "collection": "<scene>:" + window.PARKED}}}))
+assert not resp["ok"] and resp["error"]["code"] == "not_found", resp
+assert where() == window.PARKED and consistent() == h2
+
+# A save leaves the window as python.exec set it: another view layer, then
+# another scene; a load shows them again once woken.
+show = "import bpy\nw = bpy.context.window\nresult = [w.scene.name, w.view_layer.name]"
+call("execute", tool="python.exec", args={"code": "import bpy\nsc = bpy.data.scenes['Scene']\n"
+     "bpy.context.window.scene = sc\nbpy.context.window.view_layer = sc.view_layers.new('VL2')"})
+call("save_checkpoint", path=ck)
+assert [where(), bpy.context.window.view_layer.name] == ["Scene", "VL2"]
+call("execute", tool="python.exec", args={"code": "import bpy\nbpy.context.window.scene = bpy.data.scenes.new('Alt')"})
+h3 = consistent()
+call("save_checkpoint", path=ck)
+assert where() == "Alt", where()
+call("load_checkpoint", path=ck)
+assert where() == window.PARKED and consistent() == h3
+assert call("execute", tool="python.exec", args={"code": show})["result"]["result"] == ["Alt", "ViewLayer"]
+call("execute", tool="python.exec", args={"code": "import bpy\nbpy.context.window.scene = bpy.data.scenes['Scene']\n"
+     "bpy.context.window.view_layer = bpy.data.scenes['Scene'].view_layers['VL2']"})
+call("save_checkpoint", path=ck)
+call("load_checkpoint", path=ck)
+assert call("execute", tool="python.exec", args={"code": show})["result"]["result"] == ["Scene", "VL2"]
+
+# A datablock nothing uses survives the checkpoint, and keeps no fake user.
+call("execute", tool="material.create", args={"name": "Spare"})
+h4 = consistent()
+call("save_checkpoint", path=ck)
+m = bpy.data.materials["Spare"]
+assert m.users == 0 and not m.use_fake_user, (m.users, m.use_fake_user)
+call("load_checkpoint", path=ck)
+m = bpy.data.materials["Spare"]
+assert consistent() == h4 and m.users == 0 and not m.use_fake_user, (m.users, m.use_fake_user)
 print("WINDOW-OK")
 `
 
 // TestParkedWindow: checkpoints are saved with the window's scene parked,
 // so a load does not evaluate the session's scene until an operator needs
-// it; everything a tool sees is the same as without (window.py).
+// it; everything a tool sees is the same as without (window.py), no tool
+// reaches the parked scene, and the window shows what it showed before the
+// save. Also: a datablock nothing uses survives a checkpoint.
 func TestParkedWindow(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		runBridgeScript(t, rt, windowScript, "WINDOW-OK")

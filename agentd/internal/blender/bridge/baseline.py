@@ -126,6 +126,12 @@ def reset_scene():
     return STATE.scene_hash()
 
 
+def live_scene(name):
+    """The scene named name, None when there is none or the name is the
+    bridge's own (window.PARKED): no tool or record may reach that one."""
+    return None if is_tomb(name) else bpy.data.scenes.get(name)
+
+
 def current_scene():
     return bpy.data.scenes.get("Scene") or next(s for s in bpy.data.scenes if not is_tomb(s.name))
 

@@ -13,7 +13,12 @@ MAX_NAME_BYTES = 63  # Blender truncates longer ID names (MAX_ID_NAME - 2 - 1).
 RESERVED_PREFIX = "__bp_"  # names the bridge keeps for itself; tools refuse them
 TOMB_PREFIX = "__bp_tomb_"  # tombstoned (deleted, restorable) objects and their data
 TOMB_OF = "__bp_tomb_of"  # custom property on a tombstone: the object's live name
-STATE_PROP = "__bp_bridge_state"  # scene custom property, only inside checkpoints
+STATE_PROP = "__bp_bridge_state_2"  # scene custom property, only inside checkpoints
+# Where bridges before the parked window (window.py) read their state: a
+# checkpoint holds a hash there that no scene has, so that such a bridge
+# refuses the file instead of loading it with the window left parked.
+OLD_STATE_PROP = "__bp_bridge_state"
+OLD_STATE = '{"scene_hash":"(a newer agentd: this checkpoint is saved with its window parked)"}'
 
 # Tool error codes (seed-001). Go mirrors them as blender.Code* constants.
 ERROR_CODES = (

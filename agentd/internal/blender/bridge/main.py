@@ -11,6 +11,8 @@ Entry point of the bridge package (agentd writes the package to
     index.py     lookups by name and membership that cost what the change costs
     trash.py     datablocks an undo removed, freed later in one walk
     state.py     per-record digests and the scene hash (STATE); full snapshot
+    animation.py animated properties kept across Blender's evaluations
+    window.py    the window's scene, parked while checkpoints are saved
     schema.py    the JSON-Schema subset checker; schema fragments
     registry.py  the tool registry and the tool-module API (Tx) -- read it
                  before writing a tool
@@ -85,9 +87,14 @@ Checkpoints
 ``wm.save_as_mainfile(copy=True, compress=False, relative_remap=False)``: the
 session's file path and state stay as they are. The bridge state (tomb
 counter) and the scene hash travel in the scene custom property
-``__bp_bridge_state``, set only for the duration of the save (custom
-properties are not in scene_state_v1). Go writes ``path.tmp`` through this,
-fsyncs it, renames it over the target and fsyncs the directory.
+``__bp_bridge_state_2``, set only for the duration of the save (custom
+properties are not in scene_state_v1); ``__bp_bridge_state``, where bridges
+before the parked window (window.py) read it, holds a hash no scene has, so
+that they refuse the file rather than load it with the window parked.
+Datablocks nothing uses (which a save would drop) get a fake user for the
+save, taken back after it and after the load (their names travel in the
+state as ``held``). Go writes ``path.tmp`` through this, fsyncs it, renames
+it over the target and fsyncs the directory.
 ``load_checkpoint`` ``{"path": abs}`` runs ``wm.open_mainfile(load_ui=False,
 use_scripts=False)``, takes the bridge state out of the scene, rebuilds the
 incremental hash from scratch, and fails with ``internal_error`` (scene
@@ -115,12 +122,14 @@ from animation import keep_animated, open_file_as_saved  # noqa: E402
 import sandbox  # noqa: E402
 import tools  # noqa: E402,F401  (registers every tool)
 import window  # noqa: E402
-from common import (LOG, NOT_RUN, OUT_OF_MEMORY, PROTOCOL_VERSION, STATE_PROP, TOMB_PREFIX, Encoded, ToolError,  # noqa: E402
-                    canonical, clear_correlation, compact, debug, log, one_line, set_correlation)
+from common import (LOG, NOT_RUN, OLD_STATE, OLD_STATE_PROP, OUT_OF_MEMORY, PROTOCOL_VERSION, STATE_PROP,  # noqa: E402
+                    TOMB_PREFIX, Encoded, ToolError, canonical, clear_correlation, compact, debug, log, one_line,
+                    set_correlation)
 from compat import (blender_version, build_platform, build_string, disable_file_previews, eevee_engine,  # noqa: E402
                     has_cycles)
 from schema import check  # noqa: E402
 from baseline import current_scene, reset_scene  # noqa: E402
+from records import KINDS  # noqa: E402
 from state import BRIDGE, SCHEMA, STATE, full_snapshot  # noqa: E402
 from trash import empty_trash, forget_trash  # noqa: E402
 
@@ -325,17 +334,23 @@ def m_save_checkpoint(params):
         if os.path.exists(stale):
             os.remove(stale)
     sc = current_scene()
-    sc[STATE_PROP] = canonical({"schema": SCHEMA, "scene_hash": h, "tomb_counter": BRIDGE["tomb_counter"]})
     disable_file_previews()  # before every save: reset and python.exec can turn them back on
     t0 = time.time()
-    parked = window.park()  # the file loads without evaluating the scene (window.py)
-    if parked is None:
-        keep_animated()  # the save's own evaluation would write the animation over them
+    parked, held = None, []
     try:
+        hold_unused(held)
+        sc[STATE_PROP] = canonical({"schema": SCHEMA, "scene_hash": h, "tomb_counter": BRIDGE["tomb_counter"],
+                                    "held": held})
+        sc[OLD_STATE_PROP] = OLD_STATE
+        parked = window.park()  # the file loads without evaluating the scene (window.py)
+        if parked is None:
+            keep_animated()  # the save's own evaluation would write the animation over them
         res = bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, compress=False,
                                           relative_remap=False, check_existing=False)
     finally:
-        del sc[STATE_PROP]
+        sc.pop(STATE_PROP, None)
+        sc.pop(OLD_STATE_PROP, None)
+        release(held)
         if parked is False:
             window.wake()
     if "FINISHED" not in res or not os.path.isfile(path):
@@ -343,6 +358,29 @@ def m_save_checkpoint(params):
     ms = round((time.time() - t0) * 1000, 3)
     log("checkpoint saved", path=path, ms=ms, scene_hash=h)
     return {"scene_hash": h, "bytes": os.path.getsize(path), "ms": ms}
+
+
+def hold_unused(held):
+    """Give every tracked datablock that nothing uses a fake user for the
+    save, listing them in held as [collection, name] pairs: a save drops
+    datablocks without users (a material made and not yet assigned, one a
+    material.assign replaced), which the records count, so the checkpoint
+    would load as another scene. The fake users are taken back after the
+    save (release) and after the load (the pairs travel in the bridge
+    state): tools read user counts, which must stay as they were."""
+    for coll in sorted({c for _, _, _, c in KINDS} - {"scenes"}):
+        for db in getattr(bpy.data, coll):
+            if db.users == 0 and db.library is None and not db.use_fake_user:
+                db.use_fake_user = True
+                held.append([coll, db.name])
+
+
+def release(held):
+    """Take back the fake users hold_unused gave."""
+    for coll, name in held:
+        db = getattr(bpy.data, coll).get(name) if isinstance(coll, str) and hasattr(bpy.data, coll) else None
+        if db is not None:
+            db.use_fake_user = False
 
 
 def tomb_counter_floor():
@@ -367,14 +405,16 @@ def m_load_checkpoint(params):
         raise ToolError("internal_error", "could not load checkpoint: " + one_line(e))
     saved = {}
     for sc in bpy.data.scenes:
-        raw = sc.get(STATE_PROP)
+        raw = sc.get(STATE_PROP, sc.get(OLD_STATE_PROP))  # a checkpoint from before the parked window: the old one
         if raw is not None:
             try:
                 saved = json.loads(raw)
             except ValueError:
                 saved = {}
-            del sc[STATE_PROP]
+        sc.pop(STATE_PROP, None)
+        sc.pop(OLD_STATE_PROP, None)
     BRIDGE["tomb_counter"] = max(int(saved.get("tomb_counter", 0)), tomb_counter_floor())
+    release([h for h in saved.get("held") or [] if isinstance(h, list) and len(h) == 2])
     STATE.rebuild()
     h = STATE.scene_hash()
     ms = round((time.time() - t0) * 1000, 3)

@@ -12,16 +12,21 @@ works through the window's context: renders, imports and exports, Blender
 3.4's modifier move, python.exec. The switch evaluates the scene, which
 writes every animation over its property: they are put back (animation.py).
 The parked scene is removed then, so it exists only inside checkpoints and
-between a load and the wake.
+between a load and the wake. It remembers which scene and view layer the
+window showed (custom properties SHOWN_SCENE, SHOWN_VIEW_LAYER, saved with
+it), and the wake shows them again: a save changes nothing of the session,
+whatever python.exec put in the window.
 """
 
 import bpy
 
 from animation import animated_values, restore_animated
-from baseline import current_scene
+from baseline import current_scene, live_scene
 from common import TOMB_PREFIX
 
 PARKED = TOMB_PREFIX + "window"
+SHOWN_SCENE = TOMB_PREFIX + "shown_scene"
+SHOWN_VIEW_LAYER = TOMB_PREFIX + "shown_view_layer"
 
 
 def park():
@@ -32,7 +37,10 @@ def park():
         return None
     if win.scene.name == PARKED:
         return True
-    win.scene = bpy.data.scenes.get(PARKED) or bpy.data.scenes.new(PARKED)
+    parked = bpy.data.scenes.get(PARKED) or bpy.data.scenes.new(PARKED)
+    parked[SHOWN_SCENE] = win.scene.name
+    parked[SHOWN_VIEW_LAYER] = win.view_layer.name
+    win.scene = parked
     return False
 
 
@@ -42,9 +50,12 @@ def wake():
     win = bpy.context.window
     if win is None or win.scene.name != PARKED:
         return
+    parked = win.scene
+    sc = live_scene(parked.get(SHOWN_SCENE, "")) or current_scene()
     values = animated_values()
-    win.scene = current_scene()
+    win.scene = sc
+    vl = sc.view_layers.get(parked.get(SHOWN_VIEW_LAYER, ""))
+    if vl is not None:
+        win.view_layer = vl
     restore_animated(values)
-    parked = bpy.data.scenes.get(PARKED)
-    if parked is not None:
-        bpy.data.scenes.remove(parked)
+    bpy.data.scenes.remove(parked)

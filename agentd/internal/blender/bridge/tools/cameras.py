@@ -33,7 +33,7 @@ from mathutils import Vector
 
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, is_number
-from baseline import current_scene
+from baseline import current_scene, live_scene
 from records import qv
 
 from .datablocks import (check_new_object_name, created_data_record, get_object, live_object, new_data,
@@ -161,7 +161,7 @@ def tool_camera_set_active(tx, args):
 
 @undoer("camera.set_active")
 def undo_camera_set_active(tx, rec):
-    sc = bpy.data.scenes.get(field(rec, "scene", str))
+    sc = live_scene(field(rec, "scene", str))
     if sc is None:
         raise ToolError("conflict", "cannot undo: scene %r is gone" % rec.get("scene"))
     pn = field(rec, "camera_before", str, optional=True)

@@ -22,7 +22,7 @@ import bpy
 from common import is_tomb
 from registry import ToolError, field, tool, undoer
 from schema import NAME, check_name, check_name_free
-from baseline import current_scene
+from baseline import current_scene, live_scene
 from index import INDEX, collection_label, link_object, unlink_object
 from trash import discard
 
@@ -34,7 +34,7 @@ MASTER_PREFIX = "<scene>:"
 def get_collection(name, what="collection"):
     """A collection by name, or a scene's master collection by its label."""
     if name.startswith(MASTER_PREFIX):
-        sc = bpy.data.scenes.get(name[len(MASTER_PREFIX):])
+        sc = live_scene(name[len(MASTER_PREFIX):])
         if sc is not None:
             return sc.collection
     c = bpy.data.collections.get(name)
@@ -94,7 +94,7 @@ def undo_collection_create(tx, rec):
         raise ToolError("conflict", "cannot undo: collection %r is gone" % name)
     pn = field(rec, "parent", str, optional=True)
     if pn is None:
-        sc = bpy.data.scenes.get(field(rec, "scene", str))
+        sc = live_scene(field(rec, "scene", str))
         parent = sc.collection if sc is not None else None
     else:
         parent = bpy.data.collections.get(pn)

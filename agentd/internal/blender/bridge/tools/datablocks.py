@@ -10,7 +10,7 @@ first run.
 import bpy  # first: the bpy module provides mathutils
 from mathutils import Matrix
 
-from baseline import current_scene
+from baseline import current_scene, live_scene
 from common import is_tomb
 from compat import remove_ids, rename_takes_names
 from index import INDEX, link_object, set_parent, unlink_object
@@ -42,13 +42,13 @@ def collection_ref(coll):
 
 def resolve_collection(ref):
     if "scene" in ref:
-        sc = bpy.data.scenes.get(ref["scene"])
+        sc = live_scene(ref["scene"])
         return sc.collection if sc is not None else None
     return bpy.data.collections.get(ref.get("collection", ""))
 
 
 def resolve_view_layer(scene_name, vl_name):
-    sc = bpy.data.scenes.get(scene_name or "")
+    sc = live_scene(scene_name or "")
     if sc is None:
         return None, None
     return sc, sc.view_layers.get(vl_name or "")
@@ -383,7 +383,7 @@ def undo_remove_created(tx, rec, label):
     cam = field(rec, "camera_before", dict, optional=True)
     cam_scene, cam_prev = None, None
     if cam is not None:
-        cam_scene = bpy.data.scenes.get(field(cam, "scene", str))
+        cam_scene = live_scene(field(cam, "scene", str))
         if cam_scene is None:
             raise ToolError("conflict", "cannot undo: scene %r is gone" % cam.get("scene"))
         prev = field(cam, "camera", str, optional=True)

@@ -52,7 +52,7 @@ from mathutils import Matrix
 from common import TOMB_OF, TOMB_PREFIX, is_tomb, sha256_hex
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, check_name, check_name_free, is_number
-from baseline import active_view_layer, current_scene
+from baseline import active_view_layer, current_scene, live_scene
 from index import INDEX, link_object, set_parent, unlink_object
 from records import mesh_geometry_digest, qv
 from state import BRIDGE
@@ -465,7 +465,7 @@ def undo_object_delete(tx, rec):
         children.append((c, Matrix(rows)))
     cams = []
     for scn in field(rec, "camera_of", list):
-        sc = bpy.data.scenes.get(scn) if isinstance(scn, str) else None
+        sc = live_scene(scn) if isinstance(scn, str) else None
         if sc is None:
             raise ToolError("conflict", "cannot undo delete: scene %r is gone" % (scn,))
         cams.append(sc)

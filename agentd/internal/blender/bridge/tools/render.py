@@ -31,7 +31,7 @@ from common import log, sha256_file
 from compat import eevee_engine, has_cycles, stamp_flags
 from registry import ToolError, field, tool, undoer
 from sandbox import MAX_FILE_NAME, SANDBOX_PATH, file_name_schema, output_path, require_plain_name
-from baseline import current_scene
+from baseline import current_scene, live_scene
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_VOLATILE_CHUNKS = (b"tEXt", b"zTXt", b"iTXt", b"tIME")
@@ -341,7 +341,7 @@ def tool_render_settings(tx, args):
 
 @undoer("render.settings")
 def undo_render_settings(tx, rec):
-    sc = bpy.data.scenes.get(field(rec, "scene", str))
+    sc = live_scene(field(rec, "scene", str))
     if sc is None:
         raise ToolError("conflict", "cannot undo: scene %r is gone" % rec.get("scene"))
     settings = field(rec, "settings", dict)

@@ -15,7 +15,7 @@ from common import is_tomb
 from compat import remove_ids
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3
-from baseline import active_view_layer, current_scene
+from baseline import active_view_layer, current_scene, live_scene
 
 from .datablocks import check_new_object_name, check_removable, live_object, make_active, new_data_object, remove_created_object
 
@@ -84,7 +84,7 @@ def undo_text_create(tx, rec):
     cu = bpy.data.curves.get(cname)
     check_removable(ob, cu, "curve", cname, "text.create")
     prev = live_object(prev_name, "previously active object") if prev_name else None
-    sc = bpy.data.scenes.get(field(rec, "scene", str))
+    sc = live_scene(field(rec, "scene", str))
     vl = sc.view_layers.get(field(rec, "view_layer", str, optional=True) or "") if sc is not None else None
     tx.touch("object", name)
     tx.touch("curve", cname)

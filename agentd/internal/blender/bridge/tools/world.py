@@ -23,7 +23,7 @@ import bpy
 from compat import world_background_node, world_output_node
 from registry import ToolError, field, tool, undoer
 from schema import is_number
-from baseline import current_scene
+from baseline import current_scene, live_scene
 
 from .datablocks import free_name_in
 
@@ -136,7 +136,7 @@ def undo_world_set(tx, rec):
     if world is None:
         raise ToolError("conflict", "cannot undo: world %r is gone" % wname)
     if field(rec, "created", bool):
-        sc = bpy.data.scenes.get(field(rec, "scene", str))
+        sc = live_scene(field(rec, "scene", str))
         if sc is None or sc.world != world or world.users != 1:
             raise ToolError("conflict", "cannot undo: world %r is no longer only the scene's" % wname)
         tx.touch("scene", sc.name)
