@@ -123,9 +123,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	memMiB := resources(cfg.DataDir).GetMemoryMib()
 	maxSessions := cfg.MaxSessions
 	if maxSessions <= 0 {
-		maxSessions = DefaultMaxSessions(resources(cfg.DataDir).GetMemoryMib())
+		maxSessions = DefaultMaxSessions(memMiB)
 	}
 	mgr, err := sessions.NewManager(sessions.Config{
 		DataDir:            cfg.DataDir,
@@ -135,7 +136,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		CheckpointIdle:     cfg.CheckpointIdle,
 		Faults:             testFaults(),
 		NoSpares:           !cfg.SpareBlenders,
-		SpareMemoryMiB:     resources(cfg.DataDir).GetMemoryMib(),
+		SpareMemoryMiB:     memMiB,
 	}, runtimes, j, log)
 	if err != nil {
 		return err

@@ -299,13 +299,12 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 		p.logger().Info("blender exited", "err", err)
 	}()
 
-	faults := opts.Faults
-	if len(faults) > 0 {
-		p.logger().Warn("blender test faults enabled", "faults", faults)
+	if len(opts.Faults) > 0 {
+		p.logger().Warn("blender test faults enabled", "faults", opts.Faults)
 	}
 	var hello helloResult
 	debug := logger.Enabled(ctx, slog.LevelDebug)
-	if err := p.call(ctx, "hello", helloParams{SandboxDir: sandbox, Runtime: rt.Kind, Faults: faults, Debug: debug}, &hello, nil); err != nil {
+	if err := p.call(ctx, "hello", helloParams{SandboxDir: sandbox, Runtime: rt.Kind, Faults: opts.Faults, Debug: debug}, &hello, nil); err != nil {
 		p.killGroup()
 		<-p.done
 		if p.overMemory.Load() {

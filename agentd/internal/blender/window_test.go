@@ -112,6 +112,25 @@ assert m.users == 0 and not m.use_fake_user, (m.users, m.use_fake_user)
 call("load_checkpoint", path=ck)
 m = bpy.data.materials["Spare"]
 assert consistent() == h4 and m.users == 0 and not m.use_fake_user, (m.users, m.use_fake_user)
+
+# The file itself: its state where this bridge reads it, and where bridges
+# before the parked window read theirs a hash no scene has (they refuse
+# the file); a file of theirs (state there, window on the scene) loads.
+from common import OLD_STATE_PROP, STATE_PROP
+call("save_checkpoint", path=ck)
+bpy.ops.wm.open_mainfile(filepath=ck, load_ui=False, use_scripts=False)
+sc = bpy.data.scenes["Scene"]
+state = json.loads(sc[STATE_PROP])
+assert state["scene_hash"] == h4, state
+assert json.loads(sc[OLD_STATE_PROP])["scene_hash"] not in (h4, ""), sc[OLD_STATE_PROP]
+sc[OLD_STATE_PROP] = sc[STATE_PROP]
+del sc[STATE_PROP]
+bpy.context.window.scene = sc
+bpy.data.scenes.remove(bpy.data.scenes[window.PARKED])
+old = os.path.join(os.path.dirname(ck), "old.blend")
+bpy.ops.wm.save_as_mainfile(filepath=old, copy=True, compress=False)
+call("load_checkpoint", path=old)
+assert where() == "Scene" and consistent() == h4
 print("WINDOW-OK")
 `
 
