@@ -376,18 +376,24 @@ const (
 //     the ROLLED_BACK receipt's duration_micros (agentd's compensation call)
 //     and the plan's time from SubmitPlan to its last receipt, per size.
 //   - Recovery: a checkpoint on disk, 50 more scene changes in the journal,
-//     then kill -9 of the session's Blender and one set_transform timed end
-//     to end (Blender restart, checkpoint load, replay of 50 entries, hash
-//     check, the operation), and agentd's own "session recovered … took="
-//     (and its "checkpoint loaded … duration=", when logged).
+//     a spare Blender ready (agentd's default), then kill -9 of the
+//     session's Blender and one set_transform timed end to end (the spare
+//     adopted, checkpoint load, replay of 50 entries, hash check, the
+//     operation), and agentd's own "session recovered … took=" (and its
+//     "checkpoint loaded … duration=", when logged).
+//   - RecoveryCold: the same with the spare killed too, so that the
+//     recovery starts a Blender (a crash right after another took the spare,
+//     or an agent without spares).
 //   - Durable: one plan of 2,000 object.set_transform, operations per second
 //     end to end; agentd's journal and the control plane's store both fsync
 //     every receipt before it is streamed.
 //
 // ns/op is the sum of the timed plans of both sizes; read the named metrics.
 func BenchmarkScale(b *testing.B) {
+	metrics := freeAddr(b)
 	c := startClusterOpts(b, clusterOpts{agentArgs: []string{"--checkpoint-every", "1000000", "--checkpoint-interval", "24h",
-		"--checkpoint-idle", scaleIdle.String()}, policy: scalePolicy})
+		"--checkpoint-idle", scaleIdle.String(), "--metrics-listen", metrics}, policy: scalePolicy})
+	c.agentMetrics = metrics
 	scenes := []*scene{buildScene(b, c, scaleSmall), buildScene(b, c, scaleLarge)}
 	small, large := scenes[0], scenes[1]
 	// each calls measure for the small scene, then for the large one, each
@@ -473,11 +479,11 @@ func BenchmarkScale(b *testing.B) {
 		})
 	})
 
-	b.Run("Recovery", func(b *testing.B) {
+	recovery := func(b *testing.B, cold bool) {
 		e2e, agent := map[*scene]float64{}, map[*scene]float64{}
 		load := map[*scene]float64{}
 		each(b, func(b *testing.B, s *scene) {
-			e, a, l := s.recoverAfterKill(b)
+			e, a, l := s.recoverAfterKill(b, cold)
 			e2e[s], agent[s], load[s] = e.Seconds(), a.Seconds(), l.Seconds()
 		})
 		perSize(b, e2e, "s/recover-e2e")
@@ -486,7 +492,9 @@ func BenchmarkScale(b *testing.B) {
 			perSize(b, load, "s/ckpt-load")
 		}
 		b.ReportMetric(e2e[large]/e2e[small], "ratio-e2e")
-	})
+	}
+	b.Run("Recovery", func(b *testing.B) { recovery(b, false) })
+	b.Run("RecoveryCold", func(b *testing.B) { recovery(b, true) })
 
 	b.Run("Preview", func(b *testing.B) {
 		took := map[*scene]float64{}
@@ -693,27 +701,36 @@ var logField = regexp.MustCompile(`\b([a-z_]+)=("(?:[^"\\]|\\.)*"|\S+)`)
 
 // recoverAfterKill: with a checkpoint on disk and scaleReplay journal
 // entries after it, kill -9 the session's Blender and time the next plan
-// (one set_transform) end to end. It also returns the recovery time agentd
+// (one set_transform) end to end. Before the kill, the agent has a spare
+// Blender ready; cold kills it too. It also returns the recovery time agentd
 // logs ("session recovered … took=").
-func (s *scene) recoverAfterKill(b *testing.B) (e2e, agent, load time.Duration) {
+func (s *scene) recoverAfterKill(b *testing.B, cold bool) (e2e, agent, load time.Duration) {
 	b.Helper()
 	s.settle(b)
 	checkpoint := s.head
 	_, rs := s.run(b, "replay", false, s.moves(scaleReplay))
 	requireStatuses(b, rs, scaleReplay, cpv1.Receipt_STATUS_SUCCEEDED)
 	seen, loads := len(s.logLines("session recovered")), len(s.logLines("checkpoint loaded"))
+	s.c.waitSpares(b, 1) // started once the agent is quiet
 	pids := s.blenderPIDs()
 	if len(pids) != 1 {
 		b.Fatalf("session %s: Blender pids %v", s.label, pids)
 	}
-	pid := pids[0]
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		b.Fatal(err)
+	if cold {
+		pids = append(pids, s.c.sparePIDs()...)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(s.blenderPIDs()) > 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatalf("Blender %d still alive 10s after SIGKILL", pid)
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			b.Fatal(err)
 		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(s.blenderPIDs()) > 0 || cold && len(s.c.sparePIDs()) > 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatalf("Blenders %v still alive 10s after SIGKILL", pids)
+		}
+	}
+	if cold {
+		s.c.waitSpares(b, 0)
 	}
 	ops := s.moves(1)
 	b.StartTimer()
@@ -793,6 +810,35 @@ func (s *scene) blenderPIDs() []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// sparePIDs lists the agent's spare Blenders (started or starting): they
+// run in their work dirs under spares/.
+func (c *cluster) sparePIDs() []int {
+	var out []int
+	spares := filepath.Join(c.dir, "agent", "spares") + string(filepath.Separator)
+	for _, p := range blenderprocs.Under(filepath.Join(c.dir, "agent")) {
+		if cwd, err := os.Readlink(filepath.Join("/proc", p, "cwd")); err == nil && strings.HasPrefix(cwd, spares) {
+			n, _ := strconv.Atoi(p)
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// waitSpares waits until the agent (started with --metrics-listen at
+// c.agentMetrics) reports n spare Blenders ready.
+func (c *cluster) waitSpares(b testing.TB, n float64) {
+	b.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got := scrape(b, "http://"+c.agentMetrics+"/metrics", "")["blendplane_blender_spares"]
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the agent has %v spare Blenders ready after 60s, want %v", got, n)
+		}
+	}
 }
 
 // processes lists the live processes (zombies are dead already) whose

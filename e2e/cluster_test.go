@@ -162,6 +162,7 @@ type cluster struct {
 	agentArgs         []string
 	agentEnv          []string
 	agentBin          string // agentd or faultyAgent
+	agentMetrics      string // agentd's --metrics-listen address, when a test gave one
 	cp                *daemon
 	agent             *daemon
 	client            cpv1.ControlPlaneServiceClient

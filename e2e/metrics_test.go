@@ -8,7 +8,7 @@ import (
 
 // scrape reads a Prometheus text exposition with curl: "name{labels}" →
 // value.
-func scrape(t *testing.T, url, token string) map[string]float64 {
+func scrape(t testing.TB, url, token string) map[string]float64 {
 	t.Helper()
 	code, body := curl(t, "GET", url, token, "")
 	if code != "200" {

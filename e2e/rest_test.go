@@ -16,7 +16,7 @@ import (
 )
 
 // curl runs curl and returns the status code and the body.
-func curl(t *testing.T, method, url, token, body string) (string, []byte) {
+func curl(t testing.TB, method, url, token, body string) (string, []byte) {
 	t.Helper()
 	args := []string{"-s", "-X", method, url, "-w", "\n%{http_code}"}
 	if token != "" {

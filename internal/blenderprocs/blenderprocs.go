@@ -11,7 +11,7 @@ import (
 
 // Under lists the pids of the processes whose command line names dir and
 // the bridge: the Blenders of one agentd data dir (their bridge package is
-// written under it). A process one of them forked (Blender runs helpers
+// written under it, in cache/ or their work dir). A process one of them forked (Blender runs helpers
 // such as xdg-user-dir, and a fork has its parent's command line until it
 // execs) is not another Blender; a zombie is already dead.
 func Under(dir string) []string {
@@ -45,9 +45,9 @@ func Under(dir string) []string {
 }
 
 // OfSession lists the Blender of one session, by the pid agentd keeps in
-// the session's directory (sessions/<id>/blender.pid), if it runs: a spare
-// Blender that a session adopted has the spare's directory in its command
-// line, not the session's.
+// the session's directory (sessions/<id>/blender.pid), if it runs: a
+// Blender's command line names the bridge agentd shares between its
+// Blenders (cache/), not the session's directory.
 func OfSession(sessionDir string) []string {
 	raw, err := os.ReadFile(filepath.Join(sessionDir, "blender.pid"))
 	if err != nil {

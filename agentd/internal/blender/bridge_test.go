@@ -194,7 +194,7 @@ func runBridgeScript(t *testing.T, rt Runtime, code, marker string) {
 	} else {
 		cmd = exec.Command(rt.Path, "-I", script, filepath.Dir(bridge))
 	}
-	cmd.Env = blenderEnv(os.Environ(), dir)
+	cmd.Env = blenderEnv(os.Environ(), dir, "")
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), marker) {
 		t.Fatalf("%v\n%s", err, out)

@@ -19,10 +19,11 @@
 // registry.py (the tool registry and the API tool modules use: read its
 // docstring before adding a tool), sandbox.py (file names inside the session
 // sandbox) and tools/ (one module per tool family, listed in
-// tools/__init__.py). Start writes it to WorkDir/bridge/ and runs
-// bridge/main.py. A tool may report progress while it runs (Call.OnProgress)
+// tools/__init__.py). Start writes it to WorkDir/bridge/, or once to the
+// CacheDir the agent's Blenders share, with their Python bytecode (cache.go),
+// and runs bridge/main.py. A tool may report progress while it runs (Call.OnProgress)
 // and reports the files it wrote into SandboxDir (Outcome.Files). Blender
-// writes nothing outside WorkDir and SandboxDir: HOME, the XDG base
+// writes nothing outside WorkDir, SandboxDir and CacheDir: HOME, the XDG base
 // directories and TMPDIR point into WorkDir, and checkpoints carry no
 // preview (no thumbnail cache).
 //

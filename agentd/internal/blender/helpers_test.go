@@ -10,6 +10,22 @@ import (
 	"time"
 )
 
+// testCache is the cache the Blenders of startTestProcess share (as an
+// agent's do: Options.CacheDir); Start without one is tested where tests
+// call it themselves.
+var testCache string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "blender-test-cache-")
+	if err != nil {
+		panic(err)
+	}
+	testCache = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // testRuntimes are the Blender runtimes the tests run against, when present.
 func testRuntimes() []struct {
 	name string
@@ -65,6 +81,7 @@ func startTestProcess(t testing.TB, rt Runtime, faults ...string) *Process {
 		Logger:     testLogger(t),
 		WorkDir:    filepath.Join(dir, "work"),
 		SandboxDir: filepath.Join(dir, "sandbox"),
+		CacheDir:   testCache,
 		Faults:     append([]string{"inject"}, faults...),
 	})
 	if err != nil {

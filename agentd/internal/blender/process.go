@@ -72,7 +72,7 @@ type Options struct {
 	// stdout/stderr. Nil means slog.Default().
 	Logger *slog.Logger
 	// WorkDir is private to this process: the bridge package (WorkDir/bridge/,
-	// rewritten at every Start), Blender's user config, temp files (WorkDir/tmp,
+	// rewritten at every Start, unless CacheDir is set), Blender's user config, temp files (WorkDir/tmp,
 	// emptied at every Start) and home
 	// directory (HOME and XDG_* point into WorkDir/home, so nothing of the
 	// session lands in the user's caches) go here. Created if missing.
@@ -93,6 +93,10 @@ type Options struct {
 	//	          progress (Call.injectFailure, Call.injectProgress), which
 	//	          it ignores otherwise.
 	Faults []string
+	// CacheDir, when set, is shared by the agent's Blenders: the bridge
+	// package, written once, and Python's compiled bytecode, kept instead of
+	// compiled again at every start (cache.go).
+	CacheDir string
 	// RemoveWorkDir removes WorkDir once the process has exited: scratch of
 	// a Blender started ahead of its session (a spare), which the session
 	// does not keep.
@@ -164,7 +168,16 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	script, err := writeBridge(filepath.Join(workDir, "bridge"))
+	var script, pycache string
+	if opts.CacheDir == "" {
+		script, err = writeBridge(filepath.Join(workDir, "bridge"))
+	} else {
+		var cacheDir string
+		if cacheDir, err = filepath.Abs(opts.CacheDir); err == nil {
+			script, err = sharedBridge(cacheDir)
+			pycache = pycachePrefix(cacheDir)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("blender: write bridge: %w", err)
 	}
@@ -176,9 +189,15 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 		// drivers, whatever a preference says (the bridge also turns the
 		// preference off, which is all the bpy module has).
 		args = []string{"-b", "--factory-startup", "--disable-autoexec", "--python-exit-code", "1", "--python", script, "--", "--fd-in", "3", "--fd-out", "4"}
+		if pycache != "" {
+			args = append(args, "--pycache-prefix", pycache)
+		}
 	case RuntimeBPYModule:
 		// -I: ignore PYTHON* variables and the user site directory.
 		args = []string{"-I", script, "--fd-in", "3", "--fd-out", "4"}
+		if pycache != "" {
+			args = append(args, "--pycache-prefix", pycache)
+		}
 	default:
 		return nil, fmt.Errorf("blender: unknown runtime kind %q", rt.Kind)
 	}
@@ -211,7 +230,7 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 
 	cmd := exec.Command(rt.Path, args...)
 	cmd.Dir = workDir
-	cmd.Env = blenderEnv(os.Environ(), workDir)
+	cmd.Env = blenderEnv(os.Environ(), workDir, pycache)
 	cmd.Stdin = nil
 	cmd.Stdout = outW
 	cmd.Stderr = errW
@@ -399,7 +418,11 @@ func sandboxPath(dir string) (string, error) {
 // points every directory Blender and its libraries write through (temp
 // files, HOME, the XDG base directories: thumbnails, font caches, audio
 // cookies) into workDir, so that nothing of a session is written elsewhere.
-func blenderEnv(base []string, workDir string) []string {
+// Python's bytecode goes to pycache, or nowhere when it is empty: the
+// Blender binary compiles its own startup scripts before the bridge runs
+// (the bpy module's were compiled when it was installed, and -I makes it
+// ignore the variable; the bridge sets the prefix for its own modules).
+func blenderEnv(base []string, workDir, pycache string) []string {
 	var env []string
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
@@ -411,6 +434,11 @@ func blenderEnv(base []string, workDir string) []string {
 	}
 	user := filepath.Join(workDir, "user")
 	home := filepath.Join(workDir, "home")
+	if pycache != "" {
+		env = append(env, "PYTHONPYCACHEPREFIX="+pycache)
+	} else {
+		env = append(env, "PYTHONDONTWRITEBYTECODE=1")
+	}
 	return append(env,
 		"HOME="+home,
 		"XDG_CACHE_HOME="+filepath.Join(home, ".cache"),
@@ -424,7 +452,6 @@ func blenderEnv(base []string, workDir string) []string {
 		"BLENDER_USER_EXTENSIONS="+filepath.Join(user, "extensions"),
 		"TMPDIR="+filepath.Join(workDir, "tmp"),
 		"PYTHONNOUSERSITE=1",
-		"PYTHONDONTWRITEBYTECODE=1",
 		"PYTHONUNBUFFERED=1",
 	)
 }

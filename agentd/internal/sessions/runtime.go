@@ -35,15 +35,16 @@ type Runtime struct {
 	determinism map[string]string
 }
 
-// Probe starts each runtime once to learn its profile and tool registry.
-func Probe(ctx context.Context, rts []blender.Runtime, workDir string, log *slog.Logger) ([]Runtime, error) {
+// Probe starts each runtime once to learn its profile and tool registry
+// (which fills the cache its Blenders share, CacheDir(dataDir)).
+func Probe(ctx context.Context, rts []blender.Runtime, dataDir string, log *slog.Logger) ([]Runtime, error) {
 	var out []Runtime
 	for _, rt := range rts {
-		dir, err := os.MkdirTemp(workDir, "probe-")
+		dir, err := os.MkdirTemp(dataDir, "probe-")
 		if err != nil {
 			return nil, err
 		}
-		p, err := blender.Start(ctx, rt, blender.Options{Logger: log, WorkDir: dir, SandboxDir: dir})
+		p, err := blender.Start(ctx, rt, blender.Options{Logger: log, WorkDir: dir, SandboxDir: dir, CacheDir: CacheDir(dataDir)})
 		if err != nil {
 			return nil, fmt.Errorf("probe %s: %w", rt.Path, err)
 		}

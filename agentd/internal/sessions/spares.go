@@ -60,6 +60,13 @@ func (m *Manager) Adopted() uint64 { return m.adopted.Load() }
 // sparesDir holds the spares' work dirs.
 func (m *Manager) sparesDir() string { return filepath.Join(m.cfg.DataDir, "spares") }
 
+// cacheDir is shared by every Blender of the agent (blender.Options.CacheDir).
+func (m *Manager) cacheDir() string { return CacheDir(m.cfg.DataDir) }
+
+// CacheDir is where the Blenders of an agent with data dir dataDir share
+// the bridge and Python's bytecode.
+func CacheDir(dataDir string) string { return filepath.Join(dataDir, "cache") }
+
 // takeSpare takes the ready spare of runtime rtID out of the pool, or
 // returns nil. Its slot stays held: the caller takes it over, or gives it
 // up. The caller holds m.mu.
@@ -125,7 +132,7 @@ func (m *Manager) startBlender(ctx context.Context, rt Runtime, sp *spare, log *
 			return sp.proc, nil
 		}
 	}
-	return blender.Start(ctx, rt.Runtime, blender.Options{Logger: log, WorkDir: workDir, SandboxDir: sandbox,
+	return blender.Start(ctx, rt.Runtime, blender.Options{Logger: log, WorkDir: workDir, SandboxDir: sandbox, CacheDir: m.cacheDir(),
 		Faults: m.cfg.Faults, MemoryLimitMiB: memoryLimitMiB})
 }
 
@@ -187,7 +194,7 @@ func (m *Manager) startSpare(rt Runtime) {
 	m.spawns.Add(1)
 	go func() {
 		defer m.spawns.Done()
-		p, err := blender.Start(ctx, rt.Runtime, blender.Options{Logger: m.base.With("spare", true), WorkDir: work,
+		p, err := blender.Start(ctx, rt.Runtime, blender.Options{Logger: m.base.With("spare", true), WorkDir: work, CacheDir: m.cacheDir(),
 			RemoveWorkDir: true, Faults: m.cfg.Faults, MemoryLimitMiB: m.cfg.SpareMemoryMiB})
 		cancelled := ctx.Err() != nil
 		cancel()

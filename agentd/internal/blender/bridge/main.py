@@ -106,7 +106,28 @@ the same undo records: every tool is a function of the scene and its args.
 import os
 import sys
 
-sys.dont_write_bytecode = True  # the package is rewritten at every start
+
+def parse_argv(argv):
+    if "--" in argv:  # blender binary: our arguments follow "--"
+        argv = argv[argv.index("--") + 1:]
+    else:
+        argv = argv[1:]
+    opts = {"fd_in": 3, "fd_out": 4, "pycache_prefix": None}
+    i = 0
+    while i < len(argv):
+        if argv[i] in ("--fd-in", "--fd-out") and i + 1 < len(argv):
+            opts[argv[i][2:].replace("-", "_")] = int(argv[i + 1])
+            i += 2
+        elif argv[i] == "--pycache-prefix" and i + 1 < len(argv):
+            opts["pycache_prefix"] = argv[i + 1]
+            i += 2
+        else:
+            i += 1
+    return opts
+
+
+OPTS = parse_argv(sys.argv)
+sys.dont_write_bytecode = True  # until the bridge's own imports (below)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import json  # noqa: E402
@@ -116,6 +137,14 @@ import time  # noqa: E402
 import traceback  # noqa: E402
 
 import bpy  # noqa: E402
+
+# The bridge's bytecode goes only to the cache agentd shares between its
+# Blenders (its pycache prefix, blender/cache.go); Python's and Blender's
+# modules imported above keep the bytecode they were installed with. Without
+# a cache, the package is rewritten at every start and none is kept.
+if OPTS["pycache_prefix"]:
+    sys.pycache_prefix = OPTS["pycache_prefix"]
+    sys.dont_write_bytecode = False
 
 import registry  # noqa: E402
 from animation import keep_animated, open_file_as_saved  # noqa: E402
@@ -522,22 +551,6 @@ def handle(line):
         return error_response(rid, "internal_error", one_line(e)), False
 
 
-def parse_argv(argv):
-    if "--" in argv:  # blender binary: our arguments follow "--"
-        argv = argv[argv.index("--") + 1:]
-    else:
-        argv = argv[1:]
-    opts = {"fd_in": 3, "fd_out": 4}
-    i = 0
-    while i < len(argv):
-        if argv[i] in ("--fd-in", "--fd-out") and i + 1 < len(argv):
-            opts[argv[i][2:].replace("-", "_")] = int(argv[i + 1])
-            i += 2
-        else:
-            i += 1
-    return opts
-
-
 def serve(fd_in, fd_out):
     rin = os.fdopen(fd_in, "rb")
     OUT["stream"] = os.fdopen(fd_out, "wb")
@@ -564,8 +577,7 @@ def serve(fd_in, fd_out):
 
 
 def main():
-    opts = parse_argv(sys.argv)
-    serve(opts["fd_in"], opts["fd_out"])
+    serve(OPTS["fd_in"], OPTS["fd_out"])
     # Exit at once: nothing of Blender's own shutdown is needed (checkpoints
     # are written and synced by agentd), and the bpy module's can hang (4.5,
     # after saving a file with a Python driver).

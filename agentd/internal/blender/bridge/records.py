@@ -44,12 +44,11 @@ from index import INDEX, memberships
 
 
 def qf(x):
-    r = round(float(x), 5)
-    return r + 0.0 if r != 0 else 0.0  # folds -0.0 into 0.0
+    return round(float(x), 5) or 0.0  # folds -0.0 into 0.0
 
 
 def qv(v):
-    return [qf(x) for x in v]
+    return [round(float(x), 5) or 0.0 for x in v]  # qf, inlined: a call per element costs more
 
 
 # Modifier settings in the object record, per modifier type (the ones
@@ -94,11 +93,12 @@ def record_modifier(m):
 def record_object(ob, collections=None):
     """ob's record; collections: its sorted collection labels when the caller
     has them (one-pass snapshot), else INDEX.labels(ob)."""
+    data, parent = ob.data, ob.parent  # each read of an RNA pointer makes a new Python object
     rec = {
         "name": ob.name,
         "type": ob.type,
-        "data": ob.data.name if ob.data is not None else None,
-        "parent": ob.parent.name if ob.parent is not None else None,
+        "data": data.name if data is not None else None,
+        "parent": parent.name if parent is not None else None,
         "location": qv(ob.location),
         "rotation_mode": ob.rotation_mode,
         "rotation_euler": qv(ob.rotation_euler),
@@ -110,7 +110,7 @@ def record_object(ob, collections=None):
         "materials": [s.material.name if s.material else None for s in ob.material_slots],
         "modifiers": [record_modifier(m) for m in ob.modifiers],
     }
-    if ob.parent is not None:  # the parent inverse matters only with a parent
+    if parent is not None:  # the parent inverse matters only with a parent
         rec["matrix_parent_inverse"] = [qv(row) for row in ob.matrix_parent_inverse]
     ad = ob.animation_data
     if ad is not None and ad.action is not None:  # keyframes: the "action" record (tools/anim.py)

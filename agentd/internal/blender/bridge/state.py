@@ -12,6 +12,8 @@ records are re-digested (subtract the old term, add the new one). ``snapshot``
 recomputes everything from scratch. Tombstones (tools/objects.py) are not in the state.
 """
 
+import hashlib
+
 import bpy
 
 from common import canonical, sha256_hex
@@ -23,7 +25,7 @@ BRIDGE = {"tomb_counter": 0}  # per-session bridge state; saved inside checkpoin
 
 
 def term(key, digest):
-    return int(sha256_hex(key + "\0" + digest), 16)
+    return int.from_bytes(hashlib.sha256((key + "\0" + digest).encode("utf-8")).digest(), "big")
 
 
 def hash_from_acc(acc):

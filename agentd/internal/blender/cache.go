@@ -1,0 +1,117 @@
+package blender
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// The cache shared by an agent's Blenders (Options.CacheDir). Without it,
+// every start writes the bridge into its work dir and Python compiles it
+// and, for Debian's Blender, every startup script of Blender's own: 60 ms
+// (the bpy wheel, whose own scripts pip compiled) to 0.3 s (Blender 3.4) of
+// each start, paid again by every session start, spare, recovery and
+// restore. With it, the bridge is written once per content, to
+// CacheDir/bridge-<digest>/, and Python keeps its compiled bytecode under
+// CacheDir/pycache (its pycache prefix: nothing lands beside the sources).
+//
+// Bytecode is checked against its source's size and modification time, as
+// Python always does; a bridge directory whose files differ from the
+// embedded ones (edited on disk) is written again, and the bytecode cache
+// dropped with it. What a session runs through python.exec runs as agentd's
+// user and could write here, as it could anywhere that user can (unsafe_ops,
+// docs/SECURITY.md).
+
+// bridgeDigest identifies the embedded bridge: the SHA-256 of its files'
+// paths and contents, in path order.
+var bridgeDigest = sync.OnceValue(func() string {
+	h := sha256.New()
+	for _, f := range bridgeFileList() {
+		fmt.Fprintf(h, "%s\x00%d\x00", f.path, len(f.data))
+		h.Write(f.data)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+})
+
+type bridgeFile struct {
+	path string // slash-separated, relative to the bridge directory
+	data []byte
+}
+
+// bridgeFileList is the embedded bridge package, in path order.
+var bridgeFileList = sync.OnceValue(func() []bridgeFile {
+	var files []bridgeFile
+	src := BridgeFS()
+	err := fs.WalkDir(src, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(src, path)
+		files = append(files, bridgeFile{path, data})
+		return err
+	})
+	if err != nil {
+		panic(err) // the embedded tree is readable
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
+	return files
+})
+
+// cacheMu serializes the checks and writes of shared bridge directories
+// within this agentd (one agentd owns a data dir).
+var cacheMu sync.Mutex
+
+// sharedBridge returns the entry point of the bridge in cacheDir, writing
+// it first when it is missing or differs from the embedded one. Bridges of
+// other contents (an agentd before an upgrade) are removed.
+func sharedBridge(cacheDir string) (string, error) {
+	cacheMu.Lock()
+	defer cacheMu.Unlock()
+	dir := filepath.Join(cacheDir, "bridge-"+bridgeDigest())
+	if bridgeIntact(dir) {
+		return filepath.Join(dir, "main.py"), nil
+	}
+	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
+		return "", err
+	}
+	// Bytecode compiled from what was there must not outlive it.
+	if err := os.RemoveAll(filepath.Join(cacheDir, "pycache")); err != nil {
+		return "", err
+	}
+	entries, err := os.ReadDir(cacheDir)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "bridge-") {
+			if err := os.RemoveAll(filepath.Join(cacheDir, e.Name())); err != nil {
+				return "", err
+			}
+		}
+	}
+	return writeBridge(dir)
+}
+
+// bridgeIntact reports whether dir holds exactly the embedded bridge's
+// files with their contents (a stray extra file is harmless: the bridge
+// imports only its own modules).
+func bridgeIntact(dir string) bool {
+	for _, f := range bridgeFileList() {
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f.path)))
+		if err != nil || !bytes.Equal(data, f.data) {
+			return false
+		}
+	}
+	return true
+}
+
+// pycachePrefix is where Python keeps the bytecode of the Blenders sharing
+// cacheDir.
+func pycachePrefix(cacheDir string) string { return filepath.Join(cacheDir, "pycache") }
