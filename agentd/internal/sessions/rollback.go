@@ -22,7 +22,7 @@ func (m *Manager) Rollback(ctx context.Context, sessionID, requestID string, key
 	if err != nil {
 		return err
 	}
-	defer s.mu.Unlock()
+	defer m.release(s)
 	log := m.log.With("session_id", sessionID, "request_id", requestID)
 	for _, key := range keys {
 		rec, err := m.journal.Lookup(sessionID, key)

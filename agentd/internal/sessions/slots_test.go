@@ -190,6 +190,32 @@ func TestIdleSessionIsParked(t *testing.T) {
 	}
 }
 
+// TestRollbackReleasesTheSession: a rollback is a batch like any other; once
+// it ends the session is idle again (it used to stay counted as busy: never
+// parked, and the agent's spares never refilled).
+func TestRollbackReleasesTheSession(t *testing.T) {
+	m, _, rt := newManagerWith(t, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
+	open(t, m, rt, "s1")
+	run(t, m, "s1", "r1", create("a", "Box"))
+	var got []*cpv1.Receipt
+	if err := m.Rollback(context.Background(), "s1", "r2", []string{"key-a"}, func(r *cpv1.Receipt) error {
+		got = append(got, r)
+		return nil
+	}); err != nil || len(got) != 1 || got[0].GetStatus() != cpv1.Receipt_STATUS_ROLLED_BACK {
+		t.Fatalf("Rollback: %v, %v", got, err)
+	}
+	if busy := m.Status().Busy; busy != 0 {
+		t.Errorf("%d sessions busy after the rollback ended", busy)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(m.Status().Live) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the session was not parked after its rollback")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestOpenRefusedWhileEverySlotIsBusy: a new session is refused while every
 // Blender slot runs a batch, and accepted once one is free.
 func TestOpenRefusedWhileEverySlotIsBusy(t *testing.T) {
