@@ -707,11 +707,11 @@ var logField = regexp.MustCompile(`\b([a-z_]+)=("(?:[^"\\]|\\.)*"|\S+)`)
 func (s *scene) recoverAfterKill(b *testing.B, cold bool) (e2e, agent, load time.Duration) {
 	b.Helper()
 	s.settle(b)
+	s.c.waitSpares(b, 1) // started once the agent is quiet; a batch does not take it
 	checkpoint := s.head
 	_, rs := s.run(b, "replay", false, s.moves(scaleReplay))
 	requireStatuses(b, rs, scaleReplay, cpv1.Receipt_STATUS_SUCCEEDED)
 	seen, loads := len(s.logLines("session recovered")), len(s.logLines("checkpoint loaded"))
-	s.c.waitSpares(b, 1) // started once the agent is quiet
 	pids := s.blenderPIDs()
 	if len(pids) != 1 {
 		b.Fatalf("session %s: Blender pids %v", s.label, pids)
@@ -732,11 +732,15 @@ func (s *scene) recoverAfterKill(b *testing.B, cold bool) (e2e, agent, load time
 	if cold {
 		s.c.waitSpares(b, 0)
 	}
+	adopted := s.c.adopted(b)
 	ops := s.moves(1)
 	b.StartTimer()
 	e2e, rs = s.run(b, "recover", false, ops)
 	b.StopTimer()
 	requireStatuses(b, rs, 1, cpv1.Receipt_STATUS_SUCCEEDED)
+	if took, want := s.c.adopted(b)-adopted, map[bool]float64{false: 1, true: 0}[cold]; took != want {
+		b.Fatalf("session %s: the recovery adopted %v spares, want %v", s.label, took, want)
+	}
 	lines := s.logLines("session recovered")
 	if len(lines) != seen+1 {
 		b.Fatalf("session %s: %d new \"session recovered\" log lines, want 1", s.label, len(lines)-seen)
@@ -812,18 +816,32 @@ func (s *scene) blenderPIDs() []int {
 	return out
 }
 
-// sparePIDs lists the agent's spare Blenders (started or starting): they
-// run in their work dirs under spares/.
+// sparePIDs lists the agent's spare Blenders (ready or starting): its
+// Blenders that no session's blender.pid names (an adopted spare keeps
+// running from its work dir under spares/, so that does not tell them).
 func (c *cluster) sparePIDs() []int {
+	agent := filepath.Join(c.dir, "agent")
+	sessions, _ := filepath.Glob(filepath.Join(agent, "sessions", "*"))
+	taken := map[string]bool{}
+	for _, dir := range sessions {
+		for _, p := range blenderprocs.OfSession(dir) {
+			taken[p] = true
+		}
+	}
 	var out []int
-	spares := filepath.Join(c.dir, "agent", "spares") + string(filepath.Separator)
-	for _, p := range blenderprocs.Under(filepath.Join(c.dir, "agent")) {
-		if cwd, err := os.Readlink(filepath.Join("/proc", p, "cwd")); err == nil && strings.HasPrefix(cwd, spares) {
+	for _, p := range blenderprocs.Under(agent) {
+		if !taken[p] {
 			n, _ := strconv.Atoi(p)
 			out = append(out, n)
 		}
 	}
 	return out
+}
+
+// adopted reads how many Blender starts of the agent (started with
+// --metrics-listen at c.agentMetrics) adopted a spare.
+func (c *cluster) adopted(b testing.TB) float64 {
+	return scrape(b, "http://"+c.agentMetrics+"/metrics", "")["blendplane_blender_spares_adopted_total"]
 }
 
 // waitSpares waits until the agent (started with --metrics-listen at

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -22,9 +24,9 @@ import (
 // CacheDir/bridge-<digest>/, and Python keeps its compiled bytecode under
 // CacheDir/pycache (its pycache prefix: nothing lands beside the sources).
 //
-// Bytecode is checked against its source's size and modification time, as
-// Python always does; a bridge directory whose files differ from the
-// embedded ones (edited on disk) is written again, and the bytecode cache
+// Python checks bytecode against its source's size and modification time
+// (its default); a bridge directory that differs from the embedded one (a
+// file edited, added or missing) is written again, and the bytecode cache
 // dropped with it. What a session runs through python.exec runs as agentd's
 // user and could write here, as it could anywhere that user can (unsafe_ops,
 // docs/SECURITY.md).
@@ -69,8 +71,10 @@ var bridgeFileList = sync.OnceValue(func() []bridgeFile {
 var cacheMu sync.Mutex
 
 // sharedBridge returns the entry point of the bridge in cacheDir, writing
-// it first when it is missing or differs from the embedded one. Bridges of
-// other contents (an agentd before an upgrade) are removed.
+// it first when it is missing or differs from the embedded one. A copy is
+// written beside and renamed into place, so a Blender never imports a
+// half-written one; bridges of other contents (an agentd before an upgrade)
+// and the bytecode compiled from what was there are removed.
 func sharedBridge(cacheDir string) (string, error) {
 	cacheMu.Lock()
 	defer cacheMu.Unlock()
@@ -81,8 +85,21 @@ func sharedBridge(cacheDir string) (string, error) {
 	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
 		return "", err
 	}
-	// Bytecode compiled from what was there must not outlive it.
-	if err := os.RemoveAll(filepath.Join(cacheDir, "pycache")); err != nil {
+	tmp := dir + ".tmp"
+	if _, err := writeBridge(tmp); err != nil {
+		return "", err
+	}
+	// Moved aside before removal: a Blender may still write into them.
+	for _, name := range []string{"pycache", filepath.Base(dir)} {
+		old := filepath.Join(cacheDir, name+".old")
+		if err := os.RemoveAll(old); err != nil {
+			return "", err
+		}
+		if err := os.Rename(filepath.Join(cacheDir, name), old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
 		return "", err
 	}
 	entries, err := os.ReadDir(cacheDir)
@@ -90,26 +107,43 @@ func sharedBridge(cacheDir string) (string, error) {
 		return "", err
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "bridge-") {
+		if e.Name() != filepath.Base(dir) && (strings.HasPrefix(e.Name(), "bridge-") || e.Name() == "pycache.old") {
 			if err := os.RemoveAll(filepath.Join(cacheDir, e.Name())); err != nil {
 				return "", err
 			}
 		}
 	}
-	return writeBridge(dir)
+	return filepath.Join(dir, "main.py"), nil
 }
 
-// bridgeIntact reports whether dir holds exactly the embedded bridge's
-// files with their contents (a stray extra file is harmless: the bridge
-// imports only its own modules).
+// bridgeIntact reports whether dir holds exactly the embedded bridge: its
+// files with their contents and nothing else (the directory is first on the
+// bridge's sys.path, so any other module there would shadow one).
 func bridgeIntact(dir string) bool {
+	want := map[string]bool{}
 	for _, f := range bridgeFileList() {
+		want[f.path] = true
+		for d := pathpkg.Dir(f.path); d != "."; d = pathpkg.Dir(d) {
+			want[d] = true
+		}
 		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f.path)))
 		if err != nil || !bytes.Equal(data, f.data) {
 			return false
 		}
 	}
-	return true
+	extra := false
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil || !want[filepath.ToSlash(rel)] {
+			extra = true
+			return fs.SkipAll
+		}
+		return nil
+	})
+	return err == nil && !extra
 }
 
 // pycachePrefix is where Python keeps the bytecode of the Blenders sharing

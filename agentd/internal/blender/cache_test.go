@@ -76,7 +76,8 @@ func TestSharedCache(t *testing.T) {
 			t.Errorf("baseline hashes differ: %s, %s", h1, h2)
 		}
 
-		// Edited on disk: written again, its bytecode dropped.
+		// Edited on disk, or a module added that would shadow one: written
+		// again, its bytecode dropped.
 		edited := filepath.Join(bridge, "records.py")
 		if err := os.WriteFile(edited, []byte("raise SystemExit('edited')\n"), 0o600); err != nil {
 			t.Fatal(err)
@@ -84,6 +85,17 @@ func TestSharedCache(t *testing.T) {
 		c := start("c")
 		if data, err := os.ReadFile(edited); err != nil || strings.Contains(string(data), "edited") {
 			t.Errorf("an edited bridge file was not written again: %v", err)
+		}
+		added := filepath.Join(bridge, "platform.py")
+		if err := os.WriteFile(added, []byte("raise SystemExit('added')\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		start("d")
+		if _, err := os.Stat(added); !os.IsNotExist(err) {
+			t.Errorf("a module added to the bridge is still there: %v", err)
+		}
+		if left, _ := filepath.Glob(filepath.Join(cache, "*.old")); len(left) > 0 {
+			t.Errorf("left behind: %v", left)
 		}
 		if h := sceneHash(t, c); h != sceneHash(t, a) {
 			t.Errorf("baseline hash after the rewrite: %s", h)

@@ -169,17 +169,21 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 		return nil, err
 	}
 	var script, pycache string
-	if opts.CacheDir == "" {
-		script, err = writeBridge(filepath.Join(workDir, "bridge"))
-	} else {
-		var cacheDir string
-		if cacheDir, err = filepath.Abs(opts.CacheDir); err == nil {
+	if opts.CacheDir != "" {
+		cacheDir, err := filepath.Abs(opts.CacheDir)
+		if err == nil {
 			script, err = sharedBridge(cacheDir)
+		}
+		if err != nil { // a start without the cache is slower, not wrong
+			logger.Warn("the shared bridge cache is unusable; this Blender gets a bridge of its own", "cache_dir", opts.CacheDir, "err", err)
+		} else {
 			pycache = pycachePrefix(cacheDir)
 		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("blender: write bridge: %w", err)
+	if script == "" {
+		if script, err = writeBridge(filepath.Join(workDir, "bridge")); err != nil {
+			return nil, fmt.Errorf("blender: write bridge: %w", err)
+		}
 	}
 
 	var args []string

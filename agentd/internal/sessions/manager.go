@@ -419,8 +419,9 @@ func (s *session) stop() {
 }
 
 // setProc records the session's Blender (nil: none), and its pid in
-// blender.pid in the session's directory, for people and tests: an adopted
-// spare's command line names the spare's directory, not the session's.
+// blender.pid in the session's directory, for people and tests: no
+// Blender's command line names its session (it names the agent's shared
+// bridge, and an adopted spare runs from the spare's directory).
 func (s *session) setProc(p *blender.Process) {
 	s.proc = p
 	file := filepath.Join(s.dir, "blender.pid")

@@ -11,8 +11,9 @@ import (
 	"github.com/blendplane/blendplane/agentd/internal/blender"
 )
 
-// Spare Blenders. Starting Blender takes 0.4 s (the bpy 4.5 wheel) to 1.5 s
-// (Debian's 3.4 binary) before the bridge answers; a session's first batch,
+// Spare Blenders. Starting Blender takes about 0.4 s (the bpy 4.5 wheel and
+// Debian's 3.4 binary, with the agent's bytecode cache) before the bridge
+// answers; a session's first batch,
 // the restore of a parked session, a recovery after a crash and a preview
 // would each wait that long. A spare is a Blender started ahead on the
 // baseline scene, with a work dir of its own, no sandbox and the ceiling
@@ -137,7 +138,7 @@ func (m *Manager) startBlender(ctx context.Context, rt Runtime, sp *spare, log *
 }
 
 // spareQuiet is how long the agent must run no batch and no preview before
-// a spare starts: its start (0.4-1.5 s of a CPU) would otherwise slow the
+// a spare starts: its start (0.4 s of a CPU) would otherwise slow the
 // batches of a burst.
 const spareQuiet = 250 * time.Millisecond
 

@@ -1,7 +1,8 @@
 """Blendplane bridge: runs inside Blender's Python and serves agentd.
 
-Entry point of the bridge package (agentd writes the package to
-<WorkDir>/bridge/ and runs this file). Module map:
+Entry point of the bridge package (agentd writes the package to the cache
+its Blenders share, <data dir>/cache/bridge-<digest>/, or to <WorkDir>/bridge/
+without one, and runs this file). Module map:
 
     main.py      transport, request loop and the methods below
     common.py    ToolError, log, canonical JSON, reserved names
@@ -66,7 +67,8 @@ of the same batch is refused without running, with the protocol code
 had waited for each response.
 
 Run it as ``blender -b --factory-startup --python bridge/main.py -- --fd-in 3 --fd-out 4``
-or ``python -I bridge/main.py --fd-in 3 --fd-out 4`` (a Python that can import bpy).
+or ``python -I bridge/main.py --fd-in 3 --fd-out 4`` (a Python that can import bpy),
+with ``--pycache-prefix DIR`` where the bytecode of its modules is kept.
 It puts its own directory first on sys.path and imports the other modules
 from there.
 
@@ -138,10 +140,12 @@ import traceback  # noqa: E402
 
 import bpy  # noqa: E402
 
-# The bridge's bytecode goes only to the cache agentd shares between its
-# Blenders (its pycache prefix, blender/cache.go); Python's and Blender's
-# modules imported above keep the bytecode they were installed with. Without
-# a cache, the package is rewritten at every start and none is kept.
+# The bridge's own bytecode goes to the cache agentd shares between its
+# Blenders (its pycache prefix, blender/cache.go), for its own imports only
+# (restored below): what Python and Blender import keeps the bytecode it was
+# installed with. Without a cache, the package is rewritten at every start
+# and none is kept.
+_BYTECODE = (sys.pycache_prefix, sys.dont_write_bytecode)
 if OPTS["pycache_prefix"]:
     sys.pycache_prefix = OPTS["pycache_prefix"]
     sys.dont_write_bytecode = False
@@ -162,6 +166,7 @@ from records import KINDS  # noqa: E402
 from state import BRIDGE, SCHEMA, STATE, full_snapshot  # noqa: E402
 from trash import empty_trash, forget_trash  # noqa: E402
 
+sys.pycache_prefix, sys.dont_write_bytecode = _BYTECODE
 registry.validate()
 
 
