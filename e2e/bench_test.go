@@ -392,7 +392,8 @@ const (
 func BenchmarkScale(b *testing.B) {
 	metrics := freeAddr(b)
 	c := startClusterOpts(b, clusterOpts{agentArgs: []string{"--checkpoint-every", "1000000", "--checkpoint-interval", "24h",
-		"--checkpoint-idle", scaleIdle.String(), "--metrics-listen", metrics}, policy: scalePolicy})
+		"--checkpoint-idle", scaleIdle.String(), "--metrics-listen", metrics,
+		"--max-sessions", "4"}, policy: scalePolicy}) // two sessions, a spare, a preview: on any machine
 	c.agentMetrics = metrics
 	scenes := []*scene{buildScene(b, c, scaleSmall), buildScene(b, c, scaleLarge)}
 	small, large := scenes[0], scenes[1]

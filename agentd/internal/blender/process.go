@@ -422,10 +422,12 @@ func sandboxPath(dir string) (string, error) {
 // points every directory Blender and its libraries write through (temp
 // files, HOME, the XDG base directories: thumbnails, font caches, audio
 // cookies) into workDir, so that nothing of a session is written elsewhere.
-// Python's bytecode goes to pycache, or nowhere when it is empty: the
-// Blender binary compiles its own startup scripts before the bridge runs
-// (the bpy module's were compiled when it was installed, and -I makes it
-// ignore the variable; the bridge sets the prefix for its own modules).
+// Python's bytecode goes to pycache, or nowhere when it is empty: Debian's
+// Blender 3.4 reads the variable and so caches its own startup scripts,
+// which it ships uncompiled (Blender 4.x binaries ignore the environment
+// without --python-use-system-env: only the bridge's modules are cached
+// there, by the bridge itself, as on the bpy module, whose -I ignores the
+// variable and whose own scripts were compiled when it was installed).
 func blenderEnv(base []string, workDir, pycache string) []string {
 	var env []string
 	for _, kv := range base {
