@@ -715,3 +715,25 @@ func TestUndoRenameToAReservedName(t *testing.T) {
 		assertIncrementalMatchesFull(t, p)
 	})
 }
+
+// TestUndoDeleteWhenOnlyTheObjectNameIsTaken: the object's name is taken
+// again, its mesh's is not. The undo puts the mesh's name back first, then
+// finds the object's taken (Blender 4.5 tells by its own name check, 3.4 by
+// ours) and fails with conflict, leaving the scene exactly as it was.
+func TestUndoDeleteWhenOnlyTheObjectNameIsTaken(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		ctx := callCtx(t)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "A"})
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "B"})
+		del := mustExecute(t, p, "object.delete", map[string]any{"name": "A"})
+		taken := mustExecute(t, p, "object.rename", map[string]any{"name": "B", "new_name": "A"}) // its mesh stays "B"
+		if h, err := p.Undo(ctx, del.Undo, Call{}); !isCode(err, CodeConflict) || h != taken.SceneHashAfter {
+			t.Fatalf("undo with the object's name taken = %s, %v; want conflict on %s", h, err, taken.SceneHashAfter)
+		}
+		assertIncrementalMatchesFull(t, p)
+		mustUndo(t, p, taken, Call{})
+		mustUndo(t, p, del, Call{})
+		assertIncrementalMatchesFull(t, p)
+	})
+}

@@ -252,8 +252,15 @@ def check_new_object_name(name):
 def check_object_name_free(name, what):
     """conflict when an object has name, where Blender itself cannot tell
     (check_new_object_name)."""
+    check_id_name_free(name, bpy.data.objects, what)
+
+
+def check_id_name_free(name, coll, what):
+    """conflict when an ID of coll (a bpy.data collection) has name, where
+    Blender itself cannot tell: elsewhere rename() insists on the exact name,
+    and a check here would scan every ID of the kind."""
     if rename_takes_names() or len(bpy.data.libraries):
-        check_name_free(name, bpy.data.objects, what)
+        check_name_free(name, coll, what)
 
 
 def check_removable(ob, data, kind, data_name, verb):

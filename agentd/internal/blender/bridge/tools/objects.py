@@ -57,7 +57,7 @@ from index import INDEX, link_object, set_parent, unlink_object
 from records import mesh_geometry_digest, qv
 from state import BRIDGE
 
-from .datablocks import (basis_from_record, basis_state, check_new_object_name, check_object_name_free,
+from .datablocks import (basis_from_record, basis_state, check_id_name_free, check_new_object_name, check_object_name_free,
                          check_removable, collection_ref, created_data_record, data_collection, free_name_in,
                          get_object, live_object, matrix_from_record, matrix_rows, named, remove_created_object,
                          rename, resolve_collection, resolve_view_layer, restore_basis, set_basis_from_matrix,
@@ -314,9 +314,15 @@ def tool_object_delete(tx, args):
         tx.touch("object", c.name)
     for sc in bpy.data.scenes:
         tx.touch("scene", sc.name)
-    tx.touch("object", name)
+    # The object, and the data it owns, leave under tombstone names: their
+    # records go without a lookup of the names they leave (which would scan
+    # every datablock of the kind). Data it shares stays, and is re-read.
+    tx.gone("object", name)
     if data_kind:
-        tx.touch(data_kind[0], data.name)
+        if owns_data:
+            tx.gone(data_kind[0], data.name)
+        else:
+            tx.touch(data_kind[0], data.name)
 
     # Tombstone: every step reverses itself if a later one fails.
     for c in children:
@@ -342,10 +348,12 @@ def tool_object_delete(tx, args):
     tx.on_undo(lambda: ob.pop(TOMB_OF, None))
     tx.on_undo(lambda: setattr(ob, "name", name))
     rename(ob, tomb, "tombstone")
+    INDEX.put("objects", ob)  # its undo finds it without a scan
     if owns_data:
         data_name = data.name
         tx.on_undo(lambda: setattr(data, "name", data_name))
         rename(data, tomb, "tombstone data")
+        INDEX.put(data_kind[1], data)
     tx.checkpoint("object.delete:tombstoned")
     tx.set_undo(rec)
     return {"name": name, "deleted": True, "removed_data": rec["data"]["name"] if owns_data else None}
@@ -429,11 +437,10 @@ def undo_object_set_transform(tx, rec):
 def undo_object_delete(tx, rec):
     name = field(rec, "object", str)
     tomb = field(rec, "tomb", str)
-    ob = bpy.data.objects.get(tomb)
+    ob = INDEX.get("objects", tomb)
     if ob is None or not is_tomb(tomb) or ob.get(TOMB_OF) != name:
         raise ToolError("conflict", "cannot undo delete: tombstone %r of %r is gone" % (tomb, name))
-    if name in bpy.data.objects:
-        raise ToolError("conflict", "cannot undo delete: an object named %r exists again" % name)
+    check_id_name_free(name, bpy.data.objects, "an object")
     d = field(rec, "data", dict, optional=True)
     data, data_kind, data_name = None, None, None
     if d is not None:
@@ -443,11 +450,11 @@ def undo_object_delete(tx, rec):
             raise ToolError("invalid_input", "undo record: unknown data kind %r" % data_kind)
         data_tomb = field(d, "tomb", str, optional=True)
         if data_tomb is not None:
-            data = getattr(bpy.data, colls[data_kind]).get(data_tomb)
+            data_coll = colls[data_kind]
+            data = INDEX.get(data_coll, data_tomb)
             if data is None or ob.data != data:
                 raise ToolError("conflict", "cannot undo delete: tombstoned data %r is gone" % data_tomb)
-            if data_name in getattr(bpy.data, colls[data_kind]):
-                raise ToolError("conflict", "cannot undo delete: %s %r exists again" % (data_kind, data_name))
+            check_id_name_free(data_name, getattr(bpy.data, data_coll), "a " + data_kind)
     colls = []
     for ref in field(rec, "collections", list):
         c = resolve_collection(ref) if isinstance(ref, dict) else None
@@ -487,8 +494,10 @@ def undo_object_delete(tx, rec):
     if data is not None:
         tx.on_undo(lambda: setattr(data, "name", data_tomb))
         rename(data, data_name, data_kind)
+        INDEX.put(data_coll, data)
     tx.on_undo(lambda: setattr(ob, "name", tomb))
     rename(ob, name, "object")
+    INDEX.put("objects", ob)
     tx.fault_point("object.delete:renamed")
     tx.checkpoint("undo.object.delete:renamed")
     for c in colls:
