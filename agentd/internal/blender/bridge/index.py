@@ -110,6 +110,17 @@ class Index:
         """Note a datablock a tool just created (saves the scan of a miss)."""
         self.names.setdefault(coll, {})[db.name] = db
 
+    def renamed(self, coll, db, old):
+        """Note that db, of bpy.data.<coll>, was just renamed from old: its
+        next lookups, and its collection labels, need no scan."""
+        m = self.names.setdefault(coll, {})
+        m.pop(old, None)
+        m[db.name] = db
+        if coll == "objects":
+            e = self.members.pop(old, None)
+            if e is not None and e[0] is db:
+                self.members[db.name] = e
+
     def new_object(self, ob):
         """Note an object a tool just created, before it links it anywhere."""
         self.put("objects", ob)

@@ -632,7 +632,7 @@ def tool_object_rename(tx, args):
 
 
 def do_rename(tx, ob, old, new):
-    tx.touch("object", old)
+    tx.gone("object", old)  # no object has it after the rename: no lookup (a scan)
     tx.touch("object", new)
     for c in INDEX.children_of(ob):
         if not is_tomb(c.name):
@@ -641,6 +641,7 @@ def do_rename(tx, ob, old, new):
         tx.touch("scene", sc.name)  # camera / active object names
     tx.on_undo(lambda: setattr(ob, "name", old))
     rename(ob, new, "object")
+    INDEX.renamed("objects", ob, old)
 
 
 @undoer("object.rename")
