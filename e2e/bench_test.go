@@ -739,7 +739,11 @@ func (s *scene) recoverAfterKill(b *testing.B, cold bool) (e2e, agent, load time
 	e2e, rs = s.run(b, "recover", false, ops)
 	b.StopTimer()
 	requireStatuses(b, rs, 1, cpv1.Receipt_STATUS_SUCCEEDED)
-	if took, want := s.c.adopted(b)-adopted, map[bool]float64{false: 1, true: 0}[cold]; took != want {
+	want := 1.0 // the spare
+	if cold {
+		want = 0
+	}
+	if took := s.c.adopted(b) - adopted; took != want {
 		b.Fatalf("session %s: the recovery adopted %v spares, want %v", s.label, took, want)
 	}
 	lines := s.logLines("session recovered")

@@ -150,49 +150,58 @@ func Receipts(rs []*cpv1.Receipt) []json.RawMessage {
 func Receipt(r *cpv1.Receipt) json.RawMessage {
 	res := result(r)
 	out := make([]byte, 0, len(res)+768)
-	str := func(key, v string) { // ,"key":"v"
-		out = append(append(append(out, ",\""...), key...), "\":"...)
+	sep := byte('{')
+	key := func(k string) { // {"k": or ,"k":
+		out = append(append(append(append(out, sep, '"'), k...), '"'), ':')
+		sep = ','
+	}
+	str := func(k, v string) {
+		key(k)
 		out = structwire.AppendString(out, v)
 	}
-	out = append(out, '{')
 	if as := r.GetArtifacts(); len(as) > 0 {
-		out = append(out, `"artifacts":[`...)
+		key("artifacts")
 		for i, a := range as {
-			if i > 0 {
+			if i == 0 {
+				out = append(out, '[')
+			} else {
 				out = append(out, ',')
 			}
 			out = structwire.AppendString(out, a.GetName())
 		}
-		out = append(out, ']', ',')
+		out = append(out, ']')
 	}
 	if id := r.GetBlenderMutationId(); id != "" {
-		out = structwire.AppendString(append(out, `"blender_mutation_id":`...), id)
-		out = append(out, ',')
+		str("blender_mutation_id", id)
 	}
 	if t := r.GetCompleteTime(); t != nil {
-		out = structwire.AppendString(append(out, `"complete_time":`...), t.AsTime().Format(time.RFC3339Nano))
-		out = append(out, ',')
+		str("complete_time", t.AsTime().Format(time.RFC3339Nano))
 	}
-	out = structwire.AppendString(append(out, `"determinism_class":`...), r.GetDeterminismClass())
-	out = strconv.AppendInt(append(out, `,"duration_micros":`...), r.GetDurationMicros(), 10)
+	str("determinism_class", r.GetDeterminismClass())
+	key("duration_micros")
+	out = strconv.AppendInt(out, r.GetDurationMicros(), 10)
 	if f := r.GetError(); f != nil {
 		b, _ := json.Marshal(Failure(f)) // a map of JSON values always encodes
-		out = append(append(out, `,"error":`...), b...)
+		key("error")
+		out = append(out, b...)
 	}
 	str("idempotency_key", r.GetIdempotencyKey())
 	str("mcp_call_id", r.GetMcpCallId())
 	str("operation_id", r.GetOperationId())
 	str("request_id", r.GetRequestId())
-	out = append(append(out, `,"result":`...), res...)
+	key("result")
+	out = append(out, res...)
 	str("safety_level", strings.ToLower(strings.TrimPrefix(r.GetSafetyLevel().String(), "SAFETY_LEVEL_")))
 	str("scene_hash_after", r.GetSceneHashAfter())
 	str("scene_hash_before", r.GetSceneHashBefore())
-	out = strconv.AppendInt(append(out, `,"sequence":`...), r.GetSequence(), 10)
+	key("sequence")
+	out = strconv.AppendInt(out, r.GetSequence(), 10)
 	str("status", Short(r.GetStatus().String()))
 	str("tolerance", r.GetTolerance())
 	str("tool_name", r.GetToolName())
 	if r.GetVerified() {
-		out = append(out, `,"verified":true`...)
+		key("verified")
+		out = append(out, "true"...)
 	}
 	return append(out, '}')
 }

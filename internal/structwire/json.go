@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/blendplane/blendplane/internal/wirefields"
 )
 
 // AppendJSON appends the google.protobuf.Struct in wire form b as JSON: the
@@ -32,7 +34,7 @@ func appendStruct(out, b []byte, depth int) ([]byte, error) {
 	var small [32]entry // most results' objects fit: no allocation
 	entries := small[:0]
 	for len(b) > 0 {
-		num, typ, e, n := field(b)
+		num, typ, e, n := wirefields.Next(b)
 		if n < 0 {
 			return nil, protowire.ParseError(n)
 		}
@@ -42,7 +44,7 @@ func appendStruct(out, b []byte, depth int) ([]byte, error) {
 		}
 		var ent entry
 		for len(e) > 0 {
-			num, typ, v, n := field(e)
+			num, typ, v, n := wirefields.Next(e)
 			if n < 0 {
 				return nil, protowire.ParseError(n)
 			}
@@ -81,28 +83,6 @@ func appendStruct(out, b []byte, depth int) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
-// field reads the field at the start of b: its number, wire type, value
-// (a length-delimited field's contents; the encoded value otherwise) and
-// length, negative if b does not start with a whole field.
-func field(b []byte) (protowire.Number, protowire.Type, []byte, int) {
-	num, typ, tl := protowire.ConsumeTag(b)
-	if tl < 0 {
-		return 0, 0, nil, tl
-	}
-	if typ == protowire.BytesType { // the usual case: its length read once
-		v, vl := protowire.ConsumeBytes(b[tl:])
-		if vl < 0 {
-			return 0, 0, nil, vl
-		}
-		return num, typ, v, tl + vl
-	}
-	vl := protowire.ConsumeFieldValue(num, typ, b[tl:])
-	if vl < 0 {
-		return 0, 0, nil, vl
-	}
-	return num, typ, b[tl : tl+vl], tl + vl
-}
-
 func appendList(out, b []byte, depth int) ([]byte, error) {
 	if depth > maxWireDepth {
 		return nil, fmt.Errorf(errDepthLimit, maxWireDepth)
@@ -110,7 +90,7 @@ func appendList(out, b []byte, depth int) ([]byte, error) {
 	out = append(out, '[')
 	first := true
 	for len(b) > 0 {
-		num, typ, val, n := field(b)
+		num, typ, val, n := wirefields.Next(b)
 		if n < 0 {
 			return nil, protowire.ParseError(n)
 		}
@@ -137,7 +117,7 @@ func appendValue(out, b []byte, depth int) ([]byte, error) {
 	var val []byte
 	var typ protowire.Type
 	for len(b) > 0 {
-		num, t, v, n := field(b)
+		num, t, v, n := wirefields.Next(b)
 		if n < 0 {
 			return nil, protowire.ParseError(n)
 		}

@@ -11,22 +11,36 @@ import "google.golang.org/protobuf/encoding/protowire"
 // length-delimited field, its contents; otherwise the value's encoding).
 func Each(b []byte, fn func(num protowire.Number, typ protowire.Type, field, value []byte) error) error {
 	for len(b) > 0 {
-		num, typ, tl := protowire.ConsumeTag(b)
-		if tl < 0 {
-			return protowire.ParseError(tl)
+		num, typ, value, n := Next(b)
+		if n < 0 {
+			return protowire.ParseError(n)
 		}
-		vl := protowire.ConsumeFieldValue(num, typ, b[tl:])
-		if vl < 0 {
-			return protowire.ParseError(vl)
-		}
-		value := b[tl : tl+vl]
-		if typ == protowire.BytesType {
-			value, _ = protowire.ConsumeBytes(value)
-		}
-		if err := fn(num, typ, b[:tl+vl], value); err != nil {
+		if err := fn(num, typ, b[:n], value); err != nil {
 			return err
 		}
-		b = b[tl+vl:]
+		b = b[n:]
 	}
 	return nil
+}
+
+// Next reads the field at the start of b, as Each gives it, and its whole
+// length: negative (a protowire error code) if b does not start with a
+// whole field. Loops on a hot path call it instead of Each: no closure.
+func Next(b []byte) (num protowire.Number, typ protowire.Type, value []byte, n int) {
+	num, typ, tl := protowire.ConsumeTag(b)
+	if tl < 0 {
+		return 0, 0, nil, tl
+	}
+	if typ == protowire.BytesType { // the usual case: its length read once
+		v, vl := protowire.ConsumeBytes(b[tl:])
+		if vl < 0 {
+			return 0, 0, nil, vl
+		}
+		return num, typ, v, tl + vl
+	}
+	vl := protowire.ConsumeFieldValue(num, typ, b[tl:])
+	if vl < 0 {
+		return 0, 0, nil, vl
+	}
+	return num, typ, b[tl : tl+vl], tl + vl
 }

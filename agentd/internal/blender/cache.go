@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
-	pathpkg "path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -34,35 +34,30 @@ import (
 // bridgeDigest identifies the embedded bridge: the SHA-256 of its files'
 // paths and contents, in path order.
 var bridgeDigest = sync.OnceValue(func() string {
+	files := bridgeContents()
 	h := sha256.New()
-	for _, f := range bridgeFileList() {
-		fmt.Fprintf(h, "%s\x00%d\x00", f.path, len(f.data))
-		h.Write(f.data)
+	for _, path := range slices.Sorted(maps.Keys(files)) {
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(files[path]))
+		h.Write(files[path])
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 })
 
-type bridgeFile struct {
-	path string // slash-separated, relative to the bridge directory
-	data []byte
-}
-
-// bridgeFileList is the embedded bridge package, in path order.
-var bridgeFileList = sync.OnceValue(func() []bridgeFile {
-	var files []bridgeFile
+// bridgeContents is the embedded bridge package: contents by slash-separated
+// path.
+var bridgeContents = sync.OnceValue(func() map[string][]byte {
+	files := map[string][]byte{}
 	src := BridgeFS()
 	err := fs.WalkDir(src, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		data, err := fs.ReadFile(src, path)
-		files = append(files, bridgeFile{path, data})
+		files[path], err = fs.ReadFile(src, path)
 		return err
 	})
 	if err != nil {
 		panic(err) // the embedded tree is readable
 	}
-	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
 	return files
 })
 
@@ -117,33 +112,30 @@ func sharedBridge(cacheDir string) (string, error) {
 }
 
 // bridgeIntact reports whether dir holds exactly the embedded bridge: its
-// files with their contents and nothing else (the directory is first on the
-// bridge's sys.path, so any other module there would shadow one).
+// files with their contents and no other file (the directory is first on
+// the bridge's sys.path, so any other module there would shadow one).
 func bridgeIntact(dir string) bool {
-	want := map[string]bool{}
-	for _, f := range bridgeFileList() {
-		want[f.path] = true
-		for d := pathpkg.Dir(f.path); d != "."; d = pathpkg.Dir(d) {
-			want[d] = true
-		}
-		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f.path)))
-		if err != nil || !bytes.Equal(data, f.data) {
-			return false
-		}
-	}
-	extra := false
+	want := bridgeContents()
+	found := 0
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || path == dir {
+		if err != nil || d.IsDir() {
 			return err
 		}
 		rel, err := filepath.Rel(dir, path)
-		if err != nil || !want[filepath.ToSlash(rel)] {
-			extra = true
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if f, ok := want[filepath.ToSlash(rel)]; !ok || !bytes.Equal(data, f) {
 			return fs.SkipAll
 		}
+		found++
 		return nil
 	})
-	return err == nil && !extra
+	return err == nil && found == len(want)
 }
 
 // pycachePrefix is where Python keeps the bytecode of the Blenders sharing

@@ -100,6 +100,33 @@ func TestSharedCache(t *testing.T) {
 		if h := sceneHash(t, c); h != sceneHash(t, a) {
 			t.Errorf("baseline hash after the rewrite: %s", h)
 		}
+
+		// Modules imported after the bridge's own keep the bytecode they
+		// were installed with (or none): nothing of theirs in the cache.
+		mustExecute(t, c, "python.exec", map[string]any{"code": "import xml.dom.minidom"})
+		filepath.WalkDir(filepath.Join(cache, "pycache"), func(path string, d os.DirEntry, err error) error {
+			if err == nil && strings.Contains(filepath.Base(path), "minidom") {
+				t.Errorf("a module python.exec imported was compiled into the cache: %s", path)
+			}
+			return nil
+		})
+
+		// A cache that cannot be written: a bridge of its own, as without one.
+		blocked := filepath.Join(dir, "blocked")
+		if err := os.WriteFile(blocked, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p, err := Start(callCtx(t), rt, Options{Logger: testLogger(t), WorkDir: filepath.Join(dir, "e"), CacheDir: blocked})
+		if err != nil {
+			t.Fatalf("Start with an unusable cache: %v", err)
+		}
+		t.Cleanup(func() { p.Stop(5 * time.Second) })
+		if _, err := os.Stat(filepath.Join(dir, "e", "bridge", "main.py")); err != nil {
+			t.Errorf("no bridge of its own: %v", err)
+		}
+		if h := sceneHash(t, p); h != sceneHash(t, a) {
+			t.Errorf("baseline hash without the cache: %s", h)
+		}
 	})
 }
 

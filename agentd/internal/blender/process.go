@@ -45,23 +45,14 @@ func writeBridge(dir string) (string, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return "", err
 	}
-	src := BridgeFS()
-	err := fs.WalkDir(src, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
+	for path, data := range bridgeContents() {
 		target := filepath.Join(dir, filepath.FromSlash(path))
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o700)
+		if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
+			return "", err
 		}
-		data, err := fs.ReadFile(src, path)
-		if err != nil {
-			return err
+		if err := os.WriteFile(target, data, 0o600); err != nil {
+			return "", err
 		}
-		return os.WriteFile(target, data, 0o600)
-	})
-	if err != nil {
-		return "", err
 	}
 	return filepath.Join(dir, "main.py"), nil
 }

@@ -48,9 +48,6 @@ var migrations = []func(tx *bolt.Tx) error{
 	migrateOpenSessions,
 }
 
-// schemaVersion is the version this binary writes.
-var schemaVersion = uint64(len(migrations))
-
 func migrate(db *bolt.DB) error {
 	return db.Update(func(tx *bolt.Tx) error {
 		return boltschema.Migrate(tx, "store", bucketMeta, keySchemaVersion, migrations)

@@ -213,7 +213,7 @@ func TestPlanLifecycle(t *testing.T) {
 func TestRefusesNewerSchema(t *testing.T) {
 	s, path := openTest(t)
 	if err := s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(keySchemaVersion, u64(schemaVersion+1))
+		return tx.Bucket(bucketMeta).Put(keySchemaVersion, u64(uint64(len(migrations))+1))
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -59,9 +59,15 @@ def matrix_rows(m):
 
 
 def rename(idb, name, what):
-    """Rename an ID and insist on the exact name (named)."""
+    """Rename an ID, insist on the exact name (named), and let INDEX follow
+    it: its next lookups, by either name, and an object's collection labels
+    need no scan."""
+    old = idb.name
     idb.name = name
     named(idb, name, what)
+    coll = "objects" if isinstance(idb, bpy.types.Object) else data_collection(idb)
+    if coll is not None:
+        INDEX.renamed(coll, idb, old)
 
 
 def named(idb, name, what):

@@ -347,13 +347,11 @@ def tool_object_delete(tx, args):
     ob[TOMB_OF] = name
     tx.on_undo(lambda: ob.pop(TOMB_OF, None))
     tx.on_undo(lambda: setattr(ob, "name", name))
-    rename(ob, tomb, "tombstone")
-    INDEX.put("objects", ob)  # its undo finds it without a scan
+    rename(ob, tomb, "tombstone")  # its undo finds it through INDEX
     if owns_data:
         data_name = data.name
         tx.on_undo(lambda: setattr(data, "name", data_name))
         rename(data, tomb, "tombstone data")
-        INDEX.put(data_kind[1], data)
     tx.checkpoint("object.delete:tombstoned")
     tx.set_undo(rec)
     return {"name": name, "deleted": True, "removed_data": rec["data"]["name"] if owns_data else None}
@@ -494,10 +492,8 @@ def undo_object_delete(tx, rec):
     if data is not None:
         tx.on_undo(lambda: setattr(data, "name", data_tomb))
         rename(data, data_name, data_kind)
-        INDEX.put(data_coll, data)
     tx.on_undo(lambda: setattr(ob, "name", tomb))
     rename(ob, name, "object")
-    INDEX.put("objects", ob)
     tx.fault_point("object.delete:renamed")
     tx.checkpoint("undo.object.delete:renamed")
     for c in colls:
@@ -641,7 +637,6 @@ def do_rename(tx, ob, old, new):
         tx.touch("scene", sc.name)  # camera / active object names
     tx.on_undo(lambda: setattr(ob, "name", old))
     rename(ob, new, "object")
-    INDEX.renamed("objects", ob, old)
 
 
 @undoer("object.rename")
