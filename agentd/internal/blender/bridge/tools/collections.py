@@ -26,7 +26,8 @@ from baseline import current_scene, live_scene
 from index import INDEX, collection_label, link_object, unlink_object
 from trash import discard
 
-from .datablocks import collection_ref, get_object, live_object, new_exact, resolve_collection, resolve_view_layer
+from .datablocks import (bases_of, collection_ref, get_object, live_object, new_exact, resolve_collection, resolve_view_layer,
+                         restore_bases)
 
 MASTER_PREFIX = "<scene>:"
 
@@ -111,28 +112,6 @@ def undo_collection_create(tx, rec):
     tx.fault_point("collection.create:unlinked")
     tx.checkpoint("undo.collection.create:unlinked")
     discard([c])  # validated: cannot fail
-
-
-def bases_of(ob):
-    out = []
-    for sc in bpy.data.scenes:
-        for vl in sc.view_layers:
-            if vl.objects.get(ob.name) is not None:
-                out.append({"scene": sc.name, "view_layer": vl.name, "active": vl.objects.active == ob,
-                            "select": bool(ob.select_get(view_layer=vl)), "hide": bool(ob.hide_get(view_layer=vl))})
-    return out
-
-
-def restore_bases(ob, bases):
-    """Put back active/select/hide of ob's bases (bases_of) still present."""
-    for b in bases:
-        sc, vl = resolve_view_layer(b["scene"], b["view_layer"])
-        if vl is None or vl.objects.get(ob.name) is None:
-            continue
-        if b["active"]:
-            vl.objects.active = ob
-        ob.select_set(b["select"], view_layer=vl)
-        ob.hide_set(b["hide"], view_layer=vl)
 
 
 def set_membership(tx, ob, want):

@@ -50,6 +50,7 @@ import bmesh
 from mathutils import Matrix
 
 from common import TOMB_OF, TOMB_PREFIX, is_tomb, sha256_hex
+from compat import rename_takes_names
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, check_name, check_name_free, is_number
 from baseline import active_view_layer, current_scene, live_scene
@@ -57,11 +58,11 @@ from index import INDEX, link_object, set_parent, unlink_object
 from records import mesh_geometry_digest, qv
 from state import BRIDGE
 
-from .datablocks import (basis_from_record, basis_state, check_id_name_free, check_new_object_name, check_object_name_free,
-                         check_removable, collection_ref, created_data_record, data_collection, free_name_in,
-                         get_object, live_object, matrix_from_record, matrix_rows, named, remove_created_object,
-                         rename, resolve_collection, resolve_view_layer, restore_basis, set_basis_from_matrix,
-                         touch_data, undo_remove_created, world_matrix)
+from .datablocks import (bases_of, basis_from_record, basis_state, check_id_name_free, check_new_object_name,
+                         check_object_name_free, check_removable, collection_ref, created_data_record, data_collection,
+                         free_name_in, get_object, in_view_layer, live_object, matrix_from_record, matrix_rows, named,
+                         remove_created_object, rename, resolve_collection, resolve_view_layer, restore_basis,
+                         set_base, set_basis_from_matrix, touch_data, undo_remove_created, world_matrix)
 
 PRIMITIVES = {
     # type: default object/mesh name (Blender's own names for these primitives)
@@ -247,24 +248,39 @@ def tool_object_create(tx, args):
 DATA_KINDS = {"MESH": ("mesh", "meshes"), "CAMERA": ("camera", "cameras"), "LIGHT": ("light", "lights")}
 
 
-def tomb_name(mutation_id):
-    """A fresh tombstone name. With a mutation id it is derived from it, so a
-    replay of the same mutations picks the same names whatever was rolled back
-    in between; without one it comes from the session's counter."""
-    if mutation_id:
-        base = TOMB_PREFIX + "m" + sha256_hex(mutation_id)[:24]
-        if base not in bpy.data.objects:
-            return base
-    while True:
-        n = BRIDGE["tomb_counter"]
-        BRIDGE["tomb_counter"] = n + 1
-        name = TOMB_PREFIX + str(n)
-        if name not in bpy.data.objects:
-            return name
+def tombstone(ob, mutation_id):
+    """Rename ob to a fresh tombstone name and return it. With a mutation id
+    the name is derived from it, so a replay of the same mutations picks the
+    same names whatever was rolled back in between; without one, or when
+    that name is taken, it comes from the session's counter. Where a rename
+    to a taken name gives the renamed ID a suffix (4.5, no libraries) the
+    rename itself answers whether a name is free, through Blender's name
+    map; elsewhere `name in bpy.data.objects` (a scan) is asked first."""
+    probe = not rename_takes_names() and not len(bpy.data.libraries)
+    old = ob.name
+
+    def took(name):
+        if not probe and name in bpy.data.objects:
+            return False
+        ob.name = name
+        return ob.name == name
+
+    def pick():
         if mutation_id:
-            name = "%s_%d" % (base, n)
-            if name not in bpy.data.objects:
-                return name
+            base = TOMB_PREFIX + "m" + sha256_hex(mutation_id)[:24]
+            if took(base):
+                return base
+        while True:
+            n = BRIDGE["tomb_counter"]
+            BRIDGE["tomb_counter"] = n + 1
+            if took(TOMB_PREFIX + str(n)):
+                return TOMB_PREFIX + str(n)
+            if mutation_id and took("%s_%d" % (base, n)):
+                return "%s_%d" % (base, n)
+
+    name = pick()
+    INDEX.renamed("objects", ob, old)  # its undo finds it through INDEX
+    return name
 
 
 @tool(
@@ -287,23 +303,14 @@ def tool_object_delete(tx, args):
     owns_data = data_kind is not None and data.users == 1 and data.library is None
     counter = BRIDGE["tomb_counter"]
     tx.on_undo(lambda: BRIDGE.__setitem__("tomb_counter", counter))  # a failed delete takes no number
-    tomb = tomb_name(tx.mutation_id)
 
-    # The compensation, computed before anything changes.
-    bases = []
-    for sc in bpy.data.scenes:
-        for vl in sc.view_layers:
-            if vl.objects.get(name) is not None:
-                bases.append({
-                    "scene": sc.name, "view_layer": vl.name,
-                    "active": vl.objects.active == ob,
-                    "select": bool(ob.select_get(view_layer=vl)),
-                    "hide": bool(ob.hide_get(view_layer=vl)),
-                })
+    # The compensation, computed before anything changes (but the tombstone
+    # name, which is found by taking it).
+    bases = bases_of(ob)
     children = [c for c in INDEX.children_of(ob) if not is_tomb(c.name)]
     rec = {
-        "object": name, "tomb": tomb,
-        "data": {"kind": data_kind[0], "name": data.name, "tomb": tomb if owns_data else None} if data_kind else None,
+        "object": name, "tomb": None,
+        "data": {"kind": data_kind[0], "name": data.name, "tomb": None} if data_kind else None,
         "collections": [collection_ref(c) for c in INDEX.collections_of(ob)],
         "children": [{"name": c.name, "matrix_parent_inverse": matrix_rows(c.matrix_parent_inverse)} for c in children],
         "camera_of": [sc.name for sc in bpy.data.scenes if sc.camera == ob],
@@ -347,11 +354,12 @@ def tool_object_delete(tx, args):
     ob[TOMB_OF] = name
     tx.on_undo(lambda: ob.pop(TOMB_OF, None))
     tx.on_undo(lambda: setattr(ob, "name", name))
-    rename(ob, tomb, "tombstone")  # its undo finds it through INDEX
+    tomb = rec["tomb"] = tombstone(ob, tx.mutation_id)
     if owns_data:
         data_name = data.name
         tx.on_undo(lambda: setattr(data, "name", data_name))
         rename(data, tomb, "tombstone data")
+        rec["data"]["tomb"] = tomb
     tx.checkpoint("object.delete:tombstoned")
     tx.set_undo(rec)
     return {"name": name, "deleted": True, "removed_data": rec["data"]["name"] if owns_data else None}
@@ -511,10 +519,7 @@ def undo_object_delete(tx, rec):
     for vl, active, select, hide in bases:
         cur = vl.objects.active
         tx.on_undo(lambda vl=vl, cur=cur: setattr(vl.objects, "active", cur))
-        if active:
-            vl.objects.active = ob
-        ob.select_set(select, view_layer=vl)
-        ob.hide_set(hide, view_layer=vl)
+        set_base(vl, ob, active, select, hide)
     tx.checkpoint("undo.object.delete:relinked")
     tx.on_undo(lambda: (setattr(ob, "use_fake_user", True), ob.__setitem__(TOMB_OF, name)))
     ob.use_fake_user = False
@@ -758,38 +763,39 @@ def tool_object_select(tx, args):
     vl = active_view_layer(sc)
     if vl is None:
         raise ToolError("conflict", "the scene has no view layer")
-    want = []
+    want = {}
     for n in args["names"]:
         ob = get_object(n)
-        if vl.objects.get(n) is None:
+        if not in_view_layer(ob, vl):
             raise ToolError("conflict", "object %r is not in the scene's view layer" % n)
-        want.append(ob)
+        want[n] = ob
     active = None
     if "active" in args:
         active = get_object(args["active"])
-        if vl.objects.get(active.name) is None:
+        if not in_view_layer(active, vl):
             raise ToolError("conflict", "object %r is not in the scene's view layer" % active.name)
     before = sorted(o.name for o in vl.objects.selected if o is not None)
     prev = vl.objects.active
     tx.set_undo({"scene": sc.name, "view_layer": vl.name, "selected": before,
                  "active": prev.name if prev is not None else None})
     tx.touch("scene", sc.name)
-    apply_selection(tx, vl, set(o.name for o in want), active if "active" in args else prev)
+    apply_selection(tx, vl, want, active if "active" in args else prev)
     tx.checkpoint("object.select:selected")
-    return {"selected": sorted(set(o.name for o in want)), "active": vl.objects.active.name if vl.objects.active else None}
+    return {"selected": sorted(want), "active": vl.objects.active.name if vl.objects.active else None}
 
 
-def apply_selection(tx, vl, names, active):
-    """Select exactly names in vl (and make active the active object). It
-    walks the current selection and the names, never the whole view layer,
-    so its cost follows the selection, not the scene."""
+def apply_selection(tx, vl, want, active):
+    """Select exactly the objects of want (name -> object, each with a base
+    in vl) in vl, and make active the active object. It walks the current
+    selection and want, never the whole view layer, so its cost follows the
+    selection, not the scene."""
     for o in [o for o in vl.objects.selected if o is not None]:
-        if o.name not in names:
+        if o.name not in want:
             tx.on_undo(lambda o=o: o.select_set(True, view_layer=vl))
             o.select_set(False, view_layer=vl)
-    for n in sorted(names):
-        o = vl.objects.get(n)
-        if o is not None and not o.select_get(view_layer=vl):
+    for n in sorted(want):
+        o = want[n]
+        if not o.select_get(view_layer=vl):
             tx.on_undo(lambda o=o: o.select_set(False, view_layer=vl))
             o.select_set(True, view_layer=vl)
     cur = vl.objects.active
@@ -806,16 +812,19 @@ def undo_object_select(tx, rec):
     names = field(rec, "selected", list)
     if not all(isinstance(n, str) for n in names):
         raise ToolError("invalid_input", "undo record: bad 'selected'")
+    want = {}
     for n in names:
-        if vl.objects.get(n) is None or is_tomb(n):
+        ob = INDEX.get("objects", n)
+        if ob is None or is_tomb(n) or not in_view_layer(ob, vl):
             raise ToolError("conflict", "cannot undo select: %r is not in the view layer" % n)
+        want[n] = ob
     an = field(rec, "active", str, optional=True)
     active = None
     if an:
         active = live_object(an, "previously active object")
-        if vl.objects.get(an) is None:
+        if not in_view_layer(active, vl):
             raise ToolError("conflict", "cannot undo select: %r is not in the view layer" % an)
     tx.touch("scene", sc.name)
     tx.fault_point("object.select:checked")
-    apply_selection(tx, vl, set(names), active)
+    apply_selection(tx, vl, want, active)
     tx.checkpoint("undo.object.select:selected")

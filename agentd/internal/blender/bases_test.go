@@ -1,0 +1,182 @@
+package blender
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+// viewLayersScene builds, with python.exec, objects that are in a view
+// layer in every way Blender allows and objects that are not: in an
+// excluded collection, in a collection excluded from one view layer only,
+// kept out of the viewport by their own or their collection's
+// restrictions, hidden, unselectable, in another scene, linked nowhere.
+const viewLayersScene = `
+sc = bpy.data.scenes["Scene"]
+other = bpy.data.scenes.new("Other")
+vl2 = sc.view_layers.new("Second")
+me = bpy.data.meshes.new("shared")
+def ob(name, coll):
+    o = bpy.data.objects.new(name, me)
+    if coll is not None:
+        coll.objects.link(o)
+    return o
+def coll(name, parent):
+    c = bpy.data.collections.new(name)
+    parent.children.link(c)
+    return c
+ob("Plain", sc.collection)
+ob("Excluded", coll("Off", sc.collection))
+ob("HalfExcluded", coll("OffInSecond", sc.collection))
+restricted = coll("Restricted", sc.collection)
+restricted.hide_viewport = True
+ob("InRestricted", restricted)
+ob("Unviewed", sc.collection).hide_viewport = True
+ob("Unselectable", sc.collection).hide_select = True
+ob("Hidden", sc.collection).hide_set(True)
+ob("Elsewhere", other.collection)
+ob("Nowhere", None)
+sc.view_layers["ViewLayer"].layer_collection.children["Off"].exclude = True
+vl2.layer_collection.children["Off"].exclude = True
+vl2.layer_collection.children["OffInSecond"].exclude = True
+`
+
+// TestViewLayerMembership: the bridge's in_view_layer (the per-base
+// getters, then the scan) agrees with the view layer's own list for every
+// object and view layer of viewLayersScene, and object.select refuses
+// exactly the objects that are not in the scene's view layer.
+func TestViewLayerMembership(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "python.exec", map[string]any{"code": viewLayersScene})
+		out := execResult(t, p, `
+from tools.datablocks import in_view_layer
+result = {}
+for sc in bpy.data.scenes:
+    for vl in sc.view_layers:
+        for o in bpy.data.objects:
+            result[sc.name + "/" + vl.name + "/" + o.name] = [in_view_layer(o, vl), vl.objects.get(o.name) is not None]
+`)
+		var got map[string][2]bool
+		if err := json.Unmarshal(out, &got); err != nil || len(got) == 0 {
+			t.Fatalf("python.exec result %s: %v", out, err)
+		}
+		in := map[string]bool{}
+		for k, v := range got {
+			if v[0] != v[1] {
+				t.Errorf("%s: in_view_layer %v, the view layer's list says %v", k, v[0], v[1])
+			}
+			in[k] = v[1]
+		}
+		want := map[string]bool{"Plain": true, "Excluded": false, "HalfExcluded": true, "InRestricted": true,
+			"Unviewed": true, "Unselectable": true, "Hidden": true, "Elsewhere": false, "Nowhere": false}
+		for name, member := range want {
+			if in["Scene/ViewLayer/"+name] != member {
+				t.Errorf("%s in Scene's first view layer = %v, want %v (the scene is not what the test means)", name, !member, member)
+			}
+			args := map[string]any{"names": []any{name}}
+			if member {
+				mustExecute(t, p, "object.select", args)
+			} else {
+				wantToolError(t, p, "object.select", args, CodeConflict)
+			}
+		}
+		if in["Scene/Second/HalfExcluded"] {
+			t.Error("HalfExcluded is in the second view layer (the scene is not what the test means)")
+		}
+		assertIncrementalMatchesFull(t, p)
+	})
+}
+
+// TestDeleteUndoRestoresBases: deleting an object that is selected in one
+// view layer, hidden in another and active in a third scene, and undoing the
+// delete, gives every base back as it was.
+func TestDeleteUndoRestoresBases(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "python.exec", map[string]any{"code": `
+sc = bpy.data.scenes["Scene"]
+other = bpy.data.scenes.new("Other")
+vl2 = sc.view_layers.new("Second")
+o = bpy.data.objects.new("Shared", bpy.data.meshes.new("m"))
+sc.collection.objects.link(o)
+other.collection.objects.link(o)
+o.select_set(True, view_layer=sc.view_layers["ViewLayer"])
+o.hide_set(True, view_layer=vl2)
+other.view_layers[0].objects.active = o
+`})
+		bases := `
+result = []
+for sc in sorted(bpy.data.scenes, key=lambda s: s.name):
+    for vl in sc.view_layers:
+        o = bpy.data.objects.get("Shared")
+        if o is not None and vl.objects.get("Shared") is not None:
+            result.append([sc.name, vl.name, o.select_get(view_layer=vl), o.hide_get(view_layer=vl), vl.objects.active == o])
+`
+		before := execResult(t, p, bases)
+		del := mustExecute(t, p, "object.delete", map[string]any{"name": "Shared"})
+		mustUndo(t, p, del, Call{})
+		after := execResult(t, p, bases)
+		var b, a [][]any
+		if json.Unmarshal(before, &b) != nil || json.Unmarshal(after, &a) != nil || !reflect.DeepEqual(a, b) {
+			t.Fatalf("bases after the undo of the delete:\n%s\nbefore it:\n%s", after, before)
+		}
+		if n := len(b); n != 3 {
+			t.Fatalf("%d bases, want 3 (the scene is not what the test means): %s", n, before)
+		}
+	})
+}
+
+// TestTombstoneNameTaken: when the tombstone name derived from a delete's
+// mutation id is taken, and so is the session counter's next name, the
+// delete takes the counter's name after them, the same on both Blenders
+// (4.5 finds out by renaming, 3.4 by asking first), and its undo brings the
+// object back.
+func TestTombstoneNameTaken(t *testing.T) {
+	sum := sha256.Sum256([]byte("mut-1"))
+	derived := "__bp_tomb_m" + hex.EncodeToString(sum[:])[:24]
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Doomed"})
+		mustExecute(t, p, "python.exec", map[string]any{"code": `
+for n in ["` + derived + `", "__bp_tomb_0"]:
+    bpy.data.objects.new(n, None)
+`})
+		out, err := p.Execute(callCtx(t), Call{Tool: "object.delete", Args: map[string]any{"name": "Doomed"}, MutationID: "mut-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			Tomb string `json:"tomb"`
+			Data struct {
+				Tomb string `json:"tomb"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(out.Undo, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if want := derived + "_0"; rec.Tomb != want || rec.Data.Tomb != want {
+			t.Fatalf("tombstones %q (object), %q (mesh), want %q", rec.Tomb, rec.Data.Tomb, want)
+		}
+		raw := execResult(t, p, `result = sorted(o.name for o in bpy.data.objects if o.name.startswith("__bp_tomb_"))`)
+		var names []string
+		if err := json.Unmarshal(raw, &names); err != nil || !reflect.DeepEqual(names, []string{"__bp_tomb_0", derived, derived + "_0"}) {
+			t.Fatalf("tombstone objects %s (%v), want __bp_tomb_0, %s, %s_0", raw, err, derived, derived)
+		}
+		mustUndo(t, p, out, Call{})
+		assertIncrementalMatchesFull(t, p)
+	})
+}
+
+// execResult runs code with python.exec and returns its global result, as
+// JSON.
+func execResult(t *testing.T, p *Process, code string) []byte {
+	t.Helper()
+	raw, err := json.Marshal(mustExecute(t, p, "python.exec", map[string]any{"code": code}).Fields()["result"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
