@@ -288,11 +288,13 @@ def record_active(sc):
     """The scene's active object, a record of its own ("active:<scene>"): it
     changes with nearly every create, and re-digesting the whole scene record
     (render settings and all) for it would cost more than the create."""
-    active = None
-    if len(sc.view_layers):
-        a = sc.view_layers[0].objects.active
-        active = a.name if a is not None else None
-    return {"scene": sc.name, "active_object": active}
+    return active_record(sc.name, sc.view_layers[0].objects.active if len(sc.view_layers) else None)
+
+
+def active_record(scene_name, ob):
+    """The "active:<scene>" record of a scene whose active object is ob (or
+    None)."""
+    return {"scene": scene_name, "active_object": ob.name if ob is not None else None}
 
 
 def record_scene(sc):

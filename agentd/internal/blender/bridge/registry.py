@@ -321,6 +321,7 @@ class InjectedFault(Exception):
 
 
 GONE = object()  # Tx.known: the tool removed the datablock (Tx.gone)
+KEPT = object()  # Tx.known: the tool did not change the record (Tx.unchanged)
 
 
 class Tx:
@@ -337,9 +338,12 @@ class Tx:
         self.written = []  # paths declared with wrote()
 
     def touch(self, kind, name):
-        """Declare a datablock whose scene_state_v1 record may change."""
+        """Declare a datablock whose scene_state_v1 record may change. A
+        scene's touch covers its active object too."""
         if (kind, name) not in self.touched:
             self.touched.append((kind, name))
+        if kind == "scene":
+            self.touch("active", name)
 
     def touch_record(self, kind, name, rec):
         """touch(kind, name) when the tool knows the record it just made:
@@ -357,6 +361,15 @@ class Tx:
         datablock of the kind: ~0.5 ms at 10,000 objects)."""
         self.touch(kind, name)
         self.known[(kind, name)] = GONE
+
+    def unchanged(self, kind, name):
+        """Say that kind:name's record, though touched (a scene's touch
+        covers its active object), did not change, so it is not read back:
+        the record from before the call still holds. For a scene's active
+        object after a link or unlink that moves no object, where a read
+        would make Blender resync every base of the view layer first (0.4
+        ms at 10,000 objects)."""
+        self.known[(kind, name)] = KEPT
 
     def on_undo(self, fn):
         """Register the reversal of the mutation just made (or about to be)."""
@@ -413,6 +426,8 @@ class Tx:
         known = self.known
         for kind, name in self.touched:
             rec = known.get((kind, name)) if known else None
+            if rec is KEPT:
+                continue
             if rec is GONE:
                 STATE.set_record(kind, name, None)
             elif rec is not None:

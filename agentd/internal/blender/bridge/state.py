@@ -76,8 +76,6 @@ class SceneState:
     def touch(self, kind, name):
         rec = record_of(kind, name)
         self._set(kind + ":" + name, sha256_hex(canonical(rec)) if rec is not None else None)
-        if kind == "scene":  # a scene touch covers its active object too
-            self.touch("active", name)
 
     def set_record(self, kind, name, rec):
         """touch(kind, name) with the record in hand (Tx.touch_record), or

@@ -45,10 +45,13 @@ def get_collection(name, what="collection"):
 
 
 def touch_parent(tx, coll):
-    """Touch the record that lists coll's children."""
+    """Before an empty collection is linked to coll or unlinked from it:
+    touch the record that lists coll's children. No object comes or goes,
+    so the scene's active object stays (Tx.unchanged)."""
     for sc in bpy.data.scenes:
         if sc.collection == coll:
             tx.touch("scene", sc.name)
+            tx.unchanged("active", sc.name)
             return
     tx.touch("collection", coll.name)
 

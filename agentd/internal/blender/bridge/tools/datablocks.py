@@ -14,7 +14,7 @@ from baseline import current_scene, live_scene
 from common import is_tomb
 from compat import remove_ids, rename_takes_names
 from index import INDEX, link_object, set_parent, unlink_object
-from records import KINDS
+from records import KINDS, active_record
 from registry import ToolError, field
 from schema import check_name, check_name_free, is_number
 from trash import discard
@@ -91,6 +91,22 @@ def set_base(vl, ob, active, select, hide):
         ob.select_set(select, view_layer=vl)
     if bool(ob.hide_get(view_layer=vl)) != hide:
         ob.hide_set(hide, view_layer=vl)
+
+
+def note_active_objects(tx, leaving=None):
+    """Before a change that links or unlinks (objects or collections): give
+    tx each scene's active object as it will be after it, read now. Read
+    after it, it would make Blender resync every base of the view layer
+    first (0.4 ms at 10,000 objects; the next call that needs the bases pays
+    that instead, once for any number of such changes). Nothing but an
+    object leaving every collection (leaving) changes which object is
+    active: its scenes are left with none. Scenes without records (the
+    parked window's, linked ones) are left out, as the snapshot leaves them."""
+    for sc in bpy.data.scenes:
+        if is_tomb(sc.name) or sc.library is not None:
+            continue
+        a = sc.view_layers[0].objects.active if len(sc.view_layers) else None
+        tx.touch_record("active", sc.name, active_record(sc.name, None if a == leaving else a))
 
 
 def restore_bases(ob, bases):
@@ -341,6 +357,7 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=Tr
         if cur != prev:
             tx.on_undo(lambda: setattr(vl.objects, "active", cur))
             vl.objects.active = prev
+    note_active_objects(tx, leaving=ob)
     for c in INDEX.collections_of(ob):
         tx.on_undo(lambda c=c: link_object(c, ob))
         unlink_object(c, ob)

@@ -61,8 +61,8 @@ from state import BRIDGE
 from .datablocks import (bases_of, basis_from_record, basis_state, check_id_name_free, check_new_object_name,
                          check_object_name_free, check_removable, collection_ref, created_data_record, data_collection,
                          free_name_in, get_object, in_view_layer, live_object, matrix_from_record, matrix_rows, named,
-                         remove_created_object, rename, resolve_collection, resolve_view_layer, restore_basis,
-                         set_base, set_basis_from_matrix, touch_data, undo_remove_created, world_matrix)
+                         note_active_objects, remove_created_object, rename, resolve_collection, resolve_view_layer,
+                         restore_basis, set_base, set_basis_from_matrix, touch_data, undo_remove_created, world_matrix)
 
 PRIMITIVES = {
     # type: default object/mesh name (Blender's own names for these primitives)
@@ -340,6 +340,7 @@ def tool_object_delete(tx, args):
         if sc.camera == ob:
             tx.on_undo(lambda sc=sc: setattr(sc, "camera", ob))
             sc.camera = None
+    note_active_objects(tx, leaving=ob)
     for b in bases:
         if b["active"]:
             vl = bpy.data.scenes[b["scene"]].view_layers[b["view_layer"]]
