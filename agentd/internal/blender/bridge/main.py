@@ -135,6 +135,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import json  # noqa: E402
 import platform  # noqa: E402
 import re  # noqa: E402
+import select  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 
@@ -164,7 +165,7 @@ from schema import check  # noqa: E402
 from baseline import current_scene, reset_scene  # noqa: E402
 from records import KINDS  # noqa: E402
 from state import BRIDGE, SCHEMA, STATE, full_snapshot  # noqa: E402
-from trash import empty_trash, forget_trash  # noqa: E402
+from trash import IDLE_SECONDS, empty_trash, forget_trash, reclaim, trash_waiting  # noqa: E402
 
 sys.pycache_prefix, sys.dont_write_bytecode = _BYTECODE
 registry.validate()
@@ -556,12 +557,49 @@ def handle(line):
         return error_response(rid, "internal_error", one_line(e)), False
 
 
+class Requests:
+    """The request stream, a line per request, read in large chunks. Unlike
+    a buffered file it can tell, without blocking, whether a request is
+    waiting: one read already, or bytes in the pipe."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = b""
+        self.pos = 0  # where the next line starts in buf
+
+    def waiting(self, timeout):
+        """Whether a request is waiting, or comes within timeout seconds."""
+        return self.buf.find(b"\n", self.pos) >= 0 or bool(select.select([self.fd], [], [], timeout)[0])
+
+    def readline(self):
+        """The next line with its newline; at the end, what is left (b"")."""
+        i = self.buf.find(b"\n", self.pos)
+        if i >= 0:
+            line, self.pos = self.buf[self.pos:i + 1], i + 1
+            return line
+        parts = [self.buf[self.pos:]]
+        while True:
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:
+                self.buf, self.pos = b"", 0
+                return b"".join(parts)
+            i = chunk.find(b"\n")
+            if i >= 0:
+                parts.append(chunk[:i + 1])
+                self.buf, self.pos = chunk, i + 1
+                return b"".join(parts)
+            parts.append(chunk)
+
+
 def serve(fd_in, fd_out):
-    rin = os.fdopen(fd_in, "rb")
+    requests = Requests(fd_in)
     OUT["stream"] = os.fdopen(fd_out, "wb")
     log("ready", pid=os.getpid(), blender=build_string(bpy.app.version_string))
     while True:
-        line = rin.readline()
+        if trash_waiting() and not requests.waiting(IDLE_SECONDS):
+            reclaim()  # idle: free some of what undos discarded (trash.py)
+            continue
+        line = requests.readline()
         if not line:
             log("request stream closed")
             return
