@@ -187,6 +187,51 @@ func BenchmarkToolFamilies(b *testing.B) {
 			}
 		})
 	}
+	b.Run("interactive/object.create", func(b *testing.B) { benchInteractive(b, ps, toolFamilies[0].calls[0]) })
+}
+
+// interactivePairs and interactivePause shape the interactive measurement:
+// that many calls and undos per scene size, each undo followed by a pause
+// longer than the bridge's idle time before it frees what undos discarded
+// (trash.IDLE_SECONDS, 0.25 s), as a person or a model leaves between calls.
+const (
+	interactivePairs = 20
+	interactivePause = 400 * time.Millisecond
+)
+
+// benchInteractive times c and its undo as BenchmarkToolFamilies does, but
+// with a pause after every undo: what a session driven by a person or a
+// model sees, whose discarded datablocks are freed between its calls.
+func benchInteractive(b *testing.B, ps [2]*Process, c familyCall) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var exec, undo [2]time.Duration
+	n := 0 // pairs per size, over every iteration
+	for b.Loop() {
+		for i := range interactivePairs {
+			n++
+			for k, p := range ps {
+				args := c.args(i, scaleSizes[k])
+				t0 := time.Now()
+				out, err := p.Execute(ctx, Call{Tool: c.tool, Args: args})
+				exec[k] += time.Since(t0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t0 = time.Now()
+				if _, err := p.Undo(ctx, out.Undo, Call{}); err != nil {
+					b.Fatal(err)
+				}
+				undo[k] += time.Since(t0)
+			}
+			time.Sleep(interactivePause)
+		}
+	}
+	reportScale(b, "ms/op", exec, n)
+	b.ReportMetric(float64(undo[0].Microseconds())/1000/float64(n), "ms/undo-100")
+	b.ReportMetric(float64(undo[1].Microseconds())/1000/float64(n), "ms/undo-10k")
+	b.ReportMetric(float64(undo[1])/float64(undo[0]), "ratio-undo")
+	b.ReportMetric(0, "ns/op")
 }
 
 func benchFamilyCall(b *testing.B, ps [2]*Process, c familyCall) {

@@ -23,6 +23,8 @@ every other datablock's user count stays true; a part of the pile freed
 before the rest at most clears references within the pile.
 """
 
+import bpy
+
 from common import TOMB_PREFIX
 from compat import remove_ids
 
@@ -55,9 +57,14 @@ def trash_waiting():
 
 
 def reclaim():
-    """Free the RECLAIM_CHUNK oldest datablocks of the pile."""
+    """Free the RECLAIM_CHUNK oldest datablocks of the pile, and bring the
+    view layers up to date after it (a free makes Blender resync their
+    bases), so that the next call does not pay for that either."""
     ids, TRASH["ids"] = TRASH["ids"][:RECLAIM_CHUNK], TRASH["ids"][RECLAIM_CHUNK:]
     remove_ids(ids)
+    for sc in bpy.data.scenes:
+        for vl in sc.view_layers:
+            vl.objects.active  # reading it resyncs the view layer
 
 
 def forget_trash():
