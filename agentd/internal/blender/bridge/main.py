@@ -597,7 +597,10 @@ def serve(fd_in, fd_out):
     log("ready", pid=os.getpid(), blender=build_string(bpy.app.version_string))
     while True:
         if trash_waiting() and not requests.waiting(IDLE_SECONDS):
-            reclaim()  # idle: free some of what undos discarded (trash.py)
+            try:
+                reclaim()  # idle: free some of what undos discarded (trash.py)
+            except Exception:  # never the end of the bridge: what is left is freed with the file
+                log("could not free discarded datablocks", trace=traceback.format_exc())
             continue
         line = requests.readline()
         if not line:
