@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -38,26 +40,38 @@ ob("Unselectable", sc.collection).hide_select = True
 ob("Hidden", sc.collection).hide_set(True)
 ob("Elsewhere", other.collection)
 ob("Nowhere", None)
+# An object linked from a library comes first under the name of a local one
+# that none of the per-base getters sees.
+import os, tempfile
+lib = os.path.join(tempfile.mkdtemp(), "lib.blend")
+twin = bpy.data.objects.new("Twin", None)
+bpy.data.libraries.write(lib, {twin})
+bpy.data.objects.remove(twin)
+with bpy.data.libraries.load(lib, link=True) as (src, dst):
+    dst.objects = ["Twin"]
+sc.collection.objects.link(dst.objects[0])
+ob("Twin", sc.collection).hide_viewport = True
 sc.view_layers["ViewLayer"].layer_collection.children["Off"].exclude = True
 vl2.layer_collection.children["Off"].exclude = True
 vl2.layer_collection.children["OffInSecond"].exclude = True
 `
 
 // TestViewLayerMembership: the bridge's in_view_layer (the per-base
-// getters, then the scan) agrees with the view layer's own list for every
-// object and view layer of viewLayersScene, and object.select refuses
-// exactly the objects that are not in the scene's view layer.
+// getters, then the scan) agrees with the view layer's own list of objects
+// for every object and view layer of viewLayersScene, and object.select
+// refuses exactly the objects that are not in the scene's view layer.
 func TestViewLayerMembership(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		p := startTestProcess(t, rt)
 		mustExecute(t, p, "python.exec", map[string]any{"code": viewLayersScene})
 		out := execResult(t, p, `
-from tools.datablocks import in_view_layer
+from layers import in_view_layer
 result = {}
 for sc in bpy.data.scenes:
     for vl in sc.view_layers:
         for o in bpy.data.objects:
-            result[sc.name + "/" + vl.name + "/" + o.name] = [in_view_layer(o, vl), vl.objects.get(o.name) is not None]
+            key = sc.name + "/" + vl.name + "/" + o.name + ("@lib" if o.library else "")
+            result[key] = [in_view_layer(o, vl), any(x == o for x in vl.objects)]
 `)
 		var got map[string][2]bool
 		if err := json.Unmarshal(out, &got); err != nil || len(got) == 0 {
@@ -69,6 +83,9 @@ for sc in bpy.data.scenes:
 				t.Errorf("%s: in_view_layer %v, the view layer's list says %v", k, v[0], v[1])
 			}
 			in[k] = v[1]
+		}
+		if !in["Scene/ViewLayer/Twin"] || !in["Scene/ViewLayer/Twin@lib"] {
+			t.Error("the local or the linked Twin is not in Scene's first view layer (the scene is not what the test means)")
 		}
 		want := map[string]bool{"Plain": true, "Excluded": false, "HalfExcluded": true, "InRestricted": true,
 			"Unviewed": true, "Unselectable": true, "Hidden": true, "Elsewhere": false, "Nowhere": false}
@@ -179,4 +196,53 @@ func execResult(t *testing.T, p *Process, code string) []byte {
 		t.Fatal(err)
 	}
 	return raw
+}
+
+// TestViewLayersSyncedAfterUnlinks: a delete or an undone create leaves the
+// view layer's resync to the next call that needs its bases (layers.py);
+// object.select reads the selection of a synced layer (its undo record
+// names no tombstone, and the undo works), and python.exec's code walks
+// the view layer without meeting what left it.
+func TestViewLayersSyncedAfterUnlinks(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "A"})
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "B"})
+		mustExecute(t, p, "object.select", map[string]any{"names": []any{"A", "B"}})
+		mustExecute(t, p, "object.delete", map[string]any{"name": "B"})
+		sel := mustExecute(t, p, "object.select", map[string]any{"names": []any{}})
+		var rec struct {
+			Selected []string `json:"selected"`
+		}
+		if err := json.Unmarshal(sel.Undo, &rec); err != nil || !reflect.DeepEqual(rec.Selected, []string{"A"}) {
+			t.Fatalf("select's undo record %s (%v), want selected [A]", sel.Undo, err)
+		}
+		mustUndo(t, p, sel, Call{})
+		c := Call{Tool: "object.create", Args: map[string]any{"type": "cube", "name": "C"}}
+		mustUndo(t, p, mustExecute(t, p, c.Tool, c.Args), c)
+		mustExecute(t, p, "object.delete", map[string]any{"name": "A"})
+		raw := execResult(t, p, `result = sorted(o.name for o in bpy.context.view_layer.objects)`)
+		var names []string
+		if err := json.Unmarshal(raw, &names); err != nil || slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "__bp_") || n == "A" || n == "C" }) {
+			t.Fatalf("python.exec sees the view layer's objects %s (%v): a deleted or undone object among them", raw, err)
+		}
+		assertIncrementalMatchesFull(t, p)
+	})
+}
+
+// TestCollectionUnderAnotherScene: a collection created under the master
+// collection of a scene that is not the current one can be undone (its
+// record names that scene, not the current one).
+func TestCollectionUnderAnotherScene(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "python.exec", map[string]any{"code": `bpy.data.scenes.new("Other")`})
+		c := Call{Tool: "collection.create", Args: map[string]any{"name": "K", "parent": "<scene>:Other"}}
+		out := mustExecute(t, p, c.Tool, c.Args)
+		mustUndo(t, p, out, c)
+		if again := mustExecute(t, p, c.Tool, c.Args); again.SceneHashAfter != out.SceneHashAfter {
+			t.Fatalf("created again: %s, first %s", again.SceneHashAfter, out.SceneHashAfter)
+		}
+		assertIncrementalMatchesFull(t, p)
+	})
 }

@@ -23,10 +23,9 @@ every other datablock's user count stays true; a part of the pile freed
 before the rest at most clears references within the pile.
 """
 
-import bpy
-
 from common import TOMB_PREFIX
 from compat import remove_ids
+from layers import sync_view_layers
 
 TRASH = {"ids": [], "n": 0}
 TRASH_MAX = 256
@@ -62,9 +61,7 @@ def reclaim():
     bases), so that the next call does not pay for that either."""
     ids, TRASH["ids"] = TRASH["ids"][:RECLAIM_CHUNK], TRASH["ids"][RECLAIM_CHUNK:]
     remove_ids(ids)
-    for sc in bpy.data.scenes:
-        for vl in sc.view_layers:
-            vl.objects.active  # reading it resyncs the view layer
+    sync_view_layers()
 
 
 def forget_trash():

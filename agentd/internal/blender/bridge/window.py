@@ -23,6 +23,7 @@ import bpy
 from animation import animated_values, restore_animated
 from baseline import current_scene, live_scene
 from common import TOMB_PREFIX
+from layers import sync_view_layers
 
 PARKED = TOMB_PREFIX + "window"
 SHOWN_SCENE = TOMB_PREFIX + "shown_scene"
@@ -46,7 +47,9 @@ def park():
 
 def wake():
     """Show the session's scene in the window again, if it is parked, with
-    every animated property as it was."""
+    every animated property as it was; and bring every view layer up to
+    date (layers.py): what runs next may walk their bases its own way."""
+    sync_view_layers()
     win = bpy.context.window
     if win is None or win.scene.name != PARKED:
         return

@@ -85,8 +85,8 @@ def tool_collection_create(tx, args):
     parent.children.link(c)
     tx.on_undo(lambda: parent.children.unlink(c))
     tx.checkpoint("collection.create:linked")
-    is_master = parent == sc.collection
-    tx.set_undo({"collection": name, "parent": None if is_master else parent.name, "scene": sc.name})
+    ref = collection_ref(parent)  # a master collection: by its scene, which need not be the current one
+    tx.set_undo({"collection": name, "parent": ref.get("collection"), "scene": ref.get("scene", sc.name)})
     return {"name": name, "parent": collection_label(parent)}
 
 

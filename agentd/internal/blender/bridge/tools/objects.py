@@ -55,12 +55,13 @@ from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, check_name, check_name_free, is_number
 from baseline import active_view_layer, current_scene, live_scene
 from index import INDEX, link_object, set_parent, unlink_object
+from layers import in_view_layer, synced
 from records import mesh_geometry_digest, qv
 from state import BRIDGE
 
 from .datablocks import (bases_of, basis_from_record, basis_state, check_id_name_free, check_new_object_name,
                          check_object_name_free, check_removable, collection_ref, created_data_record, data_collection,
-                         free_name_in, get_object, in_view_layer, live_object, matrix_from_record, matrix_rows, named,
+                         free_name_in, get_object, live_object, matrix_from_record, matrix_rows, named,
                          note_active_objects, remove_created_object, rename, resolve_collection, resolve_view_layer,
                          restore_basis, set_base, set_basis_from_matrix, touch_data, undo_remove_created, world_matrix)
 
@@ -764,6 +765,7 @@ def tool_object_select(tx, args):
     vl = active_view_layer(sc)
     if vl is None:
         raise ToolError("conflict", "the scene has no view layer")
+    synced(vl)  # its selection is read below
     want = {}
     for n in args["names"]:
         ob = get_object(n)
@@ -810,6 +812,7 @@ def undo_object_select(tx, rec):
     sc, vl = resolve_view_layer(field(rec, "scene", str), field(rec, "view_layer", str))
     if vl is None:
         raise ToolError("conflict", "cannot undo select: view layer %r is gone" % rec.get("view_layer"))
+    synced(vl)  # its selection is read by apply_selection
     names = field(rec, "selected", list)
     if not all(isinstance(n, str) for n in names):
         raise ToolError("invalid_input", "undo record: bad 'selected'")
