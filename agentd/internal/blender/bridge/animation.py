@@ -14,6 +14,7 @@ from bpy.app.handlers import persistent
 
 from common import log
 from compat import action_fcurve_collections
+from layers import synced
 
 ANIMATABLE = ("objects", "scenes", "worlds", "materials", "cameras", "lights", "meshes", "curves")
 
@@ -57,7 +58,7 @@ def keep_animated():
         return
     for sc in bpy.data.scenes:
         for vl in sc.view_layers:
-            vl.update()
+            synced(vl).update()
     restore_animated(values)
 
 
