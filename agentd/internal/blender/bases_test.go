@@ -246,3 +246,29 @@ func TestCollectionUnderAnotherScene(t *testing.T) {
 		assertIncrementalMatchesFull(t, p)
 	})
 }
+
+// TestDuplicateDataNameTaken: a copy's data takes the lowest free name
+// after the copy's own when that is taken, the same on both Blenders (4.5
+// finds out by naming, 3.4 by asking first).
+func TestDuplicateDataNameTaken(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "A"})
+		mustExecute(t, p, "python.exec", map[string]any{"code": `
+for n in ("Copy", "Copy.002"):
+    bpy.data.meshes.new(n).use_fake_user = True
+`})
+		for _, c := range []struct{ name, mesh string }{{"Copy", "Copy.001"}, {"Other", "Other"}, {"Copy2", "Copy2"}} {
+			out := mustExecute(t, p, "object.duplicate", map[string]any{"name": "A", "new_name": c.name})
+			var got string
+			if err := json.Unmarshal(execResult(t, p, `result = bpy.data.objects["`+c.name+`"].data.name`), &got); err != nil || got != c.mesh {
+				t.Fatalf("the copy %s has mesh %q (%v), want %q", c.name, got, err, c.mesh)
+			}
+			if c.name == "Copy" {
+				mustUndo(t, p, out, Call{Tool: "object.duplicate"})
+				mustExecute(t, p, "object.duplicate", map[string]any{"name": "A", "new_name": c.name})
+			}
+		}
+		assertIncrementalMatchesFull(t, p)
+	})
+}

@@ -21,17 +21,33 @@ from schema import check_name, check_name_free, is_number
 from trash import discard
 
 
-def free_name_in(coll, base):
+def free_name_in(coll, base, but=None):
     """The lowest free name of base, base.001, base.002, ... in coll (a
-    bpy.data collection, an object's modifiers, ...): a function of the scene
-    alone, so a replay after recovery picks the same names."""
-    if base not in coll:
+    bpy.data collection, an object's modifiers, ...), the name of but not
+    counted: a function of the scene alone, so a replay after recovery picks
+    the same names."""
+    if base not in coll or (but is not None and but.name == base):
         return base
     taken = set(coll.keys())
+    if but is not None:
+        taken.discard(but.name)
     i = 1
     while "%s.%03d" % (base, i) in taken:
         i += 1
     return "%s.%03d" % (base, i)
+
+
+def name_free(idb, coll, base):
+    """Give idb, just made in bpy.data collection coll, the name
+    free_name_in(coll, base) picks. Where Blender gives a taken name a suffix
+    rather than take it from the other ID (4.5, no libraries), naming idb
+    base first answers whether base is free through Blender's name map:
+    free_name_in's `base in coll` scans every datablock of the kind."""
+    if not rename_takes_names() and not len(bpy.data.libraries):
+        idb.name = base
+        if idb.name == base:
+            return
+    idb.name = free_name_in(coll, base, but=idb)
 
 
 def collection_ref(coll):

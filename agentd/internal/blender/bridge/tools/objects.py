@@ -61,7 +61,7 @@ from state import BRIDGE
 
 from .datablocks import (bases_of, basis_from_record, basis_state, check_id_name_free, check_new_object_name,
                          check_object_name_free, check_removable, collection_ref, created_data_record, data_collection,
-                         free_name_in, get_object, live_object, matrix_from_record, matrix_rows, named,
+                         free_name_in, get_object, live_object, matrix_from_record, matrix_rows, name_free, named,
                          note_active_objects, remove_created_object, rename, resolve_collection, resolve_view_layer,
                          restore_basis, set_base, set_basis_from_matrix, touch_data, undo_remove_created, world_matrix)
 
@@ -583,10 +583,9 @@ def tool_object_duplicate(tx, args):
     new_data_ = None
     if copy_data:
         coll = getattr(bpy.data, data_collection(data))
-        want = free_name_in(coll, new_name)
         new_data_ = data.copy()
         tx.on_undo(lambda: coll.remove(new_data_))
-        new_data_.name = want
+        name_free(new_data_, coll, new_name)
         touch_data(tx, new_data_)
     ob = src.copy()
     INDEX.new_object(ob)
