@@ -88,6 +88,13 @@ gives the tool:
   scene.camera touches the scene; changing only the active object touches
   ``("active", scene name)``, which is cheaper (touching the scene covers the
   active object too).
+- ``tx.touch_record(kind, name, rec)``, ``tx.gone(kind, name)``,
+  ``tx.unchanged(kind, name)``: a touch whose record the tool knows (made,
+  removed, or left as it was), so that it is not read back from Blender.
+  Reading a scene's active object after a link or unlink makes Blender
+  resync the view layer (layers.py): tools that link or unlink say what it
+  is instead (tools.datablocks.note_active_objects). The tests' "incremental
+  == full" check holds them to it.
 - ``tx.on_undo(fn)``: right after (or before) each mutation, register a
   zero-argument function that reverses it. If the tool raises, the
   registered functions run in reverse order and the scene must hash as
