@@ -4,9 +4,9 @@ import "testing"
 
 // idleScript serves requests through main.serve over pipes from a client
 // thread: six creates written at once (five wait in the bridge's buffer),
-// their six undos at once, then nothing. The discarded objects and meshes
-// must be freed while no request comes (trash.reclaim), and nothing of them
-// be left once the client is done.
+// their six undos at once, a create and a delete, then nothing. While no
+// request comes (main.idle) the discarded objects and meshes must be freed
+// (trash.reclaim) and the view layer the delete left brought up to date.
 const idleScript = `
 import json, os, sys, tempfile, threading, time
 sys.path.insert(0, sys.argv[sys.argv.index("--") + 1] if "--" in sys.argv else sys.argv[1])
@@ -34,10 +34,14 @@ def client():
     try:
         made = send(*[("execute", {"tool": "object.create", "args": {"type": "cube", "name": "T%d" % i}}) for i in range(6)])
         send(*[("undo", {"undo": r["undo"]}) for r in reversed(made)])
+        send(("execute", {"tool": "object.create", "args": {"type": "cube", "name": "D"}}))
+        send(("execute", {"tool": "object.delete", "args": {"name": "D"}}))  # leaves the view layer to resync
+        passes = main.IDLE["passes"]
         deadline = time.monotonic() + 60
-        while trash.TRASH["ids"] and time.monotonic() < deadline:
+        while (trash.TRASH["ids"] or main.IDLE["passes"] == passes) and time.monotonic() < deadline:
             time.sleep(0.05)
         seen["left"] = len(trash.TRASH["ids"])
+        seen["passes"] = main.IDLE["passes"] - passes
     finally:
         send(("shutdown", {}))
 
@@ -45,15 +49,20 @@ t = threading.Thread(target=client)
 t.start()
 main.serve(req_r, resp_w)
 t.join()
-assert seen.get("left") == 0, seen
-tombs = [d.name for c in (bpy.data.objects, bpy.data.meshes) for d in c if d.name.startswith("__bp_tomb_")]
-assert not tombs, tombs
+assert seen.get("left") == 0 and seen.get("passes"), seen
+freed = [d.name for c in (bpy.data.objects, bpy.data.meshes) for d in c if d.name.startswith("__bp_tomb_x")]
+assert not freed, freed
+# The pause synced the view layer the delete left: walking it (which does
+# not resync) meets no tombstone.
+seen_in_layer = [o.name for o in bpy.context.view_layer.objects]
+assert not [n for n in seen_in_layer if n.startswith("__bp_tomb_")], seen_in_layer
 assert full_snapshot()[1] == STATE.scene_hash()
 print("IDLE-OK")
 `
 
 // TestTrashReclaimedWhenIdle: what undos discarded is freed while no
-// request comes, not only when the pile is full or a file is written.
+// request comes, not only when the pile is full or a file is written, and
+// the view layers are brought up to date then.
 func TestTrashReclaimedWhenIdle(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		runBridgeScript(t, rt, idleScript, "IDLE-OK")

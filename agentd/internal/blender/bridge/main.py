@@ -165,7 +165,8 @@ from schema import check  # noqa: E402
 from baseline import current_scene, reset_scene  # noqa: E402
 from records import KINDS  # noqa: E402
 from state import BRIDGE, SCHEMA, STATE, full_snapshot  # noqa: E402
-from trash import IDLE_SECONDS, empty_trash, forget_trash, reclaim, trash_waiting  # noqa: E402
+from layers import sync_view_layers  # noqa: E402
+from trash import empty_trash, forget_trash, reclaim, trash_waiting  # noqa: E402
 
 sys.pycache_prefix, sys.dont_write_bytecode = _BYTECODE
 registry.validate()
@@ -591,18 +592,38 @@ class Requests:
             parts.append(chunk)
 
 
+IDLE_SECONDS = 0.25  # no request for this long: a pause, for idle()'s work
+IDLE = {"passes": 0}  # idle() calls so far (the tests wait on it)
+
+
+def idle():
+    """Work for a pause between requests, so that the next call pays for
+    none of it: free some of what undos discarded (trash.py), and bring every
+    view layer up to date (layers.py: links and unlinks leave them for the
+    next read, and frees mark them too). Returns whether work is left. A
+    failure is logged, never the end of the bridge: what is not freed goes
+    with the file."""
+    IDLE["passes"] += 1
+    try:
+        if trash_waiting():
+            reclaim()
+        sync_view_layers()
+    except Exception:
+        log("idle work failed", trace=traceback.format_exc())
+    return trash_waiting()
+
+
 def serve(fd_in, fd_out):
     requests = Requests(fd_in)
     OUT["stream"] = os.fdopen(fd_out, "wb")
     log("ready", pid=os.getpid(), blender=build_string(bpy.app.version_string))
+    pending = False  # idle() has work: there was a request since its last pass
     while True:
-        if trash_waiting() and not requests.waiting(IDLE_SECONDS):
-            try:
-                reclaim()  # idle: free some of what undos discarded (trash.py)
-            except Exception:  # never the end of the bridge: what is left is freed with the file
-                log("could not free discarded datablocks", trace=traceback.format_exc())
+        if pending and not requests.waiting(IDLE_SECONDS):
+            pending = idle()
             continue
         line = requests.readline()
+        pending = True
         if not line:
             log("request stream closed")
             return

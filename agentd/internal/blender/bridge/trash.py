@@ -8,9 +8,9 @@ create would grow with the scene. discard renames them out of sight (a
 tombstone name: left out of the snapshot, the hash and every tool) instead,
 and they are freed later, off the calls that made them where possible:
 
-- reclaim, RECLAIM_CHUNK at a time, while no request has come for
-  IDLE_SECONDS (main.serve): a session driven by a person or a model frees
-  its pile between calls;
+- reclaim, RECLAIM_CHUNK at a time, in the pauses between requests
+  (main.idle): a session driven by a person or a model frees its pile
+  between calls;
 - empty_trash, all at once: when TRASH_MAX have gathered (a busy stream of
   calls pays then, one walk of Main for the pile), before a checkpoint is
   saved and before scene.export (no file ever holds one), and before
@@ -25,11 +25,9 @@ before the rest at most clears references within the pile.
 
 from common import TOMB_PREFIX
 from compat import remove_ids
-from layers import sync_view_layers
 
 TRASH = {"ids": [], "n": 0}
 TRASH_MAX = 256
-IDLE_SECONDS = 0.25  # no request for this long: main.serve reclaims
 RECLAIM_CHUNK = 8  # per step: a request that comes meanwhile waits for one step
 
 
@@ -56,12 +54,9 @@ def trash_waiting():
 
 
 def reclaim():
-    """Free the RECLAIM_CHUNK oldest datablocks of the pile, and bring the
-    view layers up to date after it (a free makes Blender resync their
-    bases), so that the next call does not pay for that either."""
+    """Free the RECLAIM_CHUNK oldest datablocks of the pile."""
     ids, TRASH["ids"] = TRASH["ids"][:RECLAIM_CHUNK], TRASH["ids"][RECLAIM_CHUNK:]
     remove_ids(ids)
-    sync_view_layers()
 
 
 def forget_trash():
