@@ -192,8 +192,8 @@ func BenchmarkToolFamilies(b *testing.B) {
 
 // interactivePairs and interactivePause shape the interactive measurement:
 // that many calls and undos per scene size, each undo followed by a pause
-// longer than the bridge's idle time before it frees what undos discarded
-// (trash.IDLE_SECONDS, 0.25 s), as a person or a model leaves between calls.
+// longer than the bridge's idle time before it does the work of a pause
+// (main.IDLE_SECONDS, 0.25 s), as a person or a model leaves between calls.
 const (
 	interactivePairs = 20
 	interactivePause = 400 * time.Millisecond
@@ -205,80 +205,80 @@ const (
 func benchInteractive(b *testing.B, ps [2]*Process, c familyCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	var exec, undo [2]time.Duration
-	n := 0 // pairs per size, over every iteration
+	var t familyTimes
 	for b.Loop() {
-		for i := range interactivePairs {
-			n++
-			for k, p := range ps {
-				args := c.args(i, scaleSizes[k])
-				t0 := time.Now()
-				out, err := p.Execute(ctx, Call{Tool: c.tool, Args: args})
-				exec[k] += time.Since(t0)
-				if err != nil {
-					b.Fatal(err)
-				}
-				t0 = time.Now()
-				if _, err := p.Undo(ctx, out.Undo, Call{}); err != nil {
-					b.Fatal(err)
-				}
-				undo[k] += time.Since(t0)
-			}
+		for range interactivePairs {
+			t.call(b, ctx, ps, c)
 			time.Sleep(interactivePause)
 		}
 	}
-	reportScale(b, "ms/op", exec, n)
-	b.ReportMetric(float64(undo[0].Microseconds())/1000/float64(n), "ms/undo-100")
-	b.ReportMetric(float64(undo[1].Microseconds())/1000/float64(n), "ms/undo-10k")
-	b.ReportMetric(float64(undo[1])/float64(undo[0]), "ratio-undo")
-	b.ReportMetric(0, "ns/op")
+	t.report(b)
 }
 
 func benchFamilyCall(b *testing.B, ps [2]*Process, c familyCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	var exec, undo [2]time.Duration
-	var undos [2]int
-	calls := 0 // per size, over every iteration
+	var t familyTimes
 	for b.Loop() {
 		start := time.Now()
 		for n := 0; n < familyMinCalls || time.Since(start) < familyMinTime; n++ {
-			for k, p := range ps {
-				size := scaleSizes[k]
-				args := c.args(calls, size)
-				t0 := time.Now()
-				out, err := p.Execute(ctx, Call{Tool: c.tool, Args: args})
-				exec[k] += time.Since(t0)
-				if err != nil {
-					b.Fatalf("%s %v at %d planes: %v", c.tool, args, size, err)
-				}
-				if out.Undo == nil {
-					continue
-				}
-				t0 = time.Now()
-				h, err := p.Undo(ctx, out.Undo, Call{})
-				undo[k] += time.Since(t0)
-				if err != nil {
-					b.Fatalf("undo of %s %v at %d planes: %v", c.tool, args, size, err)
-				}
-				if h != out.SceneHashBefore {
-					b.Fatalf("undo of %s %v at %d planes: scene hash %s, want %s", c.tool, args, size, h, out.SceneHashBefore)
-				}
-				undos[k]++
-			}
-			calls++
+			t.call(b, ctx, ps, c)
 		}
 	}
-	reportScale(b, "ms/op", exec, calls)
-	if undos[0] > 0 && undos[1] > 0 {
+	t.report(b)
+	b.ReportMetric(float64(t.calls), "calls")
+}
+
+// familyTimes adds up the times of a tool's calls and of their undos at
+// each scene size.
+type familyTimes struct {
+	exec, undo [2]time.Duration
+	undos      [2]int
+	calls      int // per size
+}
+
+// call runs c's next call once per size, each undone right away (the
+// benchmark fails if an undo does not give back the scene hash from before
+// the call), interleaved so that load on the machine hits both alike.
+func (t *familyTimes) call(b *testing.B, ctx context.Context, ps [2]*Process, c familyCall) {
+	for k, p := range ps {
+		size := scaleSizes[k]
+		args := c.args(t.calls, size)
+		t0 := time.Now()
+		out, err := p.Execute(ctx, Call{Tool: c.tool, Args: args})
+		t.exec[k] += time.Since(t0)
+		if err != nil {
+			b.Fatalf("%s %v at %d planes: %v", c.tool, args, size, err)
+		}
+		if out.Undo == nil {
+			continue
+		}
+		t0 = time.Now()
+		h, err := p.Undo(ctx, out.Undo, Call{})
+		t.undo[k] += time.Since(t0)
+		if err != nil {
+			b.Fatalf("undo of %s %v at %d planes: %v", c.tool, args, size, err)
+		}
+		if h != out.SceneHashBefore {
+			b.Fatalf("undo of %s %v at %d planes: scene hash %s, want %s", c.tool, args, size, h, out.SceneHashBefore)
+		}
+		t.undos[k]++
+	}
+	t.calls++
+}
+
+// report reports ms/op-100, ms/op-10k and their ratio, and for a tool with
+// an undo ms/undo-100, ms/undo-10k and ratio-undo.
+func (t *familyTimes) report(b *testing.B) {
+	reportScale(b, "ms/op", t.exec, t.calls)
+	if t.undos[0] > 0 && t.undos[1] > 0 {
 		var ms [2]float64
-		for k := range undo {
-			ms[k] = float64(undo[k].Microseconds()) / 1000 / float64(undos[k])
+		for k := range t.undo {
+			ms[k] = float64(t.undo[k].Microseconds()) / 1000 / float64(t.undos[k])
 		}
 		b.ReportMetric(ms[0], "ms/undo-100")
 		b.ReportMetric(ms[1], "ms/undo-10k")
 		b.ReportMetric(ms[1]/ms[0], "ratio-undo")
 	}
-	b.ReportMetric(float64(calls), "calls")
 	b.ReportMetric(0, "ns/op")
 }

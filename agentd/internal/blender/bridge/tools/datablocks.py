@@ -37,17 +37,30 @@ def free_name_in(coll, base, but=None):
     return "%s.%03d" % (base, i)
 
 
+def naming_tells():
+    """Whether naming an ID tells if the name was free: Blender 4.5 gives a
+    taken name a suffix, found through its name map. Blender 3.4 takes the
+    name from the other ID instead, and an ID linked from a library may
+    carry a name without making a local one take a suffix: there the name
+    must be looked up first (`name in bpy.data.<kind>`, a scan of the kind)."""
+    return not rename_takes_names() and not len(bpy.data.libraries)
+
+
+def took_name(idb, coll, name):
+    """Give idb (of bpy.data collection coll) name when no other ID of coll
+    has it; whether it did."""
+    if not naming_tells() and name in coll:
+        return False
+    idb.name = name
+    return idb.name == name
+
+
 def name_free(idb, coll, base):
     """Give idb, just made in bpy.data collection coll, the name
-    free_name_in(coll, base) picks. Where Blender gives a taken name a suffix
-    rather than take it from the other ID (4.5, no libraries), naming idb
-    base first answers whether base is free through Blender's name map:
-    free_name_in's `base in coll` scans every datablock of the kind."""
-    if not rename_takes_names() and not len(bpy.data.libraries):
-        idb.name = base
-        if idb.name == base:
-            return
-    idb.name = free_name_in(coll, base, but=idb)
+    free_name_in(coll, base) picks, base without a scan when it is free
+    (took_name)."""
+    if not took_name(idb, coll, base):
+        idb.name = free_name_in(coll, base, but=idb)
 
 
 def collection_ref(coll):
@@ -330,7 +343,7 @@ def check_id_name_free(name, coll, what):
     """conflict when an ID of coll (a bpy.data collection) has name, where
     Blender itself cannot tell: elsewhere rename() insists on the exact name,
     and a check here would scan every ID of the kind."""
-    if rename_takes_names() or len(bpy.data.libraries):
+    if not naming_tells():
         check_name_free(name, coll, what)
 
 

@@ -50,7 +50,6 @@ import bmesh
 from mathutils import Matrix
 
 from common import TOMB_OF, TOMB_PREFIX, is_tomb, sha256_hex
-from compat import rename_takes_names
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, check_name, check_name_free, is_number
 from baseline import active_view_layer, current_scene, live_scene
@@ -63,7 +62,8 @@ from .datablocks import (bases_of, basis_from_record, basis_state, check_id_name
                          check_object_name_free, check_removable, collection_ref, created_data_record, data_collection,
                          free_name_in, get_object, live_object, matrix_from_record, matrix_rows, name_free, named,
                          note_active_objects, remove_created_object, rename, resolve_collection, resolve_view_layer,
-                         restore_basis, set_base, set_basis_from_matrix, touch_data, undo_remove_created, world_matrix)
+                         restore_basis, set_base, set_basis_from_matrix, took_name, touch_data, undo_remove_created,
+                         world_matrix)
 
 PRIMITIVES = {
     # type: default object/mesh name (Blender's own names for these primitives)
@@ -254,17 +254,12 @@ def tombstone(ob, mutation_id):
     the name is derived from it, so a replay of the same mutations picks the
     same names whatever was rolled back in between; without one, or when
     that name is taken, it comes from the session's counter. Where a rename
-    to a taken name gives the renamed ID a suffix (4.5, no libraries) the
-    rename itself answers whether a name is free, through Blender's name
-    map; elsewhere `name in bpy.data.objects` (a scan) is asked first."""
-    probe = not rename_takes_names() and not len(bpy.data.libraries)
+    to a taken name gives the renamed ID a suffix the rename itself answers
+    whether a name is free (took_name)."""
     old = ob.name
 
     def took(name):
-        if not probe and name in bpy.data.objects:
-            return False
-        ob.name = name
-        return ob.name == name
+        return took_name(ob, bpy.data.objects, name)
 
     def pick():
         if mutation_id:
