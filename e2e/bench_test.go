@@ -47,7 +47,9 @@ const (
 // bridge round trip, tool plus incremental scene hash) and ms/op-overhead
 // (e2e minus bridge: what the batched Execute stream and the group commits
 // do not hide behind the bridge calls: submit, first batch, last receipt's
-// commits and stream hops). ns/op is the e2e plan's wall time.
+// commits and stream hops), and ms-cpu/op-cp, -agentd, -blender and -client:
+// the CPU each process used over the plan, per create (on 2 CPUs their sum
+// bounds the plan's pace). ns/op is the e2e plan's wall time.
 //
 // It runs on the Blender of the tests (BLENDPLANE_TEST_BLENDER, else the
 // bpy wheel), named as a sub-benchmark: make bench runs it on both.
@@ -67,6 +69,7 @@ func runtimeLabel() string {
 func benchObjectCreate400(b *testing.B) {
 	c := startCluster(b)
 	var e2e, server, bare, bridge time.Duration
+	var cpu [4]time.Duration // control plane, agentd, its Blenders, this client
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -81,10 +84,14 @@ func benchObjectCreate400(b *testing.B) {
 		for j := range ops {
 			ops[j] = cubeOp(fmt.Sprintf("op-%03d", j), fmt.Sprintf("C%d_%03d", i, j), j)
 		}
+		before := clusterCPU(b, c)
 		b.StartTimer()
 		p, elapsed, agent := runPlanFrom(b, c, s.GetSessionId(), fmt.Sprintf("bench-%d", i), ops)
 		end := time.Now()
 		b.StopTimer()
+		for k, t := range clusterCPU(b, c) {
+			cpu[k] += t - before[k]
+		}
 		e2e += elapsed
 		server += end.Sub(p.GetCreateTime().AsTime())
 		bridge += agent
@@ -104,6 +111,43 @@ func benchObjectCreate400(b *testing.B) {
 	b.ReportMetric(float64(server)/float64(bare), "ratio-server")
 	b.ReportMetric(perOp(bridge), "ms/op-bridge")
 	b.ReportMetric(perOp(e2e-bridge), "ms/op-overhead")
+	for k, who := range []string{"cp", "agentd", "blender", "client"} {
+		b.ReportMetric(perOp(cpu[k]), "ms-cpu/op-"+who)
+	}
+}
+
+// clusterCPU is the CPU used so far by the control plane, agentd, agentd's
+// Blenders (a spare's idle time included) and this test process.
+func clusterCPU(b *testing.B, c *cluster) [4]time.Duration {
+	agentd := c.agent.cmd.Process.Pid
+	var blenders time.Duration
+	for _, pid := range childPIDs(agentd) {
+		blenders += threadsCPU(b, pid)
+	}
+	return [4]time.Duration{threadsCPU(b, c.cp.cmd.Process.Pid), threadsCPU(b, agentd), blenders, threadsCPU(b, os.Getpid())}
+}
+
+// threadsCPU is the time a process's live threads have run on a CPU, to the
+// nanosecond (the scheduler's own count, /proc/PID/task/TID/schedstat),
+// where /proc/PID/stat counts 10 ms ticks: too coarse for 400 creates.
+func threadsCPU(b *testing.B, pid int) time.Duration {
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(stats) == 0 {
+		b.Fatalf("threads of %d: %v", pid, err)
+	}
+	var total time.Duration
+	for _, f := range stats {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		ns, err := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
+		if err != nil {
+			b.Fatalf("%s: %q", f, raw)
+		}
+		total += time.Duration(ns)
+	}
+	return total
 }
 
 // BenchmarkValidateOnly100k times one SubmitPlan with validate_only of a

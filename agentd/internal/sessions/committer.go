@@ -3,10 +3,10 @@ package sessions
 import (
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/blendplane/blendplane/agentd/internal/journal"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/groupcommit"
 )
 
 // committer journals receipts in groups while the next operation runs, and
@@ -35,13 +35,6 @@ type committer struct {
 	emitFailed bool
 	done       chan struct{}
 }
-
-// Group commit: while the batch goes on, wait up to groupLinger for
-// groupTarget receipts; after its last operation, commit at once.
-const (
-	groupTarget = 32
-	groupLinger = time.Millisecond
-)
 
 type item struct {
 	receipt *cpv1.Receipt
@@ -73,13 +66,10 @@ func (c *committer) loop() {
 		for len(c.queue) == 0 && !c.closed {
 			c.cond.Wait()
 		}
-		if c.more && len(c.queue) < groupTarget && !c.closed && !c.flushing {
-			// Let a few more receipts arrive: one fsync for several of them
-			// costs less CPU than one each, and a receipt waits at most this.
-			c.mu.Unlock()
-			time.Sleep(groupLinger)
-			c.mu.Lock()
-		}
+		// While the batch goes on, let more receipts arrive: one fsync for
+		// several costs less CPU than one each. After its last operation,
+		// commit at once.
+		groupcommit.Gather(c.cond, groupcommit.GroupLinger, func() bool { return c.more && len(c.queue) < groupcommit.GroupTarget && !c.closed && !c.flushing })
 		batch := c.queue
 		c.queue = nil
 		closed := c.closed
@@ -157,6 +147,7 @@ func (c *committer) flush() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.flushing = true
+	c.cond.Broadcast() // a group waiting for company: commit it now
 	for c.pending > 0 {
 		c.cond.Wait()
 	}

@@ -2,18 +2,10 @@ package executor
 
 import (
 	"sync"
-	"time"
 
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
-)
-
-// Group commit: while more receipts are known to follow at once, wait up to
-// groupLinger for groupTarget of them; otherwise commit at once, so an
-// interactive one-operation plan never waits for company.
-const (
-	groupTarget = 32
-	groupLinger = time.Millisecond
+	"github.com/blendplane/blendplane/internal/groupcommit"
 )
 
 // committer writes receipts, in order, in batches while the executor goes
@@ -67,11 +59,10 @@ func (c *committer) loop() {
 			c.mu.Unlock()
 			return
 		}
-		if c.more && len(c.queue) < groupTarget && !c.closing {
-			c.mu.Unlock()
-			time.Sleep(groupLinger)
-			c.mu.Lock()
-		}
+		// While more receipts are known to follow at once, wait a little for
+		// them; otherwise commit at once, so an interactive one-operation
+		// plan never waits for company.
+		groupcommit.Gather(c.cond, groupcommit.GroupLinger, func() bool { return c.more && len(c.queue) < groupcommit.GroupTarget && !c.closing })
 		batch := c.queue
 		c.queue = nil
 		failed := c.err != nil
