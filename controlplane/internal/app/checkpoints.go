@@ -117,22 +117,13 @@ func (a *App) pullCheckpoint(ctx context.Context, agentID, sessionID string) err
 // logPosition is the audit sequence of the last committed record of a
 // session that left its scene with hash (found false: none does yet).
 func (a *App) logPosition(sessionID, hash string) (after uint64, found bool, err error) {
-	var from uint64
-	for {
-		recs, err := a.store.SessionHistory(sessionID, from, 1000)
-		if err != nil {
-			return 0, false, err
-		}
-		for _, rec := range recs {
-			if changesScene(rec) && rec.GetSceneHashAfter() == hash {
-				after, found = uint64(rec.GetSequence()), true
-			}
-			from = uint64(rec.GetSequence())
-		}
-		if len(recs) < 1000 {
-			return after, found, nil
-		}
+	rec, err := a.store.LastInHistory(sessionID, func(rec *cpv1.AuditRecord) bool {
+		return changesScene(rec) && rec.GetSceneHashAfter() == hash
+	})
+	if rec == nil || err != nil {
+		return 0, false, err
 	}
+	return uint64(rec.GetSequence()), true, nil
 }
 
 // changesScene reports whether a redo-log record changed the scene: a

@@ -171,6 +171,33 @@ func (s *Store) SessionHistory(sessionID string, after uint64, limit int) ([]*cp
 	return out, err
 }
 
+// LastInHistory returns the newest of a session's audit records that match
+// accepts (nil: none does), reading from the newest back, so that finding
+// a recent record costs the same however long the session's history is.
+func (s *Store) LastInHistory(sessionID string, match func(*cpv1.AuditRecord) bool) (*cpv1.AuditRecord, error) {
+	var found *cpv1.AuditRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		idx := tx.Bucket(bucketAuditSession).Bucket([]byte(sessionID))
+		if idx == nil {
+			return nil
+		}
+		audit := tx.Bucket(bucketAudit)
+		c := idx.Cursor()
+		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+			rec := &cpv1.AuditRecord{}
+			if err := getProto(audit, k, rec); err != nil {
+				return err
+			}
+			if match(rec) {
+				found = rec
+				return nil
+			}
+		}
+		return nil
+	})
+	return found, err
+}
+
 // MarkRebuilt records that a session's agent holds its scene as committed
 // for epoch.
 func (s *Store) MarkRebuilt(id string, epoch int64) error {

@@ -744,3 +744,40 @@ func TestEpochFencing(t *testing.T) {
 		t.Fatalf("moving a broken session: %v", err)
 	}
 }
+
+// LastInHistory reads a session's log from its newest record back: it
+// finds the newest match, and nothing in another session's log.
+func TestLastInHistory(t *testing.T) {
+	s, _ := openTest(t)
+	for _, id := range []string{"s1", "s2"} {
+		if err := s.PutSession(testSession("alice", id), testRegistry); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref := PlanRef{"alice", "r1"}
+	if _, err := s.CreatePlan(testPlan("alice", "r1")); err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := s.Plan(ref)
+	for i, h := range []string{"h1", "h2", "h1", "h3"} {
+		r := &cpv1.Receipt{Sequence: int64(i + 1), OperationId: string(rune('a' + i)), SceneHashAfter: h}
+		if err := s.Commit(ref, plan, []*cpv1.Receipt{r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := func(h string) func(*cpv1.AuditRecord) bool {
+		return func(rec *cpv1.AuditRecord) bool { return rec.GetSceneHashAfter() == h }
+	}
+	if rec, err := s.LastInHistory("s1", after("h1")); err != nil || rec.GetOperationId() != "c" {
+		t.Fatalf("newest h1: %v %v", rec, err)
+	}
+	if rec, err := s.LastInHistory("s1", after("h4")); err != nil || rec != nil {
+		t.Fatalf("no h4: %v %v", rec, err)
+	}
+	if rec, err := s.LastInHistory("s2", after("h1")); err != nil || rec != nil {
+		t.Fatalf("another session: %v %v", rec, err)
+	}
+	if rec, err := s.LastInHistory("nobody", after("h1")); err != nil || rec != nil {
+		t.Fatalf("no session: %v %v", rec, err)
+	}
+}
