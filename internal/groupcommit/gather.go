@@ -8,9 +8,10 @@ import (
 // A plan's receipts come from one writer, one after another, so Update has
 // no concurrent company to group them with: the writer waits a little for
 // the next ones instead, while it knows more follow at once. A commit's
-// fixed cost (its fdatasyncs and page writes, about 0.25 ms of CPU on the
-// benchmark machine) is then paid once per group: 14 µs of CPU per receipt
-// in groups of 32 against 41 µs in groups of 8.
+// fixed cost (its fdatasyncs and page writes, about 0.23 ms of CPU on the
+// benchmark machine) is then paid once per group: 11–12 µs of CPU per
+// receipt in groups of 32 against 31–35 µs in groups of 8
+// (store.BenchmarkCommitGroups).
 const (
 	// GroupTarget is the group size that ends a wait.
 	GroupTarget = 32

@@ -1,0 +1,73 @@
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// BenchmarkCommitGroups commits a plan's 400 receipts in groups of 1, 8 and
+// 32 and reports the CPU per receipt (the process's, user and system: a
+// commit's fdatasyncs cost CPU in the kernel too). It is what sizes the
+// receipt committers' groups (groupcommit.GroupTarget, GroupLinger).
+func BenchmarkCommitGroups(b *testing.B) {
+	for _, size := range []int{1, 8, 32} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			s, _ := openTest(b)
+			if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {
+				b.Fatal(err)
+			}
+			var cpu time.Duration
+			for i := 0; i < b.N; i++ {
+				ref := PlanRef{"alice", fmt.Sprint("r", i)}
+				if _, err := s.CreatePlan(testPlan("alice", ref.RequestID)); err != nil {
+					b.Fatal(err)
+				}
+				plan, err := s.Plan(ref)
+				if err != nil {
+					b.Fatal(err)
+				}
+				plan.State = cpv1.Plan_STATE_RUNNING
+				groups := make([][]*cpv1.Receipt, 400/size)
+				for g := range groups {
+					for j := range size {
+						seq := int64(g*size + j + 1)
+						groups[g] = append(groups[g], &cpv1.Receipt{Sequence: seq, OperationId: fmt.Sprintf("op-%03d", seq),
+							ToolName: "object.create", Status: cpv1.Receipt_STATUS_SUCCEEDED, BlenderMutationId: randomHex(16),
+							IdempotencyKey: randomHex(32), SceneHashBefore: randomHex(32), SceneHashAfter: randomHex(32),
+							CompleteTime: timestamppb.Now()})
+					}
+				}
+				start := processCPU(b)
+				for _, g := range groups {
+					if err := s.Commit(ref, plan, g); err != nil {
+						b.Fatal(err)
+					}
+				}
+				cpu += processCPU(b) - start
+			}
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*400), "us-cpu/receipt")
+		})
+	}
+}
+
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func randomHex(n int) string {
+	raw := make([]byte, n)
+	rand.Read(raw)
+	return hex.EncodeToString(raw)
+}
