@@ -38,3 +38,9 @@ func Gather(cond *sync.Cond, linger time.Duration, more func() bool) {
 		cond.Wait()
 	}
 }
+
+// Wake says whether an add that leaves queued receipts in a group's queue,
+// with more following or not, must wake its writer: the queue was empty
+// (the writer waits for any), the group is full, or no more follow. Any
+// other add would only wake it to wait again.
+func Wake(queued int, more bool) bool { return queued == 1 || queued >= GroupTarget || !more }

@@ -55,7 +55,9 @@ func (c *committer) add(r *cpv1.Receipt, commit *journal.Commit, more bool) {
 	c.queue = append(c.queue, item{r, commit})
 	c.more = more
 	c.pending++
-	c.cond.Broadcast()
+	if groupcommit.Wake(len(c.queue), more) {
+		c.cond.Broadcast()
+	}
 	c.mu.Unlock()
 }
 

@@ -44,7 +44,9 @@ func (c *committer) add(r *cpv1.Receipt, final *cpv1.Plan, more bool) {
 	c.mu.Lock()
 	c.queue = append(c.queue, pending{r, final})
 	c.more = more
-	c.cond.Broadcast()
+	if groupcommit.Wake(len(c.queue), more) {
+		c.cond.Broadcast()
+	}
 	c.mu.Unlock()
 }
 

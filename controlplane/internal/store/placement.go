@@ -173,30 +173,53 @@ func (s *Store) SessionHistory(sessionID string, after uint64, limit int) ([]*cp
 
 // LastInHistory returns the newest of a session's audit records that match
 // accepts (nil: none does), reading from the newest back, so that finding
-// a recent record costs the same however long the session's history is.
+// a recent record costs the same however long the session's history is. It
+// reads in pages of historyPage records, each in its own read transaction,
+// so that a search that finds nothing holds none open for long.
 func (s *Store) LastInHistory(sessionID string, match func(*cpv1.AuditRecord) bool) (*cpv1.AuditRecord, error) {
 	var found *cpv1.AuditRecord
-	err := s.db.View(func(tx *bolt.Tx) error {
-		idx := tx.Bucket(bucketAuditSession).Bucket([]byte(sessionID))
-		if idx == nil {
-			return nil
-		}
-		audit := tx.Bucket(bucketAudit)
-		c := idx.Cursor()
-		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
-			rec := &cpv1.AuditRecord{}
-			if err := getProto(audit, k, rec); err != nil {
-				return err
-			}
-			if match(rec) {
-				found = rec
+	var read []byte // the oldest key read so far (nil: none yet)
+	for done := false; !done; {
+		err := s.db.View(func(tx *bolt.Tx) error {
+			done = true
+			idx := tx.Bucket(bucketAuditSession).Bucket([]byte(sessionID))
+			if idx == nil {
 				return nil
 			}
+			audit := tx.Bucket(bucketAudit)
+			c := idx.Cursor()
+			k, _ := c.Last()
+			if read != nil {
+				c.Seek(read)
+				k, _ = c.Prev()
+			}
+			for n := 0; k != nil; k, _ = c.Prev() {
+				if n == historyPage {
+					done = false
+					return nil
+				}
+				n++
+				read = append(read[:0], k...)
+				rec := &cpv1.AuditRecord{}
+				if err := getProto(audit, k, rec); err != nil {
+					return err
+				}
+				if match(rec) {
+					found = rec
+					return nil
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		return nil
-	})
-	return found, err
+	}
+	return found, nil
 }
+
+// historyPage is how many audit records LastInHistory reads per transaction.
+var historyPage = 1000
 
 // MarkRebuilt records that a session's agent holds its scene as committed
 // for epoch.

@@ -746,7 +746,8 @@ func TestEpochFencing(t *testing.T) {
 }
 
 // LastInHistory reads a session's log from its newest record back: it
-// finds the newest match, and nothing in another session's log.
+// finds the newest match, in one page or many, and nothing of another
+// session's log.
 func TestLastInHistory(t *testing.T) {
 	s, _ := openTest(t)
 	for _, id := range []string{"s1", "s2"} {
@@ -754,30 +755,58 @@ func TestLastInHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ref := PlanRef{"alice", "r1"}
-	if _, err := s.CreatePlan(testPlan("alice", "r1")); err != nil {
-		t.Fatal(err)
-	}
-	plan, _ := s.Plan(ref)
-	for i, h := range []string{"h1", "h2", "h1", "h3"} {
-		r := &cpv1.Receipt{Sequence: int64(i + 1), OperationId: string(rune('a' + i)), SceneHashAfter: h}
-		if err := s.Commit(ref, plan, []*cpv1.Receipt{r}); err != nil {
+	commit := func(session, request string, hashes ...string) {
+		t.Helper()
+		np := testPlan("alice", request)
+		np.Plan.SessionId, np.Request.SessionId = session, session
+		if _, err := s.CreatePlan(np); err != nil {
 			t.Fatal(err)
 		}
+		ref := PlanRef{"alice", request}
+		plan, _ := s.Plan(ref)
+		for i, h := range hashes {
+			r := &cpv1.Receipt{Sequence: int64(i + 1), OperationId: request + string(rune('a'+i)), SceneHashAfter: h}
+			if err := s.Commit(ref, plan, []*cpv1.Receipt{r}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
+	commit("s1", "r1", "h1", "h2", "h1", "h3")
+	commit("s2", "r2", "h1") // newer than all of s1's
+	commit("s1", "r3", "h4", "h5", "h6")
 	after := func(h string) func(*cpv1.AuditRecord) bool {
 		return func(rec *cpv1.AuditRecord) bool { return rec.GetSceneHashAfter() == h }
 	}
-	if rec, err := s.LastInHistory("s1", after("h1")); err != nil || rec.GetOperationId() != "c" {
-		t.Fatalf("newest h1: %v %v", rec, err)
+	hist, err := s.SessionHistory("s1", 0, 100)
+	if err != nil || len(hist) < 7 {
+		t.Fatalf("s1's history: %v %v", hist, err)
 	}
-	if rec, err := s.LastInHistory("s1", after("h4")); err != nil || rec != nil {
-		t.Fatalf("no h4: %v %v", rec, err)
+	var want int64 // the audit sequence of r1's third receipt
+	for _, rec := range hist {
+		if rec.GetOperationId() == "r1c" {
+			want = rec.GetSequence()
+		}
 	}
-	if rec, err := s.LastInHistory("s2", after("h1")); err != nil || rec != nil {
-		t.Fatalf("another session: %v %v", rec, err)
-	}
-	if rec, err := s.LastInHistory("nobody", after("h1")); err != nil || rec != nil {
-		t.Fatalf("no session: %v %v", rec, err)
+	defer func(page int) { historyPage = page }(historyPage)
+	for _, page := range []int{1000, 2, 1} {
+		historyPage = page
+		if rec, err := s.LastInHistory("s1", after("h1")); err != nil || rec.GetOperationId() != "r1c" || rec.GetSequence() != want {
+			t.Fatalf("page %d: newest h1 of s1: %v %v (want sequence %d)", page, rec, err, want)
+		}
+		if rec, err := s.LastInHistory("s2", after("h1")); err != nil || rec.GetOperationId() != "r2a" {
+			t.Fatalf("page %d: newest h1 of s2: %v %v", page, rec, err)
+		}
+		if rec, err := s.LastInHistory("s1", after("h7")); err != nil || rec != nil {
+			t.Fatalf("page %d: no h7: %v %v", page, rec, err)
+		}
+		if rec, err := s.LastInHistory("nobody", after("h1")); err != nil || rec != nil {
+			t.Fatalf("page %d: no session: %v %v", page, rec, err)
+		}
+		for _, want := range hist { // every record is reached, none skipped
+			rec, err := s.LastInHistory("s1", func(rec *cpv1.AuditRecord) bool { return rec.GetSequence() == want.GetSequence() })
+			if err != nil || rec == nil {
+				t.Fatalf("page %d: record %d not reached: %v", page, want.GetSequence(), err)
+			}
+		}
 	}
 }
