@@ -127,29 +127,6 @@ func clusterCPU(b *testing.B, c *cluster) [4]time.Duration {
 	return [4]time.Duration{threadsCPU(b, c.cp.cmd.Process.Pid), threadsCPU(b, agentd), blenders, threadsCPU(b, os.Getpid())}
 }
 
-// threadsCPU is the time a process's live threads have run on a CPU, to the
-// nanosecond (the scheduler's own count, /proc/PID/task/TID/schedstat),
-// where /proc/PID/stat counts 10 ms ticks: too coarse for 400 creates.
-func threadsCPU(b *testing.B, pid int) time.Duration {
-	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(stats) == 0 {
-		b.Fatalf("threads of %d: %v", pid, err)
-	}
-	var total time.Duration
-	for _, f := range stats {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			continue // the thread ended
-		}
-		ns, err := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
-		if err != nil {
-			b.Fatalf("%s: %q", f, raw)
-		}
-		total += time.Duration(ns)
-	}
-	return total
-}
-
 // BenchmarkValidateOnly100k times one SubmitPlan with validate_only of a
 // 100,000-operation chain (op000000 ← op000001 ← … ← op099999, each an
 // object.create) through the real control plane over gRPC on loopback: client
