@@ -231,6 +231,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	}
 	m := metrics.New()
 	st.Observe = m.Committed
+	m.CountCommits(st.Commits)
 	// Receipts' results pass through undecoded: the control plane stores
 	// and streams them, it never reads them.
 	fl := fleet.New(cfg.Heartbeat, cfg.AgentLostAfter, agentCreds, grpc.WithDefaultCallOptions(

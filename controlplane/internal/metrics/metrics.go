@@ -70,6 +70,14 @@ func (m *Metrics) Watch(src Source) {
 	})
 }
 
+// CountCommits adds the store's durable commits (bbolt transactions, each
+// two fdatasyncs), read at each scrape: with receipts_committed_total, how
+// well receipts share them.
+func (m *Metrics) CountCommits(commits func() uint64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "blendplane_store_commits_total",
+		Help: "Durable commits of the control plane's store (bbolt transactions)."}, func() float64 { return float64(commits()) }))
+}
+
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
