@@ -39,8 +39,11 @@ func Gather(cond *sync.Cond, linger time.Duration, more func() bool) {
 	}
 }
 
-// Wake says whether an add that leaves queued receipts in a group's queue,
-// with more following or not, must wake its writer: the queue was empty
-// (the writer waits for any), the group is full, or no more follow. Any
-// other add would only wake it to wait again.
-func Wake(queued int, more bool) bool { return queued == 1 || queued >= GroupTarget || !more }
+// Waiting says whether a group of queued receipts should wait for more:
+// while more follow at once and it is not full.
+func Waiting(queued int, more bool) bool { return more && queued < GroupTarget }
+
+// Wake says whether an add that leaves queued receipts in a group's queue
+// must wake its writer: the queue was empty (the writer waits for any), or
+// the group no longer waits. Any other add would only wake it to wait again.
+func Wake(queued int, more bool) bool { return queued == 1 || !Waiting(queued, more) }

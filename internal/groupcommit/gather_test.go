@@ -91,14 +91,18 @@ func TestGatherLingerIsABound(t *testing.T) {
 	Gather(cond, time.Hour, func() bool { return false })
 }
 
-// An add wakes the writer only when that can end its wait or its idleness.
+// A group waits while more follow and it is not full; an add wakes the
+// writer only when that can end its wait or its idleness.
 func TestWake(t *testing.T) {
 	for _, c := range []struct {
-		queued int
-		more   bool
-		want   bool
-	}{{1, true, true}, {2, true, false}, {GroupTarget - 1, true, false}, {GroupTarget, true, true}, {5, false, true}} {
-		if got := Wake(c.queued, c.more); got != c.want {
+		queued        int
+		more          bool
+		waiting, wake bool
+	}{{1, true, true, true}, {2, true, true, false}, {GroupTarget - 1, true, true, false}, {GroupTarget, true, false, true}, {5, false, false, true}} {
+		if got := Waiting(c.queued, c.more); got != c.waiting {
+			t.Errorf("Waiting(%d, %v) = %v", c.queued, c.more, got)
+		}
+		if got := Wake(c.queued, c.more); got != c.wake {
 			t.Errorf("Wake(%d, %v) = %v", c.queued, c.more, got)
 		}
 	}

@@ -6,7 +6,7 @@ import "testing"
 // thread: six creates written at once (five wait in the bridge's buffer),
 // their six undos at once, a create and a delete, then nothing. While no
 // request comes (main.idle) the discarded objects and meshes must be freed
-// (trash.reclaim) and the view layer the delete left brought up to date.
+// (trash.empty_trash in main.idle) and the view layer the delete left brought up to date.
 const idleScript = `
 import json, os, sys, tempfile, threading, time
 sys.path.insert(0, sys.argv[sys.argv.index("--") + 1] if "--" in sys.argv else sys.argv[1])

@@ -71,7 +71,7 @@ func (c *committer) loop() {
 		// While the batch goes on, let more receipts arrive: one fsync for
 		// several costs less CPU than one each. After its last operation,
 		// commit at once.
-		groupcommit.Gather(c.cond, groupcommit.GroupLinger, func() bool { return c.more && len(c.queue) < groupcommit.GroupTarget && !c.closed && !c.flushing })
+		groupcommit.Gather(c.cond, groupcommit.GroupLinger, func() bool { return groupcommit.Waiting(len(c.queue), c.more) && !c.closed && !c.flushing })
 		batch := c.queue
 		c.queue = nil
 		closed := c.closed

@@ -64,7 +64,7 @@ func (c *committer) loop() {
 		// While more receipts are known to follow at once, wait a little for
 		// them; otherwise commit at once, so an interactive one-operation
 		// plan never waits for company.
-		groupcommit.Gather(c.cond, groupcommit.GroupLinger, func() bool { return c.more && len(c.queue) < groupcommit.GroupTarget && !c.closing })
+		groupcommit.Gather(c.cond, groupcommit.GroupLinger, func() bool { return groupcommit.Waiting(len(c.queue), c.more) && !c.closing })
 		batch := c.queue
 		c.queue = nil
 		failed := c.err != nil

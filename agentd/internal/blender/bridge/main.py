@@ -166,7 +166,7 @@ from baseline import current_scene, reset_scene  # noqa: E402
 from records import KINDS  # noqa: E402
 from state import BRIDGE, SCHEMA, STATE, full_snapshot  # noqa: E402
 from layers import sync_view_layers  # noqa: E402
-from trash import empty_trash, forget_trash, reclaim, trash_waiting  # noqa: E402
+from trash import RECLAIM_CHUNK, empty_trash, forget_trash, trash_waiting  # noqa: E402
 
 sys.pycache_prefix, sys.dont_write_bytecode = _BYTECODE
 registry.validate()
@@ -605,8 +605,7 @@ def idle():
     with the file."""
     IDLE["passes"] += 1
     try:
-        if trash_waiting():
-            reclaim()
+        empty_trash(RECLAIM_CHUNK)
         sync_view_layers()
     except Exception:
         log("idle work failed", trace=traceback.format_exc())

@@ -8,7 +8,7 @@ create would grow with the scene. discard renames them out of sight (a
 tombstone name: left out of the snapshot, the hash and every tool) instead,
 and they are freed later, off the calls that made them where possible:
 
-- reclaim, RECLAIM_CHUNK at a time, in the pauses between requests
+- empty_trash(RECLAIM_CHUNK), a few at a time, in the pauses between requests
   (main.idle): a session driven by a person or a model frees its pile
   between calls;
 - empty_trash, all at once: when TRASH_MAX have gathered (a busy stream of
@@ -44,19 +44,16 @@ def discard(ids):
         empty_trash()
 
 
-def empty_trash():
-    ids, TRASH["ids"] = TRASH["ids"], []
+def empty_trash(n=None):
+    """Free the n oldest datablocks of the pile (all of it by default)."""
+    if n is None:
+        n = len(TRASH["ids"])
+    ids, TRASH["ids"] = TRASH["ids"][:n], TRASH["ids"][n:]
     remove_ids(ids)
 
 
 def trash_waiting():
     return bool(TRASH["ids"])
-
-
-def reclaim():
-    """Free the RECLAIM_CHUNK oldest datablocks of the pile."""
-    ids, TRASH["ids"] = TRASH["ids"][:RECLAIM_CHUNK], TRASH["ids"][RECLAIM_CHUNK:]
-    remove_ids(ids)
 
 
 def forget_trash():
