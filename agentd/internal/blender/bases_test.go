@@ -272,3 +272,48 @@ for n in ("Copy", "Copy.002"):
 		assertIncrementalMatchesFull(t, p)
 	})
 }
+
+// TestLinkKeepsActiveObjects: a collection.link that unlinks nothing reads
+// no scene's active object (it cannot change one), and its undo reads them
+// again only where the object it unlinks is active. Here the object is
+// active where it is linked, and after the link it is made active in a
+// scene it reaches only through the new collection, whose active object
+// the undo must clear; the running hash matches a recomputation after
+// every step, and the active objects are Blender's.
+func TestLinkKeepsActiveObjects(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Mover"})
+		mustExecute(t, p, "python.exec", map[string]any{"code": `
+other = bpy.data.scenes.new("Other")
+c = bpy.data.collections.new("OnlyOther")
+other.collection.children.link(c)
+`})
+		actives := `result = {sc.name: (sc.view_layers[0].objects.active.name if sc.view_layers[0].objects.active else None) for sc in bpy.data.scenes}`
+		want := func(what, w string) {
+			t.Helper()
+			assertIncrementalMatchesFull(t, p)
+			if got := string(execResult(t, p, actives)); got != w {
+				t.Fatalf("%s: active objects %s, want %s", what, got, w)
+			}
+		}
+		link := mustExecute(t, p, "collection.link", map[string]any{"object": "Mover", "collection": "OnlyOther"})
+		want("after the link", `{"Other":null,"Scene":"Mover"}`)
+		mustExecute(t, p, "python.exec", map[string]any{"code": `bpy.data.scenes["Other"].view_layers[0].objects.active = bpy.data.objects["Mover"]`})
+		want("made active in Other", `{"Other":"Mover","Scene":"Mover"}`)
+		undo := func(out Outcome) {
+			t.Helper()
+			if _, err := p.Undo(callCtx(t), out.Undo, Call{}); err != nil { // after other changes: not the hash from before
+				t.Fatal(err)
+			}
+		}
+		undo(link)
+		want("after the undo", `{"Other":null,"Scene":"Mover"}`)
+		// Undoing a link of an object active nowhere reads no active object
+		// back; the scene's own stays.
+		again := mustExecute(t, p, "collection.link", map[string]any{"object": "Mover", "collection": "OnlyOther"})
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Other active"})
+		undo(again)
+		want("after the second undo", `{"Other":null,"Scene":"Other active"}`)
+	})
+}

@@ -151,13 +151,23 @@ def tool_collection_link(tx, args):
     ob = get_object(args["object"])
     coll = get_collection(args["collection"])
     before = INDEX.collections_of(ob)
-    want = [coll] + ([] if args.get("unlink_others", False) else [c for c in before if c != coll])
-    bases = bases_of(ob)
+    others = [c for c in before if c != coll]
+    unlinks = bool(others) and args.get("unlink_others", False)
+    want = [coll] + ([] if unlinks else others)
+    # Only an unlink can take a base away, and with it a scene's active
+    # object and the base's selection and hiding. A link that unlinks
+    # nothing needs neither the bases nor the active objects read, each of
+    # which would make Blender resync every base of a view layer the last
+    # link or unlink left stale (layers.py).
+    bases = bases_of(ob) if unlinks else []
     tx.set_undo({"object": ob.name, "collections": [collection_ref(c) for c in before], "bases": bases})
     tx.touch("object", ob.name)
     for sc in bpy.data.scenes:
         tx.touch("scene", sc.name)  # leaving a scene clears its active object
-    tx.on_undo(lambda: restore_bases(ob, bases))  # runs last on rollback
+        if not unlinks:
+            tx.unchanged("active", sc.name)
+    if unlinks:
+        tx.on_undo(lambda: restore_bases(ob, bases))  # runs last on rollback
     set_membership(tx, ob, want)
     tx.checkpoint("collection.link:linked")
     return {"object": ob.name, "collections": INDEX.labels(ob)}
@@ -182,9 +192,15 @@ def undo_collection_link(tx, rec):
         bases.append({"scene": sc.name, "view_layer": vl.name, "active": bool(b.get("active")),
                       "select": bool(b.get("select")), "hide": bool(b.get("hide"))})
     tx.touch("object", ob.name)
+    now = bases_of(ob)
+    # An unlink changes a scene's active object only when it is ob, and
+    # restore_bases only with bases to put back; otherwise the active
+    # objects are not read again after the unlink (a resync, layers.py).
+    keep_active = not bases and not any(b["active"] for b in now)
     for sc in bpy.data.scenes:
         tx.touch("scene", sc.name)
-    now = bases_of(ob)
+        if keep_active:
+            tx.unchanged("active", sc.name)
     tx.on_undo(lambda: restore_bases(ob, now))
     set_membership(tx, ob, want)
     tx.fault_point("collection.link:relinked")
