@@ -146,6 +146,9 @@ for sc in sorted(bpy.data.scenes, key=lambda s: s.name):
 	})
 }
 
+// tombPrefix starts the names of tombstones (bridge/common.py TOMB_PREFIX).
+const tombPrefix = "\x7fbp_tomb_"
+
 // TestTombstoneNameTaken: when the tombstone name derived from a delete's
 // mutation id is taken, and so is the session counter's next name, the
 // delete takes the counter's name after them, the same on both Blenders
@@ -153,12 +156,13 @@ for sc in sorted(bpy.data.scenes, key=lambda s: s.name):
 // object back.
 func TestTombstoneNameTaken(t *testing.T) {
 	sum := sha256.Sum256([]byte("mut-1"))
-	derived := "__bp_tomb_m" + hex.EncodeToString(sum[:])[:24]
+	derived := tombPrefix + "m" + hex.EncodeToString(sum[:])[:24]
+	py := strings.NewReplacer("\x7f", `\x7f`) // the names as Python string literals write them
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		p := startTestProcess(t, rt)
 		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Doomed"})
 		mustExecute(t, p, "python.exec", map[string]any{"code": `
-for n in ["` + derived + `", "__bp_tomb_0"]:
+for n in ["` + py.Replace(derived) + `", "` + py.Replace(tombPrefix) + `0"]:
     bpy.data.objects.new(n, None)
 `})
 		out, err := p.Execute(callCtx(t), Call{Tool: "object.delete", Args: map[string]any{"name": "Doomed"}, MutationID: "mut-1"})
@@ -177,10 +181,10 @@ for n in ["` + derived + `", "__bp_tomb_0"]:
 		if want := derived + "_0"; rec.Tomb != want || rec.Data.Tomb != want {
 			t.Fatalf("tombstones %q (object), %q (mesh), want %q", rec.Tomb, rec.Data.Tomb, want)
 		}
-		raw := execResult(t, p, `result = sorted(o.name for o in bpy.data.objects if o.name.startswith("__bp_tomb_"))`)
+		raw := execResult(t, p, `result = sorted(o.name for o in bpy.data.objects if o.name.startswith("`+py.Replace(tombPrefix)+`"))`)
 		var names []string
-		if err := json.Unmarshal(raw, &names); err != nil || !reflect.DeepEqual(names, []string{"__bp_tomb_0", derived, derived + "_0"}) {
-			t.Fatalf("tombstone objects %s (%v), want __bp_tomb_0, %s, %s_0", raw, err, derived, derived)
+		if err := json.Unmarshal(raw, &names); err != nil || !reflect.DeepEqual(names, []string{tombPrefix + "0", derived, derived + "_0"}) {
+			t.Fatalf("tombstone objects %s (%v), want %q, %q, %q", raw, err, tombPrefix+"0", derived, derived+"_0")
 		}
 		mustUndo(t, p, out, Call{})
 		assertIncrementalMatchesFull(t, p)

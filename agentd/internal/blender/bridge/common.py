@@ -11,7 +11,14 @@ import sys
 PROTOCOL_VERSION = 1
 MAX_NAME_BYTES = 63  # Blender truncates longer ID names (MAX_ID_NAME - 2 - 1).
 RESERVED_PREFIX = "__bp_"  # names the bridge keeps for itself; tools refuse them
-TOMB_PREFIX = "__bp_tomb_"  # tombstoned (deleted, restorable) objects and their data
+# Tombstoned (deleted, restorable) objects and their data, and what undos
+# discard (trash.py). A control character starts it: no tool takes such a
+# name (NAME_PATTERN), and as Blender keeps every ID list sorted by name,
+# case-insensitively, these names come after every ASCII one, so renaming a
+# datablock to one finds its place at once. "__bp_tomb_" came before every
+# letter: each such rename walked the whole list (0.15 ms at 10,000 objects).
+TOMB_PREFIX = "\x7fbp_tomb_"
+OLD_TOMB_PREFIX = "__bp_tomb_"  # the tombstones of older bridges, in their checkpoints
 TOMB_OF = "__bp_tomb_of"  # custom property on a tombstone: the object's live name
 STATE_PROP = "__bp_bridge_state_2"  # scene custom property, only inside checkpoints
 # Where bridges before the parked window (window.py) read their state: a
@@ -121,4 +128,4 @@ def one_line(e):
 
 
 def is_tomb(name):
-    return name.startswith(TOMB_PREFIX)
+    return name.startswith((TOMB_PREFIX, OLD_TOMB_PREFIX))

@@ -22,12 +22,13 @@ import bpy
 
 from animation import animated_values, restore_animated
 from baseline import current_scene, live_scene
-from common import TOMB_PREFIX
+from common import OLD_TOMB_PREFIX
 from layers import sync_view_layers
 
-PARKED = TOMB_PREFIX + "window"
-SHOWN_SCENE = TOMB_PREFIX + "shown_scene"
-SHOWN_VIEW_LAYER = TOMB_PREFIX + "shown_view_layer"
+# Names kept from before TOMB_PREFIX changed: checkpoints hold them.
+PARKED = OLD_TOMB_PREFIX + "window"
+SHOWN_SCENE = OLD_TOMB_PREFIX + "shown_scene"
+SHOWN_VIEW_LAYER = OLD_TOMB_PREFIX + "shown_view_layer"
 
 
 def park():

@@ -17,24 +17,30 @@ Undo record shapes (``v`` = UNDO_VERSION = 1; see registry.py, Compensations):
 
 Tombstones
 ----------
-``object.delete`` does not free the object: it tombstones it, so the delete
-can be compensated. It clears the parent of the object's children, clears
+``object.delete`` does not free the object: it tombstones it, so the delete can
+be compensated. It clears the parent of the object's children, clears
 ``scene.camera`` where it was the camera, deactivates it, unlinks it from every
-collection, renames it (and its mesh/camera/light data, when the object was
-the data's only user) to a reserved name ``__bp_tomb_<key>``, stores the live
-name in its custom property ``__bp_tomb_of`` and gives it a fake user so that
-nothing purges it and checkpoints keep it. ``<key>`` is ``m`` + 24 hex digits
-of sha256(mutation_id) when execute got a ``mutation_id`` (a replay of the same
-mutations picks the same names whatever was rolled back in between), else a
-per-session counter (``BRIDGE["tomb_counter"]``, saved inside checkpoints).
-The undo record relinks it to the same collections, renames it (and its data)
-back, restores children's parents, the scene camera, the active object and
-the selection/hide state of its bases.
+collection, renames it (and its mesh/camera/light data, when the object was the
+data's only user) to a reserved name ``\x7fbp_tomb_<key>`` (it starts with the
+control character DEL), stores the live name in its custom property
+``__bp_tomb_of`` and gives it a fake user so that nothing purges it and
+checkpoints keep it. ``<key>`` is ``m`` + 24 hex digits of sha256(mutation_id)
+when execute got a ``mutation_id`` (a replay of the same mutations picks the
+same names whatever was rolled back in between), else a per-session counter
+(``BRIDGE["tomb_counter"]``, saved inside checkpoints). The undo record relinks
+it to the same collections, renames it (and its data) back, restores children's
+parents, the scene camera, the active object and the selection/hide state of
+its bases.
 
-Tombstones are invisible: every datablock named ``__bp_tomb_*`` is left out of
-the scene_state_v1 snapshot and hash and out of scene.get_summary; tools
-refuse names starting with ``__bp_`` (``invalid_input``, or ``not_found`` for
-an existing tombstone), and since the live name is free again, a later
+Tombstones are invisible: every datablock named ``\x7fbp_tomb_*`` (or
+``__bp_tomb_*``, the name older bridges gave them) is left out of the
+scene_state_v1 snapshot and hash and out of scene.get_summary; tools refuse
+names starting with ``__bp_`` or holding a control character
+(``invalid_input``; ``not_found`` for an existing tombstone of an older
+bridge). Blender keeps every ID list sorted by name, case-insensitively, so the
+DEL puts tombstones after every ASCII name: renaming a datablock to one finds
+its place at once (``__bp_tomb_`` came first and made Blender walk the whole
+list, 0.15 ms at 10,000 objects). Since the live name is free again, a later
 ``object.create`` of the same name gets exactly that name (no ``.001``).
 Tombstones live until the session ends (``reset`` and process exit drop them;
 checkpoints keep them). They are not garbage collected: a session that deletes
