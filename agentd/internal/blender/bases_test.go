@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -319,5 +320,35 @@ other.collection.children.link(c)
 		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Other active"})
 		undo(again)
 		want("after the second undo", `{"Other":null,"Scene":"Other active"}`)
+	})
+}
+
+// TestOldTombstones: a checkpoint of an older bridge holds tombstones named
+// __bp_tomb_…; they stay out of the scene's state, and the undo records
+// that name them still bring their objects back.
+func TestOldTombstones(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Old"})
+		before := assertIncrementalMatchesFull(t, p).SceneHash
+		del := mustExecute(t, p, "object.delete", map[string]any{"name": "Old"})
+		var rec map[string]any
+		if err := json.Unmarshal(del.Undo, &rec); err != nil {
+			t.Fatal(err)
+		}
+		tomb := rec["tomb"].(string)
+		old := "__bp_tomb_" + strings.TrimPrefix(tomb, tombPrefix)
+		// As an older bridge named them, then a rehash (python.exec).
+		mustExecute(t, p, "python.exec", map[string]any{"code": fmt.Sprintf(
+			"for c in (bpy.data.objects, bpy.data.meshes):\n    c[%q].name = %q", tomb, old)})
+		rec["tomb"] = old
+		rec["data"].(map[string]any)["tomb"] = old
+		if h := assertIncrementalMatchesFull(t, p).SceneHash; h != del.SceneHashAfter {
+			t.Fatalf("with the tombstone renamed: %s, want the hash after the delete %s", h, del.SceneHashAfter)
+		}
+		undo, _ := json.Marshal(rec)
+		if h, err := p.Undo(callCtx(t), undo, Call{}); err != nil || h != before {
+			t.Fatalf("undo through the old tombstone: %s, %v; want %s", h, err, before)
+		}
 	})
 }
