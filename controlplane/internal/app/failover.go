@@ -62,15 +62,19 @@ type rebuild struct {
 // rebuild that could not reach its agent UNAVAILABLE (the executor retries).
 func (a *App) placement(ctx context.Context, sessionID string) (string, int64, error) {
 	for {
-		sess, err := a.store.Session(sessionID)
+		p, err := a.store.Placement(sessionID)
 		if err != nil {
 			return "", 0, err
 		}
 		switch {
-		case sess.Broken():
+		case p.Broken():
 			return "", 0, status.Errorf(codes.FailedPrecondition, "session %s lost its agent and could not be rebuilt exactly on another", sessionID)
-		case sess.Rebuilt >= sess.Info.GetEpoch():
-			return sess.Info.GetAgentId(), sess.Info.GetEpoch(), nil
+		case p.Rebuilt >= p.Epoch:
+			return p.AgentID, p.Epoch, nil
+		}
+		sess, err := a.store.Session(sessionID)
+		if err != nil {
+			return "", 0, err
 		}
 		if err := a.rebuildOnce(ctx, sess); err != nil {
 			if errors.Is(err, errDiverged) {

@@ -238,11 +238,11 @@ func errMoved(sessionID string, to target) error {
 // stored is where the store says the session runs, without waiting for a
 // rebuild.
 func (e *Executor) stored(sessionID string) target {
-	sess, err := e.store.Session(sessionID)
+	p, err := e.store.Placement(sessionID)
 	if err != nil {
 		return target{}
 	}
-	return target{sess.Info.GetAgentId(), sess.Info.GetEpoch()}
+	return target{p.AgentID, p.Epoch}
 }
 
 // place is where the session runs now.
@@ -251,11 +251,11 @@ func (e *Executor) place(ctx context.Context, sessionID string) (target, error) 
 		agentID, epoch, err := e.cfg.Place(ctx, sessionID)
 		return target{agentID, epoch}, err
 	}
-	sess, err := e.store.Session(sessionID)
+	p, err := e.store.Placement(sessionID)
 	if err != nil {
 		return target{}, err
 	}
-	return target{sess.Info.GetAgentId(), sess.Info.GetEpoch()}, nil
+	return target{p.AgentID, p.Epoch}, nil
 }
 
 // trackAttempt records the running attempt of a session (cancel nil: none).

@@ -6,8 +6,10 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/wirefields"
 )
 
 var (
@@ -64,6 +66,64 @@ func readCheckpoint(st *bolt.Bucket) *SessionCheckpoint {
 		return nil
 	}
 	return cp
+}
+
+// Placement is where a session runs and whether it can: what dispatch
+// reads for every plan and attempt.
+type Placement struct {
+	AgentID string
+	// Epoch and Rebuilt are Session's Info.Epoch and Rebuilt.
+	Epoch, Rebuilt int64
+	State          cpv1.Session_State
+}
+
+// Broken is Session's Broken.
+func (p Placement) Broken() bool { return p.State == cpv1.Session_STATE_BROKEN }
+
+// Fields of a stored cpv1.Session that Placement reads.
+var (
+	sessionFields  = (&cpv1.Session{}).ProtoReflect().Descriptor().Fields()
+	fieldAgentID   = sessionFields.ByName("agent_id").Number()
+	fieldStateEnum = sessionFields.ByName("state").Number()
+)
+
+// Placement reads a session's placement: the fields of Session that say
+// where it runs, without decoding the rest of it (its contract), which
+// Session does several times per plan otherwise.
+func (s *Store) Placement(id string) (Placement, error) {
+	var p Placement
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b, err := sessionBucket(tx, id)
+		if err != nil {
+			return err
+		}
+		// As proto.Unmarshal: the last occurrence of a field wins.
+		err = wirefields.Each(b.Get(keySession), func(num protowire.Number, typ protowire.Type, _, v []byte) error {
+			switch {
+			case num == fieldAgentID && typ == protowire.BytesType:
+				p.AgentID = string(v)
+			case num == fieldStateEnum && typ == protowire.VarintType:
+				n, _ := protowire.ConsumeVarint(v)
+				p.State = cpv1.Session_State(int32(n))
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		p.Epoch, p.Rebuilt = sessionEpoch(tx, id), rebuiltEpoch(tx, id)
+		return nil
+	})
+	return p, err
+}
+
+// rebuiltEpoch is the epoch a session was last rebuilt for (MarkRebuilt);
+// 1 if never: the negotiated placement needs no rebuild.
+func rebuiltEpoch(tx *bolt.Tx, id string) int64 {
+	if st := tx.Bucket(bucketSessionState).Bucket([]byte(id)); st != nil {
+		return max(1, int64(getU64(st, keyRebuilt)))
+	}
+	return 1
 }
 
 // sessionEpoch is a session's epoch: 1 from its negotiation (and for

@@ -134,10 +134,8 @@ func readSession(tx *bolt.Tx, id string) (Session, error) {
 			sess.Info.UpdateTime = timestamppb.New(time.Unix(0, int64(ns)))
 		}
 	}
-	sess.Info.Epoch = sessionEpoch(tx, id)
-	sess.Rebuilt = 1
+	sess.Info.Epoch, sess.Rebuilt = sessionEpoch(tx, id), rebuiltEpoch(tx, id)
 	if st := tx.Bucket(bucketSessionState).Bucket([]byte(id)); st != nil {
-		sess.Rebuilt = max(1, int64(getU64(st, keyRebuilt)))
 		sess.Checkpoint = readCheckpoint(st)
 	}
 	return sess, nil

@@ -810,3 +810,51 @@ func TestLastInHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacement: Placement reads what Session says of where a session
+// runs, through a move, a rebuild, a break and a close.
+func TestPlacement(t *testing.T) {
+	s, _ := openTest(t)
+	if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string) {
+		t.Helper()
+		sess, err := s.Session("s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Placement{AgentID: sess.Info.GetAgentId(), Epoch: sess.Info.GetEpoch(), Rebuilt: sess.Rebuilt, State: sess.Info.GetState()}
+		if got, err := s.Placement("s1"); err != nil || got != want {
+			t.Fatalf("%s: Placement %+v, %v; Session says %+v", what, got, err, want)
+		}
+	}
+	check("negotiated")
+	if _, err := s.MoveSession("s1", "agent-b", "rt-b"); err != nil {
+		t.Fatal(err)
+	}
+	check("moved")
+	if err := s.MarkRebuilt("s1", 2); err != nil {
+		t.Fatal(err)
+	}
+	check("rebuilt")
+	if err := s.MarkBroken("s1"); err != nil {
+		t.Fatal(err)
+	}
+	check("broken")
+	if got, _ := s.Placement("s1"); got.AgentID != "agent-b" || got.Epoch != 2 || got.Rebuilt != 2 || got.State != cpv1.Session_STATE_BROKEN {
+		t.Fatalf("broken after a move and a rebuild: %+v", got)
+	}
+	if err := s.PutSession(testSession("alice", "s2"), testRegistry); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CloseSession("s2", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Placement("s2"); got.State != cpv1.Session_STATE_CLOSED || got.AgentID != "agent-1" || got.Epoch != 1 || got.Rebuilt != 1 {
+		t.Fatalf("closed: %+v", got)
+	}
+	if _, err := s.Placement("nope"); !errors.Is(err, ErrSessionNotFound) {
+		t.Fatalf("an unknown session: %v", err)
+	}
+}
