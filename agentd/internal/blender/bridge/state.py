@@ -45,17 +45,31 @@ def full_snapshot():
 
 
 class SceneState:
-    """Per-datablock digests and the running multiset hash."""
+    """Per-datablock digests and the running multiset hash; and each scene's
+    active object as its "active" record last said (active_name)."""
 
     def __init__(self):
         self.digests = {}
         self.acc = 0
+        self.actives = {}
+
+    def active_name(self, scene_name):
+        """(known, name): the name of the active object of the scene's first
+        view layer, as of the end of the last call (what the scene's hash
+        holds; the tests' "incremental == full snapshot" check holds it to
+        Blender's). Reading it from Blender instead makes Blender resync
+        every base of a view layer that a link or unlink left stale
+        (layers.py): 0.2-0.4 ms at 10,000 objects."""
+        if scene_name in self.actives:
+            return True, self.actives[scene_name]
+        return False, None
 
     def rebuild(self):
         """Every digest from scratch, in one pass; refills INDEX."""
         INDEX.invalidate()
         self.digests = {}
         self.acc = 0
+        self.actives = {}
         members = memberships()
         for kind, _, _, coll in KINDS:
             m = INDEX.names.setdefault(coll, {})
@@ -63,7 +77,7 @@ class SceneState:
                 m.setdefault(db.name, db)
         INDEX.refresh_members(members)
         for kind, _, db, rec in all_records_with(members):
-            self._set(kind + ":" + db.name, sha256_hex(canonical(rec)))
+            self._record(kind, db.name, rec)
 
     def _set(self, key, digest):
         old = self.digests.pop(key, None)
@@ -74,13 +88,20 @@ class SceneState:
             self.acc = (self.acc + term(key, digest)) % (1 << 256)
 
     def touch(self, kind, name):
-        rec = record_of(kind, name)
-        self._set(kind + ":" + name, sha256_hex(canonical(rec)) if rec is not None else None)
+        self._record(kind, name, record_of(kind, name))
 
     def set_record(self, kind, name, rec):
         """touch(kind, name) with the record in hand (Tx.touch_record), or
         None when there is none (Tx.gone)."""
+        self._record(kind, name, rec)
+
+    def _record(self, kind, name, rec):
         self._set(kind + ":" + name, sha256_hex(canonical(rec)) if rec is not None else None)
+        if kind == "active":
+            if rec is None:
+                self.actives.pop(name, None)
+            else:
+                self.actives[name] = rec["active_object"]
 
     def scene_hash(self):
         return hash_from_acc(self.acc)

@@ -18,6 +18,7 @@ from layers import in_view_layer
 from records import KINDS, active_record
 from registry import ToolError, field
 from schema import check_name, check_name_free, is_number
+from state import STATE
 from trash import discard
 
 
@@ -285,13 +286,26 @@ def new_data_object(tx, name, data, location=None, rotation_euler=None, scale=No
     return ob
 
 
+def active_before(sc, vl):
+    """The name of vl's active object (None: none, or vl is None), read
+    before a call changes the view layer: from the scene's state when vl is
+    the scene's first view layer (state.active_name), else from Blender."""
+    if vl is None:
+        return None
+    if len(sc.view_layers) and vl == sc.view_layers[0]:
+        known, name = STATE.active_name(sc.name)
+        if known:
+            return name
+    prev = vl.objects.active
+    return prev.name if prev is not None else None
+
+
 def make_active(tx, sc, vl, ob):
     """Make ob the active object of view layer vl of scene sc (nothing when
     vl is None); returns the name of the object active before, or None."""
     if vl is None:
         return None
-    prev = vl.objects.active
-    prev_name = prev.name if prev is not None else None
+    prev_name = active_before(sc, vl)
     tx.touch("active", sc.name)
     tx.on_undo(lambda: setattr(vl.objects, "active", bpy.data.objects.get(prev_name) if prev_name else None))
     vl.objects.active = ob

@@ -64,12 +64,12 @@ from layers import in_view_layer, synced
 from records import mesh_geometry_digest, qv
 from state import BRIDGE
 
-from .datablocks import (bases_of, basis_from_record, basis_state, check_id_name_free, check_new_object_name,
-                         check_object_name_free, check_removable, collection_ref, created_data_record, data_collection,
-                         free_name_in, get_object, live_object, matrix_from_record, matrix_rows, name_free, named,
-                         note_active_objects, remove_created_object, rename, resolve_collection, resolve_view_layer,
-                         restore_basis, set_base, set_basis_from_matrix, took_name, touch_data, undo_remove_created,
-                         world_matrix)
+from .datablocks import (active_before, bases_of, basis_from_record, basis_state, check_id_name_free,
+                         check_new_object_name, check_object_name_free, check_removable, collection_ref,
+                         created_data_record, data_collection, free_name_in, get_object, live_object,
+                         matrix_from_record, matrix_rows, name_free, named, note_active_objects, remove_created_object,
+                         rename, resolve_collection, resolve_view_layer, restore_basis, set_base, set_basis_from_matrix,
+                         took_name, touch_data, undo_remove_created, world_matrix)
 
 PRIMITIVES = {
     # type: default object/mesh name (Blender's own names for these primitives)
@@ -194,8 +194,7 @@ def tool_object_create(tx, args):
     sc = current_scene()
     vl = active_view_layer(sc)
     proto = primitive_proto(kind, size)
-    prev = vl.objects.active if vl is not None else None  # before the link: no view-layer resync
-    prev_name = prev.name if prev is not None else None
+    prev_name = active_before(sc, vl)
 
     me = bpy.data.meshes.new(name)
     mesh_name = me.name
