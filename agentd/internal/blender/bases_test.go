@@ -352,3 +352,38 @@ func TestOldTombstones(t *testing.T) {
 		}
 	})
 }
+
+// TestActiveBefore: a create records the object active before it as the
+// scene's state last said it (not read from Blender), after each way the
+// active object changes: a create, python.exec, object.select, an undo;
+// its undo gives that object back.
+func TestActiveBefore(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		createAfter := func(name string, want any) {
+			t.Helper()
+			out := mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": name})
+			var rec map[string]any
+			if err := json.Unmarshal(out.Undo, &rec); err != nil {
+				t.Fatal(err)
+			}
+			if rec["active_before"] != want {
+				t.Fatalf("create %s: active_before %v, want %v", name, rec["active_before"], want)
+			}
+			mustUndo(t, p, out, Call{})
+			if got := string(execResult(t, p, `a = bpy.data.scenes["Scene"].view_layers[0].objects.active
+result = a.name if a else None`)); got != fmt.Sprintf("%q", want) && !(want == nil && got == "null") {
+				t.Fatalf("after the undo of %s: active %s, want %v", name, got, want)
+			}
+		}
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "A"})
+		createAfter("B", "A")
+		mustExecute(t, p, "python.exec", map[string]any{"code": `bpy.data.scenes["Scene"].view_layers[0].objects.active = None`})
+		createAfter("C", nil)
+		mustExecute(t, p, "object.select", map[string]any{"names": []any{"A"}, "active": "A"})
+		mustExecute(t, p, "collection.create", map[string]any{"name": "K"})
+		mustExecute(t, p, "collection.link", map[string]any{"object": "A", "collection": "K"}) // leaves the view layer stale
+		createAfter("D", "A")
+		assertIncrementalMatchesFull(t, p)
+	})
+}
