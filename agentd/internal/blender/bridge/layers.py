@@ -9,7 +9,10 @@ or setting ``vl.objects.active`` and the per-object getters
 before the change. The tools read what they need through the former (or
 synced first), so a call that only links or unlinks leaves the resync to the
 next call that needs the bases (tools.datablocks.note_active_objects), and
-several changes share one. Before code that walks bases its own way runs (an
+several changes share one. What a call needs to know before it changes
+anything, the scene's active object, it takes from the scene's state
+(state.SceneState.active_name, tools.datablocks.active_before), and a link
+that unlinks nothing reads no bases at all (collection.link). Before code that walks bases its own way runs (an
 operator, python.exec), window.wake brings every view layer up to date.
 """
 
