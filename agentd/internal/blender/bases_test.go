@@ -325,7 +325,8 @@ other.collection.children.link(c)
 
 // TestOldTombstones: a checkpoint of an older bridge holds tombstones named
 // __bp_tomb_…; they stay out of the scene's state, and the undo records
-// that name them still bring their objects back.
+// that name them still bring their objects back, also when the tombstone
+// was made anew by this bridge (a replay of the older bridge's journal).
 func TestOldTombstones(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		p := startTestProcess(t, rt)
@@ -349,6 +350,21 @@ func TestOldTombstones(t *testing.T) {
 		undo, _ := json.Marshal(rec)
 		if h, err := p.Undo(callCtx(t), undo, Call{}); err != nil || h != before {
 			t.Fatalf("undo through the old tombstone: %s, %v; want %s", h, err, before)
+		}
+		// A journal of an older bridge replayed by this one (recovery): the
+		// delete makes its tombstone under the new prefix, the record names
+		// the old one.
+		del = mustExecute(t, p, "object.delete", map[string]any{"name": "Old"})
+		rec = nil
+		if err := json.Unmarshal(del.Undo, &rec); err != nil {
+			t.Fatal(err)
+		}
+		old = "__bp_tomb_" + strings.TrimPrefix(rec["tomb"].(string), tombPrefix)
+		rec["tomb"] = old
+		rec["data"].(map[string]any)["tomb"] = old
+		undo, _ = json.Marshal(rec)
+		if h, err := p.Undo(callCtx(t), undo, Call{}); err != nil || h != before {
+			t.Fatalf("undo of an older record through the new tombstone: %s, %v; want %s", h, err, before)
 		}
 	})
 }
@@ -384,6 +400,26 @@ result = a.name if a else None`)); got != fmt.Sprintf("%q", want) && !(want == n
 		mustExecute(t, p, "collection.create", map[string]any{"name": "K"})
 		mustExecute(t, p, "collection.link", map[string]any{"object": "A", "collection": "K"}) // leaves the view layer stale
 		createAfter("D", "A")
+		assertIncrementalMatchesFull(t, p)
+	})
+}
+
+// TestUndoCreatePrevGone: the undo of a create whose previously active
+// object has left the view layer since is a conflict, on both Blenders, and
+// changes nothing.
+func TestUndoCreatePrevGone(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Prev"})
+		out := mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "New"})
+		mustExecute(t, p, "collection.create", map[string]any{"name": "Off"})
+		mustExecute(t, p, "collection.link", map[string]any{"object": "Prev", "collection": "Off", "unlink_others": true})
+		mustExecute(t, p, "python.exec", map[string]any{"code": `bpy.data.scenes["Scene"].view_layers[0].layer_collection.children["Off"].exclude = True`})
+		before := assertIncrementalMatchesFull(t, p).SceneHash
+		h, err := p.Undo(callCtx(t), out.Undo, Call{})
+		if !isCode(err, CodeConflict) || h != before {
+			t.Fatalf("undo with the previous active object out of the view layer: %s, %v; want a conflict at %s", h, err, before)
+		}
 		assertIncrementalMatchesFull(t, p)
 	})
 }

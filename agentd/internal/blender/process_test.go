@@ -14,6 +14,9 @@ import (
 	"time"
 )
 
+// toolVersion is the form of a tool's version: major.minor.patch.
+var toolVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
+
 func TestStartProfileAndTools(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		p := startTestProcess(t, rt)
@@ -31,7 +34,7 @@ func TestStartProfileAndTools(t *testing.T) {
 		var names []string
 		for _, tool := range p.Tools() {
 			names = append(names, tool.Name)
-			if tool.Version != "1.0.0" || tool.Description == "" || tool.InputSchema["additionalProperties"] != false {
+			if !toolVersion.MatchString(tool.Version) || tool.Description == "" || tool.InputSchema["additionalProperties"] != false {
 				t.Errorf("tool %s: incomplete metadata %+v", tool.Name, tool)
 			}
 			for prop, raw := range tool.InputSchema["properties"].(map[string]any) {

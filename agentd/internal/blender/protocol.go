@@ -146,8 +146,8 @@ type Outcome struct {
 	//	 "scene":"Scene","view_layer":"ViewLayer","active_before":null}
 	//	{"v":1,"tool":"object.set_transform","object":"Light",
 	//	 "location":[x,y,z],"rotation_euler":[x,y,z],"scale":[x,y,z]}
-	//	{"v":1,"tool":"object.delete","object":"M","tomb":"__bp_tomb_m<hex>",
-	//	 "data":{"kind":"mesh","name":"M","tomb":"__bp_tomb_m<hex>"|null}|null,
+	//	{"v":1,"tool":"object.delete","object":"M","tomb":"\x7fbp_tomb_m<hex>",
+	//	 "data":{"kind":"mesh","name":"M","tomb":"\x7fbp_tomb_m<hex>"|null}|null,
 	//	 "collections":[{"scene":"Scene"}|{"collection":"C"}],
 	//	 "children":[{"name":"Child","matrix_parent_inverse":[[4]x4]}],
 	//	 "camera_of":["Scene"],

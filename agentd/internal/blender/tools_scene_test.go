@@ -520,3 +520,28 @@ func TestSceneToolsRandomUndo(t *testing.T) {
 		}
 	}
 }
+
+// TestAssignUndoObjectSlot: the undo of a material.assign that added a slot
+// drops the slot without emptying it first, unless the object holds a
+// material of its own there (link OBJECT): that material's user goes back.
+func TestAssignUndoObjectSlot(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Box"})
+		mustExecute(t, p, "material.create", map[string]any{"name": "Red"})
+		mustExecute(t, p, "material.create", map[string]any{"name": "Own"})
+		out := mustExecute(t, p, "material.assign", map[string]any{"object": "Box", "material": "Red", "slot": 1})
+		mustExecute(t, p, "python.exec", map[string]any{"code": `s = bpy.data.objects["Box"].material_slots[1]
+s.link = "OBJECT"
+s.material = bpy.data.materials["Own"]`})
+		if _, err := p.Undo(callCtx(t), out.Undo, Call{}); err != nil { // after python.exec: not the hash from before
+			t.Fatal(err)
+		}
+		got := string(execResult(t, p, `o = bpy.data.objects["Box"]
+result = [len(o.material_slots), bpy.data.materials["Own"].users, bpy.data.materials["Red"].users]`))
+		if got != "[0,0,0]" {
+			t.Fatalf("after the undo: [slots, users of Own, users of Red] = %s, want [0,0,0]", got)
+		}
+		assertIncrementalMatchesFull(t, p)
+	})
+}

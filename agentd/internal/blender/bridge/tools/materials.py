@@ -212,7 +212,10 @@ def undo_material_assign(tx, rec):
     touch_data(tx, data)
     for o in slot_users(data):
         tx.touch("object", o.name)
-    if slot < keep or prev is not None:  # else the shrink below drops the slot: no walk to empty it first
+    # A slot the call added goes with the shrink below: emptying it first
+    # would be one more walk. Unless an object holds its own material there
+    # (link OBJECT, set by python.exec): that one is given back here.
+    if slot < keep or prev is not None or ob.material_slots[slot].link != "DATA":
         cur = ob.material_slots[slot].material
         tx.on_undo(lambda: setattr(ob.material_slots[slot], "material", cur))
         ob.material_slots[slot].material = prev

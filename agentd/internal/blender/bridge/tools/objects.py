@@ -40,8 +40,11 @@ names starting with ``__bp_`` or holding a control character
 bridge). Blender keeps every ID list sorted by name, case-insensitively, so the
 DEL puts tombstones after every ASCII name: renaming a datablock to one finds
 its place at once (``__bp_tomb_`` came first and made Blender walk the whole
-list, 0.15 ms at 10,000 objects). Since the live name is free again, a later
-``object.create`` of the same name gets exactly that name (no ``.001``).
+list, 0.15 ms at 10,000 objects). A bridge before that counts these as objects,
+so ``object.delete`` is version 1.1.0 since: agents of the two do not share
+sessions (their registries' fingerprints differ). Since the live name is free
+again, a later ``object.create`` of the same name gets exactly that name (no
+``.001``).
 Tombstones live until the session ends (``reset`` and process exit drop them;
 checkpoints keep them). They are not garbage collected: a session that deletes
 a lot carries its deleted objects in memory and in its checkpoints. References
@@ -55,7 +58,7 @@ import bpy  # first: the bpy module provides bmesh and mathutils
 import bmesh
 from mathutils import Matrix
 
-from common import TOMB_OF, TOMB_PREFIX, is_tomb, sha256_hex
+from common import OLD_TOMB_PREFIX, TOMB_OF, TOMB_PREFIX, is_tomb, sha256_hex
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, check_name, check_name_free, is_number
 from baseline import active_view_layer, current_scene, live_scene
@@ -286,6 +289,10 @@ def tombstone(ob, mutation_id):
 
 @tool(
     "object.delete",
+    # 1.1.0: tombstones named TOMB_PREFIX + key (was "__bp_tomb_" + key). A
+    # checkpoint holding one does not load in a bridge of 1.0.0, so the
+    # registry's fingerprint tells such agents apart.
+    version="1.1.0",
     description="Delete an object; its mesh, camera or light data goes too when nothing else uses it.",
     schema={"type": "object", "properties": {"name": NAME}, "required": ["name"], "additionalProperties": False},
     safety_level="destructive",
@@ -441,11 +448,22 @@ def undo_object_set_transform(tx, rec):
             tx.checkpoint("undo.object.set_transform:location")
 
 
+def find_tomb(coll, tomb):
+    """The tombstone named tomb in bpy.data.<coll>. A bridge before
+    TOMB_PREFIX changed wrote OLD_TOMB_PREFIX + key in its undo records; when
+    a newer one replays that bridge's journal (recovery, rollback), it makes
+    the tombstone anew as TOMB_PREFIX + key, the same key."""
+    db = INDEX.get(coll, tomb)
+    if db is None and tomb.startswith(OLD_TOMB_PREFIX):
+        db = INDEX.get(coll, TOMB_PREFIX + tomb[len(OLD_TOMB_PREFIX):])
+    return db
+
+
 @undoer("object.delete")
 def undo_object_delete(tx, rec):
     name = field(rec, "object", str)
     tomb = field(rec, "tomb", str)
-    ob = INDEX.get("objects", tomb)
+    ob = find_tomb("objects", tomb)
     if ob is None or not is_tomb(tomb) or ob.get(TOMB_OF) != name:
         raise ToolError("conflict", "cannot undo delete: tombstone %r of %r is gone" % (tomb, name))
     check_id_name_free(name, bpy.data.objects, "an object")
@@ -459,7 +477,7 @@ def undo_object_delete(tx, rec):
         data_tomb = field(d, "tomb", str, optional=True)
         if data_tomb is not None:
             data_coll = colls[data_kind]
-            data = INDEX.get(data_coll, data_tomb)
+            data = find_tomb(data_coll, data_tomb)
             if data is None or ob.data != data:
                 raise ToolError("conflict", "cannot undo delete: tombstoned data %r is gone" % data_tomb)
             check_id_name_free(data_name, getattr(bpy.data, data_coll), "a " + data_kind)
@@ -500,8 +518,10 @@ def undo_object_delete(tx, rec):
         tx.touch("scene", s.name)
 
     if data is not None:
+        data_tomb = data.name
         tx.on_undo(lambda: setattr(data, "name", data_tomb))
         rename(data, data_name, data_kind)
+    tomb = ob.name
     tx.on_undo(lambda: setattr(ob, "name", tomb))
     rename(ob, name, "object")
     tx.fault_point("object.delete:renamed")
