@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -421,5 +422,28 @@ func TestUndoCreatePrevGone(t *testing.T) {
 			t.Fatalf("undo with the previous active object out of the view layer: %s, %v; want a conflict at %s", h, err, before)
 		}
 		assertIncrementalMatchesFull(t, p)
+	})
+}
+
+// TestCheckpointLoadsItsWindowManager: a checkpoint loads with the file's
+// window manager, not the running one (which holds Blender's queue of
+// notifiers, never emptied without an event loop, that every free walks):
+// a property set on the running one after the save is gone after the load.
+func TestCheckpointLoadsItsWindowManager(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Kept"})
+		ckpt := filepath.Join(t.TempDir(), "c.blend")
+		saved, err := p.SaveCheckpoint(callCtx(t), ckpt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExecute(t, p, "python.exec", map[string]any{"code": `bpy.data.window_managers[0]["running"] = 1`})
+		if loaded, err := p.LoadCheckpoint(callCtx(t), ckpt); err != nil || loaded != saved {
+			t.Fatalf("load: %s, %v; want %s", loaded, err, saved)
+		}
+		if got := string(execResult(t, p, `result = [len(bpy.data.window_managers), "running" in bpy.data.window_managers[0]]`)); got != "[1,false]" {
+			t.Fatalf("after the load: [window managers, the running one's property] = %s, want [1,false]", got)
+		}
 	})
 }

@@ -74,7 +74,9 @@ def open_file_as_saved(path):
 
     bpy.app.handlers.load_post.append(keep)
     try:
-        bpy.ops.wm.open_mainfile(filepath=path, load_ui=False, use_scripts=False)
+        # With its UI: the file's window manager replaces the running one and
+        # its queue of notifiers (main.py, load_checkpoint).
+        bpy.ops.wm.open_mainfile(filepath=path, load_ui=True, use_scripts=False)
     finally:
         bpy.app.handlers.load_post.remove(keep)
     restore_animated(saved)

@@ -97,12 +97,17 @@ Datablocks nothing uses (which a save would drop) get a fake user for the
 save, taken back after it and after the load (their names travel in the
 state as ``held``). Go writes ``path.tmp`` through this, fsyncs it, renames
 it over the target and fsyncs the directory.
-``load_checkpoint`` ``{"path": abs}`` runs ``wm.open_mainfile(load_ui=False,
+``load_checkpoint`` ``{"path": abs}`` runs ``wm.open_mainfile(load_ui=True,
 use_scripts=False)``, takes the bridge state out of the scene, rebuilds the
-incremental hash from scratch, and fails with ``internal_error`` (scene
-loaded anyway) if the result differs from the hash recorded at save time.
-Replaying the same calls on a loaded checkpoint reproduces the same hashes and
-the same undo records: every tool is a function of the scene and its args.
+incremental hash from scratch, and fails with ``internal_error`` (scene loaded
+anyway) if the result differs from the hash recorded at save time. It loads the
+file's UI too, so the file's window manager replaces the running one, and with
+it Blender's queue of notifiers, which a Blender without an event loop never
+empties (one entry per datablock a script set a property of): every later free
+walks that queue, 0.8 ms per datablock at 10,000 script-built objects with the
+old queue against 0.03 with the file's. Replaying the same calls on a loaded
+checkpoint reproduces the same hashes and the same undo records: every tool is
+a function of the scene and its args.
 """
 
 import os
