@@ -105,9 +105,11 @@ file's UI too, so the file's window manager replaces the running one, and with
 it Blender's queue of notifiers, which a Blender without an event loop never
 empties (one entry per datablock a script set a property of): every later free
 walks that queue, 0.8 ms per datablock at 10,000 script-built objects with the
-old queue against 0.03 with the file's. Replaying the same calls on a loaded
-checkpoint reproduces the same hashes and the same undo records: every tool is
-a function of the scene and its args.
+old queue against 0.03 with the file's. References python.exec code kept to the
+old window, screen or window manager are gone after it (agentd loads
+checkpoints only into Blenders that ran nothing before). Replaying the same
+calls on a loaded checkpoint reproduces the same hashes and the same undo
+records: every tool is a function of the scene and its args.
 """
 
 import os
