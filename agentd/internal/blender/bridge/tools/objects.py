@@ -40,11 +40,10 @@ names starting with ``__bp_`` or holding a control character
 bridge). Blender keeps every ID list sorted by name, case-insensitively, so the
 DEL puts tombstones after every ASCII name: renaming a datablock to one finds
 its place at once (``__bp_tomb_`` came first and made Blender walk the whole
-list, 0.15 ms at 10,000 objects). A bridge before that counts these as objects,
-so ``object.delete`` is version 1.1.0 since: agents of the two do not share
-sessions (their registries' fingerprints differ). Since the live name is free
-again, a later ``object.create`` of the same name gets exactly that name (no
-``.001``).
+list, 0.15 ms at 10,000 objects). A bridge before that counts these as objects:
+it refuses a checkpoint that holds them (docs/DEPLOY.md, "Upgrades"). Since the
+live name is free again, a later ``object.create`` of the same name gets exactly
+that name (no ``.001``).
 Tombstones live until the session ends (``reset`` and process exit drop them;
 checkpoints keep them). They are not garbage collected: a session that deletes
 a lot carries its deleted objects in memory and in its checkpoints. References
@@ -289,10 +288,6 @@ def tombstone(ob, mutation_id):
 
 @tool(
     "object.delete",
-    # 1.1.0: tombstones named TOMB_PREFIX + key (was "__bp_tomb_" + key). A
-    # checkpoint holding one does not load in a bridge of 1.0.0, so the
-    # registry's fingerprint tells such agents apart.
-    version="1.1.0",
     description="Delete an object; its mesh, camera or light data goes too when nothing else uses it.",
     schema={"type": "object", "properties": {"name": NAME}, "required": ["name"], "additionalProperties": False},
     safety_level="destructive",
