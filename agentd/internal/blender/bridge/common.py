@@ -127,5 +127,14 @@ def one_line(e):
     return msg.splitlines()[0][:500] if msg else type(e).__name__
 
 
+def tomb_key(name):
+    """What follows the tombstone prefix of name, either one (None: name is
+    not a tombstone's)."""
+    for prefix in (TOMB_PREFIX, OLD_TOMB_PREFIX):
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return None
+
+
 def is_tomb(name):
-    return name.startswith((TOMB_PREFIX, OLD_TOMB_PREFIX))
+    return tomb_key(name) is not None

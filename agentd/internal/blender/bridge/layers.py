@@ -11,9 +11,10 @@ synced first), so a call that only links or unlinks leaves the resync to the
 next call that needs the bases (tools.datablocks.note_active_objects), and
 several changes share one. What a call needs to know before it changes
 anything, the scene's active object, it takes from the scene's state
-(state.SceneState.active_name, tools.datablocks.active_before), and a link
-that unlinks nothing reads no bases at all (collection.link). Before code that walks bases its own way runs (an
-operator, python.exec), window.wake brings every view layer up to date.
+(state.SceneState.active_name, tools.datablocks.active_before), and a link that
+unlinks nothing reads no bases at all (collection.link). Before code that walks
+bases its own way runs (an operator, python.exec), window.wake brings every
+view layer up to date.
 """
 
 import bpy

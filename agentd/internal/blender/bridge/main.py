@@ -163,9 +163,9 @@ from animation import keep_animated, open_file_as_saved  # noqa: E402
 import sandbox  # noqa: E402
 import tools  # noqa: E402,F401  (registers every tool)
 import window  # noqa: E402
-from common import (LOG, NOT_RUN, OLD_STATE, OLD_STATE_PROP, OLD_TOMB_PREFIX, OUT_OF_MEMORY,  # noqa: E402
-                    PROTOCOL_VERSION, STATE_PROP, TOMB_PREFIX, Encoded, ToolError, canonical, clear_correlation, compact,
-                    debug, log, one_line, set_correlation)
+from common import (LOG, NOT_RUN, OLD_STATE, OLD_STATE_PROP, OUT_OF_MEMORY, PROTOCOL_VERSION, STATE_PROP,  # noqa: E402
+                    Encoded, ToolError, canonical, clear_correlation, compact, debug, log, one_line, set_correlation,
+                    tomb_key)
 from compat import (blender_version, build_platform, build_string, disable_file_previews, eevee_engine,  # noqa: E402
                     has_cycles)
 from schema import check  # noqa: E402
@@ -429,9 +429,9 @@ def release(held):
 def tomb_counter_floor():
     n = 0
     for ob in bpy.data.objects:
-        m = re.match("(?:%s|%s)(\\d+)$" % (re.escape(TOMB_PREFIX), re.escape(OLD_TOMB_PREFIX)), ob.name)
-        if m:
-            n = max(n, int(m.group(1)) + 1)
+        key = tomb_key(ob.name)
+        if key is not None and key.isdecimal():
+            n = max(n, int(key) + 1)
     return n
 
 

@@ -383,10 +383,10 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=Tr
     right."""
     if vl is not None:
         cur = vl.objects.active
-        if cur != prev and prev is not None and not in_view_layer(prev, vl):
-            raise ToolError("conflict", "cannot undo %s: %r, active before it, is not in view layer %r any more"
-                            % (label, prev.name, vl.name))
         if cur != prev:
+            if prev is not None and not in_view_layer(prev, vl):
+                raise ToolError("conflict", "cannot undo %s: %r, active before it, is not in view layer %r any more"
+                                % (label, prev.name, vl.name))
             tx.on_undo(lambda: setattr(vl.objects, "active", cur))
             vl.objects.active = prev
     note_active_objects(tx, leaving=ob)

@@ -57,7 +57,7 @@ import bpy  # first: the bpy module provides bmesh and mathutils
 import bmesh
 from mathutils import Matrix
 
-from common import OLD_TOMB_PREFIX, TOMB_OF, TOMB_PREFIX, is_tomb, sha256_hex
+from common import TOMB_OF, TOMB_PREFIX, is_tomb, sha256_hex, tomb_key
 from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, check_name, check_name_free, is_number
 from baseline import active_view_layer, current_scene, live_scene
@@ -444,14 +444,12 @@ def undo_object_set_transform(tx, rec):
 
 
 def find_tomb(coll, tomb):
-    """The tombstone named tomb in bpy.data.<coll>. A bridge before
-    TOMB_PREFIX changed wrote OLD_TOMB_PREFIX + key in its undo records; when
-    a newer one replays that bridge's journal (recovery, rollback), it makes
-    the tombstone anew as TOMB_PREFIX + key, the same key."""
-    db = INDEX.get(coll, tomb)
-    if db is None and tomb.startswith(OLD_TOMB_PREFIX):
-        db = INDEX.get(coll, TOMB_PREFIX + tomb[len(OLD_TOMB_PREFIX):])
-    return db
+    """The tombstone named tomb in bpy.data.<coll>, or the one of the same
+    key under TOMB_PREFIX: a bridge before TOMB_PREFIX changed wrote its
+    old prefix in its undo records, and a newer one that replays its journal
+    (recovery, rollback) makes that tombstone anew under the new one."""
+    key = tomb_key(tomb)
+    return INDEX.get(coll, tomb) or (INDEX.get(coll, TOMB_PREFIX + key) if key is not None else None)
 
 
 @undoer("object.delete")
