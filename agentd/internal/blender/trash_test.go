@@ -68,3 +68,69 @@ func TestTrashReclaimedWhenIdle(t *testing.T) {
 		runBridgeScript(t, rt, idleScript, "IDLE-OK")
 	})
 }
+
+// fontScript: the undo of a text parks the font it loaded on the pile
+// (a font's name is read-only: no tombstone) instead of freeing it, which
+// walks all of Main; the next text takes it back, so freeing the pile
+// never takes a font from a live text.
+const fontScript = `
+import json, sys, tempfile
+sys.path.insert(0, sys.argv[sys.argv.index("--") + 1] if "--" in sys.argv else sys.argv[1])
+import bpy
+import main, trash
+from state import STATE, full_snapshot
+
+main.m_hello({"sandbox_dir": tempfile.mkdtemp()})
+n = [0]
+
+def req(method, params):
+    n[0] += 1
+    r, _ = main.handle(json.dumps({"id": n[0], "method": method, "params": params}).encode())
+    assert r["ok"], r
+    return json.loads(main.response_line(r))["result"]
+
+def text(name):
+    return req("execute", {"tool": "text.create", "args": {"name": name, "body": name}})
+
+def parked():
+    return [x.name for x in trash.TRASH["ids"] if isinstance(x, bpy.types.VectorFont)]
+
+def fonts():
+    return sorted(f.name for f in bpy.data.fonts)
+
+a = text("A")
+loaded = a["undo"]["fonts_created"]
+assert len(loaded) == 1 and fonts() == loaded, (loaded, fonts())
+req("undo", {"undo": a["undo"]})
+assert parked() == loaded, parked()
+assert full_snapshot()[1] == STATE.scene_hash()
+
+b = text("B")  # takes the parked font back: the same record as A's
+assert b["undo"]["fonts_created"] == loaded and parked() == [], (b["undo"], parked())
+trash.empty_trash()
+assert fonts() == loaded and bpy.data.objects["B"].data.font is not None
+assert full_snapshot()[1] == STATE.scene_hash()
+
+c = text("C")  # the font was loaded already: C brought none
+assert c["undo"]["fonts_created"] == [], c["undo"]
+req("undo", {"undo": c["undo"]})
+req("undo", {"undo": b["undo"]})
+assert parked() == loaded, parked()
+trash.empty_trash()
+assert fonts() == [] and not bpy.data.curves, (fonts(), list(bpy.data.curves))
+
+# A text undone while another still uses the font leaves it in place.
+d, e = text("D"), text("E")
+req("undo", {"undo": e["undo"]})
+trash.empty_trash()
+assert parked() == [] and fonts() == loaded and bpy.data.objects["D"].data.font is not None
+assert full_snapshot()[1] == STATE.scene_hash()
+print("FONT-OK")
+`
+
+// TestTextUndoParksFont: see fontScript.
+func TestTextUndoParksFont(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		runBridgeScript(t, rt, fontScript, "FONT-OK")
+	})
+}

@@ -40,6 +40,29 @@ def discard(ids):
         TRASH["n"] += 1
         db.name = "%sx%d" % (TOMB_PREFIX, TRASH["n"])
         TRASH["ids"].append(db)
+    _bound()
+
+
+def park(ids):
+    """Put datablocks whose name is read-only on the pile as they are: the
+    fonts an undone text loaded, which no record or tool names (a curve's
+    record names Blender's built-in font by its path). Blender finds its
+    built-in font again by that path, so the next text may take one back
+    before the pile is freed: take_back."""
+    TRASH["ids"].extend(db for db in ids if db is not None)
+    _bound()
+
+
+def take_back(db):
+    """Take db off the pile, where park put it; whether it was there."""
+    for i, x in enumerate(TRASH["ids"]):
+        if x == db:
+            del TRASH["ids"][i]
+            return True
+    return False
+
+
+def _bound():
     if len(TRASH["ids"]) >= TRASH_MAX:
         empty_trash()
 

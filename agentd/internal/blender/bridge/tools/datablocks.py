@@ -378,9 +378,8 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=Tr
     (irreversible, cannot fail). A fresh object and its data refer to nothing
     else, so they are discarded (freed later with others, trash.discard); so
     is a copy once it let go of what it refers to (released). Otherwise (a
-    linked duplicate shares its source's data, a text may have brought
-    fonts) they are freed now, so that what they refer to counts its users
-    right."""
+    linked duplicate shares its source's data) they are freed now, so that
+    what they refer to counts its users right."""
     if vl is not None:
         cur = vl.objects.active
         if cur != prev:
