@@ -324,6 +324,54 @@ other.collection.children.link(c)
 	})
 }
 
+// TestLinkUndoBases: the undo of a link reads no bases when the object
+// stays in every scene's master collection (it keeps a base in every view
+// layer then); otherwise it reads them, and an object that leaves a view
+// layer through the undo (its other collection is excluded there) is no
+// longer that layer's active object. The active objects and the selection
+// are Blender's after each undo, and the running hash matches a
+// recomputation.
+func TestLinkUndoBases(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Keep"})
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Shut"})
+		mustExecute(t, p, "python.exec", map[string]any{"code": `
+sc = bpy.data.scenes["Scene"]
+for name in ("Side", "Hidden", "Open"):
+    sc.collection.children.link(bpy.data.collections.new(name))
+sc.view_layers[0].layer_collection.children["Hidden"].exclude = True
+`})
+		mustExecute(t, p, "collection.link", map[string]any{"object": "Shut", "collection": "Hidden", "unlink_others": true})
+		mustExecute(t, p, "object.select", map[string]any{"names": []any{"Keep"}, "active": "Keep"})
+		state := `vl = bpy.data.scenes["Scene"].view_layers[0]
+result = [vl.objects.active.name if vl.objects.active else None, sorted(o.name for o in vl.objects if o.name in ("Keep", "Shut")), sorted(o.name for o in vl.objects.selected)]`
+		want := func(what, w string) {
+			t.Helper()
+			assertIncrementalMatchesFull(t, p)
+			if got := string(execResult(t, p, state)); got != w {
+				t.Fatalf("%s: active, bases, selected %s, want %s", what, got, w)
+			}
+		}
+		want("before", `["Keep",["Keep"],["Keep"]]`)
+		undo := func(out Outcome) {
+			t.Helper()
+			if _, err := p.Undo(callCtx(t), out.Undo, Call{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keep := mustExecute(t, p, "collection.link", map[string]any{"object": "Keep", "collection": "Side"})
+		undo(keep)
+		want("after the undo of Keep's link", `["Keep",["Keep"],["Keep"]]`)
+
+		shut := mustExecute(t, p, "collection.link", map[string]any{"object": "Shut", "collection": "Open"})
+		mustExecute(t, p, "object.select", map[string]any{"names": []any{"Shut"}, "active": "Shut"})
+		want("Shut linked to Open", `["Shut",["Keep","Shut"],["Shut"]]`)
+		undo(shut)
+		want("after the undo of Shut's link", `[null,["Keep"],[]]`)
+	})
+}
+
 // TestOldTombstones: a checkpoint of an older bridge holds tombstones named
 // __bp_tomb_…; they stay out of the scene's state, and the undo records
 // that name them still bring their objects back, also when the tombstone

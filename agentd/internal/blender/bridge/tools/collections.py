@@ -192,7 +192,14 @@ def undo_collection_link(tx, rec):
         bases.append({"scene": sc.name, "view_layer": vl.name, "active": bool(b.get("active")),
                       "select": bool(b.get("select")), "hide": bool(b.get("hide"))})
     tx.touch("object", ob.name)
-    now = bases_of(ob)
+    # An object a scene's master collection holds has a base in each of its
+    # view layers (no layer can exclude that collection), whatever else it
+    # leaves. Where every scene's does and it keeps them, this unlink takes
+    # no base away: ob's bases are not read (the read resyncs the view layer
+    # the link left stale, layers.py). A master collection that makes its
+    # objects unselectable is left to the full path.
+    stays = all(sc.collection in want and not sc.collection.hide_select for sc in bpy.data.scenes)
+    now = [] if stays and not bases else bases_of(ob)
     # An unlink changes a scene's active object only when it is ob, and
     # restore_bases only with bases to put back; otherwise the active
     # objects are not read again after the unlink (a resync, layers.py).
