@@ -372,6 +372,71 @@ result = [vl.objects.active.name if vl.objects.active else None, sorted(o.name f
 	})
 }
 
+// TestActiveSetLazily: a tool's new active object reaches Blender when
+// something needs Blender's (layers.set_active); until then every way an
+// object can leave the layer, be freed or be read by Blender's own code
+// finds it set. No step is checked before the next runs (a check reads
+// Blender's, which gives it the active object first), only after.
+func TestActiveSetLazily(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "python.exec", map[string]any{"code": `
+sc = bpy.data.scenes["Scene"]
+sc.collection.children.link(bpy.data.collections.new("Shut"))
+sc.view_layers[0].layer_collection.children["Shut"].exclude = True
+`})
+		active := `a = bpy.data.scenes["Scene"].view_layers[0].objects.active
+result = a.name if a else None`
+		want := func(what, w string) {
+			t.Helper()
+			assertIncrementalMatchesFull(t, p)
+			if got := string(execResult(t, p, active)); got != w {
+				t.Fatalf("%s: active %s, want %s", what, got, w)
+			}
+		}
+		create := func(name string) Outcome {
+			return mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": name})
+		}
+		// The new active object leaves the layer (its only collection is
+		// excluded there) before Blender was told; Blender's was B.
+		create("B")
+		want("B created", `"B"`)
+		create("C")
+		mustExecute(t, p, "collection.link", map[string]any{"object": "C", "collection": "Shut", "unlink_others": true})
+		want("C left the layer", "null")
+
+		// Deleted while pending; undone while pending.
+		create("D")
+		mustExecute(t, p, "object.delete", map[string]any{"name": "D"})
+		want("D deleted", "null")
+		create("E")
+		f := create("F")
+		if _, err := p.Undo(callCtx(t), f.Undo, Call{}); err != nil {
+			t.Fatal(err)
+		}
+		want("F undone", `"E"`)
+
+		// Code of the user's, and a checkpoint, see it.
+		create("G")
+		if got := string(execResult(t, p, active)); got != `"G"` {
+			t.Fatalf("python.exec sees active %s, want G", got)
+		}
+		h := create("H").SceneHashAfter
+		path := filepath.Join(t.TempDir(), "scene.blend")
+		if got, err := p.SaveCheckpoint(callCtx(t), path); err != nil || got != h {
+			t.Fatalf("SaveCheckpoint = %s, %v; want %s", got, err, h)
+		}
+		q := startTestProcess(t, rt)
+		if got, err := q.LoadCheckpoint(callCtx(t), path); err != nil || got != h {
+			t.Fatalf("LoadCheckpoint = %s, %v; want %s", got, err, h)
+		}
+		if got := string(execResult(t, q, active)); got != `"H"` {
+			t.Fatalf("after the checkpoint's load: active %s, want H", got)
+		}
+		want("after the save", `"H"`)
+	})
+}
+
 // TestOldTombstones: a checkpoint of an older bridge holds tombstones named
 // __bp_tomb_…; they stay out of the scene's state, and the undo records
 // that name them still bring their objects back, also when the tombstone

@@ -26,6 +26,7 @@ import bpy
 from common import is_tomb
 from compat import has_cycles, set_world_use_nodes, stamp_flags
 from index import INDEX
+from layers import forget_actives
 from state import BRIDGE, STATE
 from trash import forget_trash
 
@@ -36,6 +37,7 @@ TRACKED_COLLECTIONS = ("objects", "meshes", "cameras", "lights", "materials", "w
 def reset_scene():
     INDEX.invalidate()
     forget_trash()
+    forget_actives()
     bpy.ops.wm.read_factory_settings(use_empty=True)
     # Factory settings may bring the preference back: no .blend file may run
     # its scripts or Python drivers (checkpoints load with use_scripts=False

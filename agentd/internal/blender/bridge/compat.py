@@ -11,6 +11,8 @@ import sys
 
 import bpy
 
+from layers import flush_actives
+
 
 def blender_version():
     return tuple(bpy.app.version)
@@ -119,6 +121,7 @@ def remove_ids(ids):
     ids = [i for i in ids if i is not None]
     if not ids:
         return
+    flush_actives()  # an active set but not given to Blender may be among them
     if hasattr(bpy.data, "batch_remove"):
         bpy.data.batch_remove(ids)
         return

@@ -38,6 +38,8 @@ reads INDEX (it recomputes membership in its own pass), so the tests'
 
 import bpy
 
+from layers import flush_actives, pending_active
+
 
 def collection_label(coll):
     for sc in bpy.data.scenes:
@@ -183,6 +185,8 @@ def link_object(coll, ob):
 
 def unlink_object(coll, ob):
     """coll.objects.unlink(ob), keeping INDEX up to date."""
+    if pending_active(ob):
+        flush_actives()  # while ob still has its base
     coll.objects.unlink(ob)
     INDEX.linked(ob, coll, False)
 

@@ -172,7 +172,7 @@ from schema import check  # noqa: E402
 from baseline import current_scene, reset_scene  # noqa: E402
 from records import KINDS  # noqa: E402
 from state import BRIDGE, SCHEMA, STATE, full_snapshot  # noqa: E402
-from layers import sync_view_layers  # noqa: E402
+from layers import flush_actives, forget_actives, sync_view_layers  # noqa: E402
 from trash import RECLAIM_CHUNK, empty_trash, forget_trash, trash_waiting  # noqa: E402
 
 sys.pycache_prefix, sys.dont_write_bytecode = _BYTECODE
@@ -372,6 +372,7 @@ def checkpoint_path(params):
 def m_save_checkpoint(params):
     path = checkpoint_path(params)
     empty_trash()  # no file holds what an undo removed
+    flush_actives()
     h = STATE.scene_hash()
     for stale in (path, path + "1", path + "@"):  # target, Blender's backup and temp file
         if os.path.exists(stale):
@@ -443,6 +444,7 @@ def m_load_checkpoint(params):
     try:
         open_file_as_saved(path)
         forget_trash()  # freed with the file it was in (a failed load keeps both)
+        forget_actives()
     except RuntimeError as e:
         STATE.rebuild()  # whatever Blender kept, hash it honestly
         raise ToolError("internal_error", "could not load checkpoint: " + one_line(e))

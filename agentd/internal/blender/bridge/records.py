@@ -41,6 +41,7 @@ from common import canonical, is_tomb
 from compat import (action_fcurve_collections, canonical_engine, material_use_nodes, principled_emission_color,
                     stamp_flags, world_background_node, world_use_nodes, world_uses_nodes)
 from index import INDEX, memberships
+from layers import active_of
 
 
 def qf(x):
@@ -288,7 +289,7 @@ def record_active(sc):
     """The scene's active object, a record of its own ("active:<scene>"): it
     changes with nearly every create, and re-digesting the whole scene record
     (render settings and all) for it would cost more than the create."""
-    return active_record(sc.name, sc.view_layers[0].objects.active if len(sc.view_layers) else None)
+    return active_record(sc.name, active_of(sc.view_layers[0]) if len(sc.view_layers) else None)
 
 
 def active_record(scene_name, ob):

@@ -18,6 +18,7 @@ import bpy
 
 from common import canonical, sha256_hex
 from index import INDEX, memberships
+from layers import flush_actives
 from records import KINDS, all_records, all_records_with, record_of
 
 SCHEMA = "scene_state_v1"
@@ -34,6 +35,7 @@ def hash_from_acc(acc):
 
 def full_snapshot():
     """Recompute every record from scratch: (snapshot, scene_hash)."""
+    flush_actives()  # Blender's own, not the tools' last word (layers.py)
     snap = {"schema": SCHEMA}
     for _, section, _, _ in KINDS:
         snap[section] = {}

@@ -14,7 +14,7 @@ from baseline import current_scene, live_scene
 from common import is_tomb
 from compat import remove_ids, rename_takes_names
 from index import INDEX, link_object, set_parent, unlink_object
-from layers import in_view_layer
+from layers import active_of, in_view_layer, set_active
 from records import KINDS, active_record
 from registry import ToolError, field
 from schema import check_name, check_name_free, is_number
@@ -85,6 +85,12 @@ def resolve_view_layer(scene_name, vl_name):
     return sc, sc.view_layers.get(vl_name or "")
 
 
+def has_base(ob, vl):
+    """in_view_layer(ob, vl), without its resync where the scene's master
+    collection holds ob: that gives ob a base in every layer of the scene."""
+    return vl.id_data.collection in INDEX.collections_of(ob) or in_view_layer(ob, vl)
+
+
 def bases_of(ob):
     """ob's bases in every view layer of every scene: where it is active,
     selected, hidden (what restore_bases puts back)."""
@@ -92,7 +98,7 @@ def bases_of(ob):
     for sc in bpy.data.scenes:
         for vl in sc.view_layers:
             if in_view_layer(ob, vl):
-                out.append({"scene": sc.name, "view_layer": vl.name, "active": vl.objects.active == ob,
+                out.append({"scene": sc.name, "view_layer": vl.name, "active": active_of(vl) == ob,
                             "select": bool(ob.select_get(view_layer=vl)), "hide": bool(ob.hide_get(view_layer=vl))})
     return out
 
@@ -102,7 +108,7 @@ def set_base(vl, ob, active, select, hide):
     base that selection and hiding. Only what differs is set: hide_set makes
     Blender resync the view layer (every base) even when nothing changes."""
     if active:
-        vl.objects.active = ob
+        set_active(vl, ob)
     if bool(ob.select_get(view_layer=vl)) != select:
         ob.select_set(select, view_layer=vl)
     if bool(ob.hide_get(view_layer=vl)) != hide:
@@ -121,7 +127,7 @@ def note_active_objects(tx, leaving=None):
     for sc in bpy.data.scenes:
         if is_tomb(sc.name) or sc.library is not None:
             continue
-        a = sc.view_layers[0].objects.active if len(sc.view_layers) else None
+        a = active_of(sc.view_layers[0]) if len(sc.view_layers) else None
         tx.touch_record("active", sc.name, active_record(sc.name, None if a == leaving else a))
 
 
@@ -296,7 +302,7 @@ def active_before(sc, vl):
         known, name = STATE.active_name(sc.name)
         if known:
             return name
-    prev = vl.objects.active
+    prev = active_of(vl)
     return prev.name if prev is not None else None
 
 
@@ -307,8 +313,8 @@ def make_active(tx, sc, vl, ob):
         return None
     prev_name = active_before(sc, vl)
     tx.touch("active", sc.name)
-    tx.on_undo(lambda: setattr(vl.objects, "active", bpy.data.objects.get(prev_name) if prev_name else None))
-    vl.objects.active = ob
+    tx.on_undo(lambda: set_active(vl, bpy.data.objects.get(prev_name) if prev_name else None))
+    set_active(vl, ob)
     return prev_name
 
 
@@ -381,13 +387,13 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=Tr
     linked duplicate shares its source's data) they are freed now, so that
     what they refer to counts its users right."""
     if vl is not None:
-        cur = vl.objects.active
+        cur = active_of(vl)
         if cur != prev:
-            if prev is not None and not in_view_layer(prev, vl):
+            if prev is not None and not has_base(prev, vl):
                 raise ToolError("conflict", "cannot undo %s: %r, active before it, is not in view layer %r any more"
                                 % (label, prev.name, vl.name))
-            tx.on_undo(lambda: setattr(vl.objects, "active", cur))
-            vl.objects.active = prev
+            tx.on_undo(lambda: set_active(vl, cur))
+            set_active(vl, prev)
     note_active_objects(tx, leaving=ob)
     for c in INDEX.collections_of(ob):
         tx.on_undo(lambda c=c: link_object(c, ob))
@@ -500,7 +506,7 @@ def undo_remove_created(tx, rec, label):
         if sc.camera == ob and sc != cam_scene:
             raise ToolError("conflict", "cannot undo: %r is the camera of scene %r now" % (name, sc.name))
         for vl in sc.view_layers:
-            if vl.objects.active == ob:
+            if active_of(vl) == ob:
                 raise ToolError("conflict", "cannot undo: %r is the active object now" % name)
     tx.touch("object", name)
     if data is not None:

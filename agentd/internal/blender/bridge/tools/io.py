@@ -68,6 +68,7 @@ from registry import ToolError, field, tool, undoer
 from sandbox import SANDBOX, file_name_schema, output_path, sandbox_path
 from baseline import active_view_layer, current_scene
 from index import INDEX
+from layers import active_of, set_active
 from records import KINDS
 from state import STATE, full_snapshot
 from trash import empty_trash
@@ -451,7 +452,7 @@ def tool_scene_import(tx, args):
     settings = [(sc, "frame_start", sc.frame_start), (sc, "frame_end", sc.frame_end),
                 (r, "fps", r.fps), (r, "fps_base", r.fps_base)]
     frame = (sc.frame_current, sc.frame_subframe)
-    active = vl.objects.active if vl is not None else None
+    active = active_of(vl) if vl is not None else None
     selected = [ob for ob in vl.objects if ob.select_get(view_layer=vl)] if vl is not None else []
     before = id_pointers()
     animated = animated_values()
@@ -461,7 +462,7 @@ def tool_scene_import(tx, args):
         remove_ids([db for dbs in created_since(before).values() for db in dbs])
         restore_settings(settings)
         if vl is not None:
-            vl.objects.active = active
+            set_active(vl, active)
     tx.on_undo(rollback)
     tx.touch("scene", sc.name)
     try:
@@ -490,7 +491,7 @@ def tool_scene_import(tx, args):
     restore_settings(settings)
     restore_frame(sc, frame, animated)
     if vl is not None:
-        vl.objects.active = active
+        set_active(vl, active)
         new_objects = set(db.as_pointer() for db in created.get("objects", []))
         for ob in vl.objects:
             if ob.as_pointer() not in new_objects:
@@ -559,10 +560,10 @@ def undo_scene_import(tx, rec):
     for sc in bpy.data.scenes:
         tx.touch("scene", sc.name)
         for vl in sc.view_layers:
-            a = vl.objects.active
+            a = active_of(vl)
             if a is not None and a.as_pointer() in new_obs:
-                tx.on_undo(lambda vl=vl, a=a: setattr(vl.objects, "active", a))
-                vl.objects.active = None
+                tx.on_undo(lambda vl=vl, a=a: set_active(vl, a))
+                set_active(vl, None)
     tx.fault_point("scene.import:deactivated")
     tx.checkpoint("undo.scene.import:deactivated")
     # Validated above; removal is the last, irreversible step.

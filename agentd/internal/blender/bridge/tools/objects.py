@@ -62,7 +62,7 @@ from registry import ToolError, field, tool, undoer
 from schema import NAME, VEC3, check_name, check_name_free, is_number
 from baseline import active_view_layer, current_scene, live_scene
 from index import INDEX, link_object, set_parent, unlink_object
-from layers import in_view_layer, synced
+from layers import active_of, in_view_layer, set_active, synced
 from records import mesh_geometry_digest, qv
 from state import BRIDGE
 
@@ -228,8 +228,8 @@ def tool_object_create(tx, args):
     link_object(coll, ob)
     if vl is not None:
         tx.touch("active", sc.name)
-        tx.on_undo(lambda: setattr(vl.objects, "active", bpy.data.objects.get(prev_name) if prev_name else None))
-        vl.objects.active = ob
+        tx.on_undo(lambda: set_active(vl, bpy.data.objects.get(prev_name) if prev_name else None))
+        set_active(vl, ob)  # no resync of the layer the link left stale (layers.py)
     tx.checkpoint("object.create:linked")
     scene_name = sc.name
     tx.known[("mesh", mesh_name)] = {
@@ -347,8 +347,8 @@ def tool_object_delete(tx, args):
     for b in bases:
         if b["active"]:
             vl = bpy.data.scenes[b["scene"]].view_layers[b["view_layer"]]
-            tx.on_undo(lambda vl=vl: setattr(vl.objects, "active", ob))
-            vl.objects.active = None
+            tx.on_undo(lambda vl=vl: set_active(vl, ob))
+            set_active(vl, None)
     for coll in INDEX.collections_of(ob):
         tx.on_undo(lambda coll=coll: link_object(coll, ob))
         unlink_object(coll, ob)
@@ -532,8 +532,8 @@ def undo_object_delete(tx, rec):
         tx.on_undo(lambda sc=sc, cur=cur: setattr(sc, "camera", cur))
         sc.camera = ob
     for vl, active, select, hide in bases:
-        cur = vl.objects.active
-        tx.on_undo(lambda vl=vl, cur=cur: setattr(vl.objects, "active", cur))
+        cur = active_of(vl)
+        tx.on_undo(lambda vl=vl, cur=cur: set_active(vl, cur))
         set_base(vl, ob, active, select, hide)
     tx.checkpoint("undo.object.delete:relinked")
     tx.on_undo(lambda: (setattr(ob, "use_fake_user", True), ob.__setitem__(TOMB_OF, name)))
@@ -790,13 +790,14 @@ def tool_object_select(tx, args):
         if not in_view_layer(active, vl):
             raise ToolError("conflict", "object %r is not in the scene's view layer" % active.name)
     before = sorted(o.name for o in vl.objects.selected if o is not None)
-    prev = vl.objects.active
+    prev = active_of(vl)
     tx.set_undo({"scene": sc.name, "view_layer": vl.name, "selected": before,
                  "active": prev.name if prev is not None else None})
     tx.touch("scene", sc.name)
     apply_selection(tx, vl, want, active if "active" in args else prev)
     tx.checkpoint("object.select:selected")
-    return {"selected": sorted(want), "active": vl.objects.active.name if vl.objects.active else None}
+    active = active_of(vl)
+    return {"selected": sorted(want), "active": active.name if active else None}
 
 
 def apply_selection(tx, vl, want, active):
@@ -813,10 +814,10 @@ def apply_selection(tx, vl, want, active):
         if not o.select_get(view_layer=vl):
             tx.on_undo(lambda o=o: o.select_set(False, view_layer=vl))
             o.select_set(True, view_layer=vl)
-    cur = vl.objects.active
+    cur = active_of(vl)
     if cur != active:
-        tx.on_undo(lambda: setattr(vl.objects, "active", cur))
-        vl.objects.active = active
+        tx.on_undo(lambda: set_active(vl, cur))
+        set_active(vl, active)
 
 
 @undoer("object.select")

@@ -4,6 +4,7 @@ from common import is_tomb
 from registry import tool
 from schema import NO_ARGS
 from baseline import active_view_layer, current_scene
+from layers import active_of
 from state import full_snapshot
 
 
@@ -20,7 +21,7 @@ def tool_scene_get_summary(tx, args):
     sc = current_scene()
     objs = sorted(((ob.name, ob.type) for ob in sc.objects if not is_tomb(ob.name)))
     vl = active_view_layer(sc)
-    active = vl.objects.active if vl is not None else None
+    active = active_of(vl) if vl is not None else None
     return {
         "objects": [{"name": n, "type": t} for n, t in objs],
         "active_object": active.name if active is not None else None,
