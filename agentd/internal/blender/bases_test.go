@@ -437,6 +437,33 @@ result = a.name if a else None`
 	})
 }
 
+// TestUndoDeleteExcludedLayer: the undo of a delete gives back the object's
+// bases where it has one again; where its collection is excluded from the
+// view layer by then, there is none to make active or select (it failed
+// before, and, with the active object set lazily, left the records saying
+// it was active).
+func TestUndoDeleteExcludedLayer(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "collection.create", map[string]any{"name": "C"})
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "A"})
+		mustExecute(t, p, "collection.link", map[string]any{"object": "A", "collection": "C", "unlink_others": true})
+		mustExecute(t, p, "object.select", map[string]any{"names": []any{"A"}, "active": "A"})
+		del := mustExecute(t, p, "object.delete", map[string]any{"name": "A"})
+		mustExecute(t, p, "python.exec", map[string]any{"code": `bpy.context.scene.view_layers[0].layer_collection.children["C"].exclude = True`})
+		if _, err := p.Undo(callCtx(t), del.Undo, Call{}); err != nil {
+			t.Fatal(err)
+		}
+		assertIncrementalMatchesFull(t, p)
+		got := string(execResult(t, p, `vl = bpy.context.scene.view_layers[0]
+result = [vl.objects.active.name if vl.objects.active else None, "A" in bpy.data.collections["C"].objects]`))
+		if got != `[null,true]` {
+			t.Fatalf("after the undo: active, A in C = %s, want [null,true]", got)
+		}
+		assertCheckpointRoundTrip(t, p, rt)
+	})
+}
+
 // TestOldTombstones: a checkpoint of an older bridge holds tombstones named
 // __bp_tomb_…; they stay out of the scene's state, and the undo records
 // that name them still bring their objects back, also when the tombstone

@@ -446,6 +446,7 @@ def m_load_checkpoint(params):
         forget_trash()  # freed with the file it was in (a failed load keeps both)
         forget_actives()
     except RuntimeError as e:
+        forget_actives()  # the load may have replaced the view layers before it failed
         STATE.rebuild()  # whatever Blender kept, hash it honestly
         raise ToolError("internal_error", "could not load checkpoint: " + one_line(e))
     saved = {}

@@ -532,6 +532,8 @@ def undo_object_delete(tx, rec):
         tx.on_undo(lambda sc=sc, cur=cur: setattr(sc, "camera", cur))
         sc.camera = ob
     for vl, active, select, hide in bases:
+        if not in_view_layer(ob, vl):
+            continue  # its collection is excluded there now: no base to give back (restore_bases)
         cur = active_of(vl)
         tx.on_undo(lambda vl=vl, cur=cur: set_active(vl, cur))
         set_base(vl, ob, active, select, hide)
