@@ -66,9 +66,9 @@ from layers import active_of, in_view_layer, set_active, synced
 from records import mesh_geometry_digest, qv
 from state import BRIDGE
 
-from .datablocks import (active_before, bases_of, basis_from_record, basis_state, check_id_name_free,
+from .datablocks import (bases_of, basis_from_record, basis_state, check_id_name_free,
                          check_new_object_name, check_object_name_free, check_removable, collection_ref,
-                         created_data_record, data_collection, free_name_in, get_object, live_object,
+                         created_data_record, data_collection, free_name_in, get_object, live_object, make_active,
                          matrix_from_record, matrix_rows, name_free, named, note_active_objects, remove_created_object,
                          rename, resolve_collection, resolve_view_layer, restore_basis, set_base, set_basis_from_matrix,
                          took_name, touch_data, undo_remove_created, world_matrix)
@@ -196,7 +196,6 @@ def tool_object_create(tx, args):
     sc = current_scene()
     vl = active_view_layer(sc)
     proto = primitive_proto(kind, size)
-    prev_name = active_before(sc, vl)
 
     me = bpy.data.meshes.new(name)
     mesh_name = me.name
@@ -226,10 +225,7 @@ def tool_object_create(tx, args):
     coll = sc.collection
     tx.on_undo(lambda: unlink_object(coll, ob))
     link_object(coll, ob)
-    if vl is not None:
-        tx.touch("active", sc.name)
-        tx.on_undo(lambda: set_active(vl, bpy.data.objects.get(prev_name) if prev_name else None))
-        set_active(vl, ob)  # no resync of the layer the link left stale (layers.py)
+    prev_name = make_active(tx, sc, vl, ob)
     tx.checkpoint("object.create:linked")
     scene_name = sc.name
     tx.known[("mesh", mesh_name)] = {
