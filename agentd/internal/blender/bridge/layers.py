@@ -48,6 +48,7 @@ def active_of(vl):
 
 
 def pending_active(ob):
+    """Whether ob is an active object Blender has not been given yet."""
     return any(a == ob for _, a in PENDING.values())
 
 
