@@ -1,6 +1,9 @@
 package blender
 
-import "testing"
+import (
+	"path/filepath"
+	"testing"
+)
 
 // idleScript serves requests through main.serve over pipes from a client
 // thread: six creates written at once (five wait in the bridge's buffer),
@@ -132,5 +135,37 @@ print("FONT-OK")
 func TestTextUndoParksFont(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		runBridgeScript(t, rt, fontScript, "FONT-OK")
+	})
+}
+
+// TestParkedFontNotSaved: a checkpoint saved while an undone text's font
+// is parked holds no font (the save frees the pile first), and loads with
+// the hash it was saved with; a text made after the load loads the font
+// anew.
+func TestParkedFontNotSaved(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		txt := mustExecute(t, p, "text.create", map[string]any{"name": "T", "body": "parked"})
+		if _, err := p.Undo(callCtx(t), txt.Undo, Call{}); err != nil {
+			t.Fatal(err)
+		}
+		h := assertIncrementalMatchesFull(t, p).SceneHash
+		path := filepath.Join(t.TempDir(), "scene.blend")
+		if got, err := p.SaveCheckpoint(callCtx(t), path); err != nil || got != h {
+			t.Fatalf("SaveCheckpoint = %s, %v; want %s", got, err, h)
+		}
+		q := startTestProcess(t, rt)
+		if got, err := q.LoadCheckpoint(callCtx(t), path); err != nil || got != h {
+			t.Fatalf("LoadCheckpoint = %s, %v; want %s", got, err, h)
+		}
+		fonts := `result = sorted(f.name for f in bpy.data.fonts)`
+		if got := string(execResult(t, q, fonts)); got != "[]" {
+			t.Fatalf("fonts in the loaded checkpoint: %s", got)
+		}
+		again := mustExecute(t, q, "text.create", map[string]any{"name": "T", "body": "parked"})
+		if again.SceneHashAfter != txt.SceneHashAfter {
+			t.Fatalf("the same text after the load hashes %s, first %s", again.SceneHashAfter, txt.SceneHashAfter)
+		}
+		assertIncrementalMatchesFull(t, q)
 	})
 }
