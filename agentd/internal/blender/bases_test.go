@@ -421,15 +421,7 @@ result = a.name if a else None`
 		if got := string(execResult(t, p, active)); got != `"G"` {
 			t.Fatalf("python.exec sees active %s, want G", got)
 		}
-		h := create("H").SceneHashAfter
-		path := filepath.Join(t.TempDir(), "scene.blend")
-		if got, err := p.SaveCheckpoint(callCtx(t), path); err != nil || got != h {
-			t.Fatalf("SaveCheckpoint = %s, %v; want %s", got, err, h)
-		}
-		q := startTestProcess(t, rt)
-		if got, err := q.LoadCheckpoint(callCtx(t), path); err != nil || got != h {
-			t.Fatalf("LoadCheckpoint = %s, %v; want %s", got, err, h)
-		}
+		q := reloaded(t, p, rt, create("H").SceneHashAfter)
 		if got := string(execResult(t, q, active)); got != `"H"` {
 			t.Fatalf("after the checkpoint's load: active %s, want H", got)
 		}

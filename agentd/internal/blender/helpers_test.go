@@ -158,16 +158,24 @@ func assertIncrementalMatchesFull(t testing.TB, p *Process) Snapshot {
 func assertCheckpointRoundTrip(t testing.TB, p *Process, rt Runtime) {
 	t.Helper()
 	s := assertIncrementalMatchesFull(t, p)
-	path := filepath.Join(t.TempDir(), "scene.blend")
-	if h, err := p.SaveCheckpoint(callCtx(t), path); err != nil || h != s.SceneHash {
-		t.Fatalf("SaveCheckpoint = %s, %v; want %s", h, err, s.SceneHash)
-	}
+	q := reloaded(t, p, rt, s.SceneHash)
 	if after := assertIncrementalMatchesFull(t, p); after.SceneHash != s.SceneHash {
 		t.Fatalf("the save changed the scene: %s, was %s", after.SceneHash, s.SceneHash)
 	}
-	q := startTestProcess(t, rt)
-	if h, err := q.LoadCheckpoint(callCtx(t), path); err != nil || h != s.SceneHash {
-		t.Fatalf("LoadCheckpoint = %s, %v; want %s", h, err, s.SceneHash)
-	}
 	assertIncrementalMatchesFull(t, q)
+}
+
+// reloaded saves a checkpoint of p, which must hash h, and loads it into a
+// new process of rt, which must hash h too.
+func reloaded(t testing.TB, p *Process, rt Runtime, h string) *Process {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "scene.blend")
+	if got, err := p.SaveCheckpoint(callCtx(t), path); err != nil || got != h {
+		t.Fatalf("SaveCheckpoint = %s, %v; want %s", got, err, h)
+	}
+	q := startTestProcess(t, rt)
+	if got, err := q.LoadCheckpoint(callCtx(t), path); err != nil || got != h {
+		t.Fatalf("LoadCheckpoint = %s, %v; want %s", got, err, h)
+	}
+	return q
 }

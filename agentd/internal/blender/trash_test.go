@@ -1,9 +1,6 @@
 package blender
 
-import (
-	"path/filepath"
-	"testing"
-)
+import "testing"
 
 // idleScript serves requests through main.serve over pipes from a client
 // thread: six creates written at once (five wait in the bridge's buffer),
@@ -149,15 +146,7 @@ func TestParkedFontNotSaved(t *testing.T) {
 		if _, err := p.Undo(callCtx(t), txt.Undo, Call{}); err != nil {
 			t.Fatal(err)
 		}
-		h := assertIncrementalMatchesFull(t, p).SceneHash
-		path := filepath.Join(t.TempDir(), "scene.blend")
-		if got, err := p.SaveCheckpoint(callCtx(t), path); err != nil || got != h {
-			t.Fatalf("SaveCheckpoint = %s, %v; want %s", got, err, h)
-		}
-		q := startTestProcess(t, rt)
-		if got, err := q.LoadCheckpoint(callCtx(t), path); err != nil || got != h {
-			t.Fatalf("LoadCheckpoint = %s, %v; want %s", got, err, h)
-		}
+		q := reloaded(t, p, rt, assertIncrementalMatchesFull(t, p).SceneHash)
 		fonts := `result = sorted(f.name for f in bpy.data.fonts)`
 		if got := string(execResult(t, q, fonts)); got != "[]" {
 			t.Fatalf("fonts in the loaded checkpoint: %s", got)

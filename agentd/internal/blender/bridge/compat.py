@@ -11,7 +11,7 @@ import sys
 
 import bpy
 
-from layers import flush_actives
+from layers import flush_actives, pending_active
 
 
 def blender_version():
@@ -121,7 +121,8 @@ def remove_ids(ids):
     ids = [i for i in ids if i is not None]
     if not ids:
         return
-    flush_actives()  # an active set but not given to Blender may be among them
+    if any(pending_active(i) for i in ids):
+        flush_actives()  # while it still exists
     if hasattr(bpy.data, "batch_remove"):
         bpy.data.batch_remove(ids)
         return

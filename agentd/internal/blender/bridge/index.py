@@ -186,7 +186,7 @@ def link_object(coll, ob):
 def unlink_object(coll, ob):
     """coll.objects.unlink(ob), keeping INDEX up to date."""
     if pending_active(ob):
-        flush_actives()  # while ob still has its base
+        flush_actives()  # while ob still has its base: the unlink may take it away
     coll.objects.unlink(ob)
     INDEX.linked(ob, coll, False)
 

@@ -20,8 +20,11 @@ Setting the active object needs its base, so Blender resyncs the layer a
 create just linked to (0.2 ms at 10,000 objects). The tools set it with
 set_active instead, which keeps the value here until something needs
 Blender's: active_of reads it from here, and synced (so every sync, wake,
-the idle pass), a checkpoint's save, a full snapshot, a free and an unlink
-of the object give it to Blender first (flush_actives). A plan of creates
+the idle pass), a checkpoint's save and a full snapshot give it to Blender
+first (flush_actives), and so do a free and an unlink of a pending object
+(compat.remove_ids, index.unlink_object), which could take away the base it
+needs: the tools read an object's bases (a sync) before they unlink or free
+it, and these keep that true for any that does not. A plan of creates
 then resyncs once, when something reads the bases, and the undo of a
 create puts the object active before back without one.
 """

@@ -131,11 +131,16 @@ def note_active_objects(tx, leaving=None):
         tx.touch_record("active", sc.name, active_record(sc.name, None if a == leaving else a))
 
 
-def restore_bases(ob, bases):
-    """Put back active/select/hide of ob's bases (bases_of) still present."""
+def restore_bases(ob, bases, tx=None):
+    """Put back active/select/hide of ob's bases (bases_of) still present (a
+    layer that excludes ob's collections by now holds no base of it). With
+    tx, the active objects it replaces come back on rollback."""
     for b in bases:
         sc, vl = resolve_view_layer(b["scene"], b["view_layer"])
         if vl is not None and in_view_layer(ob, vl):
+            if tx is not None:
+                cur = active_of(vl)
+                tx.on_undo(lambda vl=vl, cur=cur: set_active(vl, cur))
             set_base(vl, ob, b["active"], b["select"], b["hide"])
 
 

@@ -70,7 +70,7 @@ from .datablocks import (bases_of, basis_from_record, basis_state, check_id_name
                          check_new_object_name, check_object_name_free, check_removable, collection_ref,
                          created_data_record, data_collection, free_name_in, get_object, live_object, make_active,
                          matrix_from_record, matrix_rows, name_free, named, note_active_objects, remove_created_object,
-                         rename, resolve_collection, resolve_view_layer, restore_basis, set_base, set_basis_from_matrix,
+                         rename, resolve_collection, resolve_view_layer, restore_bases, restore_basis, set_basis_from_matrix,
                          took_name, touch_data, undo_remove_created, world_matrix)
 
 PRIMITIVES = {
@@ -496,7 +496,8 @@ def undo_object_delete(tx, rec):
         sc, vl = resolve_view_layer(field(b, "scene", str), field(b, "view_layer", str))
         if vl is None:
             raise ToolError("conflict", "cannot undo delete: view layer %r is gone" % b.get("view_layer"))
-        bases.append((vl, bool(b.get("active")), bool(b.get("select")), bool(b.get("hide"))))
+        bases.append({"scene": sc.name, "view_layer": vl.name, "active": bool(b.get("active")),
+                      "select": bool(b.get("select")), "hide": bool(b.get("hide"))})
 
     tx.touch("object", name)
     if data_kind:
@@ -527,12 +528,7 @@ def undo_object_delete(tx, rec):
         cur = sc.camera
         tx.on_undo(lambda sc=sc, cur=cur: setattr(sc, "camera", cur))
         sc.camera = ob
-    for vl, active, select, hide in bases:
-        if not in_view_layer(ob, vl):
-            continue  # its collection is excluded there now: no base to give back (restore_bases)
-        cur = active_of(vl)
-        tx.on_undo(lambda vl=vl, cur=cur: set_active(vl, cur))
-        set_base(vl, ob, active, select, hide)
+    restore_bases(ob, bases, tx)
     tx.checkpoint("undo.object.delete:relinked")
     tx.on_undo(lambda: (setattr(ob, "use_fake_user", True), ob.__setitem__(TOMB_OF, name)))
     ob.use_fake_user = False
