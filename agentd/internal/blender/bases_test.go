@@ -579,3 +579,112 @@ func TestCheckpointLoadsItsWindowManager(t *testing.T) {
 		}
 	})
 }
+
+// TestUndoCreatedReadsNoScene: object.duplicate and the undos of
+// object.duplicate and light.create find what they made by the index, with
+// no look-up that scans a datablock list, and the undo of a create that did
+// not make its object active reads no active object from Blender (which
+// would resync the view layer the create linked to). The undo still refuses
+// while the made object is active, in the first view layer or another one,
+// and the hashes hold (both Blenders).
+func TestUndoCreatedReadsNoScene(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		runBridgeScript(t, rt, undoCreatedScript, "UNDO-CREATED-OK")
+	})
+}
+
+const undoCreatedScript = `
+import json, sys, tempfile
+sys.path.insert(0, sys.argv[sys.argv.index("--") + 1] if "--" in sys.argv else sys.argv[1])
+import bpy
+import main, index, layers
+import tools.datablocks as datablocks
+from state import STATE, full_snapshot
+
+main.m_hello({"sandbox_dir": tempfile.mkdtemp()})
+n = [0]
+
+def req(method, params, ok=True):
+    n[0] += 1
+    r, _ = main.handle(json.dumps({"id": n[0], "method": method, "params": params}).encode())
+    assert r["ok"] == ok, r
+    return json.loads(main.response_line(r))["result"] if ok else r["error"]
+
+def call(tool, **args):
+    return req("execute", {"tool": tool, "args": args})
+
+# Count what scans: bpy.data.<kind>.get(name) walks the kind's whole list.
+# Collections are left out: a scene's master collection is told from a
+# collection of that label by a look-up among the (few) collections.
+scans = []
+class Coll:
+    def __init__(self, kind, coll): self.kind, self.coll = kind, coll
+    def get(self, name, default=None):
+        if self.kind != "collections":
+            scans.append((self.kind, name))
+        return self.coll.get(name, default)
+    def __getattr__(self, a): return getattr(self.coll, a)
+    def __iter__(self): return iter(self.coll)
+    def __contains__(self, k): return k in self.coll
+    def __len__(self): return len(self.coll)
+    def __getitem__(self, k): return self.coll[k]
+class Data:
+    def __getattr__(self, kind): return Coll(kind, getattr(bpy.data, kind))
+class Bpy:
+    data = Data()
+    def __getattr__(self, a): return getattr(bpy, a)
+index.bpy = datablocks.bpy = Bpy()
+
+# Count the active objects read from Blender, not from the pending ones.
+reads = []
+def active_of(vl):
+    if vl.as_pointer() not in layers.PENDING:
+        reads.append(vl.name)
+    return layers.active_of(vl)
+datablocks.active_of = active_of
+
+def same():
+    assert full_snapshot()[1] == STATE.scene_hash()
+
+call("object.create", type="cube", name="Src")
+layers.flush_actives()
+del scans[:]
+dup = call("object.duplicate", name="Src", new_name="Dup")
+assert scans == [], scans
+same()
+req("undo", {"undo": dup["undo"]})
+assert scans == [], scans
+same()
+
+light = call("light.create", name="L", type="point")
+del scans[:], reads[:]
+req("undo", {"undo": light["undo"]})
+assert scans == [] and reads == [], (scans, reads)
+same()
+
+# Still refused while the made object is active: in the first view layer,
+sc = bpy.data.scenes["Scene"]
+light = call("light.create", name="L", type="point")
+before = STATE.scene_hash()
+call("object.select", names=["L"], active="L")
+after = STATE.scene_hash()
+err = req("undo", {"undo": light["undo"]}, ok=False)
+assert err["code"] == "conflict" and "active object now" in err["message"], err
+assert STATE.scene_hash() == after
+same()
+call("object.select", names=["Src"], active="Src")
+req("undo", {"undo": light["undo"]})
+assert "L" not in bpy.data.objects
+same()
+
+# and in another one.
+light = call("light.create", name="L2", type="point")
+req("execute", {"tool": "python.exec", "allow": ["python.exec"], "args": {"code":
+    "vl = bpy.data.scenes['Scene'].view_layers.new('Second'); vl.objects.active = bpy.data.objects['L2']"}})
+after = STATE.scene_hash()
+err = req("undo", {"undo": light["undo"]}, ok=False)
+assert err["code"] == "conflict" and "active object now" in err["message"], err
+assert STATE.scene_hash() == after
+same()
+print("UNDO-CREATED-OK")
+`

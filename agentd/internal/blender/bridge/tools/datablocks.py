@@ -56,12 +56,15 @@ def took_name(idb, coll, name):
     return idb.name == name
 
 
-def name_free(idb, coll, base):
-    """Give idb, just made in bpy.data collection coll, the name
+def name_free(idb, coll_name, base):
+    """Give idb, just made in bpy.data.<coll_name>, the name
     free_name_in(coll, base) picks, base without a scan when it is free
-    (took_name)."""
+    (took_name), and note it in INDEX: the record of the new name is read
+    next, and a miss would scan the collection."""
+    coll = getattr(bpy.data, coll_name)
     if not took_name(idb, coll, base):
         idb.name = free_name_in(coll, base, but=idb)
+    INDEX.put(coll_name, idb)
 
 
 def collection_ref(coll):
@@ -383,7 +386,8 @@ def check_removable(ob, data, kind, data_name, verb):
 
 def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=True):
     """The last steps of undoing the creation of ob, validated before: make
-    prev the active object of vl again (when vl is given), unlink ob from its
+    prev the active object of vl again (when vl is given; without it, the
+    caller found ob active in no view layer), unlink ob from its
     collections (each step reversible), stop at the "undo" fault point and
     checkpoint of label, then remove ob and its data (when given)
     (irreversible, cannot fail). A fresh object and its data refer to nothing
@@ -399,7 +403,13 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=Tr
                                 % (label, prev.name, vl.name))
             tx.on_undo(lambda: set_active(vl, cur))
             set_active(vl, prev)
-    note_active_objects(tx, leaving=ob)
+        note_active_objects(tx, leaving=ob)
+    else:
+        # The caller found ob active in no view layer, so no scene's active
+        # object changes: reading them (note_active_objects) would make
+        # Blender resync a layer the create left stale.
+        for sc in bpy.data.scenes:
+            tx.unchanged("active", sc.name)
     for c in INDEX.collections_of(ob):
         tx.on_undo(lambda c=c: link_object(c, ob))
         unlink_object(c, ob)
@@ -488,13 +498,12 @@ def undo_remove_created(tx, rec, label):
     name = field(rec, "object", str)
     ob = live_object(name)
     d = field(rec, "data", dict, optional=True)
-    data, coll = None, None
+    data = None
     if d is not None:
         cname = field(d, "collection", str)
         if cname not in DATA_COLLECTIONS:
             raise ToolError("invalid_input", "undo record: bad data collection %r" % cname)
-        coll = getattr(bpy.data, cname)
-        data = coll.get(field(d, "name", str))
+        data = INDEX.get(cname, field(d, "name", str))
         if data is None or ob.data != data or data.users != 1:
             raise ToolError("conflict", "cannot undo: %r no longer solely owns its data %r" % (name, d.get("name")))
     if any(not is_tomb(c.name) for c in INDEX.children_of(ob)):
@@ -511,7 +520,7 @@ def undo_remove_created(tx, rec, label):
         if sc.camera == ob and sc != cam_scene:
             raise ToolError("conflict", "cannot undo: %r is the camera of scene %r now" % (name, sc.name))
         for vl in sc.view_layers:
-            if active_of(vl) == ob:
+            if active_before(sc, vl) == name:
                 raise ToolError("conflict", "cannot undo: %r is the active object now" % name)
     tx.touch("object", name)
     if data is not None:

@@ -589,10 +589,10 @@ def tool_object_duplicate(tx, args):
 
     new_data_ = None
     if copy_data:
-        coll = getattr(bpy.data, data_collection(data))
+        coll_name = data_collection(data)
         new_data_ = data.copy()
-        tx.on_undo(lambda: coll.remove(new_data_))
-        name_free(new_data_, coll, new_name)
+        tx.on_undo(lambda: getattr(bpy.data, coll_name).remove(new_data_))
+        name_free(new_data_, coll_name, new_name)
         touch_data(tx, new_data_)
     ob = src.copy()
     INDEX.new_object(ob)
