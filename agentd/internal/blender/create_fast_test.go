@@ -101,3 +101,101 @@ func TestObjectCreatePrototypes(t *testing.T) {
 		}
 	}
 }
+
+// TestUnnamedCreateNames: object.create without a name gives the object the
+// lowest free "Cube", "Cube.001", ... and the mesh the object's name (or,
+// where a mesh has it, the lowest free mesh name), as checked here against
+// a scan of the names; where Blender's naming tells (4.5), it does so
+// without looking up, testing or listing the names of every object or mesh
+// (Blender's name map answers), but above its map's 1024 numbers, where
+// Blender takes the highest + 1 and a lower name may be free (both
+// Blenders).
+func TestUnnamedCreateNames(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		runBridgeScript(t, rt, unnamedCreateScript, "UNNAMED-OK")
+	})
+}
+
+const unnamedCreateScript = `
+import json, sys, tempfile
+sys.path.insert(0, sys.argv[sys.argv.index("--") + 1] if "--" in sys.argv else sys.argv[1])
+import bpy
+import main
+import tools.datablocks as datablocks
+import tools.objects as objects
+from state import STATE, full_snapshot
+
+main.m_hello({"sandbox_dir": tempfile.mkdtemp()})
+n = [0]
+
+def req(method, params):
+    n[0] += 1
+    r, _ = main.handle(json.dumps({"id": n[0], "method": method, "params": params}).encode())
+    assert r["ok"], r
+    return json.loads(main.response_line(r))["result"]
+
+def exec_(code):
+    req("execute", {"tool": "python.exec", "allow": ["python.exec"], "args": {"code": code}})
+
+# Count the walks of the object and mesh lists by name: get, in, keys, iteration.
+scans = []
+class Coll:
+    def __init__(self, kind, coll): self.kind, self.coll = kind, coll
+    def note(self, what):
+        if self.kind in ("objects", "meshes"):
+            scans.append((self.kind, what))
+    def get(self, name, default=None):
+        self.note("get")
+        return self.coll.get(name, default)
+    def __contains__(self, k):
+        self.note("in")
+        return k in self.coll
+    def keys(self):
+        self.note("keys")
+        return self.coll.keys()
+    def __iter__(self):
+        self.note("iter")
+        return iter(self.coll)
+    def __getattr__(self, a): return getattr(self.coll, a)
+    def __len__(self): return len(self.coll)
+    def __getitem__(self, k): return self.coll[k]
+class Data:
+    def __getattr__(self, kind): return Coll(kind, getattr(bpy.data, kind))
+class Bpy:
+    data = Data()
+    def __getattr__(self, a): return getattr(bpy, a)
+datablocks.bpy = objects.bpy = Bpy()
+
+def lowest_free(coll, base):
+    names = set(x.name for x in coll)
+    if base not in names:
+        return base
+    i = 1
+    while "%s.%03d" % (base, i) in names:
+        i += 1
+    return "%s.%03d" % (base, i)
+
+def create():
+    want = lowest_free(bpy.data.objects, "Cube")
+    want_mesh = want if want not in bpy.data.meshes else lowest_free(bpy.data.meshes, "Cube")
+    del scans[:]
+    got = req("execute", {"tool": "object.create", "args": {"type": "cube"}})["result"]["name"]
+    walked = list(scans)
+    assert (got, bpy.data.objects[got].data.name) == (want, want_mesh), (got, bpy.data.objects[got].data.name, want, want_mesh)
+    assert full_snapshot()[1] == STATE.scene_hash()
+    return walked
+
+walks = [create() for _ in range(3)]
+req("execute", {"tool": "object.delete", "args": {"name": "Cube.001"}})
+walks.append(create())  # the gap
+exec_("bpy.data.meshes.new('Cube.003')")
+walks.append(create())  # an object name some mesh has
+if datablocks.naming_tells():
+    assert walks == [[]] * len(walks), walks
+
+# Above the name map's numbers: every number below 1024 taken, a gap above.
+exec_("for i in range(1030): bpy.data.objects.new('Cube', None)\nbpy.data.objects['Cube.1027'].name = 'Away'")
+create()
+assert bpy.data.objects["Cube.1027"].type == "MESH"
+print("UNNAMED-OK")
+`

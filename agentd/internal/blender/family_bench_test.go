@@ -161,6 +161,9 @@ const (
 // for calls that have an undo, ms/undo-100, ms/undo-10k and ratio-undo;
 // calls, the number of calls per size averaged. ns/op is left out (it would
 // be the time of the whole measurement).
+//
+// Two more rows: interactive/object.create (benchInteractive) and
+// unnamed/object.create (unnamedCreate).
 func BenchmarkToolFamilies(b *testing.B) {
 	rt := testRuntimes()[0]
 	if rt.name != "bpy_4.5" {
@@ -188,7 +191,15 @@ func BenchmarkToolFamilies(b *testing.B) {
 		})
 	}
 	b.Run("interactive/object.create", func(b *testing.B) { benchInteractive(b, ps, toolFamilies[0].calls[0]) })
+	b.Run("unnamed/object.create", func(b *testing.B) { benchFamilyCall(b, ps, unnamedCreate) })
 }
+
+// unnamedCreate is object.create without a name: Blender's own ("Plane",
+// "Plane.001", ...), the lowest free, found in its name map on 4.5
+// (tools/datablocks.py: blender_named).
+var unnamedCreate = familyCall{"object.create", func(i, n int) map[string]any {
+	return map[string]any{"type": "plane", "location": []any{float64(i % 50), -3, 0}}
+}}
 
 // interactivePairs and interactivePause shape the interactive measurement:
 // that many calls and undos per scene size, each undo followed by a pause

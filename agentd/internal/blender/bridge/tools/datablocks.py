@@ -47,6 +47,24 @@ def naming_tells():
     return not rename_takes_names() and not len(bpy.data.libraries)
 
 
+# Blender 4.5's name map numbers a new ID base.001, base.002, ... with the
+# lowest number it finds free below this, and with the highest + 1 above.
+NAME_MAP_NUMBERS = 1024
+
+
+def blender_named(idb, coll, base):
+    """Where naming tells: give idb, just made in coll under the name base
+    (Blender named it from its name map, without a scan), the name
+    free_name_in(coll, base) picks, and return it. Blender's own is that
+    name when it is base or base.NNN with NNN below NAME_MAP_NUMBERS; above,
+    it is the highest number + 1, so free_name_in (a scan) looks for a gap."""
+    name = idb.name
+    number = name[len(base) + 1:] if name.startswith(base + ".") else None
+    if name != base and not (number and number.isdigit() and int(number) < NAME_MAP_NUMBERS):
+        idb.name = free_name_in(coll, base, but=idb)
+    return idb.name
+
+
 def took_name(idb, coll, name):
     """Give idb (of bpy.data collection coll) name when no other ID of coll
     has it; whether it did."""

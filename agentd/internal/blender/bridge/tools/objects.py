@@ -68,10 +68,10 @@ from state import BRIDGE
 
 from .datablocks import (bases_of, basis_from_record, basis_state, check_id_name_free,
                          check_new_object_name, check_object_name_free, check_removable, collection_ref,
-                         created_data_record, data_collection, free_name_in, get_object, live_object, make_active,
+                         blender_named, created_data_record, data_collection, free_name_in, get_object, live_object, make_active,
                          matrix_from_record, matrix_rows, name_free, named, note_active_objects, remove_created_object,
-                         rename, resolve_collection, resolve_view_layer, restore_bases, restore_basis, set_basis_from_matrix,
-                         took_name, touch_data, undo_remove_created, world_matrix)
+                         naming_tells, rename, resolve_collection, resolve_view_layer, restore_bases, restore_basis,
+                         set_basis_from_matrix, took_name, touch_data, undo_remove_created, world_matrix)
 
 PRIMITIVES = {
     # type: default object/mesh name (Blender's own names for these primitives)
@@ -186,29 +186,38 @@ def tool_object_create(tx, args):
     kind = args["type"]
     size = float(args.get("size", 2.0))
     name = args.get("name")
-    if name is None:
-        name = free_name_in(bpy.data.objects, PRIMITIVES[kind])
-    check_name(name)
-    if len(bpy.data.libraries):
-        # A linked object may carry the name without making a local one
-        # .001; the exact-name check below covers only local objects.
-        check_name_free(name, bpy.data.objects, "an object")
+    base = PRIMITIVES[kind]
+    if name is None and not naming_tells():
+        name = free_name_in(bpy.data.objects, base)  # a scan of every object
+    if name is not None:
+        check_name(name)
+        if len(bpy.data.libraries):
+            # A linked object may carry the name without making a local one
+            # .001; the exact-name check below covers only local objects.
+            check_name_free(name, bpy.data.objects, "an object")
     sc = current_scene()
     vl = active_view_layer(sc)
     proto = primitive_proto(kind, size)
 
-    me = bpy.data.meshes.new(name)
-    mesh_name = me.name
-    tx.touch("mesh", mesh_name)
+    # Unnamed where naming tells, Blender names the object (blender_named)
+    # and the mesh takes its name after, as if made with it.
+    me = bpy.data.meshes.new(name if name is not None else base)
     tx.on_undo(lambda: bpy.data.meshes.remove(me))
     proto[0].to_mesh(me)
     me.update()
     geo = proto[1]
     if geo is None:
         geo = proto[1] = (len(me.vertices), len(me.edges), len(me.polygons), len(me.loops), mesh_geometry_digest(me))
-    ob = bpy.data.objects.new(name, me)
+    ob = bpy.data.objects.new(name if name is not None else base, me)
     tx.on_undo(lambda: bpy.data.objects.remove(ob, do_unlink=True))
-    named(ob, name, "object")
+    if name is None:
+        name = blender_named(ob, bpy.data.objects, base)
+        if me.name != name:
+            me.name = name
+    else:
+        named(ob, name, "object")
+    mesh_name = me.name
+    tx.touch("mesh", mesh_name)
     INDEX.put("meshes", me)
     INDEX.new_object(ob)
     tx.touch("object", name)
