@@ -116,56 +116,7 @@ func TestUnnamedCreateNames(t *testing.T) {
 	})
 }
 
-const unnamedCreateScript = `
-import json, sys, tempfile
-sys.path.insert(0, sys.argv[sys.argv.index("--") + 1] if "--" in sys.argv else sys.argv[1])
-import bpy
-import main
-import tools.datablocks as datablocks
-import tools.objects as objects
-from state import STATE, full_snapshot
-
-main.m_hello({"sandbox_dir": tempfile.mkdtemp()})
-n = [0]
-
-def req(method, params):
-    n[0] += 1
-    r, _ = main.handle(json.dumps({"id": n[0], "method": method, "params": params}).encode())
-    assert r["ok"], r
-    return json.loads(main.response_line(r))["result"]
-
-def exec_(code):
-    req("execute", {"tool": "python.exec", "allow": ["python.exec"], "args": {"code": code}})
-
-# Count the walks of the object and mesh lists by name: get, in, keys, iteration.
-scans = []
-class Coll:
-    def __init__(self, kind, coll): self.kind, self.coll = kind, coll
-    def note(self, what):
-        if self.kind in ("objects", "meshes"):
-            scans.append((self.kind, what))
-    def get(self, name, default=None):
-        self.note("get")
-        return self.coll.get(name, default)
-    def __contains__(self, k):
-        self.note("in")
-        return k in self.coll
-    def keys(self):
-        self.note("keys")
-        return self.coll.keys()
-    def __iter__(self):
-        self.note("iter")
-        return iter(self.coll)
-    def __getattr__(self, a): return getattr(self.coll, a)
-    def __len__(self): return len(self.coll)
-    def __getitem__(self, k): return self.coll[k]
-class Data:
-    def __getattr__(self, kind): return Coll(kind, getattr(bpy.data, kind))
-class Bpy:
-    data = Data()
-    def __getattr__(self, a): return getattr(bpy, a)
-datablocks.bpy = objects.bpy = Bpy()
-
+const unnamedCreateScript = walkCounting + `
 def lowest_free(coll, base):
     names = set(x.name for x in coll)
     if base not in names:

@@ -85,9 +85,10 @@ gives the tool:
   are re-digested for the incremental hash: a missed touch makes
   ``snapshot``'s full hash differ from the running one (the tests check that
   after every tool). Touching too much is harmless but costs time. Changing
-  scene.camera touches the scene; changing only the active object touches
-  ``("active", scene name)``, which is cheaper (touching the scene covers the
-  active object too).
+  scene.camera touches the scene (``tx.touch_settings``: a change of the
+  scene's own settings, which leaves its active object as it is); changing
+  only the active object touches ``("active", scene name)``, which is
+  cheaper (touching the scene covers the active object too).
 - ``tx.touch_record(kind, name, rec)``, ``tx.gone(kind, name)``,
   ``tx.unchanged(kind, name)``: a touch whose record the tool knows (made,
   removed, or left as it was), so that it is not read back from Blender.
@@ -368,6 +369,14 @@ class Tx:
         datablock of the kind: ~0.5 ms at 10,000 objects)."""
         self.touch(kind, name)
         self.known[(kind, name)] = GONE
+
+    def touch_settings(self, scene_name):
+        """touch("scene", scene_name) for a change of the scene's own
+        settings (camera, world, render), which leaves its active object as
+        it is (unchanged): reading that back could make Blender resync a
+        view layer that a link or unlink of the same call left stale."""
+        self.touch("scene", scene_name)
+        self.unchanged("active", scene_name)
 
     def unchanged(self, kind, name):
         """Say that kind:name's record, though touched (a scene's touch

@@ -96,7 +96,7 @@ def tool_camera_create(tx, args):
     if args.get("set_active", False):
         prev = sc.camera
         rec["camera_before"] = {"scene": sc.name, "camera": prev.name if prev is not None else None}
-        tx.touch("scene", sc.name)
+        tx.touch_settings(sc.name)
         tx.on_undo(lambda: setattr(sc, "camera", prev))
         sc.camera = ob
     tx.checkpoint("camera.create:linked")
@@ -152,7 +152,7 @@ def tool_camera_set_active(tx, args):
     sc = current_scene()
     prev = sc.camera
     tx.set_undo({"scene": sc.name, "camera_before": prev.name if prev is not None else None})
-    tx.touch("scene", sc.name)
+    tx.touch_settings(sc.name)
     tx.on_undo(lambda: setattr(sc, "camera", prev))
     sc.camera = ob
     tx.checkpoint("camera.set_active:set")
@@ -166,7 +166,7 @@ def undo_camera_set_active(tx, rec):
         raise ToolError("conflict", "cannot undo: scene %r is gone" % rec.get("scene"))
     pn = field(rec, "camera_before", str, optional=True)
     prev = live_object(pn, "previous camera") if pn else None
-    tx.touch("scene", sc.name)
+    tx.touch_settings(sc.name)
     cur = sc.camera
     tx.on_undo(lambda: setattr(sc, "camera", cur))
     tx.fault_point("camera.set_active:checked")

@@ -50,8 +50,7 @@ def touch_parent(tx, coll):
     so the scene's active object stays (Tx.unchanged)."""
     for sc in bpy.data.scenes:
         if sc.collection == coll:
-            tx.touch("scene", sc.name)
-            tx.unchanged("active", sc.name)
+            tx.touch_settings(sc.name)
             return
     tx.touch("collection", coll.name)
 

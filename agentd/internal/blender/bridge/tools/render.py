@@ -322,7 +322,7 @@ def tool_render_settings(tx, args):
         want["film_transparent"] = bool(args["film_transparent"])
     old = {k: getattr(*setting_ref(sc, k)) for k in want}
     tx.set_undo({"scene": sc.name, "settings": old})
-    tx.touch("scene", sc.name)
+    tx.touch_settings(sc.name)
     # Frame range: write in the order that never crosses (Blender clamps
     # start/end against each other).
     order = write_order(want, sc)
@@ -353,7 +353,7 @@ def undo_render_settings(tx, rec):
     engines = {"BLENDER_WORKBENCH", eevee_engine()} | ({"CYCLES"} if has_cycles() else set())
     if "engine" in settings and settings["engine"] not in engines:
         raise ToolError("conflict", "cannot undo: engine %r is not available" % settings["engine"])
-    tx.touch("scene", sc.name)
+    tx.touch_settings(sc.name)
     order = write_order(settings, sc)
     for i, k in enumerate(order):
         write_setting(tx, sc, k, settings[k])

@@ -88,7 +88,7 @@ def tool_world_set(tx, args):
         wname = world.name
         tx.touch("world", wname)
         tx.on_undo(lambda: bpy.data.worlds.remove(bpy.data.worlds[wname]))
-        tx.touch("scene", sc.name)
+        tx.touch_settings(sc.name)
         tx.on_undo(lambda: setattr(sc, "world", None))
         sc.world = world
     tx.touch("world", world.name)
@@ -139,7 +139,7 @@ def undo_world_set(tx, rec):
         sc = live_scene(field(rec, "scene", str))
         if sc is None or sc.world != world or world.users != 1:
             raise ToolError("conflict", "cannot undo: world %r is no longer only the scene's" % wname)
-        tx.touch("scene", sc.name)
+        tx.touch_settings(sc.name)
         tx.touch("world", wname)
         tx.on_undo(lambda: setattr(sc, "world", world))
         sc.world = None
