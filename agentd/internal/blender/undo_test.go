@@ -547,8 +547,10 @@ func TestUndoneCreatesFreedInBatches(t *testing.T) {
 // to (its material, action, modifier, parent) and discards it with its mesh
 // instead of freeing them at once (a walk of the whole file); every other
 // datablock's user count stays true: the material's creation can still be
-// undone after, which needs it unused. A linked copy shares its source's
-// mesh: freed at once.
+// undone after, which needs it unused. A linked copy, which shares its
+// source's mesh, lets go of it for a mesh of the bridge's own, the void
+// (trash.void_mesh), and is discarded too: the shared mesh counts its users
+// right at once, and a checkpoint holds no void.
 func TestUndoneDuplicateDiscarded(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		p := startTestProcess(t, rt)
@@ -586,14 +588,18 @@ func TestUndoneDuplicateDiscarded(t *testing.T) {
 			out, call := run(c.Tool, c.Args)
 			mustUndo(t, p, out, call)
 			assertIncrementalMatchesFull(t, p)
+			users, _ := run("python.exec", map[string]any{"code": "result = bpy.data.objects['Src'].data.users"})
+			if u := users.Fields()["result"]; u != 1.0 {
+				t.Errorf("after the undo of %v: the source's mesh has %v users, want 1", c.Args, u)
+			}
 		}
 		// Undone without the copies: M has no user left when its creation
 		// is undone.
 		for i := len(done) - 1; i >= 0; i-- {
 			mustUndo(t, p, done[i], calls[i])
 		}
-		if n := discarded() - before; n != 4 {
-			t.Errorf("%v datablocks discarded, want 4: the copy and its mesh (not the linked copy, which shares its source's mesh), the action and the material", n)
+		if n := discarded() - before; n != 5 {
+			t.Errorf("%v datablocks discarded, want 5: the copy and its mesh, the linked copy, the action and the material", n)
 		}
 
 		// An object's own material hidden behind a slot linked to its data
@@ -609,11 +615,15 @@ func TestUndoneDuplicateDiscarded(t *testing.T) {
 			out, _ := run("python.exec", map[string]any{"code": "result = bpy.data.materials['Hidden'].users"})
 			return out.Fields()["result"].(float64)
 		}
-		before, hidden := discarded(), users()
-		dup, dupCall := run("object.duplicate", map[string]any{"name": "Hid", "new_name": "HidCopy"})
-		mustUndo(t, p, dup, dupCall)
-		if n, u := discarded()-before, users(); n != 2 || u != hidden {
-			t.Errorf("a copy with a hidden material: %v discarded (want 2), the material has %v users (want %v)", n, u, hidden)
+		for _, linked := range []bool{false, true} {
+			before, hidden := discarded(), users()
+			dup, dupCall := run("object.duplicate", map[string]any{"name": "Hid", "new_name": "HidCopy", "linked": linked})
+			mustUndo(t, p, dup, dupCall)
+			want := map[bool]float64{false: 2, true: 1}[linked] // a linked copy has no mesh of its own
+			if n, u := discarded()-before, users(); n != want || u != hidden {
+				t.Errorf("a copy (linked: %v) with a hidden material: %v discarded (want %v), the material has %v users (want %v)",
+					linked, n, want, u, hidden)
+			}
 		}
 
 		// A force field's texture and (Blender 4) light linking count users
@@ -634,15 +644,31 @@ else:
     field(lit)
 `})
 		for _, name := range []string{"Odd", "Lit"} {
-			before := discarded()
-			dup, dupCall := run("object.duplicate", map[string]any{"name": name, "new_name": name + "Copy"})
-			mustUndo(t, p, dup, dupCall)
-			assertIncrementalMatchesFull(t, p)
-			if n := discarded() - before; n != 0 {
-				t.Errorf("the copy of %s: %v discarded, want 0 (freed at once)", name, n)
+			for _, linked := range []bool{false, true} {
+				before := discarded()
+				dup, dupCall := run("object.duplicate", map[string]any{"name": name, "new_name": name + "Copy", "linked": linked})
+				mustUndo(t, p, dup, dupCall)
+				assertIncrementalMatchesFull(t, p)
+				if n := discarded() - before; n != 0 {
+					t.Errorf("the copy of %s (linked: %v): %v discarded, want 0 (freed at once)", name, linked, n)
+				}
 			}
 		}
-		assertIncrementalMatchesFull(t, p)
+		h := assertIncrementalMatchesFull(t, p).SceneHash
+
+		// The void a linked copy took stays out of a checkpoint.
+		lnk, lnkCall := run("object.duplicate", map[string]any{"name": "Src", "new_name": "Lnk2", "linked": true})
+		mustUndo(t, p, lnk, lnkCall)
+		q := reloaded(t, p, rt, h)
+		voids, _ := run("python.exec", map[string]any{"code": "result = [m.name for m in bpy.data.meshes if 'bp_tomb_' in m.name]"})
+		if got := fmt.Sprint(voids.Fields()["result"]); got == "[]" {
+			t.Errorf("the undone linked copy took no void mesh")
+		}
+		out := mustExecute(t, q, "python.exec", map[string]any{"code": "result = [m.name for m in bpy.data.meshes if 'bp_tomb_' in m.name]"})
+		if got := fmt.Sprint(out.Fields()["result"]); got != "[]" {
+			t.Errorf("the checkpoint holds %s", got)
+		}
+		assertIncrementalMatchesFull(t, q)
 	})
 }
 

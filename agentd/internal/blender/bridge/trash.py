@@ -23,10 +23,13 @@ every other datablock's user count stays true; a part of the pile freed
 before the rest at most clears references within the pile.
 """
 
+import bpy
+
 from common import TOMB_PREFIX
 from compat import remove_ids
 
 TRASH = {"ids": [], "n": 0}
+VOID = {}  # "mesh": void_mesh's, while its file is loaded
 TRASH_MAX = 256
 RECLAIM_CHUNK = 8  # per step: a request that comes meanwhile waits for one step
 
@@ -41,6 +44,24 @@ def discard(ids):
         db.name = "%sx%d" % (TOMB_PREFIX, TRASH["n"])
         TRASH["ids"].append(db)
     _bound()
+
+
+def void_mesh():
+    """An empty mesh of ours, named as a tombstone (left out of every record),
+    that a linked copy takes before it is discarded in place of the mesh it
+    shares (tools.datablocks.released_linked). Made when first needed and
+    again in a new file (reset, checkpoint load: the old one's Python object
+    is dead then). A save leaves it out: nothing uses it, and
+    main.hold_unused holds no tombstone."""
+    m = VOID.get("mesh")
+    if m is not None:
+        try:
+            m.name
+            return m
+        except ReferenceError:
+            pass
+    m = VOID["mesh"] = bpy.data.meshes.new(TOMB_PREFIX + "void")
+    return m
 
 
 def park(ids):

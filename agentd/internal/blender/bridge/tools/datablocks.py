@@ -19,7 +19,7 @@ from records import KINDS, active_record
 from registry import ToolError, field
 from schema import check_name, check_name_free, is_number
 from state import STATE
-from trash import discard
+from trash import discard, void_mesh
 
 
 def free_name_in(coll, base, but=None):
@@ -437,7 +437,7 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=Tr
     data_kind = data_ref(data)[0] if data is not None else None
     if data_kind is not None:
         gone.append((data_kind, data.name))
-    if fresh or released(ob, data):
+    if fresh or (released(ob, data) if data is not None else released_linked(ob)):
         discard([ob, data])
     else:
         remove_ids([ob, data])
@@ -455,20 +455,13 @@ def released(ob, data):
     reference that counts a user of another datablock (materials, actions,
     modifiers' and constraints' datablocks), so that discarding the pair
     leaves every other user count true. False, and nothing changed, when the
-    copy may refer to something this does not drop (a linked copy's shared
-    data, shape keys, particles, a force field's texture, light linking,
-    ID custom properties, other object types): it is freed at once then.
-    Cannot fail."""
-    if data is None or ob.data != data or ob.type not in RELEASABLE:
+    copy may refer to something this does not drop (shape keys, particles,
+    a force field's texture, light linking, ID custom properties, other
+    object types; a linked copy's shared data: released_linked): it is freed
+    at once then. Cannot fail."""
+    if data is None or ob.data != data or not object_releasable(ob):
         return False
-    if getattr(data, "shape_keys", None) is not None or len(ob.particle_systems) or ob.instance_collection is not None:
-        return False
-    if ob.field is not None and ob.field.texture is not None:
-        return False
-    ll = getattr(ob, "light_linking", None)  # Blender 4: counted collections
-    if ll is not None and (ll.receiver_collection is not None or ll.blocker_collection is not None):
-        return False
-    if holds_ids(ob) or holds_ids(data):
+    if getattr(data, "shape_keys", None) is not None or holds_ids(data):
         return False
     # Each only when there is something to drop: these calls make Blender
     # rebuild the scene's dependency relations. An object keeps its own
@@ -491,6 +484,36 @@ def released(ob, data):
     if ob.parent is not None:
         set_parent(ob, None)
     return True
+
+
+def object_releasable(ob):
+    """Whether released can make ob refer to nothing but its data."""
+    if ob.type not in RELEASABLE or len(ob.particle_systems) or ob.instance_collection is not None:
+        return False
+    if ob.field is not None and ob.field.texture is not None:
+        return False
+    ll = getattr(ob, "light_linking", None)  # Blender 4: counted collections
+    if ll is not None and (ll.receiver_collection is not None or ll.blocker_collection is not None):
+        return False
+    return not holds_ids(ob)
+
+
+def released_linked(ob):
+    """released for a linked copy, a mesh object that shares its mesh with
+    its source: it drops the materials of its own slots while they are in
+    sight, lets go of the shared mesh for the void mesh (trash.void_mesh),
+    which counts the shared mesh's users right at once, and then drops the
+    rest as released does. False, and nothing changed, where released would
+    refuse the object."""
+    if ob.type != "MESH" or ob.data is None or not object_releasable(ob):
+        return False
+    for slot in ob.material_slots:
+        if slot.link != "OBJECT":
+            slot.link = "OBJECT"
+        if slot.material is not None:
+            slot.material = None
+    ob.data = void_mesh()
+    return released(ob, ob.data)
 
 
 def holds_ids(idblock):
