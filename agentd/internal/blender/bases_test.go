@@ -728,6 +728,23 @@ req("undo", {"undo": light["undo"]})
 assert "L" not in bpy.data.objects
 same()
 
+# A linked copy waits on the void mesh, which goes with the last of the pile.
+import trash
+lnk = call("object.duplicate", name="Src", new_name="Lnk", linked=True)
+req("undo", {"undo": lnk["undo"]})
+assert trash.VOID["mesh"].users == 1 and bpy.data.objects["Src"].data.users == 1
+same()
+trash.empty_trash()
+assert "mesh" not in trash.VOID and not [m for m in bpy.data.meshes if "bp_tomb_" in m.name]
+
+# An undone create whose view layer (or scene) was renamed since: the
+# records still follow the active object it takes with it.
+for tool, args in (("object.create", dict(type="cube", name="A")), ("text.create", dict(name="T", body="t"))):
+    made = call(tool, **args)
+    exec_("bpy.data.scenes['Scene'].view_layers[0].name = 'Renamed%s'" % args["name"])
+    req("undo", {"undo": made["undo"]})
+    same()
+
 # and in another one.
 light = call("light.create", name="L2", type="point")
 req("execute", {"tool": "python.exec", "allow": ["python.exec"], "args": {"code":

@@ -108,8 +108,8 @@ func TestObjectCreatePrototypes(t *testing.T) {
 // a scan of the names; where Blender's naming tells (4.5), it does so
 // without looking up, testing or listing the names of every object or mesh
 // (Blender's name map answers), but above its map's 1024 numbers, where
-// Blender takes the highest + 1 and a lower name may be free (both
-// Blenders).
+// Blender takes the highest + 1 and a lower name may be free. Blender's map
+// counts "Cone.1" as number 1: there 4.5 skips "Cone.001" (both Blenders).
 func TestUnnamedCreateNames(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		runBridgeScript(t, rt, unnamedCreateScript, "UNNAMED-OK")
@@ -148,5 +148,12 @@ if datablocks.naming_tells():
 exec_("for i in range(1030): bpy.data.objects.new('Cube', None)\nbpy.data.objects['Cube.1027'].name = 'Away'")
 create()
 assert bpy.data.objects["Cube.1027"].type == "MESH"
+
+# An unpadded number: Blender's own name skips the number it holds.
+req("execute", {"tool": "object.create", "args": {"type": "cone", "name": "Cone"}})
+exec_("bpy.data.objects.new('Cone.1', None)")
+got = req("execute", {"tool": "object.create", "args": {"type": "cone"}})["result"]["name"]
+assert got == ("Cone.002" if datablocks.naming_tells() else "Cone.001"), got
+same()
 print("UNNAMED-OK")
 `

@@ -136,5 +136,10 @@ def tomb_key(name):
     return None
 
 
+TOMB_FIRSTS = frozenset(p[0] for p in (TOMB_PREFIX, OLD_TOMB_PREFIX))
+
+
 def is_tomb(name):
-    return tomb_key(name) is not None
+    # The first character rules out nearly every name at once: the
+    # snapshot and scene.get_summary ask this of every datablock.
+    return name[:1] in TOMB_FIRSTS and tomb_key(name) is not None

@@ -165,7 +165,7 @@ import tools  # noqa: E402,F401  (registers every tool)
 import window  # noqa: E402
 from common import (LOG, NOT_RUN, OLD_STATE, OLD_STATE_PROP, OUT_OF_MEMORY, PROTOCOL_VERSION, STATE_PROP,  # noqa: E402
                     Encoded, ToolError, canonical, clear_correlation, compact, debug, log, one_line, set_correlation,
-                    is_tomb, tomb_key)
+                    tomb_key)
 from compat import (blender_version, build_platform, build_string, disable_file_previews, eevee_engine,  # noqa: E402
                     has_cycles)
 from schema import check  # noqa: E402
@@ -411,11 +411,10 @@ def hold_unused(held):
     material.assign replaced), which the records count, so the checkpoint
     would load as another scene. The fake users are taken back after the
     save (release) and after the load (the pairs travel in the bridge
-    state): tools read user counts, which must stay as they were. A
-    tombstone nothing uses (trash.void_mesh) is in no record: left out."""
+    state): tools read user counts, which must stay as they were."""
     for coll in sorted({c for _, _, _, c in KINDS} - {"scenes"}):
         for db in getattr(bpy.data, coll):
-            if db.users == 0 and db.library is None and not db.use_fake_user and not is_tomb(db.name):
+            if db.users == 0 and db.library is None and not db.use_fake_user:
                 db.use_fake_user = True
                 held.append([coll, db.name])
 

@@ -20,7 +20,9 @@ A new file (reset, checkpoint load) has freed them already: forget_trash.
 Only what refers to nothing outside the pile is discarded (an undo runs in
 reverse order, so a create's object and data are as fresh as when made), so
 every other datablock's user count stays true; a part of the pile freed
-before the rest at most clears references within the pile.
+before the rest at most clears references within the pile. The one
+exception, the void mesh an undone linked copy takes (void_mesh), is the
+bridge's own and is freed with the last of the pile.
 """
 
 import bpy
@@ -48,20 +50,25 @@ def discard(ids):
 
 def void_mesh():
     """An empty mesh of ours, named as a tombstone (left out of every record),
-    that a linked copy takes before it is discarded in place of the mesh it
-    shares (tools.datablocks.released_linked). Made when first needed and
-    again in a new file (reset, checkpoint load: the old one's Python object
-    is dead then). A save leaves it out: nothing uses it, and
-    main.hold_unused holds no tombstone."""
+    that a linked copy takes before it is discarded, in place of the mesh it
+    shares (tools.datablocks.released_linked). Made when first needed, and
+    freed with the last of the pile (empty_trash), so that no python.exec and
+    no saved file meets it."""
+    m = _live_void()
+    if m is None:
+        m = VOID["mesh"] = bpy.data.meshes.new(TOMB_PREFIX + "void")
+    return m
+
+
+def _live_void():
     m = VOID.get("mesh")
     if m is not None:
         try:
             m.name
             return m
-        except ReferenceError:
-            pass
-    m = VOID["mesh"] = bpy.data.meshes.new(TOMB_PREFIX + "void")
-    return m
+        except ReferenceError:  # freed with its file (reset, load)
+            VOID.pop("mesh", None)
+    return None
 
 
 def park(ids):
@@ -89,10 +96,13 @@ def _bound():
 
 
 def empty_trash(n=None):
-    """Free the n oldest datablocks of the pile (all of it by default)."""
+    """Free the n oldest datablocks of the pile; by default all of it, and
+    the void mesh with it (in the same walk of Main)."""
     if n is None:
-        n = len(TRASH["ids"])
-    ids, TRASH["ids"] = TRASH["ids"][:n], TRASH["ids"][n:]
+        ids, TRASH["ids"] = TRASH["ids"] + [_live_void()], []
+        VOID.pop("mesh", None)
+    else:
+        ids, TRASH["ids"] = TRASH["ids"][:n], TRASH["ids"][n:]
     remove_ids(ids)
 
 
@@ -102,3 +112,4 @@ def trash_waiting():
 
 def forget_trash():
     TRASH["ids"] = []
+    VOID.pop("mesh", None)

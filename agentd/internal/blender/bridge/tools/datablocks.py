@@ -53,11 +53,15 @@ NAME_MAP_NUMBERS = 1024
 
 
 def blender_named(idb, coll, base):
-    """Where naming tells: give idb, just made in coll under the name base
-    (Blender named it from its name map, without a scan), the name
-    free_name_in(coll, base) picks, and return it. Blender's own is that
-    name when it is base or base.NNN with NNN below NAME_MAP_NUMBERS; above,
-    it is the highest number + 1, so free_name_in (a scan) looks for a gap."""
+    """Where naming tells: idb was just made in coll under the name base, and
+    Blender named it from its name map, without a scan: base or the lowest
+    free base.NNN, as free_name_in(coll, base) would, but that the map
+    counts every number however written, so a name like base.1 takes number
+    1 and base.001 is skipped (Blender's own name still, as object.create's
+    schema promises; the same names give the same one). From
+    NAME_MAP_NUMBERS up Blender takes the highest number + 1: there
+    free_name_in (a scan) looks for a gap and idb takes its name. Returns
+    idb's name."""
     name = idb.name
     number = name[len(base) + 1:] if name.startswith(base + ".") else None
     if name != base and not (number and number.isdigit() and int(number) < NAME_MAP_NUMBERS):
@@ -402,17 +406,17 @@ def check_removable(ob, data, kind, data_name, verb):
         raise ToolError("conflict", "cannot undo %s: other datablocks now refer to %r" % (verb, ob.name))
 
 
-def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=True):
+def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=True, inactive=False):
     """The last steps of undoing the creation of ob, validated before: make
-    prev the active object of vl again (when vl is given; without it, the
-    caller found ob active in no view layer), unlink ob from its
+    prev the active object of vl again (when vl is given), unlink ob from its
     collections (each step reversible), stop at the "undo" fault point and
     checkpoint of label, then remove ob and its data (when given)
     (irreversible, cannot fail). A fresh object and its data refer to nothing
     else, so they are discarded (freed later with others, trash.discard); so
     is a copy once it let go of what it refers to (released). Otherwise (a
     linked duplicate shares its source's data) they are freed now, so that
-    what they refer to counts its users right."""
+    what they refer to counts its users right. inactive: the caller found
+    ob active in no view layer, so no scene's active object changes."""
     if vl is not None:
         cur = active_of(vl)
         if cur != prev:
@@ -421,13 +425,13 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=Tr
                                 % (label, prev.name, vl.name))
             tx.on_undo(lambda: set_active(vl, cur))
             set_active(vl, prev)
-        note_active_objects(tx, leaving=ob)
-    else:
-        # The caller found ob active in no view layer, so no scene's active
-        # object changes: reading them (note_active_objects) would make
+    if inactive:
+        # Reading the active objects (note_active_objects) would make
         # Blender resync a layer the create left stale.
         for sc in bpy.data.scenes:
             tx.unchanged("active", sc.name)
+    else:
+        note_active_objects(tx, leaving=ob)
     for c in INDEX.collections_of(ob):
         tx.on_undo(lambda c=c: link_object(c, ob))
         unlink_object(c, ob)
@@ -571,7 +575,7 @@ def undo_remove_created(tx, rec, label):
         cur = cam_scene.camera
         tx.on_undo(lambda: setattr(cam_scene, "camera", cur))
         cam_scene.camera = cam_prev
-    remove_created_object(tx, ob, label, data=data, fresh=label != "object.duplicate")  # data validated above
+    remove_created_object(tx, ob, label, data=data, fresh=label != "object.duplicate", inactive=True)  # checked above
 
 
 def created_data_record(data):
