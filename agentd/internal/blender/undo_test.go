@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -766,5 +767,67 @@ func TestUndoDeleteWhenOnlyTheObjectNameIsTaken(t *testing.T) {
 		mustUndo(t, p, taken, Call{})
 		mustUndo(t, p, del, Call{})
 		assertIncrementalMatchesFull(t, p)
+	})
+}
+
+// TestUndoneCreateLetsGo: a made mesh object whose creation is undone before
+// the calls that gave it a material, an action, a modifier and a parent
+// lets go of them as it waits on the pile: the material and the action
+// count no user of it, so the material's creation can be undone at once;
+// it is still discarded, not freed. A light as made is discarded too; one
+// that a later call animated is freed at once (both Blenders).
+func TestUndoneCreateLetsGo(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "P"})
+		made := mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "C"})
+		mat := mustExecute(t, p, "material.create", map[string]any{"name": "M"})
+		for _, c := range []Call{
+			{Tool: "material.assign", Args: map[string]any{"object": "C", "material": "M"}},
+			{Tool: "keyframe.insert", Args: map[string]any{"object": "C", "data_path": "location", "frame": 1}},
+			{Tool: "modifier.add", Args: map[string]any{"object": "C", "type": "bevel", "name": "B"}},
+			{Tool: "object.set_parent", Args: map[string]any{"name": "C", "parent": "P"}},
+		} {
+			mustExecute(t, p, c.Tool, c.Args)
+		}
+		counts := "import trash\nresult = [trash.TRASH['n'], bpy.data.materials['M'].users, bpy.data.actions['CAction'].users]"
+		if got := string(execResult(t, p, counts)); got != "[0,1,1]" {
+			t.Fatalf("[discarded, M's users, the action's users] before = %s", got)
+		}
+		if _, err := p.Undo(callCtx(t), made.Undo, Call{}); err != nil {
+			t.Fatal(err)
+		}
+		assertIncrementalMatchesFull(t, p)
+		// The pile is freed before python.exec: count with the undo of M's creation.
+		if _, err := p.Undo(callCtx(t), mat.Undo, Call{}); err != nil {
+			t.Fatalf("undo of the material's creation after the object's: %v", err)
+		}
+		assertIncrementalMatchesFull(t, p)
+		if got := string(execResult(t, p, "import trash\nresult = [trash.TRASH['n'], bpy.data.actions['CAction'].users]")); got != "[3,0]" {
+			t.Errorf("[discarded, the action's users] after = %s, want [3,0]: the object, its mesh and the material went on the pile", got)
+		}
+
+		discarded := func() int {
+			n, err := strconv.Atoi(string(execResult(t, p, "import trash\nresult = trash.TRASH['n']")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		for _, animated := range []bool{false, true} {
+			light := mustExecute(t, p, "light.create", map[string]any{"name": "L", "type": "point"})
+			if animated {
+				mustExecute(t, p, "keyframe.insert", map[string]any{"object": "L", "data_path": "location", "frame": 1})
+			}
+			before := discarded()
+			if _, err := p.Undo(callCtx(t), light.Undo, Call{}); err != nil {
+				t.Fatal(err)
+			}
+			assertIncrementalMatchesFull(t, p)
+			want := map[bool]int{false: 2, true: 0}[animated] // the object and its light, or nothing: freed
+			if got := discarded() - before; got != want {
+				t.Errorf("light (animated: %v): %d discarded, want %d", animated, got, want)
+			}
+		}
 	})
 }

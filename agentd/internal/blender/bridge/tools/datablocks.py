@@ -411,12 +411,13 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=Tr
     prev the active object of vl again (when vl is given), unlink ob from its
     collections (each step reversible), stop at the "undo" fault point and
     checkpoint of label, then remove ob and its data (when given)
-    (irreversible, cannot fail). A fresh object and its data refer to nothing
-    else, so they are discarded (freed later with others, trash.discard); so
-    is a copy once it let go of what it refers to (released). Otherwise (a
-    linked duplicate shares its source's data) they are freed now, so that
-    what they refer to counts its users right. inactive: the caller found
-    ob active in no view layer, so no scene's active object changes."""
+    (irreversible, cannot fail). What refers to nothing outside them is
+    discarded (freed later with others, trash.discard): a made object as it
+    was made (as_made), or a copy, or a made mesh object, once it let go of
+    what later calls gave it when its creation is undone before them
+    (released). Otherwise they are freed now, so that what they refer to
+    counts its users right. inactive: the caller found ob active in no view
+    layer, so no scene's active object changes."""
     if vl is not None:
         cur = active_of(vl)
         if cur != prev:
@@ -441,7 +442,11 @@ def remove_created_object(tx, ob, label, vl=None, prev=None, data=None, fresh=Tr
     data_kind = data_ref(data)[0] if data is not None else None
     if data_kind is not None:
         gone.append((data_kind, data.name))
-    if fresh or (released(ob, data) if data is not None else released_linked(ob)):
+    if fresh and ob.type not in RELEASABLE:
+        waits = as_made(ob, data)
+    else:
+        waits = released(ob, data) if data is not None else released_linked(ob)
+    if waits:
         discard([ob, data])
     else:
         remove_ids([ob, data])
@@ -488,6 +493,20 @@ def released(ob, data):
     if ob.parent is not None:
         set_parent(ob, None)
     return True
+
+
+def as_made(ob, data):
+    """Whether a made object that released cannot make let go (a light, a
+    camera, a text) refers to nothing but what its tool made it with: no
+    animation, material, modifier, constraint, parent or ID property, all
+    of which only a later call gives it."""
+    if ob.animation_data is not None or ob.parent is not None or len(ob.modifiers) or len(ob.constraints):
+        return False
+    if data is not None and getattr(data, "animation_data", None) is not None:
+        return False
+    if any(slot.material is not None for slot in ob.material_slots):
+        return False
+    return not holds_ids(ob) and (data is None or not holds_ids(data))
 
 
 def object_releasable(ob):
