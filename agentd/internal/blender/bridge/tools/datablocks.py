@@ -496,8 +496,8 @@ def released(ob, data):
 
 
 def as_made(ob, data):
-    """Whether a made object that released cannot make let go (a light, a
-    camera, a text) refers to nothing but what its tool made it with: no
+    """Whether a made object of a type released does not take (a light, a
+    camera, a text) still refers only to what its tool made it with: no
     animation, material, modifier, constraint, parent or ID property, all
     of which only a later call gives it."""
     if ob.animation_data is not None or ob.parent is not None or len(ob.modifiers) or len(ob.constraints):

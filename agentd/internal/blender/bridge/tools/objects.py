@@ -66,12 +66,12 @@ from layers import active_of, in_view_layer, set_active, synced
 from records import mesh_geometry_digest, qv
 from state import BRIDGE
 
-from .datablocks import (bases_of, basis_from_record, basis_state, check_id_name_free,
+from .datablocks import (bases_of, basis_from_record, basis_state, blender_named, check_id_name_free,
                          check_new_object_name, check_object_name_free, check_removable, collection_ref,
-                         blender_named, created_data_record, data_collection, free_name_in, get_object, live_object, make_active,
-                         matrix_from_record, matrix_rows, name_free, named, note_active_objects, remove_created_object,
-                         naming_tells, rename, resolve_collection, resolve_view_layer, restore_bases, restore_basis,
-                         set_basis_from_matrix, took_name, touch_data, undo_remove_created, world_matrix)
+                         created_data_record, data_collection, free_name_in, get_object, live_object, make_active,
+                         matrix_from_record, matrix_rows, name_free, named, naming_tells, note_active_objects,
+                         remove_created_object, rename, resolve_collection, resolve_view_layer, restore_bases,
+                         restore_basis, set_basis_from_matrix, took_name, touch_data, undo_remove_created, world_matrix)
 
 PRIMITIVES = {
     # type: default object/mesh name (Blender's own names for these primitives)
