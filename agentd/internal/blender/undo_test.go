@@ -831,3 +831,40 @@ func TestUndoneCreateLetsGo(t *testing.T) {
 		}
 	})
 }
+
+// TestUndoAssignGivesBackOwnMaterials: the undo of a material.assign that
+// added a slot to a mesh shared by other objects gives back the materials
+// those objects hold of their own in that slot (linked to the object, or
+// out of sight behind a link to the data), which Blender would keep
+// counting after it drops the slot: the counts are the same live as after
+// a checkpoint's reload (both Blenders).
+func TestUndoAssignGivesBackOwnMaterials(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "A"})
+		for _, n := range []string{"B", "C"} {
+			mustExecute(t, p, "object.duplicate", map[string]any{"name": "A", "new_name": n, "linked": true})
+		}
+		mustExecute(t, p, "material.create", map[string]any{"name": "M"})
+		mustExecute(t, p, "material.create", map[string]any{"name": "Own"})
+		assign := mustExecute(t, p, "material.assign", map[string]any{"object": "A", "material": "M"})
+		mustExecute(t, p, "python.exec", map[string]any{"code": "own = bpy.data.materials['Own']\n" +
+			"b = bpy.data.objects['B'].material_slots[0]\nb.link = 'OBJECT'\nb.material = own\n" +
+			"c = bpy.data.objects['C'].material_slots[0]\nc.link = 'OBJECT'\nc.material = own\nc.link = 'DATA'"})
+		users := "result = [bpy.data.materials['M'].users, bpy.data.materials['Own'].users]"
+		if got := string(execResult(t, p, users)); got != "[1,2]" {
+			t.Fatalf("[M, Own] users before the undo = %s, want [1,2]", got)
+		}
+		if _, err := p.Undo(callCtx(t), assign.Undo, Call{}); err != nil {
+			t.Fatal(err)
+		}
+		h := assertIncrementalMatchesFull(t, p).SceneHash
+		if got := string(execResult(t, p, users)); got != "[0,0]" {
+			t.Errorf("[M, Own] users after the undo = %s, want [0,0]", got)
+		}
+		q := reloaded(t, p, rt, h)
+		if got := string(execResult(t, q, users)); got != "[0,0]" {
+			t.Errorf("[M, Own] users after a reload = %s, want [0,0]", got)
+		}
+	})
+}

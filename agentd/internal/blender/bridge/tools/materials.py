@@ -163,6 +163,31 @@ def shrink_slots(data, n):
         data.materials.pop()
 
 
+def take_own_material(tx, ob, i):
+    """Give back the material ob holds of its own in slot i (link OBJECT, or
+    out of sight behind a DATA link) before its data's slots shrink below
+    i: Blender drops the object's slot and keeps counting the material's
+    user, which a checkpoint's reload then loses."""
+    slot = ob.material_slots[i]
+    link = slot.link
+    if link != "OBJECT":
+        slot.link = "OBJECT"
+    own = slot.material
+    if own is not None:
+        slot.material = None
+    if link != "OBJECT":
+        slot.link = link
+    if own is not None:
+        tx.on_undo(lambda: put_own_material(ob, i, link, own))
+
+
+def put_own_material(ob, i, link, mat):
+    slot = ob.material_slots[i]
+    slot.link = "OBJECT"
+    slot.material = mat
+    slot.link = link
+
+
 def set_slot(tx, ob, slot, mat):
     """Grow ob's slots (on its data) to slot + 1 and put mat in slot."""
     data = ob.data
@@ -221,6 +246,9 @@ def undo_material_assign(tx, rec):
         ob.material_slots[slot].material = prev
     tx.checkpoint("undo.material.assign:restored")
     if len(data.materials) > keep:
+        for o in slot_users(data) or [ob]:
+            for i in range(keep, len(o.material_slots)):
+                take_own_material(tx, o, i)
         extra = [data.materials[i] for i in range(keep, len(data.materials))]
         tx.on_undo(lambda: [data.materials.append(m) for m in extra])
         shrink_slots(data, keep)
