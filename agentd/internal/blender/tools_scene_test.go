@@ -1,6 +1,7 @@
 package blender
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -543,5 +544,33 @@ result = [len(o.material_slots), bpy.data.materials["Own"].users, bpy.data.mater
 			t.Fatalf("after the undo: [slots, users of Own, users of Red] = %s, want [0,0,0]", got)
 		}
 		assertIncrementalMatchesFull(t, p)
+	})
+}
+
+// TestSummaryObjects: scene.get_summary lists every object of the scene but
+// tombstones, each with its type, sorted by name, as the objects themselves
+// say (both Blenders).
+func TestSummaryObjects(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "b"})
+		mustExecute(t, p, "object.create", map[string]any{"type": "plane", "name": "Gone"})
+		mustExecute(t, p, "object.delete", map[string]any{"name": "Gone"})
+		mustExecute(t, p, "light.create", map[string]any{"name": "A", "type": "sun"})
+		mustExecute(t, p, "camera.create", map[string]any{"name": "C"})
+		mustExecute(t, p, "text.create", map[string]any{"name": "T", "body": "t"})
+		mustExecute(t, p, "python.exec", map[string]any{"code": "sc = bpy.data.scenes['Scene']\n" +
+			"sc.collection.objects.link(bpy.data.objects.new('Empty', None))\n" +
+			"cu = bpy.data.curves.new('Cu', 'CURVE')\nsc.collection.objects.link(bpy.data.objects.new('Cu', cu))"})
+		want := string(execResult(t, p, `result = [{"name": n, "type": k} for n, k in sorted((o.name, o.type) `+
+			`for o in bpy.data.scenes['Scene'].objects if not o.name.startswith('\x7fbp_tomb_'))]`))
+		out := mustExecute(t, p, "scene.get_summary", nil).Fields()
+		got, err := json.Marshal(out["objects"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want || out["object_count"] != 8.0 { // with the baseline's camera and light
+			t.Fatalf("objects = %s (count %v), want %s (8)", got, out["object_count"], want)
+		}
 	})
 }

@@ -8,6 +8,7 @@ which ``version_in_range`` evaluates.
 
 import re
 import sys
+from array import array
 
 import bpy
 
@@ -24,6 +25,23 @@ def rename_takes_names():
     "Box"), rather than giving the renamed ID a .001 suffix (4.5). Versions
     between are taken to be like 3.4."""
     return blender_version() < (4, 5, 0)
+
+
+def object_types_of(objects):
+    """The type of each object of an object collection, in its order.
+    Blender 4.5 reads them all at once (foreach_get, enum values); 3.4's
+    foreach_get does not read enums (it gives other numbers), so there each
+    object is asked."""
+    if blender_version() < (4, 5, 0):
+        return [ob.type for ob in objects]
+    values = array("i", bytes(4 * len(objects)))
+    objects.foreach_get("type", values)
+    if not _TYPES:
+        _TYPES.update((e.value, e.identifier) for e in bpy.types.Object.bl_rna.properties["type"].enum_items)
+    return [_TYPES[v] for v in values]
+
+
+_TYPES = {}  # Object.type's enum value -> identifier
 
 
 def build_string(value):

@@ -1,6 +1,7 @@
 """Scene tools: scene.get_summary, scene.snapshot (both read-only)."""
 
 from common import is_tomb
+from compat import object_types_of
 from registry import tool
 from schema import NO_ARGS
 from baseline import active_view_layer, current_scene
@@ -18,8 +19,11 @@ from state import full_snapshot
 
 
 def tool_scene_get_summary(tx, args):
+    # The names in one pass of Blender's own (keys) rather than an attribute
+    # read per object from Python, and the types too where Blender can
+    # (object_types_of): a third of the time at 10,000 objects.
     sc = current_scene()
-    objs = sorted(((ob.name, ob.type) for ob in sc.objects if not is_tomb(ob.name)))
+    objs = sorted((n, k) for n, k in zip(sc.objects.keys(), object_types_of(sc.objects)) if not is_tomb(n))
     vl = active_view_layer(sc)
     active = active_of(vl) if vl is not None else None
     return {
