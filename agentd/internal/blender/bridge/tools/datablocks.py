@@ -473,14 +473,8 @@ def released(ob, data):
     if getattr(data, "shape_keys", None) is not None or holds_ids(data):
         return False
     # Each only when there is something to drop: these calls make Blender
-    # rebuild the scene's dependency relations. An object keeps its own
-    # material in a slot linked to its data too, out of sight: looked at
-    # through the object link.
-    for slot in ob.material_slots:
-        if slot.link != "OBJECT":
-            slot.link = "OBJECT"
-        if slot.material is not None:
-            slot.material = None
+    # rebuild the scene's dependency relations.
+    drop_own_materials(ob)
     if len(data.materials):
         data.materials.clear()
     for idb in (ob, data):
@@ -530,13 +524,21 @@ def released_linked(ob):
     refuse the object."""
     if ob.type != "MESH" or ob.data is None or not object_releasable(ob):
         return False
+    drop_own_materials(ob)
+    ob.data = void_mesh()
+    return released(ob, ob.data)
+
+
+def drop_own_materials(ob):
+    """Empty the materials ob holds of its own in its slots, leaving every
+    slot linked to the object. An object keeps its own material in a slot
+    linked to its data too, out of sight: it is looked at through the
+    object link."""
     for slot in ob.material_slots:
         if slot.link != "OBJECT":
             slot.link = "OBJECT"
         if slot.material is not None:
             slot.material = None
-    ob.data = void_mesh()
-    return released(ob, ob.data)
 
 
 def holds_ids(idblock):

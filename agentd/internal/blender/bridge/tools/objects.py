@@ -201,14 +201,15 @@ def tool_object_create(tx, args):
 
     # Unnamed where naming tells, Blender names the object (blender_named)
     # and the mesh takes its name after, as if made with it.
-    me = bpy.data.meshes.new(name if name is not None else base)
+    made_as = name if name is not None else base
+    me = bpy.data.meshes.new(made_as)
     tx.on_undo(lambda: bpy.data.meshes.remove(me))
     proto[0].to_mesh(me)
     me.update()
     geo = proto[1]
     if geo is None:
         geo = proto[1] = (len(me.vertices), len(me.edges), len(me.polygons), len(me.loops), mesh_geometry_digest(me))
-    ob = bpy.data.objects.new(name if name is not None else base, me)
+    ob = bpy.data.objects.new(made_as, me)
     tx.on_undo(lambda: bpy.data.objects.remove(ob, do_unlink=True))
     if name is None:
         name = blender_named(ob, bpy.data.objects, base)
