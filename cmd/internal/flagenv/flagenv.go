@@ -51,10 +51,10 @@ type Strings []string
 func (s *Strings) String() string     { return strings.Join(*s, ",") }
 func (s *Strings) Set(v string) error { *s = append(*s, v); return nil }
 
-// heapFloor is the least heap goal of a daemon's collector (package
-// heapfloor): the daemons' live heaps are some 10 MiB, and at Go's default
-// the control plane collected every ~130 ms under load, its mark workers
-// taking CPU from the Blenders beside it.
+// heapFloor is the heap goal a daemon's collector keeps at least (package
+// heapfloor): the daemons' live heaps are a few MiB to some 15, and at
+// Go's default the control plane collected every ~130 ms under load, its
+// mark workers taking CPU from the Blenders beside it.
 const heapFloor = 64 << 20
 
 // Daemon parses a daemon's flags (plus --log-level), builds its logger and
@@ -76,7 +76,7 @@ func Daemon(name string, fs *flag.FlagSet, serve func(ctx context.Context, log *
 		}
 	}
 	if err == nil {
-		heapfloor.Keep(heapFloor)
+		heapfloor.Keep(heapFloor) // for the process's life
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err = serve(ctx, log)
 		stop()
