@@ -49,8 +49,9 @@ type written struct {
 // there too; if later requests were already written, Blender may have run
 // some of them, so it is killed (its next call fails with ErrProcessExited)
 // and the caller must restore the scene from its journal, as after a
-// cancelled call. If ctx ends, Blender is killed and the call in flight
-// reports ctx.Err(). A call over its Call.Budget kills Blender and reports
+// cancelled call. If ctx ends while a call of the batch may still run,
+// Blender is killed and the call in flight reports ctx.Err(); once the last
+// call has answered, or one failed, ctx's end changes nothing. A call over its Call.Budget kills Blender and reports
 // TimedOut.
 //
 // It returns how many results each received.
@@ -72,9 +73,8 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 	p.nextID += uint64(len(calls))
 	batch := fmt.Sprintf("b%d", first)
 
-	abandon := p.abandoner("batch abandoned; killing blender")
-	stop := context.AfterFunc(ctx, func() { abandon(ctx) })
-	defer stop()
+	ab := p.abandoner("batch abandoned; killing blender")
+	defer ab.watch(ctx)()
 
 	// The writer: one request per token; a token comes back with each
 	// response, so at most batchWindow requests are ahead.
@@ -122,7 +122,7 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 		res := BatchResult{Start: time.Now()}
 		fail := func(err error) int {
 			if ctx.Err() != nil {
-				err = abandon(ctx)
+				err = ab.abandon(ctx)
 			}
 			res.Err = err
 			res.Duration = time.Since(res.Start)
@@ -190,6 +190,11 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 				}
 				end := time.Now()
 				<-tokens
+				if i == len(calls)-1 || !resp.OK {
+					// The last answer, or a failure the bridge saw: it
+					// refuses the rest of the batch unrun (drain checks).
+					ab.settle()
+				}
 				var errHash string
 				var err error
 				switch {

@@ -487,7 +487,7 @@ func (p *Process) readResponses(r *os.File) {
 }
 
 // call sends one request and waits for its response. If ctx ends first, the
-// process is killed: the state of a Blender that is still working on an
+// process is killed (abandonment): the state of a Blender that is still working on an
 // abandoned request is unknown, so the session must recover from its journal.
 func (p *Process) call(ctx context.Context, method string, params, out any, errHash *string) error {
 	return p.callProgress(ctx, method, params, out, errHash, nil)
@@ -513,24 +513,23 @@ func (p *Process) callProgress(ctx context.Context, method string, params, out a
 	}
 	line = append(line, '\n')
 
-	abandon := p.abandoner("call abandoned; killing blender", "method", method)
-	stop := context.AfterFunc(ctx, func() { abandon(ctx) })
-	defer stop()
+	ab := p.abandoner("call abandoned; killing blender", "method", method)
+	defer ab.watch(ctx)()
 
 	if _, err := p.reqW.Write(line); err != nil {
 		if ctx.Err() != nil {
-			return abandon(ctx)
+			return ab.abandon(ctx)
 		}
 		return p.exitError(err)
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			return abandon(ctx)
+			return ab.abandon(ctx)
 		case raw, ok := <-p.resps:
 			if !ok {
 				if ctx.Err() != nil {
-					return abandon(ctx)
+					return ab.abandon(ctx)
 				}
 				return p.exitError(io.EOF)
 			}
@@ -548,6 +547,7 @@ func (p *Process) callProgress(ctx context.Context, method string, params, out a
 				}
 				continue
 			}
+			ab.settle() // answered: nothing of the call runs any more
 			if !resp.OK {
 				if resp.Error == nil {
 					return &ToolError{Code: CodeInternalError, Message: "bridge returned ok=false without an error"}
@@ -570,22 +570,64 @@ func (p *Process) callProgress(ctx context.Context, method string, params, out a
 	}
 }
 
-// abandoner returns the function that ends a call (or batch) whose ctx
-// ended: it marks the process broken, kills Blender, whose state is unknown
-// with a request still running, and returns ctx.Err(); it acts once. It is
-// given to context.AfterFunc and also called where the call sees ctx end:
-// ctx closes Done before it starts AfterFunc's functions, so the call can
-// return first, and its deferred stop would then keep them from running.
-func (p *Process) abandoner(msg string, attrs ...any) func(ctx context.Context) error {
-	var once sync.Once
-	return func(ctx context.Context) error {
-		once.Do(func() {
-			p.broken.Store(true)
-			p.logger().Warn(msg, append(attrs, "err", ctx.Err())...)
-			p.killGroup()
-		})
-		return ctx.Err()
+// abandonment ends a call (or batch) whose ctx ended while Blender may be
+// running one of its requests: Blender's state is then unknown, so the
+// process is marked broken and Blender killed (once); the session recovers
+// from its journal. Once the call has its last answer, or has failed (the
+// bridge refuses the rest of a failed batch unrun), nothing of it can run
+// any more: the call settles, and a ctx that ends after that (a caller that
+// hangs up as soon as it sees the answer) leaves Blender alone.
+type abandonment struct {
+	p       *Process
+	msg     string
+	attrs   []any
+	mu      sync.Mutex
+	settled bool
+	killed  bool
+}
+
+func (p *Process) abandoner(msg string, attrs ...any) *abandonment {
+	return &abandonment{p: p, msg: msg, attrs: attrs}
+}
+
+// watch kills Blender when ctx ends before the call settles; the returned
+// stop ends the watch.
+func (a *abandonment) watch(ctx context.Context) (stop func() bool) {
+	return context.AfterFunc(ctx, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if !a.settled {
+			a.kill(ctx)
+		}
+	})
+}
+
+// abandon is for the call itself, seeing ctx end while it waits for
+// Blender: it kills Blender and returns ctx.Err().
+func (a *abandonment) abandon(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.kill(ctx)
+	return ctx.Err()
+}
+
+// settle says that no request of the call can run in Blender any more.
+func (a *abandonment) settle() {
+	a.mu.Lock()
+	a.settled = true
+	a.mu.Unlock()
+}
+
+// kill marks the process broken and kills Blender, once. The caller holds
+// a.mu.
+func (a *abandonment) kill(ctx context.Context) {
+	if a.killed {
+		return
 	}
+	a.killed = true
+	a.p.broken.Store(true)
+	a.p.logger().Warn(a.msg, append(a.attrs, "err", ctx.Err())...)
+	a.p.killGroup()
 }
 
 // stopOverMemory stops a Blender that ran out of memory under its ceiling
@@ -597,6 +639,11 @@ func (p *Process) stopOverMemory(msg string) error {
 	p.killGroup()
 	return fmt.Errorf("%w: %w: %s", ErrProcessExited, ErrMemoryExceeded, msg)
 }
+
+// Usable reports whether Blender can take calls: false once it exited, was
+// stopped, or was killed (an abandoned or over-budget call, out of memory),
+// even before its exit is seen.
+func (p *Process) Usable() bool { return p.unusable() == nil }
 
 func (p *Process) unusable() error {
 	if p.overMemory.Load() {

@@ -388,3 +388,45 @@ func TestAbandonedCallKillsBlenderItself(t *testing.T) {
 		}
 	})
 }
+
+// TestBatchOutlivesALateCancel: a caller that hangs up as soon as it has a
+// batch's last answer, or its failure (the control plane starts the plan's
+// rollback at once), leaves Blender running: nothing of the batch can run
+// any more (the bridge refuses the calls after a failure). It used to be
+// killed, and the rollback that followed failed on a dead Blender.
+func TestBatchOutlivesALateCancel(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		create := func(name string) Call {
+			return Call{Tool: "object.create", Args: map[string]any{"type": "cube", "name": name}}
+		}
+		for _, c := range []struct {
+			name  string
+			calls []Call
+		}{
+			{"answered", []Call{create("A1"), create("A2")}},
+			{"failed", []Call{create("F1"), {Tool: "object.delete", Args: map[string]any{"name": "Nope"}}, create("F3"), create("F4")}},
+		} {
+			ctx, cancel := context.WithCancel(context.Background())
+			p.ExecuteBatch(ctx, c.calls, func(i int, r BatchResult) bool {
+				if r.Err != nil || i == len(c.calls)-1 {
+					cancel()
+					// context.AfterFunc's function runs now, while the batch
+					// still holds Blender.
+					time.Sleep(50 * time.Millisecond)
+				}
+				return true
+			})
+			cancel()
+			if !p.Usable() {
+				t.Fatalf("%s: Blender killed by a cancel after the batch's last answer", c.name)
+			}
+			if _, err := p.Execute(context.Background(), create("After_"+c.name)); err != nil {
+				t.Fatalf("%s: the next call: %v", c.name, err)
+			}
+		}
+		if _, err := p.Execute(context.Background(), Call{Tool: "object.delete", Args: map[string]any{"name": "F3"}}); err == nil {
+			t.Fatal("F3 exists: a call after the batch's failure ran")
+		}
+	})
+}

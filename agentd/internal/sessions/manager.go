@@ -496,15 +496,9 @@ func (m *Manager) session(id string) (*session, error) {
 	return s, nil
 }
 
-// alive reports whether the session's Blender is running.
+// alive reports whether the session's Blender is running and can take calls.
 func (s *session) alive() bool {
-	if s.proc == nil {
-		return false
-	}
-	select {
-	case <-s.proc.Done():
-		return false
-	default:
-		return true
-	}
+	// A Blender killed after an abandoned call may not have exited yet; it
+	// is as good as gone: the next batch recovers the session.
+	return s.proc != nil && s.proc.Usable()
 }

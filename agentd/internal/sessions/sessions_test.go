@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -165,3 +166,35 @@ func sha(b []byte) string {
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// TestKilledBlenderRecoversAtOnce: a rollback that finds the session's
+// Blender killed after an abandoned call, but perhaps not yet exited,
+// recovers the session first instead of failing on the dying Blender (a
+// plan's rollback starts as soon as its batch's failure arrives).
+func TestKilledBlenderRecoversAtOnce(t *testing.T) {
+	m, _, rt := newManager(t)
+	if _, _, err := m.Open(context.Background(), "s1", rt, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	emit := func(*cpv1.Receipt) error { return nil }
+	for i := range 3 {
+		op := create(fmt.Sprint("a", i), fmt.Sprint("A", i))
+		if err := m.Execute(context.Background(), "s1", fmt.Sprint("r", i), []Operation{op}, emit, nil); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := m.session("s1")
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(200*time.Millisecond, cancel)
+		// Abandoned under the manager's nose: Blender is killed, its exit
+		// perhaps not yet seen.
+		s.proc.Execute(ctx, blender.Call{Tool: "python.exec", Args: map[string]any{"code": "import time\ntime.sleep(5)"}})
+		var got []*cpv1.Receipt
+		if err := m.Rollback(context.Background(), "s1", fmt.Sprint("r", i), []string{op.IdempotencyKey},
+			func(r *cpv1.Receipt) error { got = append(got, r); return nil }); err != nil {
+			t.Fatalf("rollback right after an abandoned call: %v", err)
+		}
+		if len(got) != 1 || got[0].GetStatus() != cpv1.Receipt_STATUS_ROLLED_BACK {
+			t.Fatalf("rollback right after an abandoned call: %v", got)
+		}
+	}
+}
