@@ -51,7 +51,8 @@ type written struct {
 // and the caller must restore the scene from its journal, as after a
 // cancelled call. If ctx ends while a call of the batch may still run,
 // Blender is killed and the call in flight reports ctx.Err(); once the last
-// call has answered, or one failed, ctx's end changes nothing. A call over its Call.Budget kills Blender and reports
+// call has answered, or the bridge reported a failure (it refuses the rest
+// of the batch unrun), ctx's end changes nothing. A call over its Call.Budget kills Blender and reports
 // TimedOut.
 //
 // It returns how many results each received.
@@ -192,7 +193,11 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 				<-tokens
 				if i == len(calls)-1 || !resp.OK {
 					// The last answer, or a failure the bridge saw: it
-					// refuses the rest of the batch unrun (drain checks).
+					// refuses the rest of the batch unrun (drain checks
+					// while ctx lasts). An ok=false from outside m_execute
+					// (a request the bridge could not parse) would not mark
+					// the batch failed; checkArgsDepth keeps Go's requests
+					// parseable.
 					ab.settle()
 				}
 				var errHash string
@@ -222,7 +227,7 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 		}
 		more := each(i, res)
 		if res.Err != nil {
-			p.drain(ctx, quit, writerDone, &nWritten, first, i+1)
+			p.drain(ctx, ab, quit, writerDone, &nWritten, first, i+1)
 			return i + 1
 		}
 		if !more {
@@ -246,7 +251,7 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 // after call index next-1 (failed): each must be a not_run refusal. Anything
 // else means a call ran that the caller does not know of, so Blender is
 // killed.
-func (p *Process) drain(ctx context.Context, quit, writerDone chan struct{}, nWritten *int, first uint64, next int) {
+func (p *Process) drain(ctx context.Context, ab *abandonment, quit, writerDone chan struct{}, nWritten *int, first uint64, next int) {
 	close(quit)
 	done := false
 	read := next
@@ -259,6 +264,10 @@ func (p *Process) drain(ctx context.Context, quit, writerDone chan struct{}, nWr
 			done = true
 			writerDone = nil
 		case <-ctx.Done():
+			// Unsettled (a failure Go made of an answer the bridge sent as
+			// ok): the bridge runs the later requests. AfterFunc's kill may
+			// not have started yet, and the deferred stop would cancel it.
+			ab.abandonUnsettled(ctx)
 			if !done {
 				<-writerDone
 			}

@@ -487,8 +487,9 @@ func (p *Process) readResponses(r *os.File) {
 }
 
 // call sends one request and waits for its response. If ctx ends first, the
-// process is killed (abandonment): the state of a Blender that is still working on an
-// abandoned request is unknown, so the session must recover from its journal.
+// process is killed (abandonment): the state of a Blender that is still
+// working on an abandoned request is unknown, so the session must recover
+// from its journal.
 func (p *Process) call(ctx context.Context, method string, params, out any, errHash *string) error {
 	return p.callProgress(ctx, method, params, out, errHash, nil)
 }
@@ -573,10 +574,11 @@ func (p *Process) callProgress(ctx context.Context, method string, params, out a
 // abandonment ends a call (or batch) whose ctx ended while Blender may be
 // running one of its requests: Blender's state is then unknown, so the
 // process is marked broken and Blender killed (once); the session recovers
-// from its journal. Once the call has its last answer, or has failed (the
-// bridge refuses the rest of a failed batch unrun), nothing of it can run
-// any more: the call settles, and a ctx that ends after that (a caller that
-// hangs up as soon as it sees the answer) leaves Blender alone.
+// from its journal. Once the call has its last answer, or the bridge
+// reported a failure (it refuses the rest of a failed batch unrun), nothing
+// of it can run any more: the call settles, and a ctx that ends after that
+// (a caller that hangs up as soon as it sees the answer) leaves Blender
+// alone.
 type abandonment struct {
 	p       *Process
 	msg     string
@@ -593,17 +595,23 @@ func (p *Process) abandoner(msg string, attrs ...any) *abandonment {
 // watch kills Blender when ctx ends before the call settles; the returned
 // stop ends the watch.
 func (a *abandonment) watch(ctx context.Context) (stop func() bool) {
-	return context.AfterFunc(ctx, func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if !a.settled {
-			a.kill(ctx)
-		}
-	})
+	return context.AfterFunc(ctx, func() { a.abandonUnsettled(ctx) })
+}
+
+// abandonUnsettled kills Blender unless the call has settled.
+func (a *abandonment) abandonUnsettled(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.settled {
+		a.kill(ctx)
+	}
 }
 
 // abandon is for the call itself, seeing ctx end while it waits for
-// Blender: it kills Blender and returns ctx.Err().
+// Blender: it kills Blender, settled or not, and returns ctx.Err(). The
+// call must kill on its own goroutine: ctx closes Done before it starts
+// AfterFunc's functions, so the call can see the end and return first, and
+// its deferred stop would then keep watch's kill from running at all.
 func (a *abandonment) abandon(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -419,7 +419,7 @@ func TestBatchOutlivesALateCancel(t *testing.T) {
 			})
 			cancel()
 			if !p.Usable() {
-				t.Fatalf("%s: Blender killed by a cancel after the batch's last answer", c.name)
+				t.Fatalf("%s: Blender killed by a cancel after the batch's last answer or its failure", c.name)
 			}
 			if _, err := p.Execute(context.Background(), create("After_"+c.name)); err != nil {
 				t.Fatalf("%s: the next call: %v", c.name, err)
@@ -427,6 +427,38 @@ func TestBatchOutlivesALateCancel(t *testing.T) {
 		}
 		if _, err := p.Execute(context.Background(), Call{Tool: "object.delete", Args: map[string]any{"name": "F3"}}); err == nil {
 			t.Fatal("F3 exists: a call after the batch's failure ran")
+		}
+	})
+}
+
+// TestDrainKillsOnCancel: a batch whose call failed in Go on an answer the
+// bridge sent as ok (python.exec's result too large for JSON's numbers)
+// has not failed for the bridge, which runs the later requests already
+// written. If ctx ends while the batch waits for them, it kills Blender
+// itself: context.AfterFunc's kill may come too late or not at all.
+func TestDrainKillsOnCancel(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		inner, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		calls := []Call{
+			{Tool: "python.exec", Args: map[string]any{"code": "result = 10**400"}},
+			{Tool: "python.exec", Args: map[string]any{"code": "import time\ntime.sleep(0.5)"}},
+			{Tool: "object.create", Args: map[string]any{"type": "cube", "name": "Ghost"}},
+		}
+		var first error
+		p.ExecuteBatch(lateCtx{inner}, calls, func(i int, r BatchResult) bool {
+			if i == 0 {
+				first = r.Err
+				time.AfterFunc(50*time.Millisecond, cancel) // the caller hangs up elsewhere
+			}
+			return true
+		})
+		if first == nil {
+			t.Fatal("python.exec's 10**400 was not a failure in Go")
+		}
+		if p.Usable() {
+			t.Fatal("Blender left running with the rest of a batch it runs unknown to its caller")
 		}
 	})
 }
