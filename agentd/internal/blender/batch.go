@@ -52,8 +52,8 @@ type written struct {
 // cancelled call. If ctx ends while a call of the batch may still run,
 // Blender is killed and the call in flight reports ctx.Err(); once the last
 // call has answered, or the bridge reported a failure (it refuses the rest
-// of the batch unrun), ctx's end changes nothing. A call over its Call.Budget kills Blender and reports
-// TimedOut.
+// of the batch unrun), ctx's end changes nothing. A call over its
+// Call.Budget kills Blender and reports TimedOut.
 //
 // It returns how many results each received.
 func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i int, r BatchResult) bool) int {

@@ -18,11 +18,12 @@ and they are freed later, off the calls that made them where possible:
 
 A new file (reset, checkpoint load) has freed them already: forget_trash.
 Only what refers to nothing outside the pile is discarded (what the undo of
-a create or copy checks, or makes so first: tools.datablocks.
-remove_created_object), so every other datablock's user count stays true; a part of the pile freed
-before the rest at most clears references within the pile. The one
-exception, the void mesh an undone linked copy takes (void_mesh), is the
-bridge's own and is freed with the last of the pile.
+a create or copy checks, or makes so first:
+tools.datablocks.remove_created_object), so every other datablock's user
+count stays true; a part of the pile freed before the rest at most clears
+references within the pile. The one exception, the void mesh an undone
+linked copy takes (void_mesh), is the bridge's own and is freed with the
+last of the pile.
 """
 
 import bpy

@@ -531,14 +531,24 @@ def released_linked(ob):
 
 def drop_own_materials(ob):
     """Empty the materials ob holds of its own in its slots, leaving every
-    slot linked to the object. An object keeps its own material in a slot
-    linked to its data too, out of sight: it is looked at through the
-    object link."""
+    slot linked to the object."""
     for slot in ob.material_slots:
-        if slot.link != "OBJECT":
-            slot.link = "OBJECT"
-        if slot.material is not None:
-            slot.material = None
+        clear_own_material(slot)
+
+
+def clear_own_material(slot):
+    """Empty the material an object's slot holds of its own, leaving the
+    slot linked to the object; returns the slot's link before and that
+    material (or None). An object keeps its own material in a slot linked
+    to its data too, out of sight: it is looked at through the object
+    link."""
+    link = slot.link
+    if link != "OBJECT":
+        slot.link = "OBJECT"
+    own = slot.material
+    if own is not None:
+        slot.material = None
+    return link, own
 
 
 def holds_ids(idblock):

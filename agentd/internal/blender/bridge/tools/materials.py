@@ -26,7 +26,7 @@ from schema import NAME, check_new_name
 from records import principled_node, record_principled
 from trash import discard
 
-from .datablocks import data_collection, get_object, live_object, new_exact, touch_data
+from .datablocks import clear_own_material, data_collection, get_object, live_object, new_exact, touch_data
 
 UNIT = {"type": "number", "minimum": 0, "maximum": 1}
 COLOR4 = {"type": "array", "items": UNIT, "minItems": 4, "maxItems": 4}
@@ -169,12 +169,7 @@ def take_own_material(tx, ob, i):
     i: Blender drops the object's slot and keeps counting the material's
     user, which a checkpoint's reload then loses."""
     slot = ob.material_slots[i]
-    link = slot.link
-    if link != "OBJECT":
-        slot.link = "OBJECT"
-    own = slot.material
-    if own is not None:
-        slot.material = None
+    link, own = clear_own_material(slot)
     if link != "OBJECT":
         slot.link = link
     if own is not None:
