@@ -41,9 +41,11 @@ func (a *App) pullCheckpoints(agentID string, held []*cpv1.HeldSession) {
 		if h.GetCheckpointSceneHash() == "" {
 			continue
 		}
-		sess, err := a.store.Session(h.GetSessionId())
-		if err != nil || sess.Closed() || sess.Info.GetAgentId() != agentID || h.GetEpoch() != sess.Info.GetEpoch() ||
-			(sess.Checkpoint != nil && sess.Checkpoint.SceneHash == h.GetCheckpointSceneHash()) {
+		at, err := a.store.Placement(h.GetSessionId())
+		if err != nil || at.Closed() || at.AgentID != agentID || h.GetEpoch() != at.Epoch {
+			continue
+		}
+		if held, err := a.store.Checkpoint(h.GetSessionId()); err != nil || held != nil && held.SceneHash == h.GetCheckpointSceneHash() {
 			continue
 		}
 		id := h.GetSessionId()

@@ -402,13 +402,13 @@ func (r *replayer) flush(ctx context.Context) error {
 func (a *App) movedSessions(agentID string, held []*cpv1.HeldSession) []string {
 	var out []string
 	for _, h := range held {
-		sess, err := a.store.Session(h.GetSessionId())
+		at, err := a.store.Placement(h.GetSessionId())
 		if err != nil {
 			continue // unknown: a negotiation may be storing it right now
 		}
 		// Held here under an older epoch is not moved: placing it here again
 		// (OpenSession with the new epoch) discards the stale copy itself.
-		if sess.Info.GetAgentId() != agentID || sess.Closed() {
+		if at.AgentID != agentID || at.Closed() {
 			out = append(out, h.GetSessionId())
 		}
 	}

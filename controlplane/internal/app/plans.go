@@ -99,8 +99,8 @@ func (a *App) Receipts(ctx context.Context, who Principal, owner, requestID stri
 	var lastWait string
 	wantProgress := false
 	if st, err := a.store.PlanState(ref); err == nil {
-		if sess, err := a.store.Session(st.GetSessionId()); err == nil {
-			wantProgress = slices.Contains(sess.Info.GetContract().GetCapabilities().GetFeatureFlags(), contract.FlagProgressEvents)
+		if terms, err := a.store.Terms(st.GetSessionId()); err == nil {
+			wantProgress = slices.Contains(terms.FeatureFlags, contract.FlagProgressEvents)
 		}
 	}
 	for {

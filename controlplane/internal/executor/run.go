@@ -85,13 +85,17 @@ func (e *Executor) run(ref store.PlanRef) error {
 	if store.IsTerminal(p.GetState()) {
 		return nil
 	}
-	sess, err := e.store.Session(p.GetSessionId())
+	at, err := e.store.Placement(p.GetSessionId())
+	if err != nil {
+		return err
+	}
+	terms, err := e.store.Terms(p.GetSessionId())
 	if err != nil {
 		return err
 	}
 	sessionID := p.GetSessionId()
 	log := e.log.With("request_id", ref.RequestID, "session_id", sessionID)
-	if sess.Closed() {
+	if at.Closed() {
 		// Closed while the plan waited (CloseSession, or a restart that
 		// closed an ephemeral session): nothing of it runs; it ends CANCELLED.
 		e.mu.Lock()
@@ -152,7 +156,7 @@ func (e *Executor) run(ref store.PlanRef) error {
 		dmu.Unlock()
 	}
 	e.mu.Unlock()
-	e.fleet.Touch(sess.Info.GetAgentId(), sessionID)
+	e.fleet.Touch(at.AgentID, sessionID)
 	defer func() {
 		e.fleet.Touch(e.current(sessionID), sessionID) // its Blender ran until now
 		e.mu.Lock()
@@ -160,7 +164,7 @@ func (e *Executor) run(ref store.PlanRef) error {
 		e.mu.Unlock()
 	}()
 
-	budget := sess.Info.GetContract().GetConstraints().GetToolTimeBudgetMs()
+	budget := terms.Constraints.GetToolTimeBudgetMs()
 	for pr.failed == nil && !pr.cancelled && pr.next < len(sched) && !e.isCancelled(ref) {
 		if op := req.GetOperations()[sched[pr.next]]; e.cfg.Distribute != nil && Distributed(op) {
 			ctx, cancel := context.WithCancel(e.ctx)

@@ -7,6 +7,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/wirefields"
@@ -56,6 +57,22 @@ func (s *Store) SetCheckpoint(id string, cp SessionCheckpoint) (*SessionCheckpoi
 	return old, err
 }
 
+// Checkpoint returns the control plane's copy of a session's newest
+// checkpoint (nil: none), as Session's Checkpoint, without the rest.
+func (s *Store) Checkpoint(id string) (*SessionCheckpoint, error) {
+	var cp *SessionCheckpoint
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if _, err := sessionBucket(tx, id); err != nil {
+			return err
+		}
+		if st := tx.Bucket(bucketSessionState).Bucket([]byte(id)); st != nil {
+			cp = readCheckpoint(st)
+		}
+		return nil
+	})
+	return cp, err
+}
+
 func readCheckpoint(st *bolt.Bucket) *SessionCheckpoint {
 	raw := st.Get(keyCheckpoint)
 	if raw == nil {
@@ -80,41 +97,104 @@ type Placement struct {
 // Broken is Session's Broken.
 func (p Placement) Broken() bool { return p.State == cpv1.Session_STATE_BROKEN }
 
-// Fields of a stored cpv1.Session that Placement reads.
+// Closed is Session's Closed.
+func (p Placement) Closed() bool { return p.State == cpv1.Session_STATE_CLOSED }
+
+// Fields of a stored cpv1.Session that Placement and Terms read.
 var (
-	sessionFields  = (&cpv1.Session{}).ProtoReflect().Descriptor().Fields()
-	fieldAgentID   = sessionFields.ByName("agent_id").Number()
-	fieldStateEnum = sessionFields.ByName("state").Number()
+	sessionFields    = (&cpv1.Session{}).ProtoReflect().Descriptor().Fields()
+	fieldAgentID     = sessionFields.ByName("agent_id").Number()
+	fieldStateEnum   = sessionFields.ByName("state").Number()
+	fieldContract    = sessionFields.ByName("contract").Number()
+	contractFields   = (&cpv1.SessionContract{}).ProtoReflect().Descriptor().Fields()
+	fieldCaps        = contractFields.ByName("capabilities").Number()
+	fieldConstraints = contractFields.ByName("constraints").Number()
+	fieldFlags       = (&cpv1.Capabilities{}).ProtoReflect().Descriptor().Fields().ByName("feature_flags").Number()
 )
 
 // Placement reads a session's placement: the fields of Session that say
-// where it runs, without decoding the rest of it (its contract), which
-// Session does several times per plan otherwise.
+// where it runs, without decoding the rest of it (its contract, most of its
+// bytes), which dispatch and heartbeats would otherwise do several times per
+// plan and per report.
 func (s *Store) Placement(id string) (Placement, error) {
 	var p Placement
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		p, err = readPlacement(tx, id)
+		return err
+	})
+	return p, err
+}
+
+func readPlacement(tx *bolt.Tx, id string) (Placement, error) {
+	var p Placement
+	b, err := sessionBucket(tx, id)
+	if err != nil {
+		return p, err
+	}
+	// As proto.Unmarshal: the last occurrence of a field wins.
+	err = wirefields.Each(b.Get(keySession), func(num protowire.Number, typ protowire.Type, _, v []byte) error {
+		switch {
+		case num == fieldAgentID && typ == protowire.BytesType:
+			p.AgentID = string(v)
+		case num == fieldStateEnum && typ == protowire.VarintType:
+			n, _ := protowire.ConsumeVarint(v)
+			p.State = cpv1.Session_State(int32(n))
+		}
+		return nil
+	})
+	if err != nil {
+		return p, fmt.Errorf("session %s: %w", id, err)
+	}
+	p.Epoch, p.Rebuilt = sessionEpoch(tx, id), rebuiltEpoch(tx, id)
+	return p, nil
+}
+
+// Terms are the parts of a session's contract that running its plans
+// reads.
+type Terms struct {
+	Constraints  *cpv1.Constraints
+	FeatureFlags []string
+}
+
+// Terms reads a session's Terms without decoding the rest of its contract
+// (its tool list and profiles, most of its bytes).
+func (s *Store) Terms(id string) (Terms, error) {
+	t := Terms{Constraints: &cpv1.Constraints{}}
+	merge := proto.UnmarshalOptions{Merge: true}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b, err := sessionBucket(tx, id)
 		if err != nil {
 			return err
 		}
-		// As proto.Unmarshal: the last occurrence of a field wins.
-		err = wirefields.Each(b.Get(keySession), func(num protowire.Number, typ protowire.Type, _, v []byte) error {
-			switch {
-			case num == fieldAgentID && typ == protowire.BytesType:
-				p.AgentID = string(v)
-			case num == fieldStateEnum && typ == protowire.VarintType:
-				n, _ := protowire.ConsumeVarint(v)
-				p.State = cpv1.Session_State(int32(n))
+		// A message field may come in parts, which proto.Unmarshal merges
+		// (a repeated field's values add up across them): so do these.
+		err = wirefields.Each(b.Get(keySession), func(num protowire.Number, typ protowire.Type, _, contract []byte) error {
+			if num != fieldContract || typ != protowire.BytesType {
+				return nil
 			}
-			return nil
+			return wirefields.Each(contract, func(num protowire.Number, typ protowire.Type, _, v []byte) error {
+				switch {
+				case typ != protowire.BytesType:
+				case num == fieldConstraints:
+					return merge.Unmarshal(v, t.Constraints)
+				case num == fieldCaps:
+					return wirefields.Each(v, func(num protowire.Number, typ protowire.Type, _, flag []byte) error {
+						if num == fieldFlags && typ == protowire.BytesType {
+							t.FeatureFlags = append(t.FeatureFlags, string(flag))
+						}
+						return nil
+					})
+				}
+				return nil
+			})
 		})
 		if err != nil {
 			return fmt.Errorf("session %s: %w", id, err)
 		}
-		p.Epoch, p.Rebuilt = sessionEpoch(tx, id), rebuiltEpoch(tx, id)
 		return nil
 	})
-	return p, err
+	return t, err
 }
 
 // rebuiltEpoch is the epoch a session was last rebuilt for (MarkRebuilt);

@@ -47,7 +47,7 @@ type NewPlan struct {
 func (s *Store) CreatePlan(p NewPlan) (existingDigest string, err error) {
 	id := []byte(p.Plan.GetRequestId())
 	err = s.update(func(tx *bolt.Tx) error {
-		if sess, err := readSession(tx, p.Plan.GetSessionId()); err == nil && sess.Closed() {
+		if at, err := readPlacement(tx, p.Plan.GetSessionId()); err == nil && at.Closed() {
 			return fmt.Errorf("session %s: %w", p.Plan.GetSessionId(), ErrSessionClosed)
 		}
 		plans, err := tx.Bucket(bucketPlans).CreateBucketIfNotExists([]byte(p.Owner))

@@ -858,3 +858,72 @@ func TestPlacement(t *testing.T) {
 		t.Fatalf("an unknown session: %v", err)
 	}
 }
+
+// TestTerms: Terms reads what Session's contract says of constraints and
+// feature flags, also from a session whose contract was encoded in parts
+// (which proto.Unmarshal merges); Checkpoint reads what Session's does.
+func TestTerms(t *testing.T) {
+	s, _ := openTest(t)
+	sess := testSession("alice", "s1")
+	sess.Info.Contract.Constraints = &cpv1.Constraints{ToolTimeBudgetMs: 2500, MaxMemoryMib: 1024, SafetyRails: []string{"headless"}}
+	sess.Info.Contract.Capabilities = &cpv1.Capabilities{Tools: []string{"object.create", "object.delete"}, FeatureFlags: []string{"a", "progress_events"}}
+	if err := s.PutSession(sess, testRegistry); err != nil {
+		t.Fatal(err)
+	}
+	check := func(id string) {
+		t.Helper()
+		full, err := s.Session(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Terms(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := full.Info.GetContract()
+		if !proto.Equal(got.Constraints, c.GetConstraints()) || !slices.Equal(got.FeatureFlags, c.GetCapabilities().GetFeatureFlags()) {
+			t.Fatalf("%s: Terms %v %q; Session says %v %q", id, got.Constraints, got.FeatureFlags, c.GetConstraints(), c.GetCapabilities().GetFeatureFlags())
+		}
+	}
+	check("s1")
+
+	// The same session stored as two encodings one after the other: the
+	// second's scalars win, its lists add to the first's.
+	if err := s.PutSession(testSession("alice", "s2"), testRegistry); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := proto.Marshal(&cpv1.Session{SessionId: "s2", Contract: &cpv1.SessionContract{
+		Constraints:  &cpv1.Constraints{ToolTimeBudgetMs: 1000, MaxMemoryMib: 512},
+		Capabilities: &cpv1.Capabilities{FeatureFlags: []string{"x"}}}})
+	second, _ := proto.Marshal(&cpv1.Session{Contract: &cpv1.SessionContract{
+		Constraints:  &cpv1.Constraints{ToolTimeBudgetMs: 3000},
+		Capabilities: &cpv1.Capabilities{Tools: []string{"t"}, FeatureFlags: []string{"y"}}}})
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSessions).Bucket([]byte("s2")).Put(keySession, append(first, second...))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check("s2")
+	if got, _ := s.Terms("s2"); got.Constraints.GetToolTimeBudgetMs() != 3000 || got.Constraints.GetMaxMemoryMib() != 512 || !slices.Equal(got.FeatureFlags, []string{"x", "y"}) {
+		t.Fatalf("merged: %v %q", got.Constraints, got.FeatureFlags)
+	}
+
+	if cp, err := s.Checkpoint("s1"); err != nil || cp != nil {
+		t.Fatalf("no checkpoint yet: %v, %v", cp, err)
+	}
+	want := SessionCheckpoint{SHA256: "abc", SceneHash: "h1", After: 7}
+	if _, err := s.SetCheckpoint("s1", want); err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := s.Checkpoint("s1"); err != nil || cp == nil || *cp != want {
+		t.Fatalf("Checkpoint %v, %v; want %v", cp, err, want)
+	}
+	for _, read := range []func(string) error{
+		func(id string) error { _, err := s.Terms(id); return err },
+		func(id string) error { _, err := s.Checkpoint(id); return err },
+	} {
+		if err := read("nope"); !errors.Is(err, ErrSessionNotFound) {
+			t.Fatalf("an unknown session: %v", err)
+		}
+	}
+}
