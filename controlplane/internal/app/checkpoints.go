@@ -45,7 +45,7 @@ func (a *App) pullCheckpoints(agentID string, held []*cpv1.HeldSession) {
 		if err != nil || at.Closed() || at.AgentID != agentID || h.GetEpoch() != at.Epoch {
 			continue
 		}
-		if held, err := a.store.Checkpoint(h.GetSessionId()); err != nil || held != nil && held.SceneHash == h.GetCheckpointSceneHash() {
+		if have, err := a.store.Checkpoint(h.GetSessionId()); err != nil || have != nil && have.SceneHash == h.GetCheckpointSceneHash() {
 			continue
 		}
 		id := h.GetSessionId()
