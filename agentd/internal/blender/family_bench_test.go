@@ -3,6 +3,7 @@ package blender
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -162,8 +163,9 @@ const (
 // calls, the number of calls per size averaged. ns/op is left out (it would
 // be the time of the whole measurement).
 //
-// Two more rows: interactive/object.create (benchInteractive) and
-// unnamed/object.create (unnamedCreate).
+// More rows: interactive/object.create (benchInteractive),
+// unnamed/object.create (unnamedCreate) and, last, reloaded/<tool>: the
+// calls over 1.5 again after both scenes were saved and loaded (reload).
 func BenchmarkToolFamilies(b *testing.B) {
 	rt := testRuntimes()[0]
 	if rt.name != "bpy_4.5" {
@@ -192,6 +194,49 @@ func BenchmarkToolFamilies(b *testing.B) {
 	}
 	b.Run("interactive/object.create", func(b *testing.B) { benchInteractive(b, ps, toolFamilies[0].calls[0]) })
 	b.Run("unnamed/object.create", func(b *testing.B) { benchFamilyCall(b, ps, unnamedCreate) })
+	b.Run("reloaded", func(b *testing.B) {
+		reload(b, ps)
+		for _, c := range reloadedCalls() {
+			b.Run(c.tool, func(b *testing.B) { benchFamilyCall(b, ps, c) })
+		}
+	})
+}
+
+// reloadedCalls are the calls whose cost at 10,000 objects is over 1.5 times
+// their cost at 100 in a Blender that built its scene itself.
+func reloadedCalls() []familyCall {
+	var out []familyCall
+	for _, fam := range toolFamilies {
+		for _, c := range fam.calls {
+			switch c.tool {
+			case "object.create", "object.duplicate", "object.rename", "object.delete", "light.create",
+				"camera.create", "keyframe.insert", "text.create", "material.create", "collection.create":
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// reload saves both scenes as a checkpoint and loads them back (with the
+// file's UI, as load_checkpoint does): what a recovered or restored session
+// runs on. A Blender that built its scene call by call keeps a queue of
+// notifiers as long as the datablocks it touched, which every free walks,
+// and its datablocks where they were allocated; a load starts both afresh
+// (docs/BENCHMARKS.md).
+func reload(b *testing.B, ps [2]*Process) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	for k, p := range ps {
+		path := filepath.Join(b.TempDir(), "reload.blend")
+		saved, err := p.SaveCheckpoint(ctx, path)
+		if err != nil {
+			b.Fatalf("save at %d planes: %v", scaleSizes[k], err)
+		}
+		if loaded, err := p.LoadCheckpoint(ctx, path); err != nil || loaded != saved {
+			b.Fatalf("load at %d planes: %s, %v; saved %s", scaleSizes[k], loaded, err, saved)
+		}
+	}
 }
 
 // unnamedCreate is object.create without a name: Blender's own ("Plane",
