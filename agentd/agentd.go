@@ -83,6 +83,10 @@ type Config struct {
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
 	CheckpointIdle     time.Duration
+	// RefreshAfter: after this many scene changes since its Blender loaded
+	// its scene, an idle session gets a fresh Blender that loads its
+	// checkpoint (sessions.Config.RefreshAfter; 0: never).
+	RefreshAfter int
 }
 
 // Defaults returns the default configuration.
@@ -96,6 +100,7 @@ func Defaults() Config {
 		CheckpointEvery:    500,
 		CheckpointInterval: time.Minute,
 		CheckpointIdle:     5 * time.Second,
+		RefreshAfter:       1000,
 	}
 }
 
@@ -134,6 +139,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		CheckpointEvery:    cfg.CheckpointEvery,
 		CheckpointInterval: cfg.CheckpointInterval,
 		CheckpointIdle:     cfg.CheckpointIdle,
+		RefreshAfter:       cfg.RefreshAfter,
 		Faults:             testFaults(),
 		NoSpares:           !cfg.SpareBlenders,
 		SpareMemoryMiB:     memMiB,
@@ -425,6 +431,7 @@ func (s metricsSource) Blenders() []int                   { return s.m.Blenders(
 func (s metricsSource) SessionCounts() (live, parked int) { return s.m.SessionCounts() }
 func (s metricsSource) Spares() int                       { return s.m.Spares() }
 func (s metricsSource) Adopted() uint64                   { return s.m.Adopted() }
+func (s metricsSource) Refreshed() uint64                 { return s.m.Refreshed() }
 
 // serveMetrics serves /metrics on a loopback address; a node's Prometheus
 // (or its agent) scrapes it there.

@@ -412,8 +412,10 @@ const (
 // ns/op is the sum of the timed plans of both sizes; read the named metrics.
 func BenchmarkScale(b *testing.B) {
 	metrics := freeAddr(b)
+	// No refresh (--refresh-after): it would take the spare the recoveries
+	// time, and its load could fall inside a timed plan.
 	c := startClusterOpts(b, clusterOpts{agentArgs: []string{"--checkpoint-every", "1000000", "--checkpoint-interval", "24h",
-		"--checkpoint-idle", scaleIdle.String(), "--metrics-listen", metrics,
+		"--checkpoint-idle", scaleIdle.String(), "--metrics-listen", metrics, "--refresh-after", "0",
 		"--max-sessions", "4"}, policy: scalePolicy}) // two sessions, a spare, a preview: on any machine
 	c.agentMetrics = metrics
 	scenes := []*scene{buildScene(b, c, scaleSmall), buildScene(b, c, scaleLarge)}

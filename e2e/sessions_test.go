@@ -548,3 +548,35 @@ func TestSessionQuota(t *testing.T) {
 		t.Fatalf("a session after closing one: %v", err)
 	}
 }
+
+// TestRefreshAfter: agentd with --refresh-after gives an idle session whose
+// Blender made that many scene changes a fresh Blender (the spare) that
+// loads its checkpoint; the metric counts it, the session's next plan runs
+// on the scene it had, and a session below the count keeps its Blender.
+func TestRefreshAfter(t *testing.T) {
+	metrics := freeAddr(t)
+	c := startClusterOpts(t, clusterOpts{agentArgs: []string{"--refresh-after", "3", "--checkpoint-idle", "200ms",
+		"--metrics-listen", metrics}})
+	c.agentMetrics = metrics
+	refreshed := func() float64 {
+		return scrape(t, "http://"+metrics+"/metrics", "")["blendplane_sessions_refreshed_total"]
+	}
+	s := c.negotiate(t).GetSessionId()
+	c.run(t, s, "p1", cubeOp("a", "A", 0), cubeOp("b", "B", 1))
+	c.waitSpares(t, 1)
+	time.Sleep(time.Second) // its idle checkpoint, two changes: no refresh
+	if n := refreshed(); n != 0 {
+		t.Fatalf("%v refreshes after 2 changes", n)
+	}
+	_, rs := c.run(t, s, "p2", cubeOp("c", "C", 2))
+	head := rs[len(rs)-1].GetSceneHashAfter()
+	for deadline := time.Now().Add(time.Minute); refreshed() != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refresh after 3 changes and an idle checkpoint (%v)", refreshed())
+		}
+	}
+	p, rs := c.run(t, s, "p3", cubeOp("d", "D", 3))
+	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED || rs[0].GetSceneHashBefore() != head {
+		t.Fatalf("the plan after the refresh: %v, starts from %s, want %s", p.GetState(), rs[0].GetSceneHashBefore(), head)
+	}
+}

@@ -28,6 +28,9 @@ type Source interface {
 	// Adopted the starts that took one.
 	Spares() int
 	Adopted() uint64
+	// Refreshed counts the idle sessions given a fresh Blender that loaded
+	// their checkpoint.
+	Refreshed() uint64
 }
 
 // Metrics holds agentd's collectors.
@@ -66,7 +69,9 @@ func New(src Source) *Metrics {
 	adopted := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "blendplane_blender_spares_adopted_total",
 		Help: "Blender starts (sessions, restores, recoveries, previews) that adopted a spare instead of starting one."}, func() float64 { return float64(src.Adopted()) })
 	sessions := prometheus.NewDesc("blendplane_agent_sessions", "Sessions this agent holds, by whether their Blender runs.", []string{"state"}, nil)
-	m.reg.MustRegister(m.operations, m.bridge, commits, fsyncs, processes, spares, adopted, memory, sessionGauge{src, sessions},
+	refreshed := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "blendplane_sessions_refreshed_total",
+		Help: "Idle sessions given a fresh Blender (a spare) that loaded their checkpoint, after --refresh-after scene changes."}, func() float64 { return float64(src.Refreshed()) })
+	m.reg.MustRegister(m.operations, m.bridge, commits, fsyncs, processes, spares, adopted, refreshed, memory, sessionGauge{src, sessions},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "blendplane_agentd"}))
 	return m
 }

@@ -109,6 +109,7 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 		}
 		if commit != nil && commit.Entry != nil {
 			s.dirty++
+			s.changes++
 		}
 		if h := r.GetSceneHashAfter(); h != "" {
 			s.sceneHash = h

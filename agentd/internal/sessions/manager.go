@@ -47,6 +47,10 @@ type Config struct {
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
 	CheckpointIdle     time.Duration
+	// RefreshAfter: a session whose Blender has made this many scene
+	// changes since it loaded its scene gets a fresh Blender at its next
+	// idle checkpoint, when a spare is ready (refreshIfDue). 0: never.
+	RefreshAfter int
 	// Faults enables test-only fault injection in the bridge (e.g. "undo").
 	Faults []string
 	// NoSpares: no Blender is started ahead of its session (spares.go).
@@ -86,6 +90,7 @@ type Manager struct {
 	shutdown    bool           // no spare starts any more
 	spawns      sync.WaitGroup // spares being started
 	adopted     atomic.Uint64  // starts that adopted a spare
+	refreshed   atomic.Uint64  // sessions given a fresh Blender (refreshIfDue)
 	quiet       *time.Timer    // refills the spares once no batch or preview ran for a while
 }
 
@@ -110,7 +115,10 @@ type session struct {
 	// Scene changes since the last checkpoint, and when it was taken.
 	dirty          int
 	lastCheckpoint time.Time
-	idle           *time.Timer // the idle checkpoint
+	// changes counts the scene changes its Blender made since it loaded
+	// the scene (a start, a recovery, a refresh), replays included.
+	changes int
+	idle    *time.Timer // the idle checkpoint
 
 	// Guarded by Manager.mu, so that Cancel and slot decisions never wait
 	// for a batch.

@@ -74,7 +74,7 @@ func (m *Manager) recover(ctx context.Context, s *session) error {
 		return fmt.Errorf("recovered scene hash %s, journal head says %s", hash, js.HeadHash)
 	}
 	s.sceneHash = hash
-	s.dirty = len(entries)
+	s.dirty, s.changes = len(entries), len(entries)
 	from := js.CheckpointIndex()
 	msg := "session started"
 	if js.Checkpoint != nil || len(entries) > 0 {
@@ -151,6 +151,8 @@ func (m *Manager) checkpointIfDue(s *session) {
 				defer cancel()
 				if err := m.checkpoint(ctx, s); err != nil {
 					m.log.Warn("idle checkpoint failed", "session_id", s.id, "err", err)
+				} else {
+					m.refreshIfDue(ctx, s)
 				}
 			}
 		})
@@ -184,3 +186,71 @@ func (m *Manager) checkpoint(ctx context.Context, s *session) error {
 	m.log.Debug("checkpoint saved", "session_id", s.id, "journal_index", js.Head, "path", path)
 	return nil
 }
+
+// refreshIfDue gives an idle session a fresh Blender once its own has made
+// Config.RefreshAfter scene changes since it loaded its scene: a ready spare
+// loads the checkpoint just saved and takes over, and the old Blender stops.
+// A Blender that built its scene call by call gets slower as the scene
+// grows, in ways a load undoes: every datablock it frees walks a queue of
+// notifiers as long as the datablocks it set properties of (a Blender
+// without an event loop never empties it), and its datablocks lie where
+// they were allocated, which Blender's list walks pay for. At 10,000
+// objects the undo of a create costs 1.2 ms before a load and 0.2 after
+// (BENCHMARKS.md, ToolFamilies' reloaded rows). Without a ready spare it
+// waits for the next idle checkpoint: starting a Blender would hold the
+// session longer. If the load fails, the session keeps its Blender. The
+// caller holds s.mu, right after a checkpoint of the scene as it is.
+func (m *Manager) refreshIfDue(ctx context.Context, s *session) {
+	if m.cfg.RefreshAfter <= 0 || s.changes < m.cfg.RefreshAfter {
+		return
+	}
+	js, err := m.journal.Session(s.id)
+	if err != nil || js.Checkpoint == nil || js.CheckpointIndex() != js.Head {
+		return // no checkpoint of the scene as it is: nothing to load
+	}
+	rtID := s.runtime.Info.GetRuntimeId()
+	m.mu.Lock()
+	// The spare keeps its slot until the old Blender is gone: while it
+	// loads, the session runs two Blenders, and the bound on them holds.
+	sp := m.takeSpare(rtID)
+	if sp != nil {
+		m.wanted[rtID] = true
+	}
+	m.mu.Unlock()
+	if sp == nil {
+		return
+	}
+	start := time.Now()
+	p := sp.proc
+	hash, err := p.Adopt(ctx, m.base.With("session_id", s.id), s.sandbox, s.memoryLimitMiB)
+	if err == nil {
+		hash, err = m.rebuild(ctx, p, s.id, hash, js.Checkpoint, js.Checkpoint.Path, nil)
+	}
+	if err == nil && hash != js.HeadHash {
+		err = fmt.Errorf("loaded scene hash %s, journal head says %s", hash, js.HeadHash)
+	}
+	if err != nil {
+		p.Stop(time.Second)
+		m.log.Warn("refresh failed; the session keeps its Blender", "session_id", s.id, "err", err)
+	} else {
+		old := s.proc
+		s.setProc(p)
+		old.Stop(time.Second)
+	}
+	m.mu.Lock()
+	m.live-- // one of the two
+	m.notify()
+	m.mu.Unlock()
+	m.refillWhenQuiet()
+	if err != nil {
+		return
+	}
+	made := s.changes
+	s.changes = 0
+	m.refreshed.Add(1)
+	m.log.Info("session refreshed", "session_id", s.id, "changes", made, "scene_hash", hash,
+		"took", time.Since(start).Round(time.Millisecond))
+}
+
+// Refreshed counts the sessions given a fresh Blender (refreshIfDue).
+func (m *Manager) Refreshed() uint64 { return m.refreshed.Load() }

@@ -63,6 +63,7 @@ func (m *Manager) Rollback(ctx context.Context, sessionID, requestID string, key
 			return err
 		}
 		s.dirty++
+		s.changes++
 		r.SceneHashBefore, r.SceneHashAfter = before, hash
 		r.DurationMicros = time.Since(start).Microseconds()
 		log.Info("operation rolled back", "operation_id", r.GetOperationId(), "blender_mutation_id", r.GetBlenderMutationId())

@@ -121,3 +121,92 @@ func waitGone(t *testing.T, pid int) {
 	}
 	t.Fatalf("Blender %d still runs", pid)
 }
+
+// idleCheckpointed waits until the session's idle checkpoint holds its
+// scene as journaled and the callback that saved it is done.
+func idleCheckpointed(t *testing.T, m *Manager, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		js, err := m.journal.Session(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if js.Checkpoint != nil && js.CheckpointIndex() == js.Head {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no idle checkpoint")
+		}
+	}
+	s, _ := m.session(id)
+	s.mu.Lock() // the callback holds it while it checkpoints and refreshes
+	s.mu.Unlock()
+}
+
+// TestRefresh: an idle session whose Blender made RefreshAfter scene changes
+// since it loaded its scene gets a fresh one at its idle checkpoint: the
+// ready spare loads the checkpoint and takes over, and the old Blender
+// stops. The scene is the same, later batches and the rollback of a plan
+// from before the refresh run on it, and the count starts again. Below the
+// count, or with no spare ready, the session keeps its Blender.
+func TestRefresh(t *testing.T) {
+	m, _, rt := newManagerWith(t, func(c *Config) {
+		c.MaxLive, c.CheckpointIdle, c.RefreshAfter = 2, 100*time.Millisecond, 3
+	})
+	most := watchBlenders(t, m.cfg.DataDir)
+	open(t, m, rt, "s1")
+	run(t, m, "s1", "r1", create("a", "A"), create("b", "B"))
+	spare := waitSpare(t, m, rt)
+	first := blenderPid(m, "s1")
+	idleCheckpointed(t, m, "s1")
+	if m.Refreshed() != 0 || blenderPid(m, "s1") != first {
+		t.Fatalf("refreshed after 2 changes (Blender %d, was %d)", blenderPid(m, "s1"), first)
+	}
+
+	out := run(t, m, "s1", "r2", create("c", "C"))
+	head := out[0].GetSceneHashAfter()
+	idleCheckpointed(t, m, "s1")
+	if m.Refreshed() != 1 || blenderPid(m, "s1") != spare {
+		t.Fatalf("after 3 changes: %d refreshes, Blender %d (spare %d, was %d)", m.Refreshed(), blenderPid(m, "s1"), spare, first)
+	}
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(first, 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the old Blender %d still runs", first)
+		}
+	}
+	s, _ := m.session("s1")
+	s.mu.Lock()
+	hash, err := s.proc.SceneHash(context.Background())
+	changes := s.changes
+	s.mu.Unlock()
+	if err != nil || hash != head || changes != 0 {
+		t.Fatalf("refreshed Blender: scene %s, %v, %d changes; want %s, 0", hash, err, changes, head)
+	}
+
+	var got []*cpv1.Receipt
+	if err := m.Rollback(context.Background(), "s1", "r2", []string{"key-c"}, func(r *cpv1.Receipt) error {
+		got = append(got, r)
+		return nil
+	}); err != nil || len(got) != 1 || got[0].GetStatus() != cpv1.Receipt_STATUS_ROLLED_BACK {
+		t.Fatalf("rollback of the plan from before the refresh: %v, %v", got, err)
+	}
+	out = run(t, m, "s1", "r3", create("d", "D"))
+	if out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED || out[0].GetSceneHashBefore() != got[0].GetSceneHashAfter() {
+		t.Fatalf("a batch after the refresh and the rollback: %v", out[0])
+	}
+	if n := most(); n > 2 {
+		t.Fatalf("%d Blenders ran at once on 2 slots", n)
+	}
+
+	// No spare ready: the session keeps its Blender.
+	m2, _, rt2 := newManagerWith(t, func(c *Config) {
+		c.CheckpointIdle, c.RefreshAfter, c.NoSpares = 100*time.Millisecond, 1, true
+	})
+	open(t, m2, rt2, "s1")
+	run(t, m2, "s1", "r1", create("a", "A"))
+	before := blenderPid(m2, "s1")
+	idleCheckpointed(t, m2, "s1")
+	if m2.Refreshed() != 0 || blenderPid(m2, "s1") != before {
+		t.Fatalf("refreshed with no spare: %d, Blender %d (was %d)", m2.Refreshed(), blenderPid(m2, "s1"), before)
+	}
+}
