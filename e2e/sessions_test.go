@@ -555,7 +555,7 @@ func TestSessionQuota(t *testing.T) {
 // on the scene it had, and a session below the count keeps its Blender.
 func TestRefreshAfter(t *testing.T) {
 	metrics := freeAddr(t)
-	c := startClusterOpts(t, clusterOpts{agentArgs: []string{"--refresh-after", "3", "--checkpoint-idle", "200ms",
+	c := startClusterOpts(t, clusterOpts{agentArgs: []string{"--refresh-after", "3", "--checkpoint-idle", "200ms", "--max-sessions", "2",
 		"--metrics-listen", metrics}})
 	c.agentMetrics = metrics
 	refreshed := func() float64 {

@@ -137,7 +137,7 @@ func (m *Manager) checkpointIfDue(s *session) {
 			m.log.Warn("checkpoint failed", "session_id", s.id, "err", err)
 		}
 	}
-	if s.dirty > 0 && m.cfg.CheckpointIdle > 0 {
+	if (s.dirty > 0 || m.refreshDue(s)) && m.cfg.CheckpointIdle > 0 {
 		if s.idle != nil {
 			s.idle.Stop()
 		}
@@ -146,17 +146,26 @@ func (m *Manager) checkpointIfDue(s *session) {
 				return // a batch or a park has it; either checkpoints as needed
 			}
 			defer s.mu.Unlock()
-			if s.dirty > 0 && s.alive() && s.broken == nil {
-				ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
-				defer cancel()
+			if !s.alive() || s.broken != nil {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+			defer cancel()
+			if s.dirty > 0 {
 				if err := m.checkpoint(ctx, s); err != nil {
 					m.log.Warn("idle checkpoint failed", "session_id", s.id, "err", err)
-				} else {
-					m.refreshIfDue(ctx, s)
+					return
 				}
 			}
+			m.refreshIfDue(ctx, s)
 		})
 	}
+}
+
+// refreshDue reports whether the session's Blender has made enough scene
+// changes since it loaded its scene for a refresh (refreshIfDue).
+func (m *Manager) refreshDue(s *session) bool {
+	return m.cfg.RefreshAfter > 0 && s.changes >= m.cfg.RefreshAfter
 }
 
 // checkpoint saves the scene to a new .blend, makes the journal point at it,
@@ -198,10 +207,11 @@ func (m *Manager) checkpoint(ctx context.Context, s *session) error {
 // objects the undo of a create costs 1.2 ms before a load and 0.2 after
 // (BENCHMARKS.md, ToolFamilies' reloaded rows). Without a ready spare it
 // waits for the next idle checkpoint: starting a Blender would hold the
-// session longer. If the load fails, the session keeps its Blender. The
-// caller holds s.mu, right after a checkpoint of the scene as it is.
+// session longer. If the load fails, the session keeps its Blender and the
+// count starts again. The caller holds s.mu; the journal's checkpoint must
+// hold the scene as it is.
 func (m *Manager) refreshIfDue(ctx context.Context, s *session) {
-	if m.cfg.RefreshAfter <= 0 || s.changes < m.cfg.RefreshAfter {
+	if !m.refreshDue(s) {
 		return
 	}
 	js, err := m.journal.Session(s.id)
@@ -212,7 +222,10 @@ func (m *Manager) refreshIfDue(ctx context.Context, s *session) {
 	m.mu.Lock()
 	// The spare keeps its slot until the old Blender is gone: while it
 	// loads, the session runs two Blenders, and the bound on them holds.
-	sp := m.takeSpare(rtID)
+	var sp *spare
+	if !s.closed {
+		sp = m.takeSpare(rtID)
+	}
 	if sp != nil {
 		m.wanted[rtID] = true
 	}
@@ -242,11 +255,11 @@ func (m *Manager) refreshIfDue(ctx context.Context, s *session) {
 	m.notify()
 	m.mu.Unlock()
 	m.refillWhenQuiet()
+	made := s.changes
+	s.changes = 0 // after a failure too: no new try at every idle checkpoint
 	if err != nil {
 		return
 	}
-	made := s.changes
-	s.changes = 0
 	m.refreshed.Add(1)
 	m.log.Info("session refreshed", "session_id", s.id, "changes", made, "scene_hash", hash,
 		"took", time.Since(start).Round(time.Millisecond))

@@ -205,6 +205,10 @@ func (m *Manager) giveSlot(held *bool) {
 	}
 }
 
+// parkRetry is how soon a park that found the session held by its idle
+// checkpoint tries again.
+const parkRetry = 100 * time.Millisecond
+
 // armPark (re)starts a session's idle park timer. The caller holds m.mu.
 func (m *Manager) armPark(s *session) {
 	if s.park != nil {
@@ -220,7 +224,15 @@ func (m *Manager) armPark(s *session) {
 // parkIdle parks a session that stayed idle for timeout.
 func (m *Manager) parkIdle(s *session, timeout time.Duration) {
 	if !s.mu.TryLock() {
-		return // a batch runs: it re-arms the timer when it ends
+		// A batch re-arms the timer when it ends; the idle checkpoint and
+		// its refresh do not (no batch holds or waits for the session):
+		// try again once they are done.
+		m.mu.Lock()
+		if s.users == 0 && s.live && !s.closed {
+			s.park = time.AfterFunc(parkRetry, func() { m.parkIdle(s, timeout) })
+		}
+		m.mu.Unlock()
+		return
 	}
 	defer s.mu.Unlock()
 	m.mu.Lock()

@@ -143,36 +143,70 @@ func idleCheckpointed(t *testing.T, m *Manager, id string) {
 	s.mu.Unlock()
 }
 
+// waitRefreshes waits until the manager has refreshed n sessions.
+func waitRefreshes(t *testing.T, m *Manager, n uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); m.Refreshed() != n; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d refreshes, want %d", m.Refreshed(), n)
+		}
+	}
+}
+
+// idleDone waits until the session's idle checkpoint has fired and is done.
+func idleDone(t *testing.T, m *Manager, id string) {
+	t.Helper()
+	time.Sleep(3 * m.cfg.CheckpointIdle)
+	s, _ := m.session(id)
+	s.mu.Lock()
+	s.mu.Unlock()
+}
+
+// sessionSlots is how many slots the sessions hold (spares' aside).
+func sessionSlots(m *Manager) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.live - m.spareSlots
+}
+
 // TestRefresh: an idle session whose Blender made RefreshAfter scene changes
-// since it loaded its scene gets a fresh one at its idle checkpoint: the
+// since it loaded its scene gets a fresh one at its idle checkpoint, also
+// when a batch's own checkpoint left nothing for the idle one to save: the
 // ready spare loads the checkpoint and takes over, and the old Blender
 // stops. The scene is the same, later batches and the rollback of a plan
-// from before the refresh run on it, and the count starts again. Below the
-// count, or with no spare ready, the session keeps its Blender.
+// from before the refresh run on it, the count starts again, and the slots
+// add up. Below the count the session keeps its Blender; when the spare
+// cannot take over, it keeps it too, and the count starts again.
 func TestRefresh(t *testing.T) {
 	m, _, rt := newManagerWith(t, func(c *Config) {
-		c.MaxLive, c.CheckpointIdle, c.RefreshAfter = 2, 100*time.Millisecond, 3
+		c.MaxLive, c.CheckpointIdle, c.RefreshAfter, c.CheckpointEvery = 2, 100*time.Millisecond, 3, 3
 	})
 	most := watchBlenders(t, m.cfg.DataDir)
 	open(t, m, rt, "s1")
 	run(t, m, "s1", "r1", create("a", "A"), create("b", "B"))
 	spare := waitSpare(t, m, rt)
 	first := blenderPid(m, "s1")
-	idleCheckpointed(t, m, "s1")
+	idleDone(t, m, "s1")
 	if m.Refreshed() != 0 || blenderPid(m, "s1") != first {
 		t.Fatalf("refreshed after 2 changes (Blender %d, was %d)", blenderPid(m, "s1"), first)
 	}
 
+	// The third change reaches CheckpointEvery: the batch checkpoints, and
+	// the idle checkpoint only refreshes.
 	out := run(t, m, "s1", "r2", create("c", "C"))
 	head := out[0].GetSceneHashAfter()
-	idleCheckpointed(t, m, "s1")
-	if m.Refreshed() != 1 || blenderPid(m, "s1") != spare {
-		t.Fatalf("after 3 changes: %d refreshes, Blender %d (spare %d, was %d)", m.Refreshed(), blenderPid(m, "s1"), spare, first)
+	waitRefreshes(t, m, 1)
+	idleDone(t, m, "s1")
+	if blenderPid(m, "s1") != spare {
+		t.Fatalf("after 3 changes: Blender %d (spare %d, was %d)", blenderPid(m, "s1"), spare, first)
 	}
 	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(first, 0) == nil; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the old Blender %d still runs", first)
 		}
+	}
+	if n := sessionSlots(m); n != 1 {
+		t.Fatalf("the session holds %d slots after its refresh", n)
 	}
 	s, _ := m.session("s1")
 	s.mu.Lock()
@@ -198,15 +232,49 @@ func TestRefresh(t *testing.T) {
 		t.Fatalf("%d Blenders ran at once on 2 slots", n)
 	}
 
-	// No spare ready: the session keeps its Blender.
+	// The spare cannot take over (it has no memory ceiling to lower to the
+	// session's): the session keeps its Blender, and the count starts again.
 	m2, _, rt2 := newManagerWith(t, func(c *Config) {
-		c.CheckpointIdle, c.RefreshAfter, c.NoSpares = 100*time.Millisecond, 1, true
+		c.MaxLive, c.CheckpointIdle, c.RefreshAfter = 2, 100*time.Millisecond, 1
 	})
-	open(t, m2, rt2, "s1")
+	if _, _, err := m2.Open(context.Background(), "s1", rt2, 1024, 0); err != nil {
+		t.Fatal(err)
+	}
 	run(t, m2, "s1", "r1", create("a", "A"))
+	waitSpare(t, m2, rt2)
 	before := blenderPid(m2, "s1")
-	idleCheckpointed(t, m2, "s1")
-	if m2.Refreshed() != 0 || blenderPid(m2, "s1") != before {
-		t.Fatalf("refreshed with no spare: %d, Blender %d (was %d)", m2.Refreshed(), blenderPid(m2, "s1"), before)
+	run(t, m2, "s1", "r2", create("b", "B"))
+	idleDone(t, m2, "s1")
+	s2, _ := m2.session("s1")
+	s2.mu.Lock()
+	changes = s2.changes
+	s2.mu.Unlock()
+	if m2.Refreshed() != 0 || blenderPid(m2, "s1") != before || changes != 0 || sessionSlots(m2) != 1 {
+		t.Fatalf("a failed refresh: %d refreshes, Blender %d (was %d), %d changes, %d session slots",
+			m2.Refreshed(), blenderPid(m2, "s1"), before, changes, sessionSlots(m2))
+	}
+	if out := run(t, m2, "s1", "r3", create("c", "C")); out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("a batch after a failed refresh: %v", out[0])
+	}
+}
+
+// TestParkAfterRefresh: a session whose idle park comes while its idle
+// checkpoint and refresh hold it is parked once they are done (the park
+// used to give up: only a batch re-armed it).
+func TestParkAfterRefresh(t *testing.T) {
+	for i := range 3 {
+		m, _, rt := newManagerWith(t, func(c *Config) {
+			c.MaxLive, c.RefreshAfter = 2, 1
+			c.CheckpointIdle, c.IdleTimeout = 150*time.Millisecond, 150*time.Millisecond
+		})
+		open(t, m, rt, "s1")
+		run(t, m, "s1", "r1", create("a", "A"))
+		waitSpare(t, m, rt)
+		run(t, m, "s1", "r2", create("b", "B"))
+		for deadline := time.Now().Add(10 * time.Second); len(m.Status().Live) != 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: still live after its idle timeout (%d refreshes)", i, m.Refreshed())
+			}
+		}
 	}
 }
