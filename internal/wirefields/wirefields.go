@@ -23,6 +23,18 @@ func Each(b []byte, fn func(num protowire.Number, typ protowire.Type, field, val
 	return nil
 }
 
+// EachBytes calls fn with the contents of every length-delimited field num
+// of the message b, in order: each part of a message field (which
+// proto.Unmarshal merges), or each value of a repeated string or message.
+func EachBytes(b []byte, num protowire.Number, fn func(value []byte) error) error {
+	return Each(b, func(n protowire.Number, typ protowire.Type, _, value []byte) error {
+		if n != num || typ != protowire.BytesType {
+			return nil
+		}
+		return fn(value)
+	})
+}
+
 // Next reads the field at the start of b, as Each gives it, and its whole
 // length: negative (a protowire error code) if b does not start with a
 // whole field. Loops on a hot path call it instead of Each: no closure.

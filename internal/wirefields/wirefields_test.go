@@ -34,3 +34,16 @@ func TestEach(t *testing.T) {
 		t.Error("a truncated message was walked")
 	}
 }
+
+func TestEachBytes(t *testing.T) {
+	var b []byte
+	b = protowire.AppendBytes(protowire.AppendTag(b, 2, protowire.BytesType), []byte("a"))
+	b = protowire.AppendVarint(protowire.AppendTag(b, 2, protowire.VarintType), 5) // same number, other type
+	b = protowire.AppendBytes(protowire.AppendTag(b, 3, protowire.BytesType), []byte("x"))
+	b = protowire.AppendBytes(protowire.AppendTag(b, 2, protowire.BytesType), []byte("b"))
+	var got []string
+	err := EachBytes(b, 2, func(v []byte) error { got = append(got, string(v)); return nil })
+	if err != nil || len(got) != 2 || got[0] != "a" || got[1] != "b" {
+		t.Fatalf("field 2: %q, %v; want a, b", got, err)
+	}
+}

@@ -250,10 +250,7 @@ func (m *Manager) refreshIfDue(ctx context.Context, s *session) {
 		s.setProc(p)
 		old.Stop(time.Second)
 	}
-	m.mu.Lock()
-	m.live-- // one of the two
-	m.notify()
-	m.mu.Unlock()
+	m.dropSlot() // one of the two
 	m.refillWhenQuiet()
 	made := s.changes
 	s.changes = 0 // after a failure too: no new try at every idle checkpoint

@@ -188,13 +188,6 @@ func TestKilledBlenderRecoversAtOnce(t *testing.T) {
 		// Abandoned under the manager's nose: Blender is killed, its exit
 		// perhaps not yet seen.
 		s.proc.Execute(ctx, blender.Call{Tool: "python.exec", Args: map[string]any{"code": "import time\ntime.sleep(5)"}})
-		var got []*cpv1.Receipt
-		if err := m.Rollback(context.Background(), "s1", fmt.Sprint("r", i), []string{op.IdempotencyKey},
-			func(r *cpv1.Receipt) error { got = append(got, r); return nil }); err != nil {
-			t.Fatalf("rollback right after an abandoned call: %v", err)
-		}
-		if len(got) != 1 || got[0].GetStatus() != cpv1.Receipt_STATUS_ROLLED_BACK {
-			t.Fatalf("rollback right after an abandoned call: %v", got)
-		}
+		rollBack(t, m, "s1", fmt.Sprint("r", i), op.IdempotencyKey) // right after an abandoned call
 	}
 }

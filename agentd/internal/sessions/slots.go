@@ -205,6 +205,15 @@ func (m *Manager) giveSlot(held *bool) {
 	}
 }
 
+// dropSlot gives up one slot held by no session flag: a spare's, or one of
+// the two a refresh holds while it loads. The caller does not hold m.mu.
+func (m *Manager) dropSlot() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.live--
+	m.notify()
+}
+
 // parkRetry is how soon a park that found the session held by its idle
 // checkpoint tries again.
 const parkRetry = 100 * time.Millisecond

@@ -34,6 +34,20 @@ func run(t *testing.T, m *Manager, sessionID, requestID string, ops ...Operation
 	return got
 }
 
+// rollBack rolls back the operation of key in a session's plan and returns
+// its receipt, which must say ROLLED_BACK.
+func rollBack(t *testing.T, m *Manager, sessionID, requestID, key string) *cpv1.Receipt {
+	t.Helper()
+	var got []*cpv1.Receipt
+	if err := m.Rollback(context.Background(), sessionID, requestID, []string{key}, func(r *cpv1.Receipt) error {
+		got = append(got, r)
+		return nil
+	}); err != nil || len(got) != 1 || got[0].GetStatus() != cpv1.Receipt_STATUS_ROLLED_BACK {
+		t.Fatalf("rollback of %s in %s/%s: %v, %v", key, sessionID, requestID, got, err)
+	}
+	return got[0]
+}
+
 func open(t *testing.T, m *Manager, rt string, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
@@ -197,13 +211,7 @@ func TestRollbackReleasesTheSession(t *testing.T) {
 	m, _, rt := newManagerWith(t, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
 	open(t, m, rt, "s1")
 	run(t, m, "s1", "r1", create("a", "Box"))
-	var got []*cpv1.Receipt
-	if err := m.Rollback(context.Background(), "s1", "r2", []string{"key-a"}, func(r *cpv1.Receipt) error {
-		got = append(got, r)
-		return nil
-	}); err != nil || len(got) != 1 || got[0].GetStatus() != cpv1.Receipt_STATUS_ROLLED_BACK {
-		t.Fatalf("Rollback: %v, %v", got, err)
-	}
+	rollBack(t, m, "s1", "r2", "key-a")
 	if busy := m.Status().Busy; busy != 0 {
 		t.Errorf("%d sessions busy after the rollback ended", busy)
 	}

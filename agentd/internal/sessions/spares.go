@@ -123,10 +123,7 @@ func (m *Manager) startBlender(ctx context.Context, rt Runtime, sp *spare, log *
 			sp.proc.Stop(time.Second)
 		}
 		if ownSlot { // the caller's slot is enough: give it up once one Blender is left
-			m.mu.Lock()
-			m.live--
-			m.notify()
-			m.mu.Unlock()
+			m.dropSlot()
 		}
 		if err == nil {
 			m.adopted.Add(1)
@@ -253,10 +250,7 @@ func (m *Manager) dropSpare(rtID string, sp *spare, why string) {
 	m.takeSpare(rtID)
 	m.mu.Unlock()
 	sp.proc.Stop(5 * time.Second)
-	m.mu.Lock()
-	m.live--
-	m.notify()
-	m.mu.Unlock()
+	m.dropSlot()
 	m.log.Info("spare Blender stopped", "runtime_id", rtID, "why", why)
 }
 

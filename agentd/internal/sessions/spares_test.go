@@ -122,27 +122,6 @@ func waitGone(t *testing.T, pid int) {
 	t.Fatalf("Blender %d still runs", pid)
 }
 
-// idleCheckpointed waits until the session's idle checkpoint holds its
-// scene as journaled and the callback that saved it is done.
-func idleCheckpointed(t *testing.T, m *Manager, id string) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		js, err := m.journal.Session(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if js.Checkpoint != nil && js.CheckpointIndex() == js.Head {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no idle checkpoint")
-		}
-	}
-	s, _ := m.session(id)
-	s.mu.Lock() // the callback holds it while it checkpoints and refreshes
-	s.mu.Unlock()
-}
-
 // waitRefreshes waits until the manager has refreshed n sessions.
 func waitRefreshes(t *testing.T, m *Manager, n uint64) {
 	t.Helper()
@@ -217,15 +196,9 @@ func TestRefresh(t *testing.T) {
 		t.Fatalf("refreshed Blender: scene %s, %v, %d changes; want %s, 0", hash, err, changes, head)
 	}
 
-	var got []*cpv1.Receipt
-	if err := m.Rollback(context.Background(), "s1", "r2", []string{"key-c"}, func(r *cpv1.Receipt) error {
-		got = append(got, r)
-		return nil
-	}); err != nil || len(got) != 1 || got[0].GetStatus() != cpv1.Receipt_STATUS_ROLLED_BACK {
-		t.Fatalf("rollback of the plan from before the refresh: %v, %v", got, err)
-	}
+	back := rollBack(t, m, "s1", "r2", "key-c") // the plan from before the refresh
 	out = run(t, m, "s1", "r3", create("d", "D"))
-	if out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED || out[0].GetSceneHashBefore() != got[0].GetSceneHashAfter() {
+	if out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED || out[0].GetSceneHashBefore() != back.GetSceneHashAfter() {
 		t.Fatalf("a batch after the refresh and the rollback: %v", out[0])
 	}
 	if n := most(); n > 2 {

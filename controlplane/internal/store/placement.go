@@ -169,24 +169,16 @@ func (s *Store) Terms(id string) (Terms, error) {
 		}
 		// A message field may come in parts, which proto.Unmarshal merges
 		// (a repeated field's values add up across them): so do these.
-		err = wirefields.Each(b.Get(keySession), func(num protowire.Number, typ protowire.Type, _, contract []byte) error {
-			if num != fieldContract || typ != protowire.BytesType {
-				return nil
+		err = wirefields.EachBytes(b.Get(keySession), fieldContract, func(contract []byte) error {
+			err := wirefields.EachBytes(contract, fieldConstraints, func(v []byte) error { return merge.Unmarshal(v, t.Constraints) })
+			if err != nil {
+				return err
 			}
-			return wirefields.Each(contract, func(num protowire.Number, typ protowire.Type, _, v []byte) error {
-				switch {
-				case typ != protowire.BytesType:
-				case num == fieldConstraints:
-					return merge.Unmarshal(v, t.Constraints)
-				case num == fieldCaps:
-					return wirefields.Each(v, func(num protowire.Number, typ protowire.Type, _, flag []byte) error {
-						if num == fieldFlags && typ == protowire.BytesType {
-							t.FeatureFlags = append(t.FeatureFlags, string(flag))
-						}
-						return nil
-					})
-				}
-				return nil
+			return wirefields.EachBytes(contract, fieldCaps, func(caps []byte) error {
+				return wirefields.EachBytes(caps, fieldFlags, func(flag []byte) error {
+					t.FeatureFlags = append(t.FeatureFlags, string(flag))
+					return nil
+				})
 			})
 		})
 		if err != nil {
