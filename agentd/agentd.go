@@ -84,8 +84,8 @@ type Config struct {
 	CheckpointInterval time.Duration
 	CheckpointIdle     time.Duration
 	// RefreshAfter: after this many scene changes since its Blender loaded
-	// its scene, an idle session gets a fresh Blender that loads its
-	// checkpoint (sessions.Config.RefreshAfter; 0: never).
+	// its scene, a session gets a fresh Blender from its next checkpoint
+	// (sessions.Config.RefreshAfter; 0: never).
 	RefreshAfter int
 }
 

@@ -16,13 +16,14 @@ const refreshPlans = 300
 // that built a big scene itself: two clusters side by side, each with a
 // session of 10,000 planes built by one plan of creates (as BenchmarkScale
 // builds its large scene), one with --refresh-after 0 and one with the
-// default, whose session is handed to a fresh Blender once it is idle. Then,
+// default, whose session is handed to a fresh Blender at its idle checkpoint. Then,
 // plan by plan on the two in turn, atomic plans of one object.create and a
 // failing operation: each create is rolled back, the undo of a create. It
 // reports agentd's duration of the create and of its undo (duration_micros)
 // in each (ms/create-built, ms/undo-built, ms/create-refreshed,
-// ms/undo-refreshed) and the refresh's own time (s/refresh, from agentd's
-// "session refreshed … took=").
+// ms/undo-refreshed), the refresh's own time and how long of it the session
+// waited (s/refresh and ms/refresh-held, from agentd's "session refreshed …
+// took= held=").
 func BenchmarkRefresh(b *testing.B) {
 	scenes := make([]*scene, 2)
 	for i, after := range []int{0, 1000} {
@@ -71,6 +72,9 @@ func BenchmarkRefresh(b *testing.B) {
 	if len(took) == 1 {
 		if d, err := time.ParseDuration(took[0]["took"]); err == nil {
 			b.ReportMetric(d.Seconds(), "s/refresh")
+		}
+		if d, err := time.ParseDuration(took[0]["held"]); err == nil {
+			b.ReportMetric(ms(d), "ms/refresh-held")
 		}
 	}
 	b.ReportMetric(0, "ns/op")

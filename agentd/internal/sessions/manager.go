@@ -48,8 +48,8 @@ type Config struct {
 	CheckpointInterval time.Duration
 	CheckpointIdle     time.Duration
 	// RefreshAfter: a session whose Blender has made this many scene
-	// changes since it loaded its scene gets a fresh Blender at its next
-	// idle checkpoint, when a spare is ready (refreshIfDue). 0: never.
+	// changes since it loaded its scene gets a fresh Blender from its next
+	// checkpoint on, when a spare is ready (refresh.go). 0: never.
 	RefreshAfter int
 	// Faults enables test-only fault injection in the bridge (e.g. "undo").
 	Faults []string
@@ -90,7 +90,8 @@ type Manager struct {
 	shutdown    bool           // no spare starts any more
 	spawns      sync.WaitGroup // spares being started
 	adopted     atomic.Uint64  // starts that adopted a spare
-	refreshed   atomic.Uint64  // sessions given a fresh Blender (refreshIfDue)
+	refreshed   atomic.Uint64  // sessions given a fresh Blender (refresh.go)
+	refreshes   sync.WaitGroup // refreshes in flight
 	quiet       *time.Timer    // refills the spares once no batch or preview ran for a while
 }
 
@@ -119,6 +120,8 @@ type session struct {
 	// the scene (a start, a recovery, a refresh), replays included.
 	changes int
 	idle    *time.Timer // the idle checkpoint
+	// fresh is its refresh in flight, if any (refresh.go).
+	fresh *refreshing
 
 	// Guarded by Manager.mu, so that Cancel and slot decisions never wait
 	// for a batch.
@@ -416,6 +419,9 @@ func (s *session) stop() {
 	if s.idle != nil {
 		s.idle.Stop()
 	}
+	if s.fresh != nil {
+		s.fresh.cancel() // it gives up, and stops its Blender
+	}
 	if s.spare != nil { // taken over, never adopted: the start did not come
 		s.spare.proc.Stop(5 * time.Second)
 		s.spare = nil
@@ -464,6 +470,7 @@ func (m *Manager) Shutdown() {
 		m.freeSlot(s)
 		s.mu.Unlock()
 	}
+	m.refreshes.Wait()
 }
 
 // Cancel interrupts the running batch of a plan in a session. It reports

@@ -101,28 +101,38 @@ func (m *Manager) rebuild(ctx context.Context, p *blender.Process, id, hash stri
 		from = cp.Index
 	}
 	for i, e := range entries {
-		index := from + uint64(i) + 1
-		switch e.Kind {
-		case "op":
-			out, err := p.Execute(ctx, blender.Call{Tool: e.Tool, Args: e.Args, MutationID: e.MutationID})
-			if err != nil {
-				return "", fmt.Errorf("replay entry %d (%s): %w", index, e.Tool, err)
-			}
-			hash = out.SceneHashAfter
-		case "undo":
-			rec, err := m.journal.Lookup(id, e.Key)
-			if err != nil || rec == nil {
-				return "", fmt.Errorf("replay entry %d: undo record of %s: %v", index, e.Key, err)
-			}
-			if hash, err = p.Undo(ctx, rec.Undo, blender.Call{MutationID: rec.Receipt.GetBlenderMutationId()}); err != nil {
-				return "", fmt.Errorf("replay entry %d (undo): %w", index, err)
-			}
-		default:
-			return "", fmt.Errorf("replay entry %d: unknown kind %q", index, e.Kind)
+		var err error
+		if hash, err = m.replayEntry(ctx, p, id, from+uint64(i)+1, e); err != nil {
+			return "", err
 		}
-		if hash != e.HashAfter {
-			return "", fmt.Errorf("replay entry %d: scene hash %s, journal says %s", index, hash, e.HashAfter)
+	}
+	return hash, nil
+}
+
+// replayEntry replays the journal entry at index into p and checks the scene
+// hash it leaves against the journaled one.
+func (m *Manager) replayEntry(ctx context.Context, p *blender.Process, id string, index uint64, e journal.Entry) (string, error) {
+	var hash string
+	switch e.Kind {
+	case "op":
+		out, err := p.Execute(ctx, blender.Call{Tool: e.Tool, Args: e.Args, MutationID: e.MutationID})
+		if err != nil {
+			return "", fmt.Errorf("replay entry %d (%s): %w", index, e.Tool, err)
 		}
+		hash = out.SceneHashAfter
+	case "undo":
+		rec, err := m.journal.Lookup(id, e.Key)
+		if err != nil || rec == nil {
+			return "", fmt.Errorf("replay entry %d: undo record of %s: %v", index, e.Key, err)
+		}
+		if hash, err = p.Undo(ctx, rec.Undo, blender.Call{MutationID: rec.Receipt.GetBlenderMutationId()}); err != nil {
+			return "", fmt.Errorf("replay entry %d (undo): %w", index, err)
+		}
+	default:
+		return "", fmt.Errorf("replay entry %d: unknown kind %q", index, e.Kind)
+	}
+	if hash != e.HashAfter {
+		return "", fmt.Errorf("replay entry %d: scene hash %s, journal says %s", index, hash, e.HashAfter)
 	}
 	return hash, nil
 }
@@ -130,6 +140,11 @@ func (m *Manager) rebuild(ctx context.Context, p *blender.Process, id, hash stri
 // checkpointIfDue saves a checkpoint when the policy says so and arms the
 // idle checkpoint. The caller holds s.mu.
 func (m *Manager) checkpointIfDue(s *session) {
+	if s.fresh != nil {
+		// A checkpoint would drop journal entries the refresh has yet to
+		// replay; the refresh calls this again when it is done.
+		return
+	}
 	if s.dirty > 0 && (s.dirty >= m.cfg.CheckpointEvery || time.Since(s.lastCheckpoint) >= m.cfg.CheckpointInterval) {
 		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
 		defer cancel()
@@ -137,6 +152,7 @@ func (m *Manager) checkpointIfDue(s *session) {
 			m.log.Warn("checkpoint failed", "session_id", s.id, "err", err)
 		}
 	}
+	m.refreshIfDue(s) // a busy session's refresh starts at its checkpoints
 	if (s.dirty > 0 || m.refreshDue(s)) && m.cfg.CheckpointIdle > 0 {
 		if s.idle != nil {
 			s.idle.Stop()
@@ -146,26 +162,20 @@ func (m *Manager) checkpointIfDue(s *session) {
 				return // a batch or a park has it; either checkpoints as needed
 			}
 			defer s.mu.Unlock()
-			if !s.alive() || s.broken != nil {
+			if !s.alive() || s.broken != nil || s.fresh != nil {
 				return
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
-			defer cancel()
 			if s.dirty > 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+				defer cancel()
 				if err := m.checkpoint(ctx, s); err != nil {
 					m.log.Warn("idle checkpoint failed", "session_id", s.id, "err", err)
 					return
 				}
 			}
-			m.refreshIfDue(ctx, s)
+			m.refreshIfDue(s)
 		})
 	}
-}
-
-// refreshDue reports whether the session's Blender has made enough scene
-// changes since it loaded its scene for a refresh (refreshIfDue).
-func (m *Manager) refreshDue(s *session) bool {
-	return m.cfg.RefreshAfter > 0 && s.changes >= m.cfg.RefreshAfter
 }
 
 // checkpoint saves the scene to a new .blend, makes the journal point at it,
@@ -195,72 +205,3 @@ func (m *Manager) checkpoint(ctx context.Context, s *session) error {
 	m.log.Debug("checkpoint saved", "session_id", s.id, "journal_index", js.Head, "path", path)
 	return nil
 }
-
-// refreshIfDue gives an idle session a fresh Blender once its own has made
-// Config.RefreshAfter scene changes since it loaded its scene: a ready spare
-// loads the checkpoint just saved and takes over, and the old Blender stops.
-// A Blender that built its scene call by call gets slower as the scene
-// grows, in ways a load undoes: every datablock it frees walks a queue of
-// notifiers as long as the datablocks it set properties of (a Blender
-// without an event loop never empties it), and its datablocks lie where
-// they were allocated, which Blender's list walks pay for. At 10,000
-// objects the undo of a create costs 1.2 ms before a load and 0.2 after
-// (BENCHMARKS.md, ToolFamilies' reloaded rows). Without a ready spare it
-// waits for the next idle checkpoint: starting a Blender would hold the
-// session longer. If the load fails, the session keeps its Blender and the
-// count starts again. The caller holds s.mu; the journal's checkpoint must
-// hold the scene as it is.
-func (m *Manager) refreshIfDue(ctx context.Context, s *session) {
-	if !m.refreshDue(s) {
-		return
-	}
-	js, err := m.journal.Session(s.id)
-	if err != nil || js.Checkpoint == nil || js.CheckpointIndex() != js.Head {
-		return // no checkpoint of the scene as it is: nothing to load
-	}
-	rtID := s.runtime.Info.GetRuntimeId()
-	m.mu.Lock()
-	// The spare keeps its slot until the old Blender is gone: while it
-	// loads, the session runs two Blenders, and the bound on them holds.
-	var sp *spare
-	if !s.closed {
-		sp = m.takeSpare(rtID)
-	}
-	if sp != nil {
-		m.wanted[rtID] = true
-	}
-	m.mu.Unlock()
-	if sp == nil {
-		return
-	}
-	start := time.Now()
-	p := sp.proc
-	hash, err := p.Adopt(ctx, m.base.With("session_id", s.id), s.sandbox, s.memoryLimitMiB)
-	if err == nil {
-		hash, err = m.rebuild(ctx, p, s.id, hash, js.Checkpoint, js.Checkpoint.Path, nil)
-	}
-	if err == nil && hash != js.HeadHash {
-		err = fmt.Errorf("loaded scene hash %s, journal head says %s", hash, js.HeadHash)
-	}
-	if err != nil {
-		p.Stop(time.Second)
-		m.log.Warn("refresh failed; the session keeps its Blender", "session_id", s.id, "err", err)
-	} else {
-		old := s.proc
-		s.setProc(p)
-		old.Stop(time.Second)
-	}
-	m.dropSlot() // one of the two
-	m.refillWhenQuiet()
-	made := s.changes
-	s.changes = 0 // after a failure too: no new try at every idle checkpoint
-	if err != nil {
-		return
-	}
-	m.refreshed.Add(1)
-	m.log.Info("session refreshed", "session_id", s.id, "changes", made, "scene_hash", hash,
-		"took", time.Since(start).Round(time.Millisecond))
-}
-
-// Refreshed counts the sessions given a fresh Blender (refreshIfDue).
-func (m *Manager) Refreshed() uint64 { return m.refreshed.Load() }

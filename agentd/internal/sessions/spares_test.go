@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -132,13 +133,29 @@ func waitRefreshes(t *testing.T, m *Manager, n uint64) {
 	}
 }
 
-// idleDone waits until the session's idle checkpoint has fired and is done.
+// idleDone waits until the session's idle checkpoint has fired and is done,
+// and any refresh it started.
 func idleDone(t *testing.T, m *Manager, id string) {
 	t.Helper()
 	time.Sleep(3 * m.cfg.CheckpointIdle)
+	refreshDone(t, m, id)
+}
+
+// refreshDone waits until no refresh of the session is in flight.
+func refreshDone(t *testing.T, m *Manager, id string) {
+	t.Helper()
 	s, _ := m.session(id)
+	for deadline := time.Now().Add(time.Minute); refreshRuns(s); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the refresh did not end")
+		}
+	}
+}
+
+func refreshRuns(s *session) bool {
 	s.mu.Lock()
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	return s.fresh != nil
 }
 
 // sessionSlots is how many slots the sessions hold (spares' aside).
@@ -148,9 +165,9 @@ func sessionSlots(m *Manager) int {
 	return m.live - m.spareSlots
 }
 
-// TestRefresh: an idle session whose Blender made RefreshAfter scene changes
-// since it loaded its scene gets a fresh one at its idle checkpoint, also
-// when a batch's own checkpoint left nothing for the idle one to save: the
+// TestRefresh: a session whose Blender made RefreshAfter scene changes since
+// it loaded its scene gets a fresh one from its next checkpoint, a batch's
+// or the idle one: the
 // ready spare loads the checkpoint and takes over, and the old Blender
 // stops. The scene is the same, later batches and the rollback of a plan
 // from before the refresh run on it, the count starts again, and the slots
@@ -171,7 +188,7 @@ func TestRefresh(t *testing.T) {
 	}
 
 	// The third change reaches CheckpointEvery: the batch checkpoints, and
-	// the idle checkpoint only refreshes.
+	// that starts the refresh.
 	out := run(t, m, "s1", "r2", create("c", "C"))
 	head := out[0].GetSceneHashAfter()
 	waitRefreshes(t, m, 1)
@@ -249,5 +266,104 @@ func TestParkAfterRefresh(t *testing.T) {
 				t.Fatalf("round %d: still live after its idle timeout (%d refreshes)", i, m.Refreshed())
 			}
 		}
+	}
+}
+
+// TestRefreshBusy: a session that never pauses is refreshed too. Its
+// batch's checkpoint starts the refresh; the spare loads and replays the
+// journal while batches go on in the old Blender, then takes over after a
+// catch-up under the session's lock. No batch fails or waits for the load,
+// the scene is the last receipt's, and the slots add up.
+func TestRefreshBusy(t *testing.T) {
+	m, _, rt := newManagerWith(t, func(c *Config) {
+		c.MaxLive, c.RefreshAfter, c.CheckpointEvery = 2, 4, 4 // no idle checkpoint
+	})
+	most := watchBlenders(t, m.cfg.DataDir)
+	open(t, m, rt, "s1")
+	run(t, m, "s1", "r0", create("a0", "A0"))
+	spare := waitSpare(t, m, rt)
+	first := blenderPid(m, "s1")
+	s, _ := m.session("s1")
+	var last *cpv1.Receipt
+	beside := 0 // batches that ended while the refresh ran
+	for i := 1; m.Refreshed() == 0 || refreshRuns(s); i++ {
+		if i > 2000 {
+			t.Fatal("no refresh after 2,000 batches")
+		}
+		during := refreshRuns(s)
+		out := run(t, m, "s1", fmt.Sprintf("r%d", i), create(fmt.Sprint(i), fmt.Sprintf("A%d", i)))
+		if out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+			t.Fatalf("batch %d: %v", i, out[0])
+		}
+		if last != nil && out[0].GetSceneHashBefore() != last.GetSceneHashAfter() {
+			t.Fatalf("batch %d started from %s, the last one left %s", i, out[0].GetSceneHashBefore(), last.GetSceneHashAfter())
+		}
+		if during && refreshRuns(s) {
+			beside++
+		}
+		last = out[0]
+	}
+	if beside == 0 {
+		t.Fatal("no batch ran while the refresh loaded")
+	}
+	if blenderPid(m, "s1") != spare {
+		t.Fatalf("Blender %d after the refresh (spare %d, was %d)", blenderPid(m, "s1"), spare, first)
+	}
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(first, 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the old Blender %d still runs", first)
+		}
+	}
+	s.mu.Lock()
+	hash, err := s.proc.SceneHash(context.Background())
+	s.mu.Unlock()
+	if err != nil || hash != last.GetSceneHashAfter() {
+		t.Fatalf("refreshed Blender: scene %s, %v; the last receipt left %s", hash, err, last.GetSceneHashAfter())
+	}
+	out := run(t, m, "s1", "after", create("after", "After"))
+	if out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED || out[0].GetSceneHashBefore() != last.GetSceneHashAfter() {
+		t.Fatalf("a batch after the refresh: %v", out[0])
+	}
+	if n := sessionSlots(m); n != 1 {
+		t.Fatalf("the session holds %d slots after its refresh", n)
+	}
+	if n := most(); n > 2 {
+		t.Fatalf("%d Blenders ran at once on 2 slots", n)
+	}
+}
+
+// TestRefreshGivesWay: a refresh does not replay, beside the running
+// session, what may reach outside the scene (python.exec here; files
+// written by renders and exports too): the session keeps its Blender, the
+// count starts again, and batches go on.
+func TestRefreshGivesWay(t *testing.T) {
+	m, _, rt := newManagerWith(t, func(c *Config) {
+		c.MaxLive, c.RefreshAfter, c.CheckpointEvery = 2, 2, 2
+	})
+	open(t, m, rt, "s1")
+	run(t, m, "s1", "r1", create("a", "A"))
+	waitSpare(t, m, rt)
+	first := blenderPid(m, "s1")
+	run(t, m, "s1", "r2", create("b", "B")) // checkpoints: the refresh starts
+	s, _ := m.session("s1")
+	if !refreshRuns(s) {
+		t.Fatal("the checkpoint started no refresh")
+	}
+	out := run(t, m, "s1", "r3", Operation{OperationID: "exec", MCPCallID: "c", Tool: "python.exec",
+		Args:   map[string]any{"code": "import bpy, time\nbpy.context.scene.collection.objects.link(bpy.data.objects.new('Exec', None))\ntime.sleep(0.2)"},
+		Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-exec"})
+	if out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED || out[0].GetSceneHashAfter() == out[0].GetSceneHashBefore() {
+		t.Fatalf("python.exec: %v", out[0])
+	}
+	refreshDone(t, m, "s1")
+	s.mu.Lock()
+	changes := s.changes
+	s.mu.Unlock()
+	if m.Refreshed() != 0 || blenderPid(m, "s1") != first || changes != 0 || sessionSlots(m) != 1 {
+		t.Fatalf("a refresh past python.exec: %d refreshes, Blender %d (was %d), %d changes, %d session slots",
+			m.Refreshed(), blenderPid(m, "s1"), first, changes, sessionSlots(m))
+	}
+	if out := run(t, m, "s1", "r4", create("c", "C")); out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("a batch after the refresh gave way: %v", out[0])
 	}
 }
