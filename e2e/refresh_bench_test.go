@@ -21,9 +21,9 @@ const refreshPlans = 300
 // failing operation: each create is rolled back, the undo of a create. It
 // reports agentd's duration of the create and of its undo (duration_micros)
 // in each (ms/create-built, ms/undo-built, ms/create-refreshed,
-// ms/undo-refreshed), the refresh's own time and how long of it the session
-// waited (s/refresh and ms/refresh-held, from agentd's "session refreshed …
-// took= held=").
+// ms/undo-refreshed), the refresh's own time, its load of the checkpoint
+// and how long of it the session waited (s/refresh, s/refresh-load and
+// ms/refresh-held, from agentd's "session refreshed … loaded= took= held=").
 func BenchmarkRefresh(b *testing.B) {
 	scenes := make([]*scene, 2)
 	for i, after := range []int{0, 1000} {
@@ -72,6 +72,9 @@ func BenchmarkRefresh(b *testing.B) {
 	if len(took) == 1 {
 		if d, err := time.ParseDuration(took[0]["took"]); err == nil {
 			b.ReportMetric(d.Seconds(), "s/refresh")
+		}
+		if d, err := time.ParseDuration(took[0]["loaded"]); err == nil {
+			b.ReportMetric(d.Seconds(), "s/refresh-load")
 		}
 		if d, err := time.ParseDuration(took[0]["held"]); err == nil {
 			b.ReportMetric(ms(d), "ms/refresh-held")

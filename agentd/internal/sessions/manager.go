@@ -92,7 +92,13 @@ type Manager struct {
 	adopted     atomic.Uint64  // starts that adopted a spare
 	refreshed   atomic.Uint64  // sessions given a fresh Blender (refresh.go)
 	refreshes   sync.WaitGroup // refreshes in flight
-	quiet       *time.Timer    // refills the spares once no batch or preview ran for a while
+	// refreshing holds the refreshes in flight, guarded by mu: each holds
+	// a slot (its spare's) and runs a Blender for its session.
+	refreshing map[*session]*refreshing
+	// afterLoad, when set (tests), runs in each refresh once its Blender
+	// has loaded the checkpoint, before it catches up.
+	afterLoad func(context.Context)
+	quiet     *time.Timer // refills the spares once no batch or preview ran for a while
 }
 
 type session struct {
@@ -146,7 +152,8 @@ func NewManager(cfg Config, rts []Runtime, j *journal.Journal, log *slog.Logger)
 	m := &Manager{cfg: cfg, runtimes: map[string]Runtime{}, journal: j, base: log,
 		log: log.With("component", "sessions"), sessions: map[string]*session{}, changed: make(chan struct{}),
 		previews: make(chan struct{}, 1), spares: map[string]*spare{}, spawning: map[string]context.CancelFunc{},
-		wanted: map[string]bool{}, spareFailed: map[string]time.Time{}}
+		refreshing: map[*session]*refreshing{},
+		wanted:     map[string]bool{}, spareFailed: map[string]time.Time{}}
 	if err := os.RemoveAll(m.sparesDir()); err != nil { // of an agentd that is gone
 		return nil, err
 	}
@@ -329,7 +336,8 @@ func (m *Manager) Held() []*cpv1.HeldSession {
 	return out
 }
 
-// Blenders lists the process ids of the sessions' running Blenders.
+// Blenders lists the process ids of the sessions' running Blenders, those
+// of their refreshes included.
 func (m *Manager) Blenders() []int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -338,6 +346,9 @@ func (m *Manager) Blenders() []int {
 		if pid := s.pid.Load(); pid > 0 {
 			out = append(out, int(pid))
 		}
+	}
+	for _, f := range m.refreshing {
+		out = append(out, f.pid)
 	}
 	return out
 }
@@ -369,7 +380,10 @@ func (m *Manager) busyLive() int {
 			}
 		}
 	}
-	return busy + m.live - live - m.spareSlots // the slots that are neither sessions' nor spares' are previews', busy
+	// The slots that are neither sessions', spares' nor refreshes' are
+	// previews', busy. A refresh gives its slot up to a session that needs
+	// it (takeSlot), as a spare does.
+	return busy + m.live - live - m.spareSlots - len(m.refreshing)
 }
 
 // Close stops a session's Blender, removes its files (checkpoints, work
@@ -420,7 +434,7 @@ func (s *session) stop() {
 		s.idle.Stop()
 	}
 	if s.fresh != nil {
-		s.fresh.cancel() // it gives up, and stops its Blender
+		s.fresh.cancel(errors.New("its session stopped")) // it gives up, and stops its Blender
 	}
 	if s.spare != nil { // taken over, never adopted: the start did not come
 		s.spare.proc.Stop(5 * time.Second)

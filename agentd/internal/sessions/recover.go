@@ -100,13 +100,68 @@ func (m *Manager) rebuild(ctx context.Context, p *blender.Process, id, hash stri
 		}
 		from = cp.Index
 	}
-	for i, e := range entries {
-		var err error
-		if hash, err = m.replayEntry(ctx, p, id, from+uint64(i)+1, e); err != nil {
-			return "", err
+	hash, _, err := m.replay(ctx, p, id, from, hash, entries, nil)
+	return hash, err
+}
+
+// replay replays entries, the journal's after index from, into p (on the
+// scene hash), each checked against its journaled hash, and returns the
+// hash after the last and how many it replayed. Runs of operations go
+// through Process.ExecuteBatch, pipelined as a batch ran them; undos one by
+// one. vet, if set, must pass each entry first.
+func (m *Manager) replay(ctx context.Context, p *blender.Process, id string, from uint64, hash string, entries []journal.Entry, vet func(journal.Entry) error) (string, int, error) {
+	vetted := func(e journal.Entry) error {
+		if vet == nil {
+			return nil
 		}
+		return vet(e)
 	}
-	return hash, nil
+	done := 0
+	for done < len(entries) {
+		if e := entries[done]; e.Kind != "op" {
+			err := vetted(e)
+			if err == nil {
+				hash, err = m.replayEntry(ctx, p, id, from+uint64(done)+1, e)
+			}
+			if err != nil {
+				return "", done, err
+			}
+			done++
+			continue
+		}
+		run := 0 // the run of operations from done
+		for ; done+run < len(entries) && entries[done+run].Kind == "op"; run++ {
+			if err := vetted(entries[done+run]); err != nil {
+				return "", done, err
+			}
+		}
+		calls := make([]blender.Call, run)
+		for k, e := range entries[done : done+run] {
+			calls[k] = blender.Call{Tool: e.Tool, Args: e.Args, MutationID: e.MutationID}
+		}
+		var err error
+		n := p.ExecuteBatch(ctx, calls, func(k int, r blender.BatchResult) bool {
+			e := entries[done+k]
+			index := from + uint64(done+k) + 1
+			switch {
+			case r.Err != nil:
+				err = fmt.Errorf("replay entry %d (%s): %w", index, e.Tool, r.Err)
+			case r.Outcome.SceneHashAfter != e.HashAfter:
+				err = fmt.Errorf("replay entry %d: scene hash %s, journal says %s", index, r.Outcome.SceneHashAfter, e.HashAfter)
+			default:
+				hash = r.Outcome.SceneHashAfter
+			}
+			return err == nil
+		})
+		if err == nil && n < run {
+			err = fmt.Errorf("replay stopped after %d of %d entries from %d", n, run, from+uint64(done)+1)
+		}
+		if err != nil {
+			return "", done, err
+		}
+		done += run
+	}
+	return hash, done, nil
 }
 
 // replayEntry replays the journal entry at index into p and checks the scene
@@ -140,9 +195,16 @@ func (m *Manager) replayEntry(ctx context.Context, p *blender.Process, id string
 // checkpointIfDue saves a checkpoint when the policy says so and arms the
 // idle checkpoint. The caller holds s.mu.
 func (m *Manager) checkpointIfDue(s *session) {
+	if !s.alive() || s.broken != nil {
+		return // the next batch recovers the session first
+	}
 	if s.fresh != nil {
 		// A checkpoint would drop journal entries the refresh has yet to
-		// replay; the refresh calls this again when it is done.
+		// replay; the refresh calls this again when it ends, which it does
+		// at once past the cap.
+		if m.cfg.CheckpointEvery > 0 && s.dirty >= dirtyCap*m.cfg.CheckpointEvery {
+			s.fresh.cancel(fmt.Errorf("%d changes without a checkpoint", s.dirty))
+		}
 		return
 	}
 	if s.dirty > 0 && (s.dirty >= m.cfg.CheckpointEvery || time.Since(s.lastCheckpoint) >= m.cfg.CheckpointInterval) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/blendplane/blendplane/agentd/internal/blender"
@@ -22,19 +23,27 @@ import (
 // since it loaded its scene, the next checkpoint (a batch's or the idle
 // one) hands the session to the ready spare of its runtime. The spare loads
 // the checkpoint and replays the journal after it while the session goes
-// on with its own Blender, then takes the session's lock for the last few
-// entries and takes over if its scene hash is the journaled head's; the old
-// Blender stops. The session waits only for that last catch-up, never for
-// the load.
+// on with its own Blender, in rounds; once the session is at most
+// catchUpLocked entries ahead, the spare takes the session's lock for those
+// and takes over if its scene hash is the journaled head's; the old Blender
+// stops. The session waits for that last catch-up only, never for the load.
 
 // Catching up: a refresh replays the journal beside the running session in
-// rounds, each from where the last ended, at most catchUpRounds of them;
-// once a round found at most catchUpLocked entries, the rest is replayed
-// under the session's lock.
+// rounds, each from where the last ended. After each it takes the session's
+// lock (so after the batch that runs) and looks how far behind it is: at
+// most catchUpLocked entries, it replays them there; more, it lets go for
+// another round, and gives up after catchUpRounds. A session that changes
+// faster than a replay follows it is not refreshed.
 const (
 	catchUpRounds = 8
 	catchUpLocked = 32
 )
+
+// dirtyCap bounds, in multiples of Config.CheckpointEvery, the changes a
+// session makes without a checkpoint while a refresh runs (a checkpoint
+// would drop entries the refresh has yet to replay): past it, the refresh
+// gives up and the checkpoint is saved, so recovery stays bounded.
+const dirtyCap = 4
 
 // errNotReplayable: the journal after a refresh's checkpoint holds an entry
 // whose replay could reach outside the scene. Replaying it beside the
@@ -42,9 +51,11 @@ const (
 // with no other Blender running.
 var errNotReplayable = errors.New("not replayed beside the session")
 
-// refreshing is a session's refresh in flight, guarded by session.mu.
+// refreshing is a refresh in flight: session.fresh (guarded by session.mu)
+// and Manager.refreshing (guarded by Manager.mu: its slot and Blender).
 type refreshing struct {
-	cancel context.CancelFunc // stops it: it then gives up
+	cancel context.CancelCauseFunc // stops it, saying why: it then gives up
+	pid    int                // its Blender's
 }
 
 // refreshDue reports whether the session's Blender has made enough scene
@@ -58,7 +69,7 @@ func (m *Manager) refreshDue(s *session) bool {
 // the next checkpoint, since starting a Blender for it would cost more
 // than it saves. The caller holds s.mu.
 func (m *Manager) refreshIfDue(s *session) {
-	if !m.refreshDue(s) || s.proc == nil {
+	if !m.refreshDue(s) || !s.alive() || s.broken != nil {
 		return
 	}
 	js, err := m.journal.Session(s.id)
@@ -73,82 +84,144 @@ func (m *Manager) refreshIfDue(s *session) {
 	if !s.closed {
 		sp = m.takeSpare(rtID)
 	}
+	var ctx context.Context
 	if sp != nil {
 		m.wanted[rtID] = true
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(context.Background())
+		s.fresh = &refreshing{cancel: cancel, pid: sp.proc.Pid()}
+		m.refreshing[s] = s.fresh
 	}
 	m.mu.Unlock()
 	if sp == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
-	s.fresh = &refreshing{cancel: cancel}
 	m.refreshes.Add(1)
 	go m.refresh(ctx, s, sp.proc, *js.Checkpoint, s.proc, s.changes)
 }
 
 // refresh brings p to the session's scene beside its Blender old and hands
 // the session over (the comment at the top of this file). If anything
-// fails, or the session stopped or changed Blenders meanwhile, p stops and
-// the session keeps old; the count of changes starts again either way, so
-// that a refresh that cannot succeed is not retried at every checkpoint.
+// fails, or the session stopped or changed Blenders meanwhile, p stops; the
+// count of changes of a session that keeps old starts again, so that a
+// refresh that cannot succeed is not retried at every checkpoint. Once
+// stopped (ctx), p and its slot go at once, even while the refresh waits
+// for the session's lock behind a long batch.
 func (m *Manager) refresh(ctx context.Context, s *session, p *blender.Process, cp journal.Checkpoint, old *blender.Process, made int) {
 	defer m.refreshes.Done()
+	ctx, cancel := context.WithTimeout(ctx, recoverTimeout)
+	defer cancel()
+	giveUp := sync.OnceFunc(func() { p.Stop(time.Second); m.endRefresh(s) })
+	watch := context.AfterFunc(ctx, giveUp)
 	start := time.Now()
 	at := caughtUp{index: cp.Index}
 	var err error
 	if at.hash, err = p.Adopt(ctx, m.base.With("session_id", s.id), s.sandbox, s.memoryLimitMiB); err == nil {
 		at.hash, err = m.rebuild(ctx, p, s.id, at.hash, &cp, cp.Path, nil)
 	}
-	for round := 0; err == nil && round < catchUpRounds; round++ {
-		var n int
-		if n, err = m.catchUp(ctx, s.id, p, &at); n <= catchUpLocked {
-			break
-		}
+	loaded := time.Since(start)
+	if m.afterLoad != nil {
+		m.afterLoad(ctx)
 	}
+	var held time.Duration
+	if err == nil {
+		held, err = m.takeOver(ctx, s, p, old, &at, watch)
+	}
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("stopped: %w (%v)", context.Cause(ctx), err)
+	}
+	if err != nil {
+		giveUp()
+	} else {
+		old.Stop(time.Second)
+		m.endRefresh(s) // the slot of one of the two
+	}
+	m.refillWhenQuiet()
 
 	s.mu.Lock()
-	locked := time.Now()
-	if err == nil && (s.proc != old || s.broken != nil || ctx.Err() != nil) {
-		err = errors.New("the session stopped or changed Blenders meanwhile")
-	}
-	if err == nil {
-		_, err = m.catchUp(ctx, s.id, p, &at)
-	}
-	if err == nil {
-		var js journal.Session
-		if js, err = m.journal.Session(s.id); err == nil && (at.index != js.Head || at.hash != js.HeadHash) {
-			err = fmt.Errorf("caught up to entry %d (scene %s), journal head is %d (%s)", at.index, at.hash, js.Head, js.HeadHash)
-		}
-	}
-	gone := p
-	if err == nil {
-		s.setProc(p)
-		s.changes, gone = at.replayed, old
-	} else {
+	if err != nil && s.proc == old {
 		s.changes = 0
 	}
-	held := time.Since(locked)
-	s.mu.Unlock()
-
-	// One of the two Blenders stops, and then its slot goes: until it has,
-	// the session runs two.
-	gone.Stop(time.Second)
-	m.dropSlot()
-	m.refillWhenQuiet()
-	s.mu.Lock()
-	s.fresh.cancel()
+	s.fresh.cancel(nil)
 	s.fresh = nil
-	if s.proc != nil && s.broken == nil {
-		m.checkpointIfDue(s) // those skipped meanwhile, and the idle one
-	}
+	m.checkpointIfDue(s) // those skipped meanwhile, and the idle one
 	s.mu.Unlock()
 	if err != nil {
-		m.log.Warn("refresh gave up; the session keeps its Blender", "session_id", s.id, "err", err)
+		m.log.Warn("refresh gave up", "session_id", s.id, "err", err)
 		return
 	}
 	m.refreshed.Add(1)
 	m.log.Info("session refreshed", "session_id", s.id, "changes", made, "replayed", at.replayed,
-		"scene_hash", at.hash, "took", time.Since(start).Round(time.Millisecond), "held", held.Round(time.Microsecond))
+		"scene_hash", at.hash, "loaded", loaded.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond),
+		"held", held.Round(time.Microsecond))
+}
+
+// takeOver catches p up with the session's journal in rounds (the comment
+// at the top of this file) and makes it the session's Blender, if the
+// session still runs old. watch stops the refresh's give-up on a stop of
+// ctx: it must not stop p once p is the session's. It returns how long
+// the session waited.
+func (m *Manager) takeOver(ctx context.Context, s *session, p, old *blender.Process, at *caughtUp, watch func() bool) (time.Duration, error) {
+	for round := 1; ; round++ {
+		if _, err := m.catchUp(ctx, s.id, p, at); err != nil {
+			return 0, err
+		}
+		s.mu.Lock() // after the batch that runs, if one does
+		if s.proc != old || !s.alive() || s.broken != nil || ctx.Err() != nil {
+			s.mu.Unlock()
+			return 0, errors.New("the session stopped or changed Blenders meanwhile")
+		}
+		js, err := m.journal.Session(s.id)
+		if err == nil && js.Head-at.index <= catchUpLocked {
+			break // with the lock
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		if round == catchUpRounds {
+			return 0, fmt.Errorf("still %d entries behind after %d rounds", js.Head-at.index, round)
+		}
+	}
+	defer s.mu.Unlock()
+	locked := time.Now()
+	if _, err := m.catchUp(ctx, s.id, p, at); err != nil {
+		return 0, err
+	}
+	js, err := m.journal.Session(s.id)
+	if err != nil {
+		return 0, err
+	}
+	if at.index != js.Head || at.hash != js.HeadHash {
+		return 0, fmt.Errorf("caught up to entry %d (scene %s), journal head is %d (%s)", at.index, at.hash, js.Head, js.HeadHash)
+	}
+	if !watch() {
+		return 0, ctx.Err() // stopped just now: p is going
+	}
+	s.setProc(p)
+	s.changes = at.replayed
+	return time.Since(locked), nil
+}
+
+// endRefresh gives up the slot of one of a refresh's two Blenders, once it
+// has stopped.
+func (m *Manager) endRefresh(s *session) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.refreshing, s)
+	m.live--
+	m.notify()
+}
+
+// cancelRefresh stops a refresh in flight, whose slot frees (and m.changed
+// closes) once it has given up. It reports whether there was one. The
+// caller holds m.mu.
+func (m *Manager) cancelRefresh() bool {
+	for _, f := range m.refreshing {
+		f.cancel(errors.New("a session needed its slot"))
+		return true
+	}
+	return false
 }
 
 // caughtUp is how far a refresh's Blender has come through the journal: the
@@ -177,17 +250,11 @@ func (m *Manager) catchUp(ctx context.Context, id string, p *blender.Process, at
 	if js.CheckpointIndex() > at.index {
 		return 0, fmt.Errorf("a checkpoint at entry %d dropped entries after %d", js.CheckpointIndex(), at.index)
 	}
-	for _, e := range entries {
-		if err := m.replayable(id, e); err != nil {
-			return 0, err
-		}
-		hash, err := m.replayEntry(ctx, p, id, at.index+1, e)
-		if err != nil {
-			return 0, err
-		}
-		at.index, at.hash = at.index+1, hash
-		at.replayed++
+	hash, n, err := m.replay(ctx, p, id, at.index, at.hash, entries, func(e journal.Entry) error { return m.replayable(id, e) })
+	if err != nil {
+		return 0, err
 	}
+	at.index, at.hash, at.replayed = at.index+uint64(n), hash, at.replayed+n
 	return len(entries), nil
 }
 

@@ -137,6 +137,8 @@ func (m *Manager) takeSlot(ctx context.Context, held *bool, holder, rtID string,
 			// One of its runtime is starting: wait to take it over.
 		case m.cancelSpareStart():
 			// Its slot frees as soon as the start gives up.
+		case m.cancelRefresh():
+			// Likewise: a refresh is worth less than a session's start.
 		default:
 			victim = m.leastRecentlyUsed()
 		}
@@ -205,8 +207,8 @@ func (m *Manager) giveSlot(held *bool) {
 	}
 }
 
-// dropSlot gives up one slot held by no session flag: a spare's, or one of
-// the two a refresh holds while it loads. The caller does not hold m.mu.
+// dropSlot gives up one slot held by no session flag: a spare's. The
+// caller does not hold m.mu.
 func (m *Manager) dropSlot() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -214,8 +216,8 @@ func (m *Manager) dropSlot() {
 	m.notify()
 }
 
-// parkRetry is how soon a park that found the session held by its idle
-// checkpoint tries again.
+// parkRetry is how soon a park that found the session held by something
+// other than a batch (its idle checkpoint, a refresh) tries again.
 const parkRetry = 100 * time.Millisecond
 
 // armPark (re)starts a session's idle park timer. The caller holds m.mu.
@@ -234,8 +236,8 @@ func (m *Manager) armPark(s *session) {
 func (m *Manager) parkIdle(s *session, timeout time.Duration) {
 	if !s.mu.TryLock() {
 		// A batch re-arms the timer when it ends; the idle checkpoint and
-		// its refresh do not (no batch holds or waits for the session):
-		// try again once they are done.
+		// a refresh do not (no batch holds or waits for the session): try
+		// again once they are done.
 		m.mu.Lock()
 		if s.users == 0 && s.live && !s.closed {
 			s.park = time.AfterFunc(parkRetry, func() { m.parkIdle(s, timeout) })

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blendplane/blendplane/agentd/internal/journal"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/blenderprocs"
 )
@@ -158,11 +159,23 @@ func refreshRuns(s *session) bool {
 	return s.fresh != nil
 }
 
-// sessionSlots is how many slots the sessions hold (spares' aside).
+// sessionSlots is how many slots the sessions hold (spares' aside), with
+// those of refreshes in flight.
 func sessionSlots(m *Manager) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.live - m.spareSlots
+}
+
+// liveSessions counts the sessions holding a slot. The caller holds m.mu.
+func liveSessions(m *Manager) int {
+	n := 0
+	for _, s := range m.sessions {
+		if s.live {
+			n++
+		}
+	}
+	return n
 }
 
 // TestRefresh: a session whose Blender made RefreshAfter scene changes since
@@ -248,23 +261,25 @@ func TestRefresh(t *testing.T) {
 	}
 }
 
-// TestParkAfterRefresh: a session whose idle park comes while its idle
-// checkpoint and refresh hold it is parked once they are done (the park
-// used to give up: only a batch re-armed it).
-func TestParkAfterRefresh(t *testing.T) {
-	for i := range 3 {
-		m, _, rt := newManagerWith(t, func(c *Config) {
-			c.MaxLive, c.RefreshAfter = 2, 1
-			c.CheckpointIdle, c.IdleTimeout = 150*time.Millisecond, 150*time.Millisecond
-		})
-		open(t, m, rt, "s1")
-		run(t, m, "s1", "r1", create("a", "A"))
-		waitSpare(t, m, rt)
-		run(t, m, "s1", "r2", create("b", "B"))
-		for deadline := time.Now().Add(10 * time.Second); len(m.Status().Live) != 0; time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: still live after its idle timeout (%d refreshes)", i, m.Refreshed())
-			}
+// TestParkWhileHeld: a session whose idle park comes while something that
+// is not a batch holds it (its idle checkpoint, a refresh's last catch-up)
+// is parked once that is done. The park used to give up: only a batch
+// re-armed it.
+func TestParkWhileHeld(t *testing.T) {
+	m, _, rt := newManagerWith(t, func(c *Config) { c.MaxLive, c.IdleTimeout = 2, 150*time.Millisecond })
+	open(t, m, rt, "s1")
+	run(t, m, "s1", "r1", create("a", "A"))
+	s, _ := m.session("s1")
+	s.mu.Lock() // past the park's time, as a long idle checkpoint would
+	time.Sleep(500 * time.Millisecond)
+	live := len(m.Status().Live)
+	s.mu.Unlock()
+	if live != 1 {
+		t.Fatal("parked while held")
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(m.Status().Live) != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("still live after its idle timeout")
 		}
 	}
 }
@@ -340,6 +355,8 @@ func TestRefreshGivesWay(t *testing.T) {
 	m, _, rt := newManagerWith(t, func(c *Config) {
 		c.MaxLive, c.RefreshAfter, c.CheckpointEvery = 2, 2, 2
 	})
+	proceed := make(chan struct{})
+	m.afterLoad = func(context.Context) { <-proceed } // the python.exec comes while it loads
 	open(t, m, rt, "s1")
 	run(t, m, "s1", "r1", create("a", "A"))
 	waitSpare(t, m, rt)
@@ -355,6 +372,7 @@ func TestRefreshGivesWay(t *testing.T) {
 	if out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED || out[0].GetSceneHashAfter() == out[0].GetSceneHashBefore() {
 		t.Fatalf("python.exec: %v", out[0])
 	}
+	close(proceed)
 	refreshDone(t, m, "s1")
 	s.mu.Lock()
 	changes := s.changes
@@ -365,5 +383,154 @@ func TestRefreshGivesWay(t *testing.T) {
 	}
 	if out := run(t, m, "s1", "r4", create("c", "C")); out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
 		t.Fatalf("a batch after the refresh gave way: %v", out[0])
+	}
+}
+
+// TestReplayable: what a refresh replays beside the session: an entry whose
+// operation changed the scene only, not one of python.exec or one that
+// wrote files, nor the undo of either.
+func TestReplayable(t *testing.T) {
+	m, j, rt := newManager(t)
+	open(t, m, rt, "s1")
+	files := []*cpv1.Artifact{{Name: "shot.obj"}}
+	for _, c := range []struct {
+		tool, determinism string
+		artifacts         []*cpv1.Artifact
+		ok                bool
+	}{
+		{"object.create", "deterministic", nil, true},
+		{"python.exec", "nondeterministic", nil, false},
+		{"io.made_up", "deterministic", files, false},
+	} {
+		key := "key-" + c.tool
+		r := &cpv1.Receipt{IdempotencyKey: key, ToolName: c.tool, DeterminismClass: c.determinism, Artifacts: c.artifacts}
+		op := journal.Entry{Kind: "op", Key: key, Tool: c.tool, HashAfter: "h"}
+		if err := j.Commit("s1", []journal.Commit{{Receipt: r, Entry: &op}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range []journal.Entry{op, {Kind: "undo", Key: key, HashAfter: "h"}} {
+			err := m.replayable("s1", e)
+			if c.ok != (err == nil) || (err != nil && !errors.Is(err, errNotReplayable)) {
+				t.Errorf("%s (%s): %v", c.tool, e.Kind, err)
+			}
+		}
+	}
+	if err := m.replayable("s1", journal.Entry{Kind: "op", Key: "key-unknown"}); err == nil {
+		t.Error("an entry without a record is replayable")
+	}
+}
+
+// TestRefreshStops: a refresh whose session is closed, crashes or is parked,
+// whose agent shuts down, whose slot another session needs, or whose
+// session has gone too long without a checkpoint while it loads gives up: its Blender stops and its slot goes, the session goes on
+// (or is gone) with its journaled scene, and no more Blenders run than
+// slots.
+func TestRefreshStops(t *testing.T) {
+	for _, event := range []string{"close", "crash", "park", "shutdown", "slot", "cap"} {
+		t.Run(event, func(t *testing.T) {
+			m, j, rt := newManagerWith(t, func(c *Config) {
+				c.MaxLive, c.RefreshAfter, c.CheckpointEvery = 2, 2, 2
+			})
+			proceed := make(chan struct{})
+			m.afterLoad = func(ctx context.Context) { // the event comes while it loads
+				select {
+				case <-proceed:
+				case <-ctx.Done():
+				}
+			}
+			most := watchBlenders(t, m.cfg.DataDir)
+			open(t, m, rt, "s1")
+			run(t, m, "s1", "r1", create("a", "A"))
+			waitSpare(t, m, rt)
+			first := blenderPid(m, "s1")
+			head := run(t, m, "s1", "r2", create("b", "B"))[0].GetSceneHashAfter() // the refresh starts
+			s, _ := m.session("s1")
+			if !refreshRuns(s) {
+				t.Fatal("the checkpoint started no refresh")
+			}
+			switch event {
+			case "close":
+				if err := m.Close("s1"); err != nil {
+					t.Fatal(err)
+				}
+			case "crash":
+				syscall.Kill(first, syscall.SIGKILL)
+				out := run(t, m, "s1", "r3", create("c", "C")) // recovers in a new Blender
+				if out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+					t.Fatalf("the batch after the crash: %v", out[0])
+				}
+				head = out[0].GetSceneHashAfter()
+			case "park":
+				s.mu.Lock()
+				m.parkLocked(s, "test")
+				s.mu.Unlock()
+			case "shutdown":
+				m.Shutdown() // waits for the refresh
+				if left := blenderprocs.Under(m.cfg.DataDir); len(left) > 0 {
+					t.Fatalf("Blenders after the shutdown: %v", left)
+				}
+				return
+			case "slot":
+				// Both slots are held, s1's (running a batch) and the
+				// refresh's: a new session is let in, as a spare's slot would,
+				// and its first batch takes the refresh's slot rather than
+				// wait for s1 to park it.
+				busy := make(chan []*cpv1.Receipt, 1)
+				go func() {
+					busy <- run(t, m, "s1", "r3", Operation{OperationID: "sleep", MCPCallID: "c", Tool: "python.exec",
+						Args: map[string]any{"code": "import time\ntime.sleep(6)"}, Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE,
+						IdempotencyKey: "key-sleep"})
+				}()
+				for deadline := time.Now().Add(time.Minute); m.Status().Busy == 0; time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("s1's batch never ran")
+					}
+				}
+				open(t, m, rt, "s2")
+				if out := run(t, m, "s2", "x1", create("z", "Z")); out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+					t.Fatalf("s2's batch: %v", out[0])
+				}
+				if len(busy) != 0 {
+					t.Fatal("s2's batch waited for s1's")
+				}
+				<-busy
+				if blenderPid(m, "s1") != first {
+					t.Fatalf("s1 was parked for s2's batch (Blender %d, was %d)", blenderPid(m, "s1"), first)
+				}
+			case "cap":
+				// dirtyCap × CheckpointEvery changes without a checkpoint: the
+				// refresh gives up, and the checkpoint is saved when it ends.
+				ops := make([]Operation, dirtyCap*m.cfg.CheckpointEvery)
+				for k := range ops {
+					ops[k] = create(fmt.Sprint("c", k), fmt.Sprint("C", k))
+				}
+				out := run(t, m, "s1", "r3", ops...)
+				head = out[len(out)-1].GetSceneHashAfter()
+				m.refreshes.Wait()
+				js, err := j.Session("s1")
+				if err != nil || js.CheckpointIndex() != js.Head {
+					t.Fatalf("no checkpoint after the refresh gave up: %+v %v", js, err)
+				}
+			}
+			close(proceed)
+			m.refreshes.Wait()
+			if m.Refreshed() != 0 {
+				t.Fatalf("refreshed after a %s", event)
+			}
+			m.mu.Lock()
+			refreshSlots, sessions := m.live-m.spareSlots-liveSessions(m), liveSessions(m)
+			m.mu.Unlock()
+			if refreshSlots != 0 || len(m.Blenders()) != sessions || most() > 2 {
+				t.Fatalf("after a %s: %d slots of neither a session nor a spare, %d session Blenders, %d Blenders at once",
+					event, refreshSlots, len(m.Blenders()), most())
+			}
+			if event == "close" {
+				return
+			}
+			out := run(t, m, "s1", "r4", create("d", "D"))
+			if out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED || out[0].GetSceneHashBefore() != head {
+				t.Fatalf("the batch after a %s: %v (want it to start from %s)", event, out[0], head)
+			}
+		})
 	}
 }
