@@ -83,9 +83,10 @@ type Config struct {
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
 	CheckpointIdle     time.Duration
-	// RefreshAfter: after this many scene changes since its Blender loaded
-	// its scene, a session gets a fresh Blender from its next checkpoint
-	// (sessions.Config.RefreshAfter; 0: never).
+	// RefreshAfter: once its Blender changed this many of the scene's
+	// records (datablocks) since it loaded its scene, a session gets a
+	// fresh Blender from its next checkpoint (sessions.Config.RefreshAfter;
+	// 0: never).
 	RefreshAfter int
 }
 
@@ -100,7 +101,7 @@ func Defaults() Config {
 		CheckpointEvery:    500,
 		CheckpointInterval: time.Minute,
 		CheckpointIdle:     5 * time.Second,
-		RefreshAfter:       1000,
+		RefreshAfter:       3000, // about 1,000 creates
 	}
 }
 

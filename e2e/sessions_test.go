@@ -555,7 +555,9 @@ func TestSessionQuota(t *testing.T) {
 // on the scene it had, and a session below the count keeps its Blender.
 func TestRefreshAfter(t *testing.T) {
 	metrics := freeAddr(t)
-	c := startClusterOpts(t, clusterOpts{agentArgs: []string{"--refresh-after", "3", "--checkpoint-idle", "200ms", "--max-sessions", "2",
+	// A create changes three of the scene's records: two creates stay below
+	// 7, a third reaches it.
+	c := startClusterOpts(t, clusterOpts{agentArgs: []string{"--refresh-after", "7", "--checkpoint-idle", "200ms", "--max-sessions", "2",
 		"--metrics-listen", metrics}})
 	c.agentMetrics = metrics
 	refreshed := func() float64 {
@@ -564,15 +566,15 @@ func TestRefreshAfter(t *testing.T) {
 	s := c.negotiate(t).GetSessionId()
 	c.run(t, s, "p1", cubeOp("a", "A", 0), cubeOp("b", "B", 1))
 	c.waitSpares(t, 1)
-	time.Sleep(time.Second) // its idle checkpoint, two changes: no refresh
+	time.Sleep(time.Second) // its idle checkpoint, two creates: no refresh
 	if n := refreshed(); n != 0 {
-		t.Fatalf("%v refreshes after 2 changes", n)
+		t.Fatalf("%v refreshes after 2 creates", n)
 	}
 	_, rs := c.run(t, s, "p2", cubeOp("c", "C", 2))
 	head := rs[len(rs)-1].GetSceneHashAfter()
 	for deadline := time.Now().Add(time.Minute); refreshed() != 1; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no refresh after 3 changes and an idle checkpoint (%v)", refreshed())
+			t.Fatalf("no refresh after 3 creates and an idle checkpoint (%v)", refreshed())
 		}
 	}
 	p, rs := c.run(t, s, "p3", cubeOp("d", "D", 3))

@@ -32,7 +32,7 @@ func main() {
 	fs.IntVar(&cfg.CheckpointEvery, "checkpoint-every", cfg.CheckpointEvery, "checkpoint a session after this many scene changes")
 	fs.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", cfg.CheckpointInterval, "checkpoint a changed session at least this often")
 	fs.DurationVar(&cfg.CheckpointIdle, "checkpoint-idle", cfg.CheckpointIdle, "checkpoint a changed session after this long without operations")
-	fs.IntVar(&cfg.RefreshAfter, "refresh-after", cfg.RefreshAfter, "after this many scene changes, give a session a fresh Blender at its next checkpoint, when a spare is ready (it loads the checkpoint and catches up while the session goes on): frees and list walks get slower in a Blender that built a big scene itself (0: never)")
+	fs.IntVar(&cfg.RefreshAfter, "refresh-after", cfg.RefreshAfter, "after its Blender changed this many of the scene's records (datablocks; a create changes 3), give a session a fresh Blender at its next checkpoint, when a spare is ready (it loads the checkpoint and catches up while the session goes on): frees and list walks get slower in a Blender that built a big scene itself (0: never)")
 	fs.Func("label", "a label of this agent, key=value, that sessions may ask for at Negotiate (agent_selector), e.g. gpu=true (repeatable)", func(v string) error {
 		k, val, ok := strings.Cut(v, "=")
 		if !ok || !labelKey.MatchString(k) || len(val) > 63 {

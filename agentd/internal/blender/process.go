@@ -808,7 +808,7 @@ func (p *Process) outcome(c Call, r executeResult, errHash string, err error, st
 	if len(r.Files) == 0 {
 		r.Files = nil // the bridge sends []
 	}
-	return Outcome{Result: result, SceneHashBefore: r.SceneHashBefore, SceneHashAfter: r.SceneHashAfter, Mutated: r.Mutated, Undo: undo, Files: r.Files}, nil
+	return Outcome{Result: result, SceneHashBefore: r.SceneHashBefore, SceneHashAfter: r.SceneHashAfter, Mutated: r.Mutated, Undo: undo, Files: r.Files, RecordsChanged: r.RecordsChanged}, nil
 }
 
 // callLog is the logger of one call, with its correlation ids (built only

@@ -462,3 +462,32 @@ func TestDrainKillsOnCancel(t *testing.T) {
 		}
 	})
 }
+
+// TestRecordsChanged: a call reports how many of the scene's records it
+// made, changed or removed, python.exec's (which the bridge hashes anew)
+// included; a call that changes nothing reports none.
+func TestRecordsChanged(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		create := mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "A"})
+		if create.RecordsChanged < 2 { // the object and its mesh, at least
+			t.Fatalf("object.create changed %d records", create.RecordsChanged)
+		}
+		move := mustExecute(t, p, "object.set_transform", map[string]any{"name": "A", "location": []any{1, 2, 3}})
+		if move.RecordsChanged != 1 {
+			t.Fatalf("object.set_transform changed %d records", move.RecordsChanged)
+		}
+		if same := mustExecute(t, p, "object.set_transform", map[string]any{"name": "A", "location": []any{1, 2, 3}}); same.RecordsChanged != 0 {
+			t.Fatalf("a transform to where it is changed %d records", same.RecordsChanged)
+		}
+		exec := mustExecute(t, p, "python.exec", map[string]any{"code": "import bpy\n" +
+			"for i in range(50):\n    bpy.context.scene.collection.objects.link(bpy.data.objects.new('E%d' % i, None))"})
+		if exec.RecordsChanged < 50 {
+			t.Fatalf("python.exec made 50 objects and changed %d records", exec.RecordsChanged)
+		}
+		if summary := mustExecute(t, p, "scene.get_summary", map[string]any{}); summary.RecordsChanged != 0 {
+			t.Fatalf("scene.get_summary changed %d records", summary.RecordsChanged)
+		}
+		t.Logf("records changed: create %d, transform %d, python.exec of 50 empties %d", create.RecordsChanged, move.RecordsChanged, exec.RecordsChanged)
+	})
+}

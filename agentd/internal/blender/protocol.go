@@ -162,6 +162,10 @@ type Outcome struct {
 	// scene.export also removes the files it was replacing). python.exec
 	// writes files without reporting them.
 	Files []string
+	// RecordsChanged counts the scene_state_v1 records the call made,
+	// changed or removed (SCENE.md): how many of Blender's datablocks it
+	// changed, which agentd weighs a session's refresh by.
+	RecordsChanged int
 }
 
 // Fields is the tool's result decoded: what encoding/json makes of its JSON.
@@ -233,6 +237,7 @@ type executeResult struct {
 	Mutated         bool            `json:"mutated"`
 	Undo            json.RawMessage `json:"undo"`
 	Files           []string        `json:"files"`
+	RecordsChanged  int             `json:"records_changed"`
 }
 
 // maxArgsDepth is the deepest nesting of objects and arrays Execute sends to

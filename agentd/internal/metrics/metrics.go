@@ -70,7 +70,7 @@ func New(src Source) *Metrics {
 		Help: "Blender starts (sessions, restores, recoveries, previews) that adopted a spare instead of starting one."}, func() float64 { return float64(src.Adopted()) })
 	sessions := prometheus.NewDesc("blendplane_agent_sessions", "Sessions this agent holds, by whether their Blender runs.", []string{"state"}, nil)
 	refreshed := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "blendplane_sessions_refreshed_total",
-		Help: "Idle sessions given a fresh Blender (a spare) that loaded their checkpoint, after --refresh-after scene changes."}, func() float64 { return float64(src.Refreshed()) })
+		Help: "Sessions given a fresh Blender (a spare) that loaded their checkpoint, after their Blender changed --refresh-after of the scene's records."}, func() float64 { return float64(src.Refreshed()) })
 	m.reg.MustRegister(m.operations, m.bridge, commits, fsyncs, processes, spares, adopted, refreshed, memory, sessionGauge{src, sessions},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "blendplane_agentd"}))
 	return m

@@ -109,7 +109,6 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 		}
 		if commit != nil && commit.Entry != nil {
 			s.dirty++
-			s.changes++
 		}
 		if h := r.GetSceneHashAfter(); h != "" {
 			s.sceneHash = h
@@ -323,6 +322,7 @@ func (m *Manager) finish(ctx context.Context, s *session, requestID string, op O
 		r.Artifacts = m.artifacts(s, out.Files, log)
 		commit := &journal.Commit{Receipt: r, Undo: out.Undo}
 		if out.SceneHashAfter != out.SceneHashBefore {
+			s.changes += max(out.RecordsChanged, 1)
 			commit.Entry = &journal.Entry{Kind: "op", Key: op.IdempotencyKey, Tool: op.Tool, Args: op.Args,
 				MutationID: mutationID, HashAfter: out.SceneHashAfter}
 		}

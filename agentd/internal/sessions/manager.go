@@ -47,9 +47,10 @@ type Config struct {
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
 	CheckpointIdle     time.Duration
-	// RefreshAfter: a session whose Blender has made this many scene
-	// changes since it loaded its scene gets a fresh Blender from its next
-	// checkpoint on, when a spare is ready (refresh.go). 0: never.
+	// RefreshAfter: a session whose Blender has changed this many of the
+	// scene's records (Outcome.RecordsChanged) since it loaded its scene
+	// gets a fresh Blender from its next checkpoint on, when a spare is
+	// ready (refresh.go). 0: never.
 	RefreshAfter int
 	// Faults enables test-only fault injection in the bridge (e.g. "undo").
 	Faults []string
@@ -122,8 +123,8 @@ type session struct {
 	// Scene changes since the last checkpoint, and when it was taken.
 	dirty          int
 	lastCheckpoint time.Time
-	// changes counts the scene changes its Blender made since it loaded
-	// the scene (a start, a recovery, a refresh), replays included.
+	// changes counts the scene's records its Blender changed since it
+	// loaded the scene (a start, a recovery, a refresh), replays included.
 	changes int
 	idle    *time.Timer // the idle checkpoint
 	// fresh is its refresh in flight, if any (refresh.go).

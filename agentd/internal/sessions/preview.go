@@ -103,7 +103,7 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 	defer p.Stop(5 * time.Second)
 	hash, err := p.SceneHash(ctx)
 	if err == nil {
-		hash, err = m.rebuild(ctx, p, s.id, hash, js.Checkpoint, cpPath, entries)
+		hash, _, err = m.rebuild(ctx, p, s.id, hash, js.Checkpoint, cpPath, entries)
 	}
 	if err == nil && hash != js.HeadHash {
 		err = fmt.Errorf("the fork hashes to %s, the journal head says %s", hash, js.HeadHash)

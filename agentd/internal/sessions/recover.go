@@ -67,14 +67,15 @@ func (m *Manager) recover(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	if hash, err = m.rebuild(ctx, s.proc, s.id, hash, js.Checkpoint, cpPath, entries); err != nil {
+	changed := 0
+	if hash, changed, err = m.rebuild(ctx, s.proc, s.id, hash, js.Checkpoint, cpPath, entries); err != nil {
 		return err
 	}
 	if hash != js.HeadHash {
 		return fmt.Errorf("recovered scene hash %s, journal head says %s", hash, js.HeadHash)
 	}
 	s.sceneHash = hash
-	s.dirty, s.changes = len(entries), len(entries)
+	s.dirty, s.changes = len(entries), changed
 	from := js.CheckpointIndex()
 	msg := "session started"
 	if js.Checkpoint != nil || len(entries) > 0 {
@@ -87,36 +88,39 @@ func (m *Manager) recover(ctx context.Context, s *session) error {
 
 // rebuild brings p, on the baseline scene (hash), to a session's journaled
 // scene: the checkpoint cp (read from path: its file, or a link to it), then
-// the journal entries after it, each checked against its journaled hash.
-func (m *Manager) rebuild(ctx context.Context, p *blender.Process, id, hash string, cp *journal.Checkpoint, path string, entries []journal.Entry) (string, error) {
+// the journal entries after it, each checked against its journaled hash. It
+// returns the scene hash and the scene's records the entries changed
+// (replay).
+func (m *Manager) rebuild(ctx context.Context, p *blender.Process, id, hash string, cp *journal.Checkpoint, path string, entries []journal.Entry) (string, int, error) {
 	var from uint64
 	if cp != nil {
 		var err error
 		if hash, err = p.LoadCheckpoint(ctx, path); err != nil {
-			return "", fmt.Errorf("load checkpoint %s: %w", cp.Path, err)
+			return "", 0, fmt.Errorf("load checkpoint %s: %w", cp.Path, err)
 		}
 		if hash != cp.SceneHash {
-			return "", fmt.Errorf("checkpoint %s hashes to %s, journal says %s", cp.Path, hash, cp.SceneHash)
+			return "", 0, fmt.Errorf("checkpoint %s hashes to %s, journal says %s", cp.Path, hash, cp.SceneHash)
 		}
 		from = cp.Index
 	}
-	hash, _, err := m.replay(ctx, p, id, from, hash, entries, nil)
-	return hash, err
+	hash, _, changed, err := m.replay(ctx, p, id, from, hash, entries, nil)
+	return hash, changed, err
 }
 
 // replay replays entries, the journal's after index from, into p (on the
 // scene hash), each checked against its journaled hash, and returns the
-// hash after the last and how many it replayed. Runs of operations go
+// hash after the last, how many it replayed and the scene's records they
+// changed (Outcome.RecordsChanged; an undo counts one). Runs of operations go
 // through Process.ExecuteBatch, pipelined as a batch ran them; undos one by
 // one. vet, if set, must pass each entry first.
-func (m *Manager) replay(ctx context.Context, p *blender.Process, id string, from uint64, hash string, entries []journal.Entry, vet func(journal.Entry) error) (string, int, error) {
+func (m *Manager) replay(ctx context.Context, p *blender.Process, id string, from uint64, hash string, entries []journal.Entry, vet func(journal.Entry) error) (string, int, int, error) {
 	vetted := func(e journal.Entry) error {
 		if vet == nil {
 			return nil
 		}
 		return vet(e)
 	}
-	done := 0
+	done, changed := 0, 0
 	for done < len(entries) {
 		if e := entries[done]; e.Kind != "op" {
 			err := vetted(e)
@@ -124,15 +128,15 @@ func (m *Manager) replay(ctx context.Context, p *blender.Process, id string, fro
 				hash, err = m.replayEntry(ctx, p, id, from+uint64(done)+1, e)
 			}
 			if err != nil {
-				return "", done, err
+				return "", done, changed, err
 			}
-			done++
+			done, changed = done+1, changed+1
 			continue
 		}
 		run := 0 // the run of operations from done
 		for ; done+run < len(entries) && entries[done+run].Kind == "op"; run++ {
 			if err := vetted(entries[done+run]); err != nil {
-				return "", done, err
+				return "", done, changed, err
 			}
 		}
 		calls := make([]blender.Call, run)
@@ -149,7 +153,7 @@ func (m *Manager) replay(ctx context.Context, p *blender.Process, id string, fro
 			case r.Outcome.SceneHashAfter != e.HashAfter:
 				err = fmt.Errorf("replay entry %d: scene hash %s, journal says %s", index, r.Outcome.SceneHashAfter, e.HashAfter)
 			default:
-				hash = r.Outcome.SceneHashAfter
+				hash, changed = r.Outcome.SceneHashAfter, changed+max(r.Outcome.RecordsChanged, 1)
 			}
 			return err == nil
 		})
@@ -157,11 +161,11 @@ func (m *Manager) replay(ctx context.Context, p *blender.Process, id string, fro
 			err = fmt.Errorf("replay stopped after %d of %d entries from %d", n, run, from+uint64(done)+1)
 		}
 		if err != nil {
-			return "", done, err
+			return "", done, changed, err
 		}
 		done += run
 	}
-	return hash, done, nil
+	return hash, done, changed, nil
 }
 
 // replayEntry replays the journal entry at index into p and checks the scene

@@ -19,8 +19,9 @@ import (
 // walks pay for. At 10,000 objects the undo of a create costs 1.2 ms before
 // a load and 0.2 after (BENCHMARKS.md, ToolFamilies' reloaded rows).
 //
-// So once a session's Blender has made Config.RefreshAfter scene changes
-// since it loaded its scene, the next checkpoint (a batch's or the idle
+// So once a session's Blender has changed Config.RefreshAfter of the
+// scene's records (its datablocks, Outcome.RecordsChanged: a call that
+// makes many objects counts for each) since it loaded its scene, the next checkpoint (a batch's or the idle
 // one) hands the session to the ready spare of its runtime. The spare loads
 // the checkpoint and replays the journal after it while the session goes
 // on with its own Blender, in rounds; once the session is at most
@@ -55,7 +56,7 @@ var errNotReplayable = errors.New("not replayed beside the session")
 // and Manager.refreshing (guarded by Manager.mu: its slot and Blender).
 type refreshing struct {
 	cancel context.CancelCauseFunc // stops it, saying why: it then gives up
-	pid    int                // its Blender's
+	pid    int                     // its Blender's
 }
 
 // refreshDue reports whether the session's Blender has made enough scene
@@ -117,7 +118,7 @@ func (m *Manager) refresh(ctx context.Context, s *session, p *blender.Process, c
 	at := caughtUp{index: cp.Index}
 	var err error
 	if at.hash, err = p.Adopt(ctx, m.base.With("session_id", s.id), s.sandbox, s.memoryLimitMiB); err == nil {
-		at.hash, err = m.rebuild(ctx, p, s.id, at.hash, &cp, cp.Path, nil)
+		at.hash, _, err = m.rebuild(ctx, p, s.id, at.hash, &cp, cp.Path, nil)
 	}
 	loaded := time.Since(start)
 	if m.afterLoad != nil {
@@ -199,7 +200,7 @@ func (m *Manager) takeOver(ctx context.Context, s *session, p, old *blender.Proc
 		return 0, ctx.Err() // stopped just now: p is going
 	}
 	s.setProc(p)
-	s.changes = at.replayed
+	s.changes = at.changed
 	return time.Since(locked), nil
 }
 
@@ -225,12 +226,13 @@ func (m *Manager) cancelRefresh() bool {
 }
 
 // caughtUp is how far a refresh's Blender has come through the journal: the
-// last entry it replayed (or the checkpoint's), the scene hash there, and
-// how many entries it replayed.
+// last entry it replayed (or the checkpoint's), the scene hash there, how
+// many entries it replayed and the records they changed.
 type caughtUp struct {
 	index    uint64
 	hash     string
 	replayed int
+	changed  int
 }
 
 // catchUp replays into p the journal entries after at, and reports how many.
@@ -250,11 +252,11 @@ func (m *Manager) catchUp(ctx context.Context, id string, p *blender.Process, at
 	if js.CheckpointIndex() > at.index {
 		return 0, fmt.Errorf("a checkpoint at entry %d dropped entries after %d", js.CheckpointIndex(), at.index)
 	}
-	hash, n, err := m.replay(ctx, p, id, at.index, at.hash, entries, func(e journal.Entry) error { return m.replayable(id, e) })
+	hash, n, changed, err := m.replay(ctx, p, id, at.index, at.hash, entries, func(e journal.Entry) error { return m.replayable(id, e) })
 	if err != nil {
 		return 0, err
 	}
-	at.index, at.hash, at.replayed = at.index+uint64(n), hash, at.replayed+n
+	at.index, at.hash, at.replayed, at.changed = at.index+uint64(n), hash, at.replayed+n, at.changed+changed
 	return len(entries), nil
 }
 

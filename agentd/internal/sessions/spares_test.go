@@ -188,7 +188,9 @@ func liveSessions(m *Manager) int {
 // cannot take over, it keeps it too, and the count starts again.
 func TestRefresh(t *testing.T) {
 	m, _, rt := newManagerWith(t, func(c *Config) {
-		c.MaxLive, c.CheckpointIdle, c.RefreshAfter, c.CheckpointEvery = 2, 100*time.Millisecond, 3, 3
+		// A create changes three records (its object, its mesh, the active
+		// object): two creates stay below the count, three reach it.
+		c.MaxLive, c.CheckpointIdle, c.RefreshAfter, c.CheckpointEvery = 2, 100*time.Millisecond, 7, 3
 	})
 	most := watchBlenders(t, m.cfg.DataDir)
 	open(t, m, rt, "s1")
@@ -197,17 +199,17 @@ func TestRefresh(t *testing.T) {
 	first := blenderPid(m, "s1")
 	idleDone(t, m, "s1")
 	if m.Refreshed() != 0 || blenderPid(m, "s1") != first {
-		t.Fatalf("refreshed after 2 changes (Blender %d, was %d)", blenderPid(m, "s1"), first)
+		t.Fatalf("refreshed after 2 creates (Blender %d, was %d)", blenderPid(m, "s1"), first)
 	}
 
-	// The third change reaches CheckpointEvery: the batch checkpoints, and
-	// that starts the refresh.
+	// The third create reaches the count and CheckpointEvery: the batch
+	// checkpoints, and that starts the refresh.
 	out := run(t, m, "s1", "r2", create("c", "C"))
 	head := out[0].GetSceneHashAfter()
 	waitRefreshes(t, m, 1)
 	idleDone(t, m, "s1")
 	if blenderPid(m, "s1") != spare {
-		t.Fatalf("after 3 changes: Blender %d (spare %d, was %d)", blenderPid(m, "s1"), spare, first)
+		t.Fatalf("after 3 creates: Blender %d (spare %d, was %d)", blenderPid(m, "s1"), spare, first)
 	}
 	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(first, 0) == nil; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -281,6 +283,37 @@ func TestParkWhileHeld(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("still live after its idle timeout")
 		}
+	}
+}
+
+// TestRefreshWeighsChanges: the count is of the scene's records a session's
+// Blender changed, not of its calls: one python.exec that makes many
+// objects is as many changes (a Blender that built its scene in one script
+// is as slow as one that built it call by call).
+func TestRefreshWeighsChanges(t *testing.T) {
+	m, _, rt := newManagerWith(t, func(c *Config) {
+		c.MaxLive, c.RefreshAfter, c.CheckpointEvery = 2, 50, 1
+	})
+	open(t, m, rt, "s1")
+	run(t, m, "s1", "r1", create("a", "A"))
+	spare := waitSpare(t, m, rt)
+	refreshDone(t, m, "s1")
+	if m.Refreshed() != 0 {
+		t.Fatal("refreshed after one create")
+	}
+	out := run(t, m, "s1", "r2", Operation{OperationID: "exec", MCPCallID: "c", Tool: "python.exec",
+		Args: map[string]any{"code": "import bpy\nfor i in range(60):\n" +
+			"    bpy.context.scene.collection.objects.link(bpy.data.objects.new('E%d' % i, None))"},
+		Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-exec"})
+	waitRefreshes(t, m, 1)
+	refreshDone(t, m, "s1")
+	s, _ := m.session("s1")
+	s.mu.Lock()
+	hash, err := s.proc.SceneHash(context.Background())
+	s.mu.Unlock()
+	if blenderPid(m, "s1") != spare || err != nil || hash != out[0].GetSceneHashAfter() {
+		t.Fatalf("after a python.exec of 60 objects: Blender %d (spare %d), scene %s %v (want %s)",
+			blenderPid(m, "s1"), spare, hash, err, out[0].GetSceneHashAfter())
 	}
 }
 

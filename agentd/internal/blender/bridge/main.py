@@ -51,9 +51,11 @@ execute whose rollback could not restore the scene (python.exec has none) it
 differs from the hash before, and agentd rebuilds the session.
 
 execute answers ``{"result": {...}, "undo": record|null, "files": [names],
-"scene_hash_before", "scene_hash_after", "mutated"}``: ``files`` are the
-plain names (sorted) of the files the call wrote into the sandbox
-(Tx.wrote). The tool's part (result, undo record, files) is encoded inside
+"scene_hash_before", "scene_hash_after", "mutated", "records_changed"}``:
+``files`` are the plain names (sorted) of the files the call wrote into the
+sandbox (Tx.wrote); ``records_changed`` counts the scene's records the call
+made, changed or removed (STATE.changed), which agentd weighs a session's
+refresh by. The tool's part (result, undo record, files) is encoded inside
 the tool's transaction: a result that is not JSON (NaN) fails with
 internal_error, and one larger than MAX_RESULT_BYTES (16 MiB of compact JSON;
 scene.snapshot of 10,000 planes is 4.6 MB) with invalid_input, and either
@@ -294,7 +296,7 @@ def execute(params):
     mid = params.get("mutation_id")
     tx = registry.Tx(name, inject if isinstance(inject, str) else None, mid if isinstance(mid, str) else None,
                      progress=emit_progress)
-    t0 = time.time()
+    t0, changed = time.time(), STATE.changed
     try:
         n = test_hook(params, "inject_progress")
         if isinstance(n, int) and not isinstance(n, bool):
@@ -311,7 +313,8 @@ def execute(params):
     after = STATE.scene_hash()
     if LOG["debug"]:
         debug("tool done", tool=name, ms=round((time.time() - t0) * 1000, 3), mutated=after != before)
-    hashes = compact({"scene_hash_before": before, "scene_hash_after": after, "mutated": after != before})
+    hashes = compact({"scene_hash_before": before, "scene_hash_after": after, "mutated": after != before,
+                      "records_changed": STATE.changed - changed})
     return Encoded(reply[:-1] + "," + hashes[1:])
 
 

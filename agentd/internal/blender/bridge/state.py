@@ -54,6 +54,10 @@ class SceneState:
         self.digests = {}
         self.acc = 0
         self.actives = {}
+        # How many records changed digest (made, changed or gone) since the
+        # bridge started: what a call changed in Blender's datablocks, which
+        # agentd weighs a session's Blender by (its refresh).
+        self.changed = 0
 
     def active_name(self, scene_name):
         """(known, name): the name of the active object of the scene's first
@@ -69,6 +73,7 @@ class SceneState:
     def rebuild(self):
         """Every digest from scratch, in one pass; refills INDEX."""
         INDEX.invalidate()
+        old, changed = self.digests, self.changed
         self.digests = {}
         self.acc = 0
         self.actives = {}
@@ -80,9 +85,13 @@ class SceneState:
         INDEX.refresh_members(members)
         for kind, _, db, rec in all_records_with(members):
             self._record(kind, db.name, rec)
+        new = self.digests
+        self.changed = changed + sum(1 for k, d in new.items() if old.get(k) != d) + sum(1 for k in old if k not in new)
 
     def _set(self, key, digest):
         old = self.digests.pop(key, None)
+        if old != digest:
+            self.changed += 1
         if old is not None:
             self.acc = (self.acc - term(key, old)) % (1 << 256)
         if digest is not None:
