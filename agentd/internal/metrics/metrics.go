@@ -28,8 +28,8 @@ type Source interface {
 	// Adopted the starts that took one.
 	Spares() int
 	Adopted() uint64
-	// Refreshed counts the idle sessions given a fresh Blender that loaded
-	// their checkpoint.
+	// Refreshed counts the sessions given a fresh Blender that loaded their
+	// checkpoint.
 	Refreshed() uint64
 }
 

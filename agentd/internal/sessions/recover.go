@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,6 +48,9 @@ func (m *Manager) recover(ctx context.Context, s *session) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recoverTimeout)
 	defer cancel()
 	start := time.Now()
+	if s.fresh != nil {
+		s.fresh.cancel(errors.New("its session recovered")) // it replays beside a Blender about to go
+	}
 	if s.proc != nil {
 		s.proc.Stop(time.Second)
 		s.setProc(nil)
@@ -204,12 +208,13 @@ func (m *Manager) checkpointIfDue(s *session) {
 	}
 	if s.fresh != nil {
 		// A checkpoint would drop journal entries the refresh has yet to
-		// replay; the refresh calls this again when it ends, which it does
-		// at once past the cap.
-		if m.cfg.CheckpointEvery > 0 && s.dirty >= dirtyCap*m.cfg.CheckpointEvery {
-			s.fresh.cancel(fmt.Errorf("%d changes without a checkpoint", s.dirty))
+		// replay; the refresh calls this again when it ends. Past the cap
+		// it is stopped, and can no longer take over (it takes over under
+		// s.mu, which the caller holds): the checkpoint goes ahead.
+		if m.cfg.CheckpointEvery <= 0 || s.dirty < dirtyCap*m.cfg.CheckpointEvery {
+			return
 		}
-		return
+		s.fresh.cancel(fmt.Errorf("%d changes without a checkpoint", s.dirty))
 	}
 	if s.dirty > 0 && (s.dirty >= m.cfg.CheckpointEvery || time.Since(s.lastCheckpoint) >= m.cfg.CheckpointInterval) {
 		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)

@@ -56,7 +56,9 @@ var errNotReplayable = errors.New("not replayed beside the session")
 // and Manager.refreshing (guarded by Manager.mu: its slot and Blender).
 type refreshing struct {
 	cancel context.CancelCauseFunc // stops it, saying why: it then gives up
-	pid    int                     // its Blender's
+	// pid is its Blender's, or after a takeover the old one's, until it
+	// stops; guarded by Manager.mu.
+	pid int
 }
 
 // refreshDue reports whether the session's Blender has made enough scene
@@ -201,6 +203,9 @@ func (m *Manager) takeOver(ctx context.Context, s *session, p, old *blender.Proc
 	}
 	s.setProc(p)
 	s.changes = at.changed
+	m.mu.Lock()
+	s.fresh.pid = old.Pid() // the refresh's Blender until it stops (Blenders)
+	m.mu.Unlock()
 	return time.Since(locked), nil
 }
 

@@ -138,7 +138,8 @@ func (m *Manager) takeSlot(ctx context.Context, held *bool, holder, rtID string,
 		case m.cancelSpareStart():
 			// Its slot frees as soon as the start gives up.
 		case m.cancelRefresh():
-			// Likewise: a refresh is worth less than a session's start.
+			// Likewise: a refresh is worth less than a session's start or
+			// a preview.
 		default:
 			victim = m.leastRecentlyUsed()
 		}

@@ -268,12 +268,12 @@ func TestRefresh(t *testing.T) {
 // is parked once that is done. The park used to give up: only a batch
 // re-armed it.
 func TestParkWhileHeld(t *testing.T) {
-	m, _, rt := newManagerWith(t, func(c *Config) { c.MaxLive, c.IdleTimeout = 2, 150*time.Millisecond })
+	m, _, rt := newManagerWith(t, func(c *Config) { c.MaxLive, c.IdleTimeout = 2, 500*time.Millisecond })
 	open(t, m, rt, "s1")
 	run(t, m, "s1", "r1", create("a", "A"))
 	s, _ := m.session("s1")
 	s.mu.Lock() // past the park's time, as a long idle checkpoint would
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond)
 	live := len(m.Status().Live)
 	s.mu.Unlock()
 	if live != 1 {
@@ -481,6 +481,9 @@ func TestRefreshStops(t *testing.T) {
 			if !refreshRuns(s) {
 				t.Fatal("the checkpoint started no refresh")
 			}
+			m.mu.Lock()
+			loading := s.fresh.pid
+			m.mu.Unlock()
 			switch event {
 			case "close":
 				if err := m.Close("s1"); err != nil {
@@ -498,7 +501,13 @@ func TestRefreshStops(t *testing.T) {
 				m.parkLocked(s, "test")
 				s.mu.Unlock()
 			case "shutdown":
-				m.Shutdown() // waits for the refresh
+				done := make(chan struct{})
+				go func() { m.Shutdown(); close(done) }() // it waits for the refresh
+				select {
+				case <-done:
+				case <-time.After(time.Minute):
+					t.Fatal("the shutdown waits for the refresh")
+				}
 				if left := blenderprocs.Under(m.cfg.DataDir); len(left) > 0 {
 					t.Fatalf("Blenders after the shutdown: %v", left)
 				}
@@ -508,11 +517,12 @@ func TestRefreshStops(t *testing.T) {
 				// refresh's: a new session is let in, as a spare's slot would,
 				// and its first batch takes the refresh's slot rather than
 				// wait for s1 to park it.
-				busy := make(chan []*cpv1.Receipt, 1)
+				busy := make(chan error, 1)
 				go func() {
-					busy <- run(t, m, "s1", "r3", Operation{OperationID: "sleep", MCPCallID: "c", Tool: "python.exec",
-						Args: map[string]any{"code": "import time\ntime.sleep(6)"}, Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE,
-						IdempotencyKey: "key-sleep"})
+					busy <- m.Execute(context.Background(), "s1", "r3", []Operation{{OperationID: "sleep", MCPCallID: "c",
+						Tool: "python.exec", Args: map[string]any{"code": "import time\ntime.sleep(6)"},
+						Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-sleep"}},
+						func(*cpv1.Receipt) error { return nil }, nil)
 				}()
 				for deadline := time.Now().Add(time.Minute); m.Status().Busy == 0; time.Sleep(10 * time.Millisecond) {
 					if time.Now().After(deadline) {
@@ -526,27 +536,35 @@ func TestRefreshStops(t *testing.T) {
 				if len(busy) != 0 {
 					t.Fatal("s2's batch waited for s1's")
 				}
-				<-busy
+				if err := <-busy; err != nil {
+					t.Fatalf("s1's batch: %v", err)
+				}
 				if blenderPid(m, "s1") != first {
 					t.Fatalf("s1 was parked for s2's batch (Blender %d, was %d)", blenderPid(m, "s1"), first)
 				}
 			case "cap":
 				// dirtyCap × CheckpointEvery changes without a checkpoint: the
-				// refresh gives up, and the checkpoint is saved when it ends.
+				// refresh gives up, and the batch saves the checkpoint.
 				ops := make([]Operation, dirtyCap*m.cfg.CheckpointEvery)
 				for k := range ops {
 					ops[k] = create(fmt.Sprint("c", k), fmt.Sprint("C", k))
 				}
 				out := run(t, m, "s1", "r3", ops...)
 				head = out[len(out)-1].GetSceneHashAfter()
-				m.refreshes.Wait()
 				js, err := j.Session("s1")
 				if err != nil || js.CheckpointIndex() != js.Head {
-					t.Fatalf("no checkpoint after the refresh gave up: %+v %v", js, err)
+					t.Fatalf("no checkpoint past the cap: %+v %v", js, err)
+				}
+			}
+			// Its Blender and slot go at once, though the refresh itself
+			// still waits (afterLoad) until proceed.
+			for deadline := time.Now().Add(time.Minute); syscall.Kill(loading, 0) == nil || len(m.Blenders()) != liveCount(m); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("after a %s, the refresh's Blender %d still runs or is counted", event, loading)
 				}
 			}
 			close(proceed)
-			m.refreshes.Wait()
+			refreshesEnd(t, m)
 			if m.Refreshed() != 0 {
 				t.Fatalf("refreshed after a %s", event)
 			}
@@ -565,5 +583,24 @@ func TestRefreshStops(t *testing.T) {
 				t.Fatalf("the batch after a %s: %v (want it to start from %s)", event, out[0], head)
 			}
 		})
+	}
+}
+
+// liveCount counts the sessions holding a slot.
+func liveCount(m *Manager) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return liveSessions(m)
+}
+
+// refreshesEnd waits until no refresh runs.
+func refreshesEnd(t *testing.T, m *Manager) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { m.refreshes.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("a refresh did not end")
 	}
 }
