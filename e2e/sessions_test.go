@@ -549,16 +549,19 @@ func TestSessionQuota(t *testing.T) {
 	}
 }
 
-// TestRefreshAfter: agentd with --refresh-after gives an idle session whose
-// Blender made that many scene changes a fresh Blender (the spare) that
-// loads its checkpoint; the metric counts it, the session's next plan runs
-// on the scene it had, and a session below the count keeps its Blender.
+// TestRefreshAfter: agentd with --refresh-after gives a session whose
+// Blender changed that many of the scene's records a fresh Blender (the
+// spare) that loads its checkpoint, from the next checkpoint on; the metric
+// counts it, the session's next plan runs on the scene it had, and a session
+// below the count keeps its Blender. A session whose plans come back to
+// back is refreshed too, at a checkpoint of its own, and none of its plans
+// fails or loses a change.
 func TestRefreshAfter(t *testing.T) {
 	metrics := freeAddr(t)
 	// A create changes three of the scene's records: two creates stay below
 	// 7, a third reaches it.
-	c := startClusterOpts(t, clusterOpts{agentArgs: []string{"--refresh-after", "7", "--checkpoint-idle", "200ms", "--max-sessions", "2",
-		"--metrics-listen", metrics}})
+	c := startClusterOpts(t, clusterOpts{agentArgs: []string{"--refresh-after", "7", "--checkpoint-idle", "200ms", "--checkpoint-every", "3",
+		"--max-sessions", "2", "--metrics-listen", metrics}})
 	c.agentMetrics = metrics
 	refreshed := func() float64 {
 		return scrape(t, "http://"+metrics+"/metrics", "")["blendplane_sessions_refreshed_total"]
@@ -574,11 +577,32 @@ func TestRefreshAfter(t *testing.T) {
 	head := rs[len(rs)-1].GetSceneHashAfter()
 	for deadline := time.Now().Add(time.Minute); refreshed() != 1; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no refresh after 3 creates and an idle checkpoint (%v)", refreshed())
+			t.Fatalf("no refresh after 3 creates and a checkpoint (%v)", refreshed())
 		}
 	}
 	p, rs := c.run(t, s, "p3", cubeOp("d", "D", 3))
 	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED || rs[0].GetSceneHashBefore() != head {
 		t.Fatalf("the plan after the refresh: %v, starts from %s, want %s", p.GetState(), rs[0].GetSceneHashBefore(), head)
+	}
+
+	// Back to back: a batch's checkpoint starts the refresh, and the plans
+	// go on while the spare loads and catches up.
+	c.waitSpares(t, 1)
+	head = rs[0].GetSceneHashAfter()
+	busy := 0
+	for i := 0; refreshed() != 2; i, busy = i+1, busy+1 {
+		if i == 300 {
+			t.Fatalf("no refresh in 300 plans back to back (%v)", refreshed())
+		}
+		p, rs := c.run(t, s, fmt.Sprintf("busy-%d", i), cubeOp("e", fmt.Sprintf("E%d", i), 4+i))
+		if p.GetState() != cpv1.Plan_STATE_SUCCEEDED || rs[0].GetSceneHashBefore() != head {
+			t.Fatalf("plan %d: %v, starts from %s, want %s", i, p.GetState(), rs[0].GetSceneHashBefore(), head)
+		}
+		head = rs[0].GetSceneHashAfter()
+	}
+	t.Logf("refreshed while plans ran back to back, after %d of them", busy)
+	p, rs = c.run(t, s, "p4", cubeOp("f", "F", 400))
+	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED || rs[0].GetSceneHashBefore() != head {
+		t.Fatalf("the plan after the busy refresh: %v, starts from %s, want %s", p.GetState(), rs[0].GetSceneHashBefore(), head)
 	}
 }
