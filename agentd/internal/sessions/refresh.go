@@ -21,23 +21,25 @@ import (
 //
 // So once a session's Blender has changed Config.RefreshAfter of the
 // scene's records (its datablocks, Outcome.RecordsChanged: a call that
-// makes many objects counts for each) since it loaded its scene, the next checkpoint (a batch's or the idle
-// one) hands the session to the ready spare of its runtime. The spare loads
-// the checkpoint and replays the journal after it while the session goes
-// on with its own Blender, in rounds; once the session is at most
-// catchUpLocked entries ahead, the spare takes the session's lock for those
-// and takes over if its scene hash is the journaled head's; the old Blender
+// makes many objects counts for each) since it loaded its scene, the next
+// checkpoint (a batch's or the idle one) hands the session to the ready
+// spare of its runtime. The spare loads the checkpoint and replays the
+// journal after it while the session goes on with its own Blender, in
+// rounds; once little is left, it takes the session's lock for that and
+// takes over if its scene hash is the journaled head's; the old Blender
 // stops. The session waits for that last catch-up only, never for the load.
 
 // Catching up: a refresh replays the journal beside the running session in
 // rounds, each from where the last ended. After each it takes the session's
 // lock (so after the batch that runs) and looks how far behind it is: at
-// most catchUpLocked entries, it replays them there; more, it lets go for
+// most catchUpLocked entries, or as many as it replays in catchUpHold at
+// the pace of its last round, it replays them there; more, it lets go for
 // another round, and gives up after catchUpRounds. A session that changes
 // faster than a replay follows it is not refreshed.
 const (
 	catchUpRounds = 8
 	catchUpLocked = 32
+	catchUpHold   = 20 * time.Millisecond
 )
 
 // dirtyCap bounds, in multiples of Config.CheckpointEvery, the changes a
@@ -166,8 +168,14 @@ func (m *Manager) refresh(ctx context.Context, s *session, p *blender.Process, c
 // the session waited.
 func (m *Manager) takeOver(ctx context.Context, s *session, p, old *blender.Process, at *caughtUp, watch func() bool) (time.Duration, error) {
 	for round := 1; ; round++ {
-		if _, err := m.catchUp(ctx, s.id, p, at); err != nil {
+		start := time.Now()
+		n, err := m.catchUp(ctx, s.id, p, at)
+		if err != nil {
 			return 0, err
+		}
+		var pace time.Duration // per entry, this round
+		if n > 0 {
+			pace = time.Since(start) / time.Duration(n)
 		}
 		s.mu.Lock() // after the batch that runs, if one does
 		if s.proc != old || !s.alive() || s.broken != nil || ctx.Err() != nil {
@@ -175,7 +183,7 @@ func (m *Manager) takeOver(ctx context.Context, s *session, p, old *blender.Proc
 			return 0, errors.New("the session stopped or changed Blenders meanwhile")
 		}
 		js, err := m.journal.Session(s.id)
-		if err == nil && js.Head-at.index <= catchUpLocked {
+		if err == nil && closeEnough(js.Head-at.index, pace) {
 			break // with the lock
 		}
 		s.mu.Unlock()
@@ -207,6 +215,13 @@ func (m *Manager) takeOver(ctx context.Context, s *session, p, old *blender.Proc
 	s.fresh.pid = old.Pid() // the refresh's Blender until it stops (Blenders)
 	m.mu.Unlock()
 	return time.Since(locked), nil
+}
+
+// closeEnough says whether a refresh behind by that many entries replays
+// them under the session's lock: at most catchUpLocked, or as many as take
+// at most catchUpHold at pace (0: unknown).
+func closeEnough(behind uint64, pace time.Duration) bool {
+	return behind <= catchUpLocked || pace > 0 && behind <= uint64(catchUpHold/pace)
 }
 
 // endRefresh gives up the slot of one of a refresh's two Blenders, once it

@@ -419,6 +419,24 @@ func TestRefreshGivesWay(t *testing.T) {
 	}
 }
 
+// TestCloseEnough: a refresh takes the session's lock for at most 32
+// entries, or for as many as its last round replayed in 20 ms.
+func TestCloseEnough(t *testing.T) {
+	for _, c := range []struct {
+		behind uint64
+		pace   time.Duration
+		want   bool
+	}{
+		{0, 0, true}, {32, 0, true}, {33, 0, false},
+		{100, 100 * time.Microsecond, true}, {200, 100 * time.Microsecond, true}, {201, 100 * time.Microsecond, false},
+		{33, time.Millisecond, false}, {20, time.Second, true},
+	} {
+		if got := closeEnough(c.behind, c.pace); got != c.want {
+			t.Errorf("closeEnough(%d, %s) = %v", c.behind, c.pace, got)
+		}
+	}
+}
+
 // TestReplayable: what a refresh replays beside the session: an entry whose
 // operation changed the scene only, not one of python.exec or one that
 // wrote files, nor the undo of either.
