@@ -118,16 +118,19 @@ func (m *Manager) rebuild(ctx context.Context, p *blender.Process, id, hash stri
 // through Process.ExecuteBatch, pipelined as a batch ran them; undos one by
 // one. vet, if set, must pass each entry first.
 func (m *Manager) replay(ctx context.Context, p *blender.Process, id string, from uint64, hash string, entries []journal.Entry, vet func(journal.Entry) error) (string, int, int, error) {
-	vetted := func(e journal.Entry) error {
+	vetted := func(k int) error {
 		if vet == nil {
 			return nil
 		}
-		return vet(e)
+		if err := vet(entries[k]); err != nil {
+			return fmt.Errorf("entry %d: %w", from+uint64(k)+1, err)
+		}
+		return nil
 	}
 	done, changed := 0, 0
 	for done < len(entries) {
 		if e := entries[done]; e.Kind != "op" {
-			err := vetted(e)
+			err := vetted(done)
 			if err == nil {
 				hash, err = m.replayEntry(ctx, p, id, from+uint64(done)+1, e)
 			}
@@ -139,7 +142,7 @@ func (m *Manager) replay(ctx context.Context, p *blender.Process, id string, fro
 		}
 		run := 0 // the run of operations from done
 		for ; done+run < len(entries) && entries[done+run].Kind == "op"; run++ {
-			if err := vetted(entries[done+run]); err != nil {
+			if err := vetted(done + run); err != nil {
 				return "", done, changed, err
 			}
 		}
