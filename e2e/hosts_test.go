@@ -329,13 +329,18 @@ func TestHostsLiveness(t *testing.T) {
 		t.Fatalf("a selector no agent matches: %v (%v)", err, info)
 	}
 	// Placement reads what each agent last reported (its sessions, its busy
-	// Blenders): wait until the reports say agent-3 holds two sessions and
-	// nothing is busy.
+	// Blenders), plus the sessions placed on it since: wait until the
+	// reports say agent-3 holds two sessions, the others one, and nothing is
+	// busy.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		settled := true
 		for i, a := range s.agents {
 			got, _ := s.agent(t, a)
-			settled = settled && got.GetBusySessionCount() == 0 && (i != 2 || got.GetSessionCount() == 2)
+			want := int32(1)
+			if i == 2 {
+				want = 2
+			}
+			settled = settled && got.GetBusySessionCount() == 0 && got.GetSessionCount() == want
 		}
 		if settled {
 			break

@@ -160,7 +160,7 @@ func (a *App) move(sessionID, lostAgent string) error {
 	if err != nil {
 		return err
 	}
-	a.fleet.Placed(to.AgentID)
+	a.fleet.Placed(to.AgentID, sessionID)
 	a.cfg.Metrics.Moved()
 	a.rebuilds.mu.Lock()
 	if r, ok := a.rebuilds.running[sessionID]; ok {

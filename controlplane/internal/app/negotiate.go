@@ -151,7 +151,7 @@ func (a *App) open(ctx context.Context, who Principal, req *cpv1.NegotiateReques
 		a.releaseOnAgent(context.WithoutCancel(ctx), place.AgentID, sessionID)
 		return nil, err
 	}
-	a.fleet.Placed(place.AgentID)
+	a.fleet.Placed(place.AgentID, sessionID)
 	a.log.Info("session negotiated", "session_id", sessionID, "owner", who.Name, "agent_id", place.AgentID,
 		"runtime_id", place.Runtime.GetRuntimeId(), "client", req.GetHostProfile().GetClientName(),
 		"feature_flags", c.GetCapabilities().GetFeatureFlags())

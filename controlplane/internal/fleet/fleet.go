@@ -56,6 +56,7 @@ type Fleet struct {
 type member struct {
 	info     *cpv1.Agent
 	live     map[string]bool      // sessions whose Blender runs, as last reported
+	counted  map[string]bool      // sessions in info.SessionCount: reported held, or Placed since
 	touched  map[string]time.Time // sessions a plan ran in, and when
 	lastSeen time.Time
 	conn     *grpc.ClientConn // to info.Address
@@ -106,6 +107,10 @@ func (f *Fleet) Register(req *cpv1.RegisterAgentRequest) {
 		LiveSessionCount: int32(len(req.GetLiveSessions())),
 		BusySessionCount: req.GetBusySessions(),
 		Labels:           req.GetLabels(),
+	}
+	m.counted = make(map[string]bool, len(req.GetHeldSessions()))
+	for _, h := range req.GetHeldSessions() {
+		m.counted[h.GetSessionId()] = true
 	}
 	m.live = make(map[string]bool, len(req.GetLiveSessions()))
 	for _, id := range req.GetLiveSessions() {
@@ -187,7 +192,7 @@ func (f *Fleet) Known(agentIDs ...string) {
 	defer f.mu.Unlock()
 	for _, id := range agentIDs {
 		if _, ok := f.agents[id]; !ok {
-			f.agents[id] = &member{info: &cpv1.Agent{AgentId: id}, live: map[string]bool{}, touched: map[string]time.Time{}, lastSeen: f.now()}
+			f.agents[id] = &member{info: &cpv1.Agent{AgentId: id}, live: map[string]bool{}, counted: map[string]bool{}, touched: map[string]time.Time{}, lastSeen: f.now()}
 		}
 	}
 }
@@ -320,11 +325,14 @@ func carries(a *cpv1.Agent, selector map[string]string) bool {
 	return true
 }
 
-// Placed counts a new session on an agent until its next heartbeat.
-func (f *Fleet) Placed(agentID string) {
+// Placed counts a new session on an agent until its next heartbeat, unless
+// the agent's last heartbeat, sent after the session opened there, already
+// counted it.
+func (f *Fleet) Placed(agentID, sessionID string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if m, ok := f.agents[agentID]; ok {
+	if m, ok := f.agents[agentID]; ok && !m.counted[sessionID] {
+		m.counted[sessionID] = true
 		m.info.SessionCount++
 	}
 }

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,15 @@ import (
 func reg(id string, sessions, max, busy int32, live ...string) *cpv1.RegisterAgentRequest {
 	return &cpv1.RegisterAgentRequest{AgentId: id, Address: id + ":1", SessionCount: sessions, MaxSessions: max,
 		BusySessions: busy, LiveSessions: live, Runtimes: []*cpv1.Runtime{{RuntimeId: "rt-" + id}}}
+}
+
+// regHolding is a heartbeat of an agent holding the sessions held.
+func regHolding(id string, sessions, max int32, held ...string) *cpv1.RegisterAgentRequest {
+	r := reg(id, sessions, max, 0)
+	for _, h := range held {
+		r.HeldSessions = append(r.HeldSessions, &cpv1.HeldSession{SessionId: h})
+	}
+	return r
 }
 
 func first(t *testing.T, f *Fleet) string {
@@ -33,12 +43,21 @@ func TestPlacement(t *testing.T) {
 	f.Register(reg("b", 0, 4, 0))
 	f.Register(reg("a", 1, 4, 0))
 	// Fewest sessions wins; then the counts even out and the lowest id wins.
-	for _, want := range []string{"b", "a", "b", "a"} {
+	for i, want := range []string{"b", "a", "b", "a"} {
 		got := first(t, f)
 		if got != want {
 			t.Fatalf("placed on %q, want %q", got, want)
 		}
-		f.Placed(got)
+		f.Placed(got, fmt.Sprint("s", i))
+	}
+	// A heartbeat sent after a session opened, but before it was placed,
+	// counts it already: placing it does not count it again.
+	f.Register(regHolding("a", 1, 4, "s-new"))
+	f.Register(regHolding("b", 1, 4))
+	f.Placed("a", "s-new")
+	f.Placed("a", "s-new")
+	if got := first(t, f); got != "a" {
+		t.Fatalf("placed on %q, want a (one session each, a first by id; not a session counted twice)", got)
 	}
 	// More free Blender slots beat fewer sessions.
 	f.Register(reg("a", 9, 4, 0))
