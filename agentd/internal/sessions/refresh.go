@@ -63,8 +63,9 @@ type refreshing struct {
 	pid int
 }
 
-// refreshDue reports whether the session's Blender has made enough scene
-// changes since it loaded its scene for a refresh, and none runs.
+// refreshDue reports whether the session's Blender has changed enough of
+// the scene's records since it loaded its scene for a refresh, and none
+// runs.
 func (m *Manager) refreshDue(s *session) bool {
 	return m.cfg.RefreshAfter > 0 && s.changes >= m.cfg.RefreshAfter && s.fresh == nil
 }
