@@ -132,7 +132,7 @@ func (m *Manager) replay(ctx context.Context, p *blender.Process, id string, fro
 		if e := entries[done]; e.Kind != "op" {
 			err := vetted(done)
 			if err == nil {
-				hash, err = m.replayEntry(ctx, p, id, from+uint64(done)+1, e)
+				hash, err = m.replayUndo(ctx, p, id, from+uint64(done)+1, e)
 			}
 			if err != nil {
 				return "", done, changed, err
@@ -175,27 +175,19 @@ func (m *Manager) replay(ctx context.Context, p *blender.Process, id string, fro
 	return hash, done, changed, nil
 }
 
-// replayEntry replays the journal entry at index into p and checks the scene
-// hash it leaves against the journaled one.
-func (m *Manager) replayEntry(ctx context.Context, p *blender.Process, id string, index uint64, e journal.Entry) (string, error) {
-	var hash string
-	switch e.Kind {
-	case "op":
-		out, err := p.Execute(ctx, blender.Call{Tool: e.Tool, Args: e.Args, MutationID: e.MutationID})
-		if err != nil {
-			return "", fmt.Errorf("replay entry %d (%s): %w", index, e.Tool, err)
-		}
-		hash = out.SceneHashAfter
-	case "undo":
-		rec, err := m.journal.Lookup(id, e.Key)
-		if err != nil || rec == nil {
-			return "", fmt.Errorf("replay entry %d: undo record of %s: %v", index, e.Key, err)
-		}
-		if hash, err = p.Undo(ctx, rec.Undo, blender.Call{MutationID: rec.Receipt.GetBlenderMutationId()}); err != nil {
-			return "", fmt.Errorf("replay entry %d (undo): %w", index, err)
-		}
-	default:
+// replayUndo replays the undo entry at index into p and checks the scene
+// hash it leaves against the journaled one (replay runs the operations).
+func (m *Manager) replayUndo(ctx context.Context, p *blender.Process, id string, index uint64, e journal.Entry) (string, error) {
+	if e.Kind != "undo" {
 		return "", fmt.Errorf("replay entry %d: unknown kind %q", index, e.Kind)
+	}
+	rec, err := m.journal.Lookup(id, e.Key)
+	if err != nil || rec == nil {
+		return "", fmt.Errorf("replay entry %d: undo record of %s: %v", index, e.Key, err)
+	}
+	hash, err := p.Undo(ctx, rec.Undo, blender.Call{MutationID: rec.Receipt.GetBlenderMutationId()})
+	if err != nil {
+		return "", fmt.Errorf("replay entry %d (undo): %w", index, err)
 	}
 	if hash != e.HashAfter {
 		return "", fmt.Errorf("replay entry %d: scene hash %s, journal says %s", index, hash, e.HashAfter)

@@ -75,8 +75,8 @@ func (m *Manager) refreshDue(s *session) bool {
 // the next checkpoint, since starting a Blender for it would cost more
 // than it saves. The caller holds s.mu.
 func (m *Manager) refreshIfDue(s *session) {
-	if !m.refreshDue(s) || !s.alive() || s.broken != nil {
-		return
+	if !m.refreshDue(s) || s.dirty > 0 || !s.alive() || s.broken != nil {
+		return // s.dirty > 0: the checkpoint is behind the scene
 	}
 	js, err := m.journal.Session(s.id)
 	if err != nil || js.Checkpoint == nil || js.CheckpointIndex() != js.Head {

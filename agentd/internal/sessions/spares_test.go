@@ -250,16 +250,24 @@ func TestRefresh(t *testing.T) {
 	before := blenderPid(m2, "s1")
 	run(t, m2, "s1", "r2", create("b", "B"))
 	idleDone(t, m2, "s1")
-	s2, _ := m2.session("s1")
-	s2.mu.Lock()
-	changes = s2.changes
-	s2.mu.Unlock()
-	if m2.Refreshed() != 0 || blenderPid(m2, "s1") != before || changes != 0 || sessionSlots(m2) != 1 {
-		t.Fatalf("a failed refresh: %d refreshes, Blender %d (was %d), %d changes, %d session slots",
-			m2.Refreshed(), blenderPid(m2, "s1"), before, changes, sessionSlots(m2))
+	keptBlender(t, m2, "s1", before, "a failed refresh")
+}
+
+// keptBlender checks a session after a refresh that gave up: none done, its
+// Blender the one before, its count started again, one slot held, and a
+// batch runs on.
+func keptBlender(t *testing.T, m *Manager, id string, before int, what string) {
+	t.Helper()
+	s, _ := m.session(id)
+	s.mu.Lock()
+	changes := s.changes
+	s.mu.Unlock()
+	if m.Refreshed() != 0 || blenderPid(m, id) != before || changes != 0 || sessionSlots(m) != 1 {
+		t.Fatalf("%s: %d refreshes, Blender %d (was %d), %d changes, %d session slots",
+			what, m.Refreshed(), blenderPid(m, id), before, changes, sessionSlots(m))
 	}
-	if out := run(t, m2, "s1", "r3", create("c", "C")); out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
-		t.Fatalf("a batch after a failed refresh: %v", out[0])
+	if out := run(t, m, id, "after-"+id, create("after", "After")); out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("a batch after %s: %v", what, out[0])
 	}
 }
 
@@ -407,16 +415,7 @@ func TestRefreshGivesWay(t *testing.T) {
 	}
 	close(proceed)
 	refreshDone(t, m, "s1")
-	s.mu.Lock()
-	changes := s.changes
-	s.mu.Unlock()
-	if m.Refreshed() != 0 || blenderPid(m, "s1") != first || changes != 0 || sessionSlots(m) != 1 {
-		t.Fatalf("a refresh past python.exec: %d refreshes, Blender %d (was %d), %d changes, %d session slots",
-			m.Refreshed(), blenderPid(m, "s1"), first, changes, sessionSlots(m))
-	}
-	if out := run(t, m, "s1", "r4", create("c", "C")); out[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
-		t.Fatalf("a batch after the refresh gave way: %v", out[0])
-	}
+	keptBlender(t, m, "s1", first, "a refresh past python.exec")
 }
 
 // TestCloseEnough: a refresh takes the session's lock for at most 32
