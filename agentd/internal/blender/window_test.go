@@ -3,10 +3,10 @@ package blender
 import "testing"
 
 // windowScript drives checkpoints of an animated scene through main.handle
-// and checks where the window's scene is (bridge/window.py): the session's
-// after a save, parked after a load and while data-only tools run, the
-// session's again before an export and python.exec, which see the scene
-// exactly as a session that never loaded a checkpoint does.
+// and checks where the window's scene is (bridge/window.py): parked after a
+// save and after a load, and while data-only tools run, the session's again
+// before an export and python.exec, which see the scene exactly as a
+// session that never saved or loaded a checkpoint does.
 const windowScript = `
 import json, os, sys, tempfile
 sys.path.insert(0, sys.argv[sys.argv.index("--") + 1] if "--" in sys.argv else sys.argv[1])
@@ -46,9 +46,13 @@ before = export("same.obj")
 h = consistent()
 ck = os.path.join(tempfile.mkdtemp(), "ck.blend")
 
-call("save_checkpoint", path=ck)
+call("save_checkpoint", path=ck)  # parks the window, and leaves it parked
+assert where() == window.PARKED, where()
+assert consistent() == h and tuple(bpy.data.objects["A"].location) == loc
+assert export("same.obj") == before  # wakes it
 assert where() == "Scene" and window.PARKED not in bpy.data.scenes, (where(), list(bpy.data.scenes))
 assert consistent() == h and tuple(bpy.data.objects["A"].location) == loc
+call("save_checkpoint", path=ck)
 
 call("load_checkpoint", path=ck)
 assert where() == window.PARKED, where()
@@ -89,11 +93,12 @@ show = "import bpy\nw = bpy.context.window\nresult = [w.scene.name, w.view_layer
 call("execute", tool="python.exec", args={"code": "import bpy\nsc = bpy.data.scenes['Scene']\n"
      "bpy.context.window.scene = sc\nbpy.context.window.view_layer = sc.view_layers.new('VL2')"})
 call("save_checkpoint", path=ck)
-assert [where(), bpy.context.window.view_layer.name] == ["Scene", "VL2"]
+assert where() == window.PARKED, where()
+assert call("execute", tool="python.exec", args={"code": show})["result"]["result"] == ["Scene", "VL2"]
 call("execute", tool="python.exec", args={"code": "import bpy\nbpy.context.window.scene = bpy.data.scenes.new('Alt')"})
 h3 = consistent()
 call("save_checkpoint", path=ck)
-assert where() == "Alt", where()
+assert where() == window.PARKED, where()
 call("load_checkpoint", path=ck)
 assert where() == window.PARKED and consistent() == h3
 assert call("execute", tool="python.exec", args={"code": show})["result"]["result"] == ["Alt", "ViewLayer"]

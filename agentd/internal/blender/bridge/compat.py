@@ -145,19 +145,27 @@ def remove_ids(ids):
         bpy.data.batch_remove(ids)
         return
     for idb in ids:  # a Blender without batch_remove: one walk per ID
-        for cls, coll in _ID_COLLECTIONS:
-            t = getattr(bpy.types, cls, None)
-            if t is not None and isinstance(idb, t):
-                getattr(bpy.data, coll).remove(idb)
-                break
-        else:
+        coll = collection_of(idb)
+        if coll is None:
             raise TypeError("cannot remove %r" % (idb,))
+        getattr(bpy.data, coll).remove(idb)
+
+
+def collection_of(idb):
+    """The name of the bpy.data collection that holds idb (of the kinds
+    undos discard), or None (ID.id_type is 4.x only)."""
+    for cls, coll in _ID_COLLECTIONS:
+        t = getattr(bpy.types, cls, None)
+        if t is not None and isinstance(idb, t):
+            return coll
+    return None
 
 
 _ID_COLLECTIONS = (("Object", "objects"), ("Mesh", "meshes"), ("Camera", "cameras"), ("Light", "lights"),
                    ("Curve", "curves"), ("Material", "materials"), ("Collection", "collections"),
                    ("World", "worlds"), ("Action", "actions"), ("Image", "images"), ("VectorFont", "fonts"),
                    ("NodeTree", "node_groups"), ("Texture", "textures"))
+ID_COLLECTIONS = frozenset(coll for _, coll in _ID_COLLECTIONS)
 
 
 _STAMP_FLAGS = {}  # RNA type -> its stamp flags (dir() is slow; the list is per type)

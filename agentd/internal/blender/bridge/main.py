@@ -166,8 +166,8 @@ import sandbox  # noqa: E402
 import tools  # noqa: E402,F401  (registers every tool)
 import window  # noqa: E402
 from common import (LOG, NOT_RUN, OLD_STATE, OLD_STATE_PROP, OUT_OF_MEMORY, PROTOCOL_VERSION, STATE_PROP,  # noqa: E402
-                    Encoded, ToolError, canonical, clear_correlation, compact, debug, log, one_line, set_correlation,
-                    tomb_key)
+                    Encoded, ToolError, canonical, clear_correlation, compact, debug, is_tomb, log, one_line,
+                    set_correlation, tomb_key)
 from compat import (blender_version, build_platform, build_string, disable_file_previews, eevee_engine,  # noqa: E402
                     has_cycles)
 from schema import check  # noqa: E402
@@ -175,7 +175,8 @@ from baseline import current_scene, reset_scene  # noqa: E402
 from records import KINDS  # noqa: E402
 from state import BRIDGE, SCHEMA, STATE, full_snapshot  # noqa: E402
 from layers import flush_actives, forget_actives, sync_view_layers  # noqa: E402
-from trash import RECLAIM_CHUNK, empty_trash, forget_trash, trash_waiting  # noqa: E402
+from trash import (RECLAIM_CHUNK, empty_trash, forget_trash, reclaim, trash_counter, trash_waiting,  # noqa: E402
+                   written)
 
 sys.pycache_prefix, sys.dont_write_bytecode = _BYTECODE
 registry.validate()
@@ -374,7 +375,6 @@ def checkpoint_path(params):
 
 def m_save_checkpoint(params):
     path = checkpoint_path(params)
-    empty_trash()  # no file holds what an undo removed
     flush_actives()
     h = STATE.scene_hash()
     for stale in (path, path + "1", path + "@"):  # target, Blender's backup and temp file
@@ -383,14 +383,16 @@ def m_save_checkpoint(params):
     sc = current_scene()
     disable_file_previews()  # before every save: reset and python.exec can turn them back on
     t0 = time.time()
-    parked, held = None, []
+    held = []
     try:
         hold_unused(held)
         sc[STATE_PROP] = canonical({"schema": SCHEMA, "scene_hash": h, "tomb_counter": BRIDGE["tomb_counter"],
-                                    "held": held})
+                                    "trash_counter": trash_counter(), "trash": written(), "held": held})
         sc[OLD_STATE_PROP] = OLD_STATE
-        parked = window.park()  # the file loads without evaluating the scene (window.py)
-        if parked is None:
+        # The file loads without evaluating the scene, and the window stays
+        # parked after the save, as after a load (window.py): waking it
+        # here would evaluate the whole scene at every checkpoint.
+        if window.park() is None:
             keep_animated()  # the save's own evaluation would write the animation over them
         res = bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, compress=False,
                                           relative_remap=False, check_existing=False)
@@ -398,8 +400,6 @@ def m_save_checkpoint(params):
         sc.pop(STATE_PROP, None)
         sc.pop(OLD_STATE_PROP, None)
         release(held)
-        if parked is False:
-            window.wake()
     if "FINISHED" not in res or not os.path.isfile(path):
         raise ToolError("internal_error", "Blender did not write the checkpoint")
     ms = round((time.time() - t0) * 1000, 3)
@@ -414,10 +414,12 @@ def hold_unused(held):
     material.assign replaced), which the records count, so the checkpoint
     would load as another scene. The fake users are taken back after the
     save (release) and after the load (the pairs travel in the bridge
-    state): tools read user counts, which must stay as they were."""
+    state): tools read user counts, which must stay as they were.
+    Tombstones are left to go: those a checkpoint keeps have a fake user
+    (an object.delete's) or a user, and the rest are the pile's (trash.py)."""
     for coll in sorted({c for _, _, _, c in KINDS} - {"scenes"}):
         for db in getattr(bpy.data, coll):
-            if db.users == 0 and db.library is None and not db.use_fake_user:
+            if db.users == 0 and db.library is None and not db.use_fake_user and not is_tomb(db.name):
                 db.use_fake_user = True
                 held.append([coll, db.name])
 
@@ -463,6 +465,8 @@ def m_load_checkpoint(params):
         sc.pop(STATE_PROP, None)
         sc.pop(OLD_STATE_PROP, None)
     BRIDGE["tomb_counter"] = max(int(saved.get("tomb_counter", 0)), tomb_counter_floor())
+    trash_counter(saved.get("trash_counter"))
+    reclaim(saved.get("trash"))
     release([h for h in saved.get("held") or [] if isinstance(h, list) and len(h) == 2])
     STATE.rebuild()
     h = STATE.scene_hash()

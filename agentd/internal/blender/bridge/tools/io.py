@@ -174,6 +174,10 @@ def tool_scene_export(tx, args):
     # Exporters may read all of bpy.data (FBX writes every action of
     # bpy.data.actions): what an undo discarded must not be in the file.
     empty_trash()
+    # The scene is evaluated below: shown in the window first, with its
+    # animated properties as they are (a parked window's scene may have an
+    # evaluation pending since the park, which would write them over).
+    window.wake()
     fmt, output = args["format"], args["output"]
     exp, _, ext, path = check_format(fmt, output, "output")
     stem = output[: -(len(ext) + 1)]
