@@ -332,7 +332,9 @@ func TestRefreshWeighsChanges(t *testing.T) {
 // the scene is the last receipt's, and the slots add up.
 func TestRefreshBusy(t *testing.T) {
 	m, _, rt := newManagerWith(t, func(c *Config) {
-		c.MaxLive, c.RefreshAfter, c.CheckpointEvery = 2, 4, 4 // no idle checkpoint
+		// No idle checkpoint. A refresh gives up past 4 × CheckpointEvery
+		// changes made meanwhile: 64 creates, room for a loaded machine.
+		c.MaxLive, c.RefreshAfter, c.CheckpointEvery = 2, 4, 16
 	})
 	most := watchBlenders(t, m.cfg.DataDir)
 	open(t, m, rt, "s1")
