@@ -3,10 +3,11 @@ package blender
 import "testing"
 
 // windowScript drives checkpoints of an animated scene through main.handle
-// and checks where the window's scene is (bridge/window.py): parked after a
-// save and after a load, and while data-only tools run, the session's again
-// before an export and python.exec, which see the scene exactly as a
-// session that never saved or loaded a checkpoint does.
+// and checks where the window's scene is (bridge/window.py): parked in a new
+// scene, after a save and after a load, and while data-only tools run; the
+// session's again before an export and python.exec, which see the scene
+// exactly as a session that never saved or loaded a checkpoint does, and in
+// the pause after a save that parked it awake.
 const windowScript = `
 import json, os, sys, tempfile
 sys.path.insert(0, sys.argv[sys.argv.index("--") + 1] if "--" in sys.argv else sys.argv[1])
@@ -37,6 +38,7 @@ def export(name):
     with open(os.path.join(sandbox.SANDBOX["dir"], name), "rb") as f:
         return f.read()
 
+assert where() == window.PARKED, "a new scene is shown parked"
 call("execute", tool="object.create", args={"type": "cube", "name": "A"})
 call("execute", tool="keyframe.insert", args={"object": "A", "data_path": "location", "frame": 1})
 call("execute", tool="keyframe.insert", args={"object": "A", "data_path": "location", "frame": 10, "value": [1, 2, 3]})
@@ -46,23 +48,31 @@ before = export("same.obj")
 h = consistent()
 ck = os.path.join(tempfile.mkdtemp(), "ck.blend")
 
-call("save_checkpoint", path=ck)  # parks the window, and leaves it parked
+call("save_checkpoint", path=ck)  # parks the window the export woke, and leaves it parked
 assert where() == window.PARKED, where()
 assert consistent() == h and tuple(bpy.data.objects["A"].location) == loc
 assert export("same.obj") == before  # wakes it
 assert where() == "Scene" and window.PARKED not in bpy.data.scenes, (where(), list(bpy.data.scenes))
 assert consistent() == h and tuple(bpy.data.objects["A"].location) == loc
 call("save_checkpoint", path=ck)
+assert where() == window.PARKED and window.REWAKE["due"]
+main.idle()  # a pause: wakes the window a save parked
+assert where() == "Scene" and not window.REWAKE["due"], where()
+assert consistent() == h and tuple(bpy.data.objects["A"].location) == loc
+assert export("same.obj") == before
+call("save_checkpoint", path=ck)
 
 call("load_checkpoint", path=ck)
 assert where() == window.PARKED, where()
 assert consistent() == h and tuple(bpy.data.objects["A"].location) == loc
+main.idle()  # nothing woke the loaded file's window: a pause leaves it parked
 call("execute", tool="scene.get_summary", args={})
 call("execute", tool="object.create", args={"type": "cone", "name": "B"})
 assert where() == window.PARKED, "a data-only tool woke the window"
 call("execute", tool="object.delete", args={"name": "B"})
 # A save while parked stays parked, and its file loads the same scene.
 call("save_checkpoint", path=ck)
+main.idle()
 assert where() == window.PARKED
 h2 = consistent()
 call("load_checkpoint", path=ck)

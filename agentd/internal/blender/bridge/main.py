@@ -218,7 +218,7 @@ def m_hello(params):
     registry.FAULTS.update(f for f in (params.get("faults") or []) if isinstance(f, str))
     if registry.FAULTS:
         log("test faults enabled", faults=sorted(registry.FAULTS))
-    h = reset_scene()
+    h = new_scene()
     return {"protocol_version": PROTOCOL_VERSION, "profile": profile(), "tools": registry.tool_list(), "scene_hash": h,
             "script_autoexec": bpy.context.preferences.filepaths.use_scripts_auto_execute}
 
@@ -231,7 +231,17 @@ def m_adopt(params):
 
 
 def m_reset(params):
-    return {"scene_hash": reset_scene()}
+    return {"scene_hash": new_scene()}
+
+
+def new_scene():
+    """The baseline scene (reset_scene), shown parked, as a loaded
+    checkpoint's is (window.py): a session that never needs the window
+    never evaluates its scene."""
+    h = reset_scene()
+    window.park()
+    window.REWAKE["due"] = False
+    return h
 
 
 def m_scene_hash(params):
@@ -391,9 +401,13 @@ def m_save_checkpoint(params):
         sc[OLD_STATE_PROP] = OLD_STATE
         # The file loads without evaluating the scene, and the window stays
         # parked after the save, as after a load (window.py): waking it
-        # here would evaluate the whole scene at every checkpoint.
-        if window.park() is None:
+        # here would evaluate the whole scene at every checkpoint. One that
+        # was awake wakes in the next pause (idle).
+        parked = window.park()
+        if parked is None:
             keep_animated()  # the save's own evaluation would write the animation over them
+        elif parked is False:
+            window.REWAKE["due"] = True
         res = bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, compress=False,
                                           relative_remap=False, check_existing=False)
     finally:
@@ -448,6 +462,7 @@ def m_load_checkpoint(params):
     t0 = time.time()
     try:
         open_file_as_saved(path)
+        window.REWAKE["due"] = False  # the file's window: parked, and no call woke it yet
         forget_trash()  # freed with the file it was in (a failed load keeps both)
         forget_actives()
     except RuntimeError as e:
@@ -617,11 +632,15 @@ def idle():
     """Work for a pause between requests, so that the next call pays for
     none of it: free some of what undos discarded (trash.py), and bring every
     view layer up to date (layers.py: links and unlinks leave them for the
-    next read, and frees mark them too). Returns whether work is left. A
-    failure is logged, never the end of the bridge: what is not freed goes
-    with the file."""
+    next read, and frees mark them too); but first, in a pass of its own,
+    show the scene again in the window a save parked (window.REWAKE).
+    Returns whether work is left. A failure is logged, never the end of the
+    bridge: what is not freed goes with the file."""
     IDLE["passes"] += 1
     try:
+        if window.REWAKE["due"]:
+            window.wake()
+            return True
         empty_trash(RECLAIM_CHUNK)
         sync_view_layers()
     except Exception:

@@ -12,10 +12,13 @@ works through the window's context: renders, imports and exports, Blender
 3.4's modifier move, python.exec. The switch evaluates the scene, which
 writes every animation over its property: they are put back (animation.py).
 The parked scene is removed then, so it exists only inside checkpoints and
-between a load or a save and the next wake. A save leaves the window parked
-rather than wake it: the switch back rebuilds the scene's dependency graph
-and evaluates it, which at 10,000 objects made every checkpoint 1.1-1.7 s
-instead of 0.08 s (BENCHMARKS.md). It remembers which scene and view layer the
+between a load or a save and the next wake. A new scene (reset) is shown
+parked too. A save leaves the window parked rather than wake it: the switch
+back rebuilds the scene's dependency graph and evaluates it, which at
+10,000 objects made every checkpoint 1.1-1.7 s instead of 0.08 s
+(BENCHMARKS.md). If something had woken it, the bridge wakes it again in
+the next pause between requests (REWAKE, main.idle), so that a session of
+python.exec calls pays for it while idle, not at its next call. It remembers which scene and view layer the
 window showed (custom properties SHOWN_SCENE, SHOWN_VIEW_LAYER, saved with
 it), and the wake shows them again: a save changes nothing of the session,
 whatever python.exec put in the window.
@@ -32,6 +35,10 @@ from layers import sync_view_layers
 PARKED = OLD_TOMB_PREFIX + "window"
 SHOWN_SCENE = OLD_TOMB_PREFIX + "shown_scene"
 SHOWN_VIEW_LAYER = OLD_TOMB_PREFIX + "shown_view_layer"
+
+# "due": a save parked the window something had woken; the next pause wakes
+# it again (main.idle).
+REWAKE = {"due": False}
 
 
 def park():
@@ -53,6 +60,7 @@ def wake():
     """Show the session's scene in the window again, if it is parked, with
     every animated property as it was; and bring every view layer up to
     date (layers.py): what runs next may walk their bases its own way."""
+    REWAKE["due"] = False
     sync_view_layers()
     win = bpy.context.window
     if win is None or win.scene.name != PARKED:

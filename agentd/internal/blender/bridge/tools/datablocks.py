@@ -595,6 +595,8 @@ def undo_remove_created(tx, rec, label):
     for sc in bpy.data.scenes:
         if sc.camera == ob and sc != cam_scene:
             raise ToolError("conflict", "cannot undo: %r is the camera of scene %r now" % (name, sc.name))
+        if is_tomb(sc.name):
+            continue  # the parked window's (window.py): no tool reaches it, and it has no state to read
         for vl in sc.view_layers:
             if active_before(sc, vl) == name:
                 raise ToolError("conflict", "cannot undo: %r is the active object now" % name)
