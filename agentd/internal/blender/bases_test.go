@@ -593,6 +593,28 @@ func TestUndoCreatedReadsNoScene(t *testing.T) {
 	})
 }
 
+// TestLinkUndoReadsNoBases: in a new session (its window parked, an empty
+// scene of the bridge's own beside the session's), the undo of a link that
+// kept the object in the scene's master collection reads no bases and no
+// active object (both Blenders).
+func TestLinkUndoReadsNoBases(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		runBridgeScript(t, rt, walkCounting+`
+import window
+assert bpy.context.window.scene.name == window.PARKED
+call("object.create", type="cube", name="X")
+call("collection.create", name="C")
+layers.flush_actives()
+out = call("collection.link", object="X", collection="C")
+del reads[:]
+req("undo", {"undo": out["undo"]})
+assert reads == [], reads
+same()
+print("LINK-UNDO-OK")
+`, "LINK-UNDO-OK")
+	})
+}
+
 // TestSceneSettingsReadNoActive: the tools that change a scene's own
 // settings (its camera, world, render settings) leave its active object as
 // it is, and say so instead of reading it back from Blender after a link

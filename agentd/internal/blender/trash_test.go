@@ -54,7 +54,7 @@ freed = [d.name for c in (bpy.data.objects, bpy.data.meshes) for d in c if d.nam
 assert not freed, freed
 # The pause synced the view layer the delete left: walking it (which does
 # not resync) meets no tombstone.
-seen_in_layer = [o.name for o in bpy.context.view_layer.objects]
+seen_in_layer = [o.name for o in bpy.data.scenes["Scene"].view_layers[0].objects]
 assert not [n for n in seen_in_layer if "bp_tomb_" in n], seen_in_layer
 assert full_snapshot()[1] == STATE.scene_hash()
 print("IDLE-OK")

@@ -39,6 +39,7 @@ def export(name):
         return f.read()
 
 assert where() == window.PARKED, "a new scene is shown parked"
+window.wake()  # the exports below compare with one of a window that was never parked since
 call("execute", tool="object.create", args={"type": "cube", "name": "A"})
 call("execute", tool="keyframe.insert", args={"object": "A", "data_path": "location", "frame": 1})
 call("execute", tool="keyframe.insert", args={"object": "A", "data_path": "location", "frame": 10, "value": [1, 2, 3]})
@@ -128,24 +129,31 @@ call("load_checkpoint", path=ck)
 m = bpy.data.materials["Spare"]
 assert consistent() == h4 and m.users == 0 and not m.use_fake_user, (m.users, m.use_fake_user)
 
-# The file itself: its state where this bridge reads it, and where bridges
-# before the parked window read theirs a hash no scene has (they refuse
-# the file); a file of theirs (state there, window on the scene) loads.
-from common import OLD_STATE_PROP, STATE_PROP
+# The file itself: its state where this bridge reads it, and where older
+# bridges read theirs a hash no scene has (they refuse the file); a file of
+# theirs (their state where they wrote it) loads: one from before the pile's
+# data travelled ("_2"), and one from before the parked window ("", the
+# window on the scene).
+from common import OLD_STATE_PROPS, STATE_PROP
 call("save_checkpoint", path=ck)
-bpy.ops.wm.open_mainfile(filepath=ck, load_ui=False, use_scripts=False)
-sc = bpy.data.scenes["Scene"]
-state = json.loads(sc[STATE_PROP])
-assert state["scene_hash"] == h4, state
-assert json.loads(sc[OLD_STATE_PROP])["scene_hash"] not in (h4, ""), sc[OLD_STATE_PROP]
-sc[OLD_STATE_PROP] = sc[STATE_PROP]
-del sc[STATE_PROP]
-bpy.context.window.scene = sc
-bpy.data.scenes.remove(bpy.data.scenes[window.PARKED])
-old = os.path.join(os.path.dirname(ck), "old.blend")
-bpy.ops.wm.save_as_mainfile(filepath=old, copy=True, compress=False)
-call("load_checkpoint", path=old)
-assert where() == "Scene" and consistent() == h4
+for older in OLD_STATE_PROPS:
+    bpy.ops.wm.open_mainfile(filepath=ck, load_ui=False, use_scripts=False)
+    sc = bpy.data.scenes["Scene"]
+    state = json.loads(sc[STATE_PROP])
+    assert state["scene_hash"] == h4, state
+    for prop in OLD_STATE_PROPS:
+        assert json.loads(sc[prop])["scene_hash"] not in (h4, ""), (prop, sc[prop])
+    sc[older] = sc[STATE_PROP]
+    del sc[STATE_PROP]
+    if older == OLD_STATE_PROPS[-1]:
+        del sc[OLD_STATE_PROPS[0]]
+        bpy.context.window.scene = sc
+        bpy.data.scenes.remove(bpy.data.scenes[window.PARKED])
+    old = os.path.join(os.path.dirname(ck), "old.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=old, copy=True, compress=False)
+    call("load_checkpoint", path=old)
+    assert consistent() == h4, older
+    assert where() == ("Scene" if older == OLD_STATE_PROPS[-1] else window.PARKED), (older, where())
 print("WINDOW-OK")
 `
 

@@ -20,12 +20,15 @@ RESERVED_PREFIX = "__bp_"  # names the bridge keeps for itself; tools refuse the
 TOMB_PREFIX = "\x7fbp_tomb_"
 OLD_TOMB_PREFIX = "__bp_tomb_"  # the tombstones of older bridges, in their checkpoints
 TOMB_OF = "__bp_tomb_of"  # custom property on a tombstone: the object's live name
-STATE_PROP = "__bp_bridge_state_2"  # scene custom property, only inside checkpoints
-# Where bridges before the parked window (window.py) read their state: a
-# checkpoint holds a hash there that no scene has, so that such a bridge
-# refuses the file instead of loading it with the window left parked.
-OLD_STATE_PROP = "__bp_bridge_state"
-OLD_STATE = '{"scene_hash":"(a newer agentd: this checkpoint is saved with its window parked)"}'
+STATE_PROP = "__bp_bridge_state_3"  # scene custom property, only inside checkpoints
+# Where older bridges read their state, newest first: "_2", bridges before
+# the pile's data travelled in checkpoints (trash.py: they would keep it
+# for good); "", bridges before the parked window (window.py). A checkpoint
+# holds a hash there that no scene has, so that such a bridge refuses the
+# file instead of loading what it would get wrong; a checkpoint of theirs
+# loads here.
+OLD_STATE_PROPS = ("__bp_bridge_state_2", "__bp_bridge_state")
+OLD_STATE = '{"scene_hash":"(a newer agentd: upgrade this agent to load this checkpoint)"}'
 
 # Tool error codes (seed-001). Go mirrors them as blender.Code* constants.
 ERROR_CODES = (

@@ -165,7 +165,7 @@ from animation import keep_animated, open_file_as_saved  # noqa: E402
 import sandbox  # noqa: E402
 import tools  # noqa: E402,F401  (registers every tool)
 import window  # noqa: E402
-from common import (LOG, NOT_RUN, OLD_STATE, OLD_STATE_PROP, OUT_OF_MEMORY, PROTOCOL_VERSION, STATE_PROP,  # noqa: E402
+from common import (LOG, NOT_RUN, OLD_STATE, OLD_STATE_PROPS, OUT_OF_MEMORY, PROTOCOL_VERSION, STATE_PROP,  # noqa: E402
                     Encoded, ToolError, canonical, clear_correlation, compact, debug, is_tomb, log, one_line,
                     set_correlation, tomb_key)
 from compat import (blender_version, build_platform, build_string, disable_file_previews, eevee_engine,  # noqa: E402
@@ -398,7 +398,8 @@ def m_save_checkpoint(params):
         hold_unused(held)
         sc[STATE_PROP] = canonical({"schema": SCHEMA, "scene_hash": h, "tomb_counter": BRIDGE["tomb_counter"],
                                     "trash_counter": trash_counter(), "trash": written(), "held": held})
-        sc[OLD_STATE_PROP] = OLD_STATE
+        for prop in OLD_STATE_PROPS:
+            sc[prop] = OLD_STATE
         # The file loads without evaluating the scene, and the window stays
         # parked after the save, as after a load (window.py): waking it
         # here would evaluate the whole scene at every checkpoint. One that
@@ -411,8 +412,8 @@ def m_save_checkpoint(params):
         res = bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, compress=False,
                                           relative_remap=False, check_existing=False)
     finally:
-        sc.pop(STATE_PROP, None)
-        sc.pop(OLD_STATE_PROP, None)
+        for prop in (STATE_PROP,) + OLD_STATE_PROPS:
+            sc.pop(prop, None)
         release(held)
     if "FINISHED" not in res or not os.path.isfile(path):
         raise ToolError("internal_error", "Blender did not write the checkpoint")
@@ -471,14 +472,16 @@ def m_load_checkpoint(params):
         raise ToolError("internal_error", "could not load checkpoint: " + one_line(e))
     saved = {}
     for sc in bpy.data.scenes:
-        raw = sc.get(STATE_PROP, sc.get(OLD_STATE_PROP))  # a checkpoint from before the parked window: the old one
+        # An older bridge's checkpoint: its state where it wrote it (the
+        # newest of the names it knows; older ones hold a refusal).
+        raw = next((sc[p] for p in (STATE_PROP,) + OLD_STATE_PROPS if p in sc), None)
         if raw is not None:
             try:
                 saved = json.loads(raw)
             except ValueError:
                 saved = {}
-        sc.pop(STATE_PROP, None)
-        sc.pop(OLD_STATE_PROP, None)
+        for prop in (STATE_PROP,) + OLD_STATE_PROPS:
+            sc.pop(prop, None)
     BRIDGE["tomb_counter"] = max(int(saved.get("tomb_counter", 0)), tomb_counter_floor())
     trash_counter(saved.get("trash_counter"))
     reclaim(saved.get("trash"))

@@ -126,9 +126,12 @@ def written():
     datablocks are."""
     out = []
     for db in TRASH["ids"] + [_live_void()]:
-        coll = collection_of(db) if db is not None and db.users > 0 else None
-        if coll is not None:
-            out.append([coll, db.name])
+        try:
+            coll = collection_of(db) if db is not None and db.users > 0 else None
+            if coll is not None:
+                out.append([coll, db.name])
+        except ReferenceError:  # freed under us (a bug): the save goes on without it
+            continue
     return out
 
 

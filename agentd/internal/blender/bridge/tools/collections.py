@@ -197,7 +197,8 @@ def undo_collection_link(tx, rec):
     # no base away: ob's bases are not read (the read resyncs the view layer
     # the link left stale, layers.py). A master collection that makes its
     # objects unselectable is left to the full path.
-    stays = all(sc.collection in want and not sc.collection.hide_select for sc in bpy.data.scenes)
+    stays = all(sc.collection in want and not sc.collection.hide_select for sc in bpy.data.scenes
+                if not is_tomb(sc.name))  # the parked window's scene holds nothing (window.py)
     now = [] if stays and not bases else bases_of(ob)
     # An unlink changes a scene's active object only when it is ob, and
     # restore_bases only with bases to put back; otherwise the active
