@@ -69,11 +69,10 @@ func TestTrashReclaimedWhenIdle(t *testing.T) {
 	})
 }
 
-// fontScript: the undo of a text parks the font it loaded on the pile
-// (a font's name is read-only: no tombstone) instead of freeing it, which
-// walks all of Main; the next text takes it back, so freeing the pile
-// never takes a font from a live text.
-const fontScript = `
+// pileScript starts the bridge scripts of the pile's tests: a bridge after
+// hello, and req, which serves one request through main.handle and returns
+// its result.
+const pileScript = `
 import json, sys, tempfile
 sys.path.insert(0, sys.argv[sys.argv.index("--") + 1] if "--" in sys.argv else sys.argv[1])
 import bpy
@@ -88,7 +87,13 @@ def req(method, params):
     r, _ = main.handle(json.dumps({"id": n[0], "method": method, "params": params}).encode())
     assert r["ok"], r
     return json.loads(main.response_line(r))["result"]
+`
 
+// fontScript: the undo of a text parks the font it loaded on the pile
+// (a font's name is read-only: no tombstone) instead of freeing it, which
+// walks all of Main; the next text takes it back, so freeing the pile
+// never takes a font from a live text.
+const fontScript = pileScript + `
 def text(name):
     return req("execute", {"tool": "text.create", "args": {"name": name, "body": name}})
 
@@ -134,22 +139,9 @@ print("FONT-OK")
 // mesh of an undone linked copy) loads back onto the pile, with no users
 // and not tracked; the pile's names go on from the saved ones; freeing it
 // leaves no tombstone, and the next save holds none.
-const pileSaveScript = `
-import json, os, sys, tempfile
-sys.path.insert(0, sys.argv[sys.argv.index("--") + 1] if "--" in sys.argv else sys.argv[1])
-import bpy
-import main, trash
+const pileSaveScript = pileScript + `
+import os
 from common import is_tomb
-from state import STATE, full_snapshot
-
-main.m_hello({"sandbox_dir": tempfile.mkdtemp()})
-n = [0]
-
-def req(method, params):
-    n[0] += 1
-    r, _ = main.handle(json.dumps({"id": n[0], "method": method, "params": params}).encode())
-    assert r["ok"], r
-    return json.loads(main.response_line(r))["result"]
 
 def tombs():
     return sorted((c, d.name) for c in sorted(trash.ID_COLLECTIONS) for d in getattr(bpy.data, c) if is_tomb(d.name))

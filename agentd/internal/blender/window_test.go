@@ -154,6 +154,14 @@ for older in OLD_STATE_PROPS:
     call("load_checkpoint", path=old)
     assert consistent() == h4, older
     assert where() == ("Scene" if older == OLD_STATE_PROPS[-1] else window.PARKED), (older, where())
+# A reset after a save that parked a woken window shows the new scene
+# parked, and the pause after it leaves it so.
+call("execute", tool="python.exec", args={"code": "pass"})
+call("save_checkpoint", path=ck)
+assert where() == window.PARKED and window.REWAKE["due"]
+call("reset")
+main.idle()
+assert where() == window.PARKED and not window.REWAKE["due"], where()
 print("WINDOW-OK")
 `
 

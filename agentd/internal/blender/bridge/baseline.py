@@ -134,6 +134,12 @@ def live_scene(name):
     return None if is_tomb(name) else bpy.data.scenes.get(name)
 
 
+def live_scenes():
+    """Every scene but the bridge's own (window.PARKED), which holds nothing
+    and no tool or record reaches."""
+    return [sc for sc in bpy.data.scenes if not is_tomb(sc.name)]
+
+
 def current_scene():
     return bpy.data.scenes.get("Scene") or next(s for s in bpy.data.scenes if not is_tomb(s.name))
 

@@ -28,6 +28,7 @@ STATE_PROP = "__bp_bridge_state_3"  # scene custom property, only inside checkpo
 # file instead of loading what it would get wrong; a checkpoint of theirs
 # loads here.
 OLD_STATE_PROPS = ("__bp_bridge_state_2", "__bp_bridge_state")
+STATE_PROPS = (STATE_PROP,) + OLD_STATE_PROPS
 OLD_STATE = '{"scene_hash":"(a newer agentd: upgrade this agent to load this checkpoint)"}'
 
 # Tool error codes (seed-001). Go mirrors them as blender.Code* constants.

@@ -165,9 +165,9 @@ from animation import keep_animated, open_file_as_saved  # noqa: E402
 import sandbox  # noqa: E402
 import tools  # noqa: E402,F401  (registers every tool)
 import window  # noqa: E402
-from common import (LOG, NOT_RUN, OLD_STATE, OLD_STATE_PROPS, OUT_OF_MEMORY, PROTOCOL_VERSION, STATE_PROP,  # noqa: E402
-                    Encoded, ToolError, canonical, clear_correlation, compact, debug, is_tomb, log, one_line,
-                    set_correlation, tomb_key)
+from common import (LOG, NOT_RUN, OLD_STATE, OLD_STATE_PROPS, OUT_OF_MEMORY, PROTOCOL_VERSION,  # noqa: E402
+                    STATE_PROP, STATE_PROPS, Encoded, ToolError, canonical, clear_correlation, compact, debug,
+                    is_tomb, log, one_line, set_correlation, tomb_key)
 from compat import (blender_version, build_platform, build_string, disable_file_previews, eevee_engine,  # noqa: E402
                     has_cycles)
 from schema import check  # noqa: E402
@@ -240,7 +240,6 @@ def new_scene():
     never evaluates its scene."""
     h = reset_scene()
     window.park()
-    window.REWAKE["due"] = False
     return h
 
 
@@ -404,15 +403,12 @@ def m_save_checkpoint(params):
         # parked after the save, as after a load (window.py): waking it
         # here would evaluate the whole scene at every checkpoint. One that
         # was awake wakes in the next pause (idle).
-        parked = window.park()
-        if parked is None:
+        if window.park(rewake=True) is None:
             keep_animated()  # the save's own evaluation would write the animation over them
-        elif parked is False:
-            window.REWAKE["due"] = True
         res = bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, compress=False,
                                           relative_remap=False, check_existing=False)
     finally:
-        for prop in (STATE_PROP,) + OLD_STATE_PROPS:
+        for prop in STATE_PROPS:
             sc.pop(prop, None)
         release(held)
     if "FINISHED" not in res or not os.path.isfile(path):
@@ -474,13 +470,13 @@ def m_load_checkpoint(params):
     for sc in bpy.data.scenes:
         # An older bridge's checkpoint: its state where it wrote it (the
         # newest of the names it knows; older ones hold a refusal).
-        raw = next((sc[p] for p in (STATE_PROP,) + OLD_STATE_PROPS if p in sc), None)
+        raw = next((sc[p] for p in STATE_PROPS if p in sc), None)
         if raw is not None:
             try:
                 saved = json.loads(raw)
             except ValueError:
                 saved = {}
-        for prop in (STATE_PROP,) + OLD_STATE_PROPS:
+        for prop in STATE_PROPS:
             sc.pop(prop, None)
     BRIDGE["tomb_counter"] = max(int(saved.get("tomb_counter", 0)), tomb_counter_floor())
     trash_counter(saved.get("trash_counter"))

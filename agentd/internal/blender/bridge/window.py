@@ -18,10 +18,11 @@ back rebuilds the scene's dependency graph and evaluates it, which at
 10,000 objects made every checkpoint 1.1-1.7 s instead of 0.08 s
 (BENCHMARKS.md). If something had woken it, the bridge wakes it again in
 the next pause between requests (REWAKE, main.idle), so that a session of
-python.exec calls pays for it while idle, not at its next call. It remembers which scene and view layer the
-window showed (custom properties SHOWN_SCENE, SHOWN_VIEW_LAYER, saved with
-it), and the wake shows them again: a save changes nothing of the session,
-whatever python.exec put in the window.
+python.exec calls pays for it while idle, not at its next call. It
+remembers which scene and view layer the window showed (custom properties
+SHOWN_SCENE, SHOWN_VIEW_LAYER, saved with it), and the wake shows them
+again: a save changes nothing of the session, whatever python.exec put in
+the window.
 """
 
 import bpy
@@ -41,14 +42,16 @@ SHOWN_VIEW_LAYER = OLD_TOMB_PREFIX + "shown_view_layer"
 REWAKE = {"due": False}
 
 
-def park():
+def park(rewake=False):
     """Show the parked scene in the window: None when there is no window
-    (nothing parked), else whether it was parked already."""
+    (nothing parked), else whether it was parked already. rewake: one that
+    showed the session's scene shows it again in the next pause (REWAKE)."""
     win = bpy.context.window
     if win is None:
         return None
     if win.scene.name == PARKED:
         return True
+    REWAKE["due"] = rewake
     parked = bpy.data.scenes.get(PARKED) or bpy.data.scenes.new(PARKED)
     parked[SHOWN_SCENE] = win.scene.name
     parked[SHOWN_VIEW_LAYER] = win.view_layer.name

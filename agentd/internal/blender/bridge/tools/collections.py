@@ -22,7 +22,7 @@ import bpy
 from common import is_tomb
 from registry import ToolError, field, tool, undoer
 from schema import NAME, check_name, check_name_free
-from baseline import current_scene, live_scene
+from baseline import current_scene, live_scene, live_scenes
 from index import INDEX, collection_label, link_object, unlink_object
 from trash import discard
 
@@ -197,8 +197,7 @@ def undo_collection_link(tx, rec):
     # no base away: ob's bases are not read (the read resyncs the view layer
     # the link left stale, layers.py). A master collection that makes its
     # objects unselectable is left to the full path.
-    stays = all(sc.collection in want and not sc.collection.hide_select for sc in bpy.data.scenes
-                if not is_tomb(sc.name))  # the parked window's scene holds nothing (window.py)
+    stays = all(sc.collection in want and not sc.collection.hide_select for sc in live_scenes())
     now = [] if stays and not bases else bases_of(ob)
     # An unlink changes a scene's active object only when it is ob, and
     # restore_bases only with bases to put back; otherwise the active

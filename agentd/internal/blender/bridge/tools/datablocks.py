@@ -10,7 +10,7 @@ first run.
 import bpy  # first: the bpy module provides mathutils
 from mathutils import Matrix
 
-from baseline import current_scene, live_scene
+from baseline import current_scene, live_scene, live_scenes
 from common import is_tomb
 from compat import remove_ids, rename_takes_names
 from index import INDEX, link_object, set_parent, unlink_object
@@ -149,8 +149,8 @@ def note_active_objects(tx, leaving=None):
     object leaving every collection (leaving) changes which object is
     active: its scenes are left with none. Scenes without records (the
     parked window's, linked ones) are left out, as the snapshot leaves them."""
-    for sc in bpy.data.scenes:
-        if is_tomb(sc.name) or sc.library is not None:
+    for sc in live_scenes():
+        if sc.library is not None:
             continue
         a = active_of(sc.view_layers[0]) if len(sc.view_layers) else None
         tx.touch_record("active", sc.name, active_record(sc.name, None if a == leaving else a))
@@ -592,11 +592,9 @@ def undo_remove_created(tx, rec, label):
             raise ToolError("conflict", "cannot undo: scene %r is gone" % cam.get("scene"))
         prev = field(cam, "camera", str, optional=True)
         cam_prev = live_object(prev, "previous scene camera") if prev else None
-    for sc in bpy.data.scenes:
+    for sc in live_scenes():
         if sc.camera == ob and sc != cam_scene:
             raise ToolError("conflict", "cannot undo: %r is the camera of scene %r now" % (name, sc.name))
-        if is_tomb(sc.name):
-            continue  # the parked window's (window.py): no tool reaches it, and it has no state to read
         for vl in sc.view_layers:
             if active_before(sc, vl) == name:
                 raise ToolError("conflict", "cannot undo: %r is the active object now" % name)
