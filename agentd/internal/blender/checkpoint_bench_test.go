@@ -2,6 +2,7 @@ package blender
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -50,4 +51,59 @@ func BenchmarkCheckpointSave(b *testing.B) {
 		saves++
 	}
 	reportScale(b, "ms/save", save, saves)
+}
+
+// rehashRounds is how many loads and how many python.exec calls each
+// measurement of BenchmarkRehash times per scene.
+const rehashRounds = 5
+
+// BenchmarkRehash times the two requests that hash the whole scene from
+// scratch, at 100 and 10,000 objects (scaleSizes, built by one
+// python.exec), on Blender 4.5: LoadCheckpoint of the scene's own
+// checkpoint (what a recovery, a restore or a refresh waits for in
+// Blender: the file's read and the rehash) and a python.exec that changes
+// nothing (the rehash after the code; the window already awake). Metrics:
+// ms/load-100, ms/load-10k, ms/exec-100, ms/exec-10k.
+func BenchmarkRehash(b *testing.B) {
+	rt := testRuntimes()[0]
+	if !isExecutable(rt.rt.Path) {
+		b.Skipf("runtime %s not installed at %s (run `make blender`)", rt.name, rt.rt.Path)
+	}
+	ps := scaleProcesses(b, rt.rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir := b.TempDir()
+	var load, exec [2]time.Duration
+	rounds := 0
+	for b.Loop() {
+		for k, p := range ps {
+			path := filepath.Join(dir, fmt.Sprintf("ck-%d.blend", k))
+			if _, err := p.SaveCheckpoint(ctx, path); err != nil {
+				b.Fatal(err)
+			}
+			for range rehashRounds {
+				t0 := time.Now()
+				if _, err := p.LoadCheckpoint(ctx, path); err != nil {
+					b.Fatal(err)
+				}
+				load[k] += time.Since(t0)
+			}
+			// The first call after a load wakes the window (window.py):
+			// once, untimed, so that the timed calls measure the rehash.
+			for i := range rehashRounds + 1 {
+				t0 := time.Now()
+				if _, err := p.Execute(ctx, Call{Tool: "python.exec", Args: map[string]any{"code": "result = len(bpy.data.objects)"}}); err != nil {
+					b.Fatal(err)
+				}
+				if i > 0 {
+					exec[k] += time.Since(t0)
+				}
+			}
+		}
+		rounds += rehashRounds
+	}
+	for k, size := range []string{"100", "10k"} {
+		b.ReportMetric(float64(load[k].Microseconds())/1000/float64(rounds), "ms/load-"+size)
+		b.ReportMetric(float64(exec[k].Microseconds())/1000/float64(rounds), "ms/exec-"+size)
+	}
 }

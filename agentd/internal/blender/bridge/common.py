@@ -98,14 +98,38 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
+def _c_encoder(enc):
+    """enc's C encoder, built once (JSONEncoder.encode builds one per call:
+    a fifth of a record's encoding), with a circular-reference check whose
+    marks a failed call clears; None without the C accelerator."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    marks = {}
+    run = make(marks, enc.default, json.encoder.encode_basestring_ascii, None, enc.key_separator,
+               enc.item_separator, enc.sort_keys, enc.skipkeys, enc.allow_nan)
+
+    def encode(obj):
+        try:
+            return "".join(run(obj, 0))
+        except BaseException:
+            marks.clear()  # the ids of the containers it was inside
+            raise
+    return encode
+
+
 def canonical(obj):
     """Sorted keys, no spaces, ASCII, no NaN: the encoding records are hashed in."""
-    return _CANONICAL.encode(obj)
+    return _canonical(obj)
+
+
+_canonical = _c_encoder(_CANONICAL) or _CANONICAL.encode
+_compact = _c_encoder(_COMPACT) or _COMPACT.encode
 
 
 def compact(obj):
     """canonical() without sorting keys: for protocol lines, which are not hashed."""
-    return _COMPACT.encode(obj)
+    return _compact(obj)
 
 
 class Encoded(str):

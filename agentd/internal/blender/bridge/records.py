@@ -34,6 +34,7 @@ recorded (view-layer UI state; tools/objects.py, object.select).
 """
 
 import hashlib
+from array import array
 
 import bpy
 
@@ -44,12 +45,27 @@ from index import INDEX, memberships
 from layers import active_of
 
 
+# qf's results by value: round(x, 5) costs 0.3 us, a lookup a tenth of that,
+# and a scene's values repeat (0, 1, a grid's steps). Bounded: emptied when
+# full. Equal keys share a result: -0.0 and 0.0 fold to 0.0 either way, and
+# 1 and True to 1.0.
+_ROUNDED = {}
+_ROUNDED_MAX = 1 << 16
+
+
 def qf(x):
-    return round(float(x), 5) or 0.0  # folds -0.0 into 0.0
+    r = _ROUNDED.get(x)
+    if r is None:
+        if len(_ROUNDED) >= _ROUNDED_MAX:
+            _ROUNDED.clear()
+        r = _ROUNDED[x] = round(float(x), 5) or 0.0  # folds -0.0 into 0.0
+    return r
 
 
 def qv(v):
-    return [round(float(x), 5) or 0.0 for x in v]  # qf, inlined: a call per element costs more
+    # v[:] reads a Blender vector in one go; iterating reads it per element.
+    get = _ROUNDED.get
+    return [r if (r := get(x)) is not None else qf(x) for x in v[:]]
 
 
 # Modifier settings in the object record, per modifier type (the ones
@@ -119,22 +135,49 @@ def record_object(ob, collections=None):
     return rec
 
 
+# Geometry digests by the arrays they digest (exact bytes, so equal keys
+# digest equally). A scene's meshes often share their geometry (a primitive's
+# shape, moved by its object), and reading the arrays costs half of digesting
+# them in Python. Bounded: emptied when full; meshes larger than
+# _GEOMETRY_KEY_MAX bytes of arrays are not kept.
+_GEOMETRY = {}
+_GEOMETRY_MAX = 4096
+_GEOMETRY_KEY_MAX = 1 << 16
+
+
 def mesh_geometry_digest(me):
-    n = len(me.vertices)
-    co = [0.0] * (3 * n)
+    nv, nl, nf = len(me.vertices), len(me.loops), len(me.polygons)
+    co = array("f", bytes(4 * 3 * nv))  # foreach_get fills a buffer without a float object per element
     me.vertices.foreach_get("co", co)
+    loops = array("i", bytes(4 * nl))
+    me.loops.foreach_get("vertex_index", loops)
+    starts = array("i", bytes(4 * nf))
+    me.polygons.foreach_get("loop_start", starts)
+    sizes = array("i", bytes(4 * nf))
+    me.polygons.foreach_get("loop_total", sizes)
+    key = None
+    if 4 * (3 * nv + nl + 2 * nf) <= _GEOMETRY_KEY_MAX:
+        key = (nv, nl, co.tobytes() + loops.tobytes() + starts.tobytes() + sizes.tobytes())
+        digest = _GEOMETRY.get(key)
+        if digest is not None:
+            return digest
+    digest = geometry_digest(co, loops, starts, sizes)
+    if key is not None:
+        if len(_GEOMETRY) >= _GEOMETRY_MAX:
+            _GEOMETRY.clear()
+        _GEOMETRY[key] = digest
+    return digest
+
+
+def geometry_digest(co, loops, starts, sizes):
+    """The digest of a mesh's vertex coordinates (flat) and faces (each
+    face's loops[start:start + size] are its vertex indices)."""
     h = hashlib.sha256()
     h.update(",".join([str(round(x * 100000)) for x in co]).encode("ascii"))  # round(float) is an int
     h.update(b"|")
-    loops = [0] * len(me.loops)
-    me.loops.foreach_get("vertex_index", loops)
-    starts = [0] * len(me.polygons)
-    me.polygons.foreach_get("loop_start", starts)
-    sizes = [0] * len(me.polygons)
-    me.polygons.foreach_get("loop_total", sizes)
     faces = []
     for s, n in zip(starts, sizes):
-        f = loops[s:s + n]
+        f = loops[s:s + n].tolist()
         k = f.index(min(f)) if f else 0
         faces.append(tuple(f[k:] + f[:k]))  # same winding, lowest vertex first
     # Face order and the first loop of a face differ between Blender versions
@@ -363,7 +406,7 @@ def record_of(kind, name):
 
 
 def all_records():
-    """(kind, section, datablock, record) for every tracked datablock, in one
+    """(kind, section, name, record) for every tracked datablock, in one
     pass: each record is built from the datablock in hand (no lookup by name)
     and membership comes from one pass over the collections, so this is
     O(scene), not O(scene^2)."""
@@ -373,10 +416,11 @@ def all_records():
 def all_records_with(members):
     for kind, section, fn, coll in KINDS:
         for db in getattr(bpy.data, coll):
-            if db.library is not None or is_tomb(db.name):
+            name = db.name
+            if db.library is not None or is_tomb(name):
                 continue
             if kind == "object":
                 rec = record_object(db, members.get(db.as_pointer(), []))
             else:
                 rec = fn(db)
-            yield kind, section, db, rec
+            yield kind, section, name, rec

@@ -40,10 +40,10 @@ def full_snapshot():
     for _, section, _, _ in KINDS:
         snap[section] = {}
     acc = 0
-    for kind, section, db, rec in all_records():
-        snap[section][db.name] = rec
-        acc = (acc + term(kind + ":" + db.name, sha256_hex(canonical(rec)))) % (1 << 256)
-    return snap, hash_from_acc(acc)
+    for kind, section, name, rec in all_records():
+        snap[section][name] = rec
+        acc += term(kind + ":" + name, sha256_hex(canonical(rec)))
+    return snap, hash_from_acc(acc % (1 << 256))
 
 
 class SceneState:
@@ -74,8 +74,6 @@ class SceneState:
         """Every digest from scratch, in one pass; refills INDEX."""
         INDEX.invalidate()
         old, changed = self.digests, self.changed
-        self.digests = {}
-        self.acc = 0
         self.actives = {}
         members = memberships()
         for kind, _, _, coll in KINDS:
@@ -83,9 +81,14 @@ class SceneState:
             for db in getattr(bpy.data, coll):
                 m.setdefault(db.name, db)
         INDEX.refresh_members(members)
-        for kind, _, db, rec in all_records_with(members):
-            self._record(kind, db.name, rec)
-        new = self.digests
+        new, acc = {}, 0
+        for kind, _, name, rec in all_records_with(members):  # _record's work, without its updates
+            key = kind + ":" + name
+            digest = new[key] = sha256_hex(canonical(rec))
+            acc += term(key, digest)
+            if kind == "active":
+                self.actives[name] = rec["active_object"]
+        self.digests, self.acc = new, acc % (1 << 256)
         self.changed = changed + sum(1 for k, d in new.items() if old.get(k) != d) + sum(1 for k in old if k not in new)
 
     def _set(self, key, digest):
