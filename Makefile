@@ -217,7 +217,7 @@ bench: blender
 	@mkdir -p bin
 	set -o pipefail; go test -p 1 -run '^$$' -bench . -benchtime 1x -count 3 -timeout 30m \
 		./e2e/ ./controlplane/internal/plan/ ./controlplane/internal/store/ ./agentd/internal/sessions/ | tee bin/bench.out
-	set -o pipefail; go test -run '^$$' -bench '^(BenchmarkToolFamilies|BenchmarkCheckpointSave)$$' -benchtime 1x -count 3 -timeout 15m \
+	set -o pipefail; go test -run '^$$' -bench '^(BenchmarkToolFamilies|BenchmarkCheckpointSave|BenchmarkRehash)$$' -benchtime 1x -count 3 -timeout 15m \
 		./agentd/internal/blender/ | tee -a bin/bench.out
 	@if [ -x /usr/bin/blender ]; then \
 		echo "== ObjectCreate400 on Debian's Blender 3.4"; \

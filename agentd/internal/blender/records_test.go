@@ -1,0 +1,136 @@
+package blender
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// geometryDigest is records.py's geometry_sha256, computed here from the
+// spec (records.py's docstring) and not from the bridge's code: each
+// coordinate as round(x * 1e5), then "|", then each face's vertex indices
+// rotated to start at its lowest, faces sorted.
+func geometryDigest(co [][3]float64, faces [][]int) string {
+	var parts []string
+	for _, v := range co {
+		for _, x := range v {
+			f32 := float64(float32(x)) // Blender stores float32
+			parts = append(parts, strconv.FormatInt(int64(math.RoundToEven(f32*100000)), 10))
+		}
+	}
+	var fs [][]int
+	for _, f := range faces {
+		k := slices.Index(f, slices.Min(f))
+		fs = append(fs, append(slices.Clone(f[k:]), f[:k]...))
+	}
+	slices.SortFunc(fs, slices.Compare)
+	var ftext []string
+	for _, f := range fs {
+		var s []string
+		for _, i := range f {
+			s = append(s, strconv.Itoa(i))
+		}
+		ftext = append(ftext, strings.Join(s, ","))
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, ",") + "|" + strings.Join(ftext, ";")))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestGeometryDigests checks mesh records' geometry_sha256 against the
+// spec, computed in Go: the bridge keeps digests by the exact arrays they
+// digest (records.py: _GEOMETRY), so a mesh whose vertices moved, or whose
+// faces wind the other way, with the same counts as a mesh digested
+// before, must not get that mesh's digest; nor a mesh changed in place
+// after its digest was kept. A mesh too large to be kept (a 6,000-vertex
+// line) is digested the same way.
+func TestGeometryDigests(t *testing.T) {
+	quad := [][3]float64{{-1, -1, 0}, {1, -1, 0}, {1, 1, 0}, {-1, 1, 0}}
+	moved := slices.Clone(quad)
+	moved[2] = [3]float64{1.25, 1, 0.1}
+	var line [][3]float64
+	for i := range 6000 {
+		line = append(line, [3]float64{float64(i) * 0.001, -float64(i), 1.5})
+	}
+	want := map[string]string{
+		"A":    geometryDigest(quad, [][]int{{0, 1, 2, 3}}),
+		"B":    geometryDigest(quad, [][]int{{0, 1, 2, 3}}),
+		"C":    geometryDigest(moved, [][]int{{0, 1, 2, 3}}),
+		"D":    geometryDigest(quad, [][]int{{0, 3, 2, 1}}),
+		"Line": geometryDigest(line, nil),
+	}
+	if want["A"] == want["C"] || want["A"] == want["D"] {
+		t.Fatal("the test's meshes must differ in geometry")
+	}
+	build := `
+quad = [(-1, -1, 0), (1, -1, 0), (1, 1, 0), (-1, 1, 0)]
+moved = list(quad)
+moved[2] = (1.25, 1, 0.1)
+for name, co, faces in [("A", quad, [(0, 1, 2, 3)]), ("B", quad, [(0, 1, 2, 3)]),
+                        ("C", moved, [(0, 1, 2, 3)]), ("D", quad, [(0, 3, 2, 1)]),
+                        ("Line", [(i * 0.001, -i, 1.5) for i in range(6000)], [])]:
+    me = bpy.data.meshes.new(name)
+    me.from_pydata(co, [], faces)
+`
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		check := func(when string, want map[string]string) {
+			t.Helper()
+			meshes := assertIncrementalMatchesFull(t, p).State["meshes"].(map[string]any)
+			for name, w := range want {
+				m, ok := meshes[name].(map[string]any)
+				if !ok {
+					t.Fatalf("%s: no record of mesh %s", when, name)
+				}
+				if got := m["geometry_sha256"]; got != w {
+					t.Errorf("%s: mesh %s geometry_sha256 %v, want %s", when, name, got, w)
+				}
+			}
+		}
+		want := maps.Clone(want)
+		mustExecute(t, p, "python.exec", map[string]any{"code": build})
+		check("built", want)
+
+		// A's vertex moves in place to where C's is: A digests as C, B as before.
+		mustExecute(t, p, "python.exec", map[string]any{"code": `bpy.data.meshes["A"].vertices[2].co = (1.25, 1, 0.1)`})
+		want["A"] = want["C"]
+		check("moved", want)
+
+		// A checkpoint's load digests every mesh afresh.
+		assertCheckpointRoundTrip(t, p, rt)
+	})
+}
+
+// TestExecResultEncoding: a python.exec result the bridge cannot encode is
+// refused, and leaves nothing behind in the encoder: the bridge builds its
+// JSON encoders once (common.py), and their circular-reference check marks
+// every container it is inside. A result that failed inside a container the
+// code keeps (the driver namespace outlives the call) must encode once it
+// is fixed, and a result that holds the same list twice is not circular.
+func TestExecResultEncoding(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		keep := `bpy.app.driver_namespace["bp_keep"]`
+		te := wantToolError(t, p, "python.exec", map[string]any{"code": keep + ` = [object()]; result = ` + keep}, CodeInvalidInput)
+		if !strings.Contains(te.Message, "not JSON-able") {
+			t.Errorf("message %q, want it to say the result is not JSON-able", te.Message)
+		}
+		if got := string(execResult(t, p, keep+`[0] = 1; result = `+keep)); got != "[1]" {
+			t.Errorf("fixed result %s, want [1]", got)
+		}
+		if got := string(execResult(t, p, `x = [1]; result = {"k": x, "j": x}`)); got != `{"j":[1],"k":[1]}` {
+			t.Errorf("shared list: result %s", got)
+		}
+		te = wantToolError(t, p, "python.exec", map[string]any{"code": `l = []; l.append(l); result = l`}, CodeInvalidInput)
+		if !strings.Contains(te.Message, "ircular") {
+			t.Errorf("message %q, want a circular reference", te.Message)
+		}
+		if got := string(execResult(t, p, `result = {"a": [1.5, None, "é"]}`)); got != `{"a":[1.5,null,"é"]}` {
+			t.Errorf("result %s", got)
+		}
+	})
+}
