@@ -43,9 +43,10 @@ func geometryDigest(co [][3]float64, faces [][]int) string {
 
 // TestGeometryDigests checks mesh records' geometry_sha256 against the
 // spec, computed in Go: the bridge keeps digests by the exact arrays they
-// digest (records.py: _GEOMETRY), so a mesh whose vertices moved, or whose
-// faces wind the other way, with the same counts as a mesh digested
-// before, must not get that mesh's digest; nor a mesh changed in place
+// digest (records.py: _GEOMETRY), so a mesh whose vertices moved, whose
+// faces wind the other way, or whose loops are split into faces of other
+// sizes, with the same counts as a mesh digested before, must not get that
+// mesh's digest; nor a mesh changed in place
 // after its digest was kept. A mesh too large to be kept (a 6,000-vertex
 // line) is digested the same way.
 func TestGeometryDigests(t *testing.T) {
@@ -56,14 +57,18 @@ func TestGeometryDigests(t *testing.T) {
 	for i := range 6000 {
 		line = append(line, [3]float64{float64(i) * 0.001, -float64(i), 1.5})
 	}
+	// E and F: the same loops, split into faces of 4 and 3 or of 3 and 4.
+	five := append(slices.Clone(quad), [3]float64{2, 0, 0})
 	want := map[string]string{
 		"A":    geometryDigest(quad, [][]int{{0, 1, 2, 3}}),
 		"B":    geometryDigest(quad, [][]int{{0, 1, 2, 3}}),
 		"C":    geometryDigest(moved, [][]int{{0, 1, 2, 3}}),
 		"D":    geometryDigest(quad, [][]int{{0, 3, 2, 1}}),
+		"E":    geometryDigest(five, [][]int{{0, 1, 2, 3}, {1, 4, 2}}),
+		"F":    geometryDigest(five, [][]int{{0, 1, 2}, {3, 1, 4, 2}}),
 		"Line": geometryDigest(line, nil),
 	}
-	if want["A"] == want["C"] || want["A"] == want["D"] {
+	if want["A"] == want["C"] || want["A"] == want["D"] || want["E"] == want["F"] {
 		t.Fatal("the test's meshes must differ in geometry")
 	}
 	build := `
@@ -72,6 +77,8 @@ moved = list(quad)
 moved[2] = (1.25, 1, 0.1)
 for name, co, faces in [("A", quad, [(0, 1, 2, 3)]), ("B", quad, [(0, 1, 2, 3)]),
                         ("C", moved, [(0, 1, 2, 3)]), ("D", quad, [(0, 3, 2, 1)]),
+                        ("E", quad + [(2, 0, 0)], [(0, 1, 2, 3), (1, 4, 2)]),
+                        ("F", quad + [(2, 0, 0)], [(0, 1, 2), (3, 1, 4, 2)]),
                         ("Line", [(i * 0.001, -i, 1.5) for i in range(6000)], [])]:
     me = bpy.data.meshes.new(name)
     me.from_pydata(co, [], faces)

@@ -44,6 +44,16 @@ def object_types_of(objects):
 _TYPES = {}  # Object.type's enum value -> identifier
 
 
+def faces_are_offsets():
+    """Whether a mesh keeps its faces as offsets into its loops (4.0 on), so
+    that each face's loop_start is the sum of the sizes before it; 3.4 keeps
+    a start per face, which need not follow."""
+    return _FACES_ARE_OFFSETS
+
+
+_FACES_ARE_OFFSETS = tuple(bpy.app.version) >= (4, 0, 0)  # asked per mesh
+
+
 def build_string(value):
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")

@@ -39,8 +39,8 @@ from array import array
 import bpy
 
 from common import canonical, is_tomb
-from compat import (action_fcurve_collections, canonical_engine, material_use_nodes, principled_emission_color,
-                    stamp_flags, world_background_node, world_use_nodes, world_uses_nodes)
+from compat import (action_fcurve_collections, canonical_engine, faces_are_offsets, material_use_nodes,
+                    principled_emission_color, stamp_flags, world_background_node, world_use_nodes, world_uses_nodes)
 from index import INDEX, memberships
 from layers import active_of
 
@@ -145,28 +145,37 @@ _GEOMETRY_MAX = 4096
 _GEOMETRY_KEY_MAX = 1 << 16
 
 
-def mesh_geometry_digest(me):
-    nv, nl, nf = len(me.vertices), len(me.loops), len(me.polygons)
+def mesh_geometry_digest(me, counts=None):
+    """geometry_sha256 of mesh me; counts: its (vertices, loops, polygons)
+    when the caller has read them."""
+    nv, nl, nf = counts if counts is not None else (len(me.vertices), len(me.loops), len(me.polygons))
     co = array("f", bytes(4 * 3 * nv))  # foreach_get fills a buffer without a float object per element
     me.vertices.foreach_get("co", co)
     loops = array("i", bytes(4 * nl))
     me.loops.foreach_get("vertex_index", loops)
-    starts = array("i", bytes(4 * nf))
-    me.polygons.foreach_get("loop_start", starts)
     sizes = array("i", bytes(4 * nf))
     me.polygons.foreach_get("loop_total", sizes)
+    # Where faces are offsets into the loops (faces_are_offsets), their
+    # sizes say where they start: the key needs no starts.
+    starts = None if faces_are_offsets() else face_starts(me, nf)
     key = None
     if 4 * (3 * nv + nl + 2 * nf) <= _GEOMETRY_KEY_MAX:
-        key = (nv, nl, co.tobytes() + loops.tobytes() + starts.tobytes() + sizes.tobytes())
+        key = (nv, nl, co.tobytes() + loops.tobytes() + sizes.tobytes() + (starts.tobytes() if starts else b""))
         digest = _GEOMETRY.get(key)
         if digest is not None:
             return digest
-    digest = geometry_digest(co, loops, starts, sizes)
+    digest = geometry_digest(co, loops, starts or face_starts(me, nf), sizes)
     if key is not None:
         if len(_GEOMETRY) >= _GEOMETRY_MAX:
             _GEOMETRY.clear()
         _GEOMETRY[key] = digest
     return digest
+
+
+def face_starts(me, nf):
+    starts = array("i", bytes(4 * nf))
+    me.polygons.foreach_get("loop_start", starts)
+    return starts
 
 
 def geometry_digest(co, loops, starts, sizes):
@@ -188,13 +197,14 @@ def geometry_digest(co, loops, starts, sizes):
 
 
 def record_mesh(me):
+    nv, nl, nf = len(me.vertices), len(me.loops), len(me.polygons)
     return {
         "name": me.name,
-        "vertices": len(me.vertices),
+        "vertices": nv,
         "edges": len(me.edges),
-        "polygons": len(me.polygons),
-        "loops": len(me.loops),
-        "geometry_sha256": mesh_geometry_digest(me),
+        "polygons": nf,
+        "loops": nl,
+        "geometry_sha256": mesh_geometry_digest(me, (nv, nl, nf)),
         "materials": [m.name if m else None for m in me.materials],
     }
 
