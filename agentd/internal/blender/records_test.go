@@ -117,7 +117,9 @@ for name, co, faces in [("A", quad, [(0, 1, 2, 3)]), ("B", quad, [(0, 1, 2, 3)])
 // JSON encoders once (common.py), and their circular-reference check marks
 // every container it is inside. A result that failed inside a container the
 // code keeps (the driver namespace outlives the call) must encode once it
-// is fixed, and a result that holds the same list twice is not circular.
+// is fixed, a result that holds the same list twice is not circular, and
+// a value whose own code encodes while the result is encoded does not
+// disturb it.
 func TestExecResultEncoding(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		p := startTestProcess(t, rt)
@@ -138,6 +140,22 @@ func TestExecResultEncoding(t *testing.T) {
 		}
 		if got := string(execResult(t, p, `result = {"a": [1.5, None, "é"]}`)); got != `{"a":[1.5,null,"é"]}` {
 			t.Errorf("result %s", got)
+		}
+		// A value whose own code encodes (and fails) while the result is
+		// being encoded: each call keeps its own marks.
+		reenter := `
+import sys
+canonical = sys.modules["common"].canonical
+class D(dict):
+    def items(self):
+        try:
+            canonical({"x": [object()]})
+        except TypeError:
+            pass
+        return super().items()
+result = {"a": D(b=1), "c": [D(z=[1])]}`
+		if got := string(execResult(t, p, reenter)); got != `{"a":{"b":1},"c":[{"z":[1]}]}` {
+			t.Errorf("re-entered encoding: result %s", got)
 		}
 	})
 }

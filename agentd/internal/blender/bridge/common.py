@@ -101,20 +101,28 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=
 def _c_encoder(enc):
     """enc's C encoder, built once (JSONEncoder.encode builds one per call:
     a fifth of a record's encoding), with a circular-reference check whose
-    marks a failed call clears; None without the C accelerator."""
+    marks a failed call clears; None without the C accelerator. A call made
+    while one runs (from a value's own code, in a python.exec result) gets
+    an encoder of its own, so that neither sees the other's marks."""
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:
         return None
     marks = {}
     run = make(marks, enc.default, json.encoder.encode_basestring_ascii, None, enc.key_separator,
                enc.item_separator, enc.sort_keys, enc.skipkeys, enc.allow_nan)
+    busy = [False]
 
     def encode(obj):
+        if busy[0]:
+            return enc.encode(obj)
+        busy[0] = True
         try:
             return "".join(run(obj, 0))
         except BaseException:
             marks.clear()  # the ids of the containers it was inside
             raise
+        finally:
+            busy[0] = False
     return encode
 
 
