@@ -3,6 +3,7 @@ package blender
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"maps"
 	"math"
 	"slices"
@@ -67,6 +68,8 @@ func TestGeometryDigests(t *testing.T) {
 		"E":    geometryDigest(five, [][]int{{0, 1, 2, 3}, {1, 4, 2}}),
 		"F":    geometryDigest(five, [][]int{{0, 1, 2}, {3, 1, 4, 2}}),
 		"Line": geometryDigest(line, nil),
+		"Dot":  geometryDigest([][3]float64{{math.Copysign(0, -1), 0.5, 0}}, nil),
+		"Void": geometryDigest(nil, nil),
 	}
 	if want["A"] == want["C"] || want["A"] == want["D"] || want["E"] == want["F"] {
 		t.Fatal("the test's meshes must differ in geometry")
@@ -79,9 +82,14 @@ for name, co, faces in [("A", quad, [(0, 1, 2, 3)]), ("B", quad, [(0, 1, 2, 3)])
                         ("C", moved, [(0, 1, 2, 3)]), ("D", quad, [(0, 3, 2, 1)]),
                         ("E", quad + [(2, 0, 0)], [(0, 1, 2, 3), (1, 4, 2)]),
                         ("F", quad + [(2, 0, 0)], [(0, 1, 2), (3, 1, 4, 2)]),
-                        ("Line", [(i * 0.001, -i, 1.5) for i in range(6000)], [])]:
+                        ("Line", [(i * 0.001, -i, 1.5) for i in range(6000)], []),
+                        ("Dot", [(-0.0, 0.5, 0)], []), ("Void", [], [])]:
     me = bpy.data.meshes.new(name)
     me.from_pydata(co, [], faces)
+if bpy.app.version < (4, 0, 0):  # G: E's arrays with its faces' starts swapped (3.4 keeps them per face)
+    me = bpy.data.meshes["E"].copy()
+    me.name = "G"
+    me.polygons.foreach_set("loop_start", [3, 0])
 `
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		p := startTestProcess(t, rt)
@@ -99,6 +107,9 @@ for name, co, faces in [("A", quad, [(0, 1, 2, 3)]), ("B", quad, [(0, 1, 2, 3)])
 			}
 		}
 		want := maps.Clone(want)
+		if rt.Kind == RuntimeBinary { // Blender 3.4: G's faces start at 3 and 0
+			want["G"] = geometryDigest(five, [][]int{{3, 1, 4, 2}, {0, 1, 2}})
+		}
 		mustExecute(t, p, "python.exec", map[string]any{"code": build})
 		check("built", want)
 
@@ -156,6 +167,33 @@ class D(dict):
 result = {"a": D(b=1), "c": [D(z=[1])]}`
 		if got := string(execResult(t, p, reenter)); got != `{"a":{"b":1},"c":[{"z":[1]}]}` {
 			t.Errorf("re-entered encoding: result %s", got)
+		}
+	})
+}
+
+// TestExecUnhashableScene: python.exec that leaves a value no record can
+// hold (a NaN location) cannot be rolled back, and its rehash stops at that
+// record. The scene must then hash as changed, so the call fails with
+// internal_error ("rollback ... left the scene changed"), never as if
+// nothing had happened.
+func TestExecUnhashableScene(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		before, err := p.SceneHash(callCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.Execute(callCtx(t), Call{Tool: "python.exec", Args: map[string]any{"code": `bpy.data.objects["Camera"].location.x = float("nan")`}})
+		var te *ToolError
+		if !errors.As(err, &te) || te.Code != CodeInternalError {
+			t.Fatalf("python.exec writing a NaN: %v, want internal_error", err)
+		}
+		after, err := p.SceneHash(callCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after == before {
+			t.Errorf("the scene hashes as before (%s) after python.exec wrote a NaN", before)
 		}
 	})
 }

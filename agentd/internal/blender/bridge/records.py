@@ -138,10 +138,11 @@ def record_object(ob, collections=None):
 # Geometry digests by the arrays they digest (exact bytes, so equal keys
 # digest equally). A scene's meshes often share their geometry (a primitive's
 # shape, moved by its object), and reading the arrays costs half of digesting
-# them in Python. Bounded: emptied when full; meshes larger than
-# _GEOMETRY_KEY_MAX bytes of arrays are not kept.
+# them in Python. Bounded: emptied when its keys reach _GEOMETRY_BYTES;
+# meshes larger than _GEOMETRY_KEY_MAX bytes of arrays are not kept.
 _GEOMETRY = {}
-_GEOMETRY_MAX = 4096
+_GEOMETRY_SIZE = {"bytes": 0}
+_GEOMETRY_BYTES = 16 << 20
 _GEOMETRY_KEY_MAX = 1 << 16
 
 
@@ -166,9 +167,11 @@ def mesh_geometry_digest(me, counts=None):
             return digest
     digest = geometry_digest(co, loops, starts or face_starts(me, nf), sizes)
     if key is not None:
-        if len(_GEOMETRY) >= _GEOMETRY_MAX:
+        if _GEOMETRY_SIZE["bytes"] + len(key[2]) > _GEOMETRY_BYTES:
             _GEOMETRY.clear()
+            _GEOMETRY_SIZE["bytes"] = 0
         _GEOMETRY[key] = digest
+        _GEOMETRY_SIZE["bytes"] += len(key[2])
     return digest
 
 

@@ -82,13 +82,18 @@ class SceneState:
                 m.setdefault(db.name, db)
         INDEX.refresh_members(members)
         new, acc = {}, 0
-        for kind, _, name, rec in all_records_with(members):  # _record's work, without its updates
-            key = kind + ":" + name
-            digest = new[key] = sha256_hex(canonical(rec))
-            acc += term(key, digest)
-            if kind == "active":
-                self.actives[name] = rec["active_object"]
-        self.digests, self.acc = new, acc % (1 << 256)
+        try:
+            for kind, _, name, rec in all_records_with(members):  # _record's work, without its updates
+                key = kind + ":" + name
+                digest = new[key] = sha256_hex(canonical(rec))
+                acc += term(key, digest)
+                if kind == "active":
+                    self.actives[name] = rec["active_object"]
+        finally:
+            # A record that cannot be hashed (a NaN python.exec wrote) stops
+            # the pass: what was hashed so far stands, so the scene hashes
+            # as changed (execute's rollback check), never as before.
+            self.digests, self.acc = new, acc % (1 << 256)
         self.changed = changed + sum(1 for k, d in new.items() if old.get(k) != d) + sum(1 for k in old if k not in new)
 
     def _set(self, key, digest):
