@@ -1,11 +1,15 @@
 package blender
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,6 +198,144 @@ func TestExecUnhashableScene(t *testing.T) {
 		}
 		if after == before {
 			t.Errorf("the scene hashes as before (%s) after python.exec wrote a NaN", before)
+		}
+	})
+}
+
+// pyCanonical writes v (decoded with UseNumber) as the bridge's canonical
+// JSON (records.py, SCENE.md): keys sorted, no spaces, ASCII with Python's
+// escapes, numbers as the bridge wrote them (json.Number keeps the text).
+func pyCanonical(b *strings.Builder, v any) {
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		b.WriteString(strconv.FormatBool(x))
+	case json.Number:
+		b.WriteString(x.String())
+	case string:
+		b.WriteByte('"')
+		for _, r := range x {
+			switch {
+			case r == '"' || r == '\\':
+				b.WriteByte('\\')
+				b.WriteRune(r)
+			case r == '\n':
+				b.WriteString(`\n`)
+			case r == '\r':
+				b.WriteString(`\r`)
+			case r == '\t':
+				b.WriteString(`\t`)
+			case r == '\b':
+				b.WriteString(`\b`)
+			case r == '\f':
+				b.WriteString(`\f`)
+			case r >= ' ' && r <= '~':
+				b.WriteRune(r)
+			case r > 0xffff:
+				r -= 0x10000
+				fmt.Fprintf(b, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
+			default:
+				fmt.Fprintf(b, `\u%04x`, r)
+			}
+		}
+		b.WriteByte('"')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			pyCanonical(b, e)
+		}
+		b.WriteByte(']')
+	case map[string]any:
+		keys := slices.Sorted(maps.Keys(x))
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			pyCanonical(b, k)
+			b.WriteByte(':')
+			pyCanonical(b, x[k])
+		}
+		b.WriteByte('}')
+	default:
+		panic(fmt.Sprintf("unexpected JSON value %T", v))
+	}
+}
+
+// sceneHashOf computes scene_state_v1's hash of a snapshot as SCENE.md
+// specifies it, in Go: per record sha256(canonical JSON), then
+// acc = sum of int(sha256(kind:name + "\0" + digest)) mod 2^256, and
+// sha256("scene_state_v1:" + acc as 64 hex digits).
+func sceneHashOf(t *testing.T, snap map[string]any) string {
+	t.Helper()
+	kinds := map[string]string{"actions": "action", "active_objects": "active", "cameras": "camera",
+		"collections": "collection", "curves": "curve", "lights": "light", "materials": "material",
+		"meshes": "mesh", "objects": "object", "scenes": "scene", "worlds": "world"}
+	acc := new(big.Int)
+	for section, records := range snap {
+		if section == "schema" {
+			continue
+		}
+		kind, ok := kinds[section]
+		if !ok {
+			t.Fatalf("snapshot section %q is not in scene_state_v1", section)
+		}
+		for name, rec := range records.(map[string]any) {
+			var b strings.Builder
+			pyCanonical(&b, rec)
+			digest := sha256.Sum256([]byte(b.String()))
+			term := sha256.Sum256([]byte(kind + ":" + name + "\x00" + hex.EncodeToString(digest[:])))
+			acc.Add(acc, new(big.Int).SetBytes(term[:]))
+		}
+	}
+	acc.Mod(acc, new(big.Int).Lsh(big.NewInt(1), 256))
+	h := sha256.Sum256([]byte(fmt.Sprintf("scene_state_v1:%064x", acc)))
+	return hex.EncodeToString(h[:])
+}
+
+// TestSceneHashFromSpec recomputes the scene hash from the bridge's
+// snapshot in Go, from the spec alone, and compares it with the bridge's,
+// for a scene with every kind of record, floats of every form, and names
+// and a text body that need escapes: the bridge's encoders, digests and
+// running sum must be the spec's, whatever makes them fast.
+func TestSceneHashFromSpec(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "monkey", "name": "Sü\"zanne\\",
+			"location": []any{1e-7, -2.5, 123456.789}, "scale": []any{1e6, 0.1, -0}})
+		mustExecute(t, p, "modifier.add", map[string]any{"object": "Sü\"zanne\\", "type": "subdivision"})
+		mustExecute(t, p, "light.create", map[string]any{"name": "Lamp 1", "type": "spot"})
+		mustExecute(t, p, "material.create", map[string]any{"name": "Mat ✓", "base_color": []any{0.1, 0.2, 0.3, 1}})
+		mustExecute(t, p, "text.create", map[string]any{"name": "T", "body": "héllo ✓ 😀 \"q\""})
+		mustExecute(t, p, "keyframe.insert", map[string]any{"object": "T", "data_path": "location", "frame": 3})
+		mustExecute(t, p, "python.exec", map[string]any{"code": `
+bpy.data.objects["Camera"].location = (1e20, -1e-20, 0.3)
+me = bpy.data.meshes.new("Grid")
+me.from_pydata([(x * 0.1, y * 0.1, 0) for x in range(4) for y in range(4)], [], [(0, 1, 5, 4), (1, 2, 6, 5)])
+bpy.data.lights.new("Lamp\t\n\x01\x7f", "AREA").energy = 1.5e-5
+`})
+		var raw struct {
+			SceneHash string          `json:"scene_hash"`
+			State     json.RawMessage `json:"snapshot"`
+		}
+		if err := p.call(callCtx(t), "snapshot", struct{}{}, &raw, nil); err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw.State))
+		dec.UseNumber()
+		var snap map[string]any
+		if err := dec.Decode(&snap); err != nil {
+			t.Fatal(err)
+		}
+		if got := sceneHashOf(t, snap); got != raw.SceneHash {
+			t.Errorf("the spec's hash of the snapshot is %s, the bridge's %s", got, raw.SceneHash)
+		}
+		if got := assertIncrementalMatchesFull(t, p).SceneHash; got != raw.SceneHash {
+			t.Errorf("snapshot hash %s, then %s", raw.SceneHash, got)
 		}
 	})
 }

@@ -108,8 +108,9 @@ def _c_encoder(enc):
     if make is None:
         return None
     marks = {}
-    run = make(marks, enc.default, json.encoder.encode_basestring_ascii, None, enc.key_separator,
-               enc.item_separator, enc.sort_keys, enc.skipkeys, enc.allow_nan)
+    strings = json.encoder.encode_basestring_ascii if enc.ensure_ascii else json.encoder.encode_basestring
+    run = make(marks, enc.default, strings, None, enc.key_separator, enc.item_separator, enc.sort_keys,
+               enc.skipkeys, enc.allow_nan)
     busy = [False]
 
     def encode(obj):
