@@ -210,7 +210,8 @@ check: lint
 # three times, BenchmarkFailover builds a 10,000-object
 # session per run, BenchmarkRenderFanOut renders 72 frames). Then BenchmarkToolFamilies (every tool
 # family at 100 vs 10,000 objects, in process on the bpy wheel; it builds its scenes
-# per run, in seconds): about 1.5 minutes more. The output also goes to bin/bench.out.
+# per run, in seconds), BenchmarkCheckpointSave and BenchmarkRehash (a checkpoint's save,
+# its load and python.exec at 100 vs 10,000 objects): about 3 minutes more. The output also goes to bin/bench.out.
 # -p 1: one package's benchmarks at a time (go test runs packages side by side
 # by default, and two benchmarks sharing the 2 CPUs measure each other).
 bench: blender

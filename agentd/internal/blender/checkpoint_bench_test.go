@@ -8,6 +8,20 @@ import (
 	"time"
 )
 
+// checkpointScenes starts the checkpoint benchmarks' two Blenders (4.5),
+// one per scene size of scaleSizes, and gives a context for their calls and
+// a directory for their checkpoints.
+func checkpointScenes(b *testing.B) ([2]*Process, context.Context, string) {
+	rt := testRuntimes()[0]
+	if !isExecutable(rt.rt.Path) {
+		b.Skipf("runtime %s not installed at %s (run `make blender`)", rt.name, rt.rt.Path)
+	}
+	ps := scaleProcesses(b, rt.rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	b.Cleanup(cancel)
+	return ps, ctx, b.TempDir()
+}
+
 // checkpointPairs is how many camera.create calls, each undone, come before
 // each save in BenchmarkCheckpointSave: their 240 discarded datablocks stay
 // under the pile's bound (trash.TRASH_MAX), as between two checkpoints of a
@@ -21,14 +35,7 @@ const checkpointPairs = 120
 // rolled back (a save that freed the pile first paid for its frees here;
 // trash.py). Metrics: ms/save-100, ms/save-10k and their ratio.
 func BenchmarkCheckpointSave(b *testing.B) {
-	rt := testRuntimes()[0]
-	if !isExecutable(rt.rt.Path) {
-		b.Skipf("runtime %s not installed at %s (run `make blender`)", rt.name, rt.rt.Path)
-	}
-	ps := scaleProcesses(b, rt.rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	dir := b.TempDir()
+	ps, ctx, dir := checkpointScenes(b)
 	var save [2]time.Duration
 	saves := 0
 	for b.Loop() {
@@ -65,14 +72,7 @@ const rehashRounds = 5
 // nothing (the rehash after the code; the window already awake). Metrics:
 // ms/load-100, ms/load-10k, ms/exec-100, ms/exec-10k.
 func BenchmarkRehash(b *testing.B) {
-	rt := testRuntimes()[0]
-	if !isExecutable(rt.rt.Path) {
-		b.Skipf("runtime %s not installed at %s (run `make blender`)", rt.name, rt.rt.Path)
-	}
-	ps := scaleProcesses(b, rt.rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	dir := b.TempDir()
+	ps, ctx, dir := checkpointScenes(b)
 	var load, exec [2]time.Duration
 	rounds := 0
 	for b.Loop() {
