@@ -211,14 +211,15 @@ check: lint
 # session per run, BenchmarkRenderFanOut renders 72 frames). Then BenchmarkToolFamilies (every tool
 # family at 100 vs 10,000 objects, in process on the bpy wheel; it builds its scenes
 # per run, in seconds), BenchmarkCheckpointSave and BenchmarkRehash (a checkpoint's save,
-# its load and python.exec at 100 vs 10,000 objects): about 3 minutes more. The output also goes to bin/bench.out.
+# its load and python.exec at 100 vs 10,000 objects) and BenchmarkBridgePhases (where the bridge's
+# time per create goes, on both Blenders): about 3 minutes more. The output also goes to bin/bench.out.
 # -p 1: one package's benchmarks at a time (go test runs packages side by side
 # by default, and two benchmarks sharing the 2 CPUs measure each other).
 bench: blender
 	@mkdir -p bin
 	set -o pipefail; go test -p 1 -run '^$$' -bench . -benchtime 1x -count 3 -timeout 30m \
 		./e2e/ ./controlplane/internal/plan/ ./controlplane/internal/store/ ./agentd/internal/sessions/ | tee bin/bench.out
-	set -o pipefail; go test -run '^$$' -bench '^(BenchmarkToolFamilies|BenchmarkCheckpointSave|BenchmarkRehash)$$' -benchtime 1x -count 3 -timeout 15m \
+	set -o pipefail; go test -run '^$$' -bench '^(BenchmarkToolFamilies|BenchmarkCheckpointSave|BenchmarkRehash|BenchmarkBridgePhases)$$' -benchtime 1x -count 3 -timeout 15m \
 		./agentd/internal/blender/ | tee -a bin/bench.out
 	@if [ -x /usr/bin/blender ]; then \
 		echo "== ObjectCreate400 on Debian's Blender 3.4"; \

@@ -18,6 +18,7 @@ without one, and runs this file). Module map:
     registry.py  the tool registry and the tool-module API (Tx) -- read it
                  before writing a tool
     sandbox.py   file names inside the session sandbox
+    phases.py    time per phase of each execute, for a benchmark (off by default)
     tools/       one module per tool family, listed in tools/__init__.py
 
 Transport
@@ -27,7 +28,8 @@ JSON lines over two inherited file descriptors: requests arrive on ``--fd-in``
 writes to. Diagnostics (with correlation ids) go to stderr, one line each.
 
     request:  {"id": N, "method": "hello|reset|execute|undo|save_checkpoint|
-                                    load_checkpoint|scene_hash|snapshot|shutdown",
+                                    load_checkpoint|scene_hash|snapshot|shutdown|
+                                    phases",
                "params": {...}}
     response: {"id": N, "ok": true, "result": {...}}
               {"id": N, "ok": false, "error": {"code": "...", "message": "...",
@@ -78,6 +80,10 @@ hello (``{"sandbox_dir", "runtime", "faults", "debug"}``; ``debug`` true
 turns on the per-call diagnostic lines) loads the baseline scene and
 returns the profile and the registry: only the tools whose
 ``blender_versions`` include this Blender.
+
+phases returns where the executes since its last call spent their time
+(phases.py), only in a Blender whose hello named the "phases" test fault
+(BenchmarkBridgePhases); elsewhere it is refused with invalid_input.
 
 Nothing of a session is written outside its directories: Go points HOME,
 XDG_* and TMPDIR into the work dir, and save_checkpoint turns Blender's file
@@ -160,6 +166,7 @@ if OPTS["pycache_prefix"]:
     sys.pycache_prefix = OPTS["pycache_prefix"]
     sys.dont_write_bytecode = False
 
+import phases  # noqa: E402
 import registry  # noqa: E402
 from animation import keep_animated, open_file_as_saved  # noqa: E402
 import sandbox  # noqa: E402
@@ -218,6 +225,7 @@ def m_hello(params):
     registry.FAULTS.update(f for f in (params.get("faults") or []) if isinstance(f, str))
     if registry.FAULTS:
         log("test faults enabled", faults=sorted(registry.FAULTS))
+    phases.ON = "phases" in registry.FAULTS
     h = new_scene()
     return {"protocol_version": PROTOCOL_VERSION, "profile": profile(), "tools": registry.tool_list(), "scene_hash": h,
             "script_autoexec": bpy.context.preferences.filepaths.use_scripts_auto_execute}
@@ -291,17 +299,22 @@ def m_execute(params):
 
 
 def execute(params):
+    ph = phases.start()  # None unless the "phases" test fault is on
     name = params.get("tool")
     args = params.get("args")
     if args is None:
         args = {}
     tool = registry.TOOLS.get(name) if isinstance(name, str) else None
     before = STATE.scene_hash()
+    if ph:
+        ph.mark("hashing")
     if tool is None:
         raise ToolError("not_found", "unknown tool %r" % (name,))
     if not registry.available(tool):
         raise ToolError("capability_missing", "%s needs Blender %s" % (name, tool["blender_versions"]))
     check(tool["input_schema"], args)
+    if ph:
+        ph.mark("schema")
     inject = test_hook(params, "inject_failure")
     mid = params.get("mutation_id")
     tx = registry.Tx(name, inject if isinstance(inject, str) else None, mid if isinstance(mid, str) else None,
@@ -313,19 +326,31 @@ def execute(params):
             for i in range(n):
                 tx.progress({"injected": i + 1, "of": n})
         result = tool["fn"](tx, args)
+        if ph:
+            ph.mark("tool")
         reply = encode_reply(name, result, tx)
+        if ph:
+            ph.mark("reply")
     except MemoryError:
         raise  # agentd stops this Blender (OUT_OF_MEMORY): no rollback here
     except BaseException:
         roll_back(tx, before, "", name)
         raise
     tx.apply_touches()
+    if ph:
+        ph.mark("records")
     after = STATE.scene_hash()
+    if ph:
+        ph.mark("hashing")
     if LOG["debug"]:
         debug("tool done", tool=name, ms=round((time.time() - t0) * 1000, 3), mutated=after != before)
     hashes = compact({"scene_hash_before": before, "scene_hash_after": after, "mutated": after != before,
                       "records_changed": STATE.changed - changed})
-    return Encoded(reply[:-1] + "," + hashes[1:])
+    out = Encoded(reply[:-1] + "," + hashes[1:])
+    if ph:
+        ph.mark("answer")
+        ph.done()
+    return out
 
 
 def test_hook(params, key):
@@ -496,6 +521,14 @@ class Shutdown(Exception):
     pass
 
 
+def m_phases(params):
+    """The time of the executes since the last call, phase by phase
+    (phases.py); only where hello named the "phases" test fault."""
+    if not phases.ON:
+        raise ToolError("invalid_input", "phases needs the \"phases\" test fault (hello's faults)")
+    return phases.take()
+
+
 def m_shutdown(params):
     raise Shutdown()
 
@@ -511,6 +544,7 @@ METHODS = {
     "save_checkpoint": m_save_checkpoint,
     "load_checkpoint": m_load_checkpoint,
     "shutdown": m_shutdown,
+    "phases": m_phases,
 }
 
 
@@ -663,15 +697,20 @@ def serve(fd_in, fd_out):
             return
         if not line.strip():
             continue
+        t0 = phases.now() if phases.ON else 0
         resp, stop = handle(line)
+        t1 = phases.now() if t0 else 0
         try:
             data = response_line(resp)
         except (TypeError, ValueError, RecursionError) as e:
             # Not from execute, whose reply is encoded (and checked) inside
             # its transaction: a method's own bug. The scene is as it was.
             data = compact(error_response(resp.get("id"), "internal_error", one_line(e)))
+        t2 = phases.now() if t0 else 0
         OUT["stream"].write(data.encode("ascii") + b"\n")
         OUT["stream"].flush()
+        if t0:
+            phases.served(t0, t1, t2, phases.now())
         if stop:
             log("shutdown")
             return

@@ -16,6 +16,7 @@ import hashlib
 
 import bpy
 
+import phases
 from common import canonical, sha256_hex
 from index import INDEX, memberships
 from layers import flush_actives
@@ -115,7 +116,10 @@ class SceneState:
         self._record(kind, name, rec)
 
     def _record(self, kind, name, rec):
+        t = phases.now() if phases.ON else 0
         self._set(kind + ":" + name, sha256_hex(canonical(rec)) if rec is not None else None)
+        if t:
+            phases.nested(phases.now() - t)
         if kind == "active":
             if rec is None:
                 self.actives.pop(name, None)
