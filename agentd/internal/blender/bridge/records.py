@@ -161,11 +161,11 @@ def mesh_geometry_digest(me, counts=None):
     starts = None if faces_are_offsets() else face_starts(me, nf)
     key = None
     if 4 * (3 * nv + nl + 2 * nf) <= _GEOMETRY_KEY_MAX:
-        key = (nv, nl, co.tobytes() + loops.tobytes() + sizes.tobytes() + (starts.tobytes() if starts else b""))
+        key = (nv, nl, co.tobytes() + loops.tobytes() + sizes.tobytes() + (starts.tobytes() if starts is not None else b""))
         digest = _GEOMETRY.get(key)
         if digest is not None:
             return digest
-    digest = geometry_digest(co, loops, starts or face_starts(me, nf), sizes)
+    digest = geometry_digest(co, loops, starts if starts is not None else face_starts(me, nf), sizes)
     if key is not None:
         if _GEOMETRY_SIZE["bytes"] + len(key[2]) > _GEOMETRY_BYTES:
             _GEOMETRY.clear()

@@ -26,6 +26,11 @@ SCHEMA = "scene_state_v1"
 BRIDGE = {"tomb_counter": 0}  # per-session bridge state; saved inside checkpoints
 
 
+def record_digest(rec):
+    """A record's digest: the SHA-256 of its canonical JSON."""
+    return sha256_hex(canonical(rec))
+
+
 def term(key, digest):
     return int.from_bytes(hashlib.sha256((key + "\0" + digest).encode("utf-8")).digest(), "big")
 
@@ -43,7 +48,7 @@ def full_snapshot():
     acc = 0
     for kind, section, name, rec in all_records():
         snap[section][name] = rec
-        acc += term(kind + ":" + name, sha256_hex(canonical(rec)))
+        acc += term(kind + ":" + name, record_digest(rec))
     return snap, hash_from_acc(acc % (1 << 256))
 
 
@@ -86,7 +91,7 @@ class SceneState:
         try:
             for kind, _, name, rec in all_records_with(members):  # _record's work, without its updates
                 key = kind + ":" + name
-                digest = new[key] = sha256_hex(canonical(rec))
+                digest = new[key] = record_digest(rec)
                 acc += term(key, digest)
                 if kind == "active":
                     self.actives[name] = rec["active_object"]
@@ -95,7 +100,7 @@ class SceneState:
             # the pass: what was hashed so far stands, so the scene hashes
             # as changed (execute's rollback check), never as before.
             self.digests, self.acc = new, acc % (1 << 256)
-        self.changed = changed + sum(1 for k, d in new.items() if old.get(k) != d) + sum(1 for k in old if k not in new)
+            self.changed = changed + sum(1 for k, d in new.items() if old.get(k) != d) + sum(1 for k in old if k not in new)
 
     def _set(self, key, digest):
         old = self.digests.pop(key, None)
@@ -117,7 +122,7 @@ class SceneState:
 
     def _record(self, kind, name, rec):
         t = phases.now() if phases.ON else 0
-        self._set(kind + ":" + name, sha256_hex(canonical(rec)) if rec is not None else None)
+        self._set(kind + ":" + name, record_digest(rec) if rec is not None else None)
         if t:
             phases.nested(phases.now() - t)
         if kind == "active":

@@ -61,7 +61,7 @@ import bpy
 
 import window
 from animation import animated_values, restore_animated
-from common import is_tomb, one_line, sha256_file, sha256_hex
+from common import is_tomb, one_line, sha256_file
 from compat import io_operators
 from compat import remove_ids as compat_remove_ids
 from registry import ToolError, field, tool, undoer
@@ -70,7 +70,7 @@ from baseline import active_view_layer, current_scene
 from index import INDEX
 from layers import active_of, set_active
 from records import KINDS
-from state import STATE, full_snapshot
+from state import STATE, full_snapshot, record_digest
 from trash import empty_trash
 
 
@@ -136,14 +136,13 @@ def enum_has(idname, prop, value):
 
 def changed_keys(snap):
     """The state keys whose record in snap differs from the running state."""
-    from common import canonical
     keys = []
     seen = set()
     for kind, section, _, _ in KINDS:
         for name, rec in snap.get(section, {}).items():
             key = kind + ":" + name
             seen.add(key)
-            if STATE.digests.get(key) != sha256_hex(canonical(rec)):
+            if STATE.digests.get(key) != record_digest(rec):
                 keys.append(key)
     keys += [k for k in STATE.digests if k not in seen]
     return sorted(keys)
@@ -513,7 +512,7 @@ def tool_scene_import(tx, args):
         for db in getattr(bpy.data, coll):
             if db.as_pointer() in before.get(coll, ()) and db.library is None and not is_tomb(db.name):
                 key = kind + ":" + db.name
-                if STATE.digests.get(key) != sha256_hex(canonical_rec(fn, db)):
+                if STATE.digests.get(key) != record_digest(fn(db)):
                     tx.touch(kind, db.name)
                     touched.append([kind, db.name])
     tx.set_undo({
@@ -523,11 +522,6 @@ def tool_scene_import(tx, args):
     objects = sorted(db.name for db in created.get("objects", []))
     return {"objects": objects, "format": fmt, "path": path,
             "created": {attr: len(dbs) for attr, dbs in sorted(created.items())}}
-
-
-def canonical_rec(fn, db):
-    from common import canonical
-    return canonical(fn(db))
 
 
 @undoer("scene.import")
