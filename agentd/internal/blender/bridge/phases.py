@@ -49,11 +49,6 @@ class Marks:
         DONE[0] = self
 
 
-def start():
-    """Marks for an execute when phases are on, else None."""
-    return Marks() if ON else None
-
-
 def nested(ns):
     NESTED["hashing"] += ns
 
