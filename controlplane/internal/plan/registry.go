@@ -39,6 +39,7 @@ type Registry struct {
 type tool struct {
 	def    ToolDef
 	schema *jsonschema.Schema
+	quick  *quickSchema // nil: the schema is jsonschema's alone
 	// sandboxArgs are the args marked SandboxPathKeyword, sorted.
 	sandboxArgs []string
 }
@@ -67,7 +68,7 @@ func NewRegistry(defs []ToolDef) (*Registry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("plan: tool %q: input schema: %w", d.Name, err)
 		}
-		r.tools[d.Name] = tool{def: d, schema: sch, sandboxArgs: sandboxArgs(d.InputSchema)}
+		r.tools[d.Name] = tool{def: d, schema: sch, quick: compileQuick(d.InputSchema), sandboxArgs: sandboxArgs(d.InputSchema)}
 		r.names = append(r.names, d.Name)
 	}
 	slices.Sort(r.names)
