@@ -28,9 +28,9 @@ type quickSchema struct {
 	enum     []any // strings, booleans, nil, float64
 
 	minProps, minItems, maxItems, minLen, maxLen, maxBytes int // -1: none
-	minimum, maximum, exclMin, exclMax                      float64
-	hasMin, hasMax, hasExclMin, hasExclMax                  bool
-	pattern                                                 *regexp.Regexp
+	minimum, maximum, exclMin, exclMax                     float64
+	hasMin, hasMax, hasExclMin, hasExclMax                 bool
+	pattern                                                *regexp.Regexp
 }
 
 const (
