@@ -567,10 +567,17 @@ func (j *Journal) SetCheckpoint(sessionID string, cp Checkpoint) error {
 		if err := b.Put(keyCheckpoint, raw); err != nil {
 			return err
 		}
+		// The covered entries are listed first, then deleted: a First after
+		// each delete walks every leaf the deletes emptied so far, which made
+		// dropping n entries cost n².
 		log := b.Bucket(bucketLog)
+		var covered []uint64
 		c := log.Cursor()
-		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= cp.Index; k, _ = c.First() {
-			if err := log.Delete(k); err != nil {
+		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= cp.Index; k, _ = c.Next() {
+			covered = append(covered, binary.BigEndian.Uint64(k))
+		}
+		for _, i := range covered {
+			if err := log.Delete(u64(i)); err != nil {
 				return err
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -176,5 +177,68 @@ func TestMigratesJSONRecords(t *testing.T) {
 	})
 	if version != uint64(len(migrations)) {
 		t.Fatalf("schema version %d after migration, want %d", version, len(migrations))
+	}
+}
+
+// journalOps commits n operations to session s of j, one entry each, in
+// groups of 100.
+func journalOps(tb testing.TB, j *Journal, s string, n int) {
+	tb.Helper()
+	for lo := 0; lo < n; lo += 100 {
+		var cs []Commit
+		for i := lo; i < min(n, lo+100); i++ {
+			k := fmt.Sprintf("k%06d", i)
+			cs = append(cs, Commit{Receipt: &cpv1.Receipt{IdempotencyKey: k, BlenderMutationId: "m" + k},
+				Entry: &Entry{Kind: "op", Key: k, Tool: "object.set_transform", Args: map[string]any{"name": "Cube"}, HashAfter: "h" + k}})
+		}
+		if err := j.Commit(s, cs); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// TestCheckpointDropsCovered: a checkpoint drops exactly the entries it
+// covers, however many leaves of the log they fill, and keeps the rest.
+func TestCheckpointDropsCovered(t *testing.T) {
+	j := open(t, filepath.Join(t.TempDir(), "agentd.db"))
+	defer j.Close()
+	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	journalOps(t, j, "s1", 2500)
+	for _, at := range []uint64{1700, 1700, 2500} {
+		if err := j.SetCheckpoint("s1", Checkpoint{Path: "/x.blend", Index: at, SceneHash: "h"}); err != nil {
+			t.Fatal(err)
+		}
+		entries, err := j.Entries("s1", 0)
+		if err != nil || len(entries) != 2500-int(at) {
+			t.Fatalf("checkpoint at %d: %d entries left, %v", at, len(entries), err)
+		}
+		if len(entries) > 0 && entries[0].Key != fmt.Sprintf("k%06d", at) {
+			t.Fatalf("checkpoint at %d: the first left is %s", at, entries[0].Key)
+		}
+	}
+}
+
+// BenchmarkCheckpointDrop: a checkpoint that drops 10,000 entries (an idle
+// checkpoint after a session built 10,000 objects).
+func BenchmarkCheckpointDrop(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		j, err := Open(filepath.Join(b.TempDir(), "agentd.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+			b.Fatal(err)
+		}
+		journalOps(b, j, "s1", 10000)
+		b.StartTimer()
+		if err := j.SetCheckpoint("s1", Checkpoint{Path: "/x.blend", Index: 10000, SceneHash: "h"}); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		j.Close()
+		b.StartTimer()
 	}
 }
