@@ -8,9 +8,9 @@ import (
 )
 
 // quickSchema is a tool's input schema compiled a second time, for a
-// verdict of "valid" only, at a fraction of jsonschema's cost: jsonschema
-// allocates for every keyword it visits, and at 100,000 operations its
-// Validate was over half of Check's CPU. A schema compiles to one only when
+// verdict of "valid" only: 0.7 µs and no allocation for object.create's
+// args against jsonschema's 5.3–5.8 µs and 25 allocations (side by side),
+// which at 100,000 operations were over half of Check's CPU. A schema compiles to one only when
 // every keyword in it is one of the few the agent's tools use (below); any
 // other keyword, a "$ref", a boolean subschema or another draft leaves the
 // tool to jsonschema alone.

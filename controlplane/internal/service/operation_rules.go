@@ -1,19 +1,21 @@
 package service
 
 import (
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
 // operationValid is protovalidate's verdict on an Operation's rules (the
-// proto's buf.validate options), worked out by hand at a twentieth of the
-// cost: a 100,000-operation plan spent a third of a CPU-second in
-// protovalidate's CEL programs and regular expressions. It only ever says
+// proto's buf.validate options), worked out by hand: 40 ns an operation
+// against protovalidate's 3.1–3.3 µs (side by side), whose CEL programs and
+// regular expressions took a third of a CPU-second of a 100,000-operation
+// plan. It only ever says
 // "valid"; false means "ask protovalidate", which then names the
 // violations. So it may be stricter than the rules, never looser:
 // TestOperationRulesUnchanged fails when the proto's rules change, and
 // TestOperationValidAgrees holds it to protovalidate over many operations.
 func operationValid(op *cpv1.Operation) bool {
-	if !idValid(op.GetOperationId()) {
+	if !plan.ValidOperationID(op.GetOperationId()) {
 		return false
 	}
 	// min_len 1, max_len 128 in code points; 1–128 bytes are 1–128 code points.
@@ -22,7 +24,7 @@ func operationValid(op *cpv1.Operation) bool {
 	}
 	deps := op.GetDependsOn()
 	for i, d := range deps {
-		if !idValid(d) {
+		if !plan.ValidOperationID(d) {
 			return false
 		}
 		if len(deps) > 16 { // unique: long lists are left to protovalidate
@@ -38,22 +40,8 @@ func operationValid(op *cpv1.Operation) bool {
 	if _, defined := cpv1.SafetyLevel_name[int32(s)]; !defined || s == cpv1.SafetyLevel_SAFETY_LEVEL_UNSPECIFIED {
 		return false
 	}
-	if m := op.GetMcpCallId(); m != "" && !idValid(m) {
+	if m := op.GetMcpCallId(); m != "" && !plan.ValidOperationID(m) {
 		return false
-	}
-	return true
-}
-
-// idValid is the pattern ^[a-zA-Z0-9_.:-]{1,128}$ of the API's ids.
-func idValid(s string) bool {
-	if len(s) < 1 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
-			return false
-		}
 	}
 	return true
 }

@@ -10,18 +10,19 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
 // operationRules are the rules of Operation that operationValid works out
 // by hand, as the proto states them (its fields' buf.validate options).
 var operationRules = map[string]string{
-	"operation_id": `string:{pattern:"^[a-zA-Z0-9_.:-]{1,128}$"}`,
+	"operation_id": `string:{pattern:"` + plan.OperationIDPattern + `"}`,
 	"tool_name":    `string:{min_len:1 max_len:128}`,
 	"args":         `ignore:IGNORE_ALWAYS`,
-	"depends_on":   `repeated:{unique:true items:{string:{pattern:"^[a-zA-Z0-9_.:-]{1,128}$"}}}`,
+	"depends_on":   `repeated:{unique:true items:{string:{pattern:"` + plan.OperationIDPattern + `"}}}`,
 	"safety_level": `enum:{defined_only:true not_in:0}`,
-	"mcp_call_id":  `ignore:IGNORE_IF_ZERO_VALUE string:{pattern:"^[a-zA-Z0-9_.:-]{1,128}$"}`,
+	"mcp_call_id":  `ignore:IGNORE_IF_ZERO_VALUE string:{pattern:"` + plan.OperationIDPattern + `"}`,
 }
 
 // TestOperationRulesUnchanged: Operation's rules are still the ones
