@@ -218,7 +218,7 @@ check: lint
 bench: blender
 	@mkdir -p bin
 	set -o pipefail; go test -p 1 -run '^$$' -bench . -benchtime 1x -count 3 -timeout 30m \
-		./e2e/ ./controlplane/internal/plan/ ./controlplane/internal/store/ ./agentd/internal/sessions/ | tee bin/bench.out
+		./e2e/ ./controlplane/internal/plan/ ./controlplane/internal/store/ ./agentd/internal/sessions/ ./agentd/internal/journal/ | tee bin/bench.out
 	set -o pipefail; go test -run '^$$' -bench '^(BenchmarkToolFamilies|BenchmarkCheckpointSave|BenchmarkRehash|BenchmarkBridgePhases)$$' -benchtime 1x -count 3 -timeout 15m \
 		./agentd/internal/blender/ | tee -a bin/bench.out
 	@if [ -x /usr/bin/blender ]; then \
