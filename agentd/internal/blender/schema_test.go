@@ -110,5 +110,14 @@ for name, s in sorted(schemas.items()):
         ok = False
     if ok != passes(s, v):
         raise SystemExit("%s: check and explain disagree on %r" % (name, v))
+# A malformed part raises in explain only where reached, as before quick.
+bad = {"type": "object", "properties": {"a": {"type": "string", "pattern": "("}}}
+schema.check(bad, {})
+try:
+    schema.check(bad, {"a": "x"})
+    raise SystemExit("a bad pattern passed")
+except Exception as e:
+    if isinstance(e, SystemExit):
+        raise
 print("QUICK-SCHEMA-OK", len(schemas))
 `

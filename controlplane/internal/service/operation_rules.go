@@ -23,11 +23,11 @@ func operationValid(op *cpv1.Operation) bool {
 		return false
 	}
 	deps := op.GetDependsOn()
+	if len(deps) > 16 { // unique: long lists are left to protovalidate
+		return false
+	}
 	for i, d := range deps {
 		if !plan.ValidOperationID(d) {
-			return false
-		}
-		if len(deps) > 16 { // unique: long lists are left to protovalidate
 			return false
 		}
 		for _, e := range deps[:i] {

@@ -95,8 +95,9 @@ def check(schema, value, path="args"):
     """Raise ToolError("invalid_input", "<path>: ...") unless value matches
     schema. A quick predicate compiled once per schema (quick) answers for
     the values that match; the rest are walked by explain, which names the
-    first failure. quick passes exactly what explain passes (the bridge's
-    TestQuickSchema holds the two to each other)."""
+    first failure. quick passes only what explain passes: for the tools'
+    schemas exactly that (the bridge's TestQuickSchema holds the two to each
+    other); a schema it cannot compile is left to explain whole."""
     if not quick(schema)(value):
         explain(schema, value, path)
 
@@ -171,7 +172,11 @@ def quick(schema):
     set_transform's time in the bridge, measured)."""
     entry = _QUICK.get(id(schema))
     if entry is None or entry[0] is not schema:
-        entry = _QUICK[id(schema)] = (schema, compile_quick(schema))
+        try:
+            fn = compile_quick(schema)
+        except Exception:  # a malformed part (a bad pattern) raises in explain, and only when reached
+            fn = _never
+        entry = _QUICK[id(schema)] = (schema, fn)
     return entry[1]
 
 
