@@ -88,6 +88,10 @@ func (c *Codec) failure(m any) error {
 // decoded in parallel.
 const minParallelDecode = 1 << 20
 
+// operationUnmarshal decodes one operation of a request: one level of
+// nesting less than the request's own limit, which counts the request.
+var operationUnmarshal = proto.UnmarshalOptions{RecursionLimit: protowire.DefaultRecursionLimit - 1}
+
 // operationsField is SubmitPlanRequest.operations' field number.
 var operationsField = (&cpv1.SubmitPlanRequest{}).ProtoReflect().Descriptor().Fields().ByName("operations").Number()
 
@@ -126,7 +130,7 @@ func unmarshalPlan(b []byte, req *cpv1.SubmitPlanRequest) error {
 					continue
 				}
 				ops[i] = &cpv1.Operation{}
-				if err := proto.Unmarshal(records[i], ops[i]); err != nil {
+				if err := operationUnmarshal.Unmarshal(records[i], ops[i]); err != nil {
 					errs[w] = fmt.Errorf("operations[%d]: %w", i, err)
 					return
 				}

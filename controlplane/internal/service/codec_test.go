@@ -63,3 +63,32 @@ func TestUnmarshalPlanAsProto(t *testing.T) {
 		t.Fatal("a truncated request decoded")
 	}
 }
+
+// TestUnmarshalPlanDepth: an operation decoded on its own is held to the
+// nesting limit it has inside its request, so that a plan proto.Unmarshal
+// refuses for depth is refused by unmarshalPlan too, and one nesting level
+// less is decoded by both.
+func TestUnmarshalPlanDepth(t *testing.T) {
+	plan := func(n int) []byte { // an operation whose args nest n lists
+		v := structpb.NewNullValue()
+		for range n {
+			v = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{v}})
+		}
+		raw, _ := proto.Marshal(&cpv1.SubmitPlanRequest{Operations: []*cpv1.Operation{{Args: &structpb.Struct{Fields: map[string]*structpb.Value{"a": v}}}}})
+		return raw
+	}
+	lo, hi := 1, 10000 // proto.Unmarshal decodes plan(lo), refuses plan(hi)
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; proto.Unmarshal(plan(mid), &cpv1.SubmitPlanRequest{}) == nil {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	if err := unmarshalPlan(plan(lo), &cpv1.SubmitPlanRequest{}); err != nil {
+		t.Fatalf("%d lists deep, which proto.Unmarshal decodes: %v", lo, err)
+	}
+	if err := unmarshalPlan(plan(hi), &cpv1.SubmitPlanRequest{}); err == nil {
+		t.Fatalf("%d lists deep, which proto.Unmarshal refuses, decoded", hi)
+	}
+}

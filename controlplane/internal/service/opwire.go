@@ -94,7 +94,7 @@ func decodeStruct(b []byte, depth int) (*structpb.Struct, bool) {
 	if depth > maxWireDepth {
 		return nil, false
 	}
-	s := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	s := &structpb.Struct{} // Fields stays nil when empty, as proto.Unmarshal leaves it
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || num != 1 || typ != protowire.BytesType {
@@ -109,6 +109,9 @@ func decodeStruct(b []byte, depth int) (*structpb.Struct, bool) {
 		key, val, ok := decodeEntry(entry, depth)
 		if !ok {
 			return nil, false
+		}
+		if s.Fields == nil {
+			s.Fields = map[string]*structpb.Value{}
 		}
 		s.Fields[key] = val // a key met twice: the last wins, as in proto.Unmarshal
 	}
