@@ -28,9 +28,14 @@ type quickSchema struct {
 	enum     []any // strings, booleans, nil, float64
 
 	minProps, minItems, maxItems, minLen, maxLen, maxBytes int // -1: none
-	minimum, maximum, exclMin, exclMax                     float64
-	hasMin, hasMax, hasExclMin, hasExclMax                 bool
+	minimum, maximum, exclMin, exclMax                     bound
 	pattern                                                *regexp.Regexp
+}
+
+// bound is a number keyword's value, if the schema has it.
+type bound struct {
+	v   float64
+	set bool
 }
 
 const (
@@ -136,17 +141,13 @@ func compileQuick(doc map[string]any) *quickSchema {
 			case MaxBytesKeyword:
 				q.maxBytes, ok = quickCount(v)
 			case "minimum":
-				q.minimum, q.hasMin = v.(float64)
-				ok = q.hasMin
+				q.minimum, ok = quickBound(v)
 			case "maximum":
-				q.maximum, q.hasMax = v.(float64)
-				ok = q.hasMax
+				q.maximum, ok = quickBound(v)
 			case "exclusiveMinimum":
-				q.exclMin, q.hasExclMin = v.(float64)
-				ok = q.hasExclMin
+				q.exclMin, ok = quickBound(v)
 			case "exclusiveMaximum":
-				q.exclMax, q.hasExclMax = v.(float64)
-				ok = q.hasExclMax
+				q.exclMax, ok = quickBound(v)
 			case "pattern":
 				s, isString := v.(string)
 				rx, err := regexp.Compile(s) // jsonschema's default engine
@@ -190,6 +191,12 @@ func quickCount(v any) (int, bool) {
 	return int(f), true
 }
 
+// quickBound is a schema's number, as JSON decoders give it.
+func quickBound(v any) (bound, bool) {
+	f, ok := v.(float64)
+	return bound{f, ok}, ok
+}
+
 // valid reports whether v is valid for q; false: not known (see quickSchema).
 func (q *quickSchema) valid(v any) bool {
 	type job struct {
@@ -224,8 +231,8 @@ func (q *quickSchema) valid(v any) bool {
 			if x == math.Trunc(x) {
 				bit |= typeInteger
 			}
-			if q.hasMin && x < q.minimum || q.hasMax && x > q.maximum ||
-				q.hasExclMin && x <= q.exclMin || q.hasExclMax && x >= q.exclMax {
+			if q.minimum.set && x < q.minimum.v || q.maximum.set && x > q.maximum.v ||
+				q.exclMin.set && x <= q.exclMin.v || q.exclMax.set && x >= q.exclMax.v {
 				return false
 			}
 		case map[string]any:

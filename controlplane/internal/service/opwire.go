@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/wirefields"
 )
 
 // decodeOperation decodes one encoded Operation as proto.Unmarshal does,
@@ -24,62 +25,37 @@ func decodeOperation(b []byte) (*cpv1.Operation, bool) {
 	op := &cpv1.Operation{}
 	var seen uint8 // fields met, by bit: each singular field at most once
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num < 1 || num > 7 {
+		num, typ, v, n := wirefields.Next(b)
+		if n < 0 || num < 1 || num > 7 || num != 4 && seen&(1<<num) != 0 {
 			return nil, false
 		}
+		seen |= 1 << num
 		b = b[n:]
-		if num != 4 {
-			if seen&(1<<num) != 0 {
-				return nil, false
-			}
-			seen |= 1 << num
-		}
-		switch num {
-		case 5, 6: // safety_level, verify
-			if typ != protowire.VarintType {
-				return nil, false
-			}
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 || v > math.MaxInt32 || num == 6 && v > 1 {
-				return nil, false
-			}
-			b = b[n:]
-			if num == 5 {
-				op.SafetyLevel = cpv1.SafetyLevel(v)
-			} else {
-				op.Verify = v == 1
-			}
-			continue
-		}
-		if typ != protowire.BytesType {
-			return nil, false
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil, false
-		}
-		b = b[n:]
-		if num == 3 {
-			s, ok := decodeStruct(v, 1)
-			if !ok {
-				return nil, false
-			}
-			op.Args = s
-			continue
-		}
-		if !utf8.Valid(v) {
-			return nil, false
-		}
+		var ok bool
 		switch num {
 		case 1:
-			op.OperationId = string(v)
+			op.OperationId, ok = wireString(typ, v)
 		case 2:
-			op.ToolName = string(v)
+			op.ToolName, ok = wireString(typ, v)
+		case 3:
+			op.Args, ok = decodeStruct(typ, v, 1)
 		case 4:
-			op.DependsOn = append(op.DependsOn, string(v))
+			var dep string
+			dep, ok = wireString(typ, v)
+			op.DependsOn = append(op.DependsOn, dep)
+		case 5:
+			var level uint64
+			level, ok = wireVarint(typ, v, math.MaxInt32)
+			op.SafetyLevel = cpv1.SafetyLevel(level)
+		case 6:
+			var verify uint64
+			verify, ok = wireVarint(typ, v, 1)
+			op.Verify = verify == 1
 		case 7:
-			op.McpCallId = string(v)
+			op.McpCallId, ok = wireString(typ, v)
+		}
+		if !ok {
+			return nil, false
 		}
 	}
 	return op, true
@@ -89,147 +65,110 @@ func decodeOperation(b []byte) (*cpv1.Operation, bool) {
 // args are left to proto.Unmarshal (and refused later: plan.MaxArgsDepth).
 const maxWireDepth = 64
 
-// decodeStruct decodes a google.protobuf.Struct: field 1, its map entries.
-func decodeStruct(b []byte, depth int) (*structpb.Struct, bool) {
-	if depth > maxWireDepth {
-		return nil, false
-	}
-	s := &structpb.Struct{} // Fields stays nil when empty, as proto.Unmarshal leaves it
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num != 1 || typ != protowire.BytesType {
-			return nil, false
-		}
-		b = b[n:]
-		entry, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil, false
-		}
-		b = b[n:]
-		key, val, ok := decodeEntry(entry, depth)
-		if !ok {
-			return nil, false
-		}
-		if s.Fields == nil {
-			s.Fields = map[string]*structpb.Value{}
-		}
-		s.Fields[key] = val // a key met twice: the last wins, as in proto.Unmarshal
-	}
-	return s, true
+// wireString is a string field's value v (wirefields.Next's), if valid UTF-8.
+func wireString(typ protowire.Type, v []byte) (string, bool) {
+	return string(v), typ == protowire.BytesType && utf8.Valid(v)
 }
 
-// decodeEntry decodes one map entry of a Struct: key (1), then value (2).
-func decodeEntry(b []byte, depth int) (string, *structpb.Value, bool) {
-	var key string
-	var val *structpb.Value
+// wireVarint is a varint field's value v (wirefields.Next's), if at most max.
+func wireVarint(typ protowire.Type, v []byte, max uint64) (uint64, bool) {
+	x, n := protowire.ConsumeVarint(v)
+	return x, typ == protowire.VarintType && n > 0 && x <= max
+}
+
+// eachItem calls item with every field 1 of b, as a Struct holds its map
+// entries and a ListValue its values; false at any other field, or when
+// item returns false.
+func eachItem(typ protowire.Type, b []byte, depth int, item func(v []byte) bool) bool {
+	if typ != protowire.BytesType || depth > maxWireDepth {
+		return false
+	}
+	for len(b) > 0 {
+		num, typ, v, n := wirefields.Next(b)
+		if n < 0 || num != 1 || typ != protowire.BytesType || !item(v) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+// decodeStruct decodes a google.protobuf.Struct: its map entries.
+func decodeStruct(typ protowire.Type, b []byte, depth int) (*structpb.Struct, bool) {
+	s := &structpb.Struct{} // Fields stays nil when empty, as proto.Unmarshal leaves it
+	ok := eachItem(typ, b, depth, func(entry []byte) bool {
+		key, val, ok := decodeEntry(entry, depth)
+		if ok {
+			if s.Fields == nil {
+				s.Fields = map[string]*structpb.Value{}
+			}
+			s.Fields[key] = val // a key met twice: the last wins, as in proto.Unmarshal
+		}
+		return ok
+	})
+	return s, ok
+}
+
+// decodeList decodes a google.protobuf.ListValue: its values.
+func decodeList(typ protowire.Type, b []byte, depth int) (*structpb.ListValue, bool) {
+	l := &structpb.ListValue{}
+	ok := eachItem(typ, b, depth, func(x []byte) bool {
+		v, ok := decodeValue(x, depth)
+		l.Values = append(l.Values, v)
+		return ok
+	})
+	return l, ok
+}
+
+// decodeEntry decodes one map entry of a Struct: key (1) and value (2),
+// each once.
+func decodeEntry(b []byte, depth int) (key string, val *structpb.Value, ok bool) {
 	var seen uint8
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num < 1 || num > 2 || typ != protowire.BytesType || seen&(1<<num) != 0 {
+		num, typ, v, n := wirefields.Next(b)
+		if n < 0 || num < 1 || num > 2 || seen&(1<<num) != 0 {
 			return "", nil, false
 		}
 		seen |= 1 << num
 		b = b[n:]
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return "", nil, false
-		}
-		b = b[n:]
 		if num == 1 {
-			if !utf8.Valid(v) {
-				return "", nil, false
-			}
-			key = string(v)
-			continue
+			key, ok = wireString(typ, v)
+		} else if ok = typ == protowire.BytesType; ok {
+			val, ok = decodeValue(v, depth)
 		}
-		var ok bool
-		if val, ok = decodeValue(v, depth); !ok {
+		if !ok {
 			return "", nil, false
 		}
 	}
 	return key, val, seen == 1<<1|1<<2
 }
 
-// decodeValue decodes a google.protobuf.Value: exactly one of its kinds.
+// decodeValue decodes a google.protobuf.Value: exactly one of its kinds (a
+// second one, whose last proto.Unmarshal keeps, is left to it).
 func decodeValue(b []byte, depth int) (*structpb.Value, bool) {
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 {
+	num, typ, x, n := wirefields.Next(b)
+	if n < 0 || n != len(b) {
 		return nil, false
 	}
-	b = b[n:]
-	var v *structpb.Value
-	switch {
-	case num == 1 && typ == protowire.VarintType: // null_value: NULL_VALUE only
-		x, n := protowire.ConsumeVarint(b)
-		if n < 0 || x != 0 {
-			return nil, false
-		}
-		b, v = b[n:], structpb.NewNullValue()
-	case num == 2 && typ == protowire.Fixed64Type:
-		x, n := protowire.ConsumeFixed64(b)
-		if n < 0 {
-			return nil, false
-		}
-		b, v = b[n:], structpb.NewNumberValue(math.Float64frombits(x))
-	case num == 4 && typ == protowire.VarintType:
-		x, n := protowire.ConsumeVarint(b)
-		if n < 0 || x > 1 {
-			return nil, false
-		}
-		b, v = b[n:], structpb.NewBoolValue(x == 1)
-	case (num == 3 || num == 5 || num == 6) && typ == protowire.BytesType:
-		x, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil, false
-		}
-		b = b[n:]
-		switch num {
-		case 3:
-			if !utf8.Valid(x) {
-				return nil, false
-			}
-			v = structpb.NewStringValue(string(x))
-		case 5:
-			s, ok := decodeStruct(x, depth+1)
-			if !ok {
-				return nil, false
-			}
-			v = structpb.NewStructValue(s)
-		case 6:
-			l, ok := decodeList(x, depth+1)
-			if !ok {
-				return nil, false
-			}
-			v = structpb.NewListValue(l)
-		}
-	default:
-		return nil, false
+	switch num {
+	case 1: // null_value: NULL_VALUE only
+		_, ok := wireVarint(typ, x, 0)
+		return structpb.NewNullValue(), ok
+	case 2:
+		f, n := protowire.ConsumeFixed64(x)
+		return structpb.NewNumberValue(math.Float64frombits(f)), typ == protowire.Fixed64Type && n > 0
+	case 3:
+		s, ok := wireString(typ, x)
+		return structpb.NewStringValue(s), ok
+	case 4:
+		v, ok := wireVarint(typ, x, 1)
+		return structpb.NewBoolValue(v == 1), ok
+	case 5:
+		s, ok := decodeStruct(typ, x, depth+1)
+		return structpb.NewStructValue(s), ok
+	case 6:
+		l, ok := decodeList(typ, x, depth+1)
+		return structpb.NewListValue(l), ok
 	}
-	return v, len(b) == 0 // a second kind: proto.Unmarshal's last one wins; left to it
-}
-
-// decodeList decodes a google.protobuf.ListValue: field 1, its values.
-func decodeList(b []byte, depth int) (*structpb.ListValue, bool) {
-	if depth > maxWireDepth {
-		return nil, false
-	}
-	l := &structpb.ListValue{}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num != 1 || typ != protowire.BytesType {
-			return nil, false
-		}
-		b = b[n:]
-		x, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil, false
-		}
-		b = b[n:]
-		v, ok := decodeValue(x, depth)
-		if !ok {
-			return nil, false
-		}
-		l.Values = append(l.Values, v)
-	}
-	return l, true
+	return nil, false
 }

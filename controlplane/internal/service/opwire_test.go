@@ -78,7 +78,7 @@ func TestDecodeOperationAgrees(t *testing.T) {
 		if err := proto.Unmarshal(b, want); err != nil {
 			t.Fatalf("decodeOperation accepted %x, which proto.Unmarshal refuses: %v", b, err)
 		}
-		if !proto.Equal(fast, want) {
+		if !proto.Equal(fast, want) || hasNilValue(fast.GetArgs()) {
 			t.Fatalf("decodeOperation(%x) = %v, proto.Unmarshal: %v", b, fast, want)
 		}
 	}
@@ -126,9 +126,10 @@ func TestDecodeOperationAgrees(t *testing.T) {
 		entry("a", protowire.AppendVarint(tag(nil, 2, protowire.VarintType), 7)),                                       // a number as a varint
 		entry("a", append(number(1), field(3, []byte("s"))...)),                                                        // two kinds
 		entry("a", append(protowire.AppendVarint(tag(nil, 2, protowire.VarintType), 7), field(3, []byte("abcde"))...)), // a varint, then a string
-		entry("a", nil), // a Value of no kind
-		entry("a", protowire.AppendVarint(tag(nil, 1, protowire.VarintType), 1)), // null_value 1
-		entry("a", field(6, field(1, nil))),                                      // a list of one empty Value
+		entry("a", field(2, []byte("8 bytes!"))),                                                                       // a number as bytes
+		entry("a", nil),                                                                                                // a Value of no kind
+		entry("a", protowire.AppendVarint(tag(nil, 1, protowire.VarintType), 1)),                                       // null_value 1
+		entry("a", field(6, field(1, nil))),                                                                            // a list of one empty Value
 	} {
 		agree(field(3, args), false)
 	}
@@ -141,4 +142,20 @@ func TestDecodeOperationAgrees(t *testing.T) {
 	if _, ok := decodeOperation(b); ok {
 		t.Fatal("decodeOperation decoded args nested past its limit")
 	}
+}
+
+// hasNilValue reports a nil Value anywhere in s, which proto.Equal takes
+// for an empty one but proto.Unmarshal never makes.
+func hasNilValue(s *structpb.Struct) bool {
+	for _, v := range s.GetFields() {
+		if v == nil || hasNilValue(v.GetStructValue()) {
+			return true
+		}
+		for _, item := range v.GetListValue().GetValues() {
+			if item == nil || hasNilValue(item.GetStructValue()) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -198,8 +198,7 @@ def compile_quick(schema):
     if any(k in schema and not is_number(schema[k]) for k in _BOUNDS):
         return _never
     t = schema.get("type")
-    enum = schema.get("enum") if "enum" in schema else None
-    has_enum = "enum" in schema
+    enum = schema.get("enum")
     if isinstance(t, list):
         allowed = list(t)
         by_type = {name: _quick_type(schema, name) for name in allowed}
@@ -214,7 +213,7 @@ def compile_quick(schema):
         typed = None
     else:
         typed = _quick_type(schema, t)
-    if not has_enum:
+    if "enum" not in schema:
         return typed or _always
     if typed is None:
         return lambda value: value in enum
