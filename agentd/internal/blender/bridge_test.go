@@ -262,6 +262,12 @@ assert r["id"] == 7 and r["ok"] and r["result"]["files"] == ["t.txt"] and r["res
 assert r["result"]["result"] == {"ok": True} and r["result"]["undo"] is None, r
 assert os.path.isfile(out_path)
 
+# An execute's answer is written around its encoded result; ids other than
+# Go's integers come back as JSON too.
+for rid in ("x7", True, 7.5, None, 2**70):
+    r = serve(json.dumps({"id": rid, "method": "execute", "params": {"tool": "scene.get_summary", "args": {}}}).encode())
+    assert r["id"] == rid and type(r["id"]) is type(rid) and r["ok"] and not r["result"]["mutated"], r
+
 # Lines json cannot decode are answered with the id Go writes first.
 deep = '{"id":8,"method":"execute","params":{"tool":"object.create","args":{"type":' + "[" * 5000 + "]" * 5000 + "}}}"
 truncated = b'{"id": 9, "method": "execu'

@@ -20,7 +20,7 @@ n = [0]
 
 def call(method, **params):
     n[0] += 1
-    resp, _ = main.handle(json.dumps({"id": n[0], "method": method, "params": params}))
+    resp, _ = main.handle(json.dumps({"id": n[0], "method": method, "params": params}).encode())
     r = json.loads(main.response_line(resp))
     assert r["ok"], (method, params, r)
     return r["result"]
@@ -94,7 +94,7 @@ assert where() == "Scene" and consistent() == h2
 call("load_checkpoint", path=ck)
 n[0] += 1
 resp, _ = main.handle(json.dumps({"id": n[0], "method": "execute", "params": {"tool": "collection.link",
-                      "args": {"object": "A", "collection": "<scene>:" + window.PARKED}}}))
+                      "args": {"object": "A", "collection": "<scene>:" + window.PARKED}}}).encode())
 assert not resp["ok"] and resp["error"]["code"] == "not_found", resp
 assert where() == window.PARKED and consistent() == h2
 

@@ -43,8 +43,7 @@ NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_BYTES, "x-max-by
 NO_ARGS = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
-def is_control(ch):
-    return ord(ch) < 32 or ord(ch) == 127
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # a control character (C0 or DEL)
 
 
 _PATTERNS = {}  # schema pattern -> compiled regex (see the module docstring)
@@ -289,7 +288,7 @@ def _quick_type(schema, t):
 def check_name(name):
     if len(name.encode("utf-8")) > MAX_NAME_BYTES:
         raise ToolError("invalid_input", "name is longer than %d bytes" % MAX_NAME_BYTES)
-    if any(is_control(ch) for ch in name):
+    if CONTROL.search(name):
         raise ToolError("invalid_input", "name contains a control character")
     if name.startswith(RESERVED_PREFIX):
         raise ToolError("invalid_input", "names starting with %r are reserved" % RESERVED_PREFIX)

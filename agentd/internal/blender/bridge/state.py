@@ -58,7 +58,11 @@ class SceneState:
 
     def __init__(self):
         self.digests = {}
+        # Each record's term, kept so that replacing or removing the record
+        # takes it out of acc without hashing its old digest again.
+        self.terms = {}
         self.acc = 0
+        self.hashed = (None, None)  # (acc, scene hash): an execute asks for the hash its predecessor ended with
         self.actives = {}
         # How many records changed digest (made, changed or gone) since the
         # bridge started: what a call changed in Blender's datablocks, which
@@ -87,30 +91,35 @@ class SceneState:
             for db in getattr(bpy.data, coll):
                 m.setdefault(db.name, db)
         INDEX.refresh_members(members)
-        new, acc = {}, 0
+        new, terms, acc = {}, {}, 0
         try:
             for kind, _, name, rec in all_records_with(members):  # _record's work, without its updates
                 key = kind + ":" + name
                 digest = new[key] = record_digest(rec)
-                acc += term(key, digest)
+                t = terms[key] = term(key, digest)
+                acc += t
                 if kind == "active":
                     self.actives[name] = rec["active_object"]
         finally:
             # A record that cannot be hashed (a NaN python.exec wrote) stops
             # the pass: what was hashed so far stands, so the scene hashes
             # as changed (execute's rollback check), never as before.
-            self.digests, self.acc = new, acc % (1 << 256)
+            self.digests, self.terms, self.acc = new, terms, acc % (1 << 256)
             self.changed = changed + sum(1 for k, d in new.items() if old.get(k) != d) + sum(1 for k in old if k not in new)
 
     def _set(self, key, digest):
         old = self.digests.pop(key, None)
-        if old != digest:
-            self.changed += 1
+        if old == digest:
+            if old is not None:
+                self.digests[key] = old  # unchanged: acc and the term stand
+            return
+        self.changed += 1
         if old is not None:
-            self.acc = (self.acc - term(key, old)) % (1 << 256)
+            self.acc = (self.acc - self.terms.pop(key)) % (1 << 256)
         if digest is not None:
             self.digests[key] = digest
-            self.acc = (self.acc + term(key, digest)) % (1 << 256)
+            t = self.terms[key] = term(key, digest)
+            self.acc = (self.acc + t) % (1 << 256)
 
     def touch(self, kind, name):
         self._record(kind, name, record_of(kind, name))
@@ -132,7 +141,11 @@ class SceneState:
                 self.actives[name] = rec["active_object"]
 
     def scene_hash(self):
-        return hash_from_acc(self.acc)
+        acc, h = self.hashed
+        if acc != self.acc:
+            h = hash_from_acc(self.acc)
+            self.hashed = (self.acc, h)
+        return h
 
 
 STATE = SceneState()
