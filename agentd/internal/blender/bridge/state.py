@@ -95,8 +95,9 @@ class SceneState:
         try:
             for kind, _, name, rec in all_records_with(members):  # _record's work, without its updates
                 key = kind + ":" + name
-                digest = new[key] = record_digest(rec)
-                t = terms[key] = term(key, digest)
+                digest = record_digest(rec)
+                t = term(key, digest)  # both before either is kept: the two dicts hold the same keys
+                new[key], terms[key] = digest, t
                 acc += t
                 if kind == "active":
                     self.actives[name] = rec["active_object"]
@@ -108,17 +109,18 @@ class SceneState:
             self.changed = changed + sum(1 for k, d in new.items() if old.get(k) != d) + sum(1 for k in old if k not in new)
 
     def _set(self, key, digest):
-        old = self.digests.pop(key, None)
+        old = self.digests.get(key)
         if old == digest:
             if old is not None:
-                self.digests[key] = old  # unchanged: acc and the term stand
+                self.digests[key] = self.digests.pop(key)  # moved last, as a new record is; acc and the term stand
             return
+        t = term(key, digest) if digest is not None else None  # before any change: it may raise
         self.changed += 1
         if old is not None:
+            del self.digests[key]
             self.acc = (self.acc - self.terms.pop(key)) % (1 << 256)
         if digest is not None:
-            self.digests[key] = digest
-            t = self.terms[key] = term(key, digest)
+            self.digests[key], self.terms[key] = digest, t
             self.acc = (self.acc + t) % (1 << 256)
 
     def touch(self, kind, name):
