@@ -28,6 +28,7 @@ import os
 import re
 
 from common import ToolError
+from schema import CONTROL_CHARS
 
 SANDBOX = {"dir": None}  # set by hello
 
@@ -35,7 +36,7 @@ MAX_FILE_NAME = 128  # characters; the schemas' maxLength for a whole file name 
 # UTF-8 bytes of a file-name argument (x-max-bytes, schema.py): file systems
 # allow 255, and tools add suffixes ("_0001.png", ".partial.png") to names.
 MAX_FILE_BYTES = 200
-NO_CONTROL = r"^[^\x00-\x1f\x7f]*"  # the start of every file-name pattern (schema.NAME_PATTERN's class)
+NO_CONTROL = "^[^%s]*" % CONTROL_CHARS  # the start of every file-name pattern
 SANDBOX_PATH = {"type": "string", "minLength": 1, "x-sandbox-path": True, "x-max-bytes": MAX_FILE_BYTES,
                 "pattern": NO_CONTROL + "$"}
 

@@ -34,7 +34,8 @@ from common import MAX_NAME_BYTES, RESERVED_PREFIX, ToolError
 # exporters would write into line-based files (an OBJ "o" line with a
 # newline in it becomes two statements). The same pattern in every schema
 # that takes a datablock name.
-NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+CONTROL_CHARS = r"\x00-\x1f\x7f"  # a regex class's body: the control characters
+NAME_PATTERN = "^[^%s]+$" % CONTROL_CHARS
 
 # Reusable schema fragments for tool modules.
 VEC3 = {"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3}
@@ -43,7 +44,7 @@ NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_BYTES, "x-max-by
 NO_ARGS = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
-CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # a control character (C0 or DEL)
+CONTROL = re.compile("[%s]" % CONTROL_CHARS)
 
 
 _PATTERNS = {}  # schema pattern -> compiled regex (see the module docstring)
