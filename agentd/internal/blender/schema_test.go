@@ -119,5 +119,17 @@ try:
 except Exception as e:
     if isinstance(e, SystemExit):
         raise
+# check_name refuses exactly the control characters (C0 and DEL), as the
+# schemas' NAME pattern does.
+name_rx = schema.compiled_pattern(schema.NAME_PATTERN)
+for c in list(range(0x300)) + [0x2028, 0xfeff, 0x1f9ca]:
+    n = "a" + chr(c) + "b"
+    try:
+        schema.check_name(n)
+        refused = False
+    except ToolError:
+        refused = True
+    if refused != (c < 32 or c == 127) or refused != (name_rx.search(n) is None):
+        raise SystemExit("check_name on U+%04X: refused %s" % (c, refused))
 print("QUICK-SCHEMA-OK", len(schemas))
 `
