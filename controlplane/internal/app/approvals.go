@@ -116,7 +116,7 @@ func (a *App) ResolveApproval(ctx context.Context, who Principal, id string, dec
 		return nil, nil, err
 	}
 	if ap.GetState() == cpv1.Approval_STATE_APPROVED {
-		a.exec.Enqueue(ap.GetSessionId(), ref)
+		a.exec.Enqueue(ap.GetSessionId(), ref, nil)
 	}
 	a.log.Info("approval resolved", "approval_id", id, "request_id", ref.RequestID, "owner", ref.Owner,
 		"decision", strings.ToLower(strings.TrimPrefix(decision.String(), "DECISION_")), "by", who.Name, "rules", len(res.Rules))

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/blendplane/blendplane/controlplane/internal/contract"
+	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/macro"
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
@@ -117,7 +118,7 @@ func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanReq
 			"approval_id", g.approval.GetApprovalId(), "operations", len(g.approval.GetDecisions()))
 		a.startPreview(ref, g.approval, req)
 	} else {
-		a.exec.Enqueue(req.GetSessionId(), ref)
+		a.exec.Enqueue(req.GetSessionId(), ref, &executor.Work{Request: req, Schedule: sched})
 		a.log.Info("plan accepted", "request_id", req.GetRequestId(), "owner", who.Name, "session_id", req.GetSessionId(), "operations", len(ops))
 	}
 	p.Schedule = scheduleIDs(req.GetOperations(), sched)

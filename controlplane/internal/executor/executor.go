@@ -88,8 +88,20 @@ type attempt struct {
 
 // queue holds the plans of one session waiting to run, in order.
 type queue struct {
-	pending []store.PlanRef
+	pending []queued
 	running bool
+}
+
+// queued is a plan in a session's queue, with its work when Enqueue kept it.
+type queued struct {
+	ref  store.PlanRef
+	work *Work // nil: read from the store when the plan starts
+}
+
+// Work is what a plan runs: its request and schedule, as stored.
+type Work struct {
+	Request  *cpv1.SubmitPlanRequest
+	Schedule []int
 }
 
 // New returns an executor; call Resume to pick up unfinished plans.
@@ -117,13 +129,18 @@ func (e *Executor) Resume() error {
 			continue // queued when its approval is resolved
 		}
 		e.log.Info("resuming plan", "request_id", ref.RequestID, "owner", ref.Owner, "session_id", p.GetSessionId(), "receipts", p.GetReceiptCount())
-		e.Enqueue(p.GetSessionId(), ref)
+		e.Enqueue(p.GetSessionId(), ref, nil)
 	}
 	return nil
 }
 
-// Enqueue queues an accepted plan behind the session's other plans.
-func (e *Executor) Enqueue(sessionID string, ref store.PlanRef) {
+// Enqueue queues an accepted plan behind the session's other plans. work,
+// when not nil, is the request and schedule just stored for it: a plan
+// that starts at once runs from them instead of decoding them back from the
+// store (3 ms before the first operation of a 400-operation plan). A plan
+// that has to wait keeps only its ref, so that waiting plans hold no
+// requests in memory.
+func (e *Executor) Enqueue(sessionID string, ref store.PlanRef, work *Work) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q, ok := e.queues[sessionID]
@@ -131,7 +148,10 @@ func (e *Executor) Enqueue(sessionID string, ref store.PlanRef) {
 		q = &queue{}
 		e.queues[sessionID] = q
 	}
-	q.pending = append(q.pending, ref)
+	if q.running {
+		work = nil
+	}
+	q.pending = append(q.pending, queued{ref, work})
 	if !q.running {
 		q.running = true
 		e.wg.Add(1)
@@ -230,15 +250,16 @@ func (e *Executor) drain(sessionID string, q *queue) {
 			e.mu.Unlock()
 			return
 		}
-		ref := q.pending[0]
+		next := q.pending[0]
 		q.pending = q.pending[1:]
 		e.mu.Unlock()
-		err := e.run(ref)
+		ref := next.ref
+		err := e.run(ref, next.work)
 		for errors.Is(err, store.ErrStaleEpoch) && e.ctx.Err() == nil {
 			// Receipts of the session's old placement were refused: it runs
 			// elsewhere now. Resume from what is committed.
 			e.log.Info("plan continues where its session was placed anew", "request_id", ref.RequestID, "session_id", sessionID)
-			err = e.run(ref)
+			err = e.run(ref, next.work)
 		}
 		if err != nil && e.ctx.Err() == nil {
 			// Not a shutdown: end the plan rather than strand it (it would

@@ -95,6 +95,14 @@ func TestNextBatch(t *testing.T) {
 // session) ends CANCELLED with NOT_RUN receipts, without a call to any
 // agent (here there is none, so a call would end the plan FAILED).
 func TestPlanOfAClosedSessionNeverRuns(t *testing.T) {
+	// Resumed, the executor reads the plan's request from the store; queued
+	// by Submit, it runs from the request Submit hands it.
+	for _, handed := range []bool{false, true} {
+		t.Run(fmt.Sprint("handed=", handed), func(t *testing.T) { closedSessionPlan(t, handed) })
+	}
+}
+
+func closedSessionPlan(t *testing.T, handed bool) {
 	st, err := store.Open(filepath.Join(t.TempDir(), "cp.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -107,9 +115,11 @@ func TestPlanOfAClosedSessionNeverRuns(t *testing.T) {
 	}
 	ref := store.PlanRef{Owner: "alice", RequestID: "r1"}
 	args, _ := structpb.NewStruct(map[string]any{"type": "cube"})
+	work := &Work{Request: &cpv1.SubmitPlanRequest{SessionId: "s1", RequestId: ref.RequestID, Operations: []*cpv1.Operation{
+		{OperationId: "a", ToolName: "object.create", Args: args}, {OperationId: "b", ToolName: "object.create", Args: args}}},
+		Schedule: []int{1, 0}}
 	if _, err := st.CreatePlan(store.NewPlan{Owner: ref.Owner, Plan: &cpv1.Plan{RequestId: ref.RequestID, SessionId: "s1", State: cpv1.Plan_STATE_PENDING},
-		Request:  &cpv1.SubmitPlanRequest{SessionId: "s1", RequestId: ref.RequestID, Operations: []*cpv1.Operation{{OperationId: "a", ToolName: "object.create", Args: args}}},
-		Schedule: []int{0}, Digest: "d"}); err != nil {
+		Request: work.Request, Schedule: work.Schedule, Digest: "d"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.CloseSession("s1", time.Now()); err != nil {
@@ -117,7 +127,9 @@ func TestPlanOfAClosedSessionNeverRuns(t *testing.T) {
 	}
 	e := New(Config{OperationTimeout: time.Minute, AgentRetryWindow: 100 * time.Millisecond}, st, fleet.New(time.Second, 0, nil), nil, slog.New(slog.DiscardHandler))
 	defer e.Stop()
-	if err := e.Resume(); err != nil {
+	if handed {
+		e.Enqueue("s1", ref, work)
+	} else if err := e.Resume(); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -127,8 +139,9 @@ func TestPlanOfAClosedSessionNeverRuns(t *testing.T) {
 		}
 		if store.IsTerminal(p.GetState()) {
 			rs, _ := st.Receipts(ref, 1, 10)
-			if p.GetState() != cpv1.Plan_STATE_CANCELLED || len(rs) != 1 || rs[0].GetStatus() != cpv1.Receipt_STATUS_NOT_RUN {
-				t.Fatalf("plan %v, receipts %v: want CANCELLED, one NOT_RUN", p, rs)
+			if p.GetState() != cpv1.Plan_STATE_CANCELLED || len(rs) != 2 || rs[0].GetOperationId() != "b" || rs[1].GetOperationId() != "a" ||
+				rs[0].GetStatus() != cpv1.Receipt_STATUS_NOT_RUN || rs[1].GetStatus() != cpv1.Receipt_STATUS_NOT_RUN {
+				t.Fatalf("plan %v, receipts %v: want CANCELLED, NOT_RUN for b then a", p, rs)
 			}
 			return
 		}

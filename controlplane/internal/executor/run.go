@@ -74,11 +74,21 @@ func (pr *progress) observe(r *cpv1.Receipt) {
 	}
 }
 
+// planWork reads a plan's state from the store, and its request and
+// schedule unless work has them.
+func (e *Executor) planWork(ref store.PlanRef, work *Work) (*cpv1.Plan, *cpv1.SubmitPlanRequest, []int, error) {
+	if work == nil {
+		return e.store.PlanWork(ref)
+	}
+	p, err := e.store.PlanState(ref)
+	return p, work.Request, work.Schedule, err
+}
+
 // run executes a plan, or resumes it after its last committed receipt:
 // operations in schedule order, then, if one failed, the rollback of the
 // plan's operations (atomic plans) and NOT_RUN receipts for the rest.
-func (e *Executor) run(ref store.PlanRef) error {
-	p, req, sched, err := e.store.PlanWork(ref)
+func (e *Executor) run(ref store.PlanRef, work *Work) error {
+	p, req, sched, err := e.planWork(ref, work)
 	if err != nil {
 		return err
 	}
