@@ -179,13 +179,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
-	val, err := protovalidate.New()
+	pv, err := protovalidate.New()
 	if err != nil {
 		return err
 	}
+	val := service.Validator{Validator: pv}
 	srv := grpc.NewServer(
 		grpc.Creds(serverCreds),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
+		grpc.ForceServerCodecV2(service.Codec{}),
 		// Streams served by goroutines that keep their grown stacks: a new
 		// goroutine per stream spent a tenth of agentd's CPU growing its stack.
 		grpc.NumStreamWorkers(uint32(runtime.NumCPU())),

@@ -18,7 +18,7 @@ func ResultJSON(r *cpv1.Receipt) (json.RawMessage, error) {
 	if res := r.GetResult(); res != nil { // decoded already
 		return json.Marshal(res.AsMap())
 	}
-	_, fields, err := cut(r.ProtoReflect().GetUnknown(), resultField)
+	_, fields, err := wirefields.Cut(r.ProtoReflect().GetUnknown(), resultField)
 	if err != nil {
 		return nil, err
 	}

@@ -88,7 +88,7 @@ func SetResult(r *cpv1.Receipt, res *structpb.Struct) error {
 func SetResultWire(r *cpv1.Receipt, raw []byte) error {
 	r.Result = nil
 	m := r.ProtoReflect()
-	unknown, _, err := cut(m.GetUnknown(), resultField) // a result set before is replaced
+	unknown, _, err := wirefields.Cut(m.GetUnknown(), resultField) // a result set before is replaced
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func Result(r *cpv1.Receipt) (*structpb.Struct, error) {
 	if r.GetResult() != nil {
 		return r.GetResult(), nil
 	}
-	_, raw, err := cut(r.ProtoReflect().GetUnknown(), resultField)
+	_, raw, err := wirefields.Cut(r.ProtoReflect().GetUnknown(), resultField)
 	if err != nil || len(raw) == 0 {
 		return nil, err
 	}
@@ -111,36 +111,6 @@ func Result(r *cpv1.Receipt) (*structpb.Struct, error) {
 		return nil, err
 	}
 	return holder.GetResult(), nil
-}
-
-// cut splits the top-level fields of the message b into those numbered num
-// (as they are, tags included) and the rest. A field numbered num must be
-// length-delimited, as a message field is.
-func cut(b []byte, num protowire.Number) (rest, fields []byte, err error) {
-	copied := false // rest is b until a field numbered num is met
-	off := 0
-	err = wirefields.Each(b, func(n protowire.Number, typ protowire.Type, field, _ []byte) error {
-		switch {
-		case n == num && typ != protowire.BytesType:
-			return fmt.Errorf("field %d: wire type %d, want a message", num, typ)
-		case n == num:
-			if !copied {
-				rest, copied = append([]byte(nil), b[:off]...), true
-			}
-			fields = append(fields, field...)
-		case copied:
-			rest = append(rest, field...)
-		}
-		off += len(field)
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	if !copied {
-		rest = b
-	}
-	return rest, fields, nil
 }
 
 // Codec is gRPC's proto codec, except that the receipt of an
@@ -173,7 +143,7 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return base.Unmarshal(data, v)
 	}
 	m := v.(proto.Message)
-	rest, event, err := cut(data.Materialize(), receipt)
+	rest, event, err := wirefields.Cut(data.Materialize(), receipt)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,15 @@
 // Package wirefields walks the top-level fields of an encoded protobuf
 // message without decoding it, for the few places that handle one field
 // apart from the rest (a plan's operations, decoded in parallel; a
-// receipt's result, passed through undecoded).
+// receipt's result, passed through undecoded; an operation's args, decoded
+// straight into maps).
 package wirefields
 
-import "google.golang.org/protobuf/encoding/protowire"
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
 
 // Each calls fn with every field of the message b in order: its number,
 // wire type and whole encoding (tag included), and value (for a
@@ -33,6 +38,36 @@ func EachBytes(b []byte, num protowire.Number, fn func(value []byte) error) erro
 		}
 		return fn(value)
 	})
+}
+
+// Cut splits the top-level fields of the message b into those numbered num
+// (as they are, tags included) and the rest. A field numbered num must be
+// length-delimited, as a message field is.
+func Cut(b []byte, num protowire.Number) (rest, fields []byte, err error) {
+	copied := false // rest is b until a field numbered num is met
+	off := 0
+	err = Each(b, func(n protowire.Number, typ protowire.Type, field, _ []byte) error {
+		switch {
+		case n == num && typ != protowire.BytesType:
+			return fmt.Errorf("field %d: wire type %d, want a message", num, typ)
+		case n == num:
+			if !copied {
+				rest, copied = append([]byte(nil), b[:off]...), true
+			}
+			fields = append(fields, field...)
+		case copied:
+			rest = append(rest, field...)
+		}
+		off += len(field)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if !copied {
+		rest = b
+	}
+	return rest, fields, nil
 }
 
 // Next reads the field at the start of b, as Each gives it, and its whole

@@ -63,14 +63,15 @@ func (s *Server) OpenSession(ctx context.Context, req *agentv1.OpenSessionReques
 // Execute runs a batch of operations and streams their receipts, and the
 // progress of long operations in between.
 func (s *Server) Execute(req *agentv1.ExecuteRequest, stream grpc.ServerStreamingServer[agentv1.ExecuteResponse]) error {
-	if err := requireArgs(req.GetOperations()); err != nil {
+	args, err := operationArgs(req.GetOperations())
+	if err != nil {
 		return err
 	}
 	ops := make([]sessions.Operation, len(req.GetOperations()))
 	for i, o := range req.GetOperations() {
 		ops[i] = sessions.Operation{
 			OperationID: o.GetOperationId(), MCPCallID: o.GetMcpCallId(), Tool: o.GetToolName(),
-			Args: o.GetArgs().AsMap(), Safety: o.GetSafetyLevel(), IdempotencyKey: o.GetIdempotencyKey(),
+			Args: args[i], Safety: o.GetSafetyLevel(), IdempotencyKey: o.GetIdempotencyKey(),
 			Budget: time.Duration(o.GetTimeBudgetMs()) * time.Millisecond,
 			Verify: o.GetVerify(),
 		}
@@ -86,7 +87,7 @@ func (s *Server) Execute(req *agentv1.ExecuteRequest, stream grpc.ServerStreamin
 		defer mu.Unlock()
 		return stream.Send(resp)
 	}
-	err := s.sessions.Execute(stream.Context(), req.GetSessionId(), req.GetRequestId(), ops,
+	err = s.sessions.Execute(stream.Context(), req.GetSessionId(), req.GetRequestId(), ops,
 		func(r *cpv1.Receipt) error {
 			r.SessionEpoch = req.GetEpoch()
 			s.metrics.Receipt(r)
@@ -98,25 +99,15 @@ func (s *Server) Execute(req *agentv1.ExecuteRequest, stream grpc.ServerStreamin
 	return toStatus(err)
 }
 
-// requireArgs is the rule protovalidate leaves to agentd (agent.proto):
-// every operation has its args.
-func requireArgs(ops []*agentv1.OperationCall) error {
-	for i, o := range ops {
-		if o.GetArgs() == nil {
-			return status.Errorf(codes.InvalidArgument, "validation error: operations[%d].args: value is required", i)
-		}
-	}
-	return nil
-}
-
 // Preview dry-runs operations on a throwaway fork of a session.
 func (s *Server) Preview(ctx context.Context, req *agentv1.PreviewRequest) (*agentv1.PreviewResponse, error) {
-	if err := requireArgs(req.GetOperations()); err != nil {
+	args, err := operationArgs(req.GetOperations())
+	if err != nil {
 		return nil, err
 	}
 	ops := make([]sessions.Operation, len(req.GetOperations()))
 	for i, o := range req.GetOperations() {
-		ops[i] = sessions.Operation{OperationID: o.GetOperationId(), Tool: o.GetToolName(), Args: o.GetArgs().AsMap()}
+		ops[i] = sessions.Operation{OperationID: o.GetOperationId(), Tool: o.GetToolName(), Args: args[i]}
 	}
 	res, err := s.sessions.Preview(ctx, req.GetSessionId(), ops, req.GetRender())
 	if err != nil {
