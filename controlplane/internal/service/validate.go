@@ -99,20 +99,21 @@ func (val *Validation) check(req any) error {
 // when a plan's operations are validated in parallel.
 const minOperationShare = 2048
 
-// violations runs protovalidate over msg. A large plan's operations are
-// validated in parallel shares, one per CPU (at 1.5 µs an operation, a
-// 100,000-operation plan would take 0.15 s on one), each violation named by
-// its path from the request as protovalidate names it; the request around
-// them is validated with its first operation only (SubmitPlanRequest has no
-// rule that looks at two operations at once). Within a share, an operation
-// operationValid passes needs no protovalidate.
+// violations runs protovalidate over msg. A plan's operations are
+// validated apart from the request around it, which is validated with its
+// first operation only (SubmitPlanRequest has no rule that looks at two
+// operations at once); an operation operationValid passes needs no
+// protovalidate (3.2 µs an operation: 1.3 ms of a 400-operation plan).
+// Each violation is named by its path from the request as protovalidate
+// names it. A large plan's operations are validated in parallel shares,
+// one per CPU.
 func (val *Validation) violations(msg proto.Message) ([]fieldViolation, error) {
 	req, ok := msg.(*cpv1.SubmitPlanRequest)
 	ops := req.GetOperations()
-	shares := min(runtime.GOMAXPROCS(0), len(ops)/minOperationShare)
-	if !ok || shares < 2 {
+	if !ok || len(ops) < 2 {
 		return val.validate(msg, "")
 	}
+	shares := max(1, min(runtime.GOMAXPROCS(0), len(ops)/minOperationShare))
 	req.Operations = ops[:1] // the request, briefly with its first operation only
 	out, err := val.validate(req, "")
 	req.Operations = ops

@@ -51,40 +51,42 @@ func TestArgsRequired(t *testing.T) {
 	}
 }
 
-// TestParallelValidationSameAsWhole: a plan validated in parallel shares
-// gets exactly the violations protovalidate gives over the whole request,
-// in the same order, and is left as it was.
+// TestParallelValidationSameAsWhole: a plan whose operations are validated
+// apart from the request (in parallel shares when large) gets exactly the
+// violations protovalidate gives over the whole request, in the same order,
+// and is left as it was.
 func TestParallelValidationSameAsWhole(t *testing.T) {
 	val, err := NewValidation(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &cpv1.SubmitPlanRequest{SessionId: "bad session", RequestId: "r"}
-	n := 3*minOperationShare + 11
-	for i := range n {
-		op := &cpv1.Operation{OperationId: fmt.Sprintf("op%06d", i), ToolName: "scene.get_summary", Args: &structpb.Struct{},
-			SafetyLevel: cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY}
-		switch i {
-		case 0, minOperationShare, 2*minOperationShare + 3, n - 1:
-			op.OperationId = "bad id"
-			op.DependsOn = []string{"x", "x"}
-			op.SafetyLevel = 0
+	for _, n := range []int{5, 3*minOperationShare + 11} {
+		req := &cpv1.SubmitPlanRequest{SessionId: "bad session", RequestId: "r"}
+		bad := map[int]bool{0: true, n / 3: true, 2*n/3 + 1: true, n - 1: true}
+		for i := range n {
+			op := &cpv1.Operation{OperationId: fmt.Sprintf("op%06d", i), ToolName: "scene.get_summary", Args: &structpb.Struct{},
+				SafetyLevel: cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY}
+			if bad[i] {
+				op.OperationId = "bad id"
+				op.DependsOn = []string{"x", "x"}
+				op.SafetyLevel = 0
+			}
+			req.Operations = append(req.Operations, op)
 		}
-		req.Operations = append(req.Operations, op)
-	}
-	whole, err := val.validate(req, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	shares, err := val.violations(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(whole) < 13 || fmt.Sprint(shares) != fmt.Sprint(whole) {
-		t.Fatalf("in shares:\n%v\nwhole:\n%v", shares, whole)
-	}
-	if len(req.GetOperations()) != n {
-		t.Fatalf("the request lost operations: %d", len(req.GetOperations()))
+		whole, err := val.validate(req, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		apart, err := val.violations(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(whole) < 1+3*len(bad) || fmt.Sprint(apart) != fmt.Sprint(whole) {
+			t.Fatalf("%d operations, apart:\n%v\nwhole:\n%v", n, apart, whole)
+		}
+		if len(req.GetOperations()) != n {
+			t.Fatalf("the request lost operations: %d", len(req.GetOperations()))
+		}
 	}
 }
 
