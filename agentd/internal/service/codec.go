@@ -21,8 +21,8 @@ import (
 // ExecuteRequest keeps its args in wire form, in its unknown fields, for
 // operationArgs to decode straight into the maps agentd runs them with:
 // proto.Unmarshal fills the args' Structs through reflection, and AsMap then
-// copies them into maps, which took 2.5 ms of agentd's CPU before the first
-// operation of a 400-operation batch could start. Nothing validates args
+// copies them into maps, which took 1.8–2.9 ms of agentd's CPU before the
+// first operation of a 400-operation batch could start (Codec: 0.9–1.2). Nothing validates args
 // (agent.proto ignores them), so validation sees the same request.
 type Codec struct{}
 

@@ -11,9 +11,9 @@ import (
 
 // Validator is protovalidate, except that it does not run the operations
 // of an ExecuteRequest through protovalidate when operationValid passes
-// them all: its CEL programs and regular expressions took 3.4 µs an
-// operation, 1.4 ms of agentd's CPU before the first operation of a
-// 400-operation batch could start. A request with any operation
+// them all: its CEL programs and regular expressions took 2.4–3 µs an
+// operation, about 1 ms of agentd's CPU before the first operation of a
+// 400-operation batch could start (Validator: 0.04 ms). A request with any operation
 // operationValid does not pass goes through protovalidate whole, which
 // names its violations as before.
 type Validator struct{ protovalidate.Validator }

@@ -103,7 +103,7 @@ const minOperationShare = 2048
 // validated apart from the request around it, which is validated with its
 // first operation only (SubmitPlanRequest has no rule that looks at two
 // operations at once); an operation operationValid passes needs no
-// protovalidate (3.2 µs an operation: 1.3 ms of a 400-operation plan).
+// protovalidate (0.3 ms of a 400-operation plan, against 0.012).
 // Each violation is named by its path from the request as protovalidate
 // names it. A large plan's operations are validated in parallel shares,
 // one per CPU.
