@@ -18,8 +18,8 @@ const maxMapDepth = 64
 // AsMap gives, without building the Struct: proto.Unmarshal fills a
 // Struct's maps and oneofs through reflection, and agentd only ever needs
 // the maps. It knows only the form encoders write: each map entry with its
-// key and value once, each Value of exactly one kind, strings valid UTF-8,
-// no other fields, at most maxMapDepth deep. Anything else gives false, and
+// key and value once, each Value of exactly one kind, numbers finite,
+// strings valid UTF-8, no other fields, at most maxMapDepth deep. Anything else gives false, and
 // the caller decodes with proto.Unmarshal, which also says what is wrong.
 func Map(b []byte) (map[string]any, bool) { return mapOf(b, 1) }
 
@@ -67,7 +67,8 @@ func mapEntry(b []byte, depth int) (key string, val any, ok bool) {
 }
 
 // mapValue decodes a google.protobuf.Value of exactly one kind, as
-// AsInterface gives it.
+// AsInterface gives it; not a NaN or an infinity, which AsInterface turns
+// into the strings "NaN", "Infinity" and "-Infinity".
 func mapValue(b []byte, depth int) (any, bool) {
 	num, typ, x, n := wirefields.Next(b)
 	if n < 0 || n != len(b) {
@@ -78,8 +79,9 @@ func mapValue(b []byte, depth int) (any, bool) {
 		v, n := protowire.ConsumeVarint(x)
 		return nil, n > 0 && v == 0
 	case num == valueNumber && typ == protowire.Fixed64Type:
-		f, n := protowire.ConsumeFixed64(x)
-		return math.Float64frombits(f), n > 0
+		bits, n := protowire.ConsumeFixed64(x)
+		f := math.Float64frombits(bits)
+		return f, n > 0 && !math.IsNaN(f) && !math.IsInf(f, 0)
 	case num == valueString && typ == protowire.BytesType:
 		return string(x), utf8.Valid(x)
 	case num == valueBool && typ == protowire.VarintType:

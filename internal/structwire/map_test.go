@@ -2,6 +2,7 @@ package structwire
 
 import (
 	"encoding/json"
+	"math"
 	"math/rand"
 	"reflect"
 	"strings"
@@ -101,23 +102,33 @@ func TestMapLeavesToProto(t *testing.T) {
 	for range maxMapDepth {
 		nested = protowire.AppendBytes(protowire.AppendTag(nil, valueStruct, protowire.BytesType), entry("k", nested))
 	}
+	num := func(f float64) []byte {
+		return protowire.AppendFixed64(protowire.AppendTag(nil, valueNumber, protowire.Fixed64Type), math.Float64bits(f))
+	}
 	for name, b := range map[string][]byte{
-		"a value of two kinds":       entry("k", twoKinds),
-		"a value of no kind":         entry("k", nil),
-		"a key not UTF-8":            entry("\xff", str("x")),
-		"a string not UTF-8":         entry("k", str("\xff")),
-		"a true that is 2":           entry("k", protowire.AppendVarint(protowire.AppendTag(nil, valueBool, protowire.VarintType), 2)),
-		"an unknown field":           protowire.AppendVarint(protowire.AppendTag(nil, 9, protowire.VarintType), 1),
-		"nested beyond maxMapDepth":  entry("k", nested),
-		"an entry without its value": protowire.AppendBytes(protowire.AppendTag(nil, structFields, protowire.BytesType), protowire.AppendString(protowire.AppendTag(nil, entryKey, protowire.BytesType), "k")),
+		"NaN (AsMap: \"NaN\")":        entry("k", num(math.NaN())),
+		"+Inf (AsMap: \"Infinity\")":  entry("k", num(math.Inf(1))),
+		"-Inf (AsMap: \"-Infinity\")": entry("k", num(math.Inf(-1))),
+		"a value of two kinds":        entry("k", twoKinds),
+		"a value of no kind":          entry("k", nil),
+		"a key not UTF-8":             entry("\xff", str("x")),
+		"a string not UTF-8":          entry("k", str("\xff")),
+		"a true that is 2":            entry("k", protowire.AppendVarint(protowire.AppendTag(nil, valueBool, protowire.VarintType), 2)),
+		"an unknown field":            protowire.AppendVarint(protowire.AppendTag(nil, 9, protowire.VarintType), 1),
+		"nested beyond maxMapDepth":   entry("k", nested),
+		"an entry without its value":  protowire.AppendBytes(protowire.AppendTag(nil, structFields, protowire.BytesType), protowire.AppendString(protowire.AppendTag(nil, entryKey, protowire.BytesType), "k")),
 	} {
 		if _, ok := Map(b); ok {
 			t.Errorf("%s: decoded the fast way", name)
 		}
 	}
-	// One level less than the limit still decodes, as proto does.
-	if !agrees(t, entry("k", str("x"))) {
-		t.Error("a plain entry left to proto")
+	// At the limit still decodes, as proto does.
+	atLimit := str("x")
+	for range maxMapDepth - 1 {
+		atLimit = protowire.AppendBytes(protowire.AppendTag(nil, valueStruct, protowire.BytesType), entry("k", atLimit))
+	}
+	if !agrees(t, entry("k", atLimit)) {
+		t.Errorf("args %d deep left to proto", maxMapDepth)
 	}
 }
 

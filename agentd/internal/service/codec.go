@@ -1,7 +1,7 @@
 package service
 
 import (
-	"fmt"
+	"errors"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -98,7 +98,7 @@ func unmarshalOperation(b []byte) (*agentv1.OperationCall, error) {
 		b = b[n:]
 	}
 	op := &agentv1.OperationCall{}
-	if err := proto.Unmarshal(rest, op); err != nil {
+	if err := operationUnmarshal.Unmarshal(rest, op); err != nil {
 		return nil, err
 	}
 	if len(args) > 0 {
@@ -128,23 +128,37 @@ func argsOf(o *agentv1.OperationCall) (map[string]any, error) {
 	if o.GetArgs() != nil {
 		return o.GetArgs().AsMap(), nil
 	}
-	_, raw, err := wirefields.Cut(o.ProtoReflect().GetUnknown(), argsField)
-	switch {
-	case err != nil:
-		return nil, err
-	case len(raw) == 0:
-		return nil, fmt.Errorf("value is required")
+	var parts []byte // the args' occurrences, tags included
+	n := 0
+	for b := o.ProtoReflect().GetUnknown(); len(b) > 0; {
+		num, typ, _, l := wirefields.Next(b)
+		if l < 0 {
+			return nil, protowire.ParseError(l)
+		}
+		if num == argsField && typ == protowire.BytesType { // else not args, as for proto.Unmarshal
+			parts = append(parts, b[:l]...)
+			n++
+		}
+		b = b[l:]
+	}
+	if n == 0 {
+		return nil, errors.New("value is required")
 	}
 	// One occurrence, as encoders write it, decodes straight into maps;
 	// anything else as proto.Unmarshal does (several merge).
-	if num, _, v, n := wirefields.Next(raw); n == len(raw) && num == argsField {
+	if _, _, v, _ := wirefields.Next(parts); n == 1 {
 		if args, ok := structwire.Map(v); ok {
 			return args, nil
 		}
 	}
 	var whole agentv1.OperationCall
-	if err := proto.Unmarshal(raw, &whole); err != nil {
+	if err := operationUnmarshal.Unmarshal(parts, &whole); err != nil {
 		return nil, err
 	}
 	return whole.GetArgs().AsMap(), nil
 }
+
+// operationUnmarshal decodes an operation as a part of its request: one
+// level of nesting less than the request's own limit, which counts the
+// request.
+var operationUnmarshal = proto.UnmarshalOptions{RecursionLimit: protowire.DefaultRecursionLimit - 1}

@@ -1,12 +1,13 @@
 package service
 
 import (
+	"math"
 	"reflect"
 
-	"buf.build/go/protovalidate"
 	"strings"
 	"testing"
 
+	"buf.build/go/protovalidate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
@@ -52,6 +53,15 @@ func TestCodecKeepsArgsInWireForm(t *testing.T) {
 	split = append(split, part(map[string]any{"b": "x"})...)
 	wire = protowire.AppendBytes(protowire.AppendTag(wire, operationsField, protowire.BytesType), split)
 
+	// An operation with a field 3 that is not a message first (proto keeps
+	// it as an unknown field, args come from the other), and one whose args
+	// hold a NaN and an infinity (AsMap makes them strings).
+	varint3 := append(protowire.AppendVarint(protowire.AppendTag(nil, argsField, protowire.VarintType), 5), part(map[string]any{"c": true})...)
+	wire = protowire.AppendBytes(protowire.AppendTag(wire, operationsField, protowire.BytesType), varint3)
+	special, _ := proto.Marshal(&agentv1.OperationCall{OperationId: "op-special", Args: &structpb.Struct{Fields: map[string]*structpb.Value{
+		"nan": structpb.NewNumberValue(math.NaN()), "inf": structpb.NewNumberValue(math.Inf(-1))}}})
+	wire = protowire.AppendBytes(protowire.AppendTag(wire, operationsField, protowire.BytesType), special)
+
 	want := &agentv1.ExecuteRequest{}
 	if err := proto.Unmarshal(wire, want); err != nil {
 		t.Fatal(err)
@@ -75,6 +85,7 @@ func TestCodecKeepsArgsInWireForm(t *testing.T) {
 			t.Errorf("operation %d: args decoded into a Struct", i)
 		}
 		o.Args = nil
+		o.ProtoReflect().SetUnknown(nil) // proto keeps a field 3 that is not a message there
 		g := proto.Clone(got.GetOperations()[i]).(*agentv1.OperationCall)
 		g.ProtoReflect().SetUnknown(nil)
 		if !proto.Equal(g, o) {
@@ -116,6 +127,38 @@ func TestCodecRefusals(t *testing.T) {
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want InvalidArgument with %q", name, err, tc.want)
 		}
+	}
+}
+
+// TestCodecDepthAsProto: args nested as deep as proto.Unmarshal takes in
+// an ExecuteRequest decode, one level deeper are refused, as before.
+func TestCodecDepthAsProto(t *testing.T) {
+	both := map[bool]int{}
+	for lists := 4990; lists <= 5005; lists++ {
+		v := structpb.NewStringValue("x")
+		for range lists {
+			v = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{v}})
+		}
+		op, err := proto.Marshal(&agentv1.OperationCall{OperationId: "deep",
+			Args: &structpb.Struct{Fields: map[string]*structpb.Value{"n": v}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wire := protowire.AppendBytes(protowire.AppendTag(nil, operationsField, protowire.BytesType), op)
+		protoOK := proto.Unmarshal(wire, &agentv1.ExecuteRequest{}) == nil
+		req := &agentv1.ExecuteRequest{}
+		codecOK := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(wire)}, req) == nil
+		if codecOK {
+			_, err := operationArgs(req.GetOperations())
+			codecOK = err == nil
+		}
+		if codecOK != protoOK {
+			t.Fatalf("%d nested lists: Codec ok=%v, proto.Unmarshal ok=%v", lists, codecOK, protoOK)
+		}
+		both[protoOK]++
+	}
+	if both[true] == 0 || both[false] == 0 {
+		t.Fatalf("the depths tried do not reach proto's limit: %v", both)
 	}
 }
 

@@ -251,6 +251,7 @@ func (e *Executor) drain(sessionID string, q *queue) {
 			return
 		}
 		next := q.pending[0]
+		q.pending[0] = queued{} // the array outlives the slice: not its request
 		q.pending = q.pending[1:]
 		e.mu.Unlock()
 		ref := next.ref

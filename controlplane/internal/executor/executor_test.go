@@ -48,6 +48,18 @@ func TestCancelOfAnEndedPlanLeavesNoMark(t *testing.T) {
 	}
 }
 
+// TestWaitingPlansHoldNoRequest: a plan queued behind a running one keeps
+// only its ref; its request is read from the store when it starts.
+func TestWaitingPlansHoldNoRequest(t *testing.T) {
+	e := New(Config{OperationTimeout: time.Minute, AgentRetryWindow: time.Second}, nil, fleet.New(time.Second, 0, nil), nil, slog.New(slog.DiscardHandler))
+	e.queues["s1"] = &queue{running: true} // a plan of s1 is running
+	ref := store.PlanRef{Owner: "alice", RequestID: "r2"}
+	e.Enqueue("s1", ref, &Work{Request: &cpv1.SubmitPlanRequest{}})
+	if q := e.queues["s1"]; len(q.pending) != 1 || q.pending[0].ref != ref || q.pending[0].work != nil {
+		t.Fatalf("queue %+v: want r2 without its work", q.pending)
+	}
+}
+
 // TestNextBatch: a batch holds at most batchSize operations and batchBytes
 // of args (but always one), and stops before a distributed operation.
 func TestNextBatch(t *testing.T) {
@@ -115,11 +127,13 @@ func closedSessionPlan(t *testing.T, handed bool) {
 	}
 	ref := store.PlanRef{Owner: "alice", RequestID: "r1"}
 	args, _ := structpb.NewStruct(map[string]any{"type": "cube"})
-	work := &Work{Request: &cpv1.SubmitPlanRequest{SessionId: "s1", RequestId: ref.RequestID, Operations: []*cpv1.Operation{
-		{OperationId: "a", ToolName: "object.create", Args: args}, {OperationId: "b", ToolName: "object.create", Args: args}}},
-		Schedule: []int{1, 0}}
+	req := &cpv1.SubmitPlanRequest{SessionId: "s1", RequestId: ref.RequestID, Operations: []*cpv1.Operation{
+		{OperationId: "a", ToolName: "object.create", Args: args}, {OperationId: "b", ToolName: "object.create", Args: args}}}
+	// The handed schedule differs from the stored one (Submit hands what it
+	// stores) only so that the receipts' order tells which one ran.
+	work := &Work{Request: req, Schedule: []int{1, 0}}
 	if _, err := st.CreatePlan(store.NewPlan{Owner: ref.Owner, Plan: &cpv1.Plan{RequestId: ref.RequestID, SessionId: "s1", State: cpv1.Plan_STATE_PENDING},
-		Request: work.Request, Schedule: work.Schedule, Digest: "d"}); err != nil {
+		Request: req, Schedule: []int{0, 1}, Digest: "d"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.CloseSession("s1", time.Now()); err != nil {
@@ -139,9 +153,13 @@ func closedSessionPlan(t *testing.T, handed bool) {
 		}
 		if store.IsTerminal(p.GetState()) {
 			rs, _ := st.Receipts(ref, 1, 10)
-			if p.GetState() != cpv1.Plan_STATE_CANCELLED || len(rs) != 2 || rs[0].GetOperationId() != "b" || rs[1].GetOperationId() != "a" ||
+			first, second := "a", "b" // the stored schedule
+			if handed {
+				first, second = "b", "a"
+			}
+			if p.GetState() != cpv1.Plan_STATE_CANCELLED || len(rs) != 2 || rs[0].GetOperationId() != first || rs[1].GetOperationId() != second ||
 				rs[0].GetStatus() != cpv1.Receipt_STATUS_NOT_RUN || rs[1].GetStatus() != cpv1.Receipt_STATUS_NOT_RUN {
-				t.Fatalf("plan %v, receipts %v: want CANCELLED, NOT_RUN for b then a", p, rs)
+				t.Fatalf("plan %v, receipts %v: want CANCELLED, NOT_RUN for %s then %s", p, rs, first, second)
 			}
 			return
 		}
