@@ -22,8 +22,9 @@ import (
 // operationArgs to decode straight into the maps agentd runs them with:
 // proto.Unmarshal fills the args' Structs through reflection, and AsMap then
 // copies them into maps, which took 1.8–2.9 ms of agentd's CPU before the
-// first operation of a 400-operation batch could start (Codec: 0.9–1.2). Nothing validates args
-// (agent.proto ignores them), so validation sees the same request.
+// first operation of a 400-operation batch could start (Codec: 0.9–1.2).
+// Nothing validates args (agent.proto ignores them), so validation sees the
+// same request.
 type Codec struct{}
 
 var base = encoding.GetCodecV2("proto")
