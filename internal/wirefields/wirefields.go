@@ -5,11 +5,7 @@
 // straight into maps).
 package wirefields
 
-import (
-	"fmt"
-
-	"google.golang.org/protobuf/encoding/protowire"
-)
+import "google.golang.org/protobuf/encoding/protowire"
 
 // Each calls fn with every field of the message b in order: its number,
 // wire type and whole encoding (tag included), and value (for a
@@ -40,19 +36,20 @@ func EachBytes(b []byte, num protowire.Number, fn func(value []byte) error) erro
 	})
 }
 
-// Cut splits the top-level fields of the message b into those numbered num
-// (as they are, tags included) and the rest. A field numbered num must be
-// length-delimited, as a message field is.
+// Cut splits the top-level fields of the message b into the
+// length-delimited ones numbered num (as they are, tags included), as a
+// message field or a string is written, and the rest: a field numbered num
+// of another wire type stays in rest, where proto.Unmarshal keeps it as an
+// unknown field. rest is b itself when nothing was cut.
 func Cut(b []byte, num protowire.Number) (rest, fields []byte, err error) {
-	copied := false // rest is b until a field numbered num is met
+	copied := false // rest is b until a field is cut
 	off := 0
 	err = Each(b, func(n protowire.Number, typ protowire.Type, field, _ []byte) error {
 		switch {
-		case n == num && typ != protowire.BytesType:
-			return fmt.Errorf("field %d: wire type %d, want a message", num, typ)
-		case n == num:
-			if !copied {
-				rest, copied = append([]byte(nil), b[:off]...), true
+		case n == num && typ == protowire.BytesType:
+			if !copied { // each sized to hold all it may get: no regrowth
+				rest, copied = append(make([]byte, 0, len(b)-len(field)), b[:off]...), true
+				fields = make([]byte, 0, len(b)-off)
 			}
 			fields = append(fields, field...)
 		case copied:

@@ -47,3 +47,25 @@ func TestEachBytes(t *testing.T) {
 		t.Fatalf("field 2: %q, %v; want a, b", got, err)
 	}
 }
+
+// TestCut: the length-delimited fields numbered num, in order, apart from
+// the rest; one of another wire type stays in the rest, as proto.Unmarshal
+// keeps it (unknown).
+func TestCut(t *testing.T) {
+	field := func(num protowire.Number, s string) []byte {
+		return protowire.AppendString(protowire.AppendTag(nil, num, protowire.BytesType), s)
+	}
+	varint3 := protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.VarintType), 5)
+	b := bytes.Join([][]byte{field(1, "a"), field(3, "x"), varint3, field(2, "b"), field(3, "y")}, nil)
+	rest, fields, err := Cut(b, 3)
+	if err != nil || !bytes.Equal(fields, append(field(3, "x"), field(3, "y")...)) ||
+		!bytes.Equal(rest, bytes.Join([][]byte{field(1, "a"), varint3, field(2, "b")}, nil)) {
+		t.Fatalf("Cut = %x, %x, %v", rest, fields, err)
+	}
+	if rest, fields, err := Cut(b, 9); err != nil || fields != nil || &rest[0] != &b[0] || len(rest) != len(b) {
+		t.Fatalf("nothing to cut: rest %x (b itself: %v), fields %x, %v", rest, len(rest) > 0 && &rest[0] == &b[0], fields, err)
+	}
+	if _, _, err := Cut(b[:len(b)-1], 3); err == nil {
+		t.Error("a truncated message was cut")
+	}
+}

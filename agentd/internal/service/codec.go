@@ -56,57 +56,29 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func unmarshalExecute(b []byte, req *agentv1.ExecuteRequest) error {
-	var rest []byte // the request's other fields
-	var ops []*agentv1.OperationCall
-	for len(b) > 0 {
-		num, typ, v, n := wirefields.Next(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		if num == operationsField && typ == protowire.BytesType {
-			op, err := unmarshalOperation(v)
-			if err != nil {
-				return err
-			}
-			ops = append(ops, op)
-		} else {
-			rest = append(rest, b[:n]...)
-		}
-		b = b[n:]
+	rest, ops, err := wirefields.Cut(b, operationsField)
+	if err != nil {
+		return err
 	}
 	if err := proto.Unmarshal(rest, req); err != nil {
 		return err
 	}
-	req.Operations = ops
-	return nil
-}
-
-// unmarshalOperation decodes an OperationCall but for its args, which it
-// keeps in wire form in the operation's unknown fields.
-func unmarshalOperation(b []byte) (*agentv1.OperationCall, error) {
-	rest := make([]byte, 0, len(b))
-	var args []byte
-	for len(b) > 0 {
-		num, typ, _, n := wirefields.Next(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
+	return wirefields.EachBytes(ops, operationsField, func(raw []byte) error {
+		rest, args, err := wirefields.Cut(raw, argsField)
+		if err != nil {
+			return err
 		}
-		if num == argsField && typ == protowire.BytesType {
-			args = append(args, b[:n]...)
-		} else {
-			rest = append(rest, b[:n]...)
+		op := &agentv1.OperationCall{}
+		if err := operationUnmarshal.Unmarshal(rest, op); err != nil {
+			return err
 		}
-		b = b[n:]
-	}
-	op := &agentv1.OperationCall{}
-	if err := operationUnmarshal.Unmarshal(rest, op); err != nil {
-		return nil, err
-	}
-	if len(args) > 0 {
-		m := op.ProtoReflect()
-		m.SetUnknown(append(m.GetUnknown(), args...))
-	}
-	return op, nil
+		if len(args) > 0 { // kept in wire form, for operationArgs
+			m := op.ProtoReflect()
+			m.SetUnknown(append(m.GetUnknown(), args...))
+		}
+		req.Operations = append(req.Operations, op)
+		return nil
+	})
 }
 
 // operationArgs is each operation's args, as Struct.AsMap gives them:
@@ -129,25 +101,16 @@ func argsOf(o *agentv1.OperationCall) (map[string]any, error) {
 	if o.GetArgs() != nil {
 		return o.GetArgs().AsMap(), nil
 	}
-	var parts []byte // the args' occurrences, tags included
-	n := 0
-	for b := o.ProtoReflect().GetUnknown(); len(b) > 0; {
-		num, typ, _, l := wirefields.Next(b)
-		if l < 0 {
-			return nil, protowire.ParseError(l)
-		}
-		if num == argsField && typ == protowire.BytesType { // else not args, as for proto.Unmarshal
-			parts = append(parts, b[:l]...)
-			n++
-		}
-		b = b[l:]
-	}
-	if n == 0 {
+	_, parts, err := wirefields.Cut(o.ProtoReflect().GetUnknown(), argsField)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(parts) == 0:
 		return nil, errors.New("value is required")
 	}
 	// One occurrence, as encoders write it, decodes straight into maps;
 	// anything else as proto.Unmarshal does (several merge).
-	if _, _, v, _ := wirefields.Next(parts); n == 1 {
+	if _, _, v, n := wirefields.Next(parts); n == len(parts) {
 		if args, ok := structwire.Map(v); ok {
 			return args, nil
 		}

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	"github.com/blendplane/blendplane/internal/wireid"
 )
 
 // Validator is protovalidate, except that it does not run the operations
@@ -44,23 +45,8 @@ func operationValid(op *agentv1.OperationCall) bool {
 	// min_len 1, max_len 128 in code points; 1–128 bytes are 1–128 code
 	// points (strings decode as valid UTF-8).
 	n := len(op.GetToolName())
-	return validID(op.GetOperationId()) && n >= 1 && n <= 128 && validKey(op.GetIdempotencyKey()) &&
-		validID(op.GetMcpCallId()) && op.GetTimeBudgetMs() >= 0
-}
-
-// validID matches ^[a-zA-Z0-9_.:-]{1,128}$.
-func validID(s string) bool {
-	if len(s) < 1 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '.', c == ':', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
+	return wireid.Valid(op.GetOperationId()) && n >= 1 && n <= 128 && validKey(op.GetIdempotencyKey()) &&
+		wireid.Valid(op.GetMcpCallId()) && op.GetTimeBudgetMs() >= 0
 }
 
 // validKey matches ^[0-9a-f]{64}$.

@@ -14,9 +14,10 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	"github.com/blendplane/blendplane/internal/wireid"
 )
 
-const idPattern = `^[a-zA-Z0-9_.:-]{1,128}$`
+const idPattern = wireid.Pattern
 
 // callRules are OperationCall's rules, which operationValid works out by
 // hand, and those of ExecuteRequest, whose operations Validator checks

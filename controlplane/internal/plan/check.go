@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"strings"
+
+	"github.com/blendplane/blendplane/internal/wireid"
 )
 
 // Operation is one node of a plan.
@@ -23,31 +25,17 @@ type Operation struct {
 
 // OperationIDPattern is the wire rule for an operation_id: the buf.validate
 // pattern of Operation.operation_id in the control plane's and the agent's
-// protos. [ValidOperationID] is the same rule; the rule lives here so that
-// ids the control plane makes up (macro steps, "<operation_id>:<step>") are
-// held to it before the agent's protovalidate refuses a whole plan for one.
-const OperationIDPattern = `^[a-zA-Z0-9_.:-]{1,128}$`
+// protos (wireid.Pattern). [ValidOperationID] is the same rule; ids the
+// control plane makes up (macro steps, "<operation_id>:<step>") are held to
+// it before the agent's protovalidate refuses a whole plan for one.
+const OperationIDPattern = wireid.Pattern
 
 // MaxOperationIDLength is the longest operation_id [OperationIDPattern]
 // allows, in characters (all of them ASCII, so also in bytes).
-const MaxOperationIDLength = 128
+const MaxOperationIDLength = wireid.MaxLength
 
-// ValidOperationID reports whether id matches [OperationIDPattern]: 1 to 128
-// characters, each an ASCII letter, digit, '_', '.', ':' or '-'.
-func ValidOperationID(id string) bool {
-	if len(id) == 0 || len(id) > MaxOperationIDLength {
-		return false
-	}
-	for k := 0; k < len(id); k++ {
-		switch c := id[k]; {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
-			c == '_', c == '.', c == ':', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
+// ValidOperationID reports whether id matches [OperationIDPattern].
+func ValidOperationID(id string) bool { return wireid.Valid(id) }
 
 // maxListedTools bounds the tool names a TOOL_UNKNOWN message lists.
 const maxListedTools = 40

@@ -96,8 +96,29 @@ func (val *Validation) check(req any) error {
 }
 
 // minOperationShare is the fewest operations worth a goroutine of their own
-// when a plan's operations are validated in parallel.
+// when a plan's operations are decoded or validated in parallel.
 const minOperationShare = 2048
+
+// shares is how many shares inShares cuts n operations into: one per CPU,
+// each of at least minOperationShare, or one.
+func shares(n int) int { return max(1, min(runtime.GOMAXPROCS(0), n/minOperationShare)) }
+
+// inShares runs work over the operations [0, n) in shares, share w being
+// [lo, hi): on one goroutine each when there are several, at once when one
+// covers them all. It returns the shares' errors, joined.
+func inShares(n int, work func(w, lo, hi int) error) error {
+	k := shares(n)
+	if k == 1 {
+		return work(0, 0, n)
+	}
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	for w := range k {
+		wg.Go(func() { errs[w] = work(w, w*n/k, (w+1)*n/k) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
 
 // violations runs protovalidate over msg. A plan's operations are
 // validated apart from the request around it, which is validated with its
@@ -113,34 +134,27 @@ func (val *Validation) violations(msg proto.Message) ([]fieldViolation, error) {
 	if !ok || len(ops) < 2 {
 		return val.validate(msg, "")
 	}
-	shares := max(1, min(runtime.GOMAXPROCS(0), len(ops)/minOperationShare))
 	req.Operations = ops[:1] // the request, briefly with its first operation only
 	out, err := val.validate(req, "")
 	req.Operations = ops
 	if err != nil {
 		return nil, err
 	}
-	found := make([][]fieldViolation, shares)
-	errs := make([]error, shares)
-	var wg sync.WaitGroup
-	for w := range shares {
-		lo, hi := max(1, w*len(ops)/shares), (w+1)*len(ops)/shares
-		wg.Go(func() {
-			for i := lo; i < hi; i++ {
-				if operationValid(ops[i]) {
-					continue
-				}
-				vs, err := val.validate(ops[i], fmt.Sprintf("operations[%d].", i))
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				found[w] = append(found[w], vs...)
+	found := make([][]fieldViolation, shares(len(ops)))
+	err = inShares(len(ops), func(w, lo, hi int) error {
+		for i := max(1, lo); i < hi; i++ {
+			if operationValid(ops[i]) {
+				continue
 			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+			vs, err := val.validate(ops[i], fmt.Sprintf("operations[%d].", i))
+			if err != nil {
+				return err
+			}
+			found[w] = append(found[w], vs...)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	for _, f := range found {
