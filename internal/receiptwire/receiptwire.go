@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
@@ -28,14 +27,10 @@ import (
 )
 
 var (
-	resultField   = fieldNumber(&cpv1.Receipt{}, "result")
-	executeEvent  = fieldNumber(&agentv1.ExecuteResponse{}, "receipt")
-	streamedEvent = fieldNumber(&cpv1.StreamReceiptsResponse{}, "receipt")
+	resultField   = wirefields.FieldNumber(&cpv1.Receipt{}, "result")
+	executeEvent  = wirefields.FieldNumber(&agentv1.ExecuteResponse{}, "receipt")
+	streamedEvent = wirefields.FieldNumber(&cpv1.StreamReceiptsResponse{}, "receipt")
 )
-
-func fieldNumber(m proto.Message, name string) protowire.Number {
-	return m.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(name)).Number()
-}
 
 // Unmarshal decodes a receipt from b, its result left undecoded: the
 // fields around it are decoded where they lie (merged, as one decode

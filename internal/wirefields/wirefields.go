@@ -5,7 +5,23 @@
 // straight into maps).
 package wirefields
 
-import "google.golang.org/protobuf/encoding/protowire"
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// FieldNumber is the number of m's field called name, for the code that
+// reads or cuts that field in wire form. It panics if m has no such field:
+// a misspelt name fails at start-up, not on the wire.
+func FieldNumber(m proto.Message, name string) protowire.Number {
+	md := m.ProtoReflect().Descriptor()
+	fd := md.Fields().ByName(protoreflect.Name(name))
+	if fd == nil {
+		panic("wirefields: " + string(md.FullName()) + " has no field " + name)
+	}
+	return fd.Number()
+}
 
 // Each calls fn with every field of the message b in order: its number,
 // wire type and whole encoding (tag included), and value (for a

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func TestEach(t *testing.T) {
@@ -68,4 +69,16 @@ func TestCut(t *testing.T) {
 	if _, _, err := Cut(b[:len(b)-1], 3); err == nil {
 		t.Error("a truncated message was cut")
 	}
+}
+
+func TestFieldNumber(t *testing.T) {
+	if n := FieldNumber(&timestamppb.Timestamp{}, "nanos"); n != 2 {
+		t.Fatalf("Timestamp.nanos is field %d, want 2", n)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a misspelt field name gave a number")
+		}
+	}()
+	FieldNumber(&timestamppb.Timestamp{}, "nano")
 }

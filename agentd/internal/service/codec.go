@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	"github.com/blendplane/blendplane/internal/structwire"
@@ -31,13 +30,9 @@ var base = encoding.GetCodecV2("proto")
 
 // Field numbers of ExecuteRequest.operations and OperationCall.args.
 var (
-	operationsField = fieldNumber(&agentv1.ExecuteRequest{}, "operations")
-	argsField       = fieldNumber(&agentv1.OperationCall{}, "args")
+	operationsField = wirefields.FieldNumber(&agentv1.ExecuteRequest{}, "operations")
+	argsField       = wirefields.FieldNumber(&agentv1.OperationCall{}, "args")
 )
-
-func fieldNumber(m proto.Message, name string) protowire.Number {
-	return m.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(name)).Number()
-}
 
 // Name is the codec's content subtype: proto, as the client's.
 func (Codec) Name() string { return base.Name() }

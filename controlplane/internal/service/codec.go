@@ -87,7 +87,7 @@ func (c *Codec) failure(m any) error {
 var operationUnmarshal = proto.UnmarshalOptions{RecursionLimit: protowire.DefaultRecursionLimit - 1}
 
 // operationsField is SubmitPlanRequest.operations' field number.
-var operationsField = (&cpv1.SubmitPlanRequest{}).ProtoReflect().Descriptor().Fields().ByName("operations").Number()
+var operationsField = wirefields.FieldNumber(&cpv1.SubmitPlanRequest{}, "operations")
 
 // unmarshalPlan decodes a plan as proto.Unmarshal does, but each operation
 // by decodeOperation (proto.Unmarshal only for what that leaves: 400

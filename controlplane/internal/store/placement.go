@@ -102,14 +102,12 @@ func (p Placement) Closed() bool { return p.State == cpv1.Session_STATE_CLOSED }
 
 // Fields of a stored cpv1.Session that Placement and Terms read.
 var (
-	sessionFields    = (&cpv1.Session{}).ProtoReflect().Descriptor().Fields()
-	fieldAgentID     = sessionFields.ByName("agent_id").Number()
-	fieldStateEnum   = sessionFields.ByName("state").Number()
-	fieldContract    = sessionFields.ByName("contract").Number()
-	contractFields   = (&cpv1.SessionContract{}).ProtoReflect().Descriptor().Fields()
-	fieldCaps        = contractFields.ByName("capabilities").Number()
-	fieldConstraints = contractFields.ByName("constraints").Number()
-	fieldFlags       = (&cpv1.Capabilities{}).ProtoReflect().Descriptor().Fields().ByName("feature_flags").Number()
+	fieldAgentID     = wirefields.FieldNumber(&cpv1.Session{}, "agent_id")
+	fieldStateEnum   = wirefields.FieldNumber(&cpv1.Session{}, "state")
+	fieldContract    = wirefields.FieldNumber(&cpv1.Session{}, "contract")
+	fieldCaps        = wirefields.FieldNumber(&cpv1.SessionContract{}, "capabilities")
+	fieldConstraints = wirefields.FieldNumber(&cpv1.SessionContract{}, "constraints")
+	fieldFlags       = wirefields.FieldNumber(&cpv1.Capabilities{}, "feature_flags")
 )
 
 // Placement reads a session's placement: the fields of Session that say
