@@ -173,8 +173,8 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 				if !ok {
 					return fail(p.exitError(io.EOF))
 				}
-				var resp response[executeResult] // its result is decoded by outcome
-				if derr := json.Unmarshal(raw, &resp); derr != nil {
+				resp, derr := decodeExecute(raw) // its result is decoded by outcome
+				if derr != nil {
 					p.broken.Store(true)
 					p.killGroup()
 					return fail(fmt.Errorf("%w: execute: bad response: %v", ErrProcessExited, derr))

@@ -186,8 +186,8 @@ type request struct {
 }
 
 // response is one line from the bridge. R is what its result decodes to:
-// json.RawMessage to decode it later, executeResult to decode an execute's
-// answer in one pass (ExecuteBatch: once per operation of a plan).
+// json.RawMessage to decode it later, executeResult for an execute's answer
+// (ExecuteBatch decodes those with decodeExecute: once per operation).
 type response[R any] struct {
 	ID     *uint64    `json:"id"`
 	OK     bool       `json:"ok"`
