@@ -40,6 +40,37 @@ func TestCases(t *testing.T) {
 	}
 }
 
+// TestLongNested checks lists and objects whose contents take two and three
+// bytes of length (written in place, then widened), and a result larger than
+// a pooled parser keeps, between small ones that reuse its buffers.
+func TestLongNested(t *testing.T) {
+	list := func(n int) string {
+		items := make([]string, n)
+		for i := range items {
+			items[i] = strconv.Itoa(i)
+		}
+		return "[" + strings.Join(items, ",") + "]"
+	}
+	object := func(n int, value string) string {
+		fields := make([]string, n)
+		for i := range fields {
+			fields[i] = fmt.Sprintf("%q:%s", fmt.Sprint("k", n-i), value)
+		}
+		return "{" + strings.Join(fields, ",") + "}"
+	}
+	for _, obj := range []string{
+		`{"l":` + list(11) + `}`,   // 121 bytes of items: one byte of length
+		`{"l":` + list(12) + `}`,   // 132: two
+		`{"l":` + list(1500) + `}`, // 16,500: three
+		`{"o":` + object(12, `"v"`) + `,"a":1}`,
+		`{"o":` + object(2000, list(3)) + `,"p":[` + object(3, `1`) + `,` + object(200, `null`) + `]}`,
+		`{"big":` + object(3000, list(5)) + `}`, // more than a pooled parser keeps
+		`{"a":{"b":1},"c":{"d":[{"e":2},{"f":3}]}}`,
+	} {
+		same(t, []byte(obj))
+	}
+}
+
 // TestRandom checks random objects with every kind of value, escapes,
 // repeated keys and the numbers Python and Go write.
 func TestRandom(t *testing.T) {
