@@ -68,6 +68,9 @@ func TestLongNested(t *testing.T) {
 		`{"a":{"b":1},"c":{"d":[{"e":2},{"f":3}]}}`,
 	} {
 		same(t, []byte(obj))
+		if _, ok := transcode([]byte(obj)); !ok { // same would pass on the fallback
+			t.Errorf("%.60s…: not transcoded in one pass", obj)
+		}
 	}
 }
 

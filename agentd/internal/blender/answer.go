@@ -9,7 +9,7 @@ import (
 // request exactly as json.Unmarshal into a response[executeResult] does.
 //
 // A success as the bridge writes it (keys id, ok and result; the result's
-// keys those of executeResult; each key once, as spelt in the struct tags)
+// keys those of executeResult; each as spelt in the struct tags)
 // is read in one pass that takes the result and undo records as spans of
 // line (valid JSON, checked as they are passed): Outcome keeps the line
 // alive through them, so line must not be reused. Any other line — a

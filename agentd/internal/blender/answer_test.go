@@ -53,12 +53,32 @@ func TestDecodeExecuteTakesBridgeAnswers(t *testing.T) {
 
 func TestDecodeExecuteOddLines(t *testing.T) {
 	const hash = `"` + "5523aa30fc6cab10a2778f89116a8b6528b9c816665115b446606be497feb6b1" + `"`
+	nested := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	// Lines the one pass takes: what it makes of them must be
+	// json.Unmarshal's.
 	for _, line := range []string{
 		`{"id":1,"ok":true,"result":{"result":{},"undo":null,"files":[],"scene_hash_before":` + hash + `,"scene_hash_after":` + hash + `,"mutated":false,"records_changed":0}}`,
 		` { "id" : 1 , "ok" : true , "result" : { "result" : { "a" : [ 1 , -2.5e-3 , "\u00e9\n" ] } , "undo" : { } } } ` + "\r\n",
 		`{"id":1,"ok":true,"result":{}}`,
 		`{"id":1,"ok":true}`,
 		`{}`,
+		`{"id":18446744073709551615,"ok":true,"result":{}}`,
+		`{"id":1,"id":2,"ok":true,"result":{}}`,
+		`{"id":1,"ok":true,"result":{"undo":1,"undo":2}}`,
+		`{"id":1,"ok":true,"result":{"mutated":true,"records_changed":3},"result":{"records_changed":4}}`,
+		`{"id":1,"ok":true,"result":{"files":["a"]},"result":{"files":[]}}`,
+		`{"id":1,"ok":true,"result":{"records_changed":-0}}`,
+		`{"id":1,"ok":true,"result":{"records_changed":-7}}`,
+		`{"id":1,"ok":true,"result":{"undo":{"a":"` + "\xff\xfe\x7f" + `","b":"\ud800"}}}`,
+		`{"id":1,"ok":true,"result":{"undo":` + nested(maxSpanDepth+1) + `}}`, // the deepest it follows
+	} {
+		if _, fast := fastExecute([]byte(line)); !fast {
+			t.Errorf("%q: not taken in one pass", line)
+		}
+		agreesWithJSON(t, []byte(line))
+	}
+	// Lines it leaves to json.Unmarshal, good or bad.
+	for _, line := range []string{
 		`{"id":1,"progress":{"frame":3,"frames":10}}`,
 		`{"id":1,"ok":false,"error":{"code":"not_found","message":"no \"x\"","scene_hash":` + hash + `}}`,
 		`{"id":null,"ok":true,"result":{}}`,
@@ -66,19 +86,14 @@ func TestDecodeExecuteOddLines(t *testing.T) {
 		`{"id":-0,"ok":true,"result":{}}`,
 		`{"id":1.0,"ok":true,"result":{}}`,
 		`{"id":1e2,"ok":true,"result":{}}`,
-		`{"id":18446744073709551615,"ok":true,"result":{}}`,
 		`{"id":18446744073709551616,"ok":true,"result":{}}`,
 		`{"id":01,"ok":true,"result":{}}`,
 		`{"id":1,"ok":null,"result":{}}`,
 		`{"id":1,"ok":1,"result":{}}`,
 		`{"id":1,"ok":true,"result":null}`,
 		`{"id":1,"ok":true,"result":[]}`,
-		`{"id":1,"id":2,"ok":true,"result":{}}`,
 		`{"ID":1,"ok":true,"result":{}}`,
 		`{"id":1,"ok":true,"result":{"Mutated":true}}`,
-		`{"id":1,"ok":true,"result":{"undo":1,"undo":2}}`,
-		`{"id":1,"ok":true,"result":{"records_changed":-0}}`,
-		`{"id":1,"ok":true,"result":{"records_changed":-7}}`,
 		`{"id":1,"ok":true,"result":{"records_changed":1.5}}`,
 		`{"id":1,"ok":true,"result":{"records_changed":99999999999999999999}}`,
 		`{"id":1,"ok":true,"result":{"scene_hash_after":"a\u0062"}}`,
@@ -90,7 +105,6 @@ func TestDecodeExecuteOddLines(t *testing.T) {
 		`{"id":1,"ok":true,"result":{"undo":{"a":"\x01"}}}`,
 		`{"id":1,"ok":true,"result":{"undo":{"a":"\ud800\u12"}}}`,
 		`{"id":1,"ok":true,"result":{"undo":{"a":"\q"}}}`,
-		`{"id":1,"ok":true,"result":{"undo":{"a":"` + "\xff\xfe" + `"}}}`,
 		`{"id":1,"ok":true,"result":{"undo":{"a":1,}}}`,
 		`{"id":1,"ok":true,"result":{"undo":{"a" 1}}}`,
 		`{"id":1,"ok":true,"result":{"undo":{1:1}}}`,
@@ -100,13 +114,23 @@ func TestDecodeExecuteOddLines(t *testing.T) {
 		`{"id":1,"ok":true,"result":{"undo":.5}}`,
 		`{"id":1,"ok":true,"result":{"undo":1e}}`,
 		`{"id":1,"ok":true,"result":{"undo":tru}}`,
-		`{"id":1,"ok":true,"result":{"undo":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}}`,
 		`{"id":1,"ok":true,"result":{"undo":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}}`,
 		`{"id":1,"ok":true,"result":{}} x`,
 		`{"id":1,"ok":true,"result":{}}{}`,
 		`{"id":1,"ok":true,"result":{}`,
 		``,
+		`{"id":1,"ok":true,"result":{"undo":` + nested(maxSpanDepth+2) + `}}`, // past the pass's bound
+		`{"id":1,"OK":true,"result":{}}`,
+		`{"id":1,"ok":true,"Result":{}}`,
+		`{"id":1,"ok":true,"result":{"Undo":{}}}`,
+		`{"id":1,"ok":true,"result":{"scene_hash_BEFORE":"x"}}`,
+		`{"id":1,"ok":true,"result":{"":1}}`,
+		"{\"id\":1,\"ok\":true,\"result\":{}}\f",
+		"\ufeff{\"id\":1,\"ok\":true,\"result\":{}}",
 	} {
+		if _, fast := fastExecute([]byte(line)); fast {
+			t.Errorf("%q: taken in one pass", line)
+		}
 		agreesWithJSON(t, []byte(line))
 	}
 }
@@ -116,7 +140,7 @@ func TestDecodeExecuteOddLines(t *testing.T) {
 func TestDecodeExecuteMutated(t *testing.T) {
 	lines := bridgeAnswers(t)
 	rng := rand.New(rand.NewPCG(15, 15))
-	const alphabet = "{}[]:,\" \\/\n\tux0123456789.eE+-truefalsn\x00\x7f\xff"
+	const alphabet = "{}[]:,\" \\/\n\tux0123456789.eE+-truefalsnIDOKRU\x00\x7f\xff"
 	tokens := []string{`null`, `{}`, `[]`, `"a"`, `\u00e9`, `\ud800`, `-0`, `1e400`, `"Undo"`, `"undo":1,`, `"id":1,`, ` `}
 	for n := range 30000 {
 		line := bytes.TrimSuffix(lines[n%len(lines)], []byte("\n"))
