@@ -111,23 +111,31 @@ func (s *scanner) next(c byte) bool {
 // object reads an object whose keys are plain strings, handing each key to
 // member with s at its value, which member must read.
 func (s *scanner) object(member func(key []byte) bool) bool {
-	if !s.next('{') {
-		return false
-	}
-	if s.next('}') {
-		return true
-	}
-	for {
-		s.space()
+	return s.items('{', '}', func() bool {
 		key, ok := s.plainBytes()
 		if !ok || !s.next(':') {
 			return false
 		}
 		s.space()
-		if !member(key) {
+		return member(key)
+	})
+}
+
+// items reads open, then items separated by commas, then close; item reads
+// one, starting at its first byte.
+func (s *scanner) items(open, close byte, item func() bool) bool {
+	if !s.next(open) {
+		return false
+	}
+	if s.next(close) {
+		return true
+	}
+	for {
+		s.space()
+		if !item() {
 			return false
 		}
-		if s.next('}') {
+		if s.next(close) {
 			return true
 		}
 		if !s.next(',') {
@@ -162,27 +170,13 @@ func (s *scanner) plain() (string, bool) {
 
 // strings reads an array of plain strings.
 func (s *scanner) strings() ([]string, bool) {
-	if !s.next('[') {
-		return nil, false
-	}
 	out := []string{} // as encoding/json makes of []
-	if s.next(']') {
-		return out, true
-	}
-	for {
-		s.space()
+	ok := s.items('[', ']', func() bool {
 		str, ok := s.plain()
-		if !ok {
-			return nil, false
-		}
 		out = append(out, str)
-		if s.next(']') {
-			return out, true
-		}
-		if !s.next(',') {
-			return nil, false
-		}
-	}
+		return ok
+	})
+	return out, ok
 }
 
 func (s *scanner) boolean() (bool, bool) {
@@ -239,43 +233,15 @@ func (s *scanner) value(depth int) bool {
 	}
 	switch c := s.b[s.i]; {
 	case c == '{':
-		s.i++
-		if s.next('}') {
-			return true
-		}
-		for {
-			s.space()
+		return s.items('{', '}', func() bool {
 			if !s.str() || !s.next(':') {
 				return false
 			}
 			s.space()
-			if !s.value(depth + 1) {
-				return false
-			}
-			if s.next('}') {
-				return true
-			}
-			if !s.next(',') {
-				return false
-			}
-		}
+			return s.value(depth + 1)
+		})
 	case c == '[':
-		s.i++
-		if s.next(']') {
-			return true
-		}
-		for {
-			s.space()
-			if !s.value(depth + 1) {
-				return false
-			}
-			if s.next(']') {
-				return true
-			}
-			if !s.next(',') {
-				return false
-			}
-		}
+		return s.items('[', ']', func() bool { return s.value(depth + 1) })
 	case c == '"':
 		return s.str()
 	case c == 't':
