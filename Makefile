@@ -212,7 +212,7 @@ check: lint
 # family at 100 vs 10,000 objects, in process on the bpy wheel; it builds its scenes
 # per run, in seconds), BenchmarkCheckpointSave and BenchmarkRehash (a checkpoint's save,
 # its load and python.exec at 100 vs 10,000 objects) and BenchmarkBridgePhases (where the bridge's
-# time per create goes, on both Blenders): about 3 minutes more. The output also goes to bin/bench.out.
+# time per create and per set_transform goes, on both Blenders): about 3 minutes more. The output also goes to bin/bench.out.
 # -p 1: one package's benchmarks at a time (go test runs packages side by side
 # by default, and two benchmarks sharing the 2 CPUs measure each other).
 bench: blender

@@ -147,6 +147,9 @@ func clusterCPU(b *testing.B, c *cluster, selfFirst bool) [4]time.Duration {
 // marshalling, the wire, protovalidate, graph and args checks, schedule, the
 // response (with its 100k-entry schedule). Target < 1 s. The in-process check
 // alone is BenchmarkCheckChain100k in controlplane/internal/plan.
+// ms/accept-100k: the same plan submitted once for real, as the client sees
+// it (the checks, its policy, storing it with its schedule and policy
+// record), then cancelled.
 func BenchmarkValidateOnly100k(b *testing.B) {
 	c := startCluster(b)
 	s := c.negotiate(b)
@@ -199,6 +202,23 @@ func BenchmarkValidateOnly100k(b *testing.B) {
 	b.ReportMetric(float64(total)/float64(time.Millisecond)/float64(b.N), "ms/submit-100k")
 	b.ReportMetric(float64(total-client)/float64(time.Millisecond)/float64(b.N), "ms/server-100k")
 	b.ReportMetric(float64(peakRSS(b, c.cp)-rssBefore)/(1<<20), "MiB/cp-peak-rss-growth")
+
+	// The same plan accepted (stored with its schedule and policy record),
+	// once, then cancelled: its first creates may run meanwhile.
+	req := &cpv1.SubmitPlanRequest{SessionId: s.GetSessionId(), RequestId: "bench-accept", Operations: ops}
+	start := time.Now()
+	resp, err := c.client.SubmitPlan(ctxT(b, 10*time.Minute), req)
+	accept := time.Since(start)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.client.CancelPlan(ctxT(b, time.Minute), &cpv1.CancelPlanRequest{RequestId: req.GetRequestId()}); err != nil {
+		b.Fatal(err)
+	}
+	if st := resp.GetPlan().GetState(); st != cpv1.Plan_STATE_PENDING && st != cpv1.Plan_STATE_RUNNING {
+		b.Fatalf("accepted plan: state %v", st)
+	}
+	b.ReportMetric(float64(accept)/float64(time.Millisecond), "ms/accept-100k")
 }
 
 // peakRSS is a daemon's peak resident memory so far (VmHWM), in bytes.
@@ -426,7 +446,8 @@ const (
 //     or an agent without spares).
 //   - Durable: one plan of 2,000 object.set_transform, operations per second
 //     end to end; agentd's journal and the control plane's store both fsync
-//     every receipt before it is streamed.
+//     every receipt before it is streamed. us-cpu/op-cp, -agentd, -blender
+//     and -client: the CPU each process used over both plans, per operation.
 //
 // ns/op is the sum of the timed plans of both sizes; read the named metrics.
 func BenchmarkScale(b *testing.B) {
@@ -553,15 +574,25 @@ func BenchmarkScale(b *testing.B) {
 
 	b.Run("Durable", func(b *testing.B) {
 		rate := map[*scene]float64{}
+		var cpu [4]time.Duration
 		each(b, func(b *testing.B, s *scene) {
 			ops := s.moves(scaleDurableOps)
+			before := clusterCPU(b, s.c, false)
 			b.StartTimer()
 			elapsed, rs := s.run(b, "durable", false, ops)
 			b.StopTimer()
+			for k, t := range clusterCPU(b, s.c, true) {
+				cpu[k] += t - before[k]
+			}
 			requireStatuses(b, rs, scaleDurableOps, cpv1.Receipt_STATUS_SUCCEEDED)
 			rate[s] = scaleDurableOps / elapsed.Seconds()
 		})
 		perSize(b, rate, "ops/s")
+		// Where the CPU of both plans went, per operation: on 2 CPUs the
+		// sum bounds the pace.
+		for k, who := range []string{"cp", "agentd", "blender", "client"} {
+			b.ReportMetric(float64(cpu[k].Microseconds())/(2*scaleDurableOps), "us-cpu/op-"+who)
+		}
 	})
 }
 

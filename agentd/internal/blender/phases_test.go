@@ -78,10 +78,12 @@ func TestBridgePhases(t *testing.T) {
 
 // BenchmarkBridgePhases: ObjectCreate400's creates (400 named cubes) through
 // ExecuteBatch, pipelined as agentd sends a plan's operations, with the
-// bridge timing each phase of every execute (bridge/phases.py): per create,
+// bridge timing each phase of every execute (bridge/phases.py): per call,
 // each phase, their sum (the bridge's time), the wall time, and the rest
 // (pipe: what Blender waited for between its answer and the next request,
-// with Go's encoding and decoding).
+// with Go's encoding and decoding). set_transform: the same for 400
+// object.set_transform of those cubes, a new location each (Scale/Durable's
+// operation, e2e).
 func BenchmarkBridgePhases(b *testing.B) {
 	const warm, ops = 20, 400
 	for _, r := range testRuntimes() {
@@ -90,10 +92,11 @@ func BenchmarkBridgePhases(b *testing.B) {
 				b.Skipf("runtime %s not installed", r.name)
 			}
 			p := startTestProcess(b, r.rt, "phases")
-			batch := func(tag string, n int) time.Duration {
+			// batch runs call(j) for j < n through ExecuteBatch.
+			batch := func(b *testing.B, n int, call func(j int) Call) time.Duration {
 				calls := make([]Call, n)
 				for j := range calls {
-					calls[j] = cubeCall(fmt.Sprintf("%s_%03d", tag, j), j)
+					calls[j] = call(j)
 				}
 				start := time.Now()
 				p.ExecuteBatch(context.Background(), calls, func(_ int, r BatchResult) bool {
@@ -104,27 +107,53 @@ func BenchmarkBridgePhases(b *testing.B) {
 				})
 				return time.Since(start)
 			}
-			batch("W", warm)
-			takePhases(b, p)
-			var wall time.Duration
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				wall += batch(fmt.Sprintf("C%d", i), ops)
+			created, moved := 0, 0
+			create := func(b *testing.B, n int) time.Duration {
+				base := created
+				created += n
+				return batch(b, n, func(j int) Call { return cubeCall(fmt.Sprintf("C%05d", base+j), j) })
 			}
-			b.StopTimer()
-			got := takePhases(b, p)
-			if got.Calls != b.N*ops {
-				b.Fatalf("%d executes timed, want %d", got.Calls, b.N*ops)
+			move := func(b *testing.B, n int) time.Duration {
+				base := moved
+				moved += n
+				return batch(b, n, func(j int) Call {
+					m := base + j
+					return Call{Tool: "object.set_transform", Args: map[string]any{"name": fmt.Sprintf("C%05d", m*7919%created),
+						"location": []any{float64(m % 1000), float64(m / 1000), 1.0}}}
+				})
 			}
-			perOp := func(ns int64) float64 { return float64(ns) / 1e6 / float64(got.Calls) }
-			var sum int64
-			for _, name := range phaseNames {
-				b.ReportMetric(perOp(got.NS[name]), "ms/op-"+name)
-				sum += got.NS[name]
+			for _, k := range []struct {
+				name string
+				run  func(b *testing.B, n int) time.Duration
+			}{{"create", create}, {"set_transform", move}} {
+				b.Run(k.name, func(b *testing.B) {
+					k.run(b, warm)
+					takePhases(b, p)
+					var wall time.Duration
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						wall += k.run(b, ops)
+					}
+					b.StopTimer()
+					reportPhases(b, takePhases(b, p), b.N*ops, wall)
+				})
 			}
-			b.ReportMetric(perOp(sum), "ms/op-bridge")
-			b.ReportMetric(perOp(wall.Nanoseconds()), "ms/op-wall")
-			b.ReportMetric(perOp(wall.Nanoseconds()-sum), "ms/op-pipe")
 		})
 	}
+}
+
+// reportPhases reports the bridge's phases of n executes that took wall.
+func reportPhases(b *testing.B, got bridgePhases, n int, wall time.Duration) {
+	if got.Calls != n {
+		b.Fatalf("%d executes timed, want %d", got.Calls, n)
+	}
+	perOp := func(ns int64) float64 { return float64(ns) / 1e6 / float64(got.Calls) }
+	var sum int64
+	for _, name := range phaseNames {
+		b.ReportMetric(perOp(got.NS[name]), "ms/op-"+name)
+		sum += got.NS[name]
+	}
+	b.ReportMetric(perOp(sum), "ms/op-bridge")
+	b.ReportMetric(perOp(wall.Nanoseconds()), "ms/op-wall")
+	b.ReportMetric(perOp(wall.Nanoseconds()-sum), "ms/op-pipe")
 }

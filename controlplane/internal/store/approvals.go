@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -347,7 +349,10 @@ func putOpPolicies(body *bolt.Bucket, ops map[string]OpPolicy) error {
 	if err != nil {
 		return err
 	}
-	for id, p := range ops {
+	// In key order: bbolt inserts into a sorted page, so a map's random
+	// order would move half a page per key (quadratic in a large plan).
+	for _, id := range slices.Sorted(maps.Keys(ops)) {
+		p := ops[id]
 		if err := b.Put([]byte(id), []byte(p.Decision+"\x00"+p.InputHash)); err != nil {
 			return err
 		}

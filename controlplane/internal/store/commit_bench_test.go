@@ -71,3 +71,30 @@ func randomHex(n int) string {
 	rand.Read(raw)
 	return hex.EncodeToString(raw)
 }
+
+// BenchmarkCreatePlan stores plans of 400, 2,000 and 20,000 operations, each
+// with its policy record (CreatePlan), and reports the time per operation:
+// it should not grow with the plan's size.
+func BenchmarkCreatePlan(b *testing.B) {
+	for _, n := range []int{400, 2000, 20000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s, _ := openTest(b)
+			if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {
+				b.Fatal(err)
+			}
+			policy := make(map[string]OpPolicy, n)
+			for j := range n {
+				policy[fmt.Sprintf("m%05d", j)] = OpPolicy{Decision: "allow", InputHash: randomHex(32)}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				p := testPlan("alice", fmt.Sprint("r", i))
+				p.Policy = policy
+				if _, err := s.CreatePlan(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "us/op")
+		})
+	}
+}
