@@ -634,7 +634,11 @@ func appendEntry(b *bolt.Bucket, e *Entry) (uint64, error) {
 		return 0, err
 	}
 	index := binary.BigEndian.Uint64(b.Get(keyHead)) + 1
-	if err := b.Bucket(bucketLog).Put(u64(index), raw); err != nil {
+	// The log's keys only grow: bbolt fills a page before it splits it
+	// (its default splits at half, leaving every page half empty).
+	log := b.Bucket(bucketLog)
+	log.FillPercent = 1
+	if err := log.Put(u64(index), raw); err != nil {
 		return 0, err
 	}
 	if err := b.Put(keyHead, u64(index)); err != nil {

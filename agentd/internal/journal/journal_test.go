@@ -242,3 +242,31 @@ func BenchmarkCheckpointDrop(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// TestLogFillsItsPages: the redo log, whose keys only grow, fills its pages
+// before splitting them (bbolt's default leaves every page half empty).
+func TestLogFillsItsPages(t *testing.T) {
+	j := open(t, filepath.Join(t.TempDir(), "agentd.db"))
+	defer j.Close()
+	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for g := range 100 { // groups of 32, as the session manager commits them
+		commits := make([]Commit, 32)
+		for i := range commits {
+			k := fmt.Sprintf("k%05d", g*32+i)
+			commits[i] = Commit{Receipt: &cpv1.Receipt{IdempotencyKey: k}, Undo: json.RawMessage(`{"object":"P00001","location":[1,2,3]}`),
+				Entry: &Entry{Kind: "op", Key: k, Tool: "object.set_transform", Args: map[string]any{"name": "P00001", "location": []any{1.0, 2.0, 3.0}}, HashAfter: k}}
+		}
+		if err := j.Commit("s1", commits); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.db.View(func(tx *bolt.Tx) error {
+		st := tx.Bucket(bucketSessions).Bucket([]byte("s1")).Bucket(bucketLog).Stats()
+		if fill := float64(st.LeafInuse) / float64(st.LeafAlloc); st.LeafPageN < 2 || fill < 0.85 {
+			t.Errorf("log: %d leaf pages %.0f %% full, want them filled (≥ 85 %%)", st.LeafPageN, 100*fill)
+		}
+		return nil
+	})
+}

@@ -46,7 +46,7 @@ func appendDecisionAudit(tx *bolt.Tx, ref PlanRef, a *cpv1.Approval, event, by s
 // putAudit appends rec to the audit log, indexed by its plan, its plan's
 // owner and its session.
 func putAudit(tx *bolt.Tx, ref PlanRef, rec *cpv1.AuditRecord) error {
-	audit := tx.Bucket(bucketAudit)
+	audit := appending(tx.Bucket(bucketAudit))
 	seq, err := audit.NextSequence()
 	if err != nil {
 		return err
@@ -63,14 +63,14 @@ func putAudit(tx *bolt.Tx, ref PlanRef, rec *cpv1.AuditRecord) error {
 	if err != nil {
 		return err
 	}
-	if err := idx.Put(u64(seq), nil); err != nil {
+	if err := appending(idx).Put(u64(seq), nil); err != nil {
 		return err
 	}
 	byOwner, err := tx.Bucket(bucketAuditOwner).CreateBucketIfNotExists([]byte(ref.Owner))
 	if err != nil {
 		return err
 	}
-	if err := byOwner.Put(u64(seq), nil); err != nil {
+	if err := appending(byOwner).Put(u64(seq), nil); err != nil {
 		return err
 	}
 	if err := indexMutation(tx, rec.GetBlenderMutationId(), u64(seq)); err != nil {
@@ -83,7 +83,7 @@ func putAudit(tx *bolt.Tx, ref PlanRef, rec *cpv1.AuditRecord) error {
 	if err != nil {
 		return err
 	}
-	return bySession.Put(u64(seq), nil)
+	return appending(bySession).Put(u64(seq), nil)
 }
 
 // The audit index by Blender mutation id. A mutation id is a hash, so a
@@ -109,7 +109,7 @@ func indexMutation(tx *bolt.Tx, mutationID string, seq []byte) error {
 	if mutationID == "" {
 		return nil
 	}
-	tail := tx.Bucket(bucketMutationTail)
+	tail := appending(tx.Bucket(bucketMutationTail))
 	if err := tail.Put(seq, []byte(mutationID)); err != nil {
 		return err
 	}

@@ -251,7 +251,7 @@ func (s *Store) Commit(ref PlanRef, plan *cpv1.Plan, receipts []*cpv1.Receipt) e
 			return err
 		}
 		pol := readOpPolicies(tx, b, was)
-		rb := b.Bucket(bucketReceipts)
+		rb := appending(b.Bucket(bucketReceipts))
 		next := uint64(1)
 		if k, _ := rb.Cursor().Last(); k != nil {
 			next = binary.BigEndian.Uint64(k) + 1

@@ -229,6 +229,15 @@ func unmarshal(raw []byte, m proto.Message) error {
 	return nil
 }
 
+// appending readies a bucket whose keys only grow (sequence numbers) for
+// this transaction's puts: bbolt then fills a page before it splits it,
+// where its default splits at half, leaving every page of an appended
+// bucket half empty: twice the file, and more pages written per commit.
+func appending(b *bolt.Bucket) *bolt.Bucket {
+	b.FillPercent = 1
+	return b
+}
+
 func u64(v uint64) []byte {
 	b := make([]byte, 8)
 	binary.BigEndian.PutUint64(b, v)

@@ -927,3 +927,52 @@ func TestTerms(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendedBucketsFillTheirPages: the buckets a plan's receipts append
+// to (its receipts, the audit log and its indexes by plan, owner and
+// session) fill their pages before splitting them, as bbolt does with
+// FillPercent 1; at its default every page stays about half empty.
+func TestAppendedBucketsFillTheirPages(t *testing.T) {
+	s, _ := openTest(t)
+	if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {
+		t.Fatal(err)
+	}
+	ref := PlanRef{"alice", "r1"}
+	if _, err := s.CreatePlan(testPlan("alice", ref.RequestID)); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := s.Plan(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.State = cpv1.Plan_STATE_RUNNING
+	seq := int64(0)
+	for range 100 { // groups of 32, as the executor's committers write them
+		var rs []*cpv1.Receipt
+		for range 32 {
+			seq++
+			rs = append(rs, &cpv1.Receipt{Sequence: seq, OperationId: fmt.Sprintf("op-%05d", seq),
+				ToolName: "object.set_transform", Status: cpv1.Receipt_STATUS_SUCCEEDED, BlenderMutationId: randomHex(16),
+				IdempotencyKey: randomHex(32), SceneHashBefore: randomHex(32), SceneHashAfter: randomHex(32),
+				CompleteTime: timestamppb.Now()})
+		}
+		if err := s.Commit(ref, plan, rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.db.View(func(tx *bolt.Tx) error {
+		for name, b := range map[string]*bolt.Bucket{
+			"receipts":         tx.Bucket(bucketPlans).Bucket([]byte("alice")).Bucket([]byte("r1")).Bucket(bucketReceipts),
+			"audit":            tx.Bucket(bucketAudit),
+			"audit_by_plan":    tx.Bucket(bucketAuditIdx).Bucket([]byte("alice")).Bucket([]byte("r1")),
+			"audit_by_owner":   tx.Bucket(bucketAuditOwner).Bucket([]byte("alice")),
+			"audit_by_session": tx.Bucket(bucketAuditSession).Bucket([]byte("s1")),
+		} {
+			st := b.Stats()
+			if fill := float64(st.LeafInuse) / float64(st.LeafAlloc); st.LeafPageN < 2 || fill < 0.85 {
+				t.Errorf("%s: %d leaf pages %.0f %% full, want them filled (≥ 85 %%)", name, st.LeafPageN, 100*fill)
+			}
+		}
+		return nil
+	})
+}
