@@ -46,8 +46,11 @@ func nextBatch(ops []*cpv1.Operation, sched []int, distribute bool) []int {
 // progress is what the committed receipts of a plan say about it, so that a
 // resumed plan picks up exactly where it stopped.
 type progress struct {
-	next       int             // schedule positions consumed (ran, failed or not run)
-	done       []*cpv1.Receipt // succeeded or skipped, in order: what a rollback undoes
+	next int // schedule positions consumed (ran, failed or not run)
+	// done is the idempotency keys of the operations that succeeded or
+	// were skipped, in order: what a rollback undoes. Keys only: a large
+	// plan's receipts would stay in memory until it ends.
+	done       []string
 	failed     *cpv1.Receipt   // the operation that failed, if any
 	rolledBack map[string]bool // idempotency keys already undone
 	rollback   *cpv1.Failure   // set when the rollback itself failed
@@ -57,7 +60,7 @@ type progress struct {
 func (pr *progress) observe(r *cpv1.Receipt) {
 	switch r.GetStatus() {
 	case cpv1.Receipt_STATUS_SUCCEEDED, cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT:
-		pr.done = append(pr.done, r)
+		pr.done = append(pr.done, r.GetIdempotencyKey())
 		pr.next++
 	case cpv1.Receipt_STATUS_ROLLED_BACK:
 		pr.rolledBack[r.GetIdempotencyKey()] = true
@@ -215,7 +218,7 @@ func (e *Executor) run(ref store.PlanRef, work *Work) error {
 	if pr.failed != nil && p.GetAtomic() && pr.rollback == nil {
 		var keys []string
 		for i := len(pr.done) - 1; i >= 0; i-- {
-			if k := pr.done[i].GetIdempotencyKey(); !pr.rolledBack[k] {
+			if k := pr.done[i]; !pr.rolledBack[k] {
 				keys = append(keys, k)
 			}
 		}
