@@ -50,6 +50,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -407,7 +408,9 @@ func (j *Journal) Intend(sessionID string, keys []string) error {
 		if err != nil {
 			return err
 		}
-		for _, k := range keys {
+		// In key order: bbolt inserts into a sorted page, and the keys
+		// (hashes) in their batch's order would move half of it each.
+		for _, k := range slices.Sorted(slices.Values(keys)) {
 			if err := b.Put([]byte(k), now); err != nil {
 				return err
 			}
