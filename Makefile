@@ -34,6 +34,12 @@ TOOLS_NODE := $(CURDIR)/.tools/node
 VENV      := $(CURDIR)/.blender/venv
 CLIENTS   := $(CURDIR)/.clients
 PYTHON311 ?= $(shell command -v python3.11 || command -v python3)
+# The bpy wheel's interpreter: the system's python3.11 where it can make a venv (Debian's
+# is linked statically; a pyenv build, first on PATH here, loads a shared libpython, and the
+# bridge ran 10 % more instructions per object.set_transform on it, 6 % per object.create
+# and 13 % to start: testdata/bridge_instructions.py), else PYTHON311.
+BPY_PYTHON ?= $(shell for p in /usr/bin/python3.11 $(PYTHON311); do \
+	"$$p" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null && { echo "$$p"; break; }; done)
 export PATH := $(TOOLS_BIN):$(PATH)
 
 GO_PACKAGES := ./...
@@ -131,10 +137,10 @@ screenshots: blender browser
 	BLENDPLANE_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console go test -count=1 -run '^TestConsole$$' ./e2e/
 
 $(VENV)/.bpy-$(BPY_VERSION):
-	@test -n "$(PYTHON311)" || { echo "need python3.11 for the bpy wheel"; exit 1; }
-	@echo "installing bpy==$(BPY_VERSION) (Blender 4.5 LTS) into .blender/venv"
+	@test -n "$(BPY_PYTHON)" || { echo "need python3.11 (with its venv module) for the bpy wheel"; exit 1; }
+	@echo "installing bpy==$(BPY_VERSION) (Blender 4.5 LTS) into .blender/venv, on $(BPY_PYTHON)"
 	rm -rf $(VENV)
-	$(PYTHON311) -m venv $(VENV)
+	$(BPY_PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check bpy==$(BPY_VERSION)
 	$(VENV)/bin/python -c 'import bpy; print("bpy", bpy.app.version_string)'
 	touch $@
