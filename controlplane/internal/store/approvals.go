@@ -349,8 +349,10 @@ func putOpPolicies(body *bolt.Bucket, ops map[string]OpPolicy) error {
 	if err != nil {
 		return err
 	}
-	// In key order: bbolt inserts into a sorted page, so a map's random
-	// order would move half a page per key (quadratic in a large plan).
+	// In key order, so each key is appended: bbolt keeps a node's keys
+	// sorted in memory, and a map's random order moved half of the growing
+	// node per key (quadratic in a large plan).
+	b = appending(b)
 	for _, id := range slices.Sorted(maps.Keys(ops)) {
 		p := ops[id]
 		if err := b.Put([]byte(id), []byte(p.Decision+"\x00"+p.InputHash)); err != nil {

@@ -72,7 +72,7 @@ func randomHex(n int) string {
 	return hex.EncodeToString(raw)
 }
 
-// BenchmarkCreatePlan stores plans of 400, 2,000 and 20,000 operations, each
+// BenchmarkCreatePlan stores plans of 400, 2,000, 20,000 and 100,000 operations, each
 // with its policy record (CreatePlan), and reports the time per operation:
 // it should not grow with the plan's size.
 func BenchmarkCreatePlan(b *testing.B) {

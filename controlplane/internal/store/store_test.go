@@ -929,9 +929,10 @@ func TestTerms(t *testing.T) {
 }
 
 // TestAppendedBucketsFillTheirPages: the buckets a plan's receipts append
-// to (its receipts, the audit log and its indexes by plan, owner and
-// session) fill their pages before splitting them, as bbolt does with
-// FillPercent 1; at its default every page stays about half empty.
+// to (its receipts, the audit log, its indexes by plan, owner and session,
+// the mutation tail) and a plan's policy records, written in key order,
+// fill their pages before splitting them, as bbolt does with FillPercent 1;
+// at its default every page stays about half empty.
 func TestAppendedBucketsFillTheirPages(t *testing.T) {
 	s, _ := openTest(t)
 	if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {
@@ -960,6 +961,15 @@ func TestAppendedBucketsFillTheirPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A plan's policy records are written once, in key order.
+	big := testPlan("alice", "r2")
+	big.Policy = map[string]OpPolicy{}
+	for j := range 2000 {
+		big.Policy[fmt.Sprintf("op-%05d", j)] = OpPolicy{Decision: "allow", InputHash: randomHex(32)}
+	}
+	if _, err := s.CreatePlan(big); err != nil {
+		t.Fatal(err)
+	}
 	s.db.View(func(tx *bolt.Tx) error {
 		for name, b := range map[string]*bolt.Bucket{
 			"receipts":         tx.Bucket(bucketPlans).Bucket([]byte("alice")).Bucket([]byte("r1")).Bucket(bucketReceipts),
@@ -967,6 +977,8 @@ func TestAppendedBucketsFillTheirPages(t *testing.T) {
 			"audit_by_plan":    tx.Bucket(bucketAuditIdx).Bucket([]byte("alice")).Bucket([]byte("r1")),
 			"audit_by_owner":   tx.Bucket(bucketAuditOwner).Bucket([]byte("alice")),
 			"audit_by_session": tx.Bucket(bucketAuditSession).Bucket([]byte("s1")),
+			"mutation tail":    tx.Bucket(bucketMutationTail),
+			"policy":           tx.Bucket(bucketPlans).Bucket([]byte("alice")).Bucket([]byte("r2")).Bucket(bucketPlanBody).Bucket(bucketOpPolicy),
 		} {
 			st := b.Stats()
 			if fill := float64(st.LeafInuse) / float64(st.LeafAlloc); st.LeafPageN < 2 || fill < 0.85 {
