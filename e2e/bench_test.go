@@ -115,10 +115,13 @@ func benchObjectCreate400(b *testing.B) {
 	// end in Blender (storing the plan, the hop to agentd, the first call).
 	b.ReportMetric(float64(first)/float64(time.Millisecond)/float64(b.N), "ms-first-op")
 	b.ReportMetric(perOp(e2e-bridge), "ms/op-overhead")
-	for k, who := range []string{"cp", "agentd", "blender", "client"} {
+	for k, who := range clusterProcs {
 		b.ReportMetric(perOp(cpu[k]), "ms-cpu/op-"+who)
 	}
 }
+
+// clusterProcs names clusterCPU's entries in metrics.
+var clusterProcs = [4]string{"cp", "agentd", "blender", "client"}
 
 // clusterCPU is the CPU used so far by the control plane, agentd, agentd's
 // Blenders (a spare's idle time included) and this test process. Reading
@@ -590,7 +593,7 @@ func BenchmarkScale(b *testing.B) {
 		perSize(b, rate, "ops/s")
 		// Where the CPU of both plans went, per operation: on 2 CPUs the
 		// sum bounds the pace.
-		for k, who := range []string{"cp", "agentd", "blender", "client"} {
+		for k, who := range clusterProcs {
 			b.ReportMetric(float64(cpu[k].Microseconds())/(2*scaleDurableOps), "us-cpu/op-"+who)
 		}
 	})

@@ -50,7 +50,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -408,9 +407,7 @@ func (j *Journal) Intend(sessionID string, keys []string) error {
 		if err != nil {
 			return err
 		}
-		// In key order: bbolt inserts into a sorted page, and the keys
-		// (hashes) in their batch's order would move half of it each.
-		for _, k := range slices.Sorted(slices.Values(keys)) {
+		for _, k := range keys {
 			if err := b.Put([]byte(k), now); err != nil {
 				return err
 			}

@@ -27,22 +27,11 @@ func BenchmarkCommitGroups(b *testing.B) {
 			var cpu time.Duration
 			for i := 0; i < b.N; i++ {
 				ref := PlanRef{"alice", fmt.Sprint("r", i)}
-				if _, err := s.CreatePlan(testPlan("alice", ref.RequestID)); err != nil {
-					b.Fatal(err)
-				}
-				plan, err := s.Plan(ref)
-				if err != nil {
-					b.Fatal(err)
-				}
-				plan.State = cpv1.Plan_STATE_RUNNING
+				plan := startPlan(b, s, ref)
 				groups := make([][]*cpv1.Receipt, 400/size)
 				for g := range groups {
 					for j := range size {
-						seq := int64(g*size + j + 1)
-						groups[g] = append(groups[g], &cpv1.Receipt{Sequence: seq, OperationId: fmt.Sprintf("op-%03d", seq),
-							ToolName: "object.create", Status: cpv1.Receipt_STATUS_SUCCEEDED, BlenderMutationId: randomHex(16),
-							IdempotencyKey: randomHex(32), SceneHashBefore: randomHex(32), SceneHashAfter: randomHex(32),
-							CompleteTime: timestamppb.Now()})
+						groups[g] = append(groups[g], testReceipt(int64(g*size+j+1), "object.create"))
 					}
 				}
 				start := processCPU(b)
@@ -64,6 +53,29 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// startPlan stores testPlan(ref) and returns it running, ready for Commit.
+func startPlan(tb testing.TB, s *Store, ref PlanRef) *cpv1.Plan {
+	tb.Helper()
+	if _, err := s.CreatePlan(testPlan(ref.Owner, ref.RequestID)); err != nil {
+		tb.Fatal(err)
+	}
+	plan, err := s.Plan(ref)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	plan.State = cpv1.Plan_STATE_RUNNING
+	return plan
+}
+
+// testReceipt is a succeeded receipt of sequence seq, its ids and hashes
+// random.
+func testReceipt(seq int64, tool string) *cpv1.Receipt {
+	return &cpv1.Receipt{Sequence: seq, OperationId: fmt.Sprintf("op-%05d", seq),
+		ToolName: tool, Status: cpv1.Receipt_STATUS_SUCCEEDED, BlenderMutationId: randomHex(16),
+		IdempotencyKey: randomHex(32), SceneHashBefore: randomHex(32), SceneHashAfter: randomHex(32),
+		CompleteTime: timestamppb.Now()}
 }
 
 func randomHex(n int) string {

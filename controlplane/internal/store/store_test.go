@@ -930,38 +930,28 @@ func TestTerms(t *testing.T) {
 
 // TestAppendedBucketsFillTheirPages: the buckets a plan's receipts append
 // to (its receipts, the audit log, its indexes by plan, owner and session,
-// the mutation tail) and a plan's policy records, written in key order,
-// fill their pages before splitting them, as bbolt does with FillPercent 1;
-// at its default every page stays about half empty.
+// the mutation tail) and a plan's policy records fill their pages before
+// splitting them, as bbolt does with FillPercent 1; at its default every
+// page stays about half empty.
 func TestAppendedBucketsFillTheirPages(t *testing.T) {
 	s, _ := openTest(t)
 	if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {
 		t.Fatal(err)
 	}
 	ref := PlanRef{"alice", "r1"}
-	if _, err := s.CreatePlan(testPlan("alice", ref.RequestID)); err != nil {
-		t.Fatal(err)
-	}
-	plan, err := s.Plan(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan.State = cpv1.Plan_STATE_RUNNING
+	plan := startPlan(t, s, ref)
 	seq := int64(0)
 	for range 100 { // groups of 32, as the executor's committers write them
 		var rs []*cpv1.Receipt
 		for range 32 {
 			seq++
-			rs = append(rs, &cpv1.Receipt{Sequence: seq, OperationId: fmt.Sprintf("op-%05d", seq),
-				ToolName: "object.set_transform", Status: cpv1.Receipt_STATUS_SUCCEEDED, BlenderMutationId: randomHex(16),
-				IdempotencyKey: randomHex(32), SceneHashBefore: randomHex(32), SceneHashAfter: randomHex(32),
-				CompleteTime: timestamppb.Now()})
+			rs = append(rs, testReceipt(seq, "object.set_transform"))
 		}
 		if err := s.Commit(ref, plan, rs); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// A plan's policy records are written once, in key order.
+	// A plan's policy records, written once.
 	big := testPlan("alice", "r2")
 	big.Policy = map[string]OpPolicy{}
 	for j := range 2000 {
