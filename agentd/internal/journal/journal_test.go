@@ -152,7 +152,7 @@ func TestMigratesJSONRecords(t *testing.T) {
 	raw, _ := json.Marshal(old)
 	plain, _ := json.Marshal(map[string]any{"receipt": receipt}) // a read-only call's record
 	j.db.Update(func(tx *bolt.Tx) error {
-		ops := tx.Bucket(bucketSessions).Bucket([]byte("s1")).Bucket(bucketOps)
+		ops, _ := tx.Bucket(bucketSessions).Bucket([]byte("s1")).CreateBucketIfNotExists(bucketOps)
 		ops.Put([]byte("k1"), raw)
 		ops.Put([]byte("k2"), plain)
 		return tx.Bucket(bucketMeta).Put(keySchemaVersion, u64(2))
@@ -243,8 +243,9 @@ func BenchmarkCheckpointDrop(b *testing.B) {
 	}
 }
 
-// TestLogFillsItsPages: the redo log, whose keys only grow, fills its pages
-// before splitting them (bbolt's default leaves every page half empty).
+// TestLogFillsItsPages: the redo log and the records, whose keys only grow,
+// fill their pages before splitting them (bbolt's default leaves every page
+// half empty).
 func TestLogFillsItsPages(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "agentd.db"))
 	defer j.Close()
@@ -263,10 +264,147 @@ func TestLogFillsItsPages(t *testing.T) {
 		}
 	}
 	j.db.View(func(tx *bolt.Tx) error {
-		st := tx.Bucket(bucketSessions).Bucket([]byte("s1")).Bucket(bucketLog).Stats()
-		if fill := float64(st.LeafInuse) / float64(st.LeafAlloc); st.LeafPageN < 2 || fill < 0.85 {
-			t.Errorf("log: %d leaf pages %.0f %% full, want them filled (≥ 85 %%)", st.LeafPageN, 100*fill)
+		for _, name := range [][]byte{bucketLog, bucketRecords} {
+			st := tx.Bucket(bucketSessions).Bucket([]byte("s1")).Bucket(name).Stats()
+			if fill := float64(st.LeafInuse) / float64(st.LeafAlloc); st.LeafPageN < 2 || fill < 0.85 {
+				t.Errorf("%s: %d leaf pages %.0f %% full, want them filled (≥ 85 %%)", name, st.LeafPageN, 100*fill)
+			}
 		}
 		return nil
 	})
+}
+
+// TestRecordsFoundByKey: records are appended in commit order and found by
+// idempotency key, after a reopen too; a key committed again replaces its
+// record in place; a closed session's keys are gone with it.
+func TestRecordsFoundByKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	j := open(t, path)
+	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.OpenSession("s2", "rt", "h0", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	journalOps(t, j, "s1", 250)
+	again := []Commit{{Receipt: &cpv1.Receipt{IdempotencyKey: "k000007", BlenderMutationId: "again"}}}
+	if err := j.Commit("s1", again); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Commit("s2", []Commit{{Receipt: &cpv1.Receipt{IdempotencyKey: "k000001", BlenderMutationId: "s2"}}}); err != nil {
+		t.Fatal(err)
+	}
+	mutation := func(rec *Record) string {
+		if rec == nil {
+			return ""
+		}
+		return rec.Receipt.GetBlenderMutationId()
+	}
+	records := 250
+	check := func(when string) {
+		t.Helper()
+		keys := []string{"k000000", "k000007", "k000249", "k000250", "nope"}
+		recs, err := j.LookupAll("s1", keys)
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		want := []string{"mk000000", "again", "mk000249", "", ""}
+		for i, rec := range recs {
+			if got := mutation(rec); got != want[i] {
+				t.Errorf("%s: %s's record has mutation %q, want %q", when, keys[i], got, want[i])
+			}
+		}
+		if rec, _ := j.Lookup("s2", "k000001"); mutation(rec) != "s2" {
+			t.Errorf("%s: s2's k000001 is %+v", when, rec)
+		}
+		var n int
+		j.db.View(func(tx *bolt.Tx) error {
+			n = tx.Bucket(bucketSessions).Bucket([]byte("s1")).Bucket(bucketRecords).Stats().KeyN
+			return nil
+		})
+		if n != records {
+			t.Errorf("%s: s1 holds %d records, want %d", when, n, records)
+		}
+	}
+	check("before reopen")
+
+	// The index may point a key at another's record (a commit that failed
+	// left it, and its sequence went to the next): readers see no record,
+	// and committing the key appends it rather than overwrite the other.
+	j.index["s1"]["ghost"] = 3
+	if rec, err := j.Lookup("s1", "ghost"); rec != nil || err != nil {
+		t.Fatalf("a stale index entry reads another key's record: %+v %v", rec, err)
+	}
+	if err := j.Commit("s1", []Commit{{Receipt: &cpv1.Receipt{IdempotencyKey: "ghost", BlenderMutationId: "ghost"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := j.Lookup("s1", "k000002"); mutation(rec) != "mk000002" {
+		t.Fatalf("committing over a stale index entry overwrote k000002: %+v", rec)
+	}
+	if rec, _ := j.Lookup("s1", "ghost"); mutation(rec) != "ghost" {
+		t.Fatalf("ghost: %+v", rec)
+	}
+	records++
+	j.Close()
+	j = open(t, path)
+	defer j.Close()
+	check("after reopen")
+
+	if err := j.CloseSession("s1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := j.Lookup("s1", "k000000"); rec != nil || err != nil {
+		t.Fatalf("a reopened session finds a closed one's record: %+v %v", rec, err)
+	}
+	if err := j.CommitUndo("s1", "k000000", "h"); err == nil {
+		t.Fatal("undo of an operation the session never ran")
+	}
+}
+
+// TestEntriesFindTheirRecords: whoever reads a log entry finds its record,
+// while commits go on (a refresh or a recovery replays entries by their
+// records).
+func TestEntriesFindTheirRecords(t *testing.T) {
+	j := open(t, filepath.Join(t.TempDir(), "agentd.db"))
+	defer j.Close()
+	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for g := range 200 {
+			k := fmt.Sprintf("k%06d", g)
+			err := j.Commit("s1", []Commit{{Receipt: &cpv1.Receipt{IdempotencyKey: k},
+				Entry: &Entry{Kind: "op", Key: k, Tool: "object.create", HashAfter: k}}})
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		default:
+		}
+		entries, err := j.Entries("s1", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) == 0 {
+			continue
+		}
+		last := entries[len(entries)-1]
+		if rec, err := j.Lookup("s1", last.Key); rec == nil || err != nil {
+			t.Fatalf("entry %s has no record: %v", last.Key, err)
+		}
+	}
 }
