@@ -534,16 +534,20 @@ func (j *Journal) Intents(sessionID string) ([]string, error) {
 	if err != nil || len(started) == 0 {
 		return nil, err
 	}
-	recs, err := j.LookupAll(sessionID, started)
-	if errors.Is(err, ErrSessionNotFound) {
-		return started, nil
-	}
 	var keys []string
-	for i, rec := range recs {
-		if rec == nil {
-			keys = append(keys, started[i])
+	seqs := j.seqs(sessionID, started)
+	err = j.db.View(func(tx *bolt.Tx) error {
+		var records *bolt.Bucket
+		if b := tx.Bucket(bucketSessions).Bucket([]byte(sessionID)); b != nil {
+			records = b.Bucket(bucketRecords)
 		}
-	}
+		for i, k := range started {
+			if records == nil || !hasRecord(records, seqs[i], k) {
+				keys = append(keys, k)
+			}
+		}
+		return nil
+	})
 	return keys, err
 }
 
@@ -652,12 +656,20 @@ func (j *Journal) Commit(sessionID string, commits []Commit) error {
 // again replaces its record), or the next sequence. seq is where the index
 // says it is, which the transaction checks.
 func place(records *bolt.Bucket, seq uint64, key string) (uint64, error) {
-	if seq != 0 {
-		if stored, err := storedKey(records.Get(u64(seq))); err == nil && stored == key {
-			return seq, nil
-		}
+	if hasRecord(records, seq, key) {
+		return seq, nil
 	}
 	return records.NextSequence()
+}
+
+// hasRecord says whether key's record is at seq in this transaction (see
+// Journal.index), without decoding it.
+func hasRecord(records *bolt.Bucket, seq uint64, key string) bool {
+	if seq == 0 {
+		return false
+	}
+	stored, err := storedKey(records.Get(u64(seq)))
+	return err == nil && stored == key
 }
 
 // indexSet adds a session's placed keys to the index (nothing if the
