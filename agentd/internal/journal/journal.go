@@ -10,11 +10,13 @@
 // retried idempotency key finds its committed record instead of running
 // again.
 //
-// Records are appended in commit order, keyed by a sequence number, and
-// found by idempotency key through an index in memory (loaded when the
-// journal opens): keyed by the key itself, a hash, a commit of 32 records
-// wrote 32 random pages of the bucket, half of agentd's CPU per durable
-// operation (BenchmarkCommit).
+// Records are appended in commit order (those from before schema 4 in key
+// order), keyed by a sequence number, and found by idempotency key through
+// an index in memory, read from every record when the journal opens (about
+// 100 bytes per record; a session's records stay until it closes): keyed
+// by the key itself, a hash, a commit of 32 records wrote 32 random pages
+// of the bucket, half of agentd's CPU per durable operation
+// (BenchmarkCommit).
 //
 // Intents say which calls were in flight when agentd or its Blender died.
 // Nothing is rebuilt from them (an effect lives only in Blender's memory
@@ -162,10 +164,11 @@ type Journal struct {
 
 	// mu guards index: per session, the sequence of each idempotency key's
 	// record. A commit adds its keys before its transaction commits, so
-	// that whoever sees its log entries finds their records; a reader
-	// checks that its snapshot holds the record, under that key (getRecord):
-	// the index may run ahead of the file, or hold the keys of a commit
-	// that failed until it is taken out again.
+	// that whoever sees its log entries finds their records; so the index
+	// may run ahead of the file, and keep the keys of a commit that failed
+	// (taking them out could hide a record committed before under the same
+	// key). Whoever reads through it checks that its snapshot holds the
+	// record, under that key (getRecord, hasRecord).
 	mu    sync.RWMutex
 	index map[string]map[string]uint64
 }
@@ -216,7 +219,7 @@ var migrations = []func(tx *bolt.Tx) error{
 				if err := json.Unmarshal(v, &old); err != nil {
 					return fmt.Errorf("session %s record %s: %w", id, k, err)
 				}
-				todo = append(todo, entry{k, appendRecord(nil, "", old.Receipt, old.Undo, old.LogIndex, old.RolledBack)})
+				todo = append(todo, entry{k, appendFields(nil, old.Receipt, old.Undo, old.LogIndex, old.RolledBack)})
 				return nil
 			}); err != nil {
 				return err
@@ -239,6 +242,7 @@ var migrations = []func(tx *bolt.Tx) error{
 			if err != nil {
 				return err
 			}
+			records.FillPercent = 1
 			ops := b.Bucket(bucketOps)
 			if ops == nil {
 				return nil
@@ -248,7 +252,7 @@ var migrations = []func(tx *bolt.Tx) error{
 				if err != nil {
 					return err
 				}
-				return records.Put(u64(seq), append(appendKey(nil, string(k)), v...))
+				return records.Put(u64(seq), append(appendKey(nil, string(k)), v...)) // v: fields 1–4
 			}); err != nil {
 				return err
 			}
@@ -300,23 +304,32 @@ func Open(path string) (*Journal, error) {
 // loadIndex reads every session's record keys into the index.
 func (j *Journal) loadIndex() error {
 	return j.db.View(func(tx *bolt.Tx) error {
-		sessions := tx.Bucket(bucketSessions)
-		return sessions.ForEachBucket(func(id []byte) error {
-			keys := map[string]uint64{}
-			if err := sessions.Bucket(id).Bucket(bucketRecords).ForEach(func(k, v []byte) error {
-				key, err := storedKey(v)
-				if err != nil {
-					return fmt.Errorf("session %s record %d: %w", id, binary.BigEndian.Uint64(k), err)
-				}
-				keys[key] = binary.BigEndian.Uint64(k)
-				return nil
-			}); err != nil {
-				return err
-			}
-			j.index[string(id)] = keys
-			return nil
+		return tx.Bucket(bucketSessions).ForEachBucket(func(id []byte) error {
+			return j.loadSession(tx, string(id))
 		})
 	})
+}
+
+// loadSession reads a session's record keys into the index (none if the
+// session is not in tx).
+func (j *Journal) loadSession(tx *bolt.Tx, id string) error {
+	keys := map[string]uint64{}
+	if b := tx.Bucket(bucketSessions).Bucket([]byte(id)); b != nil {
+		if err := b.Bucket(bucketRecords).ForEach(func(k, v []byte) error {
+			key, err := storedKey(v)
+			if err != nil {
+				return fmt.Errorf("session %s record %d: %w", id, binary.BigEndian.Uint64(k), err)
+			}
+			keys[key] = binary.BigEndian.Uint64(k)
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.index[id] = keys
+	return nil
 }
 
 // seqs returns the sequence of each key's record in a session (0: none).
@@ -358,7 +371,7 @@ func (j *Journal) AgentID() (string, error) {
 // OpenSession records a new session starting from the baseline scene, with
 // its memory ceiling (0: none). Opening a known session changes nothing.
 func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string, memoryLimitMiB, epoch int64) error {
-	err := j.update(func(tx *bolt.Tx) error {
+	return j.update(func(tx *bolt.Tx) error {
 		sessions := tx.Bucket(bucketSessions)
 		if sessions.Bucket([]byte(sessionID)) != nil {
 			return nil
@@ -390,15 +403,6 @@ func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string, memoryL
 		}
 		return b.Put(keyHeadHash, []byte(baselineHash))
 	})
-	if err != nil {
-		return err
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.index[sessionID] == nil {
-		j.index[sessionID] = map[string]uint64{}
-	}
-	return nil
 }
 
 // Fence checks a call's epoch against the newest the session has seen: an
@@ -438,12 +442,18 @@ func (j *Journal) CloseSession(sessionID string) error {
 		if errors.Is(err, berrors.ErrBucketNotFound) {
 			return fmt.Errorf("%s: %w", sessionID, ErrSessionNotFound)
 		}
+		if err == nil {
+			// In the transaction: a session opened again under the same id
+			// right after it commits keeps its own keys.
+			j.mu.Lock()
+			delete(j.index, sessionID)
+			j.mu.Unlock()
+		}
 		return err
 	})
-	if err == nil {
-		j.mu.Lock()
-		delete(j.index, sessionID)
-		j.mu.Unlock()
+	if err != nil && !errors.Is(err, ErrSessionNotFound) {
+		// Not closed after all: its keys back from the file.
+		err = errors.Join(err, j.db.View(func(tx *bolt.Tx) error { return j.loadSession(tx, sessionID) }))
 	}
 	return err
 }
@@ -609,14 +619,16 @@ type Commit struct {
 
 // Commit journals executed operations in one transaction: each record, its
 // log entry and the new head. Their intents stay until the batch ends
-// (ClearIntents): Intents leaves out keys that have a record.
+// (ClearIntents): Intents leaves out keys that have a record. Every
+// operation needs its idempotency key.
 func (j *Journal) Commit(sessionID string, commits []Commit) error {
 	keys := make([]string, len(commits))
 	for i, c := range commits {
-		keys[i] = c.Receipt.GetIdempotencyKey()
+		if keys[i] = c.Receipt.GetIdempotencyKey(); keys[i] == "" {
+			return fmt.Errorf("commit of operation %q without an idempotency key", c.Receipt.GetOperationId())
+		}
 	}
-	var placed map[string]uint64 // by the last run of the update
-	err := j.update(func(tx *bolt.Tx) error {
+	return j.update(func(tx *bolt.Tx) error {
 		b, err := sessionBucket(tx, sessionID)
 		if err != nil {
 			return err
@@ -625,7 +637,7 @@ func (j *Journal) Commit(sessionID string, commits []Commit) error {
 		// splits it.
 		records := b.Bucket(bucketRecords)
 		records.FillPercent = 1
-		placed = map[string]uint64{}
+		placed := map[string]uint64{}
 		seqs := j.seqs(sessionID, keys)
 		for i, c := range commits {
 			rec := &Record{Receipt: c.Receipt, Undo: c.Undo}
@@ -646,10 +658,6 @@ func (j *Journal) Commit(sessionID string, commits []Commit) error {
 		j.indexSet(sessionID, placed)
 		return nil
 	})
-	if err != nil {
-		j.indexUnset(sessionID, placed)
-	}
-	return err
 }
 
 // place returns where key's record goes: where it is (a key committed
@@ -672,38 +680,28 @@ func hasRecord(records *bolt.Bucket, seq uint64, key string) bool {
 	return err == nil && stored == key
 }
 
-// indexSet adds a session's placed keys to the index (nothing if the
-// session was closed meanwhile).
+// indexSet adds a session's placed keys to the index, from a transaction
+// in which the session exists.
 func (j *Journal) indexSet(sessionID string, placed map[string]uint64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if index := j.index[sessionID]; index != nil {
-		maps.Copy(index, placed)
-	}
-}
-
-// indexUnset takes out the keys of a commit that failed, unless a later
-// commit placed them elsewhere.
-func (j *Journal) indexUnset(sessionID string, placed map[string]uint64) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
 	index := j.index[sessionID]
-	for k, seq := range placed {
-		if index[k] == seq {
-			delete(index, k)
-		}
+	if index == nil { // a new session's first records
+		index = make(map[string]uint64, len(placed))
+		j.index[sessionID] = index
 	}
+	maps.Copy(index, placed)
 }
 
 // CommitUndo journals that an operation's compensation ran: the record is
 // marked rolled back and an undo entry joins the log.
 func (j *Journal) CommitUndo(sessionID, key, hashAfter string) error {
-	seq := j.seqs(sessionID, []string{key})[0]
 	return j.update(func(tx *bolt.Tx) error {
 		b, err := sessionBucket(tx, sessionID)
 		if err != nil {
 			return err
 		}
+		seq := j.seqs(sessionID, []string{key})[0]
 		records := b.Bucket(bucketRecords)
 		rec, err := getRecord(records, seq, key)
 		if err != nil {
@@ -839,18 +837,19 @@ const (
 	recordKey        protowire.Number = 5
 )
 
-// appendKey appends a record's key field (none if key is empty: a record
-// of schema 3, whose key was the bucket's).
+func appendRecord(b []byte, key string, receipt, undo []byte, logIndex uint64, rolledBack bool) []byte {
+	return appendFields(appendKey(b, key), receipt, undo, logIndex, rolledBack)
+}
+
+// appendKey appends a record's key field.
 func appendKey(b []byte, key string) []byte {
-	if key == "" {
-		return b
-	}
 	b = protowire.AppendTag(b, recordKey, protowire.BytesType)
 	return protowire.AppendString(b, key)
 }
 
-func appendRecord(b []byte, key string, receipt, undo []byte, logIndex uint64, rolledBack bool) []byte {
-	b = appendKey(b, key)
+// appendFields appends the fields after the key (all a record held before
+// schema 4, when its key was the bucket's).
+func appendFields(b, receipt, undo []byte, logIndex uint64, rolledBack bool) []byte {
 	b = protowire.AppendTag(b, recordReceipt, protowire.BytesType)
 	b = protowire.AppendBytes(b, receipt)
 	if len(undo) > 0 {

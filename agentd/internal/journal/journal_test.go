@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -407,4 +408,103 @@ func TestEntriesFindTheirRecords(t *testing.T) {
 			t.Fatalf("entry %s has no record: %v", last.Key, err)
 		}
 	}
+}
+
+// TestFailedCommitKeepsRecords: a commit that fails changes nothing, not
+// even what a key committed before reads; an operation without a key is
+// refused, and the journal still opens.
+func TestFailedCommitKeepsRecords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	j := open(t, path)
+	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Commit("s1", []Commit{{Receipt: &cpv1.Receipt{IdempotencyKey: "k1", BlenderMutationId: "m1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	err := j.Commit("s1", []Commit{
+		{Receipt: &cpv1.Receipt{IdempotencyKey: "k1", BlenderMutationId: "again"}},
+		{Receipt: &cpv1.Receipt{IdempotencyKey: "k2"}, Entry: &Entry{Kind: "op", Key: "k2", Args: map[string]any{"x": math.NaN()}}},
+	})
+	if err == nil {
+		t.Fatal("an entry JSON cannot hold was journaled")
+	}
+	if err := j.Commit("s1", []Commit{{Receipt: &cpv1.Receipt{OperationId: "op-1"}}}); err == nil {
+		t.Fatal("an operation without an idempotency key was journaled")
+	}
+	check := func(when string) {
+		t.Helper()
+		recs, err := j.LookupAll("s1", []string{"k1", "k2"})
+		if err != nil || recs[0] == nil || recs[0].Receipt.GetBlenderMutationId() != "m1" || recs[1] != nil {
+			t.Fatalf("%s: k1 %+v, k2 %+v, %v; want k1's first record and no k2", when, recs[0], recs[1], err)
+		}
+		if s, _ := j.Session("s1"); s.Head != 0 {
+			t.Fatalf("%s: head %d, want 0", when, s.Head)
+		}
+	}
+	check("after the failed commits")
+	j.Close()
+	j = open(t, path)
+	defer j.Close()
+	check("after reopen")
+	if err := j.Commit("s1", []Commit{{Receipt: &cpv1.Receipt{IdempotencyKey: "k2", BlenderMutationId: "m2"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := j.Lookup("s1", "k2"); rec == nil || rec.Receipt.GetBlenderMutationId() != "m2" {
+		t.Fatalf("k2 after its commit: %+v", rec)
+	}
+}
+
+// TestMigratesKeyedRecords: a schema 3 journal's records, keyed by
+// idempotency key, read the same from their sequences; the keyed bucket is
+// gone and new records follow the migrated ones.
+func TestMigratesKeyedRecords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	j := open(t, path)
+	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	j.db.Update(func(tx *bolt.Tx) error { // the layout of schema 3
+		b := tx.Bucket(bucketSessions).Bucket([]byte("s1"))
+		if err := b.DeleteBucket(bucketRecords); err != nil {
+			return err
+		}
+		ops, err := b.CreateBucket(bucketOps)
+		if err != nil {
+			return err
+		}
+		for i := range 300 {
+			k := fmt.Sprintf("k%03d", i)
+			receipt, _ := proto.Marshal(&cpv1.Receipt{IdempotencyKey: k, BlenderMutationId: "m" + k})
+			ops.Put([]byte(k), appendFields(nil, receipt, json.RawMessage(`{"v":1}`), uint64(i+1), i == 7))
+		}
+		return tx.Bucket(bucketMeta).Put(keySchemaVersion, u64(3))
+	})
+	j.Close()
+
+	j = open(t, path)
+	defer j.Close()
+	for _, i := range []int{0, 7, 299} {
+		k := fmt.Sprintf("k%03d", i)
+		rec, err := j.Lookup("s1", k)
+		if err != nil || rec == nil || rec.Receipt.GetBlenderMutationId() != "m"+k || rec.LogIndex != uint64(i+1) || rec.RolledBack != (i == 7) || string(rec.Undo) != `{"v":1}` {
+			t.Fatalf("migrated %s: %+v %v", k, rec, err)
+		}
+	}
+	if err := j.Commit("s1", []Commit{{Receipt: &cpv1.Receipt{IdempotencyKey: "new"}}}); err != nil {
+		t.Fatal(err)
+	}
+	j.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSessions).Bucket([]byte("s1"))
+		if b.Bucket(bucketOps) != nil {
+			t.Error("the keyed bucket is still there")
+		}
+		if n := b.Bucket(bucketRecords).Stats().KeyN; n != 301 {
+			t.Errorf("%d records, want 301", n)
+		}
+		if k, _ := b.Bucket(bucketRecords).Cursor().Last(); binary.BigEndian.Uint64(k) != 301 {
+			t.Errorf("the new record is at %d, want 301", binary.BigEndian.Uint64(k))
+		}
+		return nil
+	})
 }
