@@ -13,7 +13,8 @@
 // Records are appended in commit order (those from before schema 4 in key
 // order), keyed by a sequence number, and found by idempotency key through
 // an index in memory, read from every record when the journal opens (about
-// 100 bytes per record; a session's records stay until it closes): keyed
+// 25 bytes per record, see keyIndex; a session's records stay until it
+// closes): keyed
 // by the key itself, a hash, a commit of 32 records wrote 32 random pages
 // of the bucket, half of agentd's CPU per durable operation
 // (BenchmarkCommit).
@@ -59,7 +60,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -162,15 +162,15 @@ type Journal struct {
 	// when they arrive together (receipts of concurrent batches).
 	writes *groupcommit.DB
 
-	// mu guards index: per session, the sequence of each idempotency key's
-	// record. A commit adds its keys before its transaction commits, so
+	// mu guards index: per session, where each idempotency key's record is
+	// (keyIndex). A commit adds its keys before its transaction commits, so
 	// that whoever sees its log entries finds their records; so the index
 	// may run ahead of the file, and keep the keys of a commit that failed
 	// (taking them out could hide a record committed before under the same
 	// key). Whoever reads through it checks that its snapshot holds the
 	// record, under that key (getRecord, hasRecord).
 	mu    sync.RWMutex
-	index map[string]map[string]uint64
+	index map[string]*keyIndex
 }
 
 // update runs fn in a durable transaction of the journal, maybe shared
@@ -293,7 +293,7 @@ func Open(path string) (*Journal, error) {
 		intents.Close()
 		return nil, err
 	}
-	j := &Journal{db: db, intents: intents, writes: groupcommit.New(db), index: map[string]map[string]uint64{}}
+	j := &Journal{db: db, intents: intents, writes: groupcommit.New(db), index: map[string]*keyIndex{}}
 	if err := j.loadIndex(); err != nil {
 		j.Close()
 		return nil, err
@@ -313,14 +313,15 @@ func (j *Journal) loadIndex() error {
 // loadSession reads a session's record keys into the index (none if the
 // session is not in tx).
 func (j *Journal) loadSession(tx *bolt.Tx, id string) error {
-	keys := map[string]uint64{}
+	keys := newKeyIndex()
 	if b := tx.Bucket(bucketSessions).Bucket([]byte(id)); b != nil {
-		if err := b.Bucket(bucketRecords).ForEach(func(k, v []byte) error {
+		records := b.Bucket(bucketRecords)
+		if err := records.ForEach(func(k, v []byte) error {
 			key, err := storedKey(v)
 			if err != nil {
 				return fmt.Errorf("session %s record %d: %w", id, binary.BigEndian.Uint64(k), err)
 			}
-			keys[key] = binary.BigEndian.Uint64(k)
+			keys.set(key, binary.BigEndian.Uint64(k), keyAt(records))
 			return nil
 		}); err != nil {
 			return err
@@ -332,14 +333,23 @@ func (j *Journal) loadSession(tx *bolt.Tx, id string) error {
 	return nil
 }
 
+// keyAt reads the key of the record at a sequence ("" if none).
+func keyAt(records *bolt.Bucket) func(uint64) string {
+	return func(seq uint64) string {
+		key, _ := storedKey(records.Get(u64(seq)))
+		return key
+	}
+}
+
 // seqs returns the sequence of each key's record in a session (0: none).
 func (j *Journal) seqs(sessionID string, keys []string) []uint64 {
 	j.mu.RLock()
 	defer j.mu.RUnlock()
 	out := make([]uint64, len(keys))
-	index := j.index[sessionID]
-	for i, k := range keys {
-		out[i] = index[k]
+	if index := j.index[sessionID]; index != nil {
+		for i, k := range keys {
+			out[i] = index.get(k)
+		}
 	}
 	return out
 }
@@ -655,7 +665,7 @@ func (j *Journal) Commit(sessionID string, commits []Commit) error {
 				return err
 			}
 		}
-		j.indexSet(sessionID, placed)
+		j.indexSet(sessionID, placed, records)
 		return nil
 	})
 }
@@ -682,15 +692,17 @@ func hasRecord(records *bolt.Bucket, seq uint64, key string) bool {
 
 // indexSet adds a session's placed keys to the index, from a transaction
 // in which the session exists.
-func (j *Journal) indexSet(sessionID string, placed map[string]uint64) {
+func (j *Journal) indexSet(sessionID string, placed map[string]uint64, records *bolt.Bucket) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	index := j.index[sessionID]
 	if index == nil { // a new session's first records
-		index = make(map[string]uint64, len(placed))
+		index = newKeyIndex()
 		j.index[sessionID] = index
 	}
-	maps.Copy(index, placed)
+	for key, seq := range placed {
+		index.set(key, seq, keyAt(records))
+	}
 }
 
 // CommitUndo journals that an operation's compensation ran: the record is

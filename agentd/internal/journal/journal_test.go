@@ -332,7 +332,7 @@ func TestRecordsFoundByKey(t *testing.T) {
 	// The index may point a key at another's record (a commit that failed
 	// left it, and its sequence went to the next): readers see no record,
 	// and committing the key appends it rather than overwrite the other.
-	j.index["s1"]["ghost"] = 3
+	j.index["s1"].byHash[hashKey("ghost")] = 3
 	if rec, err := j.Lookup("s1", "ghost"); rec != nil || err != nil {
 		t.Fatalf("a stale index entry reads another key's record: %+v %v", rec, err)
 	}
@@ -507,4 +507,59 @@ func TestMigratesKeyedRecords(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestKeysOfOneHash: keys whose hashes collide (here every key's) are each
+// found, after a reopen too; committed again, replaced in place; undone.
+func TestKeysOfOneHash(t *testing.T) {
+	defer func(h func(string) uint64) { hashKey = h }(hashKey)
+	hashKey = func(string) uint64 { return 7 }
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	j := open(t, path)
+	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	journalOps(t, j, "s1", 150)
+	if err := j.Commit("s1", []Commit{{Receipt: &cpv1.Receipt{IdempotencyKey: "k000003", BlenderMutationId: "again"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.CommitUndo("s1", "k000005", "h"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		keys := make([]string, 151)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("k%06d", i)
+		}
+		recs, err := j.LookupAll("s1", keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, rec := range recs[:150] {
+			want := "m" + keys[i]
+			if i == 3 {
+				want = "again"
+			}
+			if rec == nil || rec.Receipt.GetBlenderMutationId() != want || rec.RolledBack != (i == 5) {
+				t.Fatalf("%s: %s's record %+v, want mutation %s", when, keys[i], rec, want)
+			}
+		}
+		if recs[150] != nil {
+			t.Fatalf("%s: a key never committed has a record", when)
+		}
+		var n int
+		j.db.View(func(tx *bolt.Tx) error {
+			n = tx.Bucket(bucketSessions).Bucket([]byte("s1")).Bucket(bucketRecords).Stats().KeyN
+			return nil
+		})
+		if n != 150 {
+			t.Fatalf("%s: %d records, want 150", when, n)
+		}
+	}
+	check("before reopen")
+	j.Close()
+	j = open(t, path)
+	defer j.Close()
+	check("after reopen")
 }
