@@ -14,10 +14,9 @@
 // order), keyed by a sequence number, and found by idempotency key through
 // an index in memory, read from every record when the journal opens (about
 // 25 bytes per record, see keyIndex; a session's records stay until it
-// closes): keyed
-// by the key itself, a hash, a commit of 32 records wrote 32 random pages
-// of the bucket, half of agentd's CPU per durable operation
-// (BenchmarkCommit).
+// closes). Records keyed by their idempotency key, a hash, made a commit of
+// 32 write 32 random pages of the bucket: half of agentd's CPU per durable
+// operation (BenchmarkCommit).
 //
 // Intents say which calls were in flight when agentd or its Blender died.
 // Nothing is rebuilt from them (an effect lives only in Blender's memory
@@ -315,22 +314,30 @@ func (j *Journal) loadIndex() error {
 func (j *Journal) loadSession(tx *bolt.Tx, id string) error {
 	keys := newKeyIndex()
 	if b := tx.Bucket(bucketSessions).Bucket([]byte(id)); b != nil {
-		records := b.Bucket(bucketRecords)
-		if err := records.ForEach(func(k, v []byte) error {
-			key, err := storedKey(v)
-			if err != nil {
-				return fmt.Errorf("session %s record %d: %w", id, binary.BigEndian.Uint64(k), err)
-			}
-			keys.set(key, binary.BigEndian.Uint64(k), keyAt(records))
-			return nil
-		}); err != nil {
-			return err
+		var err error
+		if keys, err = readIndex(b.Bucket(bucketRecords)); err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
 		}
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.index[id] = keys
 	return nil
+}
+
+// readIndex indexes every record of a session, in sequence order (of a
+// key stored twice, the later wins).
+func readIndex(records *bolt.Bucket) (*keyIndex, error) {
+	keys := newKeyIndex()
+	err := records.ForEach(func(k, v []byte) error {
+		key, err := storedKey(v)
+		if err != nil {
+			return fmt.Errorf("record %d: %w", binary.BigEndian.Uint64(k), err)
+		}
+		keys.set(key, binary.BigEndian.Uint64(k), keyAt(records))
+		return nil
+	})
+	return keys, err
 }
 
 // keyAt reads the key of the record at a sequence ("" if none).
@@ -462,8 +469,17 @@ func (j *Journal) CloseSession(sessionID string) error {
 		return err
 	})
 	if err != nil && !errors.Is(err, ErrSessionNotFound) {
-		// Not closed after all: its keys back from the file.
-		err = errors.Join(err, j.db.View(func(tx *bolt.Tx) error { return j.loadSession(tx, sessionID) }))
+		// Not closed after all: its keys back from the file, in a write
+		// transaction (after any commit that indexSet rebuilt them in).
+		err = errors.Join(err, j.update(func(tx *bolt.Tx) error {
+			j.mu.RLock()
+			_, ok := j.index[sessionID]
+			j.mu.RUnlock()
+			if ok {
+				return nil
+			}
+			return j.loadSession(tx, sessionID)
+		}))
 	}
 	return err
 }
@@ -665,8 +681,7 @@ func (j *Journal) Commit(sessionID string, commits []Commit) error {
 				return err
 			}
 		}
-		j.indexSet(sessionID, placed, records)
-		return nil
+		return j.indexSet(sessionID, placed, records)
 	})
 }
 
@@ -692,17 +707,21 @@ func hasRecord(records *bolt.Bucket, seq uint64, key string) bool {
 
 // indexSet adds a session's placed keys to the index, from a transaction
 // in which the session exists.
-func (j *Journal) indexSet(sessionID string, placed map[string]uint64, records *bolt.Bucket) {
+func (j *Journal) indexSet(sessionID string, placed map[string]uint64, records *bolt.Bucket) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	index := j.index[sessionID]
-	if index == nil { // a new session's first records
-		index = newKeyIndex()
+	if index == nil { // a new session's first records, or a close that failed
+		var err error
+		if index, err = readIndex(records); err != nil {
+			return err
+		}
 		j.index[sessionID] = index
 	}
 	for key, seq := range placed {
 		index.set(key, seq, keyAt(records))
 	}
+	return nil
 }
 
 // CommitUndo journals that an operation's compensation ran: the record is
