@@ -190,6 +190,27 @@ func appendFloat(dst []byte, f float64, strict bool) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
+// AppendString appends s as a canonical JSON string; it fails on invalid
+// UTF-8.
+func AppendString(dst []byte, s string) ([]byte, error) { return appendString(dst, s, true) }
+
+// AppendFields appends `,"name":"value"` for each field whose value is not
+// empty: the string fields of an object written by hand, as encoding/json
+// writes those tagged omitempty (names are written as they are).
+func AppendFields(dst []byte, fields ...[2]string) ([]byte, error) {
+	var err error
+	for _, f := range fields {
+		if f[1] == "" {
+			continue
+		}
+		dst = append(append(append(dst, `,"`...), f[0]...), `":`...)
+		if dst, err = appendString(dst, f[1], true); err != nil {
+			return nil, err
+		}
+	}
+	return dst, nil
+}
+
 // appendString writes s with only the escapes RFC 8785 requires.
 func appendString(dst []byte, s string, strict bool) ([]byte, error) {
 	if strict && !utf8.ValidString(s) {

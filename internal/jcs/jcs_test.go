@@ -38,3 +38,15 @@ func TestMarshal(t *testing.T) {
 		t.Errorf("lenient: %s %v", got, err)
 	}
 }
+
+// AppendFields writes the non-empty fields, values escaped canonically, and
+// refuses invalid UTF-8.
+func TestAppendFields(t *testing.T) {
+	got, err := AppendFields([]byte("{"), [2]string{"a", ""}, [2]string{"b", "x\"<\n"}, [2]string{"c", "é"})
+	if err != nil || string(got) != `{,"b":"x\"<\n","c":"é"` {
+		t.Fatalf("%s %v", got, err)
+	}
+	if _, err := AppendFields(nil, [2]string{"a", "\xff"}); err == nil {
+		t.Fatal("invalid UTF-8 written")
+	}
+}

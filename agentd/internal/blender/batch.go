@@ -97,7 +97,7 @@ func (p *Process) ExecuteBatch(ctx context.Context, calls []Call, each func(i in
 				wrote <- written{encode: err} // refused unsent, like Execute
 				return
 			}
-			line, err := json.Marshal(request{ID: first + uint64(i), Method: "execute", Params: calls[i].params(batch)})
+			line, err := encodeExecute(first+uint64(i), calls[i].params(batch))
 			if err != nil {
 				wrote <- written{encode: fmt.Errorf("blender: encode execute: %w", err)}
 				return

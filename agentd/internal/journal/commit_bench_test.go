@@ -90,3 +90,23 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkEncodeEntry: an object.set_transform's log entry, as appendEntry
+// encodes it, against encoding/json's.
+func BenchmarkEncodeEntry(b *testing.B) {
+	e := benchCommit(42).Entry
+	b.Run("jcs", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := encodeEntry(e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := json.Marshal(e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

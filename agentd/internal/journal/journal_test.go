@@ -1,12 +1,14 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -562,4 +564,39 @@ func TestKeysOfOneHash(t *testing.T) {
 	j = open(t, path)
 	defer j.Close()
 	check("after reopen")
+}
+
+// TestEncodeEntryAgrees: a log entry's JSON decodes to what encoding/json's
+// does (what Entries reads back), args of every kind; args jcs refuses are
+// encoded by encoding/json itself, byte for byte.
+func TestEncodeEntryAgrees(t *testing.T) {
+	for _, e := range []Entry{
+		{Kind: "op", Key: "k1", Tool: "object.create", MutationID: "m1", HashAfter: "h1",
+			Args: map[string]any{"name": `<a "b"> & \ ` + "\u2028\x01é😀", "location": []any{0.0, math.Copysign(0, -1), 1e-7, 1e21, 1.0 / 3, 1 << 53},
+				"nested": map[string]any{"z": nil, "a": true, "": []any{}}}},
+		{Kind: "undo", Key: "k2", HashAfter: "h2"},
+		{Kind: "op", Key: "k3", Tool: "scene.clear", Args: map[string]any{}, HashAfter: "h3"},
+		{Kind: "op", Key: "k4", Args: map[string]any{"location": []float64{1, 2}}, HashAfter: "h4"}, // a Go type of its own
+		{Kind: "op", Key: "k5", Args: map[string]any{"name": "bad \xff"}, HashAfter: "h5"},          // invalid UTF-8
+	} {
+		got, err := encodeEntry(&e)
+		want, werr := json.Marshal(&e)
+		if err != nil || werr != nil {
+			t.Fatalf("%+v: %v, %v", e, err, werr)
+		}
+		var a, b Entry
+		if err := json.Unmarshal(got, &a); err != nil {
+			t.Fatalf("%s: %v", got, err)
+		}
+		json.Unmarshal(want, &b)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("%s\ndecodes other than\n%s", got, want)
+		}
+		if e.Key >= "k4" && !bytes.Equal(got, want) {
+			t.Fatalf("%s: %s, want encoding/json's %s", e.Key, got, want)
+		}
+	}
+	if _, err := encodeEntry(&Entry{Kind: "op", Key: "k", Args: map[string]any{"x": math.NaN()}}); err == nil {
+		t.Fatal("NaN encoded")
+	}
 }
