@@ -14,9 +14,9 @@
 // order), keyed by a sequence number, and found by idempotency key through
 // an index in memory, read from every record when the journal opens (about
 // 25 bytes per record, see keyIndex; a session's records stay until it
-// closes). Records keyed by their idempotency key, a hash, made a commit of
-// 32 write 32 random pages of the bucket: half of agentd's CPU per durable
-// operation (BenchmarkCommit).
+// closes). Keyed by idempotency key, a hash, as before schema 4, the 32
+// records of a commit went to 32 random pages of the bucket, each written
+// again: half of agentd's CPU per durable operation (BenchmarkCommit).
 //
 // Intents say which calls were in flight when agentd or its Blender died.
 // Nothing is rebuilt from them (an effect lives only in Blender's memory
