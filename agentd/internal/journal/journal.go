@@ -219,7 +219,7 @@ var migrations = []func(tx *bolt.Tx) error{
 				if err := json.Unmarshal(v, &old); err != nil {
 					return fmt.Errorf("session %s record %s: %w", id, k, err)
 				}
-				todo = append(todo, entry{k, appendFields(nil, old.Receipt, old.Undo, old.LogIndex, old.RolledBack)})
+				todo = append(todo, entry{k, appendBody(nil, old.Receipt, old.Undo, old.LogIndex, old.RolledBack)})
 				return nil
 			}); err != nil {
 				return err
@@ -329,13 +329,13 @@ func (j *Journal) loadSession(tx *bolt.Tx, id string) error {
 // readIndex indexes every record of a session, in sequence order (of a
 // key stored twice, the later wins).
 func readIndex(records *bolt.Bucket) (*keyIndex, error) {
-	keys := newKeyIndex()
+	keys, at := newKeyIndex(), keyAt(records)
 	err := records.ForEach(func(k, v []byte) error {
 		key, err := storedKey(v)
 		if err != nil {
 			return fmt.Errorf("record %d: %w", binary.BigEndian.Uint64(k), err)
 		}
-		keys.set(key, binary.BigEndian.Uint64(k), keyAt(records))
+		keys.set(key, binary.BigEndian.Uint64(k), at)
 		return nil
 	})
 	return keys, err
@@ -719,8 +719,9 @@ func (j *Journal) indexSet(sessionID string, placed map[string]uint64, records *
 		}
 		j.index[sessionID] = index
 	}
+	at := keyAt(records)
 	for key, seq := range placed {
-		index.set(key, seq, keyAt(records))
+		index.set(key, seq, at)
 	}
 	return nil
 }
@@ -910,7 +911,7 @@ const (
 )
 
 func appendRecord(b []byte, key string, receipt, undo []byte, logIndex uint64, rolledBack bool) []byte {
-	return appendFields(appendKey(b, key), receipt, undo, logIndex, rolledBack)
+	return appendBody(appendKey(b, key), receipt, undo, logIndex, rolledBack)
 }
 
 // appendKey appends a record's key field.
@@ -919,9 +920,9 @@ func appendKey(b []byte, key string) []byte {
 	return protowire.AppendString(b, key)
 }
 
-// appendFields appends the fields after the key (all a record held before
+// appendBody appends the fields after the key (all a record held before
 // schema 4, when its key was the bucket's).
-func appendFields(b, receipt, undo []byte, logIndex uint64, rolledBack bool) []byte {
+func appendBody(b, receipt, undo []byte, logIndex uint64, rolledBack bool) []byte {
 	b = protowire.AppendTag(b, recordReceipt, protowire.BytesType)
 	b = protowire.AppendBytes(b, receipt)
 	if len(undo) > 0 {

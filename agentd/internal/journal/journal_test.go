@@ -478,7 +478,7 @@ func TestMigratesKeyedRecords(t *testing.T) {
 		for i := range 300 {
 			k := fmt.Sprintf("k%03d", i)
 			receipt, _ := proto.Marshal(&cpv1.Receipt{IdempotencyKey: k, BlenderMutationId: "m" + k})
-			ops.Put([]byte(k), appendFields(nil, receipt, json.RawMessage(`{"v":1}`), uint64(i+1), i == 7))
+			ops.Put([]byte(k), appendBody(nil, receipt, json.RawMessage(`{"v":1}`), uint64(i+1), i == 7))
 		}
 		return tx.Bucket(bucketMeta).Put(keySchemaVersion, u64(3))
 	})
