@@ -25,11 +25,18 @@ import (
 // the hop, the control plane's commit and the stream; an upper bound of
 // "committed on the agent → visible". Also the memory per session of the
 // control plane, agentd and the Blenders (RSS growth from before the
-// sessions, divided by 20).
+// sessions, divided by 20). And the commits each daemon made per plan: how
+// well its group commits gather (a plan's acceptance and its receipt in the
+// control plane, its receipt in agentd).
 func BenchmarkDispatch(b *testing.B) {
 	const agents, sessions, plans = 50, 20, 500
+	metrics := freeAddr(b)
 	c := startClusterOpts(b, clusterOpts{insecure: true,
-		agentArgs: []string{"--label", "bench=real", "--max-sessions", strconv.Itoa(sessions)}})
+		agentArgs: []string{"--label", "bench=real", "--max-sessions", strconv.Itoa(sessions), "--metrics-listen", metrics}})
+	commits := func() (cp, agent float64) {
+		return scrape(b, "http://"+c.httpAddr+"/metrics", "")["blendplane_store_commits_total"],
+			scrape(b, "http://"+metrics+"/metrics", "")["blendplane_journal_commits_total"]
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait() // after cancel, which runs first
 	ctx, cancel := context.WithCancel(context.Background())
@@ -80,6 +87,7 @@ func BenchmarkDispatch(b *testing.B) {
 		var mu sync.Mutex
 		var overhead []time.Duration
 		var streams sync.WaitGroup
+		cpCommits, agentCommits := commits()
 		start, cpCPU, agentCPU := time.Now(), threadsCPU(b, c.cp.cmd.Process.Pid), threadsCPU(b, c.agent.cmd.Process.Pid)
 		for k := range plans {
 			id := fmt.Sprintf("d%d-%03d", n, k)
@@ -121,6 +129,9 @@ func BenchmarkDispatch(b *testing.B) {
 		// CPU per plan, heartbeats of the 49 other agents included.
 		b.ReportMetric(ms(threadsCPU(b, c.cp.cmd.Process.Pid)-cpCPU)/plans, "ms-cpu/plan-cp")
 		b.ReportMetric(ms(threadsCPU(b, c.agent.cmd.Process.Pid)-agentCPU)/plans, "ms-cpu/plan-agentd")
+		cpAfter, agentAfter := commits()
+		b.ReportMetric((cpAfter-cpCommits)/plans, "commits/plan-cp")
+		b.ReportMetric((agentAfter-agentCommits)/plans, "commits/plan-agentd")
 	}
 	var blenders int64
 	for _, pid := range childPIDs(c.agent.cmd.Process.Pid) {
