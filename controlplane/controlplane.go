@@ -252,8 +252,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		AgentForgetAfter:   cfg.AgentForgetAfter,
 		Policy:             pol,
 		Metrics:            m,
-	}, st, blobs, fl, ca, executor.Config{OperationTimeout: cfg.OperationTimeout, AgentRetryWindow: cfg.AgentRetryWindow},
-		log.With("component", "app"))
+	}, st, blobs, fl, ca, executor.Config{OperationTimeout: cfg.OperationTimeout, AgentRetryWindow: cfg.AgentRetryWindow}, log)
 	defer a.Stop()
 	authn := &service.Authentication{App: a, Off: cfg.AllowInsecureLocal}
 

@@ -87,10 +87,11 @@ type App struct {
 
 // New returns the application layer and the executor it drives (the
 // executor collects receipts' files through the app). Call Start to resume
-// unfinished plans and background work, Stop to end it.
+// unfinished plans and background work, Stop to end it. log is the
+// daemon's: the app and the executor each name their component in it.
 func New(cfg Config, st *store.Store, blobs *blob.Store, fl *fleet.Fleet, ca *auth.CA, exCfg executor.Config, log *slog.Logger) *App {
-	a := &App{cfg: cfg, store: st, blobs: blobs, fleet: fl, ca: ca, macros: macro.Default(), log: log}
-	a.registries = newRegistries(log)
+	a := &App{cfg: cfg, store: st, blobs: blobs, fleet: fl, ca: ca, macros: macro.Default(), log: log.With("component", "app")}
+	a.registries = newRegistries(a.log)
 	a.previewCtx, a.stopPreview = context.WithCancel(context.Background())
 	a.rebuilds.running, a.pulls.running = map[string]*rebuild{}, map[string]bool{}
 	exCfg.Place, exCfg.Distribute = a.placement, a.distribute
