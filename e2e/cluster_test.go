@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -127,11 +128,36 @@ func startCmd(t testing.TB, name string, cmd *exec.Cmd) *daemon {
 	go func() { d.cmd.Wait(); close(d.done) }()
 	t.Cleanup(func() {
 		d.stop(t, syscall.SIGTERM)
+		checkLogKeys(t, d)
 		if t.Failed() {
 			t.Logf("--- %s log ---\n%s", name, d.log.String())
 		}
 	})
 	return d
+}
+
+// logKey is a key=value pair of a log line as slog's text handler writes
+// it: a value with a space, '=' or '"' is quoted.
+var logKey = regexp.MustCompile(`(?:^| )([^ ="]+)=(?:"(?:[^"\\]|\\.)*"|[^ ]*)`)
+
+// checkLogKeys fails the test for a line of the daemon's log that repeats a
+// key: a log processor keeps one of the two (the executor's lines once named
+// the app's component and their own, the MCP SDK's a client's level).
+func checkLogKeys(t testing.TB, d *daemon) {
+	t.Helper()
+	for line := range strings.Lines(d.log.String()) {
+		if !strings.HasPrefix(line, "time=") {
+			continue // not one of slog's: Blender's own output
+		}
+		seen := map[string]bool{}
+		for _, m := range logKey.FindAllStringSubmatch(line, -1) {
+			if seen[m[1]] {
+				t.Errorf("%s: a log line repeats the key %q: %s", d.name, m[1], line)
+				break
+			}
+			seen[m[1]] = true
+		}
+	}
 }
 
 // stop signals the daemon and waits for it to exit.

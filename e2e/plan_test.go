@@ -33,25 +33,6 @@ func TestCluster(t *testing.T) {
 	t.Run("SymlinkOutOfSandbox", func(t *testing.T) { testSymlinkEscape(t, c) })
 	t.Run("BlendctlSubmitWatch", func(t *testing.T) { testBlendctl(t, c) })
 	t.Run("NegotiateRefusesUnknownContract", func(t *testing.T) { testNegotiateRefusal(t, c) })
-	t.Run("LogLinesNameOneComponent", func(t *testing.T) { testOneComponent(t, c) })
-}
-
-// testOneComponent: every line of both daemons' logs names at most one
-// component (the executor's lines once named the app's too), and the
-// executor's lines, which the plans above made, name theirs.
-func testOneComponent(t *testing.T, c *cluster) {
-	executor := false
-	for _, d := range []*daemon{c.cp, c.agent} {
-		for line := range strings.Lines(d.log.String()) {
-			if n := strings.Count(line, " component="); n > 1 {
-				t.Errorf("%s: a line names %d components: %s", d.name, n, line)
-			}
-			executor = executor || strings.Contains(line, " component=executor ")
-		}
-	}
-	if !executor {
-		t.Error("no line of the executor's in the control plane's log")
-	}
 }
 
 func testAgentListed(t *testing.T, c *cluster) {

@@ -37,9 +37,9 @@ const sessionlessVersion = "2026-07-28"
 func (b *Backend) Handler(idle time.Duration) http.Handler {
 	stateful := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		return b.newSession(bearerOf(r), true).Server()
-	}, &sdk.StreamableHTTPOptions{SessionTimeout: idle, Logger: b.log})
+	}, &sdk.StreamableHTTPOptions{SessionTimeout: idle, Logger: b.sdkLog})
 	byToken := &sessionsByToken{b: b, idle: idle, sessions: map[[32]byte]*tokenSession{}}
-	stateless := sdk.NewStreamableHTTPHandler(byToken.server, &sdk.StreamableHTTPOptions{Stateless: true, Logger: b.log})
+	stateless := sdk.NewStreamableHTTPHandler(byToken.server, &sdk.StreamableHTTPOptions{Stateless: true, Logger: b.sdkLog})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= sessionlessVersion {
 			defer byToken.hold(r)()

@@ -42,9 +42,10 @@ type Options struct {
 // Backend makes MCP servers, one per MCP session, that call a control
 // plane.
 type Backend struct {
-	cc   grpc.ClientConnInterface
-	opts Options
-	log  *slog.Logger
+	cc     grpc.ClientConnInterface
+	opts   Options
+	log    *slog.Logger
+	sdkLog *slog.Logger // handed to the SDK (NewBackend)
 }
 
 // NewBackend returns a Backend calling the control plane over cc.
@@ -55,7 +56,10 @@ func NewBackend(cc grpc.ClientConnInterface, opts Options) *Backend {
 	}
 	flags := append([]string{"progress_events"}, opts.FeatureFlags...)
 	opts.FeatureFlags = dedupe(flags)
-	return &Backend{cc: cc, opts: opts, log: log.With("component", "mcp")}
+	log = log.With("component", "mcp")
+	// The SDK's attributes in a group of their own: its "level" (a client's
+	// log level) would repeat the record's own key.
+	return &Backend{cc: cc, opts: opts, log: log, sdkLog: log.WithGroup("sdk")}
 }
 
 // Session is the server of one MCP session and its Blendplane session.
@@ -95,7 +99,7 @@ func (b *Backend) newSession(token string, ephemeral bool) *Session {
 	s := &Session{b: b, cp: cpv1.NewControlPlaneServiceClient(cc), tools: map[string]*cpv1.ToolDefinition{}, ephemeral: ephemeral}
 	s.server = sdk.NewServer(&sdk.Implementation{Name: "blendplane", Title: "Blendplane", Version: Version}, &sdk.ServerOptions{
 		Instructions: instructions,
-		Logger:       b.log,
+		Logger:       b.sdkLog,
 		HasTools:     true,
 		HasResources: true,
 		HasPrompts:   true,
