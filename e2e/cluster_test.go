@@ -160,7 +160,8 @@ func checkLogKeys(t testing.TB, d *daemon) {
 	}
 }
 
-// stop signals the daemon and waits for it to exit.
+// stop signals the daemon and waits for it to exit. After SIGTERM, a
+// daemon's shutdown must be clean: exit status 0, whatever it was doing.
 func (d *daemon) stop(t testing.TB, sig syscall.Signal) {
 	select {
 	case <-d.done:
@@ -170,6 +171,9 @@ func (d *daemon) stop(t testing.TB, sig syscall.Signal) {
 	d.cmd.Process.Signal(sig)
 	select {
 	case <-d.done:
+		if sig == syscall.SIGTERM && !d.cmd.ProcessState.Success() {
+			t.Errorf("%s did not shut down cleanly on SIGTERM: %v", d.name, d.cmd.ProcessState)
+		}
 	case <-time.After(20 * time.Second):
 		t.Errorf("%s did not exit within 20s of %v", d.name, sig)
 		d.cmd.Process.Kill()
