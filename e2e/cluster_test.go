@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -128,7 +129,7 @@ func startCmd(t testing.TB, name string, cmd *exec.Cmd) *daemon {
 	go func() { d.cmd.Wait(); close(d.done) }()
 	t.Cleanup(func() {
 		d.stop(t, syscall.SIGTERM)
-		checkLogKeys(t, d)
+		checkLog(t, d)
 		if t.Failed() {
 			t.Logf("--- %s log ---\n%s", name, d.log.String())
 		}
@@ -138,24 +139,29 @@ func startCmd(t testing.TB, name string, cmd *exec.Cmd) *daemon {
 
 // logKey is a key=value pair of a log line as slog's text handler writes
 // it: a value with a space, '=' or '"' is quoted.
-var logKey = regexp.MustCompile(`(?:^| )([^ ="]+)=(?:"(?:[^"\\]|\\.)*"|[^ ]*)`)
+var logKey = regexp.MustCompile(`(?:^| )([^ ="]+)=("(?:[^"\\]|\\.)*"|[^ ]*)`)
 
-// checkLogKeys fails the test for a line of the daemon's log that repeats a
-// key: a log processor keeps one of the two (the executor's lines once named
-// the app's component and their own, the MCP SDK's a client's level).
-func checkLogKeys(t testing.TB, d *daemon) {
+// checkLog fails the test for a line of the daemon's log that repeats a
+// key (a log processor keeps one of the two: the executor's lines once
+// named the app's component and their own, the MCP SDK's a client's
+// level), and for a call that finished Internal, Unknown or DataLoss: a
+// request gets a structured error, whatever a test sends.
+func checkLog(t testing.TB, d *daemon) {
 	t.Helper()
 	for line := range strings.Lines(d.log.String()) {
 		if !strings.HasPrefix(line, "time=") {
 			continue // not one of slog's: Blender's own output
 		}
-		seen := map[string]bool{}
+		kv := map[string]string{}
 		for _, m := range logKey.FindAllStringSubmatch(line, -1) {
-			if seen[m[1]] {
+			if _, seen := kv[m[1]]; seen {
 				t.Errorf("%s: a log line repeats the key %q: %s", d.name, m[1], line)
 				break
 			}
-			seen[m[1]] = true
+			kv[m[1]] = m[2]
+		}
+		if kv["msg"] == `"finished call"` && slices.Contains([]string{"Internal", "Unknown", "DataLoss"}, kv["grpc.code"]) {
+			t.Errorf("%s: a call finished %s: %s", d.name, kv["grpc.code"], line)
 		}
 	}
 }
