@@ -331,6 +331,7 @@ func TestIdentities(t *testing.T) {
 func TestInsecureLocalOnlyOnLoopback(t *testing.T) {
 	d := startDaemon(t, "controlplane", "--listen", "0.0.0.0:"+strings.Split(freeAddr(t), ":")[1],
 		"--data-dir", t.TempDir(), "--allow-insecure-local")
+	d.expectExit()
 	select {
 	case <-d.done:
 	case <-time.After(20 * time.Second):

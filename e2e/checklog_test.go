@@ -11,7 +11,9 @@ type errorRecorder struct {
 	errs []string
 }
 
-func (r *errorRecorder) Errorf(format string, args ...any) { r.errs = append(r.errs, fmt.Sprintf(format, args...)) }
+func (r *errorRecorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
 
 // TestCheckLog: checkLog, which every daemon's log goes through when its
 // test ends, tells a repeated key and a call that finished Internal from

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -81,11 +82,16 @@ func blenderFlags() []string {
 
 // daemon is one running binary.
 type daemon struct {
-	name string
-	cmd  *exec.Cmd
-	log  *syncBuffer
-	done chan struct{}
+	name     string
+	cmd      *exec.Cmd
+	log      *syncBuffer
+	done     chan struct{}
+	expected atomic.Bool // the test ends it, or expects it to end (expectExit)
 }
+
+// expectExit says the daemon may end before its test does: the test kills
+// it, or it must refuse to start. Any other exit fails the test.
+func (d *daemon) expectExit() { d.expected.Store(true) }
 
 type syncBuffer struct {
 	mu sync.Mutex
@@ -128,6 +134,13 @@ func startCmd(t testing.TB, name string, cmd *exec.Cmd) *daemon {
 	}
 	go func() { d.cmd.Wait(); close(d.done) }()
 	t.Cleanup(func() {
+		select {
+		case <-d.done:
+			if !d.expected.Load() {
+				t.Errorf("%s exited during the test, unasked: %v", name, d.cmd.ProcessState)
+			}
+		default:
+		}
 		d.stop(t, syscall.SIGTERM)
 		checkLog(t, d)
 		if t.Failed() {
@@ -169,6 +182,7 @@ func checkLog(t testing.TB, d *daemon) {
 // stop signals the daemon and waits for it to exit. After SIGTERM, a
 // daemon's shutdown must be clean: exit status 0, whatever it was doing.
 func (d *daemon) stop(t testing.TB, sig syscall.Signal) {
+	d.expectExit()
 	select {
 	case <-d.done:
 		return

@@ -102,6 +102,7 @@ func killMidPlan(b *testing.B, c *cluster, sessionID, requestID string, agent *d
 		}
 		n++
 		if n == 50 {
+			agent.expectExit()
 			agent.cmd.Process.Kill()
 			killed = time.Now()
 			go watchLost(c, agentIDOf(b, c, sessionID), stop, func(at time.Time) { mu.Lock(); lost = at; mu.Unlock() })

@@ -172,6 +172,12 @@ type studioAgent struct {
 	daemon *daemon
 }
 
+// kill ends the agent's host: SIGKILL to agentd and its Blenders.
+func (a *studioAgent) kill() {
+	a.daemon.expectExit()
+	a.host.killAll()
+}
+
 const (
 	studioGRPCPort  = 7400
 	studioHTTPPort  = 7480
@@ -384,7 +390,7 @@ func TestHostsLiveness(t *testing.T) {
 	// agent-3 is killed: the gpu=true session has nowhere to go and waits
 	// on the lost agent; the others move.
 	gone := s.agents[2]
-	gone.host.killAll()
+	gone.kill()
 	<-gone.daemon.done
 	s.waitAgentState(t, gone, cpv1.Agent_STATE_LOST, 20*time.Second)
 	s.waitSessions(t, gone, 1)
@@ -595,7 +601,7 @@ func TestHostsFailover(t *testing.T) {
 	t.Run("kill", func(t *testing.T) {
 		id := s.cp.negotiate(t).GetSessionId()
 		victim := s.agentOf(t, id)
-		w := s.follow(t, id, "kill", failoverOps(n), n/3, func() { victim.host.killAll() })
+		w := s.follow(t, id, "kill", failoverOps(n), n/3, func() { victim.kill() })
 		sess := s.check(t, id, "kill", w, n, base, want)
 		if sess.GetAgentId() == victim.id || sess.GetEpoch() != 2 {
 			t.Fatalf("after the kill the session is on %s at epoch %d (killed: %s)", sess.GetAgentId(), sess.GetEpoch(), victim.id)
@@ -628,7 +634,7 @@ func TestHostsFailover(t *testing.T) {
 				t.Fatalf("no checkpoint of %s reached the control plane", id)
 			}
 		}
-		w := s.follow(t, id, "checkpoint-2", ops[1200:], 100, func() { victim.host.killAll() })
+		w := s.follow(t, id, "checkpoint-2", ops[1200:], 100, func() { victim.kill() })
 		w.receipts = append(first.receipts, w.receipts...)
 		for i, r := range w.receipts {
 			r.Sequence = int64(i + 1) // two plans, checked as one
@@ -689,7 +695,7 @@ func TestHostsFailover(t *testing.T) {
 		if p, _ := s.cp.run(t, id, "exec", op("exec", "python.exec", map[string]any{"code": "import bpy\nbpy.data.objects.new('Made', None)"})); p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
 			t.Fatalf("python.exec: %v", p)
 		}
-		victim.host.killAll()
+		victim.kill()
 		<-victim.daemon.done
 		p, rs := s.cp.run(t, id, "after-loss", cubeOp("box", "Box", 0))
 		if p.GetState() != cpv1.Plan_STATE_FAILED || rs[0].GetError().GetErrorCode() != "SESSION_LOST" {
@@ -710,7 +716,7 @@ func TestHostsFailover(t *testing.T) {
 		id := s.cp.negotiate(t).GetSessionId()
 		victim := s.agentOf(t, id)
 		w := s.follow(t, id, "restart", failoverOps(n), n/3, func() {
-			victim.host.killAll()
+			victim.kill()
 			s.cp.cp.stop(t, syscall.SIGTERM)
 			s.startCP(t)
 		})
@@ -828,7 +834,7 @@ func TestHostsRenderFanOut(t *testing.T) {
 			lastDone = pg.GetDone()
 			if pg.GetDone() >= 4 && !killed {
 				killed = true
-				victim.host.killAll()
+				victim.kill()
 			}
 		}
 		if r := ev.GetReceipt(); r != nil {
