@@ -3,7 +3,6 @@ package receiptwire
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -15,6 +14,7 @@ import (
 
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/jsontest"
 )
 
 // summary is a receipt like scene.get_summary's at n objects.
@@ -171,36 +171,8 @@ func BenchmarkDecode(b *testing.B) {
 // from a decoded result.
 func TestResultJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	strs := []string{"", "plain", `quote " and \ back`, "<b>&amp;</b>", "tab\tnewline\n\x01", "é ü 日本", "\u2028\u2029", "emoji 🎬"}
-	nums := []float64{0, math.Copysign(0, -1), 1, -7, 0.5, 1e-7, 1.5e-9, 123456789, 1e20, 1e21, 3.4e300, -2.5e-300, math.MaxFloat64, 1.0 / 3}
-	var value func(depth int) any
-	value = func(depth int) any {
-		switch k := rng.IntN(7); {
-		case k == 0:
-			return nil
-		case k == 1:
-			return nums[rng.IntN(len(nums))]
-		case k == 2:
-			return strs[rng.IntN(len(strs))]
-		case k == 3:
-			return rng.IntN(2) == 0
-		case k == 4 && depth < 4:
-			l := make([]any, rng.IntN(4))
-			for i := range l {
-				l[i] = value(depth + 1)
-			}
-			return l
-		case depth < 4:
-			m := map[string]any{}
-			for range rng.IntN(5) {
-				m[strs[rng.IntN(len(strs))]+fmt.Sprint(rng.IntN(3))] = value(depth + 1)
-			}
-			return m
-		}
-		return "leaf"
-	}
 	for i := range 500 {
-		m := map[string]any{"v": value(0), "w": value(0)}
+		m := map[string]any{"v": jsontest.Value(rng, 0), "w": jsontest.Value(rng, 0)}
 		res, err := structpb.NewStruct(m)
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/blendplane/blendplane/internal/jsontest"
 )
 
 // TestEncodeExecuteAgrees: an execute request's line decodes to what
@@ -15,33 +17,7 @@ import (
 // encoded by encoding/json itself, byte for byte; NaN fails both.
 func TestEncodeExecuteAgrees(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	strs := []string{"", "a", "Cube.001", `quo"te\back`, "<b>&amp;</b>", "line\nbreak\ttab\x01", "\u2028\u2029", "é中😀", "\uffff"}
-	nums := []float64{0, math.Copysign(0, -1), 1, -1, 0.1, 1.0 / 3, 1e-7, 1e-6, 123456789.125, 1e20, 1e21, 1e300, -2.5e-300, 1 << 53, 4.5}
-	var value func(depth int) any
-	value = func(depth int) any {
-		switch k := r.IntN(7); {
-		case k == 0:
-			return nil
-		case k == 1:
-			return r.IntN(2) == 0
-		case k == 2:
-			return strs[r.IntN(len(strs))]
-		case k == 3 || depth > 2:
-			return nums[r.IntN(len(nums))]
-		case k == 4:
-			l := make([]any, r.IntN(4))
-			for i := range l {
-				l[i] = value(depth + 1)
-			}
-			return l
-		default:
-			m := map[string]any{}
-			for range r.IntN(5) {
-				m[strs[r.IntN(len(strs))]+strs[r.IntN(len(strs))]] = value(depth + 1)
-			}
-			return m
-		}
-	}
+	strs := jsontest.Strings
 	params := func(args map[string]any) executeParams {
 		return executeParams{Tool: "object.set_transform", Args: args, MutationID: "m<1>", RequestID: "r", OperationID: "op-1",
 			MCPCallID: strs[r.IntN(len(strs))], Batch: "b7", InjectProgress: r.IntN(2), InjectFailure: strs[r.IntN(len(strs))]}
@@ -54,10 +30,7 @@ func TestEncodeExecuteAgrees(t *testing.T) {
 		return v
 	}
 	for i := range 3000 {
-		args := map[string]any{}
-		for range r.IntN(6) {
-			args[strs[r.IntN(len(strs))]] = value(0)
-		}
+		args := jsontest.Object(r, 0)
 		if i == 0 {
 			args = nil
 		}
