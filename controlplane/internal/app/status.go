@@ -2,6 +2,7 @@ package app
 
 import (
 	"strings"
+	"time"
 
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -22,7 +23,7 @@ func (a *App) SessionStates() map[string]int {
 			return out
 		}
 		for _, sess := range page {
-			out[strings.ToLower(strings.TrimPrefix(a.view(sess).GetState().String(), "STATE_"))]++
+			out[stateName(a.view(sess).GetState().String())]++
 		}
 		if next == "" {
 			return out
@@ -30,6 +31,9 @@ func (a *App) SessionStates() map[string]int {
 		after = next
 	}
 }
+
+// stateName is a state enum's name as the metrics label it: STATE_OPEN → open.
+func stateName(enum string) string { return strings.ToLower(strings.TrimPrefix(enum, "STATE_")) }
 
 // PendingApprovals counts the approvals nobody has decided yet.
 func (a *App) PendingApprovals() int {
@@ -58,5 +62,13 @@ func (a *App) ActivePlans() int {
 	return len(refs)
 }
 
-// Agents lists the known agents with their state.
-func (a *App) AgentList() []*cpv1.Agent { return a.fleet.List() }
+// AgentStates counts the known agents by state (ready, unreachable, lost)
+// and tells how long the most silent one has not been heard from.
+func (a *App) AgentStates() (map[string]int, time.Duration) {
+	byState, silence := a.fleet.Census()
+	out := make(map[string]int, len(byState))
+	for st, n := range byState {
+		out[stateName(st.String())] += n
+	}
+	return out, silence
+}

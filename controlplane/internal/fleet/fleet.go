@@ -172,6 +172,22 @@ func (f *Fleet) List() []*cpv1.Agent {
 	return out
 }
 
+// Census counts the known agents by state and tells how long the most
+// silent one has not been heard from: what the metrics read at each
+// scrape. It copies no agent (List clones every registry, some 20 ms with
+// fifty agents, all of it under the lock heartbeats and placements take).
+func (f *Fleet) Census() (byState map[cpv1.Agent_State]int, longestSilence time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	byState = map[cpv1.Agent_State]int{}
+	now := f.now()
+	for _, m := range f.agents {
+		byState[f.state(m)]++
+		longestSilence = max(longestSilence, now.Sub(m.lastSeen))
+	}
+	return byState, longestSilence
+}
+
 func (f *Fleet) state(m *member) cpv1.Agent_State {
 	silent := f.now().Sub(m.lastSeen)
 	switch {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
@@ -244,4 +246,67 @@ func TestFillRegistries(t *testing.T) {
 	if rts := f.List()[0].GetRuntimes(); len(rts[0].GetRegistry().GetTools()) != 1 {
 		t.Fatalf("after the heartbeat the agent lists %v", rts)
 	}
+}
+
+// Census counts what List shows, state by state, and the longest silence.
+func TestCensus(t *testing.T) {
+	f := New(time.Second, 10*time.Second, nil)
+	now := time.Unix(1000, 0)
+	f.now = func() time.Time { return now }
+	if byState, silence := f.Census(); len(byState) != 0 || silence != 0 {
+		t.Fatalf("empty fleet: %v %v", byState, silence)
+	}
+	f.Register(reg("lost", 0, 4, 0))
+	now = now.Add(8 * time.Second)
+	f.Register(reg("unreachable", 0, 4, 0))
+	now = now.Add(4 * time.Second)
+	f.Register(reg("ready-1", 0, 4, 0))
+	f.Register(reg("ready-2", 0, 4, 0))
+	now = now.Add(500 * time.Millisecond)
+	listed := map[cpv1.Agent_State]int{}
+	for _, a := range f.List() {
+		listed[a.GetState()]++
+	}
+	byState, silence := f.Census()
+	want := map[cpv1.Agent_State]int{cpv1.Agent_STATE_READY: 2, cpv1.Agent_STATE_UNREACHABLE: 1, cpv1.Agent_STATE_LOST: 1}
+	if fmt.Sprint(byState) != fmt.Sprint(want) || fmt.Sprint(listed) != fmt.Sprint(want) {
+		t.Fatalf("census %v, list %v, want %v", byState, listed, want)
+	}
+	if silence != 12500*time.Millisecond {
+		t.Fatalf("longest silence %v, want 12.5s", silence)
+	}
+}
+
+// BenchmarkCensus: what a metrics scrape reads of fifty agents, each with
+// two runtimes of a hundred tools, against listing them.
+func BenchmarkCensus(b *testing.B) {
+	schema, err := structpb.NewStruct(map[string]any{"type": "object", "properties": map[string]any{
+		"name": map[string]any{"type": "string"}, "location": map[string]any{"type": "array", "items": map[string]any{"type": "number"}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := New(time.Second, 0, nil)
+	for i := range 50 {
+		r := reg(fmt.Sprintf("agent-%02d", i), 0, 8, 0)
+		r.Runtimes = nil
+		for k := range 2 {
+			reg := &cpv1.ToolRegistry{Version: "1", Fingerprint: fmt.Sprint(k)}
+			for t := range 100 {
+				reg.Tools = append(reg.Tools, &cpv1.ToolDefinition{Name: fmt.Sprintf("tool.%d", t), Description: "a tool of the benchmark, described at some length as tools are",
+					InputSchema: schema})
+			}
+			r.Runtimes = append(r.Runtimes, &cpv1.Runtime{RuntimeId: fmt.Sprintf("rt-%d", k), Registry: reg})
+		}
+		f.Register(r)
+	}
+	b.Run("List", func(b *testing.B) {
+		for b.Loop() {
+			f.List()
+		}
+	})
+	b.Run("Census", func(b *testing.B) {
+		for b.Loop() {
+			f.Census()
+		}
+	})
 }

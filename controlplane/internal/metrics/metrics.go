@@ -23,8 +23,9 @@ type Source interface {
 	PendingApprovals() int
 	// ActivePlans counts the plans not finished (queued, running, waiting).
 	ActivePlans() int
-	// Agents lists the known agents with their state.
-	AgentList() []*cpv1.Agent
+	// AgentStates counts the known agents by state ("ready", "unreachable",
+	// "lost") and tells how long the most silent one has not been heard from.
+	AgentStates() (map[string]int, time.Duration)
 }
 
 // Metrics holds the control plane's collectors.
@@ -157,14 +158,9 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(g.approvals, prometheus.GaugeValue, float64(g.src.PendingApprovals()))
 	ch <- prometheus.MustNewConstMetric(g.active, prometheus.GaugeValue, float64(g.src.ActivePlans()))
-	byState := map[string]int{}
-	oldest := 0.0
-	for _, a := range g.src.AgentList() {
-		byState[short(a.GetState().String())]++
-		oldest = max(oldest, time.Since(a.GetLastSeenTime().AsTime()).Seconds())
-	}
+	byState, silence := g.src.AgentStates()
 	for _, st := range []string{"ready", "unreachable", "lost"} {
 		ch <- prometheus.MustNewConstMetric(g.agents, prometheus.GaugeValue, float64(byState[st]), st)
 	}
-	ch <- prometheus.MustNewConstMetric(g.lastSeen, prometheus.GaugeValue, oldest)
+	ch <- prometheus.MustNewConstMetric(g.lastSeen, prometheus.GaugeValue, silence.Seconds())
 }
