@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/blendplane/blendplane/agentd/internal/blender"
 	"github.com/blendplane/blendplane/agentd/internal/journal"
 	"github.com/blendplane/blendplane/agentd/internal/metrics"
 	"github.com/blendplane/blendplane/agentd/internal/sessions"
@@ -283,7 +284,7 @@ func toStatus(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, sessions.ErrUnknownRuntime), errors.Is(err, sessions.ErrBadFileName), errors.Is(err, sessions.ErrFileMismatch):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, sessions.ErrCapacity):
+	case errors.Is(err, sessions.ErrCapacity), errors.Is(err, blender.ErrMemoryExceeded): // a ceiling too low to start Blender
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, sessions.ErrBroken), errors.Is(err, sessions.ErrFileConflict), errors.Is(err, journal.ErrStaleEpoch),
 		errors.Is(err, sessions.ErrNotFresh):

@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/blendplane/blendplane/agentd/internal/blender"
+	"github.com/blendplane/blendplane/agentd/internal/sessions"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 )
 
@@ -25,5 +29,24 @@ func TestArgsRequired(t *testing.T) {
 	}
 	if err := s.Execute(&agentv1.ExecuteRequest{SessionId: "s", RequestId: "r", Operations: ops}, nil); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("Execute without args: %v", err)
+	}
+}
+
+// TestStatusOfAMemoryCeiling: a session's Blender that its memory ceiling
+// stopped (a ceiling too low to start it, say) is a resource exhausted,
+// not an internal error; what only a bug explains stays Internal.
+func TestStatusOfAMemoryCeiling(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want codes.Code
+	}{
+		{fmt.Errorf("start the preview's blender: %w", fmt.Errorf("blender: hello: a memory limit of 5 MiB is too small to start Blender: %w",
+			fmt.Errorf("blender process exited: %w", blender.ErrMemoryExceeded))), codes.ResourceExhausted},
+		{fmt.Errorf("wrapped: %w", sessions.ErrCapacity), codes.ResourceExhausted},
+		{errors.New("the fork hashes to x, the journal head says y"), codes.Internal},
+	} {
+		if got := status.Code(toStatus(c.err)); got != c.want {
+			t.Errorf("%v: %s, want %s", c.err, got, c.want)
+		}
 	}
 }
