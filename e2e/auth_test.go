@@ -19,9 +19,11 @@ import (
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/toolregistry"
 )
 
 // TestIdentities: every call carries a principal; what a token may do is
@@ -262,14 +264,51 @@ func TestIdentities(t *testing.T) {
 		_, err := agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: real.GetAgentId(),
 			Address: "127.0.0.1:1", Runtimes: []*cpv1.Runtime{rt}})
 		wantRefusal(t, "another principal's agent id", err, codes.PermissionDenied, "AGENT_IDENTITY")
+		// Registries are kept and compiled by fingerprint: one under another's
+		// fingerprint (object.create taking any args, say) would stand in for
+		// it in every session on every agent that has it.
+		loose := proto.Clone(rt).(*cpv1.Runtime)
+		for _, tool := range loose.GetRegistry().GetTools() {
+			if tool.GetName() == "object.create" {
+				tool.InputSchema = &structpb.Struct{}
+			}
+		}
+		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-loose",
+			Address: "127.0.0.1:1", Runtimes: []*cpv1.Runtime{loose}})
+		wantRefusal(t, "a registry under another's fingerprint", err, codes.FailedPrecondition, "REGISTRY_INVALID")
+		if !strings.Contains(err.Error(), "its tools give the fingerprint") {
+			t.Errorf("a registry under another's fingerprint: %v", err)
+		}
+		// A registry may be what its fingerprint names and still lie about
+		// the tools the control plane knows.
 		for _, tool := range rt.GetRegistry().GetTools() {
 			if tool.GetName() == "python.exec" {
 				tool.SafetyMode, tool.DeterminismClass = "headless_safe", "deterministic"
 			}
 		}
+		rt.Registry.Fingerprint, err = toolregistry.Fingerprint(rt.GetRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
 		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-forged",
 			Address: "127.0.0.1:1", Runtimes: []*cpv1.Runtime{rt}})
 		wantRefusal(t, "a forged registry", err, codes.FailedPrecondition, "REGISTRY_INVALID")
+		if !strings.Contains(err.Error(), "declares python.exec") {
+			t.Errorf("a forged registry: %v", err)
+		}
+		// Or not compile: no plan against it could run.
+		broken := proto.Clone(real.GetRuntimes()[0]).(*cpv1.Runtime)
+		broken.GetRegistry().GetTools()[0].SafetyLevel = cpv1.SafetyLevel_SAFETY_LEVEL_UNSPECIFIED
+		broken.Registry.Fingerprint, err = toolregistry.Fingerprint(broken.GetRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-broken",
+			Address: "127.0.0.1:1", Runtimes: []*cpv1.Runtime{broken}})
+		wantRefusal(t, "a registry that does not compile", err, codes.FailedPrecondition, "REGISTRY_INVALID")
+		if !strings.Contains(err.Error(), "safety level unspecified") {
+			t.Errorf("a registry that does not compile: %v", err)
+		}
 		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-neg",
 			Address: "127.0.0.1:1", Runtimes: real.GetRuntimes(), SessionCount: -5})
 		wantRefusal(t, "a negative session count", err, codes.InvalidArgument, "SCHEMA_INVALID")

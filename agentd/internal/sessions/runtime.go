@@ -6,9 +6,6 @@ package sessions
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -18,11 +15,9 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/blendplane/blendplane/agentd/internal/blender"
+	"github.com/blendplane/blendplane/internal/toolregistry"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
-
-// RegistryVersion names the shape of the tool registry agentd reports.
-const RegistryVersion = "tool_registry_v1"
 
 // SceneHashTolerance is the float tolerance of scene_state_v1 hashes.
 const SceneHashTolerance = "1e-5"
@@ -70,7 +65,7 @@ func Probe(ctx context.Context, rts []blender.Runtime, dataDir string, log *slog
 }
 
 func runtimeInfo(rt blender.Runtime, prof blender.Profile, tools []blender.Tool) (*cpv1.Runtime, error) {
-	reg := &cpv1.ToolRegistry{Version: RegistryVersion}
+	reg := &cpv1.ToolRegistry{Version: toolregistry.Version}
 	for _, t := range tools {
 		schema, err := structpb.NewStruct(t.InputSchema)
 		if err != nil {
@@ -78,13 +73,13 @@ func runtimeInfo(rt blender.Runtime, prof blender.Profile, tools []blender.Tool)
 		}
 		reg.Tools = append(reg.Tools, &cpv1.ToolDefinition{
 			Name: t.Name, Version: t.Version, Description: t.Description,
-			InputSchema: schema, SafetyLevel: safetyLevel(t.SafetyLevel),
+			InputSchema: schema, SafetyLevel: toolregistry.SafetyLevel(t.SafetyLevel),
 			DeterminismClass: t.DeterminismClass, RollbackMethod: t.RollbackMethod,
 			SafetyMode: t.SafetyMode, IdempotenceClass: t.IdempotenceClass, BlenderVersions: t.BlenderVersions,
 		})
 	}
 	sort.Slice(reg.Tools, func(i, j int) bool { return reg.Tools[i].GetName() < reg.Tools[j].GetName() })
-	fp, err := fingerprint(tools)
+	fp, err := toolregistry.Fingerprint(reg)
 	if err != nil {
 		return nil, err
 	}
@@ -99,30 +94,3 @@ func runtimeInfo(rt blender.Runtime, prof blender.Profile, tools []blender.Tool)
 	}, nil
 }
 
-// fingerprint is the SHA-256 of the registry's canonical JSON (tools sorted
-// by name, object keys sorted by encoding/json).
-func fingerprint(tools []blender.Tool) (string, error) {
-	sorted := append([]blender.Tool(nil), tools...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	raw, err := json.Marshal(struct {
-		Version string         `json:"version"`
-		Tools   []blender.Tool `json:"tools"`
-	}{RegistryVersion, sorted})
-	if err != nil {
-		return "", fmt.Errorf("registry fingerprint: %w", err)
-	}
-	sum := sha256.Sum256(raw)
-	return hex.EncodeToString(sum[:]), nil
-}
-
-func safetyLevel(s string) cpv1.SafetyLevel {
-	switch s {
-	case "read_only":
-		return cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY
-	case "safe_write":
-		return cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE
-	case "destructive":
-		return cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE
-	}
-	return cpv1.SafetyLevel_SAFETY_LEVEL_UNSPECIFIED
-}
