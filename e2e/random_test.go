@@ -1,0 +1,456 @@
+package e2e
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// TestRandomRequests sends thousands of requests built at random, field by
+// field from the descriptors, to every RPC of the control plane and of
+// agentd: empty, huge, non-ASCII and path-like strings, ids of a live
+// session and plan, numbers at their limits, NaN, enum values no version
+// defines, nested messages and Structs. Whatever arrives, a daemon answers
+// with a structured refusal or does the work: no call may finish Internal,
+// Unknown or DataLoss, none may find a daemon gone, and both still serve a
+// plan afterwards, and no path in a request wrote outside its sandbox.
+// The seed is fixed; BLENDPLANE_RANDOM_SEED=time draws a new one (logged),
+// BLENDPLANE_RANDOM_SEED=<seed> replays it.
+func TestRandomRequests(t *testing.T) {
+	seed := uint64(20261129) // the same requests every run; BLENDPLANE_RANDOM_SEED=time draws others
+	switch s := os.Getenv("BLENDPLANE_RANDOM_SEED"); s {
+	case "":
+	case "time":
+		seed = uint64(time.Now().UnixNano())
+	default:
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("BLENDPLANE_RANDOM_SEED=%q: %v", s, err)
+		}
+	}
+	t.Logf("seed %d (BLENDPLANE_RANDOM_SEED=%[1]d replays it)", seed)
+	before := entries(t, repoRoot())
+	_, err := os.Lstat("/tmp/x")
+	hadTmpX := err == nil
+	home := t.TempDir()
+	c := startClusterOpts(t, clusterOpts{insecure: true,
+		agentEnv: []string{"HOME=" + home, "XDG_CACHE_HOME=" + home + "/.cache"}})
+	s := c.negotiate(t)
+	plan, receipts := c.run(t, s.GetSessionId(), "random-1", op("a", "object.create", map[string]any{"type": "cube", "name": "Known"}))
+	var sess *cpv1.GetSessionResponse
+	sess, err = c.client.GetSession(ctxT(t, 10*time.Second), &cpv1.GetSessionRequest{SessionId: s.GetSessionId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := c.client.ListTools(ctxT(t, 10*time.Second), &cpv1.ListToolsRequest{SessionId: s.GetSessionId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &randomValues{r: rand.New(rand.NewPCG(seed, seed>>1)),
+		primary: []string{s.GetSessionId(), plan.GetRequestId(), sess.GetSession().GetRuntimeId(), "1.0.0", receipts[0].GetIdempotencyKey()},
+		byField: map[string][]string{"session_id": {s.GetSessionId()}, "request_id": {plan.GetRequestId(), "new-request"},
+			"runtime_id": {sess.GetSession().GetRuntimeId()}, "idempotency_keys": {receipts[0].GetIdempotencyKey()},
+			"contract_version": {"1.0.0"}, "scene_hash": {sess.GetSession().GetSceneHash()}, "agent_id": {"bench-agent", "e2e-agent"}},
+		known: []string{s.GetSessionId(), s.GetSessionId(), plan.GetRequestId(), "new-request", "op-a", "a", "Known", "Cube",
+			"1.0.0", "admin", "plans", "e2e", "x.png", "out/x.blend", "x.obj", "127.0.0.1:9", c.agentAddr, "bpy_4.5",
+			strconv.FormatInt(sess.GetSession().GetEpoch(), 10)},
+		hashes: []string{sess.GetSession().GetSceneHash(), receipts[0].GetIdempotencyKey()}}
+	for _, tool := range tools.GetTools() {
+		g.tools = append(g.tools, tool.GetName())
+	}
+
+	cp := dial(t, c.cpAddr)
+	agent := dial(t, c.agentAddr)
+	for _, target := range []struct {
+		conn  *grpc.ClientConn
+		svc   protoreflect.ServiceDescriptor
+		calls int
+	}{
+		{cp, cpv1.File_blendplane_controlplane_v1_controlplane_proto.Services().ByName("ControlPlaneService"), 150},
+		{agent, agentv1.File_blendplane_agent_v1_agent_proto.Services().ByName("AgentService"), 100},
+	} {
+		methods := target.svc.Methods()
+		for i := range methods.Len() {
+			md := methods.Get(i)
+			for range target.calls {
+				req := g.request(md)
+				code, err := g.call(c, target.conn, md, req)
+				if err != nil {
+					t.Fatalf("%s: %v", md.FullName(), err)
+				}
+				if code == codes.Internal || code == codes.Unknown || code == codes.DataLoss || code == codes.Unavailable {
+					j, _ := protojson.Marshal(req)
+					t.Fatalf("%s finished %s for %.2000s", md.FullName(), code, j)
+				}
+			}
+		}
+	}
+	// Both daemons still serve: a new session runs a plan.
+	c.run(t, c.negotiate(t).GetSessionId(), "random-after", op("a", "object.create", map[string]any{"type": "cube"}))
+	// Paths from requests stayed in their sandboxes: nothing new beside the
+	// daemons (their working directory), in agentd's HOME or at /tmp/x.
+	if after := entries(t, repoRoot()); !slices.Equal(after, before) {
+		t.Errorf("the repository's top level was %v, is %v", before, after)
+	}
+	filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			t.Errorf("written under agentd's HOME: %s", path)
+		}
+		return nil
+	})
+	if _, err := os.Lstat("/tmp/x"); !hadTmpX && err == nil {
+		t.Error("written: /tmp/x")
+	}
+}
+
+// entries lists the names in a directory.
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	list, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range list {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// randomValues fills messages: most fields with values that pass the
+// schema (ids of this cluster, hashes, small numbers, a tool's kind of
+// args), so that requests reach the handlers, and some with values chosen
+// to break things.
+type randomValues struct {
+	r       *rand.Rand
+	oddRate int                 // a value is odd with chance 1 in oddRate (0: none), drawn per request
+	primary []string            // the ids most requests name: the live session, its plan and runtime
+	byField map[string][]string // the ids a field of that name names most often
+	known   []string            // ids and names this cluster holds
+	tools   []string            // the registry's tool names
+	hashes  []string            // hashes of this cluster (the session's scene)
+}
+
+// odd says whether the next value is one chosen to break things.
+func (g *randomValues) odd() bool { return g.oddRate > 0 && g.r.IntN(g.oddRate) == 0 }
+
+// request is a random request of md's input type.
+func (g *randomValues) request(md protoreflect.MethodDescriptor) *dynamicpb.Message {
+	g.oddRate = []int{0, 0, 30, 6, 2}[g.r.IntN(5)]
+	req := dynamicpb.NewMessage(md.Input())
+	g.fill(req, 0)
+	return req
+}
+
+// call sends req to method md on conn, with the admin's token, and returns
+// the status code it finished with; a server stream is read to its end, a
+// client stream sends req one to three times. err is the test's own failure.
+func (g *randomValues) call(c *cluster, conn *grpc.ClientConn, md protoreflect.MethodDescriptor, req proto.Message) (code codes.Code, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	method := "/" + string(md.Parent().FullName()) + "/" + string(md.Name())
+	auth := grpc.PerRPCCredentials(bearer(c.adminToken))
+	if _, err := proto.Marshal(req); err != nil {
+		return codes.OK, nil // not sendable: the client refuses it first
+	}
+	if !md.IsStreamingClient() && !md.IsStreamingServer() {
+		return status.Code(conn.Invoke(ctx, method, req, dynamicpb.NewMessage(md.Output()), auth)), nil
+	}
+	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: md.IsStreamingServer(), ClientStreams: md.IsStreamingClient()}, method, auth)
+	if err != nil {
+		return status.Code(err), nil
+	}
+	if md.IsStreamingClient() {
+		// A header, then chunks (the part oneofs of uploads), or whatever came.
+		for range 1 + g.r.IntN(3) {
+			if err := stream.SendMsg(req); err != nil {
+				break // the server ended the call: RecvMsg tells how
+			}
+			next := dynamicpb.NewMessage(md.Input())
+			g.fill(next, 0)
+			req = next
+		}
+	} else if err := stream.SendMsg(req); err != nil && !errors.Is(err, io.EOF) {
+		return codes.OK, err
+	}
+	if err := stream.CloseSend(); err != nil {
+		return codes.OK, err
+	}
+	for {
+		err := stream.RecvMsg(dynamicpb.NewMessage(md.Output()))
+		if errors.Is(err, io.EOF) {
+			return codes.OK, nil
+		}
+		if err != nil {
+			return status.Code(err), nil
+		}
+		if !md.IsStreamingServer() {
+			return codes.OK, nil
+		}
+	}
+}
+
+// fill sets fields of m (most of them, or a few), recursing into messages
+// to depth 6. Unless odd, a value keeps its field's schema rules
+// (buf.validate): required fields set, patterns and lengths held, lists
+// as long as they must be.
+func (g *randomValues) fill(m protoreflect.Message, depth int) {
+	fields := m.Descriptor().Fields()
+	skip := []int{5, 2, 1}[g.r.IntN(3)] // a field the schema lets go is left out with chance 1 in skip (1: never)
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		rules := rulesOf(fd)
+		str := rules.GetString()
+		needed := rules.GetRequired() || rules.GetRepeated().GetMinItems() > 0 || slices.Contains(rules.GetEnum().GetNotIn(), 0) ||
+			((str.GetMinLen() > 0 || str.GetPattern() != "") && rules.GetIgnore() != validate.Ignore_IGNORE_IF_ZERO_VALUE)
+		if (fd.Message() != nil && depth >= 6) || (!(needed && !g.odd()) && skip > 1 && g.r.IntN(skip) == 0) {
+			continue
+		}
+		if o := fd.ContainingOneof(); o != nil && !o.IsSynthetic() && m.WhichOneof(o) != nil && g.r.IntN(2) == 0 {
+			continue // keep the part set first
+		}
+		switch {
+		case fd.IsList():
+			l := m.Mutable(fd).List()
+			n := []int{0, 1, 1, 2, 3}[g.r.IntN(5)]
+			if !g.odd() {
+				n = max(n, int(rules.GetRepeated().GetMinItems()))
+			}
+			for range n {
+				if fd.Message() != nil {
+					v := l.NewElement()
+					g.fill(v.Message(), depth+1)
+					l.Append(v)
+				} else {
+					l.Append(g.scalar(fd, rules.GetRepeated().GetItems()))
+				}
+			}
+		case fd.IsMap():
+			mp := m.Mutable(fd).Map()
+			for range g.r.IntN(3) {
+				k := g.scalar(fd.MapKey(), rules.GetMap().GetKeys()).MapKey()
+				if fd.MapValue().Message() != nil {
+					v := mp.NewValue()
+					g.fill(v.Message(), depth+1)
+					mp.Set(k, v)
+				} else {
+					mp.Set(k, g.scalar(fd.MapValue(), rules.GetMap().GetValues()))
+				}
+			}
+		case fd.Message() != nil && fd.Message().FullName() == "google.protobuf.Struct" && !g.odd():
+			v := m.NewField(fd)
+			raw, err := proto.Marshal(g.args())
+			if err == nil && proto.Unmarshal(raw, v.Message().Interface()) == nil {
+				m.Set(fd, v)
+			}
+		case fd.Message() != nil:
+			v := m.NewField(fd)
+			g.fill(v.Message(), depth+1)
+			m.Set(fd, v)
+		default:
+			m.Set(fd, g.scalar(fd, rules))
+		}
+	}
+}
+
+// rulesOf is a field's schema rules (nil: none).
+func rulesOf(fd protoreflect.FieldDescriptor) *validate.FieldRules {
+	r, _ := proto.GetExtension(fd.Options(), validate.E_Field).(*validate.FieldRules)
+	return r
+}
+
+// args is a tool's kind of arguments: names, types, vectors, numbers.
+func (g *randomValues) args() *structpb.Struct {
+	keys := []string{"name", "type", "location", "rotation", "scale", "object", "new_name", "names", "active", "color", "energy",
+		"frame", "data_path", "value", "resolution", "output", "format", "target", "collection", "material", "levels",
+		"body", "lens", "base_color", "roughness", "parent", "samples", "frame_end", "strength", "path", "code"}
+	out := map[string]any{}
+	for range g.r.IntN(5) {
+		out[keys[g.r.IntN(len(keys))]] = g.jsonValue(0)
+	}
+	st, err := structpb.NewStruct(out)
+	if err != nil {
+		panic(err)
+	}
+	return st
+}
+
+// jsonValue is an argument's value.
+func (g *randomValues) jsonValue(depth int) any {
+	switch g.r.IntN(8) {
+	case 0:
+		return []any{g.number(), g.number(), g.number()}
+	case 1:
+		return g.number()
+	case 2:
+		return g.r.IntN(2) == 0
+	case 3:
+		return nil
+	case 4:
+		if depth < 3 {
+			return map[string]any{g.text(): g.jsonValue(depth + 1)}
+		}
+		return []any{}
+	case 5:
+		return []any{"cube", "plane", "point", "sun", "obj", "png", "bevel", "location"}[g.r.IntN(8)]
+	}
+	return g.text()
+}
+
+func (g *randomValues) number() float64 {
+	if g.odd() {
+		return []float64{-1, 1e308, -1e308, 1e-300, 4294967296, 0.1}[g.r.IntN(6)]
+	}
+	return float64(g.r.IntN(21) - 5)
+}
+
+// scalar is a value for a field that is not a message, within rules
+// unless odd.
+func (g *randomValues) scalar(fd protoreflect.FieldDescriptor, rules *validate.FieldRules) protoreflect.Value {
+	pick := func(n int) int { return g.r.IntN(n) }
+	odd := g.odd()
+	// within bounds a number from 0 to 9 above the rules' floor, below their ceiling
+	bounded := func(gte, lte int64) int64 { return min(gte+int64(pick(10)), lte) }
+	switch fd.Kind() {
+	case protoreflect.BoolKind:
+		return protoreflect.ValueOfBool(pick(2) == 0)
+	case protoreflect.EnumKind:
+		if odd {
+			return protoreflect.ValueOfEnum(protoreflect.EnumNumber([]int32{-1, 99, math.MaxInt32}[pick(3)]))
+		}
+		var allowed []protoreflect.EnumNumber
+		values := fd.Enum().Values()
+		for i := range values.Len() {
+			if n := values.Get(i).Number(); !slices.Contains(rules.GetEnum().GetNotIn(), int32(n)) {
+				allowed = append(allowed, n)
+			}
+		}
+		return protoreflect.ValueOfEnum(allowed[pick(len(allowed))])
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		if odd {
+			return protoreflect.ValueOfInt32([]int32{-1, math.MaxInt32, math.MinInt32}[pick(3)])
+		}
+		r := rules.GetInt32()
+		lte := int64(math.MaxInt32)
+		if r.GetLessThan() != nil {
+			lte = int64(max(r.GetLte(), r.GetLt()-1))
+		}
+		return protoreflect.ValueOfInt32(int32(bounded(int64(max(r.GetGte(), r.GetGt()+1)), lte)))
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		if odd {
+			return protoreflect.ValueOfInt64([]int64{-1, 1 << 40, math.MaxInt64, math.MinInt64}[pick(4)])
+		}
+		r := rules.GetInt64()
+		lte := int64(math.MaxInt64)
+		if r.GetLessThan() != nil {
+			lte = max(r.GetLte(), r.GetLt()-1)
+		}
+		return protoreflect.ValueOfInt64(bounded(max(r.GetGte(), r.GetGt()+1), lte))
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return protoreflect.ValueOfUint32([]uint32{0, 1, 7, 1000, math.MaxUint32}[pick(5)])
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return protoreflect.ValueOfUint64([]uint64{0, 1, 7, 1 << 40, math.MaxUint64}[pick(5)])
+	case protoreflect.FloatKind:
+		return protoreflect.ValueOfFloat32([]float32{0, -1, 0.5, 2, math.MaxFloat32, float32(math.Inf(1)), float32(math.NaN())}[pick(7)])
+	case protoreflect.DoubleKind:
+		return protoreflect.ValueOfFloat64([]float64{0, -1, 0.5, 3, 1e308, -1e308, math.Inf(-1), math.NaN()}[pick(8)])
+	case protoreflect.BytesKind:
+		b := make([]byte, []int{0, 1, 64, 70000}[pick(4)])
+		for i := range b {
+			b[i] = byte(g.r.Uint32())
+		}
+		return protoreflect.ValueOfBytes(b)
+	}
+	if odd {
+		return protoreflect.ValueOfString(g.text())
+	}
+	return protoreflect.ValueOfString(g.within(string(fd.Name()), rules.GetString()))
+}
+
+// within is a string for the field named name that its rules accept, if
+// one of this cluster's ids, names, hashes and tools does (a tool's name
+// first for a field of tools), or a made-up one.
+func (g *randomValues) within(name string, r *validate.StringRules) string {
+	if in := r.GetIn(); len(in) > 0 {
+		return in[g.r.IntN(len(in))]
+	}
+	made := hex.EncodeToString(binary.LittleEndian.AppendUint64(make([]byte, 24), g.r.Uint64())) // a hash nobody has
+	candidates := slices.Concat(g.known, g.hashes, []string{made, strings.ToLower(g.known[g.r.IntN(len(g.known))])})
+	if strings.Contains(name, "tool") {
+		candidates = g.tools
+	}
+	pattern, err := regexp.Compile(r.GetPattern())
+	if err != nil {
+		panic(err)
+	}
+	fitting := func(c string) bool {
+		n := uint64(utf8.RuneCountInString(c))
+		return pattern.MatchString(c) && n >= r.GetMinLen() && (r.GetMaxLen() == 0 || n <= r.GetMaxLen())
+	}
+	if ids := g.byField[name]; len(ids) > 0 && g.r.IntN(4) > 0 {
+		if c := ids[g.r.IntN(len(ids))]; fitting(c) {
+			return c
+		}
+	}
+	if g.r.IntN(2) == 0 {
+		if c := g.primary[g.r.IntN(len(g.primary))]; fitting(c) {
+			return c
+		}
+	}
+	var fits []string
+	for _, c := range candidates {
+		if fitting(c) {
+			fits = append(fits, c)
+		}
+	}
+	if len(fits) == 0 {
+		return candidates[g.r.IntN(len(candidates))]
+	}
+	return fits[g.r.IntN(len(fits))]
+}
+
+// text is a string that has broken a parser somewhere.
+func (g *randomValues) text() string {
+	switch g.r.IntN(4) {
+	case 0:
+		return g.known[g.r.IntN(len(g.known))]
+	case 1:
+		var b strings.Builder
+		for range 1 + g.r.IntN(20) {
+			b.WriteByte(byte(' ' + g.r.IntN(95)))
+		}
+		return b.String()
+	}
+	odd := []string{"", " ", "a", ".", "..", "../../../../etc/passwd", "/etc/passwd", "/tmp/x", "~/x", "C:\\Windows\\x",
+		"a/../../b", "\x00", "a\x00b", "é漢字🙂", "\u202eevil", "%s%n%x", "${HOME}", "$(id)", "`id`", "{\"a\":1}", "null", "-1", "1e400",
+		"NaN", "*", "?", "object.", ".create", strings.Repeat("x", 5000), strings.Repeat("é", 300), "P00001", "Known.001",
+		"2026-11-29T00:00:00Z", "sha256:", strings.Repeat("0", 64), "http://127.0.0.1:9/", "file:///etc/passwd"}
+	return odd[g.r.IntN(len(odd))]
+}
