@@ -33,6 +33,7 @@ import (
 	"github.com/blendplane/blendplane/agentd/internal/sessions"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/panicguard"
 	"github.com/blendplane/blendplane/internal/transport"
 )
 
@@ -184,6 +185,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	val := service.Validator{Validator: pv}
+	guardUnary, guardStream := panicguard.GRPC(log)
 	srv := grpc.NewServer(
 		grpc.Creds(serverCreds),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
@@ -191,8 +193,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		// Streams served by goroutines that keep their grown stacks: a new
 		// goroutine per stream spent a tenth of agentd's CPU growing its stack.
 		grpc.NumStreamWorkers(uint32(runtime.NumCPU())),
-		grpc.ChainUnaryInterceptor(protovalidate_mw.UnaryServerInterceptor(val)),
-		grpc.ChainStreamInterceptor(protovalidate_mw.StreamServerInterceptor(val)),
+		grpc.ChainUnaryInterceptor(guardUnary, protovalidate_mw.UnaryServerInterceptor(val)),
+		grpc.ChainStreamInterceptor(guardStream, protovalidate_mw.StreamServerInterceptor(val)),
 	)
 	hostname, _ := os.Hostname()
 	mx := metrics.New(metricsSource{j, mgr})

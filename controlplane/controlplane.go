@@ -41,6 +41,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	plannerv1 "github.com/blendplane/blendplane/gen/blendplane/planner/v1"
+	"github.com/blendplane/blendplane/internal/panicguard"
 	"github.com/blendplane/blendplane/internal/receiptwire"
 	"github.com/blendplane/blendplane/internal/transport"
 	"github.com/blendplane/blendplane/lesson"
@@ -261,6 +262,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	if err != nil {
 		return err
 	}
+	guardUnary, guardStream := panicguard.GRPC(log)
 	rpcLog := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
@@ -286,8 +288,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 				}
 				return ctx, err
 			}),
-			grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(rpcLog, logOpts...), authn.Unary(), val.Unary()),
-			grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(rpcLog, logOpts...), authn.Stream(), val.Stream()),
+			// The log sees the code a recovered panic answers with.
+			grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(rpcLog, logOpts...), guardUnary, authn.Unary(), val.Unary()),
+			grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(rpcLog, logOpts...), guardStream, authn.Stream(), val.Stream()),
 		)
 	}
 	inProcess := func(srv *grpc.Server) (*grpc.ClientConn, error) {

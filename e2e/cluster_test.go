@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,7 @@ import (
 
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/panicguard"
 )
 
 // binDir holds the binaries built once for the whole package.
@@ -175,6 +177,9 @@ func checkLog(t testing.TB, d *daemon) {
 		}
 		if kv["msg"] == `"finished call"` && slices.Contains([]string{"Internal", "Unknown", "DataLoss"}, kv["grpc.code"]) {
 			t.Errorf("%s: a call finished %s: %s", d.name, kv["grpc.code"], line)
+		}
+		if kv["msg"] == strconv.Quote(panicguard.Msg) {
+			t.Errorf("%s: a call panicked: %s", d.name, line)
 		}
 	}
 }

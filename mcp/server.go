@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/panicguard"
 	"github.com/blendplane/blendplane/planjson"
 )
 
@@ -113,7 +114,7 @@ func (b *Backend) newSession(token string, ephemeral bool) *Session {
 			}()
 		},
 	})
-	s.server.AddReceivingMiddleware(s.negotiateFirst)
+	s.server.AddReceivingMiddleware(guarded(b.log), s.negotiateFirst)
 	addPrompts(s.server)
 	s.addResources()
 	return s
@@ -123,6 +124,22 @@ func (b *Backend) newSession(token string, ephemeral bool) *Session {
 func (s *Session) Server() *sdk.Server { return s.server }
 
 const instructions = `Blendplane changes a headless Blender scene safely: every tool call runs as a checked, journaled operation with a receipt (scene hashes before and after, a mutation id). Call scene.get_summary first to see the scene. Prefer plan.submit for several steps: it checks the whole plan before anything runs. A failed call returns the failure contract (error_code, recoverable, retry_hint, minimal_repair_plan): repair the call as it says and try again. Some operations wait for a person's approval: the call asks the user, or returns status AWAITING_APPROVAL with its request_id; plan.wait then returns the receipts once a person decides.`
+
+// guarded answers a method whose handling panicked with an error, the
+// panic logged (panicguard): the SDK recovers nothing, and a panic in a
+// request's goroutine would end the daemon and every session it serves.
+func guarded(log *slog.Logger) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (res sdk.Result, err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					res, err = nil, panicguard.Recovered(log, "mcp "+method, p)
+				}
+			}()
+			return next(ctx, method, req)
+		}
+	}
+}
 
 // negotiateFirst opens the Blendplane session before the first request that
 // needs it, and registers the session's tools.

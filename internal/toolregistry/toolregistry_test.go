@@ -62,7 +62,9 @@ func TestFingerprint(t *testing.T) {
 // sent under another's fingerprint is caught.
 func TestCheckRefusesAnotherRegistry(t *testing.T) {
 	for name, change := range map[string]func(r *cpv1.ToolRegistry){
-		"schema":      func(r *cpv1.ToolRegistry) { r.Tools[0].InputSchema.Fields["additionalProperties"] = structpb.NewBoolValue(true) },
+		"schema": func(r *cpv1.ToolRegistry) {
+			r.Tools[0].InputSchema.Fields["additionalProperties"] = structpb.NewBoolValue(true)
+		},
 		"safety":      func(r *cpv1.ToolRegistry) { r.Tools[0].SafetyLevel = cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY },
 		"mode":        func(r *cpv1.ToolRegistry) { r.Tools[1].SafetyMode = "unsafe_ops" },
 		"rollback":    func(r *cpv1.ToolRegistry) { r.Tools[1].RollbackMethod = "none" },

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/blendplane/blendplane/agentd/internal/blender"
-	"github.com/blendplane/blendplane/internal/toolregistry"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/toolregistry"
 )
 
 // SceneHashTolerance is the float tolerance of scene_state_v1 hashes.
@@ -93,4 +93,3 @@ func runtimeInfo(rt blender.Runtime, prof blender.Profile, tools []blender.Tool)
 		Registry: reg,
 	}, nil
 }
-

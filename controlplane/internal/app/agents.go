@@ -8,8 +8,8 @@ import (
 
 	"github.com/blendplane/blendplane/controlplane/internal/auth"
 	"github.com/blendplane/blendplane/controlplane/internal/contract"
-	"github.com/blendplane/blendplane/internal/toolregistry"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/toolregistry"
 )
 
 // ErrAgentIdentity: an agent id registered by another principal.

@@ -1,0 +1,85 @@
+package panicguard
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+)
+
+// buggy is a health service with a bug: asked about "bug", it panics.
+type buggy struct {
+	healthpb.UnimplementedHealthServer
+}
+
+func (buggy) Check(_ context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	if req.GetService() == "bug" {
+		var m map[string]int
+		m["x"]++ // a nil map: the kind of bug a handler has
+	}
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+func (buggy) Watch(req *healthpb.HealthCheckRequest, _ healthpb.Health_WatchServer) error {
+	panic("a stream's bug: " + req.GetService())
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// A handler's panic, unary or streaming, is answered Internal without its
+// detail, logged with its stack, and the server goes on serving.
+func TestGRPC(t *testing.T) {
+	var logged syncBuffer
+	unary, stream := GRPC(slog.New(slog.NewTextHandler(&logged, nil)))
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
+	healthpb.RegisterHealthServer(srv, buggy{})
+	lis := bufconn.Listen(1 << 16)
+	go srv.Serve(lis)
+	defer srv.Stop()
+	conn, err := grpc.NewClient("passthrough:///buggy", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+		return lis.DialContext(ctx)
+	}), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+
+	_, err = client.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "bug"})
+	if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "a bug, logged by the server") || strings.Contains(err.Error(), "nil map") {
+		t.Fatalf("a unary handler's panic: %v", err)
+	}
+	watch, err := client.Watch(context.Background(), &healthpb.HealthCheckRequest{Service: "svc"})
+	if err == nil {
+		_, err = watch.Recv()
+	}
+	if status.Code(err) != codes.Internal || strings.Contains(err.Error(), "a stream's bug") {
+		t.Fatalf("a stream handler's panic: %v", err)
+	}
+	if resp, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("after the panics: %v %v", resp, err)
+	}
+	log := logged.String()
+	for _, want := range []string{Msg, "call=/grpc.health.v1.Health/Check", "assignment to entry in nil map", "panicguard.buggy.Check",
+		"call=/grpc.health.v1.Health/Watch", "a stream's bug: svc", "panicguard.buggy.Watch"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/blendplane/blendplane/internal/panicguard"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+func (l *lockedBuffer) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// A tool whose handler panics answers the call with an error, logged with
+// its stack, and the server goes on: through the SDK's own dispatch, which
+// recovers nothing.
+func TestGuardedPanics(t *testing.T) {
+	var logged lockedBuffer
+	server := sdk.NewServer(&sdk.Implementation{Name: "guarded", Version: "1"}, nil)
+	server.AddReceivingMiddleware(guarded(slog.New(slog.NewTextHandler(&logged, nil))))
+	sdk.AddTool(server, &sdk.Tool{Name: "bug"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		var counts map[string]int
+		counts["calls"]++
+		return nil, nil, nil
+	})
+	sdk.AddTool(server, &sdk.Tool{Name: "fine"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "fine"}}}, nil, nil
+	})
+	ctx := context.Background()
+	clientEnd, serverEnd := sdk.NewInMemoryTransports()
+	if _, err := server.Connect(ctx, serverEnd, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, clientEnd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	_, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "bug"})
+	if err == nil || !strings.Contains(err.Error(), "a bug, logged by the server") || strings.Contains(err.Error(), "nil map") {
+		t.Fatalf("a panicking tool: %v", err)
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "fine"})
+	if err != nil || res.IsError {
+		t.Fatalf("after the panic: %v %v", res, err)
+	}
+	log := logged.String()
+	for _, want := range []string{panicguard.Msg, `call="mcp tools/call"`, "assignment to entry in nil map", "guard_test.go"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+}
