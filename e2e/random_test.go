@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"math"
@@ -20,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -112,6 +114,68 @@ func TestRandomRequests(t *testing.T) {
 			}
 		}
 	}
+	// The MCP server: every tool, resource and prompt, with arguments of
+	// the tools' kind or any JSON at all.
+	cs := connectMCP(t, c, "random", "2025-06-18")
+	defer cs.Close()
+	ctx := context.Background()
+	served := func(what string, err error) {
+		if err != nil && strings.Contains(err.Error(), "a bug, logged by the server") {
+			t.Fatalf("MCP %s: %v", what, err)
+		}
+	}
+	mcpTools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range mcpTools.Tools {
+		for range 15 {
+			var args any = g.args().AsMap()
+			if g.r.IntN(4) == 0 {
+				args = g.jsonValue(0)
+			}
+			_, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: tool.Name, Arguments: args})
+			served(fmt.Sprintf("%s %v", tool.Name, args), err)
+		}
+	}
+	var uris []string
+	if res, err := cs.ListResources(ctx, nil); err == nil {
+		for _, r := range res.Resources {
+			uris = append(uris, r.URI)
+		}
+	}
+	if res, err := cs.ListResourceTemplates(ctx, nil); err == nil {
+		for _, r := range res.ResourceTemplates {
+			uris = append(uris, r.URITemplate)
+		}
+	}
+	for _, uri := range uris {
+		for range 10 {
+			u := uri
+			if g.r.IntN(2) == 0 {
+				u = strings.NewReplacer("{", "", "}", "").Replace(uri) + g.text()
+			}
+			_, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: u})
+			served("read "+u, err)
+		}
+	}
+	if prompts, err := cs.ListPrompts(ctx, nil); err == nil {
+		for _, p := range prompts.Prompts {
+			for range 10 {
+				args := map[string]string{}
+				for _, a := range p.Arguments {
+					if g.r.IntN(3) > 0 {
+						args[a.Name] = g.text()
+					}
+				}
+				_, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: p.Name, Arguments: args})
+				served("prompt "+p.Name, err)
+			}
+		}
+	}
+
+	t.Logf("MCP: %d tools called 15 times each, %d resources read 10 times each", len(mcpTools.Tools), len(uris))
+
 	// Both daemons still serve: a new session runs a plan.
 	c.run(t, c.negotiate(t).GetSessionId(), "random-after", op("a", "object.create", map[string]any{"type": "cube"}))
 	// Paths from requests stayed in their sandboxes: nothing new beside the
