@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -33,6 +36,7 @@ import (
 
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	plannerv1 "github.com/blendplane/blendplane/gen/blendplane/planner/v1"
 )
 
 // TestRandomRequests sends thousands of requests built at random, field by
@@ -175,6 +179,36 @@ func TestRandomRequests(t *testing.T) {
 	}
 
 	t.Logf("MCP: %d tools called 15 times each, %d resources read 10 times each", len(mcpTools.Tools), len(uris))
+
+	// HTTP: every REST route of the OpenAPI document, its body a random
+	// request of its RPC in JSON (or not JSON at all), and the lesson and
+	// planner routes with random JSON. No 500, no refused connection.
+	routes := g.httpRoutes(t, c)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: bearerTransport{c.adminToken, http.DefaultTransport}}
+	for _, rt := range routes {
+		for range 10 {
+			method, target, body := g.httpRequest(rt)
+			req, err := http.NewRequest(method, "http://"+c.httpAddr+target, strings.NewReader(body))
+			if err != nil {
+				continue // a path the client cannot even send
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := hc.Do(req)
+			var timeout interface{ Timeout() bool }
+			if errors.As(err, &timeout) && timeout.Timeout() {
+				continue // slow is not broken: the daemons' checks at the end tell
+			}
+			if err != nil {
+				t.Fatalf("%s %s: %v", method, target, err)
+			}
+			answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable && resp.StatusCode != http.StatusNotImplemented {
+				t.Fatalf("%s %s %.2000s: %s %s", method, target, body, resp.Status, answer)
+			}
+		}
+	}
+	t.Logf("HTTP: %d routes, 10 requests each", len(routes))
 
 	// Both daemons still serve: a new session runs a plan.
 	c.run(t, c.negotiate(t).GetSessionId(), "random-after", op("a", "object.create", map[string]any{"type": "cube"}))
@@ -517,4 +551,112 @@ func (g *randomValues) text() string {
 		"NaN", "*", "?", "object.", ".create", strings.Repeat("x", 5000), strings.Repeat("é", 300), "P00001", "Known.001",
 		"2026-11-29T00:00:00Z", "sha256:", strings.Repeat("0", 64), "http://127.0.0.1:9/", "file:///etc/passwd"}
 	return odd[g.r.IntN(len(odd))]
+}
+
+// httpRoute is a route of the control plane's HTTP server: method and path
+// (with {parameters}), and for a REST route the RPC whose request is its
+// body.
+type httpRoute struct {
+	method, path string
+	rpc          protoreflect.MethodDescriptor
+}
+
+// httpRoutes lists the REST routes from the served OpenAPI document (its
+// operation ids name the RPCs), then the lesson and planner routes.
+func (g *randomValues) httpRoutes(t *testing.T, c *cluster) []httpRoute {
+	t.Helper()
+	resp, err := http.Get("http://" + c.httpAddr + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			OperationID string `json:"operationId"`
+		} `json:"paths"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	methods := cpv1.File_blendplane_controlplane_v1_controlplane_proto.Services().ByName("ControlPlaneService").Methods()
+	var routes []httpRoute
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			_, name, _ := strings.Cut(op.OperationID, "_") // ControlPlaneService_SubmitPlan
+			md := methods.ByName(protoreflect.Name(name))
+			if md == nil {
+				t.Fatalf("%s %s: operation %q names no RPC", method, path, op.OperationID)
+			}
+			routes = append(routes, httpRoute{strings.ToUpper(method), path, md})
+		}
+	}
+	if len(routes) < 20 {
+		t.Fatalf("the OpenAPI document lists %d routes", len(routes))
+	}
+	planner := plannerv1.File_blendplane_planner_v1_planner_proto.Services().ByName("PlannerService").Methods()
+	for r, rpc := range map[string]protoreflect.MethodDescriptor{"POST /lesson": nil, "POST /run_operator": nil, "POST /scene_summary": nil,
+		"GET /audit": nil, "POST /api/agent/run": planner.ByName("Run"), "POST /api/agent/run/stream": planner.ByName("StreamRun"),
+		"GET /api/agent/approvals/pending": nil, "POST /api/agent/approvals/resolve": planner.ByName("ResolveApproval"),
+		"GET /api/agent/runs/{runId}": nil, "GET /api/agent/threads/{threadId}": nil, "GET /api/agent/audit": nil} {
+		method, path, _ := strings.Cut(r, " ")
+		routes = append(routes, httpRoute{method, path, rpc})
+	}
+	slices.SortFunc(routes, func(a, b httpRoute) int { return strings.Compare(a.method+a.path, b.method+b.path) })
+	return routes
+}
+
+// httpRequest is a random request on a route: its path parameters ids of
+// this cluster or odd strings, a query of page or filter parameters, and
+// a body.
+func (g *randomValues) httpRequest(rt httpRoute) (method, target, body string) {
+	path := regexp.MustCompile(`\{[^}]*\}`).ReplaceAllStringFunc(rt.path, func(param string) string {
+		name := strings.Trim(param, "{}")
+		if i := strings.IndexByte(name, '='); i >= 0 {
+			name = name[:i] // {name=sessions/*}
+		}
+		if g.odd() || g.r.IntN(8) == 0 {
+			return url.PathEscape(g.text())
+		}
+		return url.PathEscape(g.within(name, nil))
+	})
+	q := url.Values{}
+	for _, k := range []string{"page_size", "page_token", "state", "request_id", "session_id", "limit"} {
+		if g.r.IntN(4) == 0 {
+			q.Set(k, g.text())
+		}
+	}
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	switch {
+	case rt.method == http.MethodGet:
+	case g.r.IntN(8) == 0:
+		body = []string{"", "{", "[]", "null", "\"x\"", "{\"a\":", strings.Repeat("[", 10000)}[g.r.IntN(7)]
+	case rt.rpc != nil:
+		raw, err := protojson.Marshal(g.request(rt.rpc))
+		if err != nil {
+			raw = []byte("{}") // NaN and infinities: not JSON
+		}
+		body = string(raw)
+	default: // the lesson API's: a pack, an operator, a detail level
+		var v any
+		switch rt.path {
+		case "/lesson":
+			commands := []string{"ADD_CUBE", "DELETE_OBJECT", "SELECT_OBJECT", "RUN_OPERATOR", "SPEAK", "WAIT", "UI_HIGHLIGHT", g.text()}
+			var steps []any
+			for range 1 + g.r.IntN(3) {
+				steps = append(steps, map[string]any{"command": commands[g.r.IntN(len(commands))], "params": g.args().AsMap()})
+			}
+			v = map[string]any{"lesson": steps, "metadata": map[string]any{"id": g.within("id", nil), "source": g.text(),
+				"issued_at": []float64{float64(time.Now().Unix()), g.number()}[g.r.IntN(2)]}}
+		case "/run_operator":
+			operators := []string{"mesh.primitive_cube_add", "mesh.primitive_plane_add", "object.delete", "wm.quit_blender", g.text()}
+			v = map[string]any{"operator": operators[g.r.IntN(len(operators))], "params": g.args().AsMap()}
+		default:
+			v = map[string]any{"detail_level": []string{"full", "standard", g.text()}[g.r.IntN(3)]}
+		}
+		raw, _ := json.Marshal(v)
+		body = string(raw)
+	}
+	return rt.method, path, body
 }
