@@ -16,8 +16,9 @@ func (r *errorRecorder) Errorf(format string, args ...any) {
 }
 
 // TestCheckLog: checkLog, which every daemon's log goes through when its
-// test ends, tells a repeated key, a call that finished Internal and a
-// recovered panic from lines that only look like them.
+// test ends, tells a repeated key, a call that finished Internal, a
+// recovered panic and a race detector's report from lines that only look
+// like them.
 func TestCheckLog(t *testing.T) {
 	for _, c := range []struct {
 		line  string
@@ -33,6 +34,7 @@ func TestCheckLog(t *testing.T) {
 		{`time=T level=WARN msg="a call" note="finished call" grpc.code=Unknown`, false},
 		{`time=T level=ERROR msg="recovered a panic" daemon=controlplane call="mcp tools/call" panic="boom"`, true},
 		{`time=T level=INFO msg="plan running" note="recovered a panic"`, false},
+		{`WARNING: DATA RACE`, true},
 		{`Blender's own output, level=1 level=2`, false},
 	} {
 		r := &errorRecorder{TB: t}

@@ -48,10 +48,15 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	// The binaries as shipped, and an agentd built with the "faults" tag
-	// for the fault tests (clusterOpts.faults).
+	// for the fault tests (clusterOpts.faults). BLENDPLANE_E2E_RACE=1 builds
+	// them with the race detector, whose reports fail the tests (checkLog).
+	build := []string{"build"}
+	if os.Getenv("BLENDPLANE_E2E_RACE") != "" {
+		build = append(build, "-race")
+	}
 	for _, args := range [][]string{{"-o", dir + "/", "../cmd/controlplane", "../cmd/agentd", "../cmd/blendctl"},
 		{"-tags", "faults", "-o", filepath.Join(dir, faultyAgent), "../cmd/agentd"}} {
-		build := exec.Command("go", append([]string{"build"}, args...)...)
+		build := exec.Command("go", append(build, args...)...)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build binaries:", err)
@@ -164,6 +169,9 @@ var logKey = regexp.MustCompile(`(?:^| )([^ ="]+)=("(?:[^"\\]|\\.)*"|[^ ]*)`)
 func checkLog(t testing.TB, d *daemon) {
 	t.Helper()
 	for line := range strings.Lines(d.log.String()) {
+		if strings.HasPrefix(line, "WARNING: DATA RACE") {
+			t.Errorf("%s: the race detector found a data race (its report is in the log)", d.name)
+		}
 		if !strings.HasPrefix(line, "time=") {
 			continue // not one of slog's: Blender's own output
 		}
