@@ -398,9 +398,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 			httpSrv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 			hl = tls.NewListener(hl, httpSrv.TLSConfig)
 		}
-		go httpSrv.Serve(hl)
-		defer httpSrv.Close()
 		log.Info("http front doors serving", "addr", hl.Addr().String(), "routes", "/console/ /mcp /v1/ /openapi.json /metrics /api/agent/ /lesson /run_operator /scene_summary /audit /health", "tls", httpSrv.TLSConfig != nil)
+		go httpSrv.Serve(hl) // after the log reads TLSConfig: Serve writes to it
+		defer httpSrv.Close()
 	}
 	log.Info("control plane serving", "addr", lis.Addr().String(), "data_dir", cfg.DataDir, "planner", rt.Model())
 	if ready != nil {

@@ -194,12 +194,13 @@ func (r *Runtime) start(who, prompt, threadID string, sub *subscriber) (*planner
 		r.subs[run.GetRunId()] = append(r.subs[run.GetRunId()], sub)
 	}
 	r.active[run.GetThreadId()] = run.GetRunId()
+	out := proto.Clone(run).(*plannerv1.Run) // before drive changes run
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		r.drive(run, nil)
 	}()
-	return proto.Clone(run).(*plannerv1.Run), nil
+	return out, nil
 }
 
 // launch resumes a stored run.
