@@ -184,12 +184,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	val := service.Validator{Validator: pv}
+	codec := service.NewCodec()
+	val := service.Validator{Validator: pv, Codec: codec}
 	guardUnary, guardStream := panicguard.GRPC(log)
 	srv := grpc.NewServer(
 		grpc.Creds(serverCreds),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
-		grpc.ForceServerCodecV2(service.Codec{}),
+		grpc.ForceServerCodecV2(codec),
 		// Streams served by goroutines that keep their grown stacks: a new
 		// goroutine per stream spent a tenth of agentd's CPU growing its stack.
 		grpc.NumStreamWorkers(uint32(runtime.NumCPU())),

@@ -2,6 +2,8 @@ package service
 
 import (
 	"errors"
+	"fmt"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -10,8 +12,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
+	"github.com/blendplane/blendplane/internal/panicguard"
 	"github.com/blendplane/blendplane/internal/structwire"
 	"github.com/blendplane/blendplane/internal/wirefields"
 )
@@ -24,7 +28,16 @@ import (
 // first operation of a 400-operation batch could start (Codec: 0.9–1.2).
 // Nothing validates args (agent.proto ignores them), so validation sees the
 // same request.
-type Codec struct{}
+//
+// A request that does not decode (or whose decoding panics) is not failed
+// here, which gRPC would answer INTERNAL, but recorded, and the Validator
+// refuses it as INVALID_ARGUMENT.
+type Codec struct {
+	failures *sync.Map // proto.Message → error: requests that did not decode
+}
+
+// NewCodec returns the codec of one server, for its Validator too.
+func NewCodec() Codec { return Codec{failures: &sync.Map{}} }
 
 var base = encoding.GetCodecV2("proto")
 
@@ -42,12 +55,37 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) { return base.Marshal(v) }
 
 // Unmarshal decodes as gRPC's proto codec does, but an ExecuteRequest's
 // operations keep their args in wire form.
-func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
+func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok || c.failures == nil {
+		return c.decode(data, v, "")
+	}
+	name := m.ProtoReflect().Descriptor().FullName()
+	if err := c.decode(data, v, name); err != nil {
+		proto.Reset(m)
+		c.failures.Store(m, fmt.Errorf("the request is not a valid %s: %w", name, err))
+	}
+	return nil
+}
+
+func (Codec) decode(data mem.BufferSlice, v any, name protoreflect.FullName) (err error) {
+	defer panicguard.Catch("decoding a "+string(name), &err)
 	req, ok := v.(*agentv1.ExecuteRequest)
 	if !ok {
 		return base.Unmarshal(data, v)
 	}
 	return unmarshalExecute(data.Materialize(), req)
+}
+
+// failure takes the decoding failure recorded for m, if any.
+func (c Codec) failure(m proto.Message) error {
+	if c.failures == nil {
+		return nil
+	}
+	if err, ok := c.failures.LoadAndDelete(m); ok {
+		return err.(error)
+	}
+	return nil
 }
 
 func unmarshalExecute(b []byte, req *agentv1.ExecuteRequest) error {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"errors"
 	"math"
 	"reflect"
 
@@ -200,7 +201,7 @@ func BenchmarkReceiveExecute(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for name, v := range map[string]protovalidate.Validator{"Validator": Validator{pv}, "protovalidate": pv} {
+	for name, v := range map[string]protovalidate.Validator{"Validator": Validator{Validator: pv}, "protovalidate": pv} {
 		b.Run("validate/"+name, func(b *testing.B) {
 			for b.Loop() {
 				if err := v.Validate(req); err != nil {
@@ -208,5 +209,32 @@ func BenchmarkReceiveExecute(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestUndecodableRefused: a request that does not decode is not failed by
+// the codec (gRPC would answer INTERNAL) but refused by the Validator, as a
+// violation protovalidate's interceptor answers INVALID_ARGUMENT, and
+// forgotten then.
+func TestUndecodableRefused(t *testing.T) {
+	pv, err := protovalidate.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec := NewCodec()
+	val := Validator{Validator: pv, Codec: codec}
+	for name, msg := range map[string]proto.Message{"ExecuteRequest": &agentv1.ExecuteRequest{}, "OpenSessionRequest": &agentv1.OpenSessionRequest{}} {
+		truncated := []byte{0x0a, 0x40, 'a'} // field 1, 64 bytes long, one there
+		if err := codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(truncated)}, msg); err != nil {
+			t.Fatalf("%s: the codec failed the call: %v", name, err)
+		}
+		var verr *protovalidate.ValidationError
+		err := val.Validate(msg)
+		if !errors.As(err, &verr) || !strings.Contains(err.Error(), "is not a valid blendplane.agent.v1."+name) {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if codec.failure(msg) != nil {
+			t.Fatalf("%s: the failure was kept after the refusal", name)
+		}
 	}
 }

@@ -71,7 +71,7 @@ func TestOperationValidAgrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	val := Validator{pv}
+	val := Validator{Validator: pv}
 	key := strings.Repeat("0a", 32)
 	ids := []string{"a", "op-1", "A.b:c_d-9", strings.Repeat("x", 128), strings.Repeat("x", 129), "", "bad id",
 		"é", "a\n", "a/b", "a$", "\x00", "ok\u00e9"}
