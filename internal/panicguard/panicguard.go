@@ -28,6 +28,16 @@ func Recovered(log *slog.Logger, call string, p any) error {
 	return fmt.Errorf("internal error serving %s: a bug, logged by the server", call)
 }
 
+// Catch, deferred, turns a panic of the function that deferred it into
+// *err, logged by slog's default logger (the daemon's: flagenv.Daemon sets
+// it): for code that runs outside a handler, before the interceptors (a
+// codec) or on a goroutine of its own (a worker).
+func Catch(call string, err *error) {
+	if p := recover(); p != nil {
+		*err = Recovered(slog.Default(), call, p)
+	}
+}
+
 // GRPC is the interceptors that recover a handler's panic as codes.Internal.
 func GRPC(log *slog.Logger) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	opt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {

@@ -3,6 +3,7 @@ package panicguard
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"strings"
@@ -39,8 +40,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // A handler's panic, unary or streaming, is answered Internal without its
 // detail, logged with its stack, and the server goes on serving.
@@ -81,5 +86,31 @@ func TestGRPC(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log lacks %q:\n%s", want, log)
 		}
+	}
+}
+
+// Catch turns the panic of the function that deferred it into its error,
+// logged by the default logger: for a codec or a worker goroutine.
+func TestCatch(t *testing.T) {
+	var logged syncBuffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	defer slog.SetDefault(prev)
+	decode := func() (err error) {
+		defer Catch("decoding a thing", &err)
+		var b []byte
+		_ = b[3]
+		return nil
+	}
+	done := make(chan error)
+	go func() { done <- decode() }() // on a goroutine of its own, as a worker
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "internal error serving decoding a thing") {
+		t.Fatalf("Catch: %v", err)
+	}
+	if log := logged.String(); !strings.Contains(log, Msg) || !strings.Contains(log, "index out of range") || !strings.Contains(log, "TestCatch") {
+		t.Fatalf("the log: %s", log)
+	}
+	if err := func() (err error) { defer Catch("nothing", &err); return errors.New("its own") }(); err == nil || err.Error() != "its own" {
+		t.Fatalf("without a panic: %v", err)
 	}
 }

@@ -67,6 +67,9 @@ func Daemon(name string, fs *flag.FlagSet, serve func(ctx context.Context, log *
 	if err == nil {
 		log, err = Logger(name, *logLevel)
 	}
+	if err == nil {
+		slog.SetDefault(log) // for code with no logger of its own (panicguard.Catch)
+	}
 	if err == nil && *cpuProfile != "" {
 		var f *os.File
 		if f, err = os.Create(*cpuProfile); err == nil {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/panicguard"
 	"github.com/blendplane/blendplane/internal/wirefields"
 )
 
@@ -57,18 +58,21 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 			fmt.Sprintf("the request is %d bytes; this control plane accepts at most %d: split it", n, c.Limit)))
 		return nil
 	}
-	var err error
-	if plan, ok := m.(*cpv1.SubmitPlanRequest); ok {
-		err = unmarshalPlan(data.Materialize(), plan)
-	} else {
-		err = c.base.Unmarshal(data, v)
-	}
-	if err != nil {
+	if err := c.decode(data, m); err != nil {
 		proto.Reset(m)
 		c.failures.Store(m, fieldStatus(codes.InvalidArgument, "SCHEMA_INVALID", "",
 			fmt.Sprintf("the request is not a valid %s: %v", m.ProtoReflect().Descriptor().FullName(), err)))
 	}
 	return nil
+}
+
+// decode decodes a request; a panic while decoding (a bug) is a failure to.
+func (c *Codec) decode(data mem.BufferSlice, m proto.Message) (err error) {
+	defer panicguard.Catch("decoding a "+string(m.ProtoReflect().Descriptor().FullName()), &err)
+	if plan, ok := m.(*cpv1.SubmitPlanRequest); ok {
+		return unmarshalPlan(data.Materialize(), plan)
+	}
+	return c.base.Unmarshal(data, m)
 }
 
 // failure takes the refusal recorded for a decoded message, if any.

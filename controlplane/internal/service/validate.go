@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/panicguard"
 )
 
 // Validation runs protovalidate on every request before a handler sees it
@@ -114,7 +115,10 @@ func inShares(n int, work func(w, lo, hi int) error) error {
 	errs := make([]error, k)
 	var wg sync.WaitGroup
 	for w := range k {
-		wg.Go(func() { errs[w] = work(w, w*n/k, (w+1)*n/k) })
+		wg.Go(func() {
+			defer panicguard.Catch("a share of a plan's operations", &errs[w]) // on a goroutine of its own: no handler's recovery reaches it
+			errs[w] = work(w, w*n/k, (w+1)*n/k)
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
