@@ -296,19 +296,6 @@ func TestIdentities(t *testing.T) {
 		if !strings.Contains(err.Error(), "declares python.exec") {
 			t.Errorf("a forged registry: %v", err)
 		}
-		// Or not compile: no plan against it could run.
-		broken := proto.Clone(real.GetRuntimes()[0]).(*cpv1.Runtime)
-		broken.GetRegistry().GetTools()[0].SafetyLevel = cpv1.SafetyLevel_SAFETY_LEVEL_UNSPECIFIED
-		broken.Registry.Fingerprint, err = toolregistry.Fingerprint(broken.GetRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-broken",
-			Address: "127.0.0.1:1", Runtimes: []*cpv1.Runtime{broken}})
-		wantRefusal(t, "a registry that does not compile", err, codes.FailedPrecondition, "REGISTRY_INVALID")
-		if !strings.Contains(err.Error(), "safety level unspecified") {
-			t.Errorf("a registry that does not compile: %v", err)
-		}
 		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-neg",
 			Address: "127.0.0.1:1", Runtimes: real.GetRuntimes(), SessionCount: -5})
 		wantRefusal(t, "a negative session count", err, codes.InvalidArgument, "SCHEMA_INVALID")

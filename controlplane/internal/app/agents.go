@@ -48,10 +48,11 @@ func checkPinned(rt *cpv1.Runtime) error {
 // RegisterAgent records an agent's registration or heartbeat and answers
 // with the fleet's settings and, for a certificate request, the agent's
 // certificate. An agent id belongs to the principal that registered it
-// first; registries that are not what their fingerprints name, misdeclare
-// the tools the control plane knows or do not compile are refused
-// (checkRegistry). A heartbeat may name the registries by fingerprint once
-// the control plane said it holds them.
+// first; registries that are not what their fingerprints name or
+// misdeclare the tools the control plane knows are refused (checkRegistry).
+// New tool registries are compiled now, in the background. A heartbeat may
+// name the registries by fingerprint once the control plane said it holds
+// them.
 func (a *App) RegisterAgent(ctx context.Context, who Principal, req *cpv1.RegisterAgentRequest) (*cpv1.RegisterAgentResponse, error) {
 	if err := Require(who, auth.ScopeAgent, "registering an agent"); err != nil {
 		return nil, err
@@ -98,24 +99,25 @@ func (a *App) RegisterAgent(ctx context.Context, who Principal, req *cpv1.Regist
 		a.fleet.Register(req)
 		resp.RegistriesHeld = true
 	}
+	for _, rt := range req.GetRuntimes() {
+		// Compiled once per fingerprint, in the background; a registry that
+		// does not compile is logged there, and plans against it are
+		// refused, while the agent's other runtimes serve.
+		go a.registries.get(rt.GetRegistry().GetFingerprint(), known(rt.GetRegistry()))
+	}
 	return resp, nil
 }
 
 // checkRegistry refuses a runtime whose tool registry is not the one its
 // fingerprint names (registries are kept, and compiled once, by
 // fingerprint: another under the same one would stand in for it in every
-// session that names it), that misdeclares a tool the control plane knows,
-// or that does not compile (no plan against it could run). A registry
-// sent again is compiled already.
+// session that names it) or that misdeclares a tool the control plane
+// knows.
 func (a *App) checkRegistry(rt *cpv1.Runtime) error {
 	if err := toolregistry.Check(rt.GetRegistry()); err != nil {
 		return fmt.Errorf("%w: runtime %s: %w", ErrRegistryInvalid, rt.GetRuntimeId(), err)
 	}
-	if err := checkPinned(rt); err != nil {
-		return err
-	}
-	_, err := a.registries.get(rt.GetRegistry().GetFingerprint(), known(rt.GetRegistry()))
-	return err
+	return checkPinned(rt)
 }
 
 // Agents lists the known agents with their state and the sessions placed

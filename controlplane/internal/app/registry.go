@@ -41,7 +41,8 @@ func newRegistries(log *slog.Logger) *registries {
 
 // get returns the compiled registry with fingerprint fp, loading it with
 // load and compiling it on first use. A registry that does not compile fails
-// with ErrRegistryInvalid, every time, and is logged once.
+// with ErrRegistryInvalid, every time, and is logged once; one that could
+// not be loaded is loaded again at the next get.
 func (r *registries) get(fp string, load func() (*cpv1.ToolRegistry, error)) (*plan.Registry, error) {
 	r.mu.Lock()
 	c, ok := r.byFP[fp]
@@ -66,6 +67,14 @@ func (r *registries) get(fp string, load func() (*cpv1.ToolRegistry, error)) (*p
 			r.log.Error("tool registry does not compile; plans against it are refused", "fingerprint", fp, "err", c.err)
 		}
 	})
+	if c.err != nil && c.raw == nil {
+		// Not loaded (the store failed to read it): the next get tries again.
+		r.mu.Lock()
+		if r.byFP[fp] == c {
+			delete(r.byFP, fp)
+		}
+		r.mu.Unlock()
+	}
 	return c.reg, c.err
 }
 

@@ -61,6 +61,30 @@ func TestRegistriesCompileOnce(t *testing.T) {
 	}
 }
 
+// TestRegistryLoadedAgain: a registry the store could not read is read
+// again at the next get, not refused for good.
+func TestRegistryLoadedAgain(t *testing.T) {
+	r := newRegistries(slog.New(slog.DiscardHandler))
+	r.compile = func(*cpv1.ToolRegistry) (*plan.Registry, error) { return plan.NewRegistry(nil) }
+	reads := 0
+	load := func() (*cpv1.ToolRegistry, error) {
+		reads++
+		if reads == 1 {
+			return nil, errors.New("store: read failed")
+		}
+		return &cpv1.ToolRegistry{Fingerprint: "fp"}, nil
+	}
+	if _, err := r.get("fp", load); err == nil {
+		t.Fatal("a failed read gave a registry")
+	}
+	if reg, err := r.get("fp", load); err != nil || reg == nil || reads != 2 {
+		t.Fatalf("the next get: %v %v, %d reads", reg, err, reads)
+	}
+	if _, err := r.get("fp", load); err != nil || reads != 2 {
+		t.Fatalf("once read, kept: %v, %d reads", err, reads)
+	}
+}
+
 func FuzzPageToken(f *testing.F) {
 	f.Add(encodePageToken("audit", 42, "r1"), "audit", "r1")
 	f.Add(encodePageToken("sessions", 7, ""), "sessions", "")
