@@ -322,6 +322,9 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 		p.killGroup()
 		<-p.done
 		if p.overMemory.Load() {
+			if !errors.Is(err, ErrMemoryExceeded) {
+				err = fmt.Errorf("%w: %w", ErrMemoryExceeded, err)
+			}
 			return nil, fmt.Errorf("blender: hello: a memory limit of %d MiB is too small to start Blender: %w", opts.MemoryLimitMiB, err)
 		}
 		if opts.MemoryLimitMiB > 0 {

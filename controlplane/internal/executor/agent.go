@@ -318,6 +318,8 @@ func transportFailure(requestID string, op *cpv1.Operation, call *agentv1.Operat
 		code, hint = "TOOL_TIMEOUT", "retry the operation or lower its cost (resolution, samples)"
 	case codes.InvalidArgument:
 		code, hint, action = "AGENT_REFUSED", "fix the operation's arguments", cpv1.RepairStep_ACTION_REPLACE_ARGS
+	case codes.ResourceExhausted:
+		code, hint = "RESOURCE_EXHAUSTED", "the agent lacks what the session needs: raise max_memory_mib in the session contract if its Blender went over it, else resubmit once a Blender slot is free"
 	case codes.FailedPrecondition, codes.NotFound:
 		code, hint = "SESSION_LOST", "the agent cannot continue this session (its Blender could not be rebuilt, or the agent lost it): negotiate a new session and resubmit"
 	case codes.Unavailable:

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
@@ -165,6 +167,26 @@ func closedSessionPlan(t *testing.T, handed bool) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the plan is still %v", p.GetState())
+		}
+	}
+}
+
+// TestTransportFailures: an agent's refusal becomes the failure contract a
+// client can act on, code by code; only what no code explains is INTERNAL.
+func TestTransportFailures(t *testing.T) {
+	op := &cpv1.Operation{OperationId: "a", ToolName: "object.create"}
+	for code, want := range map[codes.Code]string{
+		codes.DeadlineExceeded:   "TOOL_TIMEOUT",
+		codes.InvalidArgument:    "AGENT_REFUSED",
+		codes.ResourceExhausted:  "RESOURCE_EXHAUSTED",
+		codes.FailedPrecondition: "SESSION_LOST",
+		codes.NotFound:           "SESSION_LOST",
+		codes.Unavailable:        "AGENT_UNAVAILABLE",
+		codes.Internal:           "INTERNAL",
+	} {
+		r := transportFailure("r1", op, nil, status.Error(code, "refused"))
+		if r.GetError().GetErrorCode() != want || r.GetError().GetRetryHint() == "" || r.GetStatus() != cpv1.Receipt_STATUS_FAILED {
+			t.Errorf("%s: %v, want %s", code, r.GetError(), want)
 		}
 	}
 }
