@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -63,15 +64,14 @@ func TestRandomRequests(t *testing.T) {
 	}
 	t.Logf("seed %d (BLENDPLANE_RANDOM_SEED=%[1]d replays it)", seed)
 	before := entries(t, repoRoot())
-	_, err := os.Lstat("/tmp/x")
-	hadTmpX := err == nil
+	// A path outside every sandbox, new to this run: nothing may write it.
+	canary := filepath.Join(os.TempDir(), fmt.Sprintf("blendplane-canary-%d-%d", os.Getpid(), time.Now().UnixNano()), "x")
 	home := t.TempDir()
 	c := startClusterOpts(t, clusterOpts{insecure: true,
 		agentEnv: []string{"HOME=" + home, "XDG_CACHE_HOME=" + home + "/.cache"}})
 	s := c.negotiate(t)
 	plan, receipts := c.run(t, s.GetSessionId(), "random-1", op("a", "object.create", map[string]any{"type": "cube", "name": "Known"}))
-	var sess *cpv1.GetSessionResponse
-	sess, err = c.client.GetSession(ctxT(t, 10*time.Second), &cpv1.GetSessionRequest{SessionId: s.GetSessionId()})
+	sess, err := c.client.GetSession(ctxT(t, 10*time.Second), &cpv1.GetSessionRequest{SessionId: s.GetSessionId()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestRandomRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &randomValues{r: rand.New(rand.NewPCG(seed, seed>>1)),
+	g := &randomValues{r: rand.New(rand.NewPCG(seed, seed>>1)), canary: canary,
 		primary: []string{s.GetSessionId(), plan.GetRequestId(), sess.GetSession().GetRuntimeId(), "1.0.0", receipts[0].GetIdempotencyKey()},
 		byField: map[string][]string{"session_id": {s.GetSessionId()}, "request_id": {plan.GetRequestId(), "new-request"},
 			"runtime_id": {sess.GetSession().GetRuntimeId()}, "idempotency_keys": {receipts[0].GetIdempotencyKey()},
@@ -102,18 +102,24 @@ func TestRandomRequests(t *testing.T) {
 		{cp, cpv1.File_blendplane_controlplane_v1_controlplane_proto.Services().ByName("ControlPlaneService"), 150},
 		{agent, agentv1.File_blendplane_agent_v1_agent_proto.Services().ByName("AgentService"), 100},
 	} {
-		methods := target.svc.Methods()
-		for i := range methods.Len() {
-			md := methods.Get(i)
+		// CloseSession last: it would leave the others little but NotFound.
+		var methods []protoreflect.MethodDescriptor
+		for i := range target.svc.Methods().Len() {
+			methods = append(methods, target.svc.Methods().Get(i))
+		}
+		slices.SortStableFunc(methods, func(a, b protoreflect.MethodDescriptor) int {
+			return cmp.Compare(closing(a), closing(b))
+		})
+		for _, md := range methods {
 			for range target.calls {
-				req := g.request(md)
-				code, err := g.call(c, target.conn, md, req)
+				msgs, req := g.wire(md)
+				code, err := g.call(c, target.conn, md, msgs)
 				if err != nil {
 					t.Fatalf("%s: %v", md.FullName(), err)
 				}
 				if code == codes.Internal || code == codes.Unknown || code == codes.DataLoss || code == codes.Unavailable {
 					j, _ := protojson.Marshal(req)
-					t.Fatalf("%s finished %s for %.2000s", md.FullName(), code, j)
+					t.Fatalf("%s finished %s for %.2000s, sent as %.400x", md.FullName(), code, j, msgs)
 				}
 			}
 		}
@@ -122,7 +128,8 @@ func TestRandomRequests(t *testing.T) {
 	// the tools' kind or any JSON at all.
 	cs := connectMCP(t, c, "random", "2025-06-18")
 	defer cs.Close()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	served := func(what string, err error) {
 		if err != nil && strings.Contains(err.Error(), "a bug, logged by the server") {
 			t.Fatalf("MCP %s: %v", what, err)
@@ -213,7 +220,7 @@ func TestRandomRequests(t *testing.T) {
 	// Both daemons still serve: a new session runs a plan.
 	c.run(t, c.negotiate(t).GetSessionId(), "random-after", op("a", "object.create", map[string]any{"type": "cube"}))
 	// Paths from requests stayed in their sandboxes: nothing new beside the
-	// daemons (their working directory), in agentd's HOME or at /tmp/x.
+	// daemons (their working directory), in agentd's HOME or at the canary.
 	if after := entries(t, repoRoot()); !slices.Equal(after, before) {
 		t.Errorf("the repository's top level was %v, is %v", before, after)
 	}
@@ -223,8 +230,8 @@ func TestRandomRequests(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := os.Lstat("/tmp/x"); !hadTmpX && err == nil {
-		t.Error("written: /tmp/x")
+	if _, err := os.Lstat(filepath.Dir(canary)); err == nil {
+		t.Errorf("written: %s", canary)
 	}
 }
 
@@ -242,6 +249,14 @@ func entries(t *testing.T, dir string) []string {
 	return names
 }
 
+// closing orders the RPCs that close a session after the others.
+func closing(md protoreflect.MethodDescriptor) int {
+	if md.Name() == "CloseSession" {
+		return 1
+	}
+	return 0
+}
+
 // randomValues fills messages: most fields with values that pass the
 // schema (ids of this cluster, hashes, small numbers, a tool's kind of
 // args), so that requests reach the handlers, and some with values chosen
@@ -254,6 +269,7 @@ type randomValues struct {
 	known   []string            // ids and names this cluster holds
 	tools   []string            // the registry's tool names
 	hashes  []string            // hashes of this cluster (the session's scene)
+	canary  string              // a path outside every sandbox
 }
 
 // odd says whether the next value is one chosen to break things.
@@ -267,42 +283,68 @@ func (g *randomValues) request(md protoreflect.MethodDescriptor) *dynamicpb.Mess
 	return req
 }
 
-// call sends req to method md on conn, with the admin's token, and returns
-// the status code it finished with; a server stream is read to its end, a
-// client stream sends req one to three times. err is the test's own failure.
-func (g *randomValues) call(c *cluster, conn *grpc.ClientConn, md protoreflect.MethodDescriptor, req proto.Message) (code codes.Code, err error) {
+// wire is what one call sends: a request's messages (more than one only
+// to a client stream), encoded, some of them then broken (cut short, bytes
+// changed, garbage after). All of it is drawn before the call, so that a
+// seed replays the same calls whatever the servers answer.
+func (g *randomValues) wire(md protoreflect.MethodDescriptor) (msgs [][]byte, first proto.Message) {
+	n := 1
+	if md.IsStreamingClient() {
+		n += g.r.IntN(3) // a header, then chunks (the part oneofs of uploads), or whatever comes
+	}
+	for range n {
+		req := g.request(md)
+		if first == nil {
+			first = req
+		}
+		raw, err := proto.Marshal(req)
+		if err != nil {
+			raw = nil // not encodable (a string that is not UTF-8): an empty message instead
+		}
+		if g.r.IntN(10) == 0 && len(raw) > 0 {
+			switch g.r.IntN(3) {
+			case 0:
+				raw = raw[:g.r.IntN(len(raw))]
+			case 1:
+				for range 1 + g.r.IntN(4) {
+					raw[g.r.IntN(len(raw))] = byte(g.r.Uint32())
+				}
+			default:
+				raw = append(raw, 0x0a, 0xff, 0xff, 0xff, 0x0f, 'x')
+			}
+		}
+		msgs = append(msgs, raw)
+	}
+	return msgs, first
+}
+
+// call sends msgs (wire) to method md on conn, with the admin's token, and
+// returns the status code it finished with; a server stream is read to its
+// end. err is the test's own failure.
+func (g *randomValues) call(c *cluster, conn *grpc.ClientConn, md protoreflect.MethodDescriptor, msgs [][]byte) (code codes.Code, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	method := "/" + string(md.Parent().FullName()) + "/" + string(md.Name())
-	auth := grpc.PerRPCCredentials(bearer(c.adminToken))
-	if _, err := proto.Marshal(req); err != nil {
-		return codes.OK, nil // not sendable: the client refuses it first
-	}
+	opts := []grpc.CallOption{grpc.PerRPCCredentials(bearer(c.adminToken)), grpc.ForceCodec(rawCodec{})}
 	if !md.IsStreamingClient() && !md.IsStreamingServer() {
-		return status.Code(conn.Invoke(ctx, method, req, dynamicpb.NewMessage(md.Output()), auth)), nil
+		var out []byte
+		return status.Code(conn.Invoke(ctx, method, msgs[0], &out, opts...)), nil
 	}
-	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: md.IsStreamingServer(), ClientStreams: md.IsStreamingClient()}, method, auth)
+	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: md.IsStreamingServer(), ClientStreams: md.IsStreamingClient()}, method, opts...)
 	if err != nil {
 		return status.Code(err), nil
 	}
-	if md.IsStreamingClient() {
-		// A header, then chunks (the part oneofs of uploads), or whatever came.
-		for range 1 + g.r.IntN(3) {
-			if err := stream.SendMsg(req); err != nil {
-				break // the server ended the call: RecvMsg tells how
-			}
-			next := dynamicpb.NewMessage(md.Input())
-			g.fill(next, 0)
-			req = next
+	for _, m := range msgs {
+		if err := stream.SendMsg(m); err != nil {
+			break // the server ended the call: RecvMsg tells how
 		}
-	} else if err := stream.SendMsg(req); err != nil && !errors.Is(err, io.EOF) {
-		return codes.OK, err
 	}
 	if err := stream.CloseSend(); err != nil {
 		return codes.OK, err
 	}
 	for {
-		err := stream.RecvMsg(dynamicpb.NewMessage(md.Output()))
+		var out []byte
+		err := stream.RecvMsg(&out)
 		if errors.Is(err, io.EOF) {
 			return codes.OK, nil
 		}
@@ -546,7 +588,7 @@ func (g *randomValues) text() string {
 		}
 		return b.String()
 	}
-	odd := []string{"", " ", "a", ".", "..", "../../../../etc/passwd", "/etc/passwd", "/tmp/x", "~/x", "C:\\Windows\\x",
+	odd := []string{"", " ", "a", ".", "..", "../../../../etc/passwd", "/etc/passwd", g.canary, "../../../../../../.." + g.canary, "~/x", "C:\\Windows\\x",
 		"a/../../b", "\x00", "a\x00b", "é漢字🙂", "\u202eevil", "%s%n%x", "${HOME}", "$(id)", "`id`", "{\"a\":1}", "null", "-1", "1e400",
 		"NaN", "*", "?", "object.", ".create", strings.Repeat("x", 5000), strings.Repeat("é", 300), "P00001", "Known.001",
 		"2026-11-29T00:00:00Z", "sha256:", strings.Repeat("0", 64), "http://127.0.0.1:9/", "file:///etc/passwd"}
