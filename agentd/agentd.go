@@ -34,6 +34,7 @@ import (
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/panicguard"
+	"github.com/blendplane/blendplane/internal/rpclog"
 	"github.com/blendplane/blendplane/internal/transport"
 )
 
@@ -187,6 +188,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	codec := service.NewCodec()
 	val := service.Validator{Validator: pv, Codec: codec}
 	guardUnary, guardStream := panicguard.GRPC(log)
+	logUnary, logStream := rpclog.Interceptors(log)
 	srv := grpc.NewServer(
 		grpc.Creds(serverCreds),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
@@ -194,8 +196,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		// Streams served by goroutines that keep their grown stacks: a new
 		// goroutine per stream spent a tenth of agentd's CPU growing its stack.
 		grpc.NumStreamWorkers(uint32(runtime.NumCPU())),
-		grpc.ChainUnaryInterceptor(guardUnary, protovalidate_mw.UnaryServerInterceptor(val)),
-		grpc.ChainStreamInterceptor(guardStream, protovalidate_mw.StreamServerInterceptor(val)),
+		grpc.ChainUnaryInterceptor(logUnary, guardUnary, protovalidate_mw.UnaryServerInterceptor(val)),
+		grpc.ChainStreamInterceptor(logStream, guardStream, protovalidate_mw.StreamServerInterceptor(val)),
 	)
 	hostname, _ := os.Hostname()
 	mx := metrics.New(metricsSource{j, mgr})

@@ -17,9 +17,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
@@ -43,6 +41,7 @@ import (
 	plannerv1 "github.com/blendplane/blendplane/gen/blendplane/planner/v1"
 	"github.com/blendplane/blendplane/internal/panicguard"
 	"github.com/blendplane/blendplane/internal/receiptwire"
+	"github.com/blendplane/blendplane/internal/rpclog"
 	"github.com/blendplane/blendplane/internal/transport"
 	"github.com/blendplane/blendplane/lesson"
 	"github.com/blendplane/blendplane/mcp"
@@ -263,10 +262,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	guardUnary, guardStream := panicguard.GRPC(log)
-	rpcLog := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
-		log.Log(ctx, slog.Level(lvl), msg, fields...)
-	})
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(rpcLevel)}
+	logUnary, logStream := rpclog.Interceptors(log)
 	api := service.New(a, cfg.AllowInsecureLocal)
 	newServer := func(creds credentials.TransportCredentials, authn *service.Authentication) *grpc.Server {
 		return grpc.NewServer(
@@ -289,8 +285,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 				return ctx, err
 			}),
 			// The log sees the code a recovered panic answers with.
-			grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(rpcLog, logOpts...), guardUnary, authn.Unary(), val.Unary()),
-			grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(rpcLog, logOpts...), guardStream, authn.Stream(), val.Stream()),
+			grpc.ChainUnaryInterceptor(logUnary, guardUnary, authn.Unary(), val.Unary()),
+			grpc.ChainStreamInterceptor(logStream, guardStream, authn.Stream(), val.Stream()),
 		)
 	}
 	inProcess := func(srv *grpc.Server) (*grpc.ClientConn, error) {
@@ -466,14 +462,6 @@ func serverNames(listen string, extra []string) []string {
 		}
 	}
 	return names
-}
-
-// rpcLevel logs successful calls at debug level, failures at warn.
-func rpcLevel(code codes.Code) logging.Level {
-	if code == codes.OK {
-		return logging.LevelDebug
-	}
-	return logging.LevelWarn
 }
 
 // DefaultGeminiModel is the model --planner gemini uses without
