@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -49,11 +51,21 @@ var previewSeq atomic.Uint64
 // preview). Previews run one at a time per agent. An unsafe_ops tool
 // (python.exec) is never run by a preview: the dry run stops before it
 // with NOT_PREVIEWED, since its code must wait for the approval.
-func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation, render bool) (PreviewResult, error) {
+func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation, render bool) (_ PreviewResult, err error) {
 	s, err := m.session(sessionID)
 	if err != nil {
 		return PreviewResult{}, err
 	}
+	defer func() {
+		m.mu.Lock()
+		closed := s.closed
+		m.mu.Unlock()
+		if err != nil && closed {
+			// Its files went with it, the fork's among them: not a failure
+			// of the preview's own.
+			err = fmt.Errorf("%w: %q was closed during its preview (%v)", ErrNotFound, sessionID, err)
+		}
+	}()
 	select {
 	case m.previews <- struct{}{}:
 		defer func() { <-m.previews }()
@@ -95,8 +107,14 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 	}
 	defer m.refillWhenQuiet() // runs last: with the preview's slot free
 	defer m.giveSlot(&slot)   // runs after p.Stop (deferred later): once the fork has exited
+	// The fork replays the journal, whose calls read the session's files
+	// (an imported model) and write some (renders): it gets copies.
+	sandbox := filepath.Join(dir, "output")
+	if err := copyTree(s.sandbox, sandbox); err != nil {
+		return PreviewResult{}, fmt.Errorf("copy the session's files for the preview: %w", err)
+	}
 	p, err := m.startBlender(ctx, s.runtime, sp, m.base.With("session_id", s.id, "preview", true), filepath.Join(dir, "work"),
-		filepath.Join(dir, "output"), s.memoryLimitMiB)
+		sandbox, s.memoryLimitMiB)
 	if err != nil {
 		return PreviewResult{}, fmt.Errorf("start the preview's blender: %w", err)
 	}
@@ -265,4 +283,45 @@ func diffFields(path string, b, a any, out *[]*cpv1.FieldChange) {
 		fc.After, _ = structpb.NewValue(a)
 	}
 	*out = append(*out, fc)
+}
+
+// copyTree copies the regular files under src into dst, directories made
+// as needed; links and other files are left out (a sandbox holds none that
+// a call could read). A copy, not a link: the fork may write files of the
+// same names. On Linux io.Copy between files is copy_file_range, which
+// shares the blocks where the file system can.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && path == src {
+				return nil // no files yet
+			}
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, 0o755)
+		case !d.Type().IsRegular():
+			return nil
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
 }

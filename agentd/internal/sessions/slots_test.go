@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -528,4 +529,32 @@ func TestPreviewSlotIsBusy(t *testing.T) {
 	}
 	m.giveSlot(&slot)
 	open(t, m, rt, "s1")
+}
+
+// TestPreviewOfImportedFiles: the fork a preview replays the journal in has
+// the session's files: a session that imported a model is previewed (its
+// fork failed, "no file 'tri.obj' in the sandbox", before), and what the
+// fork writes does not touch the session's files.
+func TestPreviewOfImportedFiles(t *testing.T) {
+	m, _, rt := newManager(t)
+	open(t, m, rt, "s1")
+	content := []byte("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+	if err := m.PutFile("s1", "tri.obj", int64(len(content)), sha(content), bytesReader(content)); err != nil {
+		t.Fatal(err)
+	}
+	run(t, m, "s1", "r1", Operation{OperationID: "imp", MCPCallID: "c", Tool: "scene.import",
+		Args: map[string]any{"format": "obj", "input": "tri.obj"}, Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-imp"})
+	export := Operation{OperationID: "out", MCPCallID: "c", Tool: "scene.export", Args: map[string]any{"format": "obj", "output": "tri.obj"},
+		Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-out"}
+	res, err := m.Preview(context.Background(), "s1", []Operation{create("p", "Ball"), export}, false)
+	if err != nil || res.Failure != nil || len(res.Changes) == 0 {
+		t.Fatalf("preview of a session that imported a file: %+v %v", res, err)
+	}
+	s, _ := m.session("s1")
+	if got, err := os.ReadFile(filepath.Join(s.sandbox, "tri.obj")); err != nil || !bytes.Equal(got, content) {
+		t.Fatalf("the session's tri.obj after the preview exported over its copy: %q %v", got, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(s.dir, "preview-*")); len(left) != 0 {
+		t.Fatalf("the preview left %v", left)
+	}
 }
