@@ -74,8 +74,12 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	live     int           // sessions holding a Blender slot
-	changed  chan struct{} // closed (and replaced) when a slot may have freed
+	// closing holds the sessions being closed, by id, each closed (the
+	// channel) once its journal and files are gone: an Open of the same id
+	// waits for it, else the close would remove what the open made.
+	closing map[string]chan struct{}
+	live    int           // sessions holding a Blender slot
+	changed chan struct{} // closed (and replaced) when a slot may have freed
 
 	previews chan struct{} // one preview at a time
 
@@ -151,7 +155,7 @@ type session struct {
 func NewManager(cfg Config, rts []Runtime, j *journal.Journal, log *slog.Logger) (*Manager, error) {
 	cfg.MaxLive = max(cfg.MaxLive, 1)
 	m := &Manager{cfg: cfg, runtimes: map[string]Runtime{}, journal: j, base: log,
-		log: log.With("component", "sessions"), sessions: map[string]*session{}, changed: make(chan struct{}),
+		log: log.With("component", "sessions"), sessions: map[string]*session{}, closing: map[string]chan struct{}{}, changed: make(chan struct{}),
 		previews: make(chan struct{}, 1), spares: map[string]*spare{}, spawning: map[string]context.CancelFunc{},
 		refreshing: map[*session]*refreshing{},
 		wanted:     map[string]bool{}, spareFailed: map[string]time.Time{}}
@@ -259,6 +263,15 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryL
 		return nil, "", fmt.Errorf("%w: %q", ErrUnknownRuntime, runtimeID)
 	}
 	m.mu.Lock()
+	if closing, ok := m.closing[sessionID]; ok {
+		m.mu.Unlock()
+		select {
+		case <-closing:
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		}
+		return m.Open(ctx, sessionID, runtimeID, memoryLimitMiB, epoch)
+	}
 	if _, known := m.sessions[sessionID]; known {
 		m.mu.Unlock()
 		js, err := m.journal.Session(sessionID)
@@ -398,6 +411,14 @@ func (m *Manager) Close(sessionID string) error {
 		if s.park != nil {
 			s.park.Stop()
 		}
+		done := make(chan struct{})
+		m.closing[sessionID] = done
+		defer func() { // after s.mu's unlock (deferred below): the close is over
+			m.mu.Lock()
+			delete(m.closing, sessionID)
+			m.mu.Unlock()
+			close(done)
+		}()
 	}
 	m.mu.Unlock()
 	if !ok {

@@ -558,3 +558,55 @@ func TestPreviewOfImportedFiles(t *testing.T) {
 		t.Fatalf("the preview left %v", left)
 	}
 }
+
+// TestOpenWaitsForItsClose: an Open of a session that is being closed (its
+// close waits for a running batch) waits for the close to end, then opens
+// it afresh: before, the open took the journal's old session as its own
+// and the close then removed the journal and the files under it.
+func TestOpenWaitsForItsClose(t *testing.T) {
+	m, _, rt := newManagerWith(t, func(c *Config) { c.MaxLive = 2 })
+	open(t, m, rt, "s1")
+	batch := make(chan []*cpv1.Receipt, 1)
+	go func() {
+		batch <- run(t, m, "s1", "r1", Operation{OperationID: "sleep", MCPCallID: "c", Tool: "python.exec",
+			Args: map[string]any{"code": "import time\ntime.sleep(1.5)"}, Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-sleep"})
+	}()
+	for deadline := time.Now().Add(60 * time.Second); m.Status().Busy < 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the batch did not start")
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close("s1") }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := m.session("s1"); errors.Is(err, ErrNotFound) {
+			break // the close began: it waits for the batch
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the close did not start")
+		}
+	}
+	if _, _, err := m.Open(context.Background(), "s1", rt, 0, 0); err != nil {
+		t.Fatalf("open while closing: %v", err)
+	}
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatal("the open returned before the close ended")
+	}
+	<-batch
+	if _, err := m.journal.Session("s1"); err != nil {
+		t.Fatalf("the reopened session's journal: %v", err)
+	}
+	s, err := m.session("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.sandbox); err != nil {
+		t.Fatalf("the reopened session's sandbox: %v", err)
+	}
+	run(t, m, "s1", "r2", create("a", "Box"))
+}
