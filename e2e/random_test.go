@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -216,6 +218,41 @@ func TestRandomRequests(t *testing.T) {
 		}
 	}
 	t.Logf("HTTP: %d routes, 10 requests each", len(routes))
+
+	// At once: four clients, each its own stream of random calls to both
+	// daemons (a close racing an open, an execute, a preview), no order.
+	live := c.negotiate(t) // a session to race over, the first one closed by now
+	var wg sync.WaitGroup
+	for k := range 4 {
+		h := *g
+		h.r = rand.New(rand.NewPCG(seed+uint64(k)+1, seed>>2))
+		h.primary = append(slices.Clone(g.primary), live.GetSessionId(), live.GetSessionId())
+		h.byField = maps.Clone(g.byField)
+		h.byField["session_id"] = []string{live.GetSessionId(), s.GetSessionId()}
+		wg.Go(func() {
+			for range 150 {
+				conn, svc := cp, cpv1.File_blendplane_controlplane_v1_controlplane_proto.Services().ByName("ControlPlaneService")
+				if h.r.IntN(2) == 0 {
+					conn, svc = agent, agentv1.File_blendplane_agent_v1_agent_proto.Services().ByName("AgentService")
+				}
+				md := svc.Methods().Get(h.r.IntN(svc.Methods().Len()))
+				msgs, req := h.wire(md)
+				code, err := h.call(c, conn, md, msgs)
+				if err == nil && (code == codes.Internal || code == codes.Unknown || code == codes.DataLoss || code == codes.Unavailable) {
+					j, _ := protojson.Marshal(req)
+					err = fmt.Errorf("finished %s for %.2000s", code, j)
+				}
+				if err != nil {
+					t.Errorf("client %d: %s: %v", k, md.FullName(), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 
 	// Both daemons still serve: a new session runs a plan.
 	c.run(t, c.negotiate(t).GetSessionId(), "random-after", op("a", "object.create", map[string]any{"type": "cube"}))
