@@ -187,13 +187,16 @@ $(CLIENTS)/py/.mcp-$(MCP_PY_VERSION)-$(OPENAPI_VALIDATOR_VERSION)-$(OPENAPI_CLIE
 
 ## test: unit tests, then integration tests on the real binaries and real Blender
 ## (the bridge's tests run on every installed Blender; the end-to-end suite runs
-## on the bpy wheel, and its main cluster tests once more on Debian's 3.4)
+## on the bpy wheel, its main cluster tests once more on Debian's 3.4, and its
+## random requests and main cluster test on daemons built with -race)
 test: blender clients hosts browser
 	go test -count=1 -timeout 20m $(GO_PACKAGES)
 	@if [ -x /usr/bin/blender ]; then \
 		echo "== end-to-end cluster tests on Debian's Blender 3.4"; \
 		BLENDPLANE_TEST_BLENDER=/usr/bin/blender go test -count=1 -timeout 10m -run 'TestCluster|TestAtomicRollback|TestBadInput' ./e2e/; \
 	fi
+	@echo "== the daemons built with the race detector: random requests, then the cluster test"
+	BLENDPLANE_E2E_RACE=1 go test -count=1 -timeout 10m -run 'TestRandomRequests|TestCluster$$' ./e2e/
 
 ## check: fail on any drift (generated code, lint, format, go.mod, import boundaries)
 check: lint
