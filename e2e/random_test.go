@@ -28,6 +28,7 @@ import (
 
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -119,7 +120,7 @@ func TestRandomRequests(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", md.FullName(), err)
 				}
-				if code == codes.Internal || code == codes.Unknown || code == codes.DataLoss || code == codes.Unavailable {
+				if broken(code) {
 					j, _ := protojson.Marshal(req)
 					t.Fatalf("%s finished %s for %.2000s, sent as %.400x", md.FullName(), code, j, msgs)
 				}
@@ -238,7 +239,7 @@ func TestRandomRequests(t *testing.T) {
 				md := svc.Methods().Get(h.r.IntN(svc.Methods().Len()))
 				msgs, req := h.wire(md)
 				code, err := h.call(c, conn, md, msgs)
-				if err == nil && (code == codes.Internal || code == codes.Unknown || code == codes.DataLoss || code == codes.Unavailable) {
+				if err == nil && broken(code) {
 					j, _ := protojson.Marshal(req)
 					err = fmt.Errorf("finished %s for %.2000s", code, j)
 				}
@@ -284,6 +285,25 @@ func entries(t *testing.T, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// broken says whether a call's status is one no request may get: a bug's
+// (INTERNAL, UNKNOWN, DATA_LOSS) or a daemon out of reach (UNAVAILABLE
+// without the structured reason the control plane gives an agent it cannot
+// reach, NO_AGENT_AVAILABLE or AGENT_UNAVAILABLE).
+func broken(st *status.Status) bool {
+	switch st.Code() {
+	case codes.Internal, codes.Unknown, codes.DataLoss:
+		return true
+	case codes.Unavailable:
+		for _, d := range st.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() != "" {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // closing orders the RPCs that close a session after the others.
@@ -358,18 +378,18 @@ func (g *randomValues) wire(md protoreflect.MethodDescriptor) (msgs [][]byte, fi
 // call sends msgs (wire) to method md on conn, with the admin's token, and
 // returns the status code it finished with; a server stream is read to its
 // end. err is the test's own failure.
-func (g *randomValues) call(c *cluster, conn *grpc.ClientConn, md protoreflect.MethodDescriptor, msgs [][]byte) (code codes.Code, err error) {
+func (g *randomValues) call(c *cluster, conn *grpc.ClientConn, md protoreflect.MethodDescriptor, msgs [][]byte) (code *status.Status, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	method := "/" + string(md.Parent().FullName()) + "/" + string(md.Name())
 	opts := []grpc.CallOption{grpc.PerRPCCredentials(bearer(c.adminToken)), grpc.ForceCodec(rawCodec{})}
 	if !md.IsStreamingClient() && !md.IsStreamingServer() {
 		var out []byte
-		return status.Code(conn.Invoke(ctx, method, msgs[0], &out, opts...)), nil
+		return status.Convert(conn.Invoke(ctx, method, msgs[0], &out, opts...)), nil
 	}
 	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: md.IsStreamingServer(), ClientStreams: md.IsStreamingClient()}, method, opts...)
 	if err != nil {
-		return status.Code(err), nil
+		return status.Convert(err), nil
 	}
 	for _, m := range msgs {
 		if err := stream.SendMsg(m); err != nil {
@@ -377,19 +397,19 @@ func (g *randomValues) call(c *cluster, conn *grpc.ClientConn, md protoreflect.M
 		}
 	}
 	if err := stream.CloseSend(); err != nil {
-		return codes.OK, err
+		return nil, err
 	}
 	for {
 		var out []byte
 		err := stream.RecvMsg(&out)
 		if errors.Is(err, io.EOF) {
-			return codes.OK, nil
+			return status.New(codes.OK, ""), nil
 		}
 		if err != nil {
-			return status.Code(err), nil
+			return status.Convert(err), nil
 		}
 		if !md.IsStreamingServer() {
-			return codes.OK, nil
+			return status.New(codes.OK, ""), nil
 		}
 	}
 }
@@ -738,4 +758,27 @@ func (g *randomValues) httpRequest(rt httpRoute) (method, target, body string) {
 		body = string(raw)
 	}
 	return rt.method, path, body
+}
+
+// TestBroken: what TestRandomRequests takes for a bug or a daemon gone, and
+// what for a structured answer.
+func TestBroken(t *testing.T) {
+	structured, err := status.New(codes.Unavailable, "no agent").WithDetails(&errdetails.ErrorInfo{Reason: "NO_AGENT_AVAILABLE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for st, want := range map[*status.Status]bool{
+		status.New(codes.Internal, "boom"):                  true,
+		status.New(codes.Unknown, "?"):                      true,
+		status.New(codes.DataLoss, "lost"):                  true,
+		status.New(codes.Unavailable, "connection refused"): true,
+		structured: false,
+		status.New(codes.InvalidArgument, "SCHEMA_INVALID"): false,
+		status.New(codes.ResourceExhausted, "no slot"):      false,
+		status.New(codes.OK, ""):                            false,
+	} {
+		if got := broken(st); got != want {
+			t.Errorf("broken(%v) = %v, want %v", st, got, want)
+		}
+	}
 }
