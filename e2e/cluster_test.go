@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -34,6 +33,7 @@ import (
 
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/logbuf"
 	"github.com/blendplane/blendplane/internal/panicguard"
 )
 
@@ -100,22 +100,8 @@ type daemon struct {
 // it, or it must refuse to start. Any other exit fails the test.
 func (d *daemon) expectExit() { d.expected.Store(true) }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer holds a daemon's output while its test reads it.
+type syncBuffer = logbuf.Buffer
 
 func startDaemon(t testing.TB, name string, args ...string) *daemon {
 	t.Helper()

@@ -1,35 +1,22 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/blendplane/blendplane/internal/logbuf"
 	"github.com/blendplane/blendplane/internal/panicguard"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // A tool whose handler panics answers the call with an error, logged with
 // its stack, and the server goes on: through the SDK's own dispatch, which
 // recovers nothing.
 func TestGuardedPanics(t *testing.T) {
-	var logged lockedBuffer
+	var logged logbuf.Buffer
 	server := sdk.NewServer(&sdk.Implementation{Name: "guarded", Version: "1"}, nil)
 	server.AddReceivingMiddleware(guarded(slog.New(slog.NewTextHandler(&logged, nil))))
 	sdk.AddTool(server, &sdk.Tool{Name: "bug"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {

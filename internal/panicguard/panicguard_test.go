@@ -1,13 +1,11 @@
 package panicguard
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -16,6 +14,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/blendplane/blendplane/internal/logbuf"
 )
 
 // buggy is a health service with a bug: asked about "bug", it panics.
@@ -35,22 +35,10 @@ func (buggy) Watch(req *healthpb.HealthCheckRequest, _ healthpb.Health_WatchServ
 	panic("a stream's bug: " + req.GetService())
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // A handler's panic, unary or streaming, is answered Internal without its
 // detail, logged with its stack, and the server goes on serving.
 func TestGRPC(t *testing.T) {
-	var logged syncBuffer
+	var logged logbuf.Buffer
 	unary, stream := GRPC(slog.New(slog.NewTextHandler(&logged, nil)))
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
 	healthpb.RegisterHealthServer(srv, buggy{})
@@ -92,7 +80,7 @@ func TestGRPC(t *testing.T) {
 // Catch turns the panic of the function that deferred it into its error,
 // logged by the default logger: for a codec or a worker goroutine.
 func TestCatch(t *testing.T) {
-	var logged syncBuffer
+	var logged logbuf.Buffer
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
 	defer slog.SetDefault(prev)
