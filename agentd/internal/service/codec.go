@@ -3,7 +3,6 @@ package service
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -17,6 +16,7 @@ import (
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	"github.com/blendplane/blendplane/internal/panicguard"
 	"github.com/blendplane/blendplane/internal/structwire"
+	"github.com/blendplane/blendplane/internal/undecoded"
 	"github.com/blendplane/blendplane/internal/wirefields"
 )
 
@@ -33,11 +33,11 @@ import (
 // here, which gRPC would answer INTERNAL, but recorded, and the Validator
 // refuses it as INVALID_ARGUMENT.
 type Codec struct {
-	failures *sync.Map // proto.Message → error: requests that did not decode
+	failures *undecoded.Requests
 }
 
 // NewCodec returns the codec of one server, for its Validator too.
-func NewCodec() Codec { return Codec{failures: &sync.Map{}} }
+func NewCodec() Codec { return Codec{failures: &undecoded.Requests{}} }
 
 var base = encoding.GetCodecV2("proto")
 
@@ -62,8 +62,7 @@ func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	name := m.ProtoReflect().Descriptor().FullName()
 	if err := c.decode(data, v, name); err != nil {
-		proto.Reset(m)
-		c.failures.Store(m, fmt.Errorf("the request is not a valid %s: %w", name, err))
+		c.failures.Record(m, fmt.Errorf("the request is not a valid %s: %w", name, err))
 	}
 	return nil
 }
@@ -78,15 +77,7 @@ func (Codec) decode(data mem.BufferSlice, v any, name protoreflect.FullName) (er
 }
 
 // failure takes the decoding failure recorded for m, if any.
-func (c Codec) failure(m proto.Message) error {
-	if c.failures == nil {
-		return nil
-	}
-	if err, ok := c.failures.LoadAndDelete(m); ok {
-		return err.(error)
-	}
-	return nil
-}
+func (c Codec) failure(m proto.Message) error { return c.failures.Take(m) }
 
 func unmarshalExecute(b []byte, req *agentv1.ExecuteRequest) error {
 	rest, ops, err := wirefields.Cut(b, operationsField)

@@ -2,7 +2,6 @@ package service
 
 import (
 	"fmt"
-	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -13,6 +12,7 @@ import (
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/panicguard"
+	"github.com/blendplane/blendplane/internal/undecoded"
 	"github.com/blendplane/blendplane/internal/wirefields"
 )
 
@@ -31,7 +31,7 @@ type Codec struct {
 	Limit int
 
 	base     encoding.CodecV2
-	failures sync.Map // proto.Message → error, until the interceptor takes it
+	failures undecoded.Requests
 }
 
 var _ encoding.CodecV2 = (*Codec)(nil)
@@ -54,13 +54,12 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return c.base.Unmarshal(data, v)
 	}
 	if n := data.Len(); n > c.Limit {
-		c.failures.Store(m, fieldStatus(codes.ResourceExhausted, "PAYLOAD_TOO_LARGE", "",
+		c.failures.Record(m, fieldStatus(codes.ResourceExhausted, "PAYLOAD_TOO_LARGE", "",
 			fmt.Sprintf("the request is %d bytes; this control plane accepts at most %d: split it", n, c.Limit)))
 		return nil
 	}
 	if err := c.decode(data, m); err != nil {
-		proto.Reset(m)
-		c.failures.Store(m, fieldStatus(codes.InvalidArgument, "SCHEMA_INVALID", "",
+		c.failures.Record(m, fieldStatus(codes.InvalidArgument, "SCHEMA_INVALID", "",
 			fmt.Sprintf("the request is not a valid %s: %v", m.ProtoReflect().Descriptor().FullName(), err)))
 	}
 	return nil
@@ -80,10 +79,7 @@ func (c *Codec) failure(m any) error {
 	if c == nil {
 		return nil
 	}
-	if err, ok := c.failures.LoadAndDelete(m); ok {
-		return err.(error)
-	}
-	return nil
+	return c.failures.Take(m)
 }
 
 // operationUnmarshal decodes one operation of a request: one level of
