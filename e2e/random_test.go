@@ -271,6 +271,14 @@ func TestRandomRequests(t *testing.T) {
 	if _, err := os.Lstat(filepath.Dir(canary)); err == nil {
 		t.Errorf("written: %s", canary)
 	}
+	// Nor did one remove anything outside its session: both daemons' stores
+	// are still in their data directories (a session id ".." once named
+	// agentd's own, and its close removed it).
+	for _, f := range []string{filepath.Join(c.dir, "agent", "agentd.db"), filepath.Join(c.dir, "cp", "controlplane.db")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("removed: %v", err)
+		}
+	}
 }
 
 // entries lists the names in a directory.

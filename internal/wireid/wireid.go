@@ -6,6 +6,11 @@ package wireid
 // Pattern is the ids' pattern, as the protos' buf.validate rules state it.
 const Pattern = `^[a-zA-Z0-9_.:-]{1,128}$`
 
+// SessionPattern is agent.proto's rule for a session id, which names the
+// session's directory on its agent: Pattern without a dot first ("." and
+// ".." would name the directory of all sessions and the agent's own).
+const SessionPattern = `^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$`
+
 // MaxLength is the longest id Pattern allows, in characters (all of them
 // ASCII, so also in bytes).
 const MaxLength = 128
@@ -26,3 +31,6 @@ func Valid(id string) bool {
 	}
 	return true
 }
+
+// ValidSession reports whether id matches SessionPattern.
+func ValidSession(id string) bool { return Valid(id) && id[0] != '.' }

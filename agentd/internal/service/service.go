@@ -282,7 +282,8 @@ func toStatus(err error) error {
 	case errors.Is(err, sessions.ErrNotFound), errors.Is(err, journal.ErrSessionNotFound), errors.Is(err, sessions.ErrFileNotFound),
 		errors.Is(err, sessions.ErrNoCheckpoint):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, sessions.ErrUnknownRuntime), errors.Is(err, sessions.ErrBadFileName), errors.Is(err, sessions.ErrFileMismatch):
+	case errors.Is(err, sessions.ErrUnknownRuntime), errors.Is(err, sessions.ErrBadFileName), errors.Is(err, sessions.ErrFileMismatch),
+		errors.Is(err, sessions.ErrBadSessionID):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, sessions.ErrCapacity), errors.Is(err, blender.ErrMemoryExceeded): // a ceiling too low to start Blender
 		return status.Error(codes.ResourceExhausted, err.Error())

@@ -32,7 +32,7 @@ var callRules = map[protoreflect.FullName]map[string]string{
 		"time_budget_ms":  `int64:{gte:0}`,
 	},
 	"blendplane.agent.v1.ExecuteRequest": {
-		"session_id": `string:{pattern:"` + idPattern + `"}`,
+		"session_id": `string:{pattern:"` + wireid.SessionPattern + `"}`,
 		"request_id": `string:{pattern:"` + idPattern + `"}`,
 		"operations": `repeated:{min_items:1}`,
 		"epoch":      `int64:{gte:0}`,
@@ -132,4 +132,26 @@ func TestOperationValidAgrees(t *testing.T) {
 		t.Fatal("no valid request of several operations: the fast path went untested")
 	}
 	t.Logf("operationValid passed %d, protovalidate %d, of 20000 operations; %d requests, %d valid with several operations", passed, valid, wholeSame, fast)
+}
+
+// TestSessionIDRules: every session id agentd is sent has the rule that
+// keeps it a directory of its own (wireid.SessionPattern), the one its
+// session manager checks again.
+func TestSessionIDRules(t *testing.T) {
+	msgs := agentv1.File_blendplane_agent_v1_agent_proto.Messages()
+	n := 0
+	for i := range msgs.Len() {
+		fd := msgs.Get(i).Fields().ByName("session_id")
+		if fd == nil {
+			continue
+		}
+		n++
+		rules, _ := proto.GetExtension(fd.Options(), validate.E_Field).(*validate.FieldRules)
+		if got := rules.GetString().GetPattern(); got != wireid.SessionPattern {
+			t.Errorf("%s: pattern %q, want %q", fd.FullName(), got, wireid.SessionPattern)
+		}
+	}
+	if n < 10 {
+		t.Errorf("%d session ids found", n)
+	}
 }

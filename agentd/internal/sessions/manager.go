@@ -16,6 +16,7 @@ import (
 	"github.com/blendplane/blendplane/agentd/internal/blender"
 	"github.com/blendplane/blendplane/agentd/internal/journal"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/wireid"
 )
 
 var (
@@ -27,7 +28,20 @@ var (
 	ErrBroken = errors.New("session broken")
 	// ErrCapacity: every Blender slot is held by a busy session.
 	ErrCapacity = errors.New("no Blender slot free")
+	// ErrBadSessionID: not an id that can name a session's directory.
+	ErrBadSessionID = errors.New("not a session id")
 )
+
+// checkSessionID refuses an id that would not name a directory of its own
+// under sessions/ (wireid.SessionPattern): "." and ".." would name the
+// directory of all sessions and the agent's own, which the session's close
+// removes.
+func checkSessionID(id string) error {
+	if !wireid.ValidSession(id) {
+		return fmt.Errorf("%w: %q", ErrBadSessionID, id)
+	}
+	return nil
+}
 
 // Config is the session manager's part of agentd's configuration.
 type Config struct {
@@ -171,6 +185,12 @@ func NewManager(cfg Config, rts []Runtime, j *journal.Journal, log *slog.Logger)
 		return nil, err
 	}
 	for _, js := range known {
+		if err := checkSessionID(js.ID); err != nil {
+			// Opened before ids were checked: left in the journal, never
+			// given a directory (nor its close the power to remove one).
+			m.log.Error("a session in the journal has an id that names no directory of its own; it is not served", "err", err)
+			continue
+		}
 		rt, ok := m.runtimes[js.RuntimeID]
 		s := m.newSession(js.ID, rt)
 		s.memoryLimitMiB = js.MemoryLimitMiB
@@ -258,6 +278,9 @@ func (m *Manager) SetIdleTimeout(d time.Duration) {
 // known session returns its current scene hash.
 // memoryLimitMiB caps its Blender's memory (0: no cap).
 func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryLimitMiB, epoch int64) (*cpv1.BlenderProfile, string, error) {
+	if err := checkSessionID(sessionID); err != nil {
+		return nil, "", err
+	}
 	rt, ok := m.runtimes[runtimeID]
 	if !ok {
 		return nil, "", fmt.Errorf("%w: %q", ErrUnknownRuntime, runtimeID)
@@ -299,6 +322,13 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryL
 	}
 	s := m.newSession(sessionID, rt)
 	s.memoryLimitMiB = memoryLimitMiB
+	// Known from here on, but held until its directory and journal record
+	// exist: a close that finds it meanwhile waits, then removes both
+	// (rather than removing the directory under the open, and missing the
+	// record the open writes after). No one else can hold a new session's
+	// lock, so taking it under m.mu cannot wait.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	m.sessions[sessionID] = s
 	m.mu.Unlock()
 
@@ -309,7 +339,9 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryL
 	}
 	if err != nil {
 		m.mu.Lock()
-		delete(m.sessions, sessionID)
+		if m.sessions[sessionID] == s { // not closed, nor opened again since
+			delete(m.sessions, sessionID)
+		}
 		m.mu.Unlock()
 		return nil, "", err
 	}

@@ -1642,13 +1642,13 @@ var File_blendplane_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1fblendplane/agent/v1/agent.proto\x12\x13blendplane.agent.v1\x1a-blendplane/controlplane/v1/controlplane.proto\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\"V\n" +
-	"\x14GetCheckpointRequest\x12>\n" +
+	"\x1fblendplane/agent/v1/agent.proto\x12\x13blendplane.agent.v1\x1a-blendplane/controlplane/v1/controlplane.proto\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\"d\n" +
+	"\x14GetCheckpointRequest\x12L\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\"\xfe\x01\n" +
-	"\x10CheckpointHeader\x12>\n" +
+	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\"\x8c\x02\n" +
+	"\x10CheckpointHeader\x12L\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x124\n" +
+	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\x124\n" +
 	"\n" +
 	"scene_hash\x18\x02 \x01(\tB\x15\xbaH\x12r\x102\x0e^[0-9a-f]{64}$R\tsceneHash\x12&\n" +
 	"\n" +
@@ -1673,20 +1673,20 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\rsession_count\x18\x04 \x01(\x05R\fsessionCount\x12C\n" +
 	"\tresources\x18\x05 \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\x12!\n" +
 	"\fmax_sessions\x18\x06 \x01(\x05R\vmaxSessions\x12#\n" +
-	"\rlive_sessions\x18\a \x03(\tR\fliveSessions\"\xe2\x01\n" +
-	"\x12OpenSessionRequest\x12>\n" +
+	"\rlive_sessions\x18\a \x03(\tR\fliveSessions\"\xf0\x01\n" +
+	"\x12OpenSessionRequest\x12L\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +
+	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\x12>\n" +
 	"\n" +
 	"runtime_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\truntimeId\x12-\n" +
 	"\x0emax_memory_mib\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\fmaxMemoryMib\x12\x1d\n" +
 	"\x05epoch\x18\x04 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x05epoch\"\x9a\x01\n" +
 	"\x13OpenSessionResponse\x12S\n" +
 	"\x0fblender_profile\x18\x01 \x01(\v2*.blendplane.controlplane.v1.BlenderProfileR\x0eblenderProfile\x12.\n" +
-	"\x13baseline_scene_hash\x18\x02 \x01(\tR\x11baselineSceneHash\"\xfd\x01\n" +
-	"\x0eExecuteRequest\x12>\n" +
+	"\x13baseline_scene_hash\x18\x02 \x01(\tR\x11baselineSceneHash\"\x8b\x02\n" +
+	"\x0eExecuteRequest\x12L\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +
+	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\x12>\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12L\n" +
 	"\n" +
@@ -1706,54 +1706,54 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fExecuteResponse\x12?\n" +
 	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptH\x00R\areceipt\x12B\n" +
 	"\bprogress\x18\x02 \x01(\v2$.blendplane.controlplane.v1.ProgressH\x00R\bprogressB\a\n" +
-	"\x05event\"\xf9\x01\n" +
-	"\x0fRollbackRequest\x12>\n" +
+	"\x05event\"\x87\x02\n" +
+	"\x0fRollbackRequest\x12L\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +
+	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\x12>\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\x12G\n" +
 	"\x10idempotency_keys\x18\x03 \x03(\tB\x1c\xbaH\x19\x92\x01\x16\b\x01\"\x12r\x102\x0e^[0-9a-f]{64}$R\x0fidempotencyKeys\x12\x1d\n" +
 	"\x05epoch\x18\x04 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x05epoch\"Q\n" +
 	"\x10RollbackResponse\x12=\n" +
-	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptR\areceipt\"\x8f\x01\n" +
-	"\rCancelRequest\x12>\n" +
+	"\areceipt\x18\x01 \x01(\v2#.blendplane.controlplane.v1.ReceiptR\areceipt\"\x9d\x01\n" +
+	"\rCancelRequest\x12L\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12>\n" +
+	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\x12>\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\trequestId\"2\n" +
 	"\x0eCancelResponse\x12 \n" +
-	"\vinterrupted\x18\x01 \x01(\bR\vinterrupted\"U\n" +
-	"\x13CloseSessionRequest\x12>\n" +
+	"\vinterrupted\x18\x01 \x01(\bR\vinterrupted\"c\n" +
+	"\x13CloseSessionRequest\x12L\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\"\x16\n" +
+	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\"\x16\n" +
 	"\x14CloseSessionResponse\"~\n" +
 	"\x0ePutFileRequest\x129\n" +
 	"\x06header\x18\x01 \x01(\v2\x1f.blendplane.agent.v1.FileHeaderH\x00R\x06header\x12\"\n" +
 	"\x05chunk\x18\x02 \x01(\fB\n" +
 	"\xbaH\az\x05\x18\x80\x80\x80\x02H\x00R\x05chunkB\r\n" +
-	"\x04part\x12\x05\xbaH\x02\b\x01\"\xc3\x01\n" +
+	"\x04part\x12\x05\xbaH\x02\b\x01\"\xd1\x01\n" +
 	"\n" +
-	"FileHeader\x12>\n" +
+	"FileHeader\x12L\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12\x1e\n" +
+	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\x12\x1e\n" +
 	"\x04name\x18\x02 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xa0\x01R\x04name\x12&\n" +
 	"\n" +
 	"size_bytes\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\tsizeBytes\x12-\n" +
 	"\x06sha256\x18\x04 \x01(\tB\x15\xbaH\x12r\x102\x0e^[0-9a-f]{64}$R\x06sha256\"\x11\n" +
-	"\x0fPutFileResponse\"p\n" +
-	"\x0eGetFileRequest\x12>\n" +
+	"\x0fPutFileResponse\"~\n" +
+	"\x0eGetFileRequest\x12L\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12\x1e\n" +
+	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\x12\x1e\n" +
 	"\x04name\x18\x02 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xa0\x01R\x04name\"l\n" +
 	"\x0fGetFileResponse\x129\n" +
 	"\x06header\x18\x01 \x01(\v2\x1f.blendplane.agent.v1.FileHeaderH\x00R\x06header\x12\x16\n" +
 	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunkB\x06\n" +
-	"\x04part\"\xb6\x01\n" +
-	"\x0ePreviewRequest\x12>\n" +
+	"\x04part\"\xc4\x01\n" +
+	"\x0ePreviewRequest\x12L\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\tsessionId\x12L\n" +
+	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\x12L\n" +
 	"\n" +
 	"operations\x18\x02 \x03(\v2\".blendplane.agent.v1.OperationCallB\b\xbaH\x05\x92\x01\x02\b\x01R\n" +
 	"operations\x12\x16\n" +

@@ -38,6 +38,9 @@ const (
 //
 // AgentService is the control plane's view of one agentd: the Blender
 // runtimes it offers and the sessions it runs, one Blender process each.
+// A session id names the session's directory on the agent, so it never
+// starts with a dot: "." and ".." would name the directory of all sessions
+// and the agent's own.
 type AgentServiceClient interface {
 	// Describe returns the agent's identity and runtimes with their registries.
 	Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error)
@@ -252,6 +255,9 @@ type AgentService_PutCheckpointClient = grpc.ClientStreamingClient[PutCheckpoint
 //
 // AgentService is the control plane's view of one agentd: the Blender
 // runtimes it offers and the sessions it runs, one Blender process each.
+// A session id names the session's directory on the agent, so it never
+// starts with a dot: "." and ".." would name the directory of all sessions
+// and the agent's own.
 type AgentServiceServer interface {
 	// Describe returns the agent's identity and runtimes with their registries.
 	Describe(context.Context, *DescribeRequest) (*DescribeResponse, error)
