@@ -166,7 +166,7 @@ func reasonOf(body map[string]any) string {
 // was) with a bearer challenge, caps bodies at --max-message-bytes
 // (PAYLOAD_TOO_LARGE, with or without Content-Length; an upload's limit is
 // per line), answers a wrong method 405 and a body that is not JSON with
-// SCHEMA_INVALID. With --allow-insecure-local, where every request acts as
+// SCHEMA_INVALID, as it does a misspelt field or enum name. With --allow-insecure-local, where every request acts as
 // an admin, only loopback Hosts and same-origin browser requests get in.
 func TestRESTGuards(t *testing.T) {
 	c := startCluster(t)
@@ -232,6 +232,21 @@ func TestRESTGuards(t *testing.T) {
 	}
 	if code, _, body := curlArgs(t, append([]string{"-X", "POST", base + "/v1/sessions:negotiate", "-d", "not json"}, auth...)...); code != "400" || reasonOf(body) != "SCHEMA_INVALID" {
 		t.Errorf("a body that is not JSON: %s %v", code, body)
+	}
+	// A misspelt field or enum name is refused, not dropped: dropped, the
+	// first ran a plan that was meant to be checked only.
+	plans := base + "/v1/sessions/" + s + "/plans"
+	for name, req := range map[string]string{
+		"validate_onyl":         `{"requestId":"typo-1","validate_onyl":true,"operations":[{"operationId":"a","toolName":"object.create","safetyLevel":"SAFETY_LEVEL_SAFE_WRITE","args":{"type":"cube"}}]}`,
+		"SAFETY_LEVEL_SAFE_WRIT": `{"requestId":"typo-2","validateOnly":true,"operations":[{"operationId":"a","toolName":"object.create","safetyLevel":"SAFETY_LEVEL_SAFE_WRIT","args":{"type":"cube"}}]}`,
+	} {
+		code, _, body := curlArgs(t, append([]string{"-X", "POST", plans, "-d", req}, auth...)...)
+		if msg, _ := body["message"].(string); code != "400" || reasonOf(body) != "SCHEMA_INVALID" || !strings.Contains(msg, name) {
+			t.Errorf("a plan with %s: %s %v", name, code, body)
+		}
+	}
+	if code, _, body := curlArgs(t, append([]string{base + "/v1/plans/typo-1"}, auth...)...); code != "404" {
+		t.Errorf("the plan with a misspelt field was stored: %s %v", code, body)
 	}
 
 	open := startClusterOpts(t, clusterOpts{insecure: true})

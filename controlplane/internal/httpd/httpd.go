@@ -74,7 +74,8 @@ func Handler(ctx context.Context, cfg Config) (http.Handler, error) {
 	lesson.NewServer(cfg.API, lessons).Register(mux)
 	planner.NewHTTP(cfg.API).Register(mux)
 	mux.Handle("/mcp", cfg.bearer(auth.ScopePlans, cfg.MCP))
-	rest := runtime.NewServeMux(runtime.WithErrorHandler(restError), runtime.WithRoutingErrorHandler(routingError))
+	rest := runtime.NewServeMux(runtime.WithErrorHandler(restError), runtime.WithRoutingErrorHandler(routingError),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, restJSON))
 	if err := cpv1.RegisterControlPlaneServiceHandlerClient(ctx, rest, cpv1.NewControlPlaneServiceClient(cfg.API)); err != nil {
 		return nil, err
 	}

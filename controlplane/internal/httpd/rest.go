@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/blendplane/blendplane/controlplane/internal/service"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -127,6 +128,14 @@ func (b *limitedBody) tooLarge() error {
 // the 429 of its code says it may), every error has its ErrorInfo (the
 // gateway's own, such as a body that is not JSON, have none), and a 401
 // challenges for a bearer token.
+// restJSON is the gateway's JSON, but for a body's unknown field or enum
+// name: the gateway's default drops them, so a misspelt "validate_only" or
+// "depends_on" ran a plan other than the one sent. They are refused
+// (SCHEMA_INVALID, naming the field), as gRPC's binary cannot carry them.
+var restJSON = &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
+	MarshalOptions: protojson.MarshalOptions{EmitUnpopulated: true},
+}}
+
 func restError(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	if b, ok := r.Body.(*limitedBody); ok && b.over {
 		err = b.tooLarge()
