@@ -5,9 +5,11 @@
 package planjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strconv"
 	"strings"
@@ -36,11 +38,13 @@ var Schema = json.RawMessage(`{
         "depends_on": {"type": "array", "items": {"type": "string"}},
         "safety_level": {"type": "string", "enum": ["read_only", "safe_write", "destructive"]}
       },
-      "required": ["operation_id", "tool_name", "args"]
+      "required": ["operation_id", "tool_name", "args"],
+      "additionalProperties": false
     }},
     "atomic": {"type": "boolean"}
   },
-  "required": ["operations"]
+  "required": ["operations"],
+  "additionalProperties": false
 }`)
 
 // PlanDescription tells a model what a plan is.
@@ -66,8 +70,19 @@ func Plan(raw json.RawMessage, safetyOf func(tool string) cpv1.SafetyLevel) (ops
 		Operations []Operation `json:"operations"`
 		Atomic     bool        `json:"atomic"`
 	}
-	if err := json.Unmarshal(raw, &in); err != nil {
+	// A field the plan does not have is refused, not dropped: a misspelt
+	// "depends_on" or "atomic" would run a plan other than the one meant.
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		if strings.HasPrefix(err.Error(), "json: unknown field ") {
+			return nil, false, fmt.Errorf("the plan: %s (a plan has operations and atomic; an operation has operation_id, tool_name, args, depends_on and safety_level)",
+				strings.TrimPrefix(err.Error(), "json: "))
+		}
 		return nil, false, jsonError("the plan", err)
+	}
+	if dec.More() {
+		return nil, false, fmt.Errorf("the plan: one JSON object is expected, and more follows it")
 	}
 	if len(in.Operations) == 0 {
 		return nil, false, fmt.Errorf("operations: a plan needs at least one operation")
@@ -83,7 +98,11 @@ func Plan(raw json.RawMessage, safetyOf func(tool string) cpv1.SafetyLevel) (ops
 		}
 		level := safetyOf(o.ToolName)
 		if o.SafetyLevel != "" {
-			level = cpv1.SafetyLevel(cpv1.SafetyLevel_value["SAFETY_LEVEL_"+strings.ToUpper(o.SafetyLevel)])
+			v, ok := cpv1.SafetyLevel_value["SAFETY_LEVEL_"+strings.ToUpper(o.SafetyLevel)]
+			if !ok || v == 0 {
+				return nil, false, fmt.Errorf("operations[%d].safety_level: %q is not one of read_only, safe_write, destructive", i, o.SafetyLevel)
+			}
+			level = cpv1.SafetyLevel(v)
 		}
 		ops[i] = &cpv1.Operation{OperationId: o.OperationID, ToolName: o.ToolName, Args: args, DependsOn: o.DependsOn, SafetyLevel: level}
 	}
@@ -126,6 +145,9 @@ func jsonError(what string, err error) error {
 			kind = "a number"
 		}
 		return fmt.Errorf("%s: %s is expected, not a JSON %s", what, kind, te.Value)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: not JSON (it ends early)", what)
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {

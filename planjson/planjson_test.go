@@ -19,11 +19,22 @@ func TestBadJSON(t *testing.T) {
 		`{"operations": [{"args": []}]}`:     "operations.args: an object is expected, not a JSON array",
 		`{"atomic": "yes"}`:                  "atomic: true or false is expected, not a JSON string",
 		`{"operations": [`:                   "the plan: not JSON",
+		// A misspelt field or level is refused, not dropped (it would run
+		// another plan than the one meant).
+		`{"operations": [{"operation_id": "a", "tool_name": "t", "args": {}}], "atomc": true}`:                 `the plan: unknown field "atomc"`,
+		`{"operations": [{"operation_id": "a", "tool_name": "t", "args": {}, "dependson": ["b"]}]}`:            `the plan: unknown field "dependson"`,
+		`{"operations": [{"operation_id": "a", "tool_name": "t", "args": {}, "safety_level": "safe-write"}]}`:  `operations[0].safety_level: "safe-write" is not one of read_only, safe_write, destructive`,
+		`{"operations": [{"operation_id": "a", "tool_name": "t", "args": {}, "safety_level": "unspecified"}]}`: `operations[0].safety_level: "unspecified" is not one of`,
+		`{"operations": [{"operation_id": "a", "tool_name": "t", "args": {}}]} {"operations": []}`:             "the plan: one JSON object is expected",
 	} {
 		_, _, err := Plan(json.RawMessage(raw), destructive)
 		if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "Go value") || strings.Contains(err.Error(), "struct {") {
 			t.Errorf("Plan(%s): %v, want %q", raw, err, want)
 		}
+	}
+	ops, atomic, err := Plan(json.RawMessage(`{"operations": [{"operation_id": "a", "tool_name": "t", "args": {"k": 1, "any_key": true}, "safety_level": "Safe_Write"}], "atomic": true}`), destructive)
+	if err != nil || !atomic || ops[0].GetSafetyLevel() != cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE || len(ops[0].GetArgs().GetFields()) != 2 {
+		t.Errorf("a good plan: %v %v %v", ops, atomic, err)
 	}
 	if _, err := Args(json.RawMessage(`[1]`)); err == nil || err.Error() != "arguments: an object is expected, not a JSON array" {
 		t.Errorf("Args([1]): %v", err)
