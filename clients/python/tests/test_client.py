@@ -53,6 +53,18 @@ def test_refusal_carries_the_failure_contract(bp, session):
     assert err.field_violations and err.field_violations[0][0].startswith("operations[0]")
     assert err.repair_plan is not None and err.repair_plan.steps
 
+    # A misspelt key or level is refused before anything is sent, as the
+    # control plane refuses one: dropped, the plan would run without it.
+    for op, field in [({"operation_id": "a", "tool_name": "object.create", "args": {}, "dependson": ["b"]}, "operations[0].dependson"),
+                      ({"operation_id": "a", "tool_name": "object.create", "safety_level": "safe-write"}, "operations[0].safety_level"),
+                      ({"tool_name": "object.create"}, "operations[0].operation_id")]:
+        with pytest.raises(blendplane.BlendplaneError) as typo:
+            bp.submit(session, [op], request_id="py-typo")
+        assert typo.value.reason == "SCHEMA_INVALID" and typo.value.field_violations[0][0] == field, typo.value
+    with pytest.raises(blendplane.BlendplaneError) as never:
+        bp.plan("py-typo")
+    assert never.value.code == grpc.StatusCode.NOT_FOUND
+
     with pytest.raises(blendplane.BlendplaneError) as missing:
         bp.session("s-nope")
     assert missing.value.code == grpc.StatusCode.NOT_FOUND and missing.value.reason == "SESSION_NOT_FOUND"

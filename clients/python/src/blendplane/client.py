@@ -143,7 +143,7 @@ class Client:
         with the refusal's field violations and repair plan; nothing ran."""
         req = pb.SubmitPlanRequest(session_id=session_id, request_id=request_id or "py-" + uuid.uuid4().hex[:16],
                                    atomic=atomic, validate_only=validate_only,
-                                   operations=[_operation(o) for o in operations])
+                                   operations=[_operation(i, o) for i, o in enumerate(operations)])
         return self._call(self.stub.SubmitPlan, req).plan
 
     def plan(self, request_id: str) -> pb.Plan:
@@ -247,9 +247,30 @@ class Client:
         return self._call(self.stub.ResolveApproval, pb.ResolveApprovalRequest(approval_id=approval_id, decision=decision)).approval
 
 
-def _operation(o: dict) -> pb.Operation:
+_FIELDS = ("operation_id", "tool_name", "args", "depends_on", "safety_level", "verify")
+
+
+def _operation(i: int, o: dict) -> pb.Operation:
+    """operations[i] as a message. A key it does not have (a misspelt
+    "depends_on") or an unknown safety level is refused here as the control
+    plane refuses it, SCHEMA_INVALID: dropped, it would run another plan."""
+    def refuse(key: str, why: str):
+        field = f"operations[{i}].{key}" if key else f"operations[{i}]"
+        raise BlendplaneError(code=grpc.StatusCode.INVALID_ARGUMENT, reason="SCHEMA_INVALID",
+                              message=f"SCHEMA_INVALID: {field}: {why}", field_violations=[(field, why)])
+    if not isinstance(o, dict):
+        refuse("", f"an operation is a dict with {', '.join(_FIELDS)}, not {type(o).__name__}")
+    for key in o:
+        if key not in _FIELDS:
+            refuse(str(key), f"unknown field; an operation has {', '.join(_FIELDS)}")
+    for key in ("operation_id", "tool_name"):
+        if key not in o:
+            refuse(key, "missing")
+    level = o.get("safety_level", "safe_write")
+    if level not in _SAFETY:
+        refuse("safety_level", f"{level!r} is not one of {', '.join(_SAFETY)}")
     args = struct_pb2.Struct()
     args.update(o.get("args", {}))
     return pb.Operation(operation_id=o["operation_id"], tool_name=o["tool_name"], args=args,
                         depends_on=list(o.get("depends_on", [])),
-                        safety_level=_SAFETY[o.get("safety_level", "safe_write")], verify=bool(o.get("verify", False)))
+                        safety_level=_SAFETY[level], verify=bool(o.get("verify", False)))
