@@ -273,7 +273,8 @@ func TestApprovals(t *testing.T) {
 	}
 
 	// blendctl: submit --watch says the plan waits, approvals shows its
-	// diff, approve resumes it and the watch ends with the receipt.
+	// diff, approve (--always, after the id) resumes it and the watch ends
+	// with the receipt.
 	submit("mk-cli", op("mk", "object.create", map[string]any{"type": "cube", "name": "Cli"}))
 	c.receipts(t, "mk-cli", 1)
 	file := filepath.Join(t.TempDir(), "del.json")
@@ -292,8 +293,12 @@ func TestApprovals(t *testing.T) {
 	if err != nil || !strings.Contains(string(listing), id) || !strings.Contains(string(listing), "- objects/Cli") {
 		t.Fatalf("blendctl approvals: %v\n%s", err, listing)
 	}
-	if msg, err := c.blendctl("approve", id).CombinedOutput(); err != nil {
-		t.Fatalf("blendctl approve: %v\n%s", err, msg)
+	// As the usage writes it: the id first, then --always.
+	if msg, err := c.blendctl("approve", id, "--always").CombinedOutput(); err != nil {
+		t.Fatalf("blendctl approve ID --always: %v\n%s", err, msg)
+	}
+	if rules, err := c.blendctl("policy", "list").CombinedOutput(); err != nil || !strings.Contains(string(rules), "object.delete") {
+		t.Fatalf("blendctl policy list after approve --always: %v\n%s", err, rules)
 	}
 	if err := watch.Wait(); err != nil || !strings.Contains(out.String(), "SUCCEEDED") {
 		t.Fatalf("blendctl submit --watch after the approval: %v\n%s", err, out.String())

@@ -44,11 +44,9 @@ func resolve(decision cpv1.Decision) func(c *cli, ctx context.Context, args []st
 	return func(c *cli, ctx context.Context, args []string) error {
 		fs := flag.NewFlagSet("approve", flag.ContinueOnError)
 		always := fs.Bool("always", false, "also allow the same principal, tool and target from now on")
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if fs.NArg() != 1 {
-			return errors.New("usage: blendctl approve|reject APPROVAL_ID")
+		id, err := parseInterspersed(fs, args) // approve ID --always, as the usage shows it
+		if err != nil {
+			return fmt.Errorf("%w (usage: blendctl approve APPROVAL_ID [--always], blendctl reject APPROVAL_ID)", err)
 		}
 		d := decision
 		if *always {
@@ -58,7 +56,7 @@ func resolve(decision cpv1.Decision) func(c *cli, ctx context.Context, args []st
 			d = cpv1.Decision_DECISION_APPROVE_AND_ALWAYS_ALLOW
 		}
 		return show(ctx, c, func(ctx context.Context) (*cpv1.ResolveApprovalResponse, error) {
-			return c.cp.ResolveApproval(ctx, &cpv1.ResolveApprovalRequest{ApprovalId: fs.Arg(0), Decision: d})
+			return c.cp.ResolveApproval(ctx, &cpv1.ResolveApprovalRequest{ApprovalId: id, Decision: d})
 		}, func(out io.Writer, r *cpv1.ResolveApprovalResponse) {
 			printApprovals(out, []*cpv1.Approval{r.GetApproval()})
 			if len(r.GetRules()) > 0 {

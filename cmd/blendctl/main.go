@@ -99,6 +99,9 @@ type cli struct {
 
 func main() {
 	err := run(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h or --help: the usage is printed, as asked
+	}
 	if err != nil {
 		if !errors.Is(err, errPlanFailed) {
 			fmt.Fprintln(os.Stderr, "blendctl:", describeError(err))

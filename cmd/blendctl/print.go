@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -44,12 +46,18 @@ func printList[T proto.Message](c *cli, list []T, table func(io.Writer, []T)) er
 // describeError renders a gRPC error with its reason, field violations and
 // repair plan, so a refusal says what to fix.
 func describeError(err error) string {
-	st, ok := status.FromError(err)
-	if !ok {
+	var rpc interface {
+		error
+		GRPCStatus() *status.Status
+	}
+	if !errors.As(err, &rpc) {
 		return err.Error()
 	}
+	st := rpc.GRPCStatus()
+	// What the call was for ("submit plan.json: "), then the status once:
+	// a wrapped status's own text repeats its code and message.
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s", st.Code(), st.Message())
+	fmt.Fprintf(&b, "%s%s: %s", strings.TrimSuffix(err.Error(), rpc.Error()), st.Code(), st.Message())
 	for _, d := range st.Details() {
 		switch d := d.(type) {
 		case *errdetails.ErrorInfo:
@@ -63,6 +71,10 @@ func describeError(err error) string {
 				fmt.Fprintf(&b, "\n  repair: %s %s", strings.TrimPrefix(s.GetAction().String(), "ACTION_"), s.GetOperationId())
 			}
 		}
+	}
+	if st.Code() == codes.Unauthenticated {
+		b.WriteString("\n  hint: blendctl sends the token of --token or --token-file (or $BLENDPLANE_TOKEN, $BLENDPLANE_TOKEN_FILE); " +
+			"a control plane's first start writes <data-dir>/admin.token")
 	}
 	return b.String()
 }
