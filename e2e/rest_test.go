@@ -237,7 +237,7 @@ func TestRESTGuards(t *testing.T) {
 	// first ran a plan that was meant to be checked only.
 	plans := base + "/v1/sessions/" + s + "/plans"
 	for name, req := range map[string]string{
-		"validate_onyl":         `{"requestId":"typo-1","validate_onyl":true,"operations":[{"operationId":"a","toolName":"object.create","safetyLevel":"SAFETY_LEVEL_SAFE_WRITE","args":{"type":"cube"}}]}`,
+		"validate_onyl":          `{"requestId":"typo-1","validate_onyl":true,"operations":[{"operationId":"a","toolName":"object.create","safetyLevel":"SAFETY_LEVEL_SAFE_WRITE","args":{"type":"cube"}}]}`,
 		"SAFETY_LEVEL_SAFE_WRIT": `{"requestId":"typo-2","validateOnly":true,"operations":[{"operationId":"a","toolName":"object.create","safetyLevel":"SAFETY_LEVEL_SAFE_WRIT","args":{"type":"cube"}}]}`,
 	} {
 		code, _, body := curlArgs(t, append([]string{"-X", "POST", plans, "-d", req}, auth...)...)
