@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	plannerv1 "github.com/blendplane/blendplane/gen/blendplane/planner/v1"
+	"github.com/blendplane/blendplane/internal/boltfile"
 )
 
 // The planner's own bbolt file (planner.db in the control plane's data
@@ -31,7 +31,7 @@ var errNotFound = errors.New("not found")
 type store struct{ db *bolt.DB }
 
 func openStore(path string) (*store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := boltfile.Open(path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("planner store %s: %w", path, err)
 	}

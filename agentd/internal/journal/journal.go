@@ -70,6 +70,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/boltfile"
 	"github.com/blendplane/blendplane/internal/boltschema"
 	"github.com/blendplane/blendplane/internal/groupcommit"
 	"github.com/blendplane/blendplane/internal/jcs"
@@ -269,7 +270,7 @@ func IntentsPath(path string) string {
 // Open opens (creating if needed) the journal at path, and its intents
 // file, and migrates it.
 func Open(path string) (*Journal, error) {
-	intents, err := bolt.Open(IntentsPath(path), 0o600, &bolt.Options{Timeout: 5 * time.Second, NoSync: true})
+	intents, err := boltfile.Open(IntentsPath(path), &bolt.Options{NoSync: true})
 	if err != nil {
 		return nil, fmt.Errorf("open journal intents %s: %w", IntentsPath(path), err)
 	}
@@ -280,7 +281,7 @@ func Open(path string) (*Journal, error) {
 		intents.Close()
 		return nil, fmt.Errorf("journal intents: %w", err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := boltfile.Open(path, nil)
 	if err != nil {
 		intents.Close()
 		return nil, fmt.Errorf("open journal %s: %w", path, err)

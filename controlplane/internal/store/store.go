@@ -86,12 +86,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/boltfile"
 	"github.com/blendplane/blendplane/internal/groupcommit"
 )
 
@@ -179,7 +179,7 @@ func (s *Store) observe(plan *cpv1.Plan, receipts []*cpv1.Receipt, ended bool) {
 
 // Open opens (creating if needed) the database at path and migrates it.
 func Open(path string) (*Store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, InitialMmapSize: mmapSize})
+	db, err := boltfile.Open(path, &bolt.Options{InitialMmapSize: mmapSize})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
