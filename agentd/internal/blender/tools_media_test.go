@@ -310,7 +310,8 @@ func TestMediaRenderAnimation(t *testing.T) {
 
 // TestMediaImportExport: export leaves the scene alone and is deterministic
 // (glTF, OBJ); export -> import round trips for glTF and OBJ; import undo
-// removes everything it created; sandbox and reference refusals.
+// removes everything it created; sandbox and reference refusals (USD:
+// text layers only, their references checked through every layer).
 func TestMediaImportExport(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		p := startTestProcess(t, rt)
@@ -322,6 +323,7 @@ func TestMediaImportExport(t *testing.T) {
 		base := assertIncrementalMatchesFull(t, p)
 
 		formats := map[string]string{"obj": "rt.obj", "gltf": "rt.glb", "fbx": "rt.fbx", "usd": "rt.usda"}
+		hasUSD := false
 		for _, f := range []string{"obj", "gltf", "fbx", "usd"} {
 			out, err := p.Execute(callCtx(t), Call{Tool: "scene.export", Args: map[string]any{"format": f, "output": formats[f]}})
 			if err != nil {
@@ -333,6 +335,7 @@ func TestMediaImportExport(t *testing.T) {
 				}
 				t.Fatalf("export %s: %v", f, err)
 			}
+			hasUSD = hasUSD || f == "usd"
 			if out.Mutated || out.Undo != nil || out.SceneHashAfter != base.SceneHash {
 				t.Errorf("export %s changed the scene: %+v", f, out)
 			}
@@ -402,6 +405,28 @@ func TestMediaImportExport(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantToolError(t, p, "scene.import", map[string]any{"format": "gltf", "input": "refs.gltf"}, CodePolicyRefused)
+		if hasUSD {
+			// USD: every layer text, every asset path in the sandbox, in the
+			// layers the file names too. A binary layer may name any file
+			// (a crate referring to /etc/... imported its meshes): refused,
+			// Blender's own .usdc export included.
+			for name, body := range map[string]string{
+				"crate.usdc":  "PXR-USDC\x00\x00\x00\x00",
+				"inner.usda":  "#usda 1.0\ndef Xform \"X\" (references = @/etc/hosts.usda@) {}\n",
+				"outer.usda":  "#usda 1.0\ndef Xform \"X\" (references = @inner.usda@) {}\n",
+				"outer2.usda": "#usda 1.0\n(subLayers = [@crate.usdc@])\n",
+				"binary.usd":  "PXR-USDC\x00\x00\x00\x00",
+			} {
+				if err := os.WriteFile(filepath.Join(sandbox, name), []byte(body), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, name := range []string{"crate.usdc", "outer.usda", "outer2.usda", "binary.usd"} {
+				wantToolError(t, p, "scene.import", map[string]any{"format": "usd", "input": name}, CodePolicyRefused)
+			}
+			mustExecute(t, p, "scene.export", map[string]any{"format": "usd", "output": "own.usdc"})
+			wantToolError(t, p, "scene.import", map[string]any{"format": "usd", "input": "own.usdc"}, CodePolicyRefused)
+		}
 		if err := os.WriteFile(filepath.Join(sandbox, "junk.obj"), []byte("this is not\x00an obj"), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -36,10 +36,12 @@ datablocks differ. Before importing it checks the references a file makes
 to other files (every glTF "uri"; the OBJ statements mtllib, maplib, call,
 shadow_obj and trace_obj, and the texture statements of the MTL files it
 loads, <stem>.mtl included, parsed as Blender parses them: see OBJ_REFS;
-USDA asset paths): each must be a plain file name inside the sandbox (or a
-data: URI), else policy_refused; after importing, every file path of a new
-image, library, sound, movie clip, volume or cache file must resolve inside
-the sandbox too (binary .usd/.usdc and .fbx are only checked this way).
+USDA asset paths, in every layer they name): each must be a plain file name
+inside the sandbox (or a data: URI), else policy_refused; a USD layer must be
+text (binary crate or .usdz layers can name files the bridge cannot read the
+names of: policy_refused); after importing, every file path of a new image,
+library, sound, movie clip, volume or cache file must resolve inside the
+sandbox too (.fbx is only checked this way).
 
 scene.export refuses an output (or companion) name that a directory in the
 sandbox has (conflict), removes stale copies of the output and its
@@ -378,13 +380,36 @@ def check_references(fmt, path, name):
     elif fmt == "obj":
         check_obj_references(path, name)
     elif fmt == "usd":
-        with open(path, "rb") as f:
-            head = f.read(8)
-        if head.startswith(b"#usda"):
-            with open(path, "r", encoding="utf-8", errors="replace") as f:
-                text = f.read()
-            for ref in re.findall(r"@([^@\n]*)@", text):
-                check_ref(ref, name)
+        check_usd_layer(path, name, set())
+
+
+USD_LAYERS = (".usd", ".usda", ".usdc", ".usdz")
+
+
+def check_usd_layer(path, name, seen):
+    """Every layer a USD import reads must be text (.usda) whose asset paths
+    are plain names in the sandbox, the layers they name checked the same
+    way. A binary layer (crate, .usdz) can name files anywhere, in a form
+    read here by no one but USD, and the importer follows them: the meshes
+    it brings in carry no file path for the check after the import."""
+    real = os.path.realpath(path)
+    if real in seen:
+        return
+    seen.add(real)
+    with open(path, "rb") as f:
+        head = f.read(5)
+    if head != b"#usda":
+        raise ToolError("policy_refused", "%s is not a text USD layer (#usda): binary USD (.usdc, .usdz) is not imported, "
+                        "since the files it refers to cannot be checked; export it as .usda" % name)
+    with open(path, "r", encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    for ref in re.findall(r"@([^@\n]*)@", text):
+        check_ref(ref, name)
+        ref_name = urllib.parse.unquote(ref)
+        if ref_name.lower().endswith(USD_LAYERS):
+            ref_path = sandbox_path(ref_name)
+            if os.path.isfile(ref_path):
+                check_usd_layer(ref_path, ref_name, seen)
 
 
 def outside_sandbox(filepath):
