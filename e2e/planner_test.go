@@ -230,7 +230,15 @@ func TestPlannerOpenAI(t *testing.T) {
 		code, run := agentAPI(t, c, tok, "POST", "/api/agent/run", fmt.Sprintf(`{"prompt": "Remove the crate", "threadId": %q}`, thread))
 		wantRun(t, code, run, "awaiting_confirmation")
 		id := actions(run)[0]["approvalId"]
-		code, done := agentAPI(t, c, tok, "POST", "/api/agent/approvals/resolve", fmt.Sprintf(`{"approvalId": %q, "decision": "reject"}`, id))
+		// Decided by another principal, an approver: the answer says how
+		// the run ended, not what is in it (GetRun would refuse it the run).
+		carol := c.createToken(t, "carol", "approve")
+		code, decided := agentAPI(t, c, carol, "POST", "/api/agent/approvals/resolve", fmt.Sprintf(`{"approvalId": %q, "decision": "reject"}`, id))
+		if code != 200 || decided["runId"] != run["runId"] || decided["status"] != "completed" || decided["summary"] != nil && decided["summary"] != "" ||
+			decided["threadId"] != nil && decided["threadId"] != "" || len(actions(decided)) != 0 {
+			t.Fatalf("another principal's run, as its approver sees it: %d %v", code, decided)
+		}
+		code, done := agentAPI(t, c, tok, "GET", "/api/agent/runs/"+run["runId"].(string), "")
 		wantRun(t, code, done, "completed")
 		if a := actions(done)[0]; a["status"] != "rejected" || a["errorCode"] != "APPROVAL_REJECTED" || !strings.Contains(done["summary"].(string), "rejected") {
 			t.Fatalf("after rejection: %v", done)

@@ -154,6 +154,11 @@ func (s *Service) ResolveApproval(ctx context.Context, req *plannerv1.ResolveApp
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if who := s.rt.opts.Caller(ctx); run.GetPrincipal() != who {
+		// An approver deciding another principal's run learns how it
+		// ended, not what is in it: GetRun refuses it that run.
+		run = &plannerv1.Run{RunId: run.GetRunId(), Principal: run.GetPrincipal(), State: run.GetState(), UpdateTime: run.GetUpdateTime()}
+	}
 	return &plannerv1.ResolveApprovalResponse{Run: run}, nil
 }
 

@@ -55,7 +55,8 @@ type PlannerServiceClient interface {
 	ListPendingApprovals(ctx context.Context, in *ListPendingApprovalsRequest, opts ...grpc.CallOption) (*ListPendingApprovalsResponse, error)
 	// ResolveApproval decides a waiting action (through the control plane's
 	// ResolveApproval: the approve scope) and returns its run once it rests
-	// again: completed, failed, or waiting for another approval.
+	// again: completed, failed, or waiting for another approval. An approver
+	// deciding another principal's run gets its id, principal and state only.
 	ResolveApproval(ctx context.Context, in *ResolveApprovalRequest, opts ...grpc.CallOption) (*ResolveApprovalResponse, error)
 	// ListActionAudit lists the audit of the caller's actions (seed 002
 	// section 9), oldest first: never the prompts or the arguments.
@@ -176,7 +177,8 @@ type PlannerServiceServer interface {
 	ListPendingApprovals(context.Context, *ListPendingApprovalsRequest) (*ListPendingApprovalsResponse, error)
 	// ResolveApproval decides a waiting action (through the control plane's
 	// ResolveApproval: the approve scope) and returns its run once it rests
-	// again: completed, failed, or waiting for another approval.
+	// again: completed, failed, or waiting for another approval. An approver
+	// deciding another principal's run gets its id, principal and state only.
 	ResolveApproval(context.Context, *ResolveApprovalRequest) (*ResolveApprovalResponse, error)
 	// ListActionAudit lists the audit of the caller's actions (seed 002
 	// section 9), oldest first: never the prompts or the arguments.
