@@ -292,6 +292,12 @@ func TestPlannerOpenAI(t *testing.T) {
 		if code, out := agentAPI(t, c, "", "POST", "/api/agent/run", `{"prompt": "hi"}`); code != 401 || out["errorType"] != "AuthError" {
 			t.Fatalf("no token: %d %v", code, out)
 		}
+		// The token first, the body after: a bad body without a token is 401.
+		for _, route := range []string{"/api/agent/run", "/api/agent/run/stream", "/api/agent/approvals/resolve"} {
+			if code, out := agentAPI(t, c, "", "POST", route, `{"prompt": 1, "x": [`); code != 401 || out["errorType"] != "AuthError" {
+				t.Fatalf("%s, no token and a bad body: %d %v", route, code, out)
+			}
+		}
 		bob := c.createToken(t, "bob", "plans")
 		if code, out := agentAPI(t, c, bob, "POST", "/api/agent/run", fmt.Sprintf(`{"prompt": "hi", "threadId": %q}`, thread)); code != 403 || out["errorType"] != "AuthError" {
 			t.Fatalf("another principal's thread: %d %v", code, out)

@@ -34,11 +34,12 @@ import (
 //	GET  /api/agent/audit?runId=         the audit of the caller's actions
 type HTTP struct {
 	api plannerv1.PlannerServiceClient
+	cp  cpv1.ControlPlaneServiceClient // its GetCaller: the token, before a body is read
 }
 
-// NewHTTP calls PlannerService over cc.
+// NewHTTP calls PlannerService (and the control plane's GetCaller) over cc.
 func NewHTTP(cc grpc.ClientConnInterface) *HTTP {
-	return &HTTP{api: plannerv1.NewPlannerServiceClient(cc)}
+	return &HTTP{api: plannerv1.NewPlannerServiceClient(cc), cp: cpv1.NewControlPlaneServiceClient(cc)}
 }
 
 // Register adds the routes to mux.
@@ -78,7 +79,7 @@ type runBody struct {
 
 func (h *HTTP) run(w http.ResponseWriter, req *http.Request) {
 	var in runBody
-	if !decode(w, req, &in) {
+	if !h.decode(w, req, &in) {
 		return
 	}
 	resp, err := h.api.Run(outgoing(req), &plannerv1.RunRequest{Prompt: in.Prompt, ThreadId: in.ThreadID})
@@ -93,7 +94,7 @@ func (h *HTTP) run(w http.ResponseWriter, req *http.Request) {
 // the result, or the error of a failed run.
 func (h *HTTP) stream(w http.ResponseWriter, req *http.Request) {
 	var in runBody
-	if !decode(w, req, &in) {
+	if !h.decode(w, req, &in) {
 		return
 	}
 	events, err := h.api.StreamRun(outgoing(req), &plannerv1.StreamRunRequest{Prompt: in.Prompt, ThreadId: in.ThreadID})
@@ -181,7 +182,7 @@ func (h *HTTP) resolve(w http.ResponseWriter, req *http.Request) {
 		ApprovalID string `json:"approvalId"`
 		Decision   string `json:"decision"`
 	}
-	if !decode(w, req, &in) {
+	if !h.decode(w, req, &in) {
 		return
 	}
 	d, ok := Decisions[in.Decision]
@@ -264,7 +265,13 @@ func stateName(s interface{ String() string }) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_"))
 }
 
-func decode(w http.ResponseWriter, req *http.Request, v any) bool {
+// decode reads the request's body into v, once its caller is known: nothing
+// reads a request of a caller without a valid token.
+func (h *HTTP) decode(w http.ResponseWriter, req *http.Request, v any) bool {
+	if _, err := h.cp.GetCaller(outgoing(req), &cpv1.GetCallerRequest{}); err != nil {
+		writeError(w, err)
+		return false
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
