@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -345,6 +346,40 @@ func drainStream(t *testing.T, s interface {
 				t.Fatalf("stream: %v", err)
 			}
 			return
+		}
+	}
+}
+
+// TestManyPreviews: more approvals than previews run at once (four) all get
+// their preview: the rest wait for a slot and read their plans when it
+// comes; a plan cancelled while its preview waits is not previewed.
+func TestManyPreviews(t *testing.T) {
+	c := startClusterOpts(t, clusterOpts{policy: approvalsPolicy})
+	sid := c.negotiate(t).GetSessionId()
+	var ops []*cpv1.Operation
+	for i := range 10 {
+		ops = append(ops, op(fmt.Sprintf("c%d", i), "object.create", map[string]any{"type": "cube", "name": fmt.Sprintf("Box%d", i)}))
+	}
+	c.run(t, sid, "setup", ops...)
+	var ids []string
+	for i := range 10 {
+		resp, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: sid, RequestId: fmt.Sprintf("del-%d", i),
+			Operations: []*cpv1.Operation{op("del", "object.delete", map[string]any{"name": fmt.Sprintf("Box%d", i)})}})
+		if err != nil || resp.GetPlan().GetApprovalId() == "" {
+			t.Fatalf("submit %d: %v %v", i, resp, err)
+		}
+		ids = append(ids, resp.GetPlan().GetApprovalId())
+	}
+	if _, err := c.client.CancelPlan(ctxT(t, 10*time.Second), &cpv1.CancelPlanRequest{RequestId: "del-9"}); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids[:9] {
+		ap := waitPreview(t, c, id)
+		pv := ap.GetPreview()
+		if pv.GetState() != cpv1.Preview_STATE_READY || !slices.ContainsFunc(pv.GetChanges(), func(ch *cpv1.DatablockChange) bool {
+			return ch.GetKind() == cpv1.DatablockChange_KIND_REMOVED && ch.GetName() == fmt.Sprintf("Box%d", i)
+		}) {
+			t.Fatalf("preview %d: %v", i, pv)
 		}
 	}
 }

@@ -20,21 +20,35 @@ import (
 )
 
 // previewTimeout bounds one preview on its agent; previewAgentWait is how
-// long an unknown or unreachable agent is waited for.
+// long an unknown or unreachable agent is waited for. previewsAtOnce is how
+// many previews run at once: the others wait for a slot holding only their
+// plan's reference, and read the plan when their turn comes (a goroutine
+// per pending approval held each whole plan for as long as its agent took:
+// six plans of 100,000 operations waiting on a stalled agent held 1 GB).
 const (
 	previewTimeout   = 10 * time.Minute
 	previewAgentWait = 2 * time.Minute
+	previewsAtOnce   = 4
 )
 
 // startPreview computes an approval's preview in the background: the plan
 // dry-run on a throwaway fork of its session on the session's agent. The
 // preview is stored with the approval (STATE_READY, or STATE_FAILED with
 // the failure) and wakes the plan's streams.
-func (a *App) startPreview(ref store.PlanRef, ap *cpv1.Approval, req *cpv1.SubmitPlanRequest) {
+func (a *App) startPreview(ref store.PlanRef, ap *cpv1.Approval) {
 	a.previews.Add(1)
 	go func() {
 		defer a.previews.Done()
-		p := a.preview(a.previewCtx, ref, ap, req)
+		select {
+		case a.previewSlots <- struct{}{}:
+			defer func() { <-a.previewSlots }()
+		case <-a.previewCtx.Done():
+			return // stopping: the next Start computes it again
+		}
+		if now, err := a.store.Approval(ap.GetApprovalId()); err == nil && now.GetState() != cpv1.Approval_STATE_PENDING {
+			return // decided (or cancelled) while it waited: no one will look
+		}
+		p := a.preview(a.previewCtx, ref, ap)
 		if a.previewCtx.Err() != nil {
 			return // stopping: the next Start computes it again
 		}
@@ -45,7 +59,7 @@ func (a *App) startPreview(ref store.PlanRef, ap *cpv1.Approval, req *cpv1.Submi
 	}()
 }
 
-func (a *App) preview(ctx context.Context, ref store.PlanRef, ap *cpv1.Approval, req *cpv1.SubmitPlanRequest) *cpv1.Preview {
+func (a *App) preview(ctx context.Context, ref store.PlanRef, ap *cpv1.Approval) *cpv1.Preview {
 	failed := func(err error) *cpv1.Preview {
 		a.log.Warn("preview failed", "approval_id", ap.GetApprovalId(), "request_id", ref.RequestID, "err", err)
 		return &cpv1.Preview{State: cpv1.Preview_STATE_FAILED, Failure: &cpv1.Failure{ErrorCode: "PREVIEW_UNAVAILABLE",
@@ -55,7 +69,7 @@ func (a *App) preview(ctx context.Context, ref store.PlanRef, ap *cpv1.Approval,
 	if err != nil {
 		return failed(err)
 	}
-	_, _, sched, err := a.store.PlanWork(ref)
+	_, req, sched, err := a.store.PlanWork(ref)
 	if err != nil {
 		return failed(err)
 	}
@@ -135,12 +149,7 @@ func (a *App) resumePreviews() error {
 		if ap.GetPreview().GetState() != cpv1.Preview_STATE_PENDING {
 			continue
 		}
-		ref := store.PlanRef{Owner: ap.GetRequestedBy(), RequestID: ap.GetRequestId()}
-		_, req, _, err := a.store.PlanWork(ref)
-		if err != nil {
-			return err
-		}
-		a.startPreview(ref, ap, req)
+		a.startPreview(store.PlanRef{Owner: ap.GetRequestedBy(), RequestID: ap.GetRequestId()}, ap)
 	}
 	return nil
 }
