@@ -134,11 +134,15 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 		return PreviewResult{}, err
 	}
 	res := PreviewResult{SceneHashBefore: before.SceneHash}
-	unsafe := map[string]bool{}
+	unsafe, renders := map[string]bool{}, map[string]bool{}
 	for _, t := range p.Tools() {
 		unsafe[t.Name] = t.SafetyMode == "unsafe_ops"
+		renders[t.Name] = notPreviewed[t.Name] && t.RollbackMethod == "not_needed"
 	}
 	for _, op := range ops {
+		if renders[op.Tool] {
+			continue
+		}
 		if unsafe[op.Tool] {
 			// Code runs on this host only once a person approved it: the
 			// preview stops before it.
@@ -183,6 +187,12 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 		"failed", res.FailedOperation, "took", time.Since(start).Round(time.Millisecond))
 	return res, nil
 }
+
+// notPreviewed are the tools a preview skips: renders write only files
+// (the scene stays as it was, which is what a preview shows), and take
+// minutes, often the very reason a policy asks for approval; before, a
+// plan that waited for approval rendered in full on the fork first.
+var notPreviewed = map[string]bool{"render.still": true, "render.animation": true}
 
 func exited(p *blender.Process) bool {
 	select {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -609,4 +610,28 @@ func TestOpenWaitsForItsClose(t *testing.T) {
 		t.Fatalf("the reopened session's sandbox: %v", err)
 	}
 	run(t, m, "s1", "r2", create("a", "Box"))
+}
+
+// TestPreviewSkipsRenders: a preview shows the scene a plan leaves, and a
+// render leaves it as it was: the preview does not render (a render after
+// the camera's delete would fail on the fork if it ran), and the
+// operations around it are previewed.
+func TestPreviewSkipsRenders(t *testing.T) {
+	m, _, rt := newManager(t)
+	open(t, m, rt, "s1")
+	del := Operation{OperationID: "del", MCPCallID: "c", Tool: "object.delete", Args: map[string]any{"name": "Camera"},
+		Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-del"}
+	shot := Operation{OperationID: "shot", MCPCallID: "c", Tool: "render.still", Args: map[string]any{"output": "shot.png"},
+		Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-shot"}
+	res, err := m.Preview(context.Background(), "s1", []Operation{del, shot, create("after", "Ball")}, false)
+	if err != nil || res.Failure != nil {
+		t.Fatalf("preview: %+v %v", res, err)
+	}
+	var got []string
+	for _, c := range res.Changes {
+		got = append(got, c.GetKind().String()+" "+c.GetCollection()+"/"+c.GetName())
+	}
+	if !slices.Contains(got, "KIND_REMOVED objects/Camera") || !slices.Contains(got, "KIND_ADDED objects/Ball") {
+		t.Fatalf("changes: %v", got)
+	}
 }
