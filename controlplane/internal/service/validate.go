@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"buf.build/go/protovalidate"
@@ -179,9 +180,27 @@ func (val *Validation) validate(msg proto.Message, prefix string) ([]fieldViolat
 	}
 	out := make([]fieldViolation, 0, len(verr.Violations))
 	for _, v := range verr.Violations {
-		out = append(out, fieldViolation{prefix + protovalidate.FieldPathString(v.Proto.GetField()), v.Proto.GetMessage()})
+		out = append(out, fieldViolation{prefix + protovalidate.FieldPathString(v.Proto.GetField()), describe(v)})
 	}
 	return out, nil
+}
+
+// describe is a violation's message, but for an enum left unset: the rule
+// (not_in [0]) says "must not be in list [0]", which names neither what is
+// missing nor what to send.
+func describe(v *protovalidate.Violation) string {
+	fd := v.FieldDescriptor
+	if v.Proto.GetRuleId() != "enum.not_in" || fd == nil || fd.Enum() == nil || fd.IsList() || v.FieldValue.Enum() != 0 {
+		return v.Proto.GetMessage()
+	}
+	var names []string
+	values := fd.Enum().Values()
+	for i := range values.Len() {
+		if values.Get(i).Number() != 0 {
+			names = append(names, string(values.Get(i).Name()))
+		}
+	}
+	return "is required: one of " + strings.Join(names, ", ")
 }
 
 type fieldViolation struct{ field, desc string }

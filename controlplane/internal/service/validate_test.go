@@ -2,6 +2,7 @@ package service
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
@@ -27,6 +28,7 @@ func TestArgsRequired(t *testing.T) {
 		{OperationId: "a", ToolName: "scene.get_summary", Args: empty, SafetyLevel: cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY},
 		{OperationId: "b", ToolName: "scene.get_summary", SafetyLevel: cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY},
 		{OperationId: "bad id", ToolName: "scene.get_summary", Args: empty, SafetyLevel: cpv1.SafetyLevel_SAFETY_LEVEL_READ_ONLY},
+		{OperationId: "c", ToolName: "scene.get_summary", Args: empty},
 	}}
 	st := status.Convert(val.check(req))
 	if st.Code() != codes.InvalidArgument {
@@ -41,8 +43,10 @@ func TestArgsRequired(t *testing.T) {
 		}
 	}
 	want := []string{`operations[1].args: operation "b": value is required`, // in plan order
-		`operations[2].operation_id: operation "bad id": does not match regex pattern ` + "`^[a-zA-Z0-9_.:-]{1,128}$`"}
-	if len(fields) != 2 || fields[0] != want[0] || fields[1] != want[1] {
+		`operations[2].operation_id: operation "bad id": does not match regex pattern ` + "`^[a-zA-Z0-9_.:-]{1,128}$`",
+		// An enum left unset says what to send ("must not be in list [0]" did not).
+		`operations[3].safety_level: operation "c": is required: one of SAFETY_LEVEL_READ_ONLY, SAFETY_LEVEL_SAFE_WRITE, SAFETY_LEVEL_DESTRUCTIVE`}
+	if !slices.Equal(fields, want) {
 		t.Fatalf("violations %q, want %q", fields, want)
 	}
 	req.Operations = req.Operations[:1]
