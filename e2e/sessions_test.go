@@ -511,6 +511,14 @@ func TestBlendctlSessionsAndFiles(t *testing.T) {
 	if out := blendctl("download", "tri.glb", "--session", id, "-o", dir); !strings.Contains(out, "saved "+filepath.Join(dir, "tri.glb")) {
 		t.Fatalf("download: %s", out)
 	}
+	// -o ending in / makes the directory; a file in a missing one is refused, saying so.
+	if out := blendctl("download", "tri.glb", "--session", id, "-o", dir+"/new/"); !strings.Contains(out, "saved "+filepath.Join(dir, "new", "tri.glb")) {
+		t.Fatalf("download into a new directory: %s", out)
+	}
+	if out, err := c.blendctl("download", "tri.glb", "--session", id, "-o", dir+"/none/x.glb").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "no directory "+filepath.Join(dir, "none")) || strings.Contains(string(out), ".blendctl-") {
+		t.Fatalf("download into a missing directory: %v %s", err, out)
+	}
 	if out := blendctl("sessions"); !strings.Contains(out, id) || !strings.Contains(out, "OPEN") && !strings.Contains(out, "PARKED") {
 		t.Fatalf("sessions: %s", out)
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
@@ -96,10 +97,19 @@ func (c *cli) download(ctx context.Context, args []string) error {
 		return errors.New("download: --session is required")
 	}
 	target := *out
-	if target == "" {
+	switch fi, err := os.Stat(target); {
+	case target == "":
 		target = name
-	} else if fi, err := os.Stat(target); err == nil && fi.IsDir() {
+	case err == nil && fi.IsDir():
 		target = filepath.Join(target, name)
+	case strings.HasSuffix(target, "/"): // a directory to make, as submit --out makes its own
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			return err
+		}
+		target = filepath.Join(target, name)
+	}
+	if fi, err := os.Stat(filepath.Dir(target)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("download: no directory %s to save %s in (end -o with / to make it)", filepath.Dir(target), filepath.Base(target))
 	}
 	a, err := c.fetch(ctx, &cpv1.DownloadArtifactRequest{SessionId: *session, Name: name, Sha256: *sum}, target)
 	if err != nil {

@@ -52,7 +52,8 @@ Commands:
   upload FILE --session ID [--name NAME]
                       store a file in a session (scene.import reads it by NAME)
   download NAME --session ID [--sha256 H] [-o PATH]
-                      save a session's artifact (a render, an export, an upload)
+                      save a session's artifact (a render, an export, an upload); -o is
+                      a file or a directory (ending in /, it is made if missing)
   artifacts --session ID [--request-id ID]
                       list a session's artifacts (of one plan)
   agents              list the agents registered with the control plane (admin)
