@@ -304,6 +304,11 @@ func TestApprovals(t *testing.T) {
 	if err := watch.Wait(); err != nil || !strings.Contains(out.String(), "SUCCEEDED") {
 		t.Fatalf("blendctl submit --watch after the approval: %v\n%s", err, out.String())
 	}
+	// The audit's text names the approval's event and who decided it.
+	if trail, err := c.blendctl("audit", "del-cli").CombinedOutput(); err != nil || !strings.Contains(string(trail), "approval.approved") ||
+		!strings.Contains(string(trail), id+" by admin") {
+		t.Fatalf("blendctl audit of an approved plan: %v\n%s", err, trail)
+	}
 }
 
 // waitFor polls cond for up to a minute.

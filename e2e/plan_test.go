@@ -415,8 +415,12 @@ func testBlendctl(t *testing.T, c *cluster) {
 		t.Fatalf("blendctl plan: %v\n%s", err, out)
 	}
 	out, err = c.blendctl("audit", "hello-1").CombinedOutput()
-	if err != nil || strings.Count(string(out), "hello-1") != 8 || !strings.Contains(string(out), "render.still") {
+	if err != nil || strings.Count(string(out), "hello-1") != 8 || !strings.Contains(string(out), "render.still") ||
+		!strings.Contains(string(out), "PRINCIPAL") || !strings.Contains(string(out), " admin ") {
 		t.Fatalf("blendctl audit: %v\n%s", err, out)
+	}
+	if out, err = c.blendctl("audit", "no-such-plan").CombinedOutput(); err == nil || !strings.Contains(string(out), "PLAN_NOT_FOUND") {
+		t.Fatalf("blendctl audit of a plan that does not exist: %v\n%s", err, out)
 	}
 	out, err = c.blendctl("agents").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "READY") {

@@ -258,6 +258,16 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(records) == 0 && requestID != "" {
+		// None for a plan that does not exist (a typo'd id) is an error,
+		// not an empty list: say so as plan does.
+		if _, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID}); err != nil {
+			return err
+		}
+	}
+	if len(records) == 0 && !c.json {
+		fmt.Fprintln(c.out, "no audit records")
+	}
 	for i, r := range records {
 		if c.json {
 			if err := c.printJSON(r); err != nil {

@@ -228,15 +228,28 @@ func printAgents(out io.Writer, agents []*cpv1.Agent) {
 	}
 }
 
+// printAudit draws one audit record as a row: a receipt's status, or the
+// event of a record that is not a receipt (an approval, a rejection), with
+// who did it.
 func printAudit(out io.Writer, r *cpv1.AuditRecord, header bool) {
 	if header {
-		fmt.Fprintf(out, "%-6s %-24s %-16s %-20s %-20s %-18s %-12s %-12s %s\n",
-			"SEQ", "TIME", "REQUEST", "OPERATION", "TOOL", "STATUS", "BEFORE", "AFTER", "MUTATION / CALL")
+		fmt.Fprintf(out, "%-6s %-24s %-24s %-16s %-20s %-18s %-12s %-12s %-12s %s\n",
+			"SEQ", "TIME", "REQUEST", "OPERATION", "TOOL", "STATUS / EVENT", "PRINCIPAL", "BEFORE", "AFTER", "DETAIL")
 	}
-	fmt.Fprintf(out, "%-6d %-24s %-16s %-20s %-20s %-18s %-12s %-12s %s %s\n",
+	what, detail := strings.TrimPrefix(r.GetStatus().String(), "STATUS_"), strings.TrimSpace(r.GetBlenderMutationId()+" "+r.GetMcpCallId())
+	if r.GetEvent() != "" {
+		what, detail = r.GetEvent(), r.GetApprovalId()
+		if by := r.GetApprovedBy(); by != "" {
+			detail += " by " + by
+		}
+	}
+	if r.GetErrorCode() != "" {
+		detail = strings.TrimSpace(r.GetErrorCode() + " " + detail)
+	}
+	fmt.Fprintf(out, "%-6d %-24s %-24s %-16s %-20s %-18s %-12s %-12s %-12s %s\n",
 		r.GetSequence(), r.GetTimestamp().AsTime().UTC().Format("2006-01-02T15:04:05.000Z"),
-		r.GetRequestId(), r.GetOperationId(), r.GetToolName(), strings.TrimPrefix(r.GetStatus().String(), "STATUS_"),
-		short(r.GetSceneHashBefore()), short(r.GetSceneHashAfter()), r.GetBlenderMutationId(), r.GetMcpCallId())
+		r.GetRequestId(), cmp.Or(r.GetOperationId(), "-"), cmp.Or(r.GetToolName(), "-"), what, cmp.Or(r.GetPrincipal(), "-"),
+		cmp.Or(short(r.GetSceneHashBefore()), "-"), cmp.Or(short(r.GetSceneHashAfter()), "-"), detail)
 }
 
 func printTools(out io.Writer, resp *cpv1.ListToolsResponse) {
