@@ -504,6 +504,9 @@ func TestBlendctlSessionsAndFiles(t *testing.T) {
 	if out := blendctl("submit", plan, "--session", id, "--watch"); !strings.Contains(out, "wrote tri.glb") {
 		t.Fatalf("submit: %s", out)
 	}
+	if out := blendctl("plans", "--session", id); !strings.Contains(out, "cli-files") || !strings.Contains(out, "SUCCEEDED") {
+		t.Fatalf("plans: %s", out)
+	}
 	if out := blendctl("artifacts", "--session", id); !strings.Contains(out, "tri.obj") || !strings.Contains(out, "(upload)") ||
 		!strings.Contains(out, "tri.glb") || !strings.Contains(out, "cli-files") {
 		t.Fatalf("artifacts: %s", out)

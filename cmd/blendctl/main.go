@@ -39,6 +39,7 @@ Commands:
   watch REQUEST_ID [--from N]
                       stream a plan's receipts from sequence N
   plan REQUEST_ID     show a plan and its state
+  plans --session ID  list a session's plans, newest first
   cancel REQUEST_ID   stop a plan (the running operation too); the session stays usable
   audit [REQUEST_ID]  list audit records (of one plan, or all), oldest first
   tools [--session ID]  list the tool registry (of a session, or of the first runtime)
@@ -168,6 +169,7 @@ var commands = map[string]func(c *cli, ctx context.Context, args []string) error
 	"policy":    (*cli).policy,
 	"watch":     (*cli).watchCmd,
 	"plan":      (*cli).plan,
+	"plans":     (*cli).plans,
 	"audit":     (*cli).audit,
 	"cancel":    (*cli).cancel,
 	"tools":     (*cli).tools,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -184,6 +185,19 @@ func printPlan(out io.Writer, p *cpv1.Plan) {
 		short(p.GetRegistryFingerprint()), abbreviate(p.GetSchedule(), 12))
 	if f := p.GetFailure(); f != nil {
 		fmt.Fprintf(out, "  failure:   %s: %s\n  hint:      %s\n", f.GetErrorCode(), f.GetMessage(), f.GetRetryHint())
+	}
+}
+
+func printPlans(out io.Writer, plans []*cpv1.Plan) {
+	if len(plans) == 0 {
+		fmt.Fprintln(out, "no plans")
+		return
+	}
+	fmt.Fprintf(out, "%-32s %-20s %-10s %-12s %-24s %s\n", "REQUEST", "STATE", "RECEIPTS", "OWNER", "CREATED", "FAILURE")
+	for _, p := range plans {
+		fmt.Fprintf(out, "%-32s %-20s %-10s %-12s %-24s %s\n", p.GetRequestId(), stateName(p.GetState()),
+			strconv.FormatInt(p.GetReceiptCount(), 10), p.GetOwner(),
+			p.GetCreateTime().AsTime().UTC().Format("2006-01-02T15:04:05.000Z"), p.GetFailure().GetErrorCode())
 	}
 }
 

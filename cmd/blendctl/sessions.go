@@ -61,3 +61,23 @@ func (c *cli) closeCmd(ctx context.Context, args []string) error {
 		return resp.GetSession(), err
 	}, printSession)
 }
+
+// plans lists a session's plans, newest first.
+func (c *cli) plans(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("plans", flag.ContinueOnError)
+	session := fs.String("session", "", "session whose plans to list (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *session == "" || fs.NArg() != 0 {
+		return errors.New("usage: blendctl plans --session ID")
+	}
+	list, err := allPages(ctx, func(ctx context.Context, token string) ([]*cpv1.Plan, string, error) {
+		resp, err := c.cp.ListPlans(ctx, &cpv1.ListPlansRequest{SessionId: *session, PageSize: 1000, PageToken: token})
+		return resp.GetPlans(), resp.GetNextPageToken(), err
+	})
+	if err != nil {
+		return err
+	}
+	return printList(c, list, printPlans)
+}
