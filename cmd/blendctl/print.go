@@ -73,6 +73,12 @@ func describeError(err error) string {
 			}
 		}
 	}
+	switch msg := st.Message(); {
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		b.WriteString("\n  hint: the control plane there serves plain gRPC (as it does on loopback): drop --ca-file (or $BLENDPLANE_CA_FILE)")
+	case strings.Contains(msg, "http2: frame too large"), strings.Contains(msg, "HTTP/1.1 header"):
+		b.WriteString("\n  hint: that address answers HTTP/1, not gRPC: blendctl's --addr is the control plane's --listen (7400), not its --http-listen")
+	}
 	if st.Code() == codes.Unauthenticated {
 		b.WriteString("\n  hint: blendctl sends the token of --token or --token-file (or $BLENDPLANE_TOKEN, $BLENDPLANE_TOKEN_FILE); " +
 			"a control plane's first start writes <data-dir>/admin.token")

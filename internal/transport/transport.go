@@ -33,6 +33,9 @@ func Loopback(addr string) bool {
 // given, plain on loopback otherwise; beyond loopback without a CA, an
 // error saying so, so that no token ever crosses a network in the clear.
 func ClientCreds(addr, caFile string) (credentials.TransportCredentials, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("%q is not HOST:PORT (the control plane's gRPC address, its --listen: 127.0.0.1:7400 by default)", addr)
+	}
 	switch {
 	case caFile != "":
 		pem, err := os.ReadFile(caFile)

@@ -31,6 +31,9 @@ func TestClientCreds(t *testing.T) {
 	if c, err := ClientCreds("127.0.0.1:7400", ""); err != nil || c.Info().SecurityProtocol != "insecure" {
 		t.Fatalf("loopback: %v %v", c, err)
 	}
+	if _, err := ClientCreds("127.0.0.1", ""); err == nil || !strings.Contains(err.Error(), "is not HOST:PORT") {
+		t.Fatalf("an address without its port: %v", err) // it said "not on loopback"
+	}
 	if _, err := ClientCreds("192.0.2.1:7400", ""); err == nil || !strings.Contains(err.Error(), "--ca-file") {
 		t.Fatalf("beyond loopback without a CA: %v", err)
 	}
