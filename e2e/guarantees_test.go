@@ -424,3 +424,58 @@ func TestAuditAndCorrelation(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitingForAgentShown: while a plan's agent does not answer, a stream
+// with progress events says so (which agent, why, until when it is
+// retried), and blendctl submit --watch prints it: before, the stream was
+// silent for as long as the agent was down. The plan then ends as usual.
+func TestWaitingForAgentShown(t *testing.T) {
+	c := startCluster(t)
+	agentID := c.agentID(t)
+	resp, err := c.client.Negotiate(ctxT(t, 2*time.Minute), &cpv1.NegotiateRequest{ContractVersion: "1.0.0",
+		HostProfile: &cpv1.HostProfile{ClientName: "e2e", FeatureFlags: []string{"progress_events", "unsafe_ops", "nondeterministic_tools"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := resp.GetContract()
+	var ops []*cpv1.Operation
+	for i := range 4 { // slow enough that agentd is killed before the last ones ran
+		o := op(fmt.Sprintf("p%d", i), "python.exec", map[string]any{"code": "import time\ntime.sleep(0.5)"})
+		o.SafetyLevel = cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE
+		ops = append(ops, o)
+	}
+	if _, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: s.GetSessionId(), RequestId: "wait-1", Operations: ops}); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := c.client.StreamReceipts(ctxT(t, 2*time.Minute), &cpv1.StreamReceiptsRequest{RequestId: "wait-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed, told, receipts := false, false, 0
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		if r := ev.GetReceipt(); r != nil {
+			receipts++
+			if r.GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED && r.GetStatus() != cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT {
+				t.Errorf("receipt %s: %v %v", r.GetOperationId(), r.GetStatus(), r.GetError())
+			}
+			if !killed {
+				c.agent.stop(t, syscall.SIGKILL)
+				killed = true
+			}
+		}
+		if f := ev.GetProgress().GetDetail().GetFields(); f["waiting_for_agent"].GetStringValue() != "" && !told {
+			if f["waiting_for_agent"].GetStringValue() != agentID || f["reason"].GetStringValue() == "" || f["retry_until"].GetStringValue() == "" {
+				t.Fatalf("the wait, told: %v", ev)
+			}
+			told = true
+			c.restartAgent(t)
+		}
+	}
+	if !told || receipts != len(ops) {
+		t.Fatalf("told of the wait: %v; receipts %d of %d", told, receipts, len(ops))
+	}
+}

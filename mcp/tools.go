@@ -295,7 +295,12 @@ func (s *Session) follow(ctx context.Context, req *sdk.CallToolRequest, requestI
 			asked = true
 		case ev.GetProgress() != nil:
 			p := ev.GetProgress()
-			s.progress(ctx, req, float64(len(receipts)), float64(scheduled), fmt.Sprintf("%s: %d/%d", p.GetOperationId(), p.GetDone(), p.GetTotal()))
+			msg := fmt.Sprintf("%s: %d/%d", p.GetOperationId(), p.GetDone(), p.GetTotal())
+			if f := p.GetDetail().GetFields(); f["waiting_for_agent"].GetStringValue() != "" {
+				msg = fmt.Sprintf("waiting for agent %s to answer (%s); retrying until %s", f["waiting_for_agent"].GetStringValue(),
+					f["reason"].GetStringValue(), f["retry_until"].GetStringValue())
+			}
+			s.progress(ctx, req, float64(len(receipts)), float64(scheduled), msg)
 		}
 	}
 	// A receipt per scheduled operation, all of them succeeded: the plan

@@ -111,6 +111,8 @@ type progress struct {
 	start  time.Time
 	tty    bool
 	quiet  bool
+	// waiting is the agent wait last told (agent and retry deadline).
+	waiting string
 }
 
 func newProgress(out io.Writer, total int, quiet bool) *progress {
@@ -157,8 +159,21 @@ func (p *progress) receipt(r *cpv1.Receipt) {
 	}
 }
 
-// step shows a running operation's progress (e.g. frames rendered).
+// step shows a running operation's progress (e.g. frames rendered), or
+// that the plan waits for its agent to answer again (told once per wait).
 func (p *progress) step(pg *cpv1.Progress) {
+	if f := pg.GetDetail().GetFields(); f["waiting_for_agent"].GetStringValue() != "" {
+		agent, until := f["waiting_for_agent"].GetStringValue(), f["retry_until"].GetStringValue()
+		if agent+until == p.waiting {
+			return
+		}
+		p.waiting = agent + until
+		if p.tty {
+			fmt.Fprint(p.out, "\r\033[K")
+		}
+		fmt.Fprintf(p.out, "         waiting for agent %s to answer (%s); retrying until %s\n", agent, f["reason"].GetStringValue(), until)
+		return
+	}
 	if p.tty {
 		fmt.Fprintf(p.out, "\r\033[K  %s: %s %d/%d", pg.GetOperationId(), bar(int(pg.GetDone()), int(pg.GetTotal()), 20), pg.GetDone(), pg.GetTotal())
 		return

@@ -8,6 +8,9 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
 // TestDescribeError: a refusal says what the call was for, its status once
@@ -29,5 +32,23 @@ func TestDescribeError(t *testing.T) {
 	}
 	if got := describeError(fmt.Errorf("read x.json: %w", fmt.Errorf("boom"))); got != "read x.json: boom" {
 		t.Errorf("not a status: %s", got)
+	}
+}
+
+// TestProgressWaitingForAgent: a plan waiting for its agent is told once
+// per wait, not at every retry's progress.
+func TestProgressWaitingForAgent(t *testing.T) {
+	var out strings.Builder
+	p := newProgress(&out, 3, false)
+	wait := func(until string) *cpv1.Progress {
+		d, _ := structpb.NewStruct(map[string]any{"waiting_for_agent": "agent-1", "reason": "connection refused", "retry_until": until})
+		return &cpv1.Progress{OperationId: "b", Detail: d}
+	}
+	p.step(wait("2026-11-29T10:05:00Z"))
+	p.step(wait("2026-11-29T10:05:00Z"))
+	p.step(&cpv1.Progress{OperationId: "b", Done: 1, Total: 4})
+	want := "         waiting for agent agent-1 to answer (connection refused); retrying until 2026-11-29T10:05:00Z\n         b: 1/4\n"
+	if out.String() != want {
+		t.Errorf("got\n%q\nwant\n%q", out.String(), want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,6 +46,9 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 	req.ValidateOnly, req.Atomic = *validateOnly, *atomic
 	req.SessionId = *session
 	if req.SessionId == "" {
+		if *watch && !slices.Contains(sf.flags, "progress_events") {
+			sf.flags = append(sf.flags, "progress_events") // what --watch shows besides receipts
+		}
 		contract, err := c.negotiate(ctx, sf)
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
@@ -63,7 +64,8 @@ func (e *Executor) execute(ref store.PlanRef, sessionID string, budgetMs int64, 
 		}
 		given[calls[i]] = op.GetMcpCallId() != ""
 	}
-	return e.retry(sessionID, log, func(ctx context.Context, to target, alive func()) (bool, error) {
+	waiting := func() string { return calls[0].GetOperationId() }
+	return e.retry(sessionID, ref, waiting, log, func(ctx context.Context, to target, alive func()) (bool, error) {
 		agent, err := e.client(to.agentID)
 		if err != nil {
 			return false, err
@@ -117,7 +119,7 @@ func (e *Executor) execute(ref store.PlanRef, sessionID string, budgetMs int64, 
 // ROLLED_BACK (or ROLLBACK_FAILED) receipt to add.
 func (e *Executor) rollback(ref store.PlanRef, sessionID string, keys []string, add func(*cpv1.Receipt, bool), log *slog.Logger) error {
 	log.Info("rolling back the plan", "operations", len(keys))
-	return e.retry(sessionID, log, func(ctx context.Context, to target, alive func()) (bool, error) {
+	return e.retry(sessionID, ref, func() string { return "" }, log, func(ctx context.Context, to target, alive func()) (bool, error) {
 		agent, err := e.client(to.agentID)
 		if err != nil {
 			return false, err
@@ -165,8 +167,11 @@ type target struct {
 // is rebuilt elsewhere. An attempt that hears nothing from the agent for
 // OperationTimeout is cancelled, and so is one whose session moves
 // (Moved); attempt calls alive whenever it hears something. giveUp records
-// the final error.
-func (e *Executor) retry(sessionID string, log *slog.Logger, attempt func(ctx context.Context, to target, alive func()) (bool, error), giveUp func(target, error)) error {
+// the final error. While it waits, the plan's progress says so (the
+// operation waiting is waitingOp's), so that a watcher is not left with a
+// silent stream for minutes.
+func (e *Executor) retry(sessionID string, ref store.PlanRef, waitingOp func() string, log *slog.Logger,
+	attempt func(ctx context.Context, to target, alive func()) (bool, error), giveUp func(target, error)) error {
 	deadline := time.Now().Add(e.cfg.AgentRetryWindow)
 	backoff := 100 * time.Millisecond
 	defer func() {
@@ -219,6 +224,7 @@ func (e *Executor) retry(sessionID string, log *slog.Logger, attempt func(ctx co
 			return nil
 		}
 		log.Warn("agent unreachable, retrying", "err", err, "backoff", backoff)
+		e.store.PublishProgress(ref, waitingForAgent(waitingOp(), to.agentID, err, deadline))
 		select {
 		case <-time.After(backoff):
 		case <-e.movedSignal(sessionID):
@@ -227,6 +233,14 @@ func (e *Executor) retry(sessionID string, log *slog.Logger, attempt func(ctx co
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// waitingForAgent is the progress of a plan whose agent does not answer:
+// the operation waiting, the agent, why, and until when it is retried.
+func waitingForAgent(operationID, agentID string, err error, until time.Time) *cpv1.Progress {
+	detail, _ := structpb.NewStruct(map[string]any{"waiting_for_agent": agentID, "reason": status.Convert(err).Message(),
+		"retry_until": until.UTC().Format(time.RFC3339)})
+	return &cpv1.Progress{OperationId: operationID, Detail: detail}
 }
 
 // errMoved ends a batch whose session moved: the run starts again from the
