@@ -106,14 +106,14 @@ func (s *Session) readArtifact(ctx context.Context, req *sdk.ReadResourceRequest
 // maxResourceBytes is the largest artifact read as a resource.
 const maxResourceBytes = 16 << 20
 
-// artifactContent is what a call returns for a file it made: a link to the
+// artifactContent is what a call returns for a file its receipt by made: a link to the
 // artifact and, for a PNG, the image itself, so a model can look at it. The
 // artifact is listed among the session's resources from then on.
-func (s *Session) artifactContent(ctx context.Context, a *cpv1.Artifact) []sdk.Content {
+func (s *Session) artifactContent(ctx context.Context, a *cpv1.Artifact, by *cpv1.Receipt) []sdk.Content {
 	size := a.GetSizeBytes()
 	uri := strings.TrimSuffix(uriArtifact, "{name}") + url.PathEscape(a.GetName())
 	s.server.AddResource(&sdk.Resource{URI: uri, Name: a.GetName(), MIMEType: mimeOf(a.GetName()), Size: size,
-		Description: "A file the session made (plan " + a.GetRequestId() + ", operation " + a.GetOperationId() + ")."}, s.readArtifact)
+		Description: "A file the session made (plan " + by.GetRequestId() + ", operation " + by.GetOperationId() + ")."}, s.readArtifact)
 	out := []sdk.Content{&sdk.ResourceLink{URI: uri, Name: a.GetName(), MIMEType: mimeOf(a.GetName()), Size: &size}}
 	if mimeOf(a.GetName()) != "image/png" || size > maxInlineImage {
 		return out

@@ -551,7 +551,7 @@ func (s *Session) result(ctx context.Context, req *sdk.CallToolRequest, plan *cp
 	}
 	for _, r := range receipts {
 		for _, a := range r.GetArtifacts() {
-			res.Content = append(res.Content, s.artifactContent(ctx, a)...)
+			res.Content = append(res.Content, s.artifactContent(ctx, a, r)...)
 		}
 	}
 	return res

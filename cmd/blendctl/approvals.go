@@ -82,7 +82,10 @@ func (c *cli) policy(ctx context.Context, args []string) error {
 		return show(ctx, c, func(ctx context.Context) (*cpv1.PolicyRule, error) {
 			resp, err := c.cp.DeletePolicyRule(ctx, &cpv1.DeletePolicyRuleRequest{RuleId: args[1]})
 			return resp.GetRule(), err
-		}, func(out io.Writer, r *cpv1.PolicyRule) { printRules(out, []*cpv1.PolicyRule{r}) })
+		}, func(out io.Writer, r *cpv1.PolicyRule) {
+			fmt.Fprintf(out, "deleted rule %s: such operations need approval again\n", r.GetRuleId())
+			printRules(out, []*cpv1.PolicyRule{r})
+		})
 	}
 	return errors.New("usage: blendctl policy list | blendctl policy delete RULE_ID")
 }
@@ -97,6 +100,9 @@ func printRules(out io.Writer, list []*cpv1.PolicyRule) {
 
 // printApprovals shows each approval with why it is needed and its preview.
 func printApprovals(out io.Writer, list []*cpv1.Approval) {
+	if len(list) == 0 {
+		fmt.Fprintln(out, "no approvals")
+	}
 	for i, a := range list {
 		if i > 0 {
 			fmt.Fprintln(out)

@@ -88,6 +88,14 @@ func describeError(err error) string {
 
 func stateName(s cpv1.Plan_State) string { return strings.TrimPrefix(s.String(), "STATE_") }
 
+// plural is n with its noun: "1 operation", "2 operations".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
 func abbreviate(ids []string, n int) string {
 	if len(ids) <= n {
 		return strings.Join(ids, " → ")

@@ -71,8 +71,8 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 			return err
 		}
 	} else if !c.json {
-		fmt.Fprintf(c.out, "plan %s %s: %d operations, schedule %s\n", p.GetRequestId(), stateName(p.GetState()),
-			len(p.GetSchedule()), abbreviate(p.GetSchedule(), 8))
+		fmt.Fprintf(c.out, "plan %s %s: %s, schedule %s\n", p.GetRequestId(), stateName(p.GetState()),
+			plural(len(p.GetSchedule()), "operation"), abbreviate(p.GetSchedule(), 8))
 	}
 	if p.GetState() == cpv1.Plan_STATE_VALIDATED {
 		return nil

@@ -15,6 +15,7 @@ import base64
 
 import anyio
 import json
+import re
 import os
 import sys
 import tempfile
@@ -107,6 +108,8 @@ async def exercise(session, upload=None):
     check({"blendplane://session/summary", "blendplane://session/snapshot", "blendplane://session/registry",
            links[0].uri} <= set(listed) and listed[links[0].uri].mime_type == "image/png",
           "resources: the scene, the registry and the render the session made", sorted(listed))
+    desc = listed[links[0].uri].description or ""
+    check(re.search(r"\(plan \S+, operation \S+\)", desc) is not None, "the render's resource names its plan and operation", desc)
     snapshot = json.loads((await session.read_resource("blendplane://session/snapshot")).contents[0].text)
     check(snapshot["scene_hash"] and "McpCube" in json.dumps(snapshot),
           "the snapshot resource: the canonical scene and its hash", json.dumps(snapshot)[:300])
