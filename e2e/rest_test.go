@@ -129,6 +129,21 @@ func TestREST(t *testing.T) {
 	if code, body := curl(t, "POST", base+"/v1/sessions/"+sid+"/plans", c.adminToken, bad); code != "400" || !strings.Contains(string(body), "SCHEMA_INVALID") {
 		t.Fatalf("a bad plan: %s %s", code, body)
 	}
+	// A stream that fails before its first message: its HTTP status, and the
+	// google.rpc.Status as a stream's one line, {"error": …} (API.md).
+	for route, reason := range map[string]string{"/v1/sessions/" + sid + "/artifacts/nope.png": "ARTIFACT_NOT_FOUND", "/v1/plans/nope/receipts": "PLAN_NOT_FOUND"} {
+		code, body := curl(t, "GET", base+route, c.adminToken, "")
+		var line struct {
+			Error struct {
+				Code    int    `json:"code"`
+				Details []any  `json:"details"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(body, &line); code != "404" || err != nil || line.Error.Code != 5 || !strings.Contains(string(body), `"reason":"`+reason+`"`) {
+			t.Fatalf("GET %s: %s %v %s", route, code, err, body)
+		}
+	}
 	if code, body := curl(t, "GET", base+"/v1/agents", ana, ""); code != "403" {
 		t.Fatalf("ListAgents without admin: %s %s", code, body)
 	}
