@@ -263,13 +263,20 @@ func lookup(args map[string]any, key string) (string, bool) {
 var targetArgs = []string{"name", "object", "target", "path", "file", "filename"}
 
 // Target is what an operation acts on, which an always-allow rule is bound
-// to: "name=Cube" for the first of targetArgs the args hold as a string,
-// else "args=<sha256 of the canonical args>" (python.exec: its code).
+// to: every one of targetArgs the args hold as a string, in that order
+// ("name=Cube"; modifier.remove's "name=Subdivision,object=Cube", where the
+// name alone would have allowed that modifier's removal from every
+// object), else "args=<sha256 of the canonical args>" (python.exec: its
+// code).
 func Target(tool string, args map[string]any) string {
+	var parts []string
 	for _, k := range targetArgs {
 		if s, ok := args[k].(string); ok {
-			return k + "=" + s
+			parts = append(parts, k+"="+s)
 		}
+	}
+	if len(parts) > 0 {
+		return strings.Join(parts, ",")
 	}
 	return "args=" + InputHash(args)
 }

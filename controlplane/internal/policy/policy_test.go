@@ -124,6 +124,12 @@ func TestTarget(t *testing.T) {
 	if got := Target("object.delete", map[string]any{"name": "Cube"}); got != "name=Cube" {
 		t.Errorf("object.delete: %q", got)
 	}
+	// A modifier's name with its object: the name alone would let an
+	// always-allow rule remove that modifier from every object.
+	cube := Target("modifier.remove", map[string]any{"object": "Cube", "name": "Subdivision"})
+	if cube != "name=Subdivision,object=Cube" || cube == Target("modifier.remove", map[string]any{"object": "Hero", "name": "Subdivision"}) {
+		t.Errorf("modifier.remove: %q", cube)
+	}
 	a := Target("python.exec", map[string]any{"code": "print(1)"})
 	b := Target("python.exec", map[string]any{"code": "print(2)"})
 	if !strings.HasPrefix(a, "args=") || a == b || a != Target("python.exec", map[string]any{"code": "print(1)"}) {
