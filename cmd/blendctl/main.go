@@ -26,7 +26,8 @@ import (
 const usage = `blendctl: the Blendplane CLI
 
 Usage:
-  blendctl [--addr HOST:PORT] [--token T | --token-file F] [--ca-file CA] [--json] COMMAND [ARGS]
+  blendctl [--addr HOST:PORT] [--token T | --token-file F] [--ca-file CA] [--json]
+           [--max-message-bytes N] COMMAND [ARGS]     (these flags go before the command)
 
 Commands:
   submit PLAN.json [--session ID] [--request-id ID] [--validate-only] [--atomic] [--watch]
@@ -42,7 +43,8 @@ Commands:
   plans --session ID  list a session's plans, newest first
   cancel REQUEST_ID   stop a plan (the running operation too); the session stays usable
   audit [REQUEST_ID]  list audit records (of one plan, or all), oldest first
-  tools [--session ID]  list the tool registry (of a session, or of the first runtime)
+  tools [--session ID | --runtime ID]
+                      list the tool registry (of a session, a runtime, or the first runtime)
   macros              list the macros, with their example args
   negotiate [--flag F]... [--blender RANGE] [--budget-ms N]
                       open a session and print its contract
@@ -154,7 +156,11 @@ func run(args []string) error {
 	if !ok {
 		return fmt.Errorf("unknown command %q (try: %s)", cmd, strings.Join(slices.Sorted(maps.Keys(commands)), ", "))
 	}
-	return command(c, ctx, rest)
+	err = command(c, ctx, rest)
+	if name, ok := strings.CutPrefix(fmt.Sprint(err), "flag provided but not defined: -"); ok && fs.Lookup(name) != nil {
+		return fmt.Errorf("%w: --%s is blendctl's own flag; give it before the command (blendctl --%[2]s ... %s ...)", err, name, cmd)
+	}
+	return err
 }
 
 // commands are blendctl's commands by name (see usage).

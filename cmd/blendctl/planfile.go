@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -13,11 +15,21 @@ import (
 	"github.com/blendplane/blendplane/planjson"
 )
 
-// planFile is the planner output schema of seed 000, as a file.
+// planFile is the planner output schema of seed 000, as a file; an
+// operation may also ask for verify (the API's per-operation check).
 type planFile struct {
-	RequestID  string               `json:"request_id"`
-	Operations []planjson.Operation `json:"operations"`
+	RequestID  string          `json:"request_id"`
+	Operations []fileOperation `json:"operations"`
 }
+
+type fileOperation struct {
+	planjson.Operation
+	Verify bool `json:"verify"`
+}
+
+// submitFlags are the request's fields that blendctl takes as flags, not
+// from the file.
+var submitFlags = map[string]string{"atomic": "--atomic", "validate_only": "--validate-only", "session_id": "--session"}
 
 // readPlan reads a plan file. safety_level may be the seed's name
 // ("safe_write") or the API's ("SAFETY_LEVEL_SAFE_WRITE"). Everything else
@@ -31,7 +43,7 @@ func readPlan(path string) (*cpv1.SubmitPlanRequest, error) {
 	dec.DisallowUnknownFields()
 	var f planFile
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %s", path, jsonProblem(raw, err))
 	}
 	req := &cpv1.SubmitPlanRequest{RequestId: f.RequestID}
 	for i, o := range f.Operations {
@@ -48,7 +60,7 @@ func readPlan(path string) (*cpv1.SubmitPlanRequest, error) {
 		}
 		req.Operations = append(req.Operations, &cpv1.Operation{
 			OperationId: o.OperationID, ToolName: o.ToolName, Args: args,
-			DependsOn: o.DependsOn, SafetyLevel: level,
+			DependsOn: o.DependsOn, SafetyLevel: level, Verify: o.Verify,
 		})
 	}
 	return req, nil
@@ -64,4 +76,35 @@ func parseSafety(s string) (cpv1.SafetyLevel, error) {
 		return 0, fmt.Errorf("%q is not one of read_only, safe_write, destructive", s)
 	}
 	return cpv1.SafetyLevel(v), nil
+}
+
+// jsonProblem says what is wrong with a plan file, and where: line and
+// column rather than a byte offset, a flag for a field the file does not
+// take.
+func jsonProblem(raw []byte, err error) string {
+	at := func(offset int64) string {
+		before := raw[:min(int(offset), len(raw))]
+		line := bytes.Count(before, []byte("\n")) + 1
+		// The offset is past the byte at fault: its column is the last read.
+		return fmt.Sprintf("line %d, column %d", line, len(before)-bytes.LastIndexByte(before, '\n')-1)
+	}
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF) && len(bytes.TrimSpace(raw)) == 0:
+		return `empty: a plan file is one JSON object, {"request_id": ..., "operations": [...]}`
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends early (a missing } or ])"
+	case errors.As(err, &syntax):
+		return at(syntax.Offset) + ": " + syntax.Error()
+	case errors.As(err, &typ):
+		return fmt.Sprintf("%s: %s is a JSON %s, which %s cannot be", at(typ.Offset), typ.Field, typ.Value, typ.Type)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if flag := submitFlags[strings.Trim(name, `"`)]; flag != "" {
+			return fmt.Sprintf("unknown field %s: it is a flag of blendctl submit, %s", name, flag)
+		}
+		return "unknown field " + name + ` (a plan file has request_id and operations; an operation has operation_id, tool_name, args, depends_on, safety_level and verify)`
+	}
+	return err.Error()
 }

@@ -24,12 +24,21 @@ func TestReadPlan(t *testing.T) {
 		{"unknown field", `{"request_id":"r","operations":[],"extra":1}`, "unknown field"},
 		{"bad safety", `{"request_id":"r","operations":[{"operation_id":"a","tool_name":"t","args":{},"depends_on":[],"safety_level":"yolo"}]}`, "safety_level"},
 		{"api enum name", `{"request_id":"r","operations":[{"operation_id":"a","tool_name":"t","args":{},"depends_on":[],"safety_level":"SAFETY_LEVEL_DESTRUCTIVE"}]}`, ""},
+		{"verify", `{"request_id":"r","operations":[{"operation_id":"a","tool_name":"t","args":{},"safety_level":"safe_write","verify":true}]}`, ""},
+		{"a flag in the file", `{"request_id":"r","atomic":true,"operations":[]}`, `unknown field "atomic": it is a flag of blendctl submit, --atomic`},
+		{"syntax", "{\n  \"request_id\": \"r\",\n  \"operations\": [}\n}", "line 3, column 18: invalid character '}'"},
+		{"empty", "  \n", "empty: a plan file is one JSON object"},
+		{"cut", `{"request_id": "r", "operations": [`, "the JSON ends early"},
+		{"type", "{\"request_id\": 7}", "line 1, column 16: request_id is a JSON number, which string cannot be"},
 	} {
 		path := filepath.Join(t.TempDir(), "p.json")
 		os.WriteFile(path, []byte(tc.body), 0o644)
-		_, err := readPlan(path)
+		req, err := readPlan(path)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
+		}
+		if tc.name == "verify" && !req.GetOperations()[0].GetVerify() {
+			t.Errorf("verify: %v", req)
 		}
 	}
 }
