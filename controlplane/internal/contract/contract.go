@@ -122,12 +122,12 @@ func CheckRequest(req *cpv1.NegotiateRequest, macros *cpv1.MacroRegistryRef) err
 func Fits(req *cpv1.NegotiateRequest, rt *cpv1.Runtime) *Violation {
 	rng, _ := ParseRange(req.GetBlenderVersionRange())
 	if !rng.Contains(rt.GetBlenderProfile().GetVersion()) {
-		return &Violation{"blender_version_range", req.GetBlenderVersionRange(), "no registered runtime has a Blender in this range"}
+		return &Violation{"blender_version_range", req.GetBlenderVersionRange(), "no ready agent has a runtime with a Blender in this range (see blendctl agents)"}
 	}
 	if ref := req.GetToolRegistryRef(); ref != nil {
 		reg := rt.GetRegistry()
 		if ref.GetFingerprint() != reg.GetFingerprint() || ref.GetVersion() != "" && ref.GetVersion() != reg.GetVersion() {
-			return &Violation{"tool_registry_ref", ref.GetVersion() + "@" + ref.GetFingerprint(), "no registered runtime has this tool registry"}
+			return &Violation{"tool_registry_ref", ref.GetVersion() + "@" + ref.GetFingerprint(), "no ready agent has a runtime with this tool registry (see blendctl agents)"}
 		}
 	}
 	return nil
