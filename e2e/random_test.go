@@ -84,7 +84,8 @@ func TestRandomRequests(t *testing.T) {
 	}
 	g := &randomValues{r: rand.New(rand.NewPCG(seed, seed>>1)), canary: canary,
 		primary: []string{s.GetSessionId(), plan.GetRequestId(), sess.GetSession().GetRuntimeId(), "1.0.0", receipts[0].GetIdempotencyKey()},
-		byField: map[string][]string{"session_id": {s.GetSessionId()}, "request_id": {plan.GetRequestId(), "new-request"},
+		// "." and "..": a session id names a directory on the agent.
+		byField: map[string][]string{"session_id": {s.GetSessionId(), ".", ".."}, "request_id": {plan.GetRequestId(), "new-request"},
 			"runtime_id": {sess.GetSession().GetRuntimeId()}, "idempotency_keys": {receipts[0].GetIdempotencyKey()},
 			"contract_version": {"1.0.0"}, "scene_hash": {sess.GetSession().GetSceneHash()}, "agent_id": {"bench-agent", "e2e-agent"}},
 		known: []string{s.GetSessionId(), s.GetSessionId(), plan.GetRequestId(), "new-request", "op-a", "a", "Known", "Cube",
