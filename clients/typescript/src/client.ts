@@ -31,6 +31,14 @@ export interface OperationInput {
   verify?: boolean;
 }
 
+/** A refusal of the client's own, as the control plane would make it. */
+interface Refusal {
+  reason: string;
+  message: string;
+  field: string;
+  description: string;
+}
+
 /** A call the control plane refused or failed, with its structured details. */
 export class BlendplaneError extends Error {
   readonly code: Code;
@@ -39,7 +47,16 @@ export class BlendplaneError extends Error {
   readonly fieldViolations: { field: string; description: string }[];
   readonly repairPlan?: RepairPlan;
 
-  constructor(err: ConnectError) {
+  constructor(err: ConnectError | Refusal) {
+    if (!(err instanceof ConnectError)) { // refused here, before anything was sent
+      super(`${Code[Code.InvalidArgument]} ${err.reason}: ${err.message}`);
+      this.name = "BlendplaneError";
+      this.code = Code.InvalidArgument;
+      this.reason = err.reason;
+      this.metadata = {};
+      this.fieldViolations = [{ field: err.field, description: err.description }];
+      return;
+    }
     super(`${Code[err.code]} ${reasonOf(err)}: ${err.rawMessage}`);
     this.name = "BlendplaneError";
     this.code = err.code;
@@ -81,6 +98,26 @@ const safety = {
   safe_write: SafetyLevel.SAFE_WRITE,
   destructive: SafetyLevel.DESTRUCTIVE,
 };
+const operationFields = ["operation_id", "tool_name", "args", "depends_on", "safety_level", "verify"];
+
+/** operations[i] as a message. A key it does not have (a misspelt
+ * "depends_on", from JavaScript) or an unknown safety level is refused, as
+ * the control plane refuses one: dropped, it would run another plan. */
+function operation(o: OperationInput, i: number) {
+  const refuse = (key: string, description: string) => {
+    const field = `operations[${i}].${key}`;
+    return new BlendplaneError({ reason: "SCHEMA_INVALID", message: `SCHEMA_INVALID: ${field}: ${description}`, field, description });
+  };
+  for (const key of Object.keys(o)) {
+    if (!operationFields.includes(key)) throw refuse(key, `unknown field; an operation has ${operationFields.join(", ")}`);
+  }
+  const level = o.safety_level ?? "safe_write";
+  if (!Object.hasOwn(safety, level)) throw refuse("safety_level", `${JSON.stringify(level)} is not one of ${Object.keys(safety).join(", ")}`);
+  return {
+    operationId: o.operation_id, toolName: o.tool_name, args: o.args ?? {}, dependsOn: o.depends_on ?? [],
+    safetyLevel: safety[level], verify: o.verify ?? false,
+  };
+}
 const terminal = new Set([Plan_State.SUCCEEDED, Plan_State.FAILED, Plan_State.CANCELLED, Plan_State.VALIDATED]);
 
 export class Client {
@@ -111,15 +148,13 @@ export class Client {
 
   /** Submits a plan. A refused one throws BlendplaneError; nothing ran. */
   async submit(sessionId: string, operations: OperationInput[], opts: { requestId?: string; atomic?: boolean; validateOnly?: boolean } = {}): Promise<Plan> {
+    const ops = operations.map(operation); // refused before anything is sent
     const resp = await call(() => this.stub.submitPlan({
       sessionId,
       requestId: opts.requestId ?? `ts-${crypto.randomUUID().slice(0, 18)}`,
       atomic: opts.atomic ?? false,
       validateOnly: opts.validateOnly ?? false,
-      operations: operations.map((o) => ({
-        operationId: o.operation_id, toolName: o.tool_name, args: o.args ?? {}, dependsOn: o.depends_on ?? [],
-        safetyLevel: safety[o.safety_level ?? "safe_write"], verify: o.verify ?? false,
-      })),
+      operations: ops,
     }));
     return resp.plan!;
   }

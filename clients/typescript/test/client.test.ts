@@ -53,6 +53,17 @@ test("a refusal carries the failure contract", async () => {
     },
   );
   await assert.rejects(bp.session("s-nope"), (err: BlendplaneError) => err.code === Code.NotFound && err.reason === "SESSION_NOT_FOUND");
+  // From JavaScript, a misspelt key or level is refused before anything is
+  // sent, as the control plane refuses one: dropped, the plan would run
+  // without it.
+  for (const [op, field] of [
+    [{ operation_id: "a", tool_name: "object.create", args: {}, dependson: ["b"] }, "operations[0].dependson"],
+    [{ operation_id: "a", tool_name: "object.create", args: {}, safety_level: "safe-write" }, "operations[0].safety_level"],
+  ] as const) {
+    await assert.rejects(bp.submit(session, [op as never], { requestId: "ts-typo" }),
+      (err: BlendplaneError) => err.reason === "SCHEMA_INVALID" && err.fieldViolations[0].field === field);
+  }
+  await assert.rejects(bp.plan("ts-typo"), (err: BlendplaneError) => err.code === Code.NotFound);
 });
 
 test("upload, import, render, download", async () => {
