@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,5 +46,26 @@ func TestMemoryCeiling(t *testing.T) {
 	agents, err := c.client.ListAgents(ctxT(t, 10*time.Second), &cpv1.ListAgentsRequest{})
 	if err != nil || len(agents.GetAgents()) != 1 || agents.GetAgents()[0].GetState() != cpv1.Agent_STATE_READY {
 		t.Fatalf("the agent after a Blender went over its ceiling: %v %v", agents, err)
+	}
+}
+
+// TestDistributedRenderFrameLimit: render.animation renders at most 500
+// frames in one operation, distributed too. Each agent checked only its own
+// share, so two agents took 900 frames (450 each), ten 5,000.
+func TestDistributedRenderFrameLimit(t *testing.T) {
+	c := startCluster(t)
+	startDaemon(t, "agentd", append([]string{"--listen", freeAddr(t), "--control-plane", c.cpAddr, "--data-dir", filepath.Join(c.dir, "agent2"),
+		"--token-file", filepath.Join(c.dir, "agent.token")}, blenderFlags()...)...)
+	waitFor(t, "a second agent", func() bool {
+		resp, err := c.client.ListAgents(ctxT(t, 5*time.Second), &cpv1.ListAgentsRequest{})
+		return err == nil && len(resp.GetAgents()) == 2 && resp.GetAgents()[0].GetState() == cpv1.Agent_STATE_READY &&
+			resp.GetAgents()[1].GetState() == cpv1.Agent_STATE_READY
+	})
+	id := c.negotiate(t).GetSessionId()
+	_, rs := c.run(t, id, "many-frames", op("render", "render.animation", map[string]any{"output_prefix": "f", "frame_start": 1, "frame_end": 900,
+		"resolution": []any{16, 16}, "samples": 1, "seed": 1, "distribute": true}))
+	if r := rs[0]; r.GetStatus() != cpv1.Receipt_STATUS_FAILED || r.GetError().GetErrorCode() != "INVALID_INPUT" ||
+		!strings.Contains(r.GetError().GetMessage(), "at most 500") || len(r.GetArtifacts()) != 0 {
+		t.Fatalf("900 frames, distributed: %v", r)
 	}
 }

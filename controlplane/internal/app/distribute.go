@@ -55,6 +55,10 @@ type frame struct {
 // other agent would do better.
 var errRenderRefused = errors.New("render refused")
 
+// maxAnimationFrames is render.animation's limit on one call
+// (MAX_ANIMATION_FRAMES in the bridge's tools/render.py).
+const maxAnimationFrames = 500
+
 // distribute is the executor's Config.Distribute.
 func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID string, op *cpv1.Operation) *cpv1.Receipt {
 	start := time.Now()
@@ -80,6 +84,14 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 	if !okFirst || !okLast || first > last {
 		out := fail("INVALID_INPUT", "give frame_start and frame_end (frame_start ≤ frame_end) to distribute a render",
 			errors.New("a distributed render.animation needs frame_start and frame_end, frame_start not after frame_end"))
+		out.Error.MinimalRepairPlan[0].Action = cpv1.RepairStep_ACTION_REPLACE_ARGS
+		return out
+	}
+	if n := int64(last-first) + 1; n > maxAnimationFrames {
+		// The tool's own limit is per call, and each agent's share is one:
+		// the whole range must keep to it too.
+		out := fail("INVALID_INPUT", fmt.Sprintf("render at most %d frames in one operation", maxAnimationFrames),
+			fmt.Errorf("a render.animation of %d frames: at most %d", n, maxAnimationFrames))
 		out.Error.MinimalRepairPlan[0].Action = cpv1.RepairStep_ACTION_REPLACE_ARGS
 		return out
 	}
