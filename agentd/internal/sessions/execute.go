@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,6 +55,10 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 	}
 	defer m.release(s)
 	log := m.log.With("session_id", sessionID, "request_id", requestID)
+	if slices.ContainsFunc(ops, func(op Operation) bool { return op.Tool == "scene.import" }) {
+		s.files.Lock() // see session.files
+		defer s.files.Unlock()
+	}
 
 	keys := make([]string, len(ops))
 	for i, op := range ops {

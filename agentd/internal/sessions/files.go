@@ -65,7 +65,10 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
 		return fmt.Errorf("%w: %q is a directory in the sandbox", ErrFileConflict, name)
 	}
-	if err := os.Rename(tmp, target); err != nil {
+	s.files.Lock() // not under an import's feet (session.files)
+	err = os.Rename(tmp, target)
+	s.files.Unlock()
+	if err != nil {
 		return err
 	}
 	if d, err := os.Open(s.sandbox); err == nil {

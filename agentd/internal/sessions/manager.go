@@ -128,8 +128,13 @@ type session struct {
 	// memoryLimitMiB caps its Blender's memory (0: none).
 	memoryLimitMiB int64
 
-	mu   sync.Mutex // one batch at a time
-	proc *blender.Process
+	mu sync.Mutex // one batch at a time
+	// files is held by a batch that imports, and by an upload while it
+	// renames its file into the sandbox: the files an import checked (the
+	// file and those it names) are the ones it reads, not others an upload
+	// put under their names in between.
+	files sync.Mutex
+	proc  *blender.Process
 	// spare is a spare Blender whose slot the session took over (reserve),
 	// for its next start to adopt.
 	spare *spare

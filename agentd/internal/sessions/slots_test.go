@@ -635,3 +635,45 @@ func TestPreviewSkipsRenders(t *testing.T) {
 		t.Fatalf("changes: %v", got)
 	}
 }
+
+// TestUploadWaitsForAnImport: an upload under a name an import of the
+// running batch may read renames its file in only after the batch: the
+// bridge checks a file's references before the importer reads it, and a
+// file replaced in between (a binary USD layer naming a file outside the
+// sandbox) was read unchecked.
+func TestUploadWaitsForAnImport(t *testing.T) {
+	m, _, rt := newManager(t)
+	open(t, m, rt, "s1")
+	content := []byte("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+	if err := m.PutFile("s1", "tri.obj", int64(len(content)), sha(content), bytesReader(content)); err != nil {
+		t.Fatal(err)
+	}
+	batch := make(chan []*cpv1.Receipt, 1)
+	go func() {
+		batch <- run(t, m, "s1", "r1",
+			Operation{OperationID: "imp", MCPCallID: "c", Tool: "scene.import", Args: map[string]any{"format": "obj", "input": "tri.obj"},
+				Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-imp"},
+			Operation{OperationID: "sleep", MCPCallID: "c", Tool: "python.exec", Args: map[string]any{"code": "import time\ntime.sleep(1.5)"},
+				Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-sleep"})
+	}()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if recs, err := m.journal.LookupAll("s1", []string{"key-imp"}); err == nil && recs[0] != nil {
+			break // imported; the batch sleeps
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the import did not run")
+		}
+	}
+	other := []byte("v 0 0 0\nv 2 0 0\nv 0 2 0\nf 1 2 3\n")
+	if err := m.PutFile("s1", "tri.obj", int64(len(other)), sha(other), bytesReader(other)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case rs := <-batch:
+		if len(rs) != 2 || rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+			t.Fatalf("the batch: %v", rs)
+		}
+	default:
+		t.Fatal("the upload replaced the file while the batch that imports it ran")
+	}
+}
