@@ -355,7 +355,7 @@ func drainStream(t *testing.T, s interface {
 	}
 }
 
-// TestManyPreviews: more approvals than previews run at once (four) all get
+// TestManyPreviews: more approvals than previews run at once (two on an agent) all get
 // their preview: the rest wait for a slot and read their plans when it
 // comes; a plan cancelled while its preview waits is not previewed.
 func TestManyPreviews(t *testing.T) {
@@ -386,5 +386,12 @@ func TestManyPreviews(t *testing.T) {
 		}) {
 			t.Fatalf("preview %d: %v", i, pv)
 		}
+	}
+	// The cancelled plan's preview waited behind the others (two at once on
+	// an agent): it was never run.
+	list, err := c.client.ListApprovals(ctxT(t, 10*time.Second), &cpv1.ListApprovalsRequest{State: cpv1.Approval_STATE_CANCELLED})
+	if err != nil || len(list.GetApprovals()) != 1 || list.GetApprovals()[0].GetApprovalId() != ids[9] ||
+		list.GetApprovals()[0].GetPreview().GetState() != cpv1.Preview_STATE_PENDING {
+		t.Fatalf("the cancelled plan's approval: %v %v", list, err)
 	}
 }

@@ -83,7 +83,7 @@ type App struct {
 	previewCtx   context.Context
 	stopPreview  context.CancelFunc
 	previews     sync.WaitGroup
-	previewSlots chan struct{} // previewsAtOnce
+	previewSlots *previewSlots
 }
 
 // New returns the application layer and the executor it drives (the
@@ -94,7 +94,7 @@ func New(cfg Config, st *store.Store, blobs *blob.Store, fl *fleet.Fleet, ca *au
 	a := &App{cfg: cfg, store: st, blobs: blobs, fleet: fl, ca: ca, macros: macro.Default(), log: log.With("component", "app")}
 	a.registries = newRegistries(a.log)
 	a.previewCtx, a.stopPreview = context.WithCancel(context.Background())
-	a.previewSlots = make(chan struct{}, previewsAtOnce)
+	a.previewSlots = newPreviewSlots()
 	a.rebuilds.running, a.pulls.running = map[string]*rebuild{}, map[string]bool{}
 	exCfg.Place, exCfg.Distribute = a.placement, a.distribute
 	a.exec = executor.New(exCfg, st, fl, a.collect, log.With("component", "executor"))

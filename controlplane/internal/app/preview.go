@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -20,32 +21,77 @@ import (
 )
 
 // previewTimeout bounds one preview on its agent; previewAgentWait is how
-// long an unknown or unreachable agent is waited for. previewsAtOnce is how
-// many previews run at once: the others wait for a slot holding only their
-// plan's reference, and read the plan when their turn comes (a goroutine
-// per pending approval held each whole plan for as long as its agent took:
-// six plans of 100,000 operations waiting on a stalled agent held 1 GB).
+// long an unknown or unreachable agent is waited for. A preview waits for a
+// slot on its session's agent (previewsPerAgent: an agent that does not
+// answer holds only its own) and one in all (previewsAtOnce), holding only
+// its approval's id, and reads its approval and plan when its turn comes:
+// a goroutine per pending approval held each whole plan for as long as its
+// agent took (six plans of 100,000 operations waiting on a stalled agent
+// held 1 GB).
 const (
 	previewTimeout   = 10 * time.Minute
 	previewAgentWait = 2 * time.Minute
-	previewsAtOnce   = 4
+	previewsAtOnce   = 8
+	previewsPerAgent = 2
 )
+
+// previewSlots are the previews running, in all and by agent.
+type previewSlots struct {
+	all     chan struct{}
+	mu      sync.Mutex
+	byAgent map[string]chan struct{}
+}
+
+func newPreviewSlots() *previewSlots {
+	return &previewSlots{all: make(chan struct{}, previewsAtOnce), byAgent: map[string]chan struct{}{}}
+}
+
+// take waits for a slot on agentID, then one in all; release gives both back.
+func (p *previewSlots) take(ctx context.Context, agentID string) (release func(), err error) {
+	p.mu.Lock()
+	agent, ok := p.byAgent[agentID]
+	if !ok {
+		agent = make(chan struct{}, previewsPerAgent)
+		p.byAgent[agentID] = agent
+	}
+	p.mu.Unlock()
+	select {
+	case agent <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case p.all <- struct{}{}:
+	case <-ctx.Done():
+		<-agent
+		return nil, ctx.Err()
+	}
+	return func() { <-p.all; <-agent }, nil
+}
 
 // startPreview computes an approval's preview in the background: the plan
 // dry-run on a throwaway fork of its session on the session's agent. The
 // preview is stored with the approval (STATE_READY, or STATE_FAILED with
 // the failure) and wakes the plan's streams.
-func (a *App) startPreview(ref store.PlanRef, ap *cpv1.Approval) {
+func (a *App) startPreview(ref store.PlanRef, approvalID, sessionID string) {
 	a.previews.Add(1)
 	go func() {
 		defer a.previews.Done()
-		select {
-		case a.previewSlots <- struct{}{}:
-			defer func() { <-a.previewSlots }()
-		case <-a.previewCtx.Done():
+		agentID := "" // unknown: the preview fails, saying why
+		if sess, err := a.store.Session(sessionID); err == nil {
+			agentID = sess.Info.GetAgentId()
+		}
+		release, err := a.previewSlots.take(a.previewCtx, agentID)
+		if err != nil {
 			return // stopping: the next Start computes it again
 		}
-		if now, err := a.store.Approval(ap.GetApprovalId()); err == nil && now.GetState() != cpv1.Approval_STATE_PENDING {
+		defer release()
+		ap, err := a.store.Approval(approvalID)
+		if err != nil {
+			a.log.Warn("reading an approval to preview failed", "approval_id", approvalID, "err", err)
+			return
+		}
+		if ap.GetState() != cpv1.Approval_STATE_PENDING {
 			return // decided (or cancelled) while it waited: no one will look
 		}
 		p := a.preview(a.previewCtx, ref, ap)
@@ -53,8 +99,8 @@ func (a *App) startPreview(ref store.PlanRef, ap *cpv1.Approval) {
 			return // stopping: the next Start computes it again
 		}
 		p.CompleteTime = timestamppb.Now()
-		if err := a.store.SetPreview(ap.GetApprovalId(), p); err != nil {
-			a.log.Warn("storing a preview failed", "approval_id", ap.GetApprovalId(), "err", err)
+		if err := a.store.SetPreview(approvalID, p); err != nil {
+			a.log.Warn("storing a preview failed", "approval_id", approvalID, "err", err)
 		}
 	}()
 }
@@ -149,7 +195,7 @@ func (a *App) resumePreviews() error {
 		if ap.GetPreview().GetState() != cpv1.Preview_STATE_PENDING {
 			continue
 		}
-		a.startPreview(store.PlanRef{Owner: ap.GetRequestedBy(), RequestID: ap.GetRequestId()}, ap)
+		a.startPreview(store.PlanRef{Owner: ap.GetRequestedBy(), RequestID: ap.GetRequestId()}, ap.GetApprovalId(), ap.GetSessionId())
 	}
 	return nil
 }

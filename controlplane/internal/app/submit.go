@@ -116,7 +116,7 @@ func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanReq
 	if g.approval != nil {
 		a.log.Info("plan awaits approval", "request_id", req.GetRequestId(), "owner", who.Name, "session_id", req.GetSessionId(),
 			"approval_id", g.approval.GetApprovalId(), "operations", len(g.approval.GetDecisions()))
-		a.startPreview(ref, g.approval)
+		a.startPreview(ref, g.approval.GetApprovalId(), req.GetSessionId())
 	} else {
 		a.exec.Enqueue(req.GetSessionId(), ref, &executor.Work{Request: req, Schedule: sched})
 		a.log.Info("plan accepted", "request_id", req.GetRequestId(), "owner", who.Name, "session_id", req.GetSessionId(), "operations", len(ops))
