@@ -27,6 +27,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -272,6 +273,9 @@ func Target(tool string, args map[string]any) string {
 	var parts []string
 	for _, k := range targetArgs {
 		if s, ok := args[k].(string); ok {
+			if strings.ContainsAny(s, `,="\`) {
+				s = strconv.Quote(s) // so that no two targets read the same
+			}
 			parts = append(parts, k+"="+s)
 		}
 	}

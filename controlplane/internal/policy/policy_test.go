@@ -130,6 +130,12 @@ func TestTarget(t *testing.T) {
 	if cube != "name=Subdivision,object=Cube" || cube == Target("modifier.remove", map[string]any{"object": "Hero", "name": "Subdivision"}) {
 		t.Errorf("modifier.remove: %q", cube)
 	}
+	// Names may hold the separators: no two args read as the same target.
+	x := Target("modifier.remove", map[string]any{"name": "A,object=B", "object": "C"})
+	y := Target("modifier.remove", map[string]any{"name": "A", "object": "B,object=C"})
+	if x == y || x != `name="A,object=B",object=C` {
+		t.Errorf("targets of names with separators: %q and %q", x, y)
+	}
 	a := Target("python.exec", map[string]any{"code": "print(1)"})
 	b := Target("python.exec", map[string]any{"code": "print(2)"})
 	if !strings.HasPrefix(a, "args=") || a == b || a != Target("python.exec", map[string]any{"code": "print(1)"}) {
