@@ -106,7 +106,8 @@ func (s *Session) readArtifact(ctx context.Context, req *sdk.ReadResourceRequest
 // maxResourceBytes is the largest artifact read as a resource.
 const maxResourceBytes = 16 << 20
 
-// artifactContent is what a call returns for a file its receipt by made: a link to the
+// artifactContent is what a call returns for a file it made (by is its
+// receipt, which names the plan and operation): a link to the
 // artifact and, for a PNG, the image itself, so a model can look at it. The
 // artifact is listed among the session's resources from then on.
 func (s *Session) artifactContent(ctx context.Context, a *cpv1.Artifact, by *cpv1.Receipt) []sdk.Content {

@@ -123,11 +123,6 @@ func (b *limitedBody) tooLarge() error {
 		fmt.Sprintf("PAYLOAD_TOO_LARGE: %s is over %d bytes, the most this control plane accepts: split it", what, b.limit))
 }
 
-// restError is the gateway's error answer, with what its default lacks: a
-// body over the limit is PAYLOAD_TOO_LARGE (413: retrying cannot help, where
-// the 429 of its code says it may), every error has its ErrorInfo (the
-// gateway's own, such as a body that is not JSON, have none), and a 401
-// challenges for a bearer token.
 // restJSON is the gateway's JSON, but for a body's unknown field or enum
 // name: the gateway's default drops them, so a misspelt "validate_only" or
 // "depends_on" ran a plan other than the one sent. They are refused
@@ -136,6 +131,11 @@ var restJSON = &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
 	MarshalOptions: protojson.MarshalOptions{EmitUnpopulated: true},
 }}
 
+// restError is the gateway's error answer, with what its default lacks: a
+// body over the limit is PAYLOAD_TOO_LARGE (413: retrying cannot help, where
+// the 429 of its code says it may), every error has its ErrorInfo (the
+// gateway's own, such as a body that is not JSON, have none), and a 401
+// challenges for a bearer token.
 func restError(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	if b, ok := r.Body.(*limitedBody); ok && b.over {
 		err = b.tooLarge()

@@ -566,7 +566,8 @@ const (
 	Preview_STATE_UNSPECIFIED Preview_State = 0
 	// Being computed.
 	Preview_STATE_PENDING Preview_State = 1
-	// Every operation ran on the fork; changes hold the diff.
+	// Every operation ran on the fork (but renders, which leave the scene
+	// as it was); changes hold the diff.
 	Preview_STATE_READY Preview_State = 2
 	// An operation failed on the fork (failure says how), or the fork
 	// could not be made; changes hold the diff up to the failure.

@@ -3227,7 +3227,8 @@ export enum Preview_State {
   PENDING = 1,
 
   /**
-   * Every operation ran on the fork; changes hold the diff.
+   * Every operation ran on the fork (but renders, which leave the scene
+   * as it was); changes hold the diff.
    *
    * @generated from enum value: STATE_READY = 2;
    */
