@@ -347,6 +347,7 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryL
 		if m.sessions[sessionID] == s { // not closed, nor opened again since
 			delete(m.sessions, sessionID)
 		}
+		s.closed = true // a batch that found it meanwhile must not run on it
 		m.mu.Unlock()
 		return nil, "", err
 	}

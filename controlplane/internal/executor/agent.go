@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -180,6 +181,7 @@ func (e *Executor) retry(sessionID string, ref store.PlanRef, waitingOp func() s
 		e.mu.Unlock()
 	}()
 	var first int64 // the epoch of the first attempt
+	waited := false // the plan's progress says it waits for the agent
 	for {
 		ctx, cancel := context.WithCancel(e.ctx)
 		to, err := e.place(ctx, sessionID)
@@ -194,7 +196,13 @@ func (e *Executor) retry(sessionID string, ref store.PlanRef, waitingOp func() s
 		if err == nil {
 			e.trackAttempt(sessionID, to, cancel)
 			watchdog := time.AfterFunc(e.cfg.OperationTimeout, cancel)
-			ok, err = attempt(ctx, to, func() { watchdog.Reset(e.cfg.OperationTimeout) })
+			ok, err = attempt(ctx, to, func() {
+				watchdog.Reset(e.cfg.OperationTimeout)
+				if waited { // it answers again: the plan no longer waits for it
+					waited = false
+					e.store.PublishProgress(ref, nil)
+				}
+			})
 			watchdog.Stop()
 			e.trackAttempt(sessionID, target{}, nil)
 			if err != nil && ctx.Err() != nil && e.ctx.Err() == nil {
@@ -225,6 +233,7 @@ func (e *Executor) retry(sessionID string, ref store.PlanRef, waitingOp func() s
 		}
 		log.Warn("agent unreachable, retrying", "err", err, "backoff", backoff)
 		e.store.PublishProgress(ref, waitingForAgent(waitingOp(), to.agentID, err, deadline))
+		waited = true
 		select {
 		case <-time.After(backoff):
 		case <-e.movedSignal(sessionID):
@@ -238,7 +247,7 @@ func (e *Executor) retry(sessionID string, ref store.PlanRef, waitingOp func() s
 // waitingForAgent is the progress of a plan whose agent does not answer:
 // the operation waiting, the agent, why, and until when it is retried.
 func waitingForAgent(operationID, agentID string, err error, until time.Time) *cpv1.Progress {
-	detail, _ := structpb.NewStruct(map[string]any{"waiting_for_agent": agentID, "reason": status.Convert(err).Message(),
+	detail, _ := structpb.NewStruct(map[string]any{"waiting_for_agent": cmp.Or(agentID, "(none placed)"), "reason": status.Convert(err).Message(),
 		"retry_until": until.UTC().Format(time.RFC3339)})
 	return &cpv1.Progress{OperationId: operationID, Detail: detail}
 }

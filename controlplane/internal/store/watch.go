@@ -17,10 +17,15 @@ func (s *Store) Watch(ref PlanRef) <-chan struct{} {
 }
 
 // PublishProgress records the latest progress of a plan's running operation
-// and wakes its watchers. Progress lives in memory only; a commit clears it.
+// (nil: none) and wakes its watchers. Progress lives in memory only; a
+// commit clears it.
 func (s *Store) PublishProgress(ref PlanRef, p *cpv1.Progress) {
 	s.mu.Lock()
-	s.progress[ref] = p
+	if p == nil {
+		delete(s.progress, ref)
+	} else {
+		s.progress[ref] = p
+	}
 	s.mu.Unlock()
 	s.wakeOnly(ref)
 }
