@@ -157,10 +157,21 @@ func run(args []string) error {
 		return fmt.Errorf("unknown command %q (try: %s)", cmd, strings.Join(slices.Sorted(maps.Keys(commands)), ", "))
 	}
 	err = command(c, ctx, rest)
-	if name, ok := strings.CutPrefix(fmt.Sprint(err), "flag provided but not defined: -"); ok && fs.Lookup(name) != nil {
+	if name := undefinedFlag(err); name != "" && fs.Lookup(name) != nil {
 		return fmt.Errorf("%w: --%s is blendctl's own flag; give it before the command (blendctl --%[2]s ... %s ...)", err, name, cmd)
 	}
 	return err
+}
+
+// undefinedFlag is the flag a command did not know, from its flag set's
+// error ("flag provided but not defined: -json", maybe wrapped), or "".
+func undefinedFlag(err error) string {
+	_, after, ok := strings.Cut(fmt.Sprint(err), "flag provided but not defined: -")
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(after, " ")
+	return name
 }
 
 // commands are blendctl's commands by name (see usage).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -50,5 +51,20 @@ func TestProgressWaitingForAgent(t *testing.T) {
 	want := "         waiting for agent agent-1 to answer (connection refused); retrying until 2026-11-29T10:05:00Z\n         b: 1/4\n"
 	if out.String() != want {
 		t.Errorf("got\n%q\nwant\n%q", out.String(), want)
+	}
+}
+
+// TestUndefinedFlag: the flag a command did not know, wrapped or not.
+func TestUndefinedFlag(t *testing.T) {
+	for err, want := range map[error]string{
+		errors.New("flag provided but not defined: -json"):                                                "json",
+		fmt.Errorf("%w (usage: blendctl approve ID)", errors.New("flag provided but not defined: -addr")): "addr",
+		errors.New("flag provided but not defined: -"):                                                    "",
+		errors.New("something else"):                                                                      "",
+		nil:                                                                                               "",
+	} {
+		if got := undefinedFlag(err); got != want {
+			t.Errorf("undefinedFlag(%v) = %q, want %q", err, got, want)
+		}
 	}
 }
