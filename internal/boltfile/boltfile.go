@@ -13,9 +13,10 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 )
 
-// Wait is how long Open waits for another process to let go of the file
-// (a daemon restarting while its old process still exits).
-const Wait = 5 * time.Second
+// wait is how long Open waits for another process to let go of the file
+// (a daemon restarting while its old process still exits); a variable for
+// the tests.
+var wait = 5 * time.Second
 
 // Open opens (creating if needed) the bbolt file at path; opts may be nil.
 func Open(path string, opts *bolt.Options) (*bolt.DB, error) {
@@ -23,10 +24,10 @@ func Open(path string, opts *bolt.Options) (*bolt.DB, error) {
 	if opts != nil {
 		o = *opts
 	}
-	o.Timeout = Wait
+	o.Timeout = wait
 	db, err := bolt.Open(path, 0o600, &o)
 	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("%s is in use by another process (another daemon on the same --data-dir?); waited %s for it", path, Wait)
+		return nil, fmt.Errorf("%s is in use by another process (another daemon on the same --data-dir?); waited %s for it", path, wait)
 	}
 	return db, err
 }

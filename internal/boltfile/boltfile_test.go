@@ -16,6 +16,8 @@ func TestInUse(t *testing.T) {
 	if err != nil {
 		t.Skip("no flock(1) here")
 	}
+	defer func(w time.Duration) { wait = w }(wait)
+	wait = 200 * time.Millisecond
 	path := filepath.Join(t.TempDir(), "x.db")
 	db, err := Open(path, nil)
 	if err != nil {
