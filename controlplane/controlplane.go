@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
@@ -264,8 +265,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	guardUnary, guardStream := panicguard.GRPC(log)
 	logUnary, logStream := rpclog.Interceptors(log)
 	api := service.New(a, cfg.AllowInsecureLocal)
-	newServer := func(creds credentials.TransportCredentials, authn *service.Authentication) *grpc.Server {
-		return grpc.NewServer(
+	newServer := func(creds credentials.TransportCredentials, authn *service.Authentication, more ...grpc.ServerOption) *grpc.Server {
+		return grpc.NewServer(append(more,
 			grpc.Creds(creds),
 			grpc.ForceServerCodecV2(codec),
 			// Above the codec's limit, so that a request somewhat over it gets a
@@ -287,7 +288,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 			// The log sees the code a recovered panic answers with.
 			grpc.ChainUnaryInterceptor(logUnary, guardUnary, authn.Unary(), val.Unary()),
 			grpc.ChainStreamInterceptor(logStream, guardStream, authn.Stream(), val.Stream()),
-		)
+		)...)
 	}
 	inProcess := func(srv *grpc.Server) (*grpc.ClientConn, error) {
 		pipe := bufconn.Listen(1 << 20)
@@ -321,7 +322,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	defer rt.Close()
 	plan := planner.NewService(rt)
 
-	srv := newServer(serverCreds, authn)
+	srv := newServer(serverCreds, authn,
+		// Bounds for connections from anywhere (the in-process ones carry
+		// the front doors' calls, already bounded there): a connection's
+		// streams at once, above any client of ours (a benchmark follows
+		// 500 plans on one); an idle connection is closed after a while.
+		grpc.MaxConcurrentStreams(1024),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 15 * time.Minute}))
 	cpv1.RegisterControlPlaneServiceServer(srv, api)
 	plannerv1.RegisterPlannerServiceServer(srv, plan)
 	hs := health.NewServer()
@@ -385,7 +392,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		if err != nil {
 			return fmt.Errorf("http listen: %w", err)
 		}
-		httpSrv = &http.Server{Handler: web, ReadHeaderTimeout: 10 * time.Second}
+		// An idle keep-alive connection is closed (else each held a file
+		// descriptor for good), headers are bounded.
+		httpSrv = &http.Server{Handler: web, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 1 << 20}
 		if ca != nil && !transport.Loopback(cfg.HTTPListen) {
 			cert, err := ca.ServerCert(serverNames(cfg.HTTPListen, cfg.TLSHosts), certValidity)
 			if err != nil {

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
 	"github.com/blendplane/blendplane/controlplane/internal/app"
@@ -73,6 +76,10 @@ func CallerName(ctx context.Context) string { return caller(ctx).Name }
 type Authentication struct {
 	App *app.App
 	Off bool
+	// openOnce makes open, the slots of the calls without a token in
+	// flight (openAtOnce).
+	openOnce sync.Once
+	open     chan struct{}
 	// OnBehalfOf, when set, names the metadata that carries the principal
 	// instead of a token: only for the in-process server that the planner
 	// alone can reach, which acts for the principals it authenticated.
@@ -90,7 +97,7 @@ func caller(ctx context.Context) app.Principal {
 func (au *Authentication) authenticate(ctx context.Context, method string) (context.Context, error) {
 	if !strings.HasPrefix(method, "/"+cpv1.ControlPlaneService_ServiceDesc.ServiceName+"/") &&
 		!strings.HasPrefix(method, "/"+plannerv1.PlannerService_ServiceDesc.ServiceName+"/") {
-		return ctx, nil // grpc.health.v1, reflection
+		return au.openCall(ctx) // grpc.health.v1, reflection
 	}
 	scope, ok := methodScopes[method]
 	if !ok {
@@ -134,6 +141,31 @@ func (au *Authentication) authenticate(ctx context.Context, method string) (cont
 // call's context.
 func (au *Authentication) Tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	return au.authenticate(ctx, info.FullMethodName)
+}
+
+// openAtOnce bounds the calls without a token (health, reflection) in
+// flight: each may hold a goroutine for as long as its caller keeps it open
+// (a Watch, a reflection stream) and a message of up to twice the message
+// limit. Unbounded, a caller without a token made the control plane hold
+// 100,000 Watch streams (1 GB), or 800 MB of six large health checks.
+const openAtOnce = 32
+
+type openKey struct{}
+
+// openCall takes one of the openAtOnce slots for a call without a token,
+// given back when the call ends; RESOURCE_EXHAUSTED when none is free.
+func (au *Authentication) openCall(ctx context.Context) (context.Context, error) {
+	if ctx.Value(openKey{}) != nil {
+		return ctx, nil // Tap took its slot
+	}
+	au.openOnce.Do(func() { au.open = make(chan struct{}, openAtOnce) })
+	select {
+	case au.open <- struct{}{}:
+	default:
+		return nil, status.Errorf(codes.ResourceExhausted, "%d calls without a token (health, reflection) are in flight already; retry later", openAtOnce)
+	}
+	context.AfterFunc(ctx, func() { <-au.open })
+	return context.WithValue(ctx, openKey{}, true), nil
 }
 
 // once authenticates a call that Tap did not (a server without it).
