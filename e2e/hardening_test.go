@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,5 +68,30 @@ func TestDistributedRenderFrameLimit(t *testing.T) {
 	if r := rs[0]; r.GetStatus() != cpv1.Receipt_STATUS_FAILED || r.GetError().GetErrorCode() != "INVALID_INPUT" ||
 		!strings.Contains(r.GetError().GetMessage(), "at most 500") || len(r.GetArtifacts()) != 0 {
 		t.Fatalf("900 frames, distributed: %v", r)
+	}
+}
+
+// TestAgentFilesPrivate: what agentd and its Blenders write (scenes,
+// checkpoints, renders, uploads, the journal; not its certificates) is
+// readable by its user alone; with the usual umask, checkpoints were 0644 for any user of the
+// host to read.
+func TestAgentFilesPrivate(t *testing.T) {
+	c := startClusterWith(t, []string{"--checkpoint-every", "1"}, nil)
+	id := c.negotiate(t).GetSessionId()
+	c.run(t, id, "files", op("a", "object.create", map[string]any{"type": "cube"}),
+		op("b", "render.still", map[string]any{"output": "x.png", "resolution": []any{16, 16}, "samples": 1, "seed": 1}, "a"))
+	checked := 0
+	filepath.WalkDir(filepath.Join(c.dir, "agent"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink != 0 || d.Name() == "ca.pem" || d.Name() == "agent-cert.pem" {
+			return nil // certificates are public
+		}
+		if fi, err := d.Info(); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s is %v", path, fi.Mode().Perm())
+		}
+		checked++
+		return nil
+	})
+	if checked < 5 {
+		t.Fatalf("%d files checked", checked)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/blendplane/blendplane/agentd"
 	"github.com/blendplane/blendplane/cmd/internal/flagenv"
@@ -49,6 +50,10 @@ func main() {
 	fs.Var(&blenders, "blender", "Blender runtime: a blender binary or a python that can import bpy (repeatable; default: .blender/venv, then blender on PATH)")
 	flagenv.Daemon("agentd", fs, func(ctx context.Context, log *slog.Logger) error {
 		cfg.Blender = blenders
+		// What agentd and its Blenders write (the sessions' scenes,
+		// checkpoints, files) is theirs alone: other users of a shared host
+		// read none of it.
+		syscall.Umask(0o077)
 		return agentd.Run(ctx, cfg, log)
 	})
 }
