@@ -257,7 +257,8 @@ func TestLessons(t *testing.T) {
 }
 
 // TestLessonsRequireSigned: with --require-signed-lessons an unsigned
-// lesson is refused (401) and a signed one runs.
+// lesson is refused (401), a signed one runs, a signed one without
+// issued_at and /run_operator are refused.
 func TestLessonsRequireSigned(t *testing.T) {
 	dir := t.TempDir()
 	key, pub := filepath.Join(dir, "k.pem"), filepath.Join(dir, "k.pub.pem")
@@ -280,6 +281,19 @@ func TestLessonsRequireSigned(t *testing.T) {
 	steps, _ := out["result"].(map[string]any)["steps"].([]any)
 	if code != 200 || len(steps) != 2 || steps[1].(map[string]any)["status"] != "SUCCEEDED" || len(steps[1].(map[string]any)["steps"].([]any)) != 3 {
 		t.Fatalf("the signed lesson with a custom command: %d %v", code, out)
+	}
+	// Signed without a time, it could be run again by anyone who saw it,
+	// forever: refused where signatures are required.
+	timeless, err := exec.Command(filepath.Join(binDir, "blendctl"), "lesson", "sign", file, "--key", key, "--stamp=false").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out := lessonCall(t, "POST", "http://"+c.httpAddr+"/lesson", c.adminToken, string(timeless)); code != 401 || out["error_code"] != "LESSON_STALE" {
+		t.Fatalf("a signed lesson without issued_at where signatures are required: %d %v", code, out)
+	}
+	// /run_operator carries no signature.
+	if code, out := lessonCall(t, "POST", "http://"+c.httpAddr+"/run_operator", c.adminToken, `{"operator":"mesh.primitive_cube_add","params":{}}`); code != 401 || out["error_code"] != "SIGNATURE_REQUIRED" {
+		t.Fatalf("/run_operator where signatures are required: %d %v", code, out)
 	}
 }
 

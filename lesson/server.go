@@ -39,7 +39,8 @@ type Options struct {
 	// Authenticate resolves a bearer token (nil: authentication is off,
 	// every caller is an anonymous admin).
 	Authenticate func(ctx context.Context, token string) (Caller, error)
-	// PublicKeys verify signed lessons; RequireSigned refuses unsigned ones.
+	// PublicKeys verify signed lessons; RequireSigned refuses unsigned ones,
+	// signed ones without metadata.issued_at, and /run_operator.
 	PublicKeys    []ed25519.PublicKey
 	RequireSigned bool
 	// CustomCommands lets X_CUSTOM.<name> run the registry's macro.<name>.
@@ -178,6 +179,11 @@ func (s *Server) checkSignature(p *Pack, md *Metadata) *Error {
 	case s.opts.RequireSigned:
 		return unauthorized("SIGNATURE_REQUIRED", "this server runs only signed lessons")
 	}
+	if s.opts.RequireSigned && md.IssuedAt == nil {
+		// A signed pack without a time could be run again by anyone who
+		// saw it, forever.
+		return unauthorized("LESSON_STALE", "this server runs only signed lessons with metadata.issued_at (blendctl lesson sign sets it)")
+	}
 	if md.IssuedAt != nil {
 		at := time.Unix(int64(*md.IssuedAt), 0)
 		if d := time.Since(at); math.Abs(float64(d)) > float64(s.opts.MaxAge) {
@@ -187,8 +193,14 @@ func (s *Server) checkSignature(p *Pack, md *Metadata) *Error {
 	return nil
 }
 
-// runOperator is one whitelisted operator as a one-step plan.
+// runOperator is one whitelisted operator as a one-step plan. It carries
+// no signature: a server that runs only signed lessons refuses it.
 func (s *Server) runOperator(c *call) (int, any, *Error) {
+	if s.opts.RequireSigned {
+		return 0, nil, &Error{Status: http.StatusUnauthorized, Code: "SIGNATURE_REQUIRED",
+			Message:   "this server runs only signed lessons, and /run_operator carries no signature",
+			RetryHint: "send a signed lesson with a RUN_OPERATOR step to /lesson"}
+	}
 	var req struct {
 		Operator string          `json:"operator"`
 		Params   json.RawMessage `json:"params"`
