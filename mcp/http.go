@@ -1,8 +1,10 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -41,6 +43,14 @@ func (b *Backend) Handler(idle time.Duration) http.Handler {
 	byToken := &sessionsByToken{b: b, idle: idle, sessions: map[[32]byte]*tokenSession{}}
 	stateless := sdk.NewStreamableHTTPHandler(byToken.server, &sdk.StreamableHTTPOptions{Stateless: true, Logger: b.sdkLog})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && batch(r) {
+			// JSON-RPC batches left MCP in 2025-06-18, but the SDK still
+			// answers them: one 4 MB body of 90,000 pings cost 117 MB.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"JSON-RPC batches are not supported: send one message per request"}}`)
+			return
+		}
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= sessionlessVersion {
 			defer byToken.hold(r)()
 			stateless.ServeHTTP(w, r)
@@ -48,6 +58,26 @@ func (b *Backend) Handler(idle time.Duration) http.Handler {
 		}
 		stateful.ServeHTTP(w, r)
 	})
+}
+
+// batch reports whether r's body is a JSON array (a JSON-RPC batch),
+// leaving the body to be read whole after.
+func batch(r *http.Request) bool {
+	head := make([]byte, 0, 64)
+	buf := make([]byte, 1)
+	for len(head) < cap(head) {
+		n, err := r.Body.Read(buf)
+		head = append(head, buf[:n]...)
+		if n == 1 && !strings.ContainsRune(" \t\r\n", rune(buf[0])) || err != nil {
+			break
+		}
+	}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+	trimmed := bytes.TrimLeft(head, " \t\r\n")
+	return len(trimmed) > 0 && trimmed[0] == '['
 }
 
 func bearerOf(r *http.Request) string {

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,6 +28,27 @@ func TestTokenSessionHeldWhileServed(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); live() != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the session was not reaped once idle")
+		}
+	}
+}
+
+// TestBatchRefused: a JSON-RPC batch (an array body) is refused before the
+// SDK reads it; a single message's body reaches it whole.
+func TestBatchRefused(t *testing.T) {
+	h := NewBackend(nil, Options{}).Handler(time.Minute)
+	for body, batched := range map[string]bool{
+		"  \n[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]": true,
+		"[]": true,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`: false,
+	} {
+		r := httptest.NewRequest("POST", "/mcp", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		refused := w.Code == 400 && strings.Contains(w.Body.String(), "batches are not supported")
+		if refused != batched {
+			t.Errorf("%.40q: %d %.200s", body, w.Code, w.Body.String())
 		}
 	}
 }
