@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/blendplane/blendplane/internal/llmreplay"
 )
@@ -88,5 +90,25 @@ func TestProviders(t *testing.T) {
 				t.Errorf("credentials sent: %q", h[0])
 			}
 		})
+	}
+}
+
+// TestBoundedResult: a result over maxResultBytes reaches the model as its
+// outcome, its start and that it was cut; a short one as it is.
+func TestBoundedResult(t *testing.T) {
+	small := json.RawMessage(`{"status":"SUCCEEDED"}`)
+	if string(bounded(small)) != string(small) {
+		t.Errorf("a short result changed: %s", bounded(small))
+	}
+	receipts := make([]any, 2000)
+	for i := range receipts {
+		receipts[i] = map[string]any{"operation_id": fmt.Sprintf("op%d", i), "result": map[string]any{"name": "é" + strings.Repeat("x", 40)}}
+	}
+	big := mustJSON(map[string]any{"status": "SUCCEEDED", "request_id": "r1", "receipts": receipts})
+	got := bounded(big)
+	var out map[string]any
+	if err := json.Unmarshal(got, &out); err != nil || len(got) > maxResultBytes || out["truncated"] != true ||
+		out["status"] != "SUCCEEDED" || out["request_id"] != "r1" || out["bytes"].(float64) != float64(len(big)) || !utf8.ValidString(out["start"].(string)) {
+		t.Fatalf("a long result: %d bytes, %v, %.300s", len(got), err, got)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -395,7 +396,7 @@ func (r *Runtime) as(ctx context.Context, principal string) context.Context {
 func (r *Runtime) act(ctx context.Context, rs *runState, calls []Call) bool {
 	first := calls[0]
 	res, goOn := r.call(ctx, rs, first)
-	results := []Result{{ID: first.ID, Name: first.Name, Response: res}}
+	results := []Result{{ID: first.ID, Name: first.Name, Response: bounded(res)}}
 	for _, c := range calls[1:] {
 		results = append(results, Result{ID: c.ID, Name: c.Name, Response: mustJSON(map[string]any{"error_code": "NOT_RUN", "recoverable": true,
 			"message": "one function call per turn: only the first call of the turn ran", "retry_hint": "call it again in a turn of its own, or put all steps in one plan.submit"})})
@@ -720,6 +721,35 @@ func newID(prefix string) string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// maxResultBytes bounds what one call's result gives the model: it is sent
+// again with every later turn, and kept with the run (300 receipts came to
+// 550 KB, a big scene's snapshot to megabytes).
+const maxResultBytes = 32 << 10
+
+// bounded is res, or when it is longer than maxResultBytes its outcome
+// (status, request_id, the failure's code, message and hint), its start,
+// and that the rest was left out.
+func bounded(res json.RawMessage) json.RawMessage {
+	if len(res) <= maxResultBytes {
+		return res
+	}
+	var whole map[string]any
+	json.Unmarshal(res, &whole)
+	out := map[string]any{"truncated": true, "bytes": len(res),
+		"hint": "the result was too long to show whole: ask for less (scene.get_summary rather than scene.snapshot, fewer operations per plan)"}
+	for _, k := range []string{"status", "request_id", "plan_state", "error_code", "message", "retry_hint"} {
+		if v, ok := whole[k]; ok {
+			out[k] = v
+		}
+	}
+	start := res[:maxResultBytes/2]
+	for len(start) > 0 && !utf8.Valid(start) {
+		start = start[:len(start)-1]
+	}
+	out["start"] = string(start)
+	return mustJSON(out)
 }
 
 func mustJSON(v any) json.RawMessage {
