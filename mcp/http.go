@@ -37,7 +37,15 @@ const sessionlessVersion = "2026-07-28"
 // request in the call's result, and the client retries the call with the
 // answer (multi round-trip requests).
 func (b *Backend) Handler(idle time.Duration) http.Handler {
+	// The SDK asks for a server on every request, but uses the one it gets
+	// only to start a session (a request without a session id); for the
+	// others it reads the server's protocol versions. Those get one server
+	// made once, never run: before, every request built a whole Session.
+	versions := b.newSession("", true).Server()
 	stateful := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		if r.Header.Get("Mcp-Session-Id") != "" {
+			return versions
+		}
 		return b.newSession(bearerOf(r), true).Server()
 	}, &sdk.StreamableHTTPOptions{SessionTimeout: idle, Logger: b.sdkLog})
 	byToken := &sessionsByToken{b: b, idle: idle, sessions: map[[32]byte]*tokenSession{}}
