@@ -9,6 +9,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/blendplane/blendplane/internal/llmreplay"
 )
 
@@ -110,5 +112,31 @@ func TestBoundedResult(t *testing.T) {
 	if err := json.Unmarshal(got, &out); err != nil || len(got) > maxResultBytes || out["truncated"] != true ||
 		out["status"] != "SUCCEEDED" || out["request_id"] != "r1" || out["bytes"].(float64) != float64(len(big)) || !utf8.ValidString(out["start"].(string)) {
 		t.Fatalf("a long result: %d bytes, %v, %.300s", len(got), err, got)
+	}
+}
+
+type modelStub struct{}
+
+func (modelStub) Model() string { return "stub" }
+func (modelStub) Generate(context.Context, Request, func(string)) (Turn, error) {
+	return Turn{}, errors.New("not called")
+}
+
+// TestRunsPerPrincipal: a principal with maxRunsPerPrincipal runs
+// unfinished (running or waiting for approval) starts no other; another
+// principal's runs do not count.
+func TestRunsPerPrincipal(t *testing.T) {
+	r := &Runtime{opts: Options{Provider: modelStub{}}, active: map[string]activeRun{}}
+	for i := range maxRunsPerPrincipal {
+		r.active[fmt.Sprintf("th-%d", i)] = activeRun{fmt.Sprintf("run-%d", i), "ana"}
+	}
+	r.active["th-bob"] = activeRun{"run-bob", "bob"}
+	_, err := r.start("ana", "one more", "", nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != codes.ResourceExhausted {
+		t.Fatalf("a run past the limit: %v", err)
+	}
+	if r.activeOf("bob") != 1 || r.activeOf("ana") != maxRunsPerPrincipal {
+		t.Fatalf("counts: bob %d, ana %d", r.activeOf("bob"), r.activeOf("ana"))
 	}
 }

@@ -73,7 +73,7 @@ type Runtime struct {
 
 	mu     sync.Mutex
 	subs   map[string][]*subscriber // run id → who follows it
-	active map[string]string        // thread id → its unfinished run
+	active map[string]activeRun     // thread id → its unfinished run
 }
 
 // New opens the planner's store at path and returns a runtime that calls
@@ -97,7 +97,7 @@ func New(path string, cc grpc.ClientConnInterface, opts Options) (*Runtime, erro
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Runtime{cp: cpv1.NewControlPlaneServiceClient(cc), st: st, opts: opts, log: opts.Logger.With("component", "planner"),
-		ctx: ctx, cancel: cancel, subs: map[string][]*subscriber{}, active: map[string]string{}}, nil
+		ctx: ctx, cancel: cancel, subs: map[string][]*subscriber{}, active: map[string]activeRun{}}, nil
 }
 
 // Start resumes the runs a stop interrupted: planning ones ask the model
@@ -150,6 +150,23 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Msg }
 
+// maxRunsPerPrincipal bounds a principal's unfinished runs.
+const maxRunsPerPrincipal = 8
+
+// activeRun is a thread's unfinished run and its principal.
+type activeRun struct{ runID, principal string }
+
+// activeOf counts who's unfinished runs. The caller holds r.mu.
+func (r *Runtime) activeOf(who string) int {
+	n := 0
+	for _, a := range r.active {
+		if a.principal == who {
+			n++
+		}
+	}
+	return n
+}
+
 // start makes a run of prompt in the principal's thread (a new one when
 // threadID is empty) and sets it going; sub, if not nil, follows it from
 // its first event.
@@ -178,9 +195,14 @@ func (r *Runtime) start(who, prompt, threadID string, sub *subscriber) (*planner
 		}
 		if busy, ok := r.active[threadID]; ok {
 			return nil, &Error{Type: plannerv1.RunError_TYPE_VALIDATION, Code: codes.FailedPrecondition,
-				Msg: fmt.Sprintf("thread %q has run %s unfinished (waiting for approval or still running); resolve or wait for it first", threadID, busy)}
+				Msg: fmt.Sprintf("thread %q has run %s unfinished (waiting for approval or still running); resolve or wait for it first", threadID, busy.runID)}
 		}
 		thread = t
+	}
+	if n := r.activeOf(who); n >= maxRunsPerPrincipal {
+		// Each may call a paid model: a principal's runs are bounded.
+		return nil, &Error{Type: plannerv1.RunError_TYPE_VALIDATION, Code: codes.ResourceExhausted,
+			Msg: fmt.Sprintf("you have %d runs unfinished (running or waiting for approval), the most at once; let one end first", n)}
 	}
 	run := &plannerv1.Run{RunId: newID("run"), ThreadId: thread.GetThreadId(), Principal: who, State: plannerv1.Run_STATE_QUEUED,
 		Model: r.opts.Provider.Model(), SessionId: thread.GetSessionId(), CreateTime: now, UpdateTime: now}
@@ -194,7 +216,7 @@ func (r *Runtime) start(who, prompt, threadID string, sub *subscriber) (*planner
 	if sub != nil {
 		r.subs[run.GetRunId()] = append(r.subs[run.GetRunId()], sub)
 	}
-	r.active[run.GetThreadId()] = run.GetRunId()
+	r.active[run.GetThreadId()] = activeRun{run.GetRunId(), who}
 	out := proto.Clone(run).(*plannerv1.Run) // before drive changes run
 	r.wg.Add(1)
 	go func() {
@@ -207,7 +229,7 @@ func (r *Runtime) start(who, prompt, threadID string, sub *subscriber) (*planner
 // launch resumes a stored run.
 func (r *Runtime) launch(run *plannerv1.Run, transcript []Message) {
 	r.mu.Lock()
-	r.active[run.GetThreadId()] = run.GetRunId()
+	r.active[run.GetThreadId()] = activeRun{run.GetRunId(), run.GetPrincipal()}
 	r.mu.Unlock()
 	r.wg.Add(1)
 	go func() {
@@ -688,7 +710,7 @@ func (r *Runtime) setState(rs *runState, st plannerv1.Run_State) {
 	r.emit(rs.GetRunId(), &plannerv1.StreamRunResponse{Event: &plannerv1.StreamRunResponse_Result{Result: run}})
 	if st != plannerv1.Run_STATE_AWAITING_CONFIRMATION {
 		r.mu.Lock()
-		if r.active[rs.GetThreadId()] == rs.GetRunId() {
+		if r.active[rs.GetThreadId()].runID == rs.GetRunId() {
 			delete(r.active, rs.GetThreadId())
 		}
 		r.mu.Unlock()
