@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -42,11 +43,14 @@ func (b *Backend) Handler(idle time.Duration) http.Handler {
 	// others it reads the server's protocol versions. Those get one server
 	// made once, never run: before, every request built a whole Session.
 	versions := b.newSession("", true).Server()
+	held := &heldSessions{made: map[[32]byte][]madeServer{}}
 	stateful := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		if r.Header.Get("Mcp-Session-Id") != "" {
 			return versions
 		}
-		return b.newSession(bearerOf(r), true).Server()
+		srv := b.newSession(bearerOf(r), true).Server()
+		held.add(r, srv)
+		return srv
 	}, &sdk.StreamableHTTPOptions{SessionTimeout: idle, Logger: b.sdkLog})
 	byToken := &sessionsByToken{b: b, idle: idle, sessions: map[[32]byte]*tokenSession{}}
 	stateless := sdk.NewStreamableHTTPHandler(byToken.server, &sdk.StreamableHTTPOptions{Stateless: true, Logger: b.sdkLog})
@@ -64,8 +68,79 @@ func (b *Backend) Handler(idle time.Duration) http.Handler {
 			stateless.ServeHTTP(w, r)
 			return
 		}
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && held.live(r) >= maxSessionsPerToken {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"this token holds %d MCP sessions already, the most at once: end one (DELETE) or let one idle out"}}`, maxSessionsPerToken)
+			return
+		}
 		stateful.ServeHTTP(w, r)
 	})
+}
+
+// maxSessionsPerToken bounds the MCP sessions one bearer token holds: each
+// is an SDK session and a server kept until it idles out (20,000
+// initializes with one token held 600 MB).
+const maxSessionsPerToken = 64
+
+// heldSessions are the servers made for new MCP sessions, by token.
+type heldSessions struct {
+	mu   sync.Mutex
+	made map[[32]byte][]madeServer
+}
+
+type madeServer struct {
+	srv  *sdk.Server
+	at   time.Time
+	body io.ReadCloser // of the request it was made for
+}
+
+// add records a server made for r. The SDK asks twice for a request that
+// starts a session (first for the versions, then for the server it runs):
+// both share r's body, and the one kept is the last.
+func (h *heldSessions) add(r *http.Request, srv *sdk.Server) {
+	key := sha256.Sum256([]byte(bearerOf(r)))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	list := h.made[key]
+	if n := len(list); n > 0 && list[n-1].body == r.Body {
+		list[n-1].srv = srv
+		return
+	}
+	h.made[key] = append(list, madeServer{srv, time.Now(), r.Body})
+}
+
+// startGrace is how long a server made for a new session counts before its
+// session has started (a variable for the tests).
+var startGrace = 5 * time.Second
+
+// live counts r's token's servers that hold a session, or were made in the
+// last seconds (a session starts after its server is made, in the same
+// request; the SDK also makes servers it never runs), and forgets the
+// others.
+func (h *heldSessions) live(r *http.Request) int {
+	key := sha256.Sum256([]byte(bearerOf(r)))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kept := h.made[key][:0]
+	for _, m := range h.made[key] {
+		if time.Since(m.at) < startGrace || hasSession(m.srv) {
+			kept = append(kept, m)
+		}
+	}
+	if len(kept) == 0 {
+		delete(h.made, key)
+	} else {
+		h.made[key] = kept
+	}
+	return len(kept)
+}
+
+func hasSession(srv *sdk.Server) bool {
+	for range srv.Sessions() {
+		return true
+	}
+	return false
 }
 
 // batch reports whether r's body is a JSON array (a JSON-RPC batch),

@@ -52,3 +52,52 @@ func TestBatchRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionsPerToken: a token holds maxSessionsPerToken MCP sessions at
+// most; the next initialize is refused (429) until one ends; another
+// token's are not counted.
+func TestSessionsPerToken(t *testing.T) {
+	defer func(g time.Duration) { startGrace = g }(startGrace)
+	h := NewBackend(nil, Options{}).Handler(time.Minute)
+	initialize := func(token string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	var ids []string
+	for i := range maxSessionsPerToken {
+		w := initialize("t1")
+		if w.Code != 200 || w.Header().Get("Mcp-Session-Id") == "" {
+			t.Fatalf("initialize %d: %d %s", i, w.Code, w.Body.String())
+		}
+		ids = append(ids, w.Header().Get("Mcp-Session-Id"))
+	}
+	if w := initialize("t1"); w.Code != 429 {
+		t.Fatalf("an initialize past the limit: %d %s", w.Code, w.Body.String())
+	}
+	// (With the grace, each of those counted once, not twice though the SDK
+	// made two servers for each.) The sessions below start one after the
+	// other: no grace.
+	startGrace = 0
+	if w := initialize("t2"); w.Code != 200 {
+		t.Fatalf("another token's: %d %s", w.Code, w.Body.String())
+	}
+	r := httptest.NewRequest("DELETE", "/mcp", nil)
+	r.Header.Set("Mcp-Session-Id", ids[0])
+	r.Header.Set("Authorization", "Bearer t1")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != 204 {
+		t.Fatalf("DELETE: %d %s", w.Code, w.Body.String())
+	}
+	if w := initialize("t1"); w.Code != 200 {
+		t.Fatalf("an initialize once a session ended: %d %s", w.Code, w.Body.String())
+	}
+	if w := initialize("t1"); w.Code != 429 {
+		t.Fatalf("an initialize past the limit again: %d %s", w.Code, w.Body.String())
+	}
+}
