@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -58,9 +59,7 @@ func (b *Backend) Handler(idle time.Duration) http.Handler {
 		if r.Method == http.MethodPost && batch(r) {
 			// JSON-RPC batches left MCP in 2025-06-18, but the SDK still
 			// answers them: one 4 MB body of 90,000 pings cost 117 MB.
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"JSON-RPC batches are not supported: send one message per request"}}`)
+			refuse(w, http.StatusBadRequest, "JSON-RPC batches are not supported: send one message per request")
 			return
 		}
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= sessionlessVersion {
@@ -69,13 +68,20 @@ func (b *Backend) Handler(idle time.Duration) http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && held.live(r) >= maxSessionsPerToken {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusTooManyRequests)
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"this token holds %d MCP sessions already, the most at once: end one (DELETE) or let one idle out"}}`, maxSessionsPerToken)
+			refuse(w, http.StatusTooManyRequests, fmt.Sprintf("this token holds %d MCP sessions already, the most at once: end one (DELETE) or let one idle out", maxSessionsPerToken))
 			return
 		}
 		stateful.ServeHTTP(w, r)
 	})
+}
+
+// refuse answers a request the SDK never sees with a JSON-RPC error
+// (invalid request) and the HTTP status code.
+func refuse(w http.ResponseWriter, code int, message string) {
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32600, "message": message}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(body)
 }
 
 // maxSessionsPerToken bounds the MCP sessions one bearer token holds: each
