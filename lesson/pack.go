@@ -9,16 +9,15 @@
 package lesson
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/blendplane/blendplane/planjson"
 )
 
 // Pack is a lesson pack as sent to POST /lesson.
@@ -87,20 +86,6 @@ func unprocessable(step int, command, msg string) *Error {
 	return e
 }
 
-// decodeStrict decodes one JSON value into v, refusing unknown keys and
-// trailing data.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
-}
-
 // ParsePack decodes and checks the shape of a lesson pack (400 on any
 // mismatch); the commands are checked by Plan.
 func ParsePack(body []byte) (*Pack, *Metadata, *Error) {
@@ -108,7 +93,7 @@ func ParsePack(body []byte) (*Pack, *Metadata, *Error) {
 		return nil, nil, badRequest(fmt.Sprintf("the body is %d bytes, over %d", len(body), maxBodyBytes))
 	}
 	var p Pack
-	if err := decodeStrict(body, &p); err != nil {
+	if err := planjson.DecodeStrict(body, &p); err != nil {
 		return nil, nil, badRequest("lesson pack: " + err.Error())
 	}
 	if err := validateSchema(body); err != nil {
@@ -200,7 +185,7 @@ func action(i int, s Step, custom bool) (Action, *Error) {
 	}
 	refuse := func(msg string) (Action, *Error) { return Action{}, unprocessable(i, s.Command, msg) }
 	decode := func(v any) *Error {
-		if err := decodeStrict(params, v); err != nil {
+		if err := planjson.DecodeStrict(params, v); err != nil {
 			return unprocessable(i, s.Command, "params: "+err.Error())
 		}
 		return nil
@@ -329,7 +314,7 @@ func operatorArgs(step int, operator string, raw json.RawMessage) (map[string]an
 		Radius   *float64  `json:"radius"`
 		Location []float64 `json:"location"`
 	}
-	if err := decodeStrict(raw, &p); err != nil {
+	if err := planjson.DecodeStrict(raw, &p); err != nil {
 		return nil, unprocessable(step, "RUN_OPERATOR", operator+" params: "+err.Error())
 	}
 	size := p.Size

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/planjson"
 )
 
 // Caller is who sends a request, as the control plane's authentication
@@ -205,7 +206,7 @@ func (s *Server) runOperator(c *call) (int, any, *Error) {
 		Operator string          `json:"operator"`
 		Params   json.RawMessage `json:"params"`
 	}
-	if err := decodeStrict(c.body, &req); err != nil {
+	if err := planjson.DecodeStrict(c.body, &req); err != nil {
 		return 0, nil, badRequest("run_operator: " + err.Error())
 	}
 	args, e := operatorArgs(-1, req.Operator, req.Params)
@@ -227,7 +228,7 @@ func (s *Server) sceneSummary(c *call) (int, any, *Error) {
 		DetailLevel string `json:"detail_level"`
 	}
 	if len(c.body) > 0 {
-		if err := decodeStrict(c.body, &req); err != nil {
+		if err := planjson.DecodeStrict(c.body, &req); err != nil {
 			return 0, nil, badRequest("scene_summary: " + err.Error())
 		}
 	}

@@ -72,17 +72,12 @@ func Plan(raw json.RawMessage, safetyOf func(tool string) cpv1.SafetyLevel) (ops
 	}
 	// A field the plan does not have is refused, not dropped: a misspelt
 	// "depends_on" or "atomic" would run a plan other than the one meant.
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		if strings.HasPrefix(err.Error(), "json: unknown field ") {
-			return nil, false, fmt.Errorf("the plan: %s (a plan has operations and atomic; an operation has operation_id, tool_name, args, depends_on and safety_level)",
-				strings.TrimPrefix(err.Error(), "json: "))
+	if err := DecodeStrict(raw, &in); err != nil {
+		err = JSONError(raw, "the plan", err)
+		if _, ok := UnknownField(err); ok {
+			err = fmt.Errorf("%w (a plan has operations and atomic; an operation has operation_id, tool_name, args, depends_on and safety_level)", err)
 		}
-		return nil, false, jsonError("the plan", err)
-	}
-	if dec.More() {
-		return nil, false, fmt.Errorf("the plan: one JSON object is expected, and more follows it")
+		return nil, false, err
 	}
 	if len(in.Operations) == 0 {
 		return nil, false, fmt.Errorf("operations: a plan needs at least one operation")
@@ -98,11 +93,9 @@ func Plan(raw json.RawMessage, safetyOf func(tool string) cpv1.SafetyLevel) (ops
 		}
 		level := safetyOf(o.ToolName)
 		if o.SafetyLevel != "" {
-			v, ok := cpv1.SafetyLevel_value["SAFETY_LEVEL_"+strings.ToUpper(o.SafetyLevel)]
-			if !ok || v == 0 {
-				return nil, false, fmt.Errorf("operations[%d].safety_level: %q is not one of read_only, safe_write, destructive", i, o.SafetyLevel)
+			if level, err = ParseSafety(o.SafetyLevel); err != nil {
+				return nil, false, fmt.Errorf("operations[%d].safety_level: %w", i, err)
 			}
-			level = cpv1.SafetyLevel(v)
 		}
 		ops[i] = &cpv1.Operation{OperationId: o.OperationID, ToolName: o.ToolName, Args: args, DependsOn: o.DependsOn, SafetyLevel: level}
 	}
@@ -114,7 +107,7 @@ func Args(raw json.RawMessage) (*structpb.Struct, error) {
 	var m map[string]any
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, jsonError("arguments", err)
+			return nil, JSONError(raw, "arguments", err)
 		}
 	}
 	if m == nil {
@@ -123,11 +116,61 @@ func Args(raw json.RawMessage) (*structpb.Struct, error) {
 	return structpb.NewStruct(m)
 }
 
-// jsonError says what is wrong with the JSON of what in the JSON's terms,
-// not Go's (encoding/json names the Go types it decodes into).
-func jsonError(what string, err error) error {
+// ParseSafety reads a safety level as the seed names it ("safe_write") or
+// as the API does ("SAFETY_LEVEL_SAFE_WRITE"), in any case.
+func ParseSafety(s string) (cpv1.SafetyLevel, error) {
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SAFETY_LEVEL_") {
+		name = "SAFETY_LEVEL_" + name
+	}
+	v, ok := cpv1.SafetyLevel_value[name]
+	if !ok || v == 0 {
+		return 0, fmt.Errorf("%q is not one of read_only, safe_write, destructive", s)
+	}
+	return cpv1.SafetyLevel(v), nil
+}
+
+// ErrTrailing: DecodeStrict found more after the JSON value.
+var ErrTrailing = errors.New("one JSON value is expected, and more follows it")
+
+// DecodeStrict decodes the one JSON value of raw into v: a field v does not
+// have is an error (UnknownField names it), and so is anything after it.
+func DecodeStrict(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return ErrTrailing
+	}
+	return nil
+}
+
+// UnknownField is the field a strict decoding refused, from its error
+// (JSONError's too).
+func UnknownField(err error) (string, bool) {
+	_, name, ok := strings.Cut(fmt.Sprint(err), "unknown field ")
+	if !ok {
+		return "", false
+	}
+	name, _, _ = strings.Cut(strings.TrimPrefix(name, `"`), `"`)
+	return name, true
+}
+
+// JSONError says what is wrong with raw, the JSON of what, in the JSON's
+// terms, not Go's (encoding/json names the Go types it decodes into), and
+// where (line and column).
+func JSONError(raw []byte, what string, err error) error {
+	at := func(offset int64) string {
+		before := raw[:min(max(int(offset), 0), len(raw))]
+		// The offset is past the byte at fault: its column is the last read.
+		return fmt.Sprintf("line %d, column %d", bytes.Count(before, []byte("\n"))+1, len(before)-bytes.LastIndexByte(before, '\n')-1)
+	}
 	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
 		if te.Field != "" {
 			what = te.Field
 		}
@@ -144,16 +187,15 @@ func jsonError(what string, err error) error {
 		case reflect.Float64, reflect.Float32, reflect.Int, reflect.Int32, reflect.Int64:
 			kind = "a number"
 		}
-		return fmt.Errorf("%s: %s is expected, not a JSON %s", what, kind, te.Value)
+		return fmt.Errorf("%s: %s is expected, not a JSON %s (%s)", what, kind, te.Value, at(te.Offset))
+	case errors.Is(err, io.EOF) && len(bytes.TrimSpace(raw)) == 0:
+		return fmt.Errorf("%s: empty", what)
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return fmt.Errorf("%s: not JSON (it ends early: a missing } or ])", what)
+	case errors.As(err, &se):
+		return fmt.Errorf("%s: not JSON (%v, at %s)", what, se, at(se.Offset))
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return fmt.Errorf("%s: not JSON (it ends early)", what)
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Errorf("%s: not JSON (%v, at byte %d)", what, se, se.Offset)
-	}
-	return fmt.Errorf("%s: %v", what, err)
+	return fmt.Errorf("%s: %s", what, strings.TrimPrefix(err.Error(), "json: "))
 }
 
 // Receipts is a list of receipts as JSON.

@@ -25,7 +25,7 @@ func TestBadJSON(t *testing.T) {
 		`{"operations": [{"operation_id": "a", "tool_name": "t", "args": {}, "dependson": ["b"]}]}`:            `the plan: unknown field "dependson"`,
 		`{"operations": [{"operation_id": "a", "tool_name": "t", "args": {}, "safety_level": "safe-write"}]}`:  `operations[0].safety_level: "safe-write" is not one of read_only, safe_write, destructive`,
 		`{"operations": [{"operation_id": "a", "tool_name": "t", "args": {}, "safety_level": "unspecified"}]}`: `operations[0].safety_level: "unspecified" is not one of`,
-		`{"operations": [{"operation_id": "a", "tool_name": "t", "args": {}}]} {"operations": []}`:             "the plan: one JSON object is expected",
+		`{"operations": [{"operation_id": "a", "tool_name": "t", "args": {}}]} {"operations": []}`:             "the plan: one JSON value is expected",
 	} {
 		_, _, err := Plan(json.RawMessage(raw), destructive)
 		if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "Go value") || strings.Contains(err.Error(), "struct {") {
@@ -36,7 +36,7 @@ func TestBadJSON(t *testing.T) {
 	if err != nil || !atomic || ops[0].GetSafetyLevel() != cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE || len(ops[0].GetArgs().GetFields()) != 2 {
 		t.Errorf("a good plan: %v %v %v", ops, atomic, err)
 	}
-	if _, err := Args(json.RawMessage(`[1]`)); err == nil || err.Error() != "arguments: an object is expected, not a JSON array" {
+	if _, err := Args(json.RawMessage(`[1]`)); err == nil || err.Error() != "arguments: an object is expected, not a JSON array (line 1, column 1)" {
 		t.Errorf("Args([1]): %v", err)
 	}
 }

@@ -2,10 +2,7 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -39,11 +36,9 @@ func readPlan(path string) (*cpv1.SubmitPlanRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var f planFile
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %s", path, jsonProblem(raw, err))
+	if err := planjson.DecodeStrict(raw, &f); err != nil {
+		return nil, planFileError(path, raw, err)
 	}
 	req := &cpv1.SubmitPlanRequest{RequestId: f.RequestID}
 	for i, o := range f.Operations {
@@ -54,7 +49,7 @@ func readPlan(path string) (*cpv1.SubmitPlanRequest, error) {
 		if o.Args == nil {
 			args = nil // let the server say args are required
 		}
-		level, err := parseSafety(o.SafetyLevel)
+		level, err := planjson.ParseSafety(o.SafetyLevel)
 		if err != nil {
 			return nil, fmt.Errorf("%s: operations[%d] (%q).safety_level: %w", path, i, o.OperationID, err)
 		}
@@ -66,45 +61,21 @@ func readPlan(path string) (*cpv1.SubmitPlanRequest, error) {
 	return req, nil
 }
 
-func parseSafety(s string) (cpv1.SafetyLevel, error) {
-	name := strings.ToUpper(s)
-	if !strings.HasPrefix(name, "SAFETY_LEVEL_") {
-		name = "SAFETY_LEVEL_" + name
+// planFileError says what is wrong with a plan file, and where, with a
+// flag for a field the file does not take.
+func planFileError(path string, raw []byte, err error) error {
+	e := planjson.JSONError(raw, path, err)
+	if !strings.HasPrefix(e.Error(), path) { // named after the field at fault
+		e = fmt.Errorf("%s: %w", path, e)
 	}
-	v, ok := cpv1.SafetyLevel_value[name]
-	if !ok || v == 0 {
-		return 0, fmt.Errorf("%q is not one of read_only, safe_write, destructive", s)
-	}
-	return cpv1.SafetyLevel(v), nil
-}
-
-// jsonProblem says what is wrong with a plan file, and where: line and
-// column rather than a byte offset, a flag for a field the file does not
-// take.
-func jsonProblem(raw []byte, err error) string {
-	at := func(offset int64) string {
-		before := raw[:min(int(offset), len(raw))]
-		line := bytes.Count(before, []byte("\n")) + 1
-		// The offset is past the byte at fault: its column is the last read.
-		return fmt.Sprintf("line %d, column %d", line, len(before)-bytes.LastIndexByte(before, '\n')-1)
-	}
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.Is(err, io.EOF) && len(bytes.TrimSpace(raw)) == 0:
-		return `empty: a plan file is one JSON object, {"request_id": ..., "operations": [...]}`
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "the JSON ends early (a missing } or ])"
-	case errors.As(err, &syntax):
-		return at(syntax.Offset) + ": " + syntax.Error()
-	case errors.As(err, &typ):
-		return fmt.Sprintf("%s: %s is a JSON %s, which %s cannot be", at(typ.Offset), typ.Field, typ.Value, typ.Type)
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		if flag := submitFlags[strings.Trim(name, `"`)]; flag != "" {
-			return fmt.Sprintf("unknown field %s: it is a flag of blendctl submit, %s", name, flag)
+	if name, ok := planjson.UnknownField(err); ok {
+		if flag := submitFlags[name]; flag != "" {
+			return fmt.Errorf("%w: it is a flag of blendctl submit, %s", e, flag)
 		}
-		return "unknown field " + name + ` (a plan file has request_id and operations; an operation has operation_id, tool_name, args, depends_on, safety_level and verify)`
+		return fmt.Errorf("%w (a plan file has request_id and operations; an operation has operation_id, tool_name, args, depends_on, safety_level and verify)", e)
 	}
-	return err.Error()
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return fmt.Errorf(`%w: a plan file is one JSON object, {"request_id": ..., "operations": [...]}`, e)
+	}
+	return e
 }

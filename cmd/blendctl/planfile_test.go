@@ -26,10 +26,10 @@ func TestReadPlan(t *testing.T) {
 		{"api enum name", `{"request_id":"r","operations":[{"operation_id":"a","tool_name":"t","args":{},"depends_on":[],"safety_level":"SAFETY_LEVEL_DESTRUCTIVE"}]}`, ""},
 		{"verify", `{"request_id":"r","operations":[{"operation_id":"a","tool_name":"t","args":{},"safety_level":"safe_write","verify":true}]}`, ""},
 		{"a flag in the file", `{"request_id":"r","atomic":true,"operations":[]}`, `unknown field "atomic": it is a flag of blendctl submit, --atomic`},
-		{"syntax", "{\n  \"request_id\": \"r\",\n  \"operations\": [}\n}", "line 3, column 18: invalid character '}'"},
+		{"syntax", "{\n  \"request_id\": \"r\",\n  \"operations\": [}\n}", "p.json: not JSON (invalid character '}' looking for beginning of value, at line 3, column 18)"},
 		{"empty", "  \n", "empty: a plan file is one JSON object"},
-		{"cut", `{"request_id": "r", "operations": [`, "the JSON ends early"},
-		{"type", "{\"request_id\": 7}", "line 1, column 16: request_id is a JSON number, which string cannot be"},
+		{"cut", `{"request_id": "r", "operations": [`, "p.json: not JSON (it ends early"},
+		{"type", "{\"request_id\": 7}", "p.json: request_id: a string is expected, not a JSON number (line 1, column 16)"},
 	} {
 		path := filepath.Join(t.TempDir(), "p.json")
 		os.WriteFile(path, []byte(tc.body), 0o644)
