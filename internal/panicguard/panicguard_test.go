@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/blendplane/blendplane/internal/grpctest"
 	"github.com/blendplane/blendplane/internal/logbuf"
 )
 
@@ -42,19 +40,9 @@ func TestGRPC(t *testing.T) {
 	unary, stream := GRPC(slog.New(slog.NewTextHandler(&logged, nil)))
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
 	healthpb.RegisterHealthServer(srv, buggy{})
-	lis := bufconn.Listen(1 << 16)
-	go srv.Serve(lis)
-	defer srv.Stop()
-	conn, err := grpc.NewClient("passthrough:///buggy", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-		return lis.DialContext(ctx)
-	}), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := healthpb.NewHealthClient(conn)
+	client := healthpb.NewHealthClient(grpctest.Dial(t, srv))
 
-	_, err = client.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "bug"})
+	_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "bug"})
 	if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "a bug, logged by the server") || strings.Contains(err.Error(), "nil map") {
 		t.Fatalf("a unary handler's panic: %v", err)
 	}

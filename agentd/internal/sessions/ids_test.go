@@ -47,16 +47,7 @@ func TestSessionIDsNameTheirOwnDirectory(t *testing.T) {
 	if err := j.OpenSession("..", rt, "", 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	var rts []Runtime
-	for _, r := range m.runtimes {
-		rts = append(rts, r)
-	}
-	again, err := NewManager(m.cfg, rts, j, m.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer again.Shutdown()
-	if err := again.Close(".."); !errors.Is(err, ErrNotFound) {
+	if err := restart(t, m, j).Close(".."); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Close(\"..\") after a restart: %v, want ErrNotFound", err)
 	}
 	for _, f := range keep {

@@ -134,13 +134,12 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 		return PreviewResult{}, err
 	}
 	res := PreviewResult{SceneHashBefore: before.SceneHash}
-	unsafe, renders := map[string]bool{}, map[string]bool{}
+	unsafe := map[string]bool{}
 	for _, t := range p.Tools() {
 		unsafe[t.Name] = t.SafetyMode == "unsafe_ops"
-		renders[t.Name] = notPreviewed[t.Name] && t.RollbackMethod == "not_needed"
 	}
 	for _, op := range ops {
-		if renders[op.Tool] {
+		if notPreviewed[op.Tool] {
 			continue
 		}
 		if unsafe[op.Tool] {

@@ -167,6 +167,30 @@ func sha(b []byte) string {
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
+// putFile uploads content as name into session id's sandbox.
+func putFile(t testing.TB, m *Manager, id, name string, content []byte) {
+	t.Helper()
+	if err := m.PutFile(id, name, int64(len(content)), sha(content), bytesReader(content)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restart is a new manager on m's journal and runtimes, as agentd's next
+// start makes.
+func restart(t testing.TB, m *Manager, j *journal.Journal) *Manager {
+	t.Helper()
+	var rts []Runtime
+	for _, r := range m.runtimes {
+		rts = append(rts, r)
+	}
+	again, err := NewManager(m.cfg, rts, j, m.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(again.Shutdown)
+	return again
+}
+
 // TestKilledBlenderRecoversAtOnce: a rollback that finds the session's
 // Blender killed after an abandoned call, but perhaps not yet exited,
 // recovers the session first instead of failing on the dying Blender (a

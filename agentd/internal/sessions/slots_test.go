@@ -399,15 +399,7 @@ func TestLostCallLeavesNoIntent(t *testing.T) {
 	if keys, err := j.Intents("s1"); err != nil || len(keys) != 1 {
 		t.Fatalf("intents before the restart: %v %v", keys, err)
 	}
-	var rts []Runtime
-	for _, r := range m.runtimes {
-		rts = append(rts, r)
-	}
-	again, err := NewManager(m.cfg, rts, j, m.base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(again.Shutdown)
+	restart(t, m, j)
 	if keys, err := j.Intents("s1"); err != nil || len(keys) != 0 {
 		t.Fatalf("intents left after the restart: %v %v", keys, err)
 	}
@@ -540,9 +532,7 @@ func TestPreviewOfImportedFiles(t *testing.T) {
 	m, _, rt := newManager(t)
 	open(t, m, rt, "s1")
 	content := []byte("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
-	if err := m.PutFile("s1", "tri.obj", int64(len(content)), sha(content), bytesReader(content)); err != nil {
-		t.Fatal(err)
-	}
+	putFile(t, m, "s1", "tri.obj", content)
 	run(t, m, "s1", "r1", Operation{OperationID: "imp", MCPCallID: "c", Tool: "scene.import",
 		Args: map[string]any{"format": "obj", "input": "tri.obj"}, Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-imp"})
 	export := Operation{OperationID: "out", MCPCallID: "c", Tool: "scene.export", Args: map[string]any{"format": "obj", "output": "tri.obj"},
@@ -645,9 +635,7 @@ func TestUploadWaitsForAnImport(t *testing.T) {
 	m, _, rt := newManager(t)
 	open(t, m, rt, "s1")
 	content := []byte("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
-	if err := m.PutFile("s1", "tri.obj", int64(len(content)), sha(content), bytesReader(content)); err != nil {
-		t.Fatal(err)
-	}
+	putFile(t, m, "s1", "tri.obj", content)
 	batch := make(chan []*cpv1.Receipt, 1)
 	go func() {
 		batch <- run(t, m, "s1", "r1",
@@ -664,10 +652,7 @@ func TestUploadWaitsForAnImport(t *testing.T) {
 			t.Fatal("the import did not run")
 		}
 	}
-	other := []byte("v 0 0 0\nv 2 0 0\nv 0 2 0\nf 1 2 3\n")
-	if err := m.PutFile("s1", "tri.obj", int64(len(other)), sha(other), bytesReader(other)); err != nil {
-		t.Fatal(err)
-	}
+	putFile(t, m, "s1", "tri.obj", []byte("v 0 0 0\nv 2 0 0\nv 0 2 0\nf 1 2 3\n"))
 	select {
 	case rs := <-batch:
 		if len(rs) != 2 || rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {

@@ -2,17 +2,16 @@ package service
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/blendplane/blendplane/internal/grpctest"
 )
 
 // TestOpenCallsBounded: calls without a token (health, reflection) are
@@ -23,17 +22,7 @@ func TestOpenCallsBounded(t *testing.T) {
 	au := &Authentication{}
 	srv := grpc.NewServer(grpc.InTapHandle(au.Tap), grpc.ChainUnaryInterceptor(au.Unary()), grpc.ChainStreamInterceptor(au.Stream()))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
-	lis := bufconn.Listen(1 << 20)
-	go srv.Serve(lis)
-	defer srv.Stop()
-	conn, err := grpc.NewClient("passthrough:///x", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-		return lis.DialContext(ctx)
-	}), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := healthpb.NewHealthClient(conn)
+	client := healthpb.NewHealthClient(grpctest.Dial(t, srv))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
