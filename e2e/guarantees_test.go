@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -425,10 +426,43 @@ func TestAuditAndCorrelation(t *testing.T) {
 	}
 }
 
+// waitTold returns once a new stream of the plan, after its first receipt,
+// no longer opens with the agent wait, and fails if that lasts until the
+// next receipt: the agent is back, runs the long operation again, and the
+// plan waits for it no more.
+func waitTold(t *testing.T, c *cluster, requestID string) {
+	t.Helper()
+	probe := func() (waiting, receipt bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		s, err := c.client.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID, StartSequence: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := s.Recv()
+		if err != nil {
+			return false, false // nothing to tell within the while
+		}
+		return ev.GetProgress().GetDetail().GetFields()["waiting_for_agent"].GetStringValue() != "", ev.GetReceipt() != nil
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		waiting, receipt := probe()
+		if receipt {
+			t.Fatal("the plan said it waited for its agent until the agent's next receipt")
+		}
+		if !waiting {
+			return
+		}
+	}
+	t.Fatal("the plan still says it waits for its agent after a minute")
+}
+
 // TestWaitingForAgentShown: while a plan's agent does not answer, a stream
 // with progress events says so (which agent, why, until when it is
 // retried), and blendctl submit --watch prints it: before, the stream was
-// silent for as long as the agent was down. The plan then ends as usual.
+// silent for as long as the agent was down. Once the agent is back, the
+// plan no longer says so (it did until the next receipt). The plan then
+// ends as usual.
 func TestWaitingForAgentShown(t *testing.T) {
 	c := startCluster(t)
 	agentID := c.agentID(t)
@@ -439,8 +473,8 @@ func TestWaitingForAgentShown(t *testing.T) {
 	}
 	s := resp.GetContract()
 	var ops []*cpv1.Operation
-	for i := range 4 { // slow enough that agentd is killed before the last ones ran
-		o := op(fmt.Sprintf("p%d", i), "python.exec", map[string]any{"code": "import time\ntime.sleep(0.5)"})
+	for i, secs := range []float64{0.5, 4, 0.5, 0.5} { // agentd is killed while p1 runs, which runs again after
+		o := op(fmt.Sprintf("p%d", i), "python.exec", map[string]any{"code": fmt.Sprintf("import time\ntime.sleep(%g)", secs)})
 		o.SafetyLevel = cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE
 		ops = append(ops, o)
 	}
@@ -473,6 +507,7 @@ func TestWaitingForAgentShown(t *testing.T) {
 			}
 			told = true
 			c.restartAgent(t)
+			waitTold(t, c, "wait-1")
 		}
 	}
 	if !told || receipts != len(ops) {

@@ -194,15 +194,13 @@ func (e *Executor) retry(sessionID string, ref store.PlanRef, waitingOp func() s
 		}
 		ok := false
 		if err == nil {
+			if waited { // tried again: until it fails too, the plan does not wait
+				waited = false
+				e.store.PublishProgress(ref, nil)
+			}
 			e.trackAttempt(sessionID, to, cancel)
 			watchdog := time.AfterFunc(e.cfg.OperationTimeout, cancel)
-			ok, err = attempt(ctx, to, func() {
-				watchdog.Reset(e.cfg.OperationTimeout)
-				if waited { // it answers again: the plan no longer waits for it
-					waited = false
-					e.store.PublishProgress(ref, nil)
-				}
-			})
+			ok, err = attempt(ctx, to, func() { watchdog.Reset(e.cfg.OperationTimeout) })
 			watchdog.Stop()
 			e.trackAttempt(sessionID, target{}, nil)
 			if err != nil && ctx.Err() != nil && e.ctx.Err() == nil {
