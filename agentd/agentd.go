@@ -71,6 +71,11 @@ type Config struct {
 	Blender []string
 	// MaxMessageBytes caps one gRPC message.
 	MaxMessageBytes int
+	// SessionStorageMiB is the most disk one session's files (uploads,
+	// renders, exports) may take, offered to the control plane as the
+	// ceiling of every session placed here (temp_storage_mib) and enforced
+	// on each; less when the disk has less free. 0: the free disk.
+	SessionStorageMiB int64
 	// MaxSessions bounds how many Blender processes run at once, one per
 	// session with work; idle sessions beyond it are parked (checkpointed,
 	// Blender stopped) and restored on their next plan. 0: from the
@@ -99,6 +104,7 @@ func Defaults() Config {
 		ControlPlane:       "127.0.0.1:7400",
 		DataDir:            "./data/agentd",
 		MaxMessageBytes:    64 << 20,
+		SessionStorageMiB:  10 << 10,
 		SpareBlenders:      true,
 		CheckpointEvery:    500,
 		CheckpointInterval: time.Minute,
@@ -131,7 +137,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	memMiB := resources(cfg.DataDir).GetMemoryMib()
+	offer := func() *cpv1.Resources { return resources(cfg.DataDir, cfg.SessionStorageMiB) }
+	memMiB := offer().GetMemoryMib()
 	maxSessions := cfg.MaxSessions
 	if maxSessions <= 0 {
 		maxSessions = DefaultMaxSessions(memMiB)
@@ -201,7 +208,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	)
 	hostname, _ := os.Hostname()
 	mx := metrics.New(metricsSource{j, mgr})
-	agentv1.RegisterAgentServiceServer(srv, service.New(agentID, hostname, mgr, func() *cpv1.Resources { return resources(cfg.DataDir) }, mx))
+	agentv1.RegisterAgentServiceServer(srv, service.New(agentID, hostname, mgr, offer, mx))
 	if cfg.MetricsListen != "" {
 		stop, err := serveMetrics(cfg.MetricsListen, mx.Handler(), log)
 		if err != nil {
@@ -228,7 +235,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	regCtx, stopReg := context.WithCancel(ctx)
 	defer stopReg()
-	go register(regCtx, registration{addr: cfg.ControlPlane, creds: cpCreds, token: token, id: id, dataDir: cfg.DataDir,
+	go register(regCtx, registration{addr: cfg.ControlPlane, creds: cpCreds, token: token, id: id, resources: offer,
 		req: &cpv1.RegisterAgentRequest{AgentId: agentID, Address: advertise, Hostname: hostname, Runtimes: mgr.Runtimes(), Labels: cfg.Labels}}, mgr, log)
 
 	select {
@@ -253,12 +260,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 // registration is what register needs.
 type registration struct {
-	addr    string
-	creds   credentials.TransportCredentials
-	token   string    // empty: no authentication
-	id      *identity // nil: no TLS
-	dataDir string
-	req     *cpv1.RegisterAgentRequest
+	addr      string
+	creds     credentials.TransportCredentials
+	token     string    // empty: no authentication
+	id        *identity // nil: no TLS
+	resources func() *cpv1.Resources
+	req       *cpv1.RegisterAgentRequest
 }
 
 // register announces the agent to the control plane and repeats it at the
@@ -289,7 +296,7 @@ func register(ctx context.Context, r registration, mgr *sessions.Manager, log *s
 		st := mgr.Status()
 		req.SessionCount, req.MaxSessions = int32(st.Sessions), int32(st.MaxLive)
 		req.LiveSessions, req.BusySessions = st.Live, int32(st.Busy)
-		req.Resources = resources(r.dataDir)
+		req.Resources = r.resources()
 		req.HeldSessions = mgr.Held()
 		req.CertificateRequest = nil
 		if r.id != nil {
@@ -409,9 +416,11 @@ func searchDirs() []string {
 	return dirs
 }
 
-// resources reports the machine's memory and the free disk under the data
-// directory, which the control plane checks session constraints against.
-func resources(dataDir string) *cpv1.Resources {
+// resources reports the machine's memory and what a session's files may
+// take on disk (the free disk under the data directory, at most
+// sessionStorageMiB when that is not 0), which the control plane checks
+// session constraints against and makes their defaults.
+func resources(dataDir string, sessionStorageMiB int64) *cpv1.Resources {
 	r := &cpv1.Resources{}
 	if raw, err := os.ReadFile("/proc/meminfo"); err == nil {
 		for _, line := range strings.Split(string(raw), "\n") {
@@ -424,6 +433,9 @@ func resources(dataDir string) *cpv1.Resources {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dataDir, &st); err == nil {
 		r.TempStorageMib = int64(st.Bavail) * st.Bsize / (1 << 20)
+	}
+	if sessionStorageMiB > 0 && (r.TempStorageMib == 0 || sessionStorageMiB < r.TempStorageMib) {
+		r.TempStorageMib = sessionStorageMiB
 	}
 	return r
 }

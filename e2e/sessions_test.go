@@ -365,6 +365,58 @@ func TestArtifacts(t *testing.T) {
 	}
 }
 
+// TestSessionStorage: a session's files take at most its contract's
+// temp_storage_mib, which the agent enforces: an upload over it is refused
+// QUOTA_EXCEEDED (by the control plane when the file alone is larger, by
+// the agent when the session's files would be), a plan whose export would
+// go over it fails QUOTA_EXCEEDED, and neither leaves a file on the agent.
+// A contract asking for more than an agent offers a session is refused.
+func TestSessionStorage(t *testing.T) {
+	c := startCluster(t)
+	if s := c.negotiate(t); s.GetConstraints().GetTempStorageMib() <= 0 || s.GetConstraints().GetTempStorageMib() > 10<<10 {
+		t.Errorf("default temp_storage_mib %d, want agentd's offer: the free disk, at most --session-storage-mib (10 GiB)",
+			s.GetConstraints().GetTempStorageMib())
+	}
+	_, err := c.client.Negotiate(ctxT(t, time.Minute), &cpv1.NegotiateRequest{ContractVersion: "1.0.0",
+		HostProfile: &cpv1.HostProfile{ClientName: "e2e"}, Constraints: &cpv1.Constraints{TempStorageMib: 1 << 40}})
+	wantRefusal(t, "more disk than the agent offers a session", err, codes.FailedPrecondition, "CONTRACT_VIOLATION")
+
+	resp, err := c.client.Negotiate(ctxT(t, time.Minute), &cpv1.NegotiateRequest{ContractVersion: "1.0.0",
+		HostProfile: &cpv1.HostProfile{ClientName: "e2e"}, Constraints: &cpv1.Constraints{TempStorageMib: 1}})
+	if err != nil || resp.GetContract().GetConstraints().GetTempStorageMib() != 1 {
+		t.Fatalf("negotiate 1 MiB of disk: %v %v", resp, err)
+	}
+	id := resp.GetContract().GetSessionId()
+	sandbox := filepath.Join(c.dir, "agent", "sessions", id, "output")
+	upload := func(name string, content []byte) error {
+		_, err := c.upload(t, &cpv1.ArtifactUpload{SessionId: id, Name: name, SizeBytes: int64(len(content)), Sha256: hexSHA(content)}, content, 256<<10)
+		return err
+	}
+	big := bytes.Repeat([]byte("b"), 1<<20-512) // no room for a glTF cube (1.4 KB)
+	if err := upload("big.bin", big); err != nil {
+		t.Fatal(err)
+	}
+	err = upload("more.bin", bytes.Repeat([]byte("m"), 8192))
+	wantRefusal(t, "an upload the session's files have no room for", err, codes.ResourceExhausted, "QUOTA_EXCEEDED")
+	err = upload("huge.bin", bytes.Repeat([]byte("h"), 2<<20))
+	wantRefusal(t, "an upload larger than the session's disk", err, codes.ResourceExhausted, "QUOTA_EXCEEDED")
+
+	p, rs := c.run(t, id, "disk-1",
+		op("box", "object.create", map[string]any{"type": "cube", "name": "Box"}),
+		op("out", "scene.export", map[string]any{"format": "gltf", "output": "scene.glb"}, "box"))
+	if p.GetState() != cpv1.Plan_STATE_FAILED || len(rs) != 2 || rs[1].GetError().GetErrorCode() != "QUOTA_EXCEEDED" ||
+		!strings.Contains(rs[1].GetError().GetMessage(), "temp_storage_mib of 1 MiB") {
+		t.Fatalf("an export over the session's disk: plan %v, receipts %v", p.GetState(), rs)
+	}
+	entries, err := os.ReadDir(sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != "big.bin" {
+		t.Fatalf("the session's files: %v, want big.bin alone", entries)
+	}
+}
+
 // TestHelloTwiceWithBlendctl: the hello example runs twice through
 // blendctl: the second run gets a fresh request id, each closes the session
 // it negotiated, and --out saves the render with the hash the control plane

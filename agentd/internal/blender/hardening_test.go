@@ -198,7 +198,7 @@ func TestAdopt(t *testing.T) {
 		// A ceiling above the one it started under (an rlimit cannot be
 		// raised) or none keeps its own; a lower one lowers it.
 		for _, limit := range []int64{32768, 0, 1024} {
-			if h, err := p.Adopt(ctx, testLogger(t), sandbox, limit); err != nil || h != baseline {
+			if h, err := p.Adopt(ctx, testLogger(t), sandbox, Limits{MemoryMiB: limit}); err != nil || h != baseline {
 				t.Fatalf("Adopt(%d MiB) = %s, %v; want the baseline %s", limit, h, err, baseline)
 			}
 		}

@@ -96,6 +96,17 @@ type Options struct {
 	// Over it, Blender is stopped and the call fails with an error wrapping
 	// ErrMemoryExceeded and ErrProcessExited.
 	MemoryLimitMiB int64
+	// StorageLimitMiB caps what the files in SandboxDir take on disk (0:
+	// no cap): a call whose files would take them over it fails with
+	// CodeQuotaExceeded and leaves none of its files.
+	StorageLimitMiB int64
+}
+
+// Limits are a session's ceilings on its Blender (Options.MemoryLimitMiB,
+// Options.StorageLimitMiB), which Adopt hands to a Blender started ahead.
+type Limits struct {
+	MemoryMiB  int64
+	StorageMiB int64
 }
 
 // outputLines is how many lines of Blender output are kept for error messages.
@@ -318,7 +329,8 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 	}
 	var hello helloResult
 	debug := logger.Enabled(ctx, slog.LevelDebug)
-	if err := p.call(ctx, "hello", helloParams{SandboxDir: sandbox, Runtime: rt.Kind, Faults: opts.Faults, Debug: debug}, &hello, nil); err != nil {
+	params := helloParams{SandboxDir: sandbox, StorageLimitMiB: opts.StorageLimitMiB, Runtime: rt.Kind, Faults: opts.Faults, Debug: debug}
+	if err := p.call(ctx, "hello", params, &hello, nil); err != nil {
 		p.killGroup()
 		<-p.done
 		if p.overMemory.Load() {
@@ -356,15 +368,17 @@ func (p *Process) logger() *slog.Logger { return p.log.Load() }
 // Adopt hands a Process started ahead of its use (a spare: the baseline
 // scene, no sandbox, a generous memory ceiling) to the session that takes
 // it: from now on its log lines carry log's attributes, its file outputs
-// must resolve inside sandboxDir, and the ceiling it was started under is
-// lowered in place to memoryLimitMiB, so what it allocated before counts
-// too (0, or no lower: it keeps its own; a ceiling is lowered, never
-// raised, which an rlimit would not allow). It returns the scene hash.
-func (p *Process) Adopt(ctx context.Context, log *slog.Logger, sandboxDir string, memoryLimitMiB int64) (string, error) {
+// must resolve inside sandboxDir and take at most lim.StorageMiB there,
+// and the memory ceiling it was started under is lowered in place to
+// lim.MemoryMiB, so what it allocated before counts too (0, or no lower:
+// it keeps its own; a ceiling is lowered, never raised, which an rlimit
+// would not allow). It returns the scene hash.
+func (p *Process) Adopt(ctx context.Context, log *slog.Logger, sandboxDir string, lim Limits) (string, error) {
 	sandbox, err := sandboxPath(sandboxDir)
 	if err != nil {
 		return "", err
 	}
+	memoryLimitMiB := lim.MemoryMiB
 	limit := memoryLimitMiB << 20
 	switch {
 	case limit <= 0:
@@ -379,7 +393,7 @@ func (p *Process) Adopt(ctx context.Context, log *slog.Logger, sandboxDir string
 	var out struct {
 		SceneHash string `json:"scene_hash"`
 	}
-	if err := p.call(ctx, "adopt", map[string]string{"sandbox_dir": sandbox}, &out, nil); err != nil {
+	if err := p.call(ctx, "adopt", adoptParams{SandboxDir: sandbox, StorageLimitMiB: lim.StorageMiB}, &out, nil); err != nil {
 		return "", err
 	}
 	l := log.With("component", "blender", "runtime", string(p.rt.Kind), "pid", p.pgid)
@@ -387,7 +401,7 @@ func (p *Process) Adopt(ctx context.Context, log *slog.Logger, sandboxDir string
 		l = l.With("memory_limit_mib", p.mem.limit>>20, "memory_cap", p.mem.kind)
 	}
 	p.log.Store(l)
-	l.Info("blender adopted", "sandbox", sandbox, "scene_hash", out.SceneHash)
+	l.Info("blender adopted", "sandbox", sandbox, "storage_limit_mib", lim.StorageMiB, "scene_hash", out.SceneHash)
 	return out.SceneHash, nil
 }
 

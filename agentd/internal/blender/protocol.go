@@ -23,6 +23,9 @@ const (
 	CodeTimeout                 = "timeout"
 	CodeNondeterministicRefused = "nondeterministic_refused"
 	CodeInternalError           = "internal_error"
+	// CodeQuotaExceeded: the call's files would take the sandbox over its
+	// ceiling (Options.StorageLimitMiB); none of them is left.
+	CodeQuotaExceeded = "quota_exceeded"
 )
 
 // ErrProcessExited is wrapped by every error caused by the Blender process
@@ -347,12 +350,18 @@ type checkpointResult struct {
 }
 
 type helloParams struct {
-	SandboxDir string      `json:"sandbox_dir"`
-	Runtime    RuntimeKind `json:"runtime"`
-	Faults     []string    `json:"faults,omitempty"`
+	SandboxDir      string      `json:"sandbox_dir"`
+	StorageLimitMiB int64       `json:"storage_limit_mib,omitempty"`
+	Runtime         RuntimeKind `json:"runtime"`
+	Faults          []string    `json:"faults,omitempty"`
 	// Debug turns on the bridge's per-call diagnostic lines, which Process
 	// logs at debug level only.
 	Debug bool `json:"debug,omitempty"`
+}
+
+type adoptParams struct {
+	SandboxDir      string `json:"sandbox_dir"`
+	StorageLimitMiB int64  `json:"storage_limit_mib,omitempty"`
 }
 
 type helloResult struct {

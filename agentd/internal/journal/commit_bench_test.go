@@ -29,7 +29,7 @@ func BenchmarkCommit(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer j.Close()
-			if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+			if err := j.OpenSession("s1", "rt", "h0", Limits{}, 0); err != nil {
 				b.Fatal(err)
 			}
 			groups := func(from, n int) [][]Commit {

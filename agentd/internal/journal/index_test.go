@@ -66,7 +66,7 @@ func TestKeyIndexStaleEntries(t *testing.T) {
 func TestIndexRebuiltByACommit(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "agentd.db"))
 	defer j.Close()
-	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	journalOps(t, j, "s1", 120)

@@ -91,8 +91,9 @@ var (
 	keyHead          = []byte("head")
 	keyHeadHash      = []byte("head_hash")
 	keyCheckpoint    = []byte("checkpoint")
-	keyMemoryLimit   = []byte("memory_limit_mib") // absent: no limit
-	keyEpoch         = []byte("epoch")            // absent: 0
+	keyMemoryLimit   = []byte("memory_limit_mib")  // absent: no limit
+	keyStorageLimit  = []byte("storage_limit_mib") // absent: no limit
+	keyEpoch         = []byte("epoch")             // absent: 0
 )
 
 // ErrSessionNotFound: the journal has no such session.
@@ -138,12 +139,19 @@ type Session struct {
 	Head       uint64
 	HeadHash   string
 	Checkpoint *Checkpoint
-	// MemoryLimitMiB is the session's memory ceiling (0: none), kept so
-	// that a restarted agent enforces it too.
-	MemoryLimitMiB int64
+	// Limits are the session's ceilings, kept so that a restarted agent
+	// enforces them too.
+	Limits Limits
 	// Epoch is the newest placement epoch the control plane called it
 	// with (0: none given).
 	Epoch int64
+}
+
+// Limits are a session's ceilings: its Blender's memory and what its
+// sandbox's files take on disk, in MiB (0: none).
+type Limits struct {
+	MemoryMiB  int64
+	StorageMiB int64
 }
 
 // CheckpointIndex is the log index the session's checkpoint holds (0:
@@ -388,8 +396,8 @@ func (j *Journal) AgentID() (string, error) {
 }
 
 // OpenSession records a new session starting from the baseline scene, with
-// its memory ceiling (0: none). Opening a known session changes nothing.
-func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string, memoryLimitMiB, epoch int64) error {
+// its ceilings. Opening a known session changes nothing.
+func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string, limits Limits, epoch int64) error {
 	return j.update(func(tx *bolt.Tx) error {
 		sessions := tx.Bucket(bucketSessions)
 		if sessions.Bucket([]byte(sessionID)) != nil {
@@ -410,8 +418,13 @@ func (j *Journal) OpenSession(sessionID, runtimeID, baselineHash string, memoryL
 		if err := b.Put(keyHead, u64(0)); err != nil {
 			return err
 		}
-		if memoryLimitMiB > 0 {
-			if err := b.Put(keyMemoryLimit, u64(uint64(memoryLimitMiB))); err != nil {
+		if limits.MemoryMiB > 0 {
+			if err := b.Put(keyMemoryLimit, u64(uint64(limits.MemoryMiB))); err != nil {
+				return err
+			}
+		}
+		if limits.StorageMiB > 0 {
+			if err := b.Put(keyStorageLimit, u64(uint64(limits.StorageMiB))); err != nil {
 				return err
 			}
 		}
@@ -522,7 +535,10 @@ func readSession(tx *bolt.Tx, id string) (Session, error) {
 		HeadHash:  string(b.Get(keyHeadHash)),
 	}
 	if raw := b.Get(keyMemoryLimit); len(raw) == 8 {
-		s.MemoryLimitMiB = int64(binary.BigEndian.Uint64(raw))
+		s.Limits.MemoryMiB = int64(binary.BigEndian.Uint64(raw))
+	}
+	if raw := b.Get(keyStorageLimit); len(raw) == 8 {
+		s.Limits.StorageMiB = int64(binary.BigEndian.Uint64(raw))
 	}
 	if raw := b.Get(keyEpoch); len(raw) == 8 {
 		s.Epoch = int64(binary.BigEndian.Uint64(raw))

@@ -38,7 +38,7 @@ func TestRedoLogSurvivesReopen(t *testing.T) {
 	if err := j.Commit("s1", nil); !errors.Is(err, ErrSessionNotFound) {
 		t.Fatalf("commit to unknown session: %v", err)
 	}
-	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Intend("s1", []string{"k1", "k2", "k3"}); err != nil {
@@ -119,7 +119,7 @@ func TestRefusesNewerSchema(t *testing.T) {
 func TestFence(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agentd.db")
 	j := open(t, path)
-	if err := j.OpenSession("s1", "rt", "h0", 0, 2); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", Limits{}, 2); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range []int64{0, 2, 3} {
@@ -146,7 +146,7 @@ func TestFence(t *testing.T) {
 func TestMigratesJSONRecords(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agentd.db")
 	j := open(t, path)
-	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	receipt, err := proto.Marshal(&cpv1.Receipt{IdempotencyKey: "k1", BlenderMutationId: "m1", SceneHashAfter: "h1"})
@@ -207,7 +207,7 @@ func journalOps(tb testing.TB, j *Journal, s string, n int) {
 func TestCheckpointDropsCovered(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "agentd.db"))
 	defer j.Close()
-	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	journalOps(t, j, "s1", 2500)
@@ -234,7 +234,7 @@ func BenchmarkCheckpointDrop(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+		if err := j.OpenSession("s1", "rt", "h0", Limits{}, 0); err != nil {
 			b.Fatal(err)
 		}
 		journalOps(b, j, "s1", 10000)
@@ -254,7 +254,7 @@ func BenchmarkCheckpointDrop(b *testing.B) {
 func TestLogFillsItsPages(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "agentd.db"))
 	defer j.Close()
-	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	for g := range 100 { // groups of 32, as the session manager commits them
@@ -285,10 +285,10 @@ func TestLogFillsItsPages(t *testing.T) {
 func TestRecordsFoundByKey(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agentd.db")
 	j := open(t, path)
-	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.OpenSession("s2", "rt", "h0", 0, 0); err != nil {
+	if err := j.OpenSession("s2", "rt", "h0", Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	journalOps(t, j, "s1", 250)
@@ -358,7 +358,7 @@ func TestRecordsFoundByKey(t *testing.T) {
 	if err := j.CloseSession("s1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if rec, err := j.Lookup("s1", "k000000"); rec != nil || err != nil {
@@ -375,7 +375,7 @@ func TestRecordsFoundByKey(t *testing.T) {
 func TestEntriesFindTheirRecords(t *testing.T) {
 	j := open(t, filepath.Join(t.TempDir(), "agentd.db"))
 	defer j.Close()
-	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -420,7 +420,7 @@ func TestEntriesFindTheirRecords(t *testing.T) {
 func TestFailedCommitKeepsRecords(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agentd.db")
 	j := open(t, path)
-	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Commit("s1", []Commit{{Receipt: &cpv1.Receipt{IdempotencyKey: "k1", BlenderMutationId: "m1"}}}); err != nil {
@@ -465,7 +465,7 @@ func TestFailedCommitKeepsRecords(t *testing.T) {
 func TestMigratesKeyedRecords(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agentd.db")
 	j := open(t, path)
-	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	j.db.Update(func(tx *bolt.Tx) error { // the layout of schema 3
@@ -520,7 +520,7 @@ func TestKeysOfOneHash(t *testing.T) {
 	hashKey = func(string) uint64 { return 7 }
 	path := filepath.Join(t.TempDir(), "agentd.db")
 	j := open(t, path)
-	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	journalOps(t, j, "s1", 150)

@@ -54,7 +54,8 @@ func (s *Server) Describe(ctx context.Context, _ *agentv1.DescribeRequest) (*age
 
 // OpenSession records a new session; its Blender starts with its first batch.
 func (s *Server) OpenSession(ctx context.Context, req *agentv1.OpenSessionRequest) (*agentv1.OpenSessionResponse, error) {
-	prof, hash, err := s.sessions.Open(ctx, req.GetSessionId(), req.GetRuntimeId(), req.GetMaxMemoryMib(), req.GetEpoch())
+	prof, hash, err := s.sessions.Open(ctx, req.GetSessionId(), req.GetRuntimeId(),
+		blender.Limits{MemoryMiB: req.GetMaxMemoryMib(), StorageMiB: req.GetTempStorageMib()}, req.GetEpoch())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -285,7 +286,8 @@ func toStatus(err error) error {
 	case errors.Is(err, sessions.ErrUnknownRuntime), errors.Is(err, sessions.ErrBadFileName), errors.Is(err, sessions.ErrFileMismatch),
 		errors.Is(err, sessions.ErrBadSessionID):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, sessions.ErrCapacity), errors.Is(err, blender.ErrMemoryExceeded): // a ceiling too low to start Blender
+	case errors.Is(err, sessions.ErrCapacity), errors.Is(err, blender.ErrMemoryExceeded), // a ceiling too low to start Blender
+		errors.Is(err, sessions.ErrQuotaExceeded):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, sessions.ErrBroken), errors.Is(err, sessions.ErrFileConflict), errors.Is(err, journal.ErrStaleEpoch),
 		errors.Is(err, sessions.ErrNotFresh):

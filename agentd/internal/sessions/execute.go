@@ -423,10 +423,10 @@ func (m *Manager) timedOut(s *session, r *cpv1.Receipt, op Operation, start time
 // journal.
 func (m *Manager) overMemory(s *session, r *cpv1.Receipt, op Operation, start time.Time, restore func() error, log *slog.Logger) *cpv1.Receipt {
 	log.Warn("blender went over the session's memory ceiling; discarding the operation's effect", "operation_id", op.OperationID,
-		"mcp_call_id", op.MCPCallID, "memory_limit_mib", s.memoryLimitMiB)
-	r.Result, _ = structpb.NewStruct(map[string]any{"memory_limit_mib": float64(s.memoryLimitMiB)})
+		"mcp_call_id", op.MCPCallID, "memory_limit_mib", s.limits.MemoryMiB)
+	r.Result, _ = structpb.NewStruct(map[string]any{"memory_limit_mib": float64(s.limits.MemoryMiB)})
 	return m.discarded(s, r, op, time.Since(start), restore, &cpv1.Failure{ErrorCode: "RESOURCE_EXHAUSTED",
-		Message:   fmt.Sprintf("%s went over the session's memory ceiling of %d MiB; Blender was stopped", op.Tool, s.memoryLimitMiB),
+		Message:   fmt.Sprintf("%s went over the session's memory ceiling of %d MiB; Blender was stopped", op.Tool, s.limits.MemoryMiB),
 		RetryHint: "raise max_memory_mib in the session contract, or make the operation lighter (fewer objects, pixels, samples)"})
 }
 
@@ -505,6 +505,8 @@ func toolFailure(operationID string, e *blender.ToolError) *cpv1.Failure {
 		hint, action = "retry the operation", cpv1.RepairStep_ACTION_RETRY
 	case blender.CodePolicyRefused:
 		hint = "keep file paths inside the session's output directory"
+	case blender.CodeQuotaExceeded:
+		hint = "raise temp_storage_mib in the session contract, or write fewer or smaller files (one of the same name replaces it)"
 	}
 	return &cpv1.Failure{
 		ErrorCode:         strings.ToUpper(e.Code),

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blendplane/blendplane/agentd/internal/blender"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
@@ -21,7 +22,7 @@ func BenchmarkExecuteDurable(b *testing.B) {
 	const objects, ops = 100, 2000
 	m, _, rt := newManager(b)
 	ctx := context.Background()
-	if _, _, err := m.Open(ctx, "s1", rt, 0, 0); err != nil {
+	if _, _, err := m.Open(ctx, "s1", rt, blender.Limits{}, 0); err != nil {
 		b.Fatal(err)
 	}
 	batch := make([]Operation, objects)

@@ -24,6 +24,9 @@ var (
 	ErrFileNotFound = errors.New("file not found")
 	// ErrFileMismatch: the content differs from the declared size or hash.
 	ErrFileMismatch = errors.New("file content mismatch")
+	// ErrQuotaExceeded: the file would take the session's files over its
+	// disk ceiling (blender.Limits.StorageMiB).
+	ErrQuotaExceeded = errors.New("over the session's disk ceiling")
 )
 
 // checkFileName applies the bridge's plain-name rules (bridge/sandbox.py,
@@ -56,6 +59,9 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	if err := os.MkdirAll(s.sandbox, 0o755); err != nil {
 		return err
 	}
+	if err := s.checkRoom(name, size); err != nil { // before a byte lands on the disk
+		return err
+	}
 	tmp, err := receive(s.dir, ".upload-", size, sha, r)
 	if err != nil {
 		return err
@@ -65,8 +71,11 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
 		return fmt.Errorf("%w: %q is a directory in the sandbox", ErrFileConflict, name)
 	}
-	s.files.Lock() // not under an import's feet (session.files)
-	err = os.Rename(tmp, target)
+	s.files.Lock()                // not under an import's feet (session.files), nor another upload's
+	err = s.checkRoom(name, size) // again: others may have landed meanwhile
+	if err == nil {
+		err = os.Rename(tmp, target)
+	}
 	s.files.Unlock()
 	if err != nil {
 		return err
@@ -76,6 +85,36 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 		d.Close()
 	}
 	m.log.Info("file received", "session_id", sessionID, "name", name, "bytes", size, "sha256", sha)
+	return nil
+}
+
+// checkRoom is ErrQuotaExceeded unless a file of size bytes under name (in
+// place of the one there) keeps the session's files within its disk
+// ceiling. The files are counted as the bridge counts them after a tool
+// (bridge/sandbox.py, usage): the sizes of the regular files directly in
+// the sandbox.
+func (s *session) checkRoom(name string, size int64) error {
+	limit := s.limits.StorageMiB << 20
+	if limit <= 0 {
+		return nil
+	}
+	entries, err := os.ReadDir(s.sandbox)
+	if err != nil {
+		return err
+	}
+	used := size
+	for _, e := range entries {
+		if e.Name() == name || !e.Type().IsRegular() {
+			continue
+		}
+		if fi, err := e.Info(); err == nil { // a file removed meanwhile takes nothing
+			used += fi.Size()
+		}
+	}
+	if used > limit {
+		return fmt.Errorf("%w: %s (%d bytes) would take the session's files to %.1f MiB, over its temp_storage_mib of %d MiB",
+			ErrQuotaExceeded, name, size, float64(used)/(1<<20), s.limits.StorageMiB)
+	}
 	return nil
 }
 

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/blendplane/blendplane/agentd/internal/blender"
+	"github.com/blendplane/blendplane/agentd/internal/journal"
 )
 
 // A session id names the session's directory: one that names another (the
@@ -28,14 +31,14 @@ func TestSessionIDsNameTheirOwnDirectory(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"", ".", "..", ".hidden", "a/b", "../x", `a\b`, "a b", "é", strings.Repeat("a", 129)} {
-		if _, _, err := m.Open(context.Background(), id, rt, 0, 0); !errors.Is(err, ErrBadSessionID) {
+		if _, _, err := m.Open(context.Background(), id, rt, blender.Limits{}, 0); !errors.Is(err, ErrBadSessionID) {
 			t.Errorf("Open(%q): %v, want ErrBadSessionID", id, err)
 		}
 		if err := m.Close(id); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Close(%q): %v, want ErrNotFound", id, err)
 		}
 	}
-	if _, _, err := m.Open(context.Background(), "s.1:a-b_C", rt, 0, 0); err != nil {
+	if _, _, err := m.Open(context.Background(), "s.1:a-b_C", rt, blender.Limits{}, 0); err != nil {
 		t.Fatalf("a plain id with dots inside: %v", err)
 	}
 	if err := m.Close("s.1:a-b_C"); err != nil {
@@ -44,7 +47,7 @@ func TestSessionIDsNameTheirOwnDirectory(t *testing.T) {
 
 	// A journal from before the check may hold such a session: a restarted
 	// agent does not serve it, so its close cannot remove a directory.
-	if err := j.OpenSession("..", rt, "", 0, 0); err != nil {
+	if err := j.OpenSession("..", rt, "", journal.Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := restart(t, m, j).Close(".."); !errors.Is(err, ErrNotFound) {
@@ -68,7 +71,7 @@ func TestOpenAndCloseAtOnce(t *testing.T) {
 		id := fmt.Sprintf("s%d", i%3)
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			if _, _, err := m.Open(context.Background(), id, rt, 0, 0); err != nil {
+			if _, _, err := m.Open(context.Background(), id, rt, blender.Limits{}, 0); err != nil {
 				t.Errorf("open %s: %v", id, err)
 			}
 		})

@@ -125,8 +125,8 @@ type session struct {
 	runtime Runtime
 	dir     string
 	sandbox string
-	// memoryLimitMiB caps its Blender's memory (0: none).
-	memoryLimitMiB int64
+	// limits are its ceilings: its Blender's memory, its sandbox's files.
+	limits blender.Limits
 
 	mu sync.Mutex // one batch at a time
 	// files is held by a batch that imports, and by an upload while it
@@ -198,7 +198,7 @@ func NewManager(cfg Config, rts []Runtime, j *journal.Journal, log *slog.Logger)
 		}
 		rt, ok := m.runtimes[js.RuntimeID]
 		s := m.newSession(js.ID, rt)
-		s.memoryLimitMiB = js.MemoryLimitMiB
+		s.limits = blender.Limits(js.Limits)
 		if !ok {
 			s.broken = fmt.Errorf("%w: runtime %q of session %s is gone", ErrUnknownRuntime, js.RuntimeID, js.ID)
 		}
@@ -281,8 +281,8 @@ func (m *Manager) SetIdleTimeout(d time.Duration) {
 // Blender slot is held by a busy session, so that a flood of negotiations
 // goes to other agents (or is refused) rather than queueing here. Opening a
 // known session returns its current scene hash.
-// memoryLimitMiB caps its Blender's memory (0: no cap).
-func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryLimitMiB, epoch int64) (*cpv1.BlenderProfile, string, error) {
+// limits are its ceilings (0: none).
+func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, limits blender.Limits, epoch int64) (*cpv1.BlenderProfile, string, error) {
 	if err := checkSessionID(sessionID); err != nil {
 		return nil, "", err
 	}
@@ -298,7 +298,7 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryL
 		case <-ctx.Done():
 			return nil, "", ctx.Err()
 		}
-		return m.Open(ctx, sessionID, runtimeID, memoryLimitMiB, epoch)
+		return m.Open(ctx, sessionID, runtimeID, limits, epoch)
 	}
 	if _, known := m.sessions[sessionID]; known {
 		m.mu.Unlock()
@@ -314,7 +314,7 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryL
 			if err := m.Close(sessionID); err != nil && !errors.Is(err, ErrNotFound) {
 				return nil, "", err
 			}
-			return m.Open(ctx, sessionID, runtimeID, memoryLimitMiB, epoch)
+			return m.Open(ctx, sessionID, runtimeID, limits, epoch)
 		}
 		if err := m.journal.Fence(sessionID, epoch); err != nil {
 			return nil, "", err
@@ -326,7 +326,7 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryL
 		return nil, "", fmt.Errorf("%w: all %d Blender slots of this agent are busy", ErrCapacity, m.cfg.MaxLive)
 	}
 	s := m.newSession(sessionID, rt)
-	s.memoryLimitMiB = memoryLimitMiB
+	s.limits = limits
 	// Known from here on, but held until its directory and journal record
 	// exist: a close that finds it meanwhile waits, then removes both
 	// (rather than removing the directory under the open, and missing the
@@ -340,7 +340,7 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryL
 	hash := rt.Info.GetBaselineSceneHash()
 	err := os.MkdirAll(s.sandbox, 0o755) // files may arrive before its Blender starts
 	if err == nil {
-		err = m.journal.OpenSession(sessionID, runtimeID, hash, memoryLimitMiB, epoch)
+		err = m.journal.OpenSession(sessionID, runtimeID, hash, journal.Limits(limits), epoch)
 	}
 	if err != nil {
 		m.mu.Lock()
@@ -352,7 +352,7 @@ func (m *Manager) Open(ctx context.Context, sessionID, runtimeID string, memoryL
 		return nil, "", err
 	}
 	m.log.Info("session opened", "session_id", sessionID, "runtime_id", runtimeID, "sandbox", s.sandbox, "scene_hash", hash,
-		"memory_limit_mib", memoryLimitMiB, "epoch", epoch)
+		"memory_limit_mib", limits.MemoryMiB, "storage_limit_mib", limits.StorageMiB, "epoch", epoch)
 	return rt.Info.GetBlenderProfile(), hash, nil
 }
 

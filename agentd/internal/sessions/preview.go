@@ -114,7 +114,7 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 		return PreviewResult{}, fmt.Errorf("copy the session's files for the preview: %w", err)
 	}
 	p, err := m.startBlender(ctx, s.runtime, sp, m.base.With("session_id", s.id, "preview", true), filepath.Join(dir, "work"),
-		sandbox, s.memoryLimitMiB)
+		sandbox, s.limits)
 	if err != nil {
 		return PreviewResult{}, fmt.Errorf("start the preview's blender: %w", err)
 	}

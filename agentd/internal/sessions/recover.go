@@ -29,7 +29,7 @@ func (m *Manager) start(ctx context.Context, s *session) (string, error) {
 	}
 	sp := s.spare
 	s.spare = nil
-	p, err := m.startBlender(ctx, s.runtime, sp, m.base.With("session_id", s.id), work, s.sandbox, s.memoryLimitMiB)
+	p, err := m.startBlender(ctx, s.runtime, sp, m.base.With("session_id", s.id), work, s.sandbox, s.limits)
 	if err != nil {
 		return "", fmt.Errorf("start blender: %w", err)
 	}

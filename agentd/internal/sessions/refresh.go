@@ -122,7 +122,7 @@ func (m *Manager) refresh(ctx context.Context, s *session, p *blender.Process, c
 	start := time.Now()
 	at := caughtUp{index: cp.Index}
 	var err error
-	if at.hash, err = p.Adopt(ctx, m.base.With("session_id", s.id), s.sandbox, s.memoryLimitMiB); err == nil {
+	if at.hash, err = p.Adopt(ctx, m.base.With("session_id", s.id), s.sandbox, s.limits); err == nil {
 		at.hash, _, err = m.rebuild(ctx, p, s.id, at.hash, &cp, cp.Path, nil)
 	}
 	loaded := time.Since(start)

@@ -74,7 +74,7 @@ func create(id, name string) Operation {
 // session stays usable instead of being marked broken.
 func TestRecoveryOutlivesItsRequest(t *testing.T) {
 	m, _, rt := newManager(t)
-	if _, _, err := m.Open(context.Background(), "s1", rt, 0, 0); err != nil {
+	if _, _, err := m.Open(context.Background(), "s1", rt, blender.Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	var got []*cpv1.Receipt
@@ -129,7 +129,7 @@ func TestCancelBeforeTheBatchStarts(t *testing.T) {
 // only the sends stop.
 func TestCommitterJournalsAfterEmitFails(t *testing.T) {
 	j := openJournal(t)
-	if err := j.OpenSession("s1", "rt", "h0", 0, 0); err != nil {
+	if err := j.OpenSession("s1", "rt", "h0", journal.Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	sent := 0
@@ -197,7 +197,7 @@ func restart(t testing.TB, m *Manager, j *journal.Journal) *Manager {
 // plan's rollback starts as soon as its batch's failure arrives).
 func TestKilledBlenderRecoversAtOnce(t *testing.T) {
 	m, _, rt := newManager(t)
-	if _, _, err := m.Open(context.Background(), "s1", rt, 0, 0); err != nil {
+	if _, _, err := m.Open(context.Background(), "s1", rt, blender.Limits{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	emit := func(*cpv1.Receipt) error { return nil }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blendplane/blendplane/agentd/internal/blender"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/blenderprocs"
 	"github.com/blendplane/blendplane/internal/receiptwire"
@@ -53,7 +54,7 @@ func rollBack(t *testing.T, m *Manager, sessionID, requestID, key string) *cpv1.
 func open(t *testing.T, m *Manager, rt string, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
-		if _, _, err := m.Open(context.Background(), id, rt, 0, 0); err != nil {
+		if _, _, err := m.Open(context.Background(), id, rt, blender.Limits{}, 0); err != nil {
 			t.Fatalf("open %s: %v", id, err)
 		}
 	}
@@ -244,7 +245,7 @@ func TestOpenRefusedWhileEverySlotIsBusy(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, _, err := m.Open(context.Background(), "s2", rt, 0, 0); !errors.Is(err, ErrCapacity) {
+	if _, _, err := m.Open(context.Background(), "s2", rt, blender.Limits{}, 0); !errors.Is(err, ErrCapacity) {
 		t.Fatalf("open while the only slot is busy: %v", err)
 	}
 	if rs := <-done; rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
@@ -517,7 +518,7 @@ func TestPreviewSlotIsBusy(t *testing.T) {
 	if err := m.takeSlot(context.Background(), &slot, "a preview", "", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := m.Open(context.Background(), "s1", rt, 0, 0); !errors.Is(err, ErrCapacity) {
+	if _, _, err := m.Open(context.Background(), "s1", rt, blender.Limits{}, 0); !errors.Is(err, ErrCapacity) {
 		t.Fatalf("a session while a preview holds the only slot: %v, want ErrCapacity", err)
 	}
 	m.giveSlot(&slot)
@@ -577,7 +578,7 @@ func TestOpenWaitsForItsClose(t *testing.T) {
 			t.Fatal("the close did not start")
 		}
 	}
-	if _, _, err := m.Open(context.Background(), "s1", rt, 0, 0); err != nil {
+	if _, _, err := m.Open(context.Background(), "s1", rt, blender.Limits{}, 0); err != nil {
 		t.Fatalf("open while closing: %v", err)
 	}
 	select {

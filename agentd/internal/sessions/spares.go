@@ -106,7 +106,7 @@ func (m *Manager) cancelSpareStart() bool {
 // slot: sp, a spare whose slot the holder took over, or else a ready spare
 // of its runtime (whose slot is given up), adopted; or a new Blender. The
 // runtime then wants a spare (refillSpares).
-func (m *Manager) startBlender(ctx context.Context, rt Runtime, sp *spare, log *slog.Logger, workDir, sandbox string, memoryLimitMiB int64) (*blender.Process, error) {
+func (m *Manager) startBlender(ctx context.Context, rt Runtime, sp *spare, log *slog.Logger, workDir, sandbox string, limits blender.Limits) (*blender.Process, error) {
 	id := rt.Info.GetRuntimeId()
 	m.mu.Lock()
 	m.wanted[id] = true
@@ -117,7 +117,7 @@ func (m *Manager) startBlender(ctx context.Context, rt Runtime, sp *spare, log *
 	}
 	m.mu.Unlock()
 	if sp != nil {
-		_, err := sp.proc.Adopt(ctx, log, sandbox, memoryLimitMiB)
+		_, err := sp.proc.Adopt(ctx, log, sandbox, limits)
 		if err != nil {
 			m.log.Warn("a spare Blender could not be adopted; starting one", "runtime_id", id, "err", err)
 			sp.proc.Stop(time.Second)
@@ -131,7 +131,7 @@ func (m *Manager) startBlender(ctx context.Context, rt Runtime, sp *spare, log *
 		}
 	}
 	return blender.Start(ctx, rt.Runtime, blender.Options{Logger: log, WorkDir: workDir, SandboxDir: sandbox, CacheDir: m.cacheDir(),
-		Faults: m.cfg.Faults, MemoryLimitMiB: memoryLimitMiB})
+		Faults: m.cfg.Faults, MemoryLimitMiB: limits.MemoryMiB, StorageLimitMiB: limits.StorageMiB})
 }
 
 // spareQuiet is how long the agent must run no batch and no preview before

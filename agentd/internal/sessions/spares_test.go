@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blendplane/blendplane/agentd/internal/blender"
 	"github.com/blendplane/blendplane/agentd/internal/journal"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/blenderprocs"
@@ -242,7 +243,7 @@ func TestRefresh(t *testing.T) {
 	m2, _, rt2 := newManagerWith(t, func(c *Config) {
 		c.MaxLive, c.CheckpointIdle, c.RefreshAfter = 2, 100*time.Millisecond, 1
 	})
-	if _, _, err := m2.Open(context.Background(), "s1", rt2, 1024, 0); err != nil {
+	if _, _, err := m2.Open(context.Background(), "s1", rt2, blender.Limits{MemoryMiB: 1024}, 0); err != nil {
 		t.Fatal(err)
 	}
 	run(t, m2, "s1", "r1", create("a", "A"))

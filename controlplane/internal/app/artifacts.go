@@ -28,8 +28,9 @@ const chunkSize = 512 << 10
 // the blob directory, then into the session's sandbox on its agent, where
 // plans name it by its plain name. It is refused, with nothing stored, when
 // the name is not a plain file name (POLICY_REFUSED), the content is over
-// the contract's max_artifact_bytes (CONTRACT_VIOLATION), or it differs
-// from the size or SHA-256 the header declares.
+// the contract's max_artifact_bytes (CONTRACT_VIOLATION) or would take the
+// session's files over its temp_storage_mib (QUOTA_EXCEEDED: the agent
+// counts them), or it differs from the size or SHA-256 the header declares.
 func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload, next func() ([]byte, error)) (*cpv1.Artifact, error) {
 	sess, err := a.session(who, h.GetSessionId())
 	if err != nil {
@@ -47,6 +48,10 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 	}
 	if h.GetSizeBytes() > limit {
 		return nil, tooLarge(h.GetSizeBytes(), limit)
+	}
+	if room := sess.Info.GetContract().GetConstraints().GetTempStorageMib() << 20; room > 0 && h.GetSizeBytes() > room {
+		return nil, fmt.Errorf("%w: %s (%d bytes) is over the session's temp_storage_mib of %d MiB", ErrQuotaExceeded,
+			h.GetName(), h.GetSizeBytes(), room>>20)
 	}
 	w, err := a.blobs.Create(limit)
 	if err != nil {
@@ -115,8 +120,11 @@ func (a *App) push(ctx context.Context, agentID string, art *cpv1.Artifact) erro
 	}
 	if _, cerr := stream.CloseAndRecv(); err != nil || cerr != nil {
 		err = cmp.Or(cerr, err) // the agent's refusal says more than a failed send
-		if status.Code(err) == codes.FailedPrecondition {
+		switch status.Code(err) {
+		case codes.FailedPrecondition:
 			return fmt.Errorf("%w: %s: %s", ErrArtifactConflict, art.GetName(), status.Convert(err).Message())
+		case codes.ResourceExhausted:
+			return fmt.Errorf("%w: %s", ErrQuotaExceeded, status.Convert(err).Message())
 		}
 		return fmt.Errorf("%w: put %s: %w", ErrAgentUnavailable, art.GetName(), err)
 	}

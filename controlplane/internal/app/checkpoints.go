@@ -154,8 +154,9 @@ func (a *App) restore(ctx context.Context, agentID string, sess store.Session, t
 	open := func() error {
 		octx, cancel := context.WithTimeout(ctx, a.cfg.OpenSessionTimeout)
 		defer cancel()
+		cons := sess.Info.GetContract().GetConstraints()
 		_, err := agent.OpenSession(octx, &agentv1.OpenSessionRequest{SessionId: target, RuntimeId: runtimeID,
-			MaxMemoryMib: sess.Info.GetContract().GetConstraints().GetMaxMemoryMib(), Epoch: epoch})
+			MaxMemoryMib: cons.GetMaxMemoryMib(), TempStorageMib: cons.GetTempStorageMib(), Epoch: epoch})
 		return err
 	}
 	if err := open(); err != nil {

@@ -15,7 +15,8 @@ var (
 	ErrAgentUnavailable = errors.New("agent unavailable")
 	// ErrCapacityExhausted: no agent can hold another session now.
 	ErrCapacityExhausted = errors.New("capacity exhausted")
-	// ErrQuotaExceeded: the principal holds as many sessions as it may.
+	// ErrQuotaExceeded: the principal holds as many sessions as it may, or
+	// a file would take a session's files over its temp_storage_mib.
 	ErrQuotaExceeded = errors.New("quota exceeded")
 	// ErrBadPageToken: a page token this server did not issue for the query.
 	ErrBadPageToken = errors.New("invalid page_token")

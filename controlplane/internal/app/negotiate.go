@@ -131,7 +131,7 @@ func (a *App) open(ctx context.Context, who Principal, req *cpv1.NegotiateReques
 	octx, cancel := context.WithTimeout(ctx, a.cfg.OpenSessionTimeout)
 	defer cancel()
 	opened, err := agent.OpenSession(octx, &agentv1.OpenSessionRequest{SessionId: sessionID, RuntimeId: place.Runtime.GetRuntimeId(),
-		MaxMemoryMib: c.GetConstraints().GetMaxMemoryMib(), Epoch: 1})
+		MaxMemoryMib: c.GetConstraints().GetMaxMemoryMib(), TempStorageMib: c.GetConstraints().GetTempStorageMib(), Epoch: 1})
 	if err != nil {
 		return nil, fmt.Errorf("%w: open session on agent %s: %w", ErrAgentUnavailable, place.AgentID, err)
 	}

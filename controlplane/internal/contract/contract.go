@@ -155,7 +155,7 @@ func Build(req *cpv1.NegotiateRequest, offer Offer) (*cpv1.SessionContract, erro
 		return nil, &Violation{"constraints.max_memory_mib", fmt.Sprint(cons.MaxMemoryMib), fmt.Sprintf("the agent has %d MiB", have)}
 	}
 	if have := offer.Resources.GetTempStorageMib(); cons.TempStorageMib > have {
-		return nil, &Violation{"constraints.temp_storage_mib", fmt.Sprint(cons.TempStorageMib), fmt.Sprintf("the agent has %d MiB free", have)}
+		return nil, &Violation{"constraints.temp_storage_mib", fmt.Sprint(cons.TempStorageMib), fmt.Sprintf("the agent offers a session at most %d MiB of disk", have)}
 	}
 	if cons.ToolTimeBudgetMs > 0 && cons.ToolTimeBudgetMs < offer.MinToolTimeBudgetMs {
 		// Below this every call would time out, and each timeout stops

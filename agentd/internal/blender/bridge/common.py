@@ -41,6 +41,7 @@ ERROR_CODES = (
     "timeout",                   # the tool gave up on a time budget
     "nondeterministic_refused",  # the result would not be reproducible
     "internal_error",            # a bug or an unexpected Blender failure
+    "quota_exceeded",            # the call's files would take the sandbox over the session's disk ceiling
 )
 
 # Not a tool error: the protocol's answer to an execute of a batch whose

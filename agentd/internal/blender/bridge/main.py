@@ -76,7 +76,7 @@ with ``--pycache-prefix DIR`` where the bytecode of its modules is kept.
 It puts its own directory first on sys.path and imports the other modules
 from there.
 
-hello (``{"sandbox_dir", "runtime", "faults", "debug"}``; ``debug`` true
+hello (``{"sandbox_dir", "storage_limit_mib", "runtime", "faults", "debug"}``; ``debug`` true
 turns on the per-call diagnostic lines) loads the baseline scene and
 returns the profile and the registry: only the tools whose
 ``blender_versions`` include this Blender.
@@ -220,7 +220,7 @@ def profile():
 
 def m_hello(params):
     LOG["debug"] = params.get("debug") is True
-    sandbox.configure(params.get("sandbox_dir"))
+    sandbox.configure(params.get("sandbox_dir"), params.get("storage_limit_mib"))
     registry.FAULTS.clear()
     registry.FAULTS.update(f for f in (params.get("faults") or []) if isinstance(f, str))
     if registry.FAULTS:
@@ -233,8 +233,9 @@ def m_hello(params):
 
 def m_adopt(params):
     """A Blender started ahead (a spare, on the baseline scene) gets its
-    session's sandbox: hello's setting, without resetting the scene."""
-    sandbox.configure(params.get("sandbox_dir"))
+    session's sandbox and its ceiling: hello's settings, without resetting
+    the scene."""
+    sandbox.configure(params.get("sandbox_dir"), params.get("storage_limit_mib"))
     return {"scene_hash": STATE.scene_hash()}
 
 
@@ -326,6 +327,8 @@ def execute(params):
             for i in range(n):
                 tx.progress({"injected": i + 1, "of": n})
         result = tool["fn"](tx, args)
+        if tx.written:
+            sandbox.check_storage()
         if ph:
             ph.mark("tool")
         reply = encode_reply(name, result, tx)

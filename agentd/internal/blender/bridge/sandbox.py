@@ -22,6 +22,13 @@ that a symlink in the sandbox points outside it.
 A file a tool is going to write goes through output_path, which also refuses
 a name taken by a directory (conflict, before anything changes: writing
 would fail midway); the tool declares the file with Tx.wrote (registry.py).
+
+The files in the sandbox may take at most the session's disk ceiling (hello's
+and adopt's ``storage_limit_mib``; absent or 0: none). execute checks it
+after every call that declared a file (check_storage): over it, the call
+fails with quota_exceeded and its rollback removes its files. A tool that
+writes many (render.animation) checks after each one, so that it stops
+at the first file over the ceiling rather than filling the disk first.
 """
 
 import os
@@ -30,7 +37,7 @@ import re
 from common import ToolError
 from schema import CONTROL_CHARS
 
-SANDBOX = {"dir": None}  # set by hello
+SANDBOX = {"dir": None, "limit": 0}  # set by hello and adopt; limit in bytes, 0: none
 
 MAX_FILE_NAME = 128  # characters; the schemas' maxLength for a whole file name is this plus the extension
 # UTF-8 bytes of a file-name argument (x-max-bytes, schema.py): file systems
@@ -56,8 +63,34 @@ def file_name_schema(*extensions):
     return dict(SANDBOX_PATH, maxLength=MAX_FILE_NAME + 1 + longest, pattern=file_pattern(*extensions))
 
 
-def configure(sandbox_dir):
+def configure(sandbox_dir, storage_limit_mib=None):
     SANDBOX["dir"] = sandbox_dir or None
+    ok = isinstance(storage_limit_mib, int) and not isinstance(storage_limit_mib, bool) and storage_limit_mib > 0
+    SANDBOX["limit"] = storage_limit_mib << 20 if ok else 0
+
+
+def usage(leaving=()):
+    """The bytes the regular files directly in the sandbox take (their
+    sizes), but those at the paths in leaving: files a call is about to
+    replace, whose new content is already counted."""
+    total = 0
+    with os.scandir(SANDBOX["dir"]) as entries:
+        for e in entries:
+            if e.path not in leaving and e.is_file(follow_symlinks=False):
+                total += e.stat(follow_symlinks=False).st_size
+    return total
+
+
+def check_storage(leaving=()):
+    """quota_exceeded when the sandbox's files (usage) take more than the
+    session's ceiling; nothing without one."""
+    limit = SANDBOX["limit"]
+    if not limit or not SANDBOX["dir"]:
+        return
+    used = usage(leaving)
+    if used > limit:
+        raise ToolError("quota_exceeded", "the session's files would take %.1f MiB, over its temp_storage_mib of %d MiB" % (
+            used / float(1 << 20), limit >> 20))
 
 
 def is_plain_name(name):

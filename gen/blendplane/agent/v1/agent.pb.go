@@ -485,6 +485,12 @@ type OpenSessionRequest struct {
 	// Blender (0: none). Over it, Blender is stopped and the operation fails
 	// with RESOURCE_EXHAUSTED.
 	MaxMemoryMib int64 `protobuf:"varint,3,opt,name=max_memory_mib,json=maxMemoryMib,proto3" json:"max_memory_mib,omitempty"`
+	// The session contract's disk ceiling for the files in its sandbox
+	// (uploads, renders, exports), in MiB (0: none). An upload that would
+	// take the sandbox over it is refused with RESOURCE_EXHAUSTED; an
+	// operation whose files take it over fails with QUOTA_EXCEEDED and
+	// leaves none of them.
+	TempStorageMib int64 `protobuf:"varint,5,opt,name=temp_storage_mib,json=tempStorageMib,proto3" json:"temp_storage_mib,omitempty"`
 	// The session's epoch (fencing token): the number of its placement, which
 	// grows each time the control plane places it on another agent. The agent
 	// refuses a call with an epoch older than one it has seen for the session
@@ -544,6 +550,13 @@ func (x *OpenSessionRequest) GetRuntimeId() string {
 func (x *OpenSessionRequest) GetMaxMemoryMib() int64 {
 	if x != nil {
 		return x.MaxMemoryMib
+	}
+	return 0
+}
+
+func (x *OpenSessionRequest) GetTempStorageMib() int64 {
+	if x != nil {
+		return x.TempStorageMib
 	}
 	return 0
 }
@@ -1673,13 +1686,14 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\rsession_count\x18\x04 \x01(\x05R\fsessionCount\x12C\n" +
 	"\tresources\x18\x05 \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\x12!\n" +
 	"\fmax_sessions\x18\x06 \x01(\x05R\vmaxSessions\x12#\n" +
-	"\rlive_sessions\x18\a \x03(\tR\fliveSessions\"\xf0\x01\n" +
+	"\rlive_sessions\x18\a \x03(\tR\fliveSessions\"\xa3\x02\n" +
 	"\x12OpenSessionRequest\x12L\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\x12>\n" +
 	"\n" +
 	"runtime_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\truntimeId\x12-\n" +
-	"\x0emax_memory_mib\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\fmaxMemoryMib\x12\x1d\n" +
+	"\x0emax_memory_mib\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\fmaxMemoryMib\x121\n" +
+	"\x10temp_storage_mib\x18\x05 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x0etempStorageMib\x12\x1d\n" +
 	"\x05epoch\x18\x04 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x05epoch\"\x9a\x01\n" +
 	"\x13OpenSessionResponse\x12S\n" +
 	"\x0fblender_profile\x18\x01 \x01(\v2*.blendplane.controlplane.v1.BlenderProfileR\x0eblenderProfile\x12.\n" +

@@ -1125,7 +1125,11 @@ type Constraints struct {
 	MaxMemoryMib int64 `protobuf:"varint,1,opt,name=max_memory_mib,json=maxMemoryMib,proto3" json:"max_memory_mib,omitempty"`
 	// Time budget of one tool call, in milliseconds (0: the default).
 	ToolTimeBudgetMs int64 `protobuf:"varint,2,opt,name=tool_time_budget_ms,json=toolTimeBudgetMs,proto3" json:"tool_time_budget_ms,omitempty"`
-	// Disk for the session's files (renders, exports, checkpoints), in MiB.
+	// Disk for the session's files (uploads, renders, exports), in MiB (0:
+	// all the agent offers a session). Enforced: an upload that would take
+	// the session's files over it is refused with RESOURCE_EXHAUSTED /
+	// QUOTA_EXCEEDED, and an operation whose files would fails with
+	// QUOTA_EXCEEDED, leaving none of them.
 	TempStorageMib int64 `protobuf:"varint,3,opt,name=temp_storage_mib,json=tempStorageMib,proto3" json:"temp_storage_mib,omitempty"`
 	// Safety rails in force, e.g. "sandboxed_paths", "no_ui", "no_unsafe_ops".
 	SafetyRails   []string `protobuf:"bytes,4,rep,name=safety_rails,json=safetyRails,proto3" json:"safety_rails,omitempty"`
@@ -4020,9 +4024,11 @@ func (x *ToolDefinition) GetRollbackMethod() string {
 
 // Resources an agent offers its sessions.
 type Resources struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	MemoryMib      int64                  `protobuf:"varint,1,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
-	TempStorageMib int64                  `protobuf:"varint,2,opt,name=temp_storage_mib,json=tempStorageMib,proto3" json:"temp_storage_mib,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	MemoryMib int64                  `protobuf:"varint,1,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// The most disk one session's files may take: the free disk under the
+	// agent's data directory, or less (agentd's --session-storage-mib).
+	TempStorageMib int64 `protobuf:"varint,2,opt,name=temp_storage_mib,json=tempStorageMib,proto3" json:"temp_storage_mib,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }

@@ -30,7 +30,7 @@ from animation import animated_values, restore_animated
 from common import log, sha256_file
 from compat import eevee_engine, has_cycles, stamp_flags
 from registry import ToolError, field, tool, undoer
-from sandbox import MAX_FILE_NAME, SANDBOX_PATH, file_name_schema, output_path, require_plain_name
+from sandbox import MAX_FILE_NAME, SANDBOX_PATH, check_storage, file_name_schema, output_path, require_plain_name
 from baseline import current_scene, live_scene
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -419,6 +419,7 @@ def tool_render_animation(tx, args):
         for k, f in enumerate(range(start, end + 1)):
             sc.frame_set(f)
             render_png(sc, tmps[k], "Blender did not write frame %d" % f)
+            check_storage(leaving=paths[:k + 1])  # stop at the first frame over the ceiling
             tx.progress({"done": k + 1, "total": n, "frame": f})
         for tmp, path in zip(tmps, paths):
             os.replace(tmp, path)

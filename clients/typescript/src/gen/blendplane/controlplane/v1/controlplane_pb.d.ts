@@ -277,7 +277,11 @@ export declare type Constraints = Message<"blendplane.controlplane.v1.Constraint
   toolTimeBudgetMs: bigint;
 
   /**
-   * Disk for the session's files (renders, exports, checkpoints), in MiB.
+   * Disk for the session's files (uploads, renders, exports), in MiB (0:
+   * all the agent offers a session). Enforced: an upload that would take
+   * the session's files over it is refused with RESOURCE_EXHAUSTED /
+   * QUOTA_EXCEEDED, and an operation whose files would fails with
+   * QUOTA_EXCEEDED, leaving none of them.
    *
    * @generated from field: int64 temp_storage_mib = 3;
    */
@@ -2025,6 +2029,9 @@ export declare type Resources = Message<"blendplane.controlplane.v1.Resources"> 
   memoryMib: bigint;
 
   /**
+   * The most disk one session's files may take: the free disk under the
+   * agent's data directory, or less (agentd's --session-storage-mib).
+   *
    * @generated from field: int64 temp_storage_mib = 2;
    */
   tempStorageMib: bigint;

@@ -1,0 +1,115 @@
+package blender
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStorageCeiling: the files in the sandbox take at most the session's
+// disk ceiling (bridge/sandbox.py, check_storage). A call whose files would
+// take them over it fails with quota_exceeded and leaves none of its files
+// and the scene as it was; a file replaced by one of the same size counts
+// once; render.animation stops at its first frame over the ceiling
+// instead of rendering every frame first. Both ways a Blender gets its
+// ceiling are tried: Start (Options.StorageLimitMiB) and Adopt.
+func TestStorageCeiling(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		for _, adopted := range []bool{false, true} {
+			name := "started"
+			if adopted {
+				name = "adopted"
+			}
+			t.Run(name, func(t *testing.T) {
+				dir := t.TempDir()
+				sandbox := filepath.Join(dir, "sandbox")
+				opts := Options{Logger: testLogger(t), WorkDir: filepath.Join(dir, "work"), SandboxDir: sandbox,
+					CacheDir: testCache, Faults: []string{"inject"}, StorageLimitMiB: 1}
+				if adopted { // a spare: no sandbox and no ceiling until adopted
+					opts.SandboxDir, opts.StorageLimitMiB = "", 0
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				p, err := Start(ctx, rt, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { p.Stop(5 * time.Second) })
+				if adopted {
+					if _, err := p.Adopt(ctx, testLogger(t), sandbox, Limits{StorageMiB: 1}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				checkStorageCeiling(t, p, sandbox)
+			})
+		}
+	})
+}
+
+func checkStorageCeiling(t *testing.T, p *Process, sandbox string) {
+	const limit = 1 << 20
+	mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Box"})
+	export := map[string]any{"format": "obj", "output": "a.obj"}
+	mustExecute(t, p, "scene.export", export) // a.obj and its a.mtl
+	// An upload's worth of bytes leaves one byte free.
+	filler := filepath.Join(sandbox, "filler.bin")
+	if err := os.WriteFile(filler, make([]byte, limit-1-sandboxBytes(t, sandbox)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustExecute(t, p, "scene.export", export) // replaces itself: the same bytes, counted once
+
+	te := wantToolError(t, p, "scene.export", map[string]any{"format": "obj", "output": "b.obj"}, CodeQuotaExceeded)
+	if !strings.Contains(te.Message, "temp_storage_mib of 1 MiB") {
+		t.Errorf("message %q does not name the ceiling", te.Message)
+	}
+	var progress int
+	out, err := p.Execute(callCtx(t), Call{Tool: "render.animation", Args: map[string]any{
+		"output_prefix": "f", "frame_start": 1, "frame_end": 3, "resolution": []any{32, 24}, "samples": 1, "seed": 1,
+	}, OnProgress: func(map[string]any) { progress++ }})
+	if !isCode(err, CodeQuotaExceeded) || out.Mutated {
+		t.Fatalf("render.animation over the ceiling: %v (%+v), want quota_exceeded", err, out)
+	}
+	if progress != 0 {
+		t.Errorf("render.animation reported %d frames done; it must stop at the first one over the ceiling", progress)
+	}
+	entries, err := os.ReadDir(sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "a.mtl a.obj filler.bin" {
+		t.Errorf("sandbox after the refused calls: %v, want a.obj, a.mtl and filler.bin only", names)
+	}
+	assertIncrementalMatchesFull(t, p)
+
+	if err := os.Remove(filler); err != nil { // room again
+		t.Fatal(err)
+	}
+	mustExecute(t, p, "scene.export", map[string]any{"format": "obj", "output": "b.obj"})
+	mustExecute(t, p, "render.animation", map[string]any{"output_prefix": "f", "frame_start": 1, "frame_end": 2,
+		"resolution": []any{32, 24}, "samples": 1, "seed": 1})
+}
+
+// sandboxBytes is what the files in dir take (their sizes).
+func sandboxBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += fi.Size()
+	}
+	return n
+}

@@ -1,0 +1,64 @@
+package sessions
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/blendplane/blendplane/agentd/internal/blender"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// TestSessionStorageCeiling: a session's files take at most its disk
+// ceiling (blender.Limits.StorageMiB), which the journal keeps: an upload
+// over it is refused before a byte lands and leaves nothing, one that
+// replaces a file counts once, an operation whose files would go over it
+// fails QUOTA_EXCEEDED with a hint and leaves none, and a restarted agent
+// holds the session to the same ceiling.
+func TestSessionStorageCeiling(t *testing.T) {
+	m, j, rt := newManager(t)
+	if _, _, err := m.Open(context.Background(), "s1", rt, blender.Limits{StorageMiB: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("x"), 1<<20-100)
+	putFile(t, m, "s1", "big.bin", big)
+	putFile(t, m, "s1", "big.bin", big) // replaces itself
+	small := bytes.Repeat([]byte("y"), 200)
+	refused := func(m *Manager) {
+		t.Helper()
+		err := m.PutFile("s1", "small.bin", int64(len(small)), sha(small), bytes.NewReader(small))
+		if !errors.Is(err, ErrQuotaExceeded) || !strings.Contains(err.Error(), "temp_storage_mib of 1 MiB") {
+			t.Fatalf("an upload over the ceiling: %v, want ErrQuotaExceeded naming it", err)
+		}
+	}
+	refused(m)
+
+	rs := run(t, m, "s1", "r1", Operation{OperationID: "exp", MCPCallID: "c", Tool: "scene.export",
+		Args: map[string]any{"format": "obj", "output": "scene.obj"}, Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-exp"})
+	if len(rs) != 1 || rs[0].GetStatus() != cpv1.Receipt_STATUS_FAILED || rs[0].GetError().GetErrorCode() != "QUOTA_EXCEEDED" ||
+		!strings.Contains(rs[0].GetError().GetRetryHint(), "temp_storage_mib") || !rs[0].GetError().GetRecoverable() {
+		t.Fatalf("an export over the ceiling: %v", rs)
+	}
+
+	m = restart(t, m, j)
+	refused(m)
+	entries, err := os.ReadDir(filepath.Join(m.cfg.DataDir, "sessions", "s1", "output"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != "big.bin" {
+		t.Errorf("the sandbox holds %v, want big.bin alone", entries)
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(m.cfg.DataDir, "sessions", "s1", ".upload-*"))
+	if len(leftovers) != 0 {
+		t.Errorf("a refused upload left %v", leftovers)
+	}
+	if err := os.Remove(filepath.Join(m.cfg.DataDir, "sessions", "s1", "output", "big.bin")); err != nil {
+		t.Fatal(err)
+	}
+	putFile(t, m, "s1", "small.bin", small) // room again
+}
