@@ -396,8 +396,12 @@ func TestSessionStorage(t *testing.T) {
 	if err := upload("big.bin", big); err != nil {
 		t.Fatal(err)
 	}
-	err = upload("more.bin", bytes.Repeat([]byte("m"), 8192))
+	more := append(bytes.Repeat([]byte("m"), 8192), id...) // content no other test has
+	err = upload("more.bin", more)
 	wantRefusal(t, "an upload the session's files have no room for", err, codes.ResourceExhausted, "QUOTA_EXCEEDED")
+	if kept, _ := filepath.Glob(filepath.Join(c.dir, "cp", "blobs", "*", "*", hexSHA(more))); len(kept) != 0 {
+		t.Fatalf("the upload the agent refused was kept by the control plane: %v", kept)
+	}
 	err = upload("huge.bin", bytes.Repeat([]byte("h"), 2<<20))
 	wantRefusal(t, "an upload larger than the session's disk", err, codes.ResourceExhausted, "QUOTA_EXCEEDED")
 

@@ -80,12 +80,21 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 	if sum := w.Sum(); h.GetSha256() != "" && h.GetSha256() != sum { // before the blob is kept
 		return nil, fmt.Errorf("%w: the content's sha256 is %s, the header said %s", ErrChecksumMismatch, sum, h.GetSha256())
 	}
-	sum, err := w.Commit()
+	art := &cpv1.Artifact{SessionId: h.GetSessionId(), Name: h.GetName(), SizeBytes: size, Sha256: w.Sum(), CreateTime: timestamppb.Now()}
+	// The agent takes the file (or refuses it: no room in the session's
+	// disk, a directory of that name) before the control plane keeps it,
+	// so a refused upload leaves nothing here either.
+	content, err := w.Content()
 	if err != nil {
 		return nil, err
 	}
-	art := &cpv1.Artifact{SessionId: h.GetSessionId(), Name: h.GetName(), SizeBytes: size, Sha256: sum, CreateTime: timestamppb.Now()}
-	if err := a.push(ctx, sess.Info.GetAgentId(), art); err != nil {
+	err = a.push(ctx, sess.Info.GetAgentId(), art, content)
+	content.Close()
+	if err != nil {
+		return nil, err
+	}
+	sum, err := w.Commit()
+	if err != nil {
 		return nil, err
 	}
 	stored, err := a.store.PutArtifact(art)
@@ -96,17 +105,13 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 	return stored, nil
 }
 
-// push copies a stored blob into a session's sandbox on its agent.
-func (a *App) push(ctx context.Context, agentID string, art *cpv1.Artifact) error {
+// push copies an artifact's content f into a session's sandbox on its
+// agent.
+func (a *App) push(ctx context.Context, agentID string, art *cpv1.Artifact, f *os.File) error {
 	agent, err := a.fleet.Client(agentID)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrAgentUnavailable, err)
 	}
-	f, err := a.blobs.Open(art.GetSha256())
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	stream, err := agent.PutFile(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrAgentUnavailable, err)

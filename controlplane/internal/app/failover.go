@@ -232,7 +232,13 @@ func (a *App) pushUploads(ctx context.Context, agentID, sessionID, target string
 	for _, name := range order {
 		art := proto.Clone(newest[name]).(*cpv1.Artifact)
 		art.SessionId = target
-		if err := a.push(ctx, agentID, art); err != nil {
+		f, err := a.blobs.Open(art.GetSha256())
+		if err != nil {
+			return err
+		}
+		err = a.push(ctx, agentID, art, f)
+		f.Close()
+		if err != nil {
 			return err
 		}
 	}

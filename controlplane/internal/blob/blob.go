@@ -140,6 +140,16 @@ func (w *Writer) Size() int64 { return w.size }
 // Sum is the SHA-256 (hex) of what was written so far.
 func (w *Writer) Sum() string { return hex.EncodeToString(w.h.Sum(nil)) }
 
+// Content opens what was written so far for reading: a write's content
+// can be handed on before it is kept (and is never kept if that fails).
+func (w *Writer) Content() (*os.File, error) {
+	f, err := os.Open(w.f.Name())
+	if err != nil {
+		return nil, fmt.Errorf("blob: %w", err)
+	}
+	return f, nil
+}
+
 // Commit makes the content durable under its hash and returns the hash.
 func (w *Writer) Commit() (string, error) {
 	defer w.Abort()
