@@ -76,6 +76,10 @@ type Config struct {
 	// ceiling of every session placed here (temp_storage_mib) and enforced
 	// on each; less when the disk has less free. 0: the free disk.
 	SessionStorageMiB int64
+	// MinFreeDiskMiB is the disk agentd keeps free under DataDir for its
+	// journal and checkpoints: session files (uploads, renders, exports)
+	// that would leave less are refused, and it is not offered to sessions.
+	MinFreeDiskMiB int64
 	// MaxSessions bounds how many Blender processes run at once, one per
 	// session with work; idle sessions beyond it are parked (checkpointed,
 	// Blender stopped) and restored on their next plan. 0: from the
@@ -105,6 +109,7 @@ func Defaults() Config {
 		DataDir:            "./data/agentd",
 		MaxMessageBytes:    64 << 20,
 		SessionStorageMiB:  10 << 10,
+		MinFreeDiskMiB:     512,
 		SpareBlenders:      true,
 		CheckpointEvery:    500,
 		CheckpointInterval: time.Minute,
@@ -137,7 +142,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	offer := func() *cpv1.Resources { return resources(cfg.DataDir, cfg.SessionStorageMiB) }
+	offer := func() *cpv1.Resources { return resources(cfg.DataDir, cfg.SessionStorageMiB, cfg.MinFreeDiskMiB) }
 	memMiB := offer().GetMemoryMib()
 	maxSessions := cfg.MaxSessions
 	if maxSessions <= 0 {
@@ -150,6 +155,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		CheckpointInterval: cfg.CheckpointInterval,
 		CheckpointIdle:     cfg.CheckpointIdle,
 		RefreshAfter:       cfg.RefreshAfter,
+		MinFreeDiskMiB:     cfg.MinFreeDiskMiB,
 		Faults:             testFaults(),
 		NoSpares:           !cfg.SpareBlenders,
 		SpareMemoryMiB:     memMiB,
@@ -417,10 +423,11 @@ func searchDirs() []string {
 }
 
 // resources reports the machine's memory and what a session's files may
-// take on disk (the free disk under the data directory, at most
-// sessionStorageMiB when that is not 0), which the control plane checks
-// session constraints against and makes their defaults.
-func resources(dataDir string, sessionStorageMiB int64) *cpv1.Resources {
+// take on disk (the free disk under the data directory less the
+// minFreeMiB agentd keeps, at most sessionStorageMiB when that is not 0),
+// which the control plane checks session constraints against and makes
+// their defaults.
+func resources(dataDir string, sessionStorageMiB, minFreeMiB int64) *cpv1.Resources {
 	r := &cpv1.Resources{}
 	if raw, err := os.ReadFile("/proc/meminfo"); err == nil {
 		for _, line := range strings.Split(string(raw), "\n") {
@@ -432,7 +439,7 @@ func resources(dataDir string, sessionStorageMiB int64) *cpv1.Resources {
 	}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dataDir, &st); err == nil {
-		r.TempStorageMib = int64(st.Bavail) * st.Bsize / (1 << 20)
+		r.TempStorageMib = max(int64(st.Bavail)*st.Bsize/(1<<20)-minFreeMiB, 1)
 	}
 	if sessionStorageMiB > 0 && (r.TempStorageMib == 0 || sessionStorageMiB < r.TempStorageMib) {
 		r.TempStorageMib = sessionStorageMiB

@@ -370,12 +370,12 @@ func TestArtifacts(t *testing.T) {
 // QUOTA_EXCEEDED (by the control plane when the file alone is larger, by
 // the agent when the session's files would be), a plan whose export would
 // go over it fails QUOTA_EXCEEDED, and neither leaves a file on the agent.
-// A contract asking for more than an agent offers a session is refused.
+// A contract asking for more than an agent offers a session is refused; an
+// agent whose disk is short of what it keeps free refuses every file.
 func TestSessionStorage(t *testing.T) {
-	c := startCluster(t)
-	if s := c.negotiate(t); s.GetConstraints().GetTempStorageMib() <= 0 || s.GetConstraints().GetTempStorageMib() > 10<<10 {
-		t.Errorf("default temp_storage_mib %d, want agentd's offer: the free disk, at most --session-storage-mib (10 GiB)",
-			s.GetConstraints().GetTempStorageMib())
+	c := startClusterOpts(t, clusterOpts{agentArgs: []string{"--session-storage-mib", "64"}})
+	if s := c.negotiate(t); s.GetConstraints().GetTempStorageMib() != 64 {
+		t.Errorf("default temp_storage_mib %d, want agentd's offer: --session-storage-mib 64", s.GetConstraints().GetTempStorageMib())
 	}
 	_, err := c.client.Negotiate(ctxT(t, time.Minute), &cpv1.NegotiateRequest{ContractVersion: "1.0.0",
 		HostProfile: &cpv1.HostProfile{ClientName: "e2e"}, Constraints: &cpv1.Constraints{TempStorageMib: 1 << 40}})
@@ -418,6 +418,18 @@ func TestSessionStorage(t *testing.T) {
 	}
 	if len(entries) != 1 || entries[0].Name() != "big.bin" {
 		t.Fatalf("the session's files: %v, want big.bin alone", entries)
+	}
+
+	short := startClusterOpts(t, clusterOpts{agentArgs: []string{"--min-free-disk-mib", "1099511627776"}}) // more than any disk
+	s := short.negotiate(t)
+	if s.GetConstraints().GetTempStorageMib() != 1 {
+		t.Errorf("temp_storage_mib %d on an agent with no disk to offer, want 1", s.GetConstraints().GetTempStorageMib())
+	}
+	tiny := []byte("v 0 0 0\n")
+	_, err = short.upload(t, &cpv1.ArtifactUpload{SessionId: s.GetSessionId(), Name: "tiny.obj", SizeBytes: int64(len(tiny)), Sha256: hexSHA(tiny)}, tiny, 1024)
+	wantRefusal(t, "an upload to an agent short of disk", err, codes.ResourceExhausted, "QUOTA_EXCEEDED")
+	if !strings.Contains(err.Error(), "keeps for its journal") {
+		t.Errorf("the refusal %v does not say why", err)
 	}
 }
 

@@ -29,6 +29,7 @@ func main() {
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for agentd.db and session files")
 	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", cfg.MaxMessageBytes, "largest gRPC message accepted or sent")
 	fs.Int64Var(&cfg.SessionStorageMiB, "session-storage-mib", cfg.SessionStorageMiB, "most disk one session's files (uploads, renders, exports) may take, in MiB: the ceiling of every session placed here, and the most a session contract's temp_storage_mib may ask for (less when the disk has less free; 0: the free disk)")
+	fs.Int64Var(&cfg.MinFreeDiskMiB, "min-free-disk-mib", cfg.MinFreeDiskMiB, "disk kept free under --data-dir for agentd's journal and checkpoints, in MiB: session files (uploads, renders, exports) that would leave less are refused, and it is not offered to sessions (0: none)")
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", cfg.MaxSessions, "most Blender processes run at once; idle sessions beyond it are parked (0: one per GiB of memory beyond 2 GiB)")
 	fs.BoolVar(&cfg.SpareBlenders, "spare-blenders", cfg.SpareBlenders, "keep a Blender started ahead, in a free slot, for the next session start of each runtime in use (a start then takes milliseconds instead of 0.4-1.5 s)")
 	fs.IntVar(&cfg.CheckpointEvery, "checkpoint-every", cfg.CheckpointEvery, "checkpoint a session after this many scene changes")

@@ -100,6 +100,10 @@ type Options struct {
 	// no cap): a call whose files would take them over it fails with
 	// CodeQuotaExceeded and leaves none of its files.
 	StorageLimitMiB int64
+	// MinFreeDiskMiB is the disk the agent keeps free under SandboxDir for
+	// its own records (0: none): a call whose files leave less free fails
+	// with CodeQuotaExceeded and leaves none of its files.
+	MinFreeDiskMiB int64
 }
 
 // Limits are a session's ceilings on its Blender (Options.MemoryLimitMiB,
@@ -329,7 +333,8 @@ func Start(ctx context.Context, rt Runtime, opts Options) (*Process, error) {
 	}
 	var hello helloResult
 	debug := logger.Enabled(ctx, slog.LevelDebug)
-	params := helloParams{SandboxDir: sandbox, StorageLimitMiB: opts.StorageLimitMiB, Runtime: rt.Kind, Faults: opts.Faults, Debug: debug}
+	params := helloParams{SandboxDir: sandbox, StorageLimitMiB: opts.StorageLimitMiB, MinFreeDiskMiB: opts.MinFreeDiskMiB,
+		Runtime: rt.Kind, Faults: opts.Faults, Debug: debug}
 	if err := p.call(ctx, "hello", params, &hello, nil); err != nil {
 		p.killGroup()
 		<-p.done

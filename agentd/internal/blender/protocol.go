@@ -24,7 +24,8 @@ const (
 	CodeNondeterministicRefused = "nondeterministic_refused"
 	CodeInternalError           = "internal_error"
 	// CodeQuotaExceeded: the call's files would take the sandbox over its
-	// ceiling (Options.StorageLimitMiB); none of them is left.
+	// ceiling (Options.StorageLimitMiB), or leave less disk free than the
+	// agent keeps (Options.MinFreeDiskMiB); none of them is left.
 	CodeQuotaExceeded = "quota_exceeded"
 )
 
@@ -352,6 +353,7 @@ type checkpointResult struct {
 type helloParams struct {
 	SandboxDir      string      `json:"sandbox_dir"`
 	StorageLimitMiB int64       `json:"storage_limit_mib,omitempty"`
+	MinFreeDiskMiB  int64       `json:"min_free_disk_mib,omitempty"`
 	Runtime         RuntimeKind `json:"runtime"`
 	Faults          []string    `json:"faults,omitempty"`
 	// Debug turns on the bridge's per-call diagnostic lines, which Process

@@ -113,3 +113,34 @@ func sandboxBytes(t *testing.T, dir string) int64 {
 	}
 	return n
 }
+
+// TestDiskFloor: a call whose files leave the agent's disk less free than
+// it keeps for its journal (Options.MinFreeDiskMiB; here more than any
+// disk has) fails with quota_exceeded and leaves none of its files.
+func TestDiskFloor(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		dir := t.TempDir()
+		sandbox := filepath.Join(dir, "sandbox")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		p, err := Start(ctx, rt, Options{Logger: testLogger(t), WorkDir: filepath.Join(dir, "work"), SandboxDir: sandbox,
+			CacheDir: testCache, MinFreeDiskMiB: 1 << 40})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Stop(5 * time.Second) })
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Box"})
+		te := wantToolError(t, p, "scene.export", map[string]any{"format": "obj", "output": "a.obj"}, CodeQuotaExceeded)
+		if !strings.Contains(te.Message, "keeps for its journal") {
+			t.Errorf("message %q does not say why", te.Message)
+		}
+		if n := sandboxBytes(t, sandbox); n != 0 {
+			t.Errorf("the refused export left %d bytes in the sandbox", n)
+		}
+		// A spare adopted by a session keeps the agent's floor.
+		if _, err := p.Adopt(ctx, testLogger(t), filepath.Join(dir, "other"), Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		wantToolError(t, p, "scene.export", map[string]any{"format": "obj", "output": "a.obj"}, CodeQuotaExceeded)
+	})
+}

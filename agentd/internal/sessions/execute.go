@@ -506,7 +506,7 @@ func toolFailure(operationID string, e *blender.ToolError) *cpv1.Failure {
 	case blender.CodePolicyRefused:
 		hint = "keep file paths inside the session's output directory"
 	case blender.CodeQuotaExceeded:
-		hint = "raise temp_storage_mib in the session contract, or write fewer or smaller files (one of the same name replaces it)"
+		hint = "raise temp_storage_mib in the session contract (up to what the agent offers), or write fewer or smaller files (one of the same name replaces it); if the agent's disk is short, free some on it"
 	}
 	return &cpv1.Failure{
 		ErrorCode:         strings.ToUpper(e.Code),

@@ -25,7 +25,8 @@ var (
 	// ErrFileMismatch: the content differs from the declared size or hash.
 	ErrFileMismatch = errors.New("file content mismatch")
 	// ErrQuotaExceeded: the file would take the session's files over its
-	// disk ceiling (blender.Limits.StorageMiB).
+	// disk ceiling (blender.Limits.StorageMiB), or leave less disk free
+	// than agentd keeps (Config.MinFreeDiskMiB).
 	ErrQuotaExceeded = errors.New("over the session's disk ceiling")
 )
 
@@ -59,7 +60,7 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	if err := os.MkdirAll(s.sandbox, 0o755); err != nil {
 		return err
 	}
-	if err := s.checkRoom(name, size); err != nil { // before a byte lands on the disk
+	if err := m.checkRoom(s, name, size); err != nil { // before a byte lands on the disk
 		return err
 	}
 	tmp, err := receive(s.dir, ".upload-", size, sha, r)
@@ -71,8 +72,8 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
 		return fmt.Errorf("%w: %q is a directory in the sandbox", ErrFileConflict, name)
 	}
-	s.files.Lock()                // not under an import's feet (session.files), nor another upload's
-	err = s.checkRoom(name, size) // again: others may have landed meanwhile
+	s.files.Lock()                   // not under an import's feet (session.files), nor another upload's
+	err = m.checkRoom(s, name, size) // again: others may have landed meanwhile
 	if err == nil {
 		err = os.Rename(tmp, target)
 	}
@@ -90,10 +91,21 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 
 // checkRoom is ErrQuotaExceeded unless a file of size bytes under name (in
 // place of the one there) keeps the session's files within its disk
-// ceiling. The files are counted as the bridge counts them after a tool
-// (bridge/sandbox.py, usage): the sizes of the regular files directly in
-// the sandbox.
-func (s *session) checkRoom(name string, size int64) error {
+// ceiling and leaves the disk agentd keeps free (Config.MinFreeDiskMiB).
+// The files are counted as the bridge counts them after a tool
+// (bridge/sandbox.py, usage and check_storage): the sizes of the regular
+// files directly in the sandbox.
+func (m *Manager) checkRoom(s *session, name string, size int64) error {
+	if floor := m.cfg.MinFreeDiskMiB << 20; floor > 0 {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(s.sandbox, &st); err != nil {
+			return err
+		}
+		if free := int64(st.Bavail)*st.Bsize - size; free < floor {
+			return fmt.Errorf("%w: %s (%d bytes) would leave the agent's disk %.1f MiB free, under the %d MiB it keeps for its journal",
+				ErrQuotaExceeded, name, size, float64(free)/(1<<20), m.cfg.MinFreeDiskMiB)
+		}
+	}
 	limit := s.limits.StorageMiB << 20
 	if limit <= 0 {
 		return nil

@@ -62,3 +62,19 @@ func TestSessionStorageCeiling(t *testing.T) {
 	}
 	putFile(t, m, "s1", "small.bin", small) // room again
 }
+
+// TestDiskFloor: an upload that would leave the agent's disk less free
+// than it keeps for its journal (Config.MinFreeDiskMiB; here more than any
+// disk has) is refused and leaves nothing, in a session without a ceiling.
+func TestDiskFloor(t *testing.T) {
+	m, _, rt := newManagerWith(t, func(c *Config) { c.MinFreeDiskMiB = 1 << 40 })
+	open(t, m, rt, "s1")
+	content := []byte("v 0 0 0\n")
+	err := m.PutFile("s1", "a.obj", int64(len(content)), sha(content), bytes.NewReader(content))
+	if !errors.Is(err, ErrQuotaExceeded) || !strings.Contains(err.Error(), "keeps for its journal") {
+		t.Fatalf("an upload under the disk floor: %v, want ErrQuotaExceeded saying why", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(m.cfg.DataDir, "sessions", "s1", "output")); len(entries) != 0 {
+		t.Errorf("the refused upload left %v", entries)
+	}
+}

@@ -66,6 +66,10 @@ type Config struct {
 	// gets a fresh Blender from its next checkpoint on, when a spare is
 	// ready (refresh.go). 0: never.
 	RefreshAfter int
+	// MinFreeDiskMiB is the disk agentd keeps free under DataDir for its
+	// journal and checkpoints (0: none): an upload, or a call's files, that
+	// would leave less is refused (ErrQuotaExceeded, quota_exceeded).
+	MinFreeDiskMiB int64
 	// Faults enables test-only fault injection in the bridge (e.g. "undo").
 	Faults []string
 	// NoSpares: no Blender is started ahead of its session (spares.go).

@@ -131,7 +131,7 @@ func (m *Manager) startBlender(ctx context.Context, rt Runtime, sp *spare, log *
 		}
 	}
 	return blender.Start(ctx, rt.Runtime, blender.Options{Logger: log, WorkDir: workDir, SandboxDir: sandbox, CacheDir: m.cacheDir(),
-		Faults: m.cfg.Faults, MemoryLimitMiB: limits.MemoryMiB, StorageLimitMiB: limits.StorageMiB})
+		Faults: m.cfg.Faults, MemoryLimitMiB: limits.MemoryMiB, StorageLimitMiB: limits.StorageMiB, MinFreeDiskMiB: m.cfg.MinFreeDiskMiB})
 }
 
 // spareQuiet is how long the agent must run no batch and no preview before
@@ -193,7 +193,7 @@ func (m *Manager) startSpare(rt Runtime) {
 	go func() {
 		defer m.spawns.Done()
 		p, err := blender.Start(ctx, rt.Runtime, blender.Options{Logger: m.base.With("spare", true), WorkDir: work, CacheDir: m.cacheDir(),
-			RemoveWorkDir: true, Faults: m.cfg.Faults, MemoryLimitMiB: m.cfg.SpareMemoryMiB})
+			RemoveWorkDir: true, Faults: m.cfg.Faults, MemoryLimitMiB: m.cfg.SpareMemoryMiB, MinFreeDiskMiB: m.cfg.MinFreeDiskMiB})
 		cancelled := ctx.Err() != nil
 		cancel()
 		m.mu.Lock()

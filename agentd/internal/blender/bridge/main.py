@@ -76,7 +76,7 @@ with ``--pycache-prefix DIR`` where the bytecode of its modules is kept.
 It puts its own directory first on sys.path and imports the other modules
 from there.
 
-hello (``{"sandbox_dir", "storage_limit_mib", "runtime", "faults", "debug"}``; ``debug`` true
+hello (``{"sandbox_dir", "storage_limit_mib", "min_free_disk_mib", "runtime", "faults", "debug"}``; ``debug`` true
 turns on the per-call diagnostic lines) loads the baseline scene and
 returns the profile and the registry: only the tools whose
 ``blender_versions`` include this Blender.
@@ -220,7 +220,7 @@ def profile():
 
 def m_hello(params):
     LOG["debug"] = params.get("debug") is True
-    sandbox.configure(params.get("sandbox_dir"), params.get("storage_limit_mib"))
+    sandbox.configure(params.get("sandbox_dir"), params.get("storage_limit_mib"), params.get("min_free_disk_mib") or 0)
     registry.FAULTS.clear()
     registry.FAULTS.update(f for f in (params.get("faults") or []) if isinstance(f, str))
     if registry.FAULTS:

@@ -24,11 +24,13 @@ a name taken by a directory (conflict, before anything changes: writing
 would fail midway); the tool declares the file with Tx.wrote (registry.py).
 
 The files in the sandbox may take at most the session's disk ceiling (hello's
-and adopt's ``storage_limit_mib``; absent or 0: none). execute checks it
-after every call that declared a file (check_storage): over it, the call
-fails with quota_exceeded and its rollback removes its files. A tool that
-writes many (render.animation) checks after each one, so that it stops
-at the first file over the ceiling rather than filling the disk first.
+and adopt's ``storage_limit_mib``; absent or 0: none), and must leave the
+disk agentd keeps free for its journal (hello's ``min_free_disk_mib``).
+execute checks both after every call that declared a file (check_storage):
+over either, the call fails with quota_exceeded and its rollback removes
+its files. A tool that writes many (render.animation) checks after each
+one, so that it stops at the first file over the ceiling rather than
+filling the disk first.
 """
 
 import os
@@ -37,7 +39,7 @@ import re
 from common import ToolError
 from schema import CONTROL_CHARS
 
-SANDBOX = {"dir": None, "limit": 0}  # set by hello and adopt; limit in bytes, 0: none
+SANDBOX = {"dir": None, "limit": 0, "min_free": 0}  # set by hello and adopt; bytes, 0: none
 
 MAX_FILE_NAME = 128  # characters; the schemas' maxLength for a whole file name is this plus the extension
 # UTF-8 bytes of a file-name argument (x-max-bytes, schema.py): file systems
@@ -63,10 +65,17 @@ def file_name_schema(*extensions):
     return dict(SANDBOX_PATH, maxLength=MAX_FILE_NAME + 1 + longest, pattern=file_pattern(*extensions))
 
 
-def configure(sandbox_dir, storage_limit_mib=None):
+def configure(sandbox_dir, storage_limit_mib=None, min_free_disk_mib=None):
+    """hello's settings (adopt keeps hello's min_free_disk_mib: the agent's)."""
     SANDBOX["dir"] = sandbox_dir or None
-    ok = isinstance(storage_limit_mib, int) and not isinstance(storage_limit_mib, bool) and storage_limit_mib > 0
-    SANDBOX["limit"] = storage_limit_mib << 20 if ok else 0
+    SANDBOX["limit"] = _mib(storage_limit_mib)
+    if min_free_disk_mib is not None:
+        SANDBOX["min_free"] = _mib(min_free_disk_mib)
+
+
+def _mib(v):
+    """v MiB in bytes; 0 unless a positive integer."""
+    return v << 20 if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
 def usage(leaving=()):
@@ -83,14 +92,21 @@ def usage(leaving=()):
 
 def check_storage(leaving=()):
     """quota_exceeded when the sandbox's files (usage) take more than the
-    session's ceiling; nothing without one."""
-    limit = SANDBOX["limit"]
-    if not limit or not SANDBOX["dir"]:
+    session's ceiling, or the disk has less free than the agent keeps."""
+    limit, floor = SANDBOX["limit"], SANDBOX["min_free"]
+    if not SANDBOX["dir"]:
         return
-    used = usage(leaving)
-    if used > limit:
-        raise ToolError("quota_exceeded", "the session's files would take %.1f MiB, over its temp_storage_mib of %d MiB" % (
-            used / float(1 << 20), limit >> 20))
+    if limit:
+        used = usage(leaving)
+        if used > limit:
+            raise ToolError("quota_exceeded", "the session's files would take %.1f MiB, over its temp_storage_mib of %d MiB" % (
+                used / float(1 << 20), limit >> 20))
+    if floor:
+        st = os.statvfs(SANDBOX["dir"])
+        free = st.f_bavail * st.f_frsize
+        if free < floor:
+            raise ToolError("quota_exceeded", "the agent's disk would have %.1f MiB free, under the %d MiB it keeps for its journal" % (
+                free / float(1 << 20), floor >> 20))
 
 
 def is_plain_name(name):
