@@ -96,38 +96,59 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 // (bridge/sandbox.py, usage and check_storage): the sizes of the regular
 // files directly in the sandbox.
 func (m *Manager) checkRoom(s *session, name string, size int64) error {
-	if floor := m.cfg.MinFreeDiskMiB << 20; floor > 0 {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(s.sandbox, &st); err != nil {
-			return err
-		}
-		if free := int64(st.Bavail)*st.Bsize - size; free < floor {
-			return fmt.Errorf("%w: %s (%d bytes) would leave the agent's disk %.1f MiB free, under the %d MiB it keeps for its journal",
-				ErrQuotaExceeded, name, size, float64(free)/(1<<20), m.cfg.MinFreeDiskMiB)
-		}
+	if err := m.checkFloor(s.sandbox, name, size); err != nil {
+		return err
 	}
 	limit := s.limits.StorageMiB << 20
 	if limit <= 0 {
 		return nil
 	}
-	entries, err := os.ReadDir(s.sandbox)
+	used, err := sandboxBytes(s.sandbox, name)
 	if err != nil {
 		return err
 	}
-	used := size
-	for _, e := range entries {
-		if e.Name() == name || !e.Type().IsRegular() {
-			continue
-		}
-		if fi, err := e.Info(); err == nil { // a file removed meanwhile takes nothing
-			used += fi.Size()
-		}
-	}
-	if used > limit {
+	if used += size; used > limit {
 		return fmt.Errorf("%w: %s (%d bytes) would take the session's files to %.1f MiB, over its temp_storage_mib of %d MiB",
 			ErrQuotaExceeded, name, size, float64(used)/(1<<20), s.limits.StorageMiB)
 	}
 	return nil
+}
+
+// checkFloor is ErrQuotaExceeded unless size more bytes in dir leave the
+// disk agentd keeps free (Config.MinFreeDiskMiB); what names them.
+func (m *Manager) checkFloor(dir, what string, size int64) error {
+	floor := m.cfg.MinFreeDiskMiB << 20
+	if floor <= 0 {
+		return nil
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return err
+	}
+	if free := int64(st.Bavail)*st.Bsize - size; free < floor {
+		return fmt.Errorf("%w: %s (%d bytes) would leave the agent's disk %.1f MiB free, under the %d MiB it keeps for its journal",
+			ErrQuotaExceeded, what, size, float64(free)/(1<<20), m.cfg.MinFreeDiskMiB)
+	}
+	return nil
+}
+
+// sandboxBytes is what the regular files directly in dir take (their
+// sizes), but the one named except.
+func sandboxBytes(dir, except string) (int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range entries {
+		if e.Name() == except || !e.Type().IsRegular() {
+			continue
+		}
+		if fi, err := e.Info(); err == nil { // a file removed meanwhile takes nothing
+			n += fi.Size()
+		}
+	}
+	return n, nil
 }
 
 // receive writes r, which must hold exactly size bytes hashing to sha (hex

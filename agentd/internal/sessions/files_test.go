@@ -77,4 +77,8 @@ func TestDiskFloor(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(m.cfg.DataDir, "sessions", "s1", "output")); len(entries) != 0 {
 		t.Errorf("the refused upload left %v", entries)
 	}
+	// A preview copies the session's files: not under the floor either.
+	if _, err := m.Preview(context.Background(), "s1", []Operation{create("p", "Ball")}, false); !errors.Is(err, ErrQuotaExceeded) {
+		t.Fatalf("a preview under the disk floor: %v, want ErrQuotaExceeded", err)
+	}
 }

@@ -110,6 +110,13 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 	// The fork replays the journal, whose calls read the session's files
 	// (an imported model) and write some (renders): it gets copies.
 	sandbox := filepath.Join(dir, "output")
+	held, err := sandboxBytes(s.sandbox, "")
+	if err == nil {
+		err = m.checkFloor(s.sandbox, "a copy of the session's files for its preview", held)
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return PreviewResult{}, err
+	}
 	if err := copyTree(s.sandbox, sandbox); err != nil {
 		return PreviewResult{}, fmt.Errorf("copy the session's files for the preview: %w", err)
 	}
