@@ -60,6 +60,10 @@ type Config struct {
 	// operations (about 12 MiB on the wire) with room to spare. Requests
 	// over it are refused with RESOURCE_EXHAUSTED / PAYLOAD_TOO_LARGE.
 	MaxMessageBytes int
+	// MinFreeDiskMiB is the disk the control plane keeps free under DataDir
+	// for its database: artifact content (uploads, files of receipts,
+	// checkpoints) that would leave less is not kept (0: no floor).
+	MinFreeDiskMiB int64
 	// MaxArtifactBytes caps one uploaded artifact (streamed in chunks, never
 	// whole in memory).
 	MaxArtifactBytes int64
@@ -136,6 +140,7 @@ func Defaults() Config {
 		DataDir:                 "./data/controlplane",
 		MaxMessageBytes:         64 << 20,
 		MaxArtifactBytes:        4 << 30,
+		MinFreeDiskMiB:          512,
 		MaxSessionsPerPrincipal: 1000,
 		SessionIdleTimeout:      10 * time.Minute,
 		MaxOperationsPerPlan:    100_000,
@@ -221,7 +226,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		}
 		log.Info("policy loaded", "file", cfg.PolicyFile)
 	}
-	blobs, err := blob.Open(filepath.Join(cfg.DataDir, "blobs"))
+	blobs, err := blob.Open(filepath.Join(cfg.DataDir, "blobs"), cfg.MinFreeDiskMiB<<20)
 	if err != nil {
 		return err
 	}

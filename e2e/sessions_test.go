@@ -433,6 +433,29 @@ func TestSessionStorage(t *testing.T) {
 	}
 }
 
+// TestControlPlaneDiskFloor: a control plane whose disk is short of what it
+// keeps free for its database (--min-free-disk-mib; here more than any
+// disk has) keeps no artifact content: an upload is refused
+// STORAGE_EXHAUSTED, and a plan's files are listed but not kept (asking
+// for one says why), while plans run and their receipts are committed.
+func TestControlPlaneDiskFloor(t *testing.T) {
+	c := startClusterOpts(t, clusterOpts{cpArgs: []string{"--min-free-disk-mib", "1099511627776"}})
+	id := c.negotiate(t).GetSessionId()
+	obj := []byte("o Tri\nv 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+	_, err := c.upload(t, &cpv1.ArtifactUpload{SessionId: id, Name: "tri.obj", SizeBytes: int64(len(obj)), Sha256: hexSHA(obj)}, obj, 1024)
+	wantRefusal(t, "an upload to a control plane short of disk", err, codes.ResourceExhausted, "STORAGE_EXHAUSTED")
+	p, rs := c.run(t, id, "floor-1", op("box", "object.create", map[string]any{"type": "cube", "name": "Box"}),
+		op("out", "scene.export", map[string]any{"format": "gltf", "output": "scene.glb"}, "box"))
+	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED || len(rs) != 2 || len(rs[1].GetArtifacts()) != 1 {
+		t.Fatalf("a plan on a control plane short of disk: %v %v", p.GetState(), rs)
+	}
+	_, _, err = c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "scene.glb"})
+	wantRefusal(t, "a file the control plane had no room to keep", err, codes.ResourceExhausted, "STORAGE_EXHAUSTED")
+	if kept, _ := filepath.Glob(filepath.Join(c.dir, "cp", "blobs", "sha256", "*", "*")); len(kept) != 0 {
+		t.Fatalf("kept %v under the floor", kept)
+	}
+}
+
 // TestHelloTwiceWithBlendctl: the hello example runs twice through
 // blendctl: the second run gets a fresh request id, each closes the session
 // it negotiated, and --out saves the render with the hash the control plane

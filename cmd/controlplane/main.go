@@ -30,6 +30,7 @@ func main() {
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for controlplane.db, blobs/ (artifacts), admin.token and the CA (ca.pem)")
 	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", cfg.MaxMessageBytes, "largest gRPC message accepted or sent")
 	fs.Int64Var(&cfg.MaxArtifactBytes, "max-artifact-bytes", cfg.MaxArtifactBytes, "largest artifact a client may upload")
+	fs.Int64Var(&cfg.MinFreeDiskMiB, "min-free-disk-mib", cfg.MinFreeDiskMiB, "disk kept free under --data-dir for the control plane's database, in MiB: artifact content (uploads, files of receipts, checkpoints) that would leave less is not kept (uploads are refused RESOURCE_EXHAUSTED / STORAGE_EXHAUSTED; 0: none)")
 	fs.IntVar(&cfg.MaxSessionsPerPrincipal, "max-sessions-per-principal", cfg.MaxSessionsPerPrincipal,
 		"most sessions one principal may hold open (each keeps files on its agent); 0: no bound")
 	fs.DurationVar(&cfg.SessionIdleTimeout, "session-idle-timeout", cfg.SessionIdleTimeout, "park a session (checkpoint it, stop its Blender) after this long without plans; 0: never")

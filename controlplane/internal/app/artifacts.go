@@ -152,7 +152,9 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 	f, err := a.blobs.Open(art.GetSha256())
 	if errors.Is(err, blob.ErrNotFound) && !sess.Closed() {
 		if agent, cerr := a.fleet.Client(sess.Info.GetAgentId()); cerr == nil {
-			if ferr := a.fetch(ctx, agent, art); ferr != nil {
+			if ferr := a.fetch(ctx, agent, art); errors.Is(ferr, blob.ErrDiskShort) {
+				return ferr // the agent has it, the control plane has no room to keep it
+			} else if ferr != nil {
 				a.log.Warn("fetching an artifact from its agent", "session_id", sessionID, "name", name, "err", ferr)
 			}
 		}

@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // ErrTooLarge: the content is over the writer's limit.
@@ -29,13 +30,20 @@ var ErrTooLarge = errors.New("content too large")
 // ErrNotFound: no blob with that hash.
 var ErrNotFound = errors.New("blob not found")
 
+// ErrDiskShort: a write would leave the disk less free than the store
+// keeps (Open's keepFree).
+var ErrDiskShort = errors.New("the control plane's disk is short")
+
 // Store is a directory of blobs.
 type Store struct {
-	dir string
+	dir      string
+	keepFree int64
 }
 
-// Open opens (creating if needed) a blob directory.
-func Open(dir string) (*Store, error) {
+// Open opens (creating if needed) a blob directory whose writes leave at
+// least keepFree bytes of its disk free (0: no floor), for what else the
+// control plane keeps there: its database above all.
+func Open(dir string, keepFree int64) (*Store, error) {
 	tmp := filepath.Join(dir, "tmp")
 	if err := os.RemoveAll(tmp); err != nil {
 		return nil, fmt.Errorf("blob: %w", err)
@@ -45,7 +53,23 @@ func Open(dir string) (*Store, error) {
 			return nil, fmt.Errorf("blob: %w", err)
 		}
 	}
-	return &Store{dir: dir}, nil
+	return &Store{dir: dir, keepFree: keepFree}, nil
+}
+
+// room is ErrDiskShort unless n more bytes leave the floor free.
+func (s *Store) room(n int64) error {
+	if s.keepFree <= 0 {
+		return nil
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(s.dir, &st); err != nil {
+		return fmt.Errorf("blob: %w", err)
+	}
+	if free := int64(st.Bavail)*st.Bsize - n; free < s.keepFree {
+		return fmt.Errorf("%w: %d more bytes would leave %.1f MiB free, under the %d MiB it keeps (--min-free-disk-mib)",
+			ErrDiskShort, n, float64(free)/(1<<20), s.keepFree>>20)
+	}
+	return nil
 }
 
 // ValidHash reports whether s is a lower-case hex SHA-256.
@@ -114,8 +138,12 @@ type Writer struct {
 	done  bool
 }
 
-// Create starts a blob of at most limit bytes.
+// Create starts a blob of at most limit bytes. It and each Write are
+// ErrDiskShort when the disk has no room left above the store's floor.
 func (s *Store) Create(limit int64) (*Writer, error) {
+	if err := s.room(0); err != nil {
+		return nil, err
+	}
 	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "blob-")
 	if err != nil {
 		return nil, fmt.Errorf("blob: %w", err)
@@ -127,6 +155,9 @@ func (s *Store) Create(limit int64) (*Writer, error) {
 func (w *Writer) Write(p []byte) (int, error) {
 	if w.size+int64(len(p)) > w.limit {
 		return 0, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, w.limit)
+	}
+	if err := w.s.room(int64(len(p))); err != nil {
+		return 0, err
 	}
 	n, err := w.f.Write(p)
 	w.h.Write(p[:n])

@@ -8,12 +8,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
 func TestBlobs(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir)
+	s, err := Open(dir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestBlobs(t *testing.T) {
 	}
 	// A crash mid-write leaves a file in tmp/; the next Open clears it.
 	os.WriteFile(filepath.Join(dir, "tmp", "blob-crashed"), []byte("x"), 0o600)
-	if _, err := Open(dir); err != nil {
+	if _, err := Open(dir, 0); err != nil {
 		t.Fatal(err)
 	}
 	if left, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(left) != 0 {
@@ -62,5 +63,43 @@ func TestBlobs(t *testing.T) {
 	}
 	if !s.Has(sum) {
 		t.Fatal("reopening lost a blob")
+	}
+}
+
+// TestDiskFloor: a store keeps its floor of the disk free: no blob starts
+// on a disk already under it, and a write stops with ErrDiskShort where
+// the next chunk would go under it, keeping nothing.
+func TestDiskFloor(t *testing.T) {
+	dir := t.TempDir()
+	full, err := Open(dir, 1<<62)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := full.Create(1 << 20); !errors.Is(err, ErrDiskShort) {
+		t.Fatalf("a blob on a disk under the floor: %v, want ErrDiskShort", err)
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, int64(st.Bavail)*st.Bsize-32<<20) // room for about 32 MiB
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Create(1 << 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	for err == nil && w.Size() < 1<<30 { // the rest of the disk may change meanwhile: the floor is met long before 1 GiB
+		_, err = w.Write(chunk)
+	}
+	if !errors.Is(err, ErrDiskShort) {
+		t.Fatalf("after %d bytes: %v, want ErrDiskShort", w.Size(), err)
+	}
+	sum := w.Sum()
+	w.Abort()
+	if left, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(left) != 0 || s.Has(sum) {
+		t.Fatalf("a write stopped at the floor left tmp/ %v, kept %v", left, s.Has(sum))
 	}
 }

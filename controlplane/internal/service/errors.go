@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/blendplane/blendplane/controlplane/internal/app"
+	"github.com/blendplane/blendplane/controlplane/internal/blob"
 	"github.com/blendplane/blendplane/controlplane/internal/contract"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
@@ -50,6 +51,7 @@ var errorTable = []struct {
 	{app.ErrArtifactConflict, codes.FailedPrecondition, "ARTIFACT_CONFLICT"},
 	{app.ErrCapacityExhausted, codes.ResourceExhausted, "CAPACITY_EXHAUSTED"},
 	{app.ErrQuotaExceeded, codes.ResourceExhausted, "QUOTA_EXCEEDED"},
+	{blob.ErrDiskShort, codes.ResourceExhausted, "STORAGE_EXHAUSTED"},
 	{fleet.ErrNoAgent, codes.Unavailable, "NO_AGENT_AVAILABLE"},
 	{app.ErrAgentUnavailable, codes.Unavailable, "AGENT_UNAVAILABLE"},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
