@@ -55,8 +55,9 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 	}
 	defer m.release(s)
 	log := m.log.With("session_id", sessionID, "request_id", requestID)
-	if slices.ContainsFunc(ops, func(op Operation) bool { return op.Tool == "scene.import" }) {
-		s.files.Lock() // see session.files
+	imports := slices.ContainsFunc(ops, func(op Operation) bool { return op.Tool == "scene.import" })
+	if imports {
+		s.files.Lock() // see session.files; held until the import is checkpointed
 		defer s.files.Unlock()
 	}
 
@@ -177,10 +178,10 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 		log.Error("journal write failed; the session will be rebuilt from the journal", "err", jerr)
 		s.stop()
 	}
+	m.checkpointIfDue(s, imports) // what was journaled, whatever failed after
 	if err != nil {
 		return err
 	}
-	m.checkpointIfDue(s)
 	return ctx.Err()
 }
 

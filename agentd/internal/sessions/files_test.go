@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/blendplane/blendplane/agentd/internal/blender"
@@ -80,5 +81,30 @@ func TestDiskFloor(t *testing.T) {
 	// A preview copies the session's files: not under the floor either.
 	if _, err := m.Preview(context.Background(), "s1", []Operation{create("p", "Ball")}, false); !errors.Is(err, ErrQuotaExceeded) {
 		t.Fatalf("a preview under the disk floor: %v, want ErrQuotaExceeded", err)
+	}
+}
+
+// TestImportSurvivesAReplacedUpload: a session that imported a file, whose
+// upload was then replaced under the same name (a fixed model uploaded
+// again), recovers after its Blender dies: the import is checkpointed with
+// the batch that ran it, under the lock that keeps uploads out, so no
+// recovery replays it from a file that changed since. Replayed, it read
+// the new file, the scene hashed otherwise and the session was broken.
+func TestImportSurvivesAReplacedUpload(t *testing.T) {
+	m, _, rt := newManager(t)
+	open(t, m, rt, "s1")
+	putFile(t, m, "s1", "model.obj", []byte("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n"))
+	imp := Operation{OperationID: "imp", MCPCallID: "c", Tool: "scene.import", Args: map[string]any{"format": "obj", "input": "model.obj"},
+		Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-imp"}
+	if rs := run(t, m, "s1", "r1", imp); rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("import: %v", rs)
+	}
+	putFile(t, m, "s1", "model.obj", []byte("v 0 0 0\nv 2 0 0\nv 0 2 0\nv 0 0 2\nf 1 2 3\nf 1 2 4\n"))
+	if err := syscall.Kill(blenderPid(m, "s1"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	rs := run(t, m, "s1", "r2", create("after", "Ball"))
+	if len(rs) != 1 || rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("the session after its Blender died: %v", rs)
 	}
 }

@@ -195,23 +195,30 @@ func (m *Manager) replayUndo(ctx context.Context, p *blender.Process, id string,
 	return hash, nil
 }
 
-// checkpointIfDue saves a checkpoint when the policy says so and arms the
-// idle checkpoint. The caller holds s.mu.
-func (m *Manager) checkpointIfDue(s *session) {
+// checkpointIfDue saves a checkpoint when the policy says so, or at once
+// when now (a batch that imported a file: its replay would read the file
+// as it is then, which an upload may have replaced), and arms the idle
+// checkpoint. The caller holds s.mu.
+func (m *Manager) checkpointIfDue(s *session, now bool) {
 	if !s.alive() || s.broken != nil {
 		return // the next batch recovers the session first
 	}
 	if s.fresh != nil {
 		// A checkpoint would drop journal entries the refresh has yet to
-		// replay; the refresh calls this again when it ends. Past the cap
-		// it is stopped, and can no longer take over (it takes over under
-		// s.mu, which the caller holds): the checkpoint goes ahead.
-		if m.cfg.CheckpointEvery <= 0 || s.dirty < dirtyCap*m.cfg.CheckpointEvery {
+		// replay; the refresh calls this again when it ends. Past the cap,
+		// or for a checkpoint that cannot wait, it is stopped, and can no
+		// longer take over (it takes over under s.mu, which the caller
+		// holds): the checkpoint goes ahead.
+		switch {
+		case now && s.dirty > 0:
+			s.fresh.cancel(errors.New("a checkpoint of an import cannot wait"))
+		case m.cfg.CheckpointEvery <= 0 || s.dirty < dirtyCap*m.cfg.CheckpointEvery:
 			return
+		default:
+			s.fresh.cancel(fmt.Errorf("%d changes without a checkpoint", s.dirty))
 		}
-		s.fresh.cancel(fmt.Errorf("%d changes without a checkpoint", s.dirty))
 	}
-	if s.dirty > 0 && (s.dirty >= m.cfg.CheckpointEvery || time.Since(s.lastCheckpoint) >= m.cfg.CheckpointInterval) {
+	if s.dirty > 0 && (now || s.dirty >= m.cfg.CheckpointEvery || time.Since(s.lastCheckpoint) >= m.cfg.CheckpointInterval) {
 		ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
 		defer cancel()
 		if err := m.checkpoint(ctx, s); err != nil {

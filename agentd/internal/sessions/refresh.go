@@ -150,7 +150,7 @@ func (m *Manager) refresh(ctx context.Context, s *session, p *blender.Process, c
 	}
 	s.fresh.cancel(nil)
 	s.fresh = nil
-	m.checkpointIfDue(s) // those skipped meanwhile, and the idle one
+	m.checkpointIfDue(s, false) // those skipped meanwhile, and the idle one
 	s.mu.Unlock()
 	if err != nil {
 		m.log.Warn("refresh gave up", "session_id", s.id, "err", err)

@@ -71,7 +71,7 @@ func (m *Manager) Rollback(ctx context.Context, sessionID, requestID string, key
 			return err
 		}
 	}
-	m.checkpointIfDue(s)
+	m.checkpointIfDue(s, false)
 	return nil
 }
 
