@@ -92,6 +92,10 @@ type Config struct {
 	OpenSessionTimeout time.Duration
 	// AgentLostAfter marks an agent silent this long LOST (0: never).
 	AgentLostAfter time.Duration
+	// ArtifactRetention forgets the artifacts of a session this long after
+	// it closed, and removes their content once no other artifact names it
+	// (0: kept for good).
+	ArtifactRetention time.Duration
 	// AgentForgetAfter drops an agent silent this long from the fleet,
 	// unless it holds sessions.
 	AgentForgetAfter time.Duration
@@ -256,6 +260,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		MaxToolTimeBudget:  max(cfg.OperationTimeout-recoveryMargin, cfg.OperationTimeout/2),
 		SessionIdleTimeout: cfg.SessionIdleTimeout,
 		AgentForgetAfter:   cfg.AgentForgetAfter,
+		ArtifactRetention:  cfg.ArtifactRetention,
 		Policy:             pol,
 		Metrics:            m,
 	}, st, blobs, fl, ca, executor.Config{OperationTimeout: cfg.OperationTimeout, AgentRetryWindow: cfg.AgentRetryWindow}, log)

@@ -456,6 +456,53 @@ func TestControlPlaneDiskFloor(t *testing.T) {
 	}
 }
 
+// TestArtifactRetention: with --artifact-retention, the artifacts of a
+// session closed that long ago are forgotten and their content removed,
+// but content another session's artifact names stays; the session itself
+// is kept.
+func TestArtifactRetention(t *testing.T) {
+	c := startClusterOpts(t, clusterOpts{cpArgs: []string{"--artifact-retention", "2s"}})
+	a, b := c.negotiate(t).GetSessionId(), c.negotiate(t).GetSessionId()
+	own := []byte("o Own\nv 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n# " + a)
+	shared := []byte("o Shared\nv 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n# " + a + b)
+	for _, up := range []struct {
+		session, name string
+		content       []byte
+	}{{a, "own.obj", own}, {a, "shared.obj", shared}, {b, "shared.obj", shared}} {
+		if _, err := c.upload(t, &cpv1.ArtifactUpload{SessionId: up.session, Name: up.name, SizeBytes: int64(len(up.content)),
+			Sha256: hexSHA(up.content)}, up.content, 1024); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.client.CloseSession(ctxT(t, time.Minute), &cpv1.CloseSessionRequest{SessionId: a}); err != nil {
+		t.Fatal(err)
+	}
+	blobOf := func(content []byte) string {
+		return filepath.Join(c.dir, "cp", "blobs", "sha256", hexSHA(content)[:2], hexSHA(content))
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		list, err := c.client.ListArtifacts(ctxT(t, 10*time.Second), &cpv1.ListArtifactsRequest{SessionId: a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(blobOf(own)); len(list.GetArtifacts()) == 0 && os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after its session closed: artifacts %v, own.obj's content kept: %v", list.GetArtifacts(), err)
+		}
+	}
+	_, _, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: a, Name: "own.obj"})
+	wantRefusal(t, "an expired artifact", err, codes.NotFound, "ARTIFACT_NOT_FOUND")
+	if _, content, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: b, Name: "shared.obj"}); err != nil || !bytes.Equal(content, shared) {
+		t.Fatalf("the other session's artifact of the same content: %v", err)
+	}
+	if got, err := c.client.GetSession(ctxT(t, 10*time.Second), &cpv1.GetSessionRequest{SessionId: a}); err != nil ||
+		got.GetSession().GetState() != cpv1.Session_STATE_CLOSED {
+		t.Fatalf("the expired session itself: %v %v", got, err)
+	}
+}
+
 // TestHelloTwiceWithBlendctl: the hello example runs twice through
 // blendctl: the second run gets a fresh request id, each closes the session
 // it negotiated, and --out saves the render with the hash the control plane

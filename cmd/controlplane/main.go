@@ -25,6 +25,7 @@ func main() {
 	fs.BoolVar(&cfg.LessonCustomCommands, "lesson-custom-commands", cfg.LessonCustomCommands, "let lessons' X_CUSTOM.<name> commands run the registry's macro.<name>")
 	fs.BoolVar(&cfg.AllowInsecureLocal, "allow-insecure-local", cfg.AllowInsecureLocal, "no authentication, no TLS: development on one machine (loopback only)")
 	fs.DurationVar(&cfg.AgentLostAfter, "agent-lost-after", cfg.AgentLostAfter, "mark an agent silent this long LOST (unreachable after three missed heartbeats); 0: never")
+	fs.DurationVar(&cfg.ArtifactRetention, "artifact-retention", cfg.ArtifactRetention, "forget the artifacts of a session this long after it closed, and remove their content once no other artifact names it (0: keep them for good)")
 	fs.DurationVar(&cfg.AgentForgetAfter, "agent-forget-after", cfg.AgentForgetAfter, "drop an agent silent this long from the fleet, unless it holds sessions")
 	fs.StringVar(&cfg.PolicyFile, "policy", cfg.PolicyFile, "policy file (YAML or JSON, docs/POLICY.md); default: destructive and unsafe_ops operations need approval")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for controlplane.db, blobs/ (artifacts), admin.token and the CA (ca.pem)")

@@ -46,6 +46,10 @@ type Config struct {
 	// ReleaseInterval is how often closed sessions whose agent could not be
 	// told are retried (and silent agents are forgotten).
 	ReleaseInterval time.Duration
+	// ArtifactRetention forgets the artifacts of a session this long after
+	// it closed, and removes their content when no other artifact names
+	// it (retention.go); 0: kept for good.
+	ArtifactRetention time.Duration
 	// AgentForgetAfter drops an agent that has not registered for this long
 	// from the fleet (it registers again when it is back); 0: never.
 	AgentForgetAfter time.Duration
@@ -137,6 +141,13 @@ func (a *App) Start() error {
 		defer a.stopped.Done()
 		a.releaseLoop(ctx)
 	}()
+	if a.cfg.ArtifactRetention > 0 {
+		a.stopped.Add(1)
+		go func() {
+			defer a.stopped.Done()
+			a.retentionLoop(ctx)
+		}()
+	}
 	a.stopped.Add(1)
 	go func() {
 		defer a.stopped.Done()

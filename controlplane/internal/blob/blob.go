@@ -21,7 +21,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // ErrTooLarge: the content is over the writer's limit.
@@ -38,6 +40,9 @@ var ErrDiskShort = errors.New("the control plane's disk is short")
 type Store struct {
 	dir      string
 	keepFree int64
+	// mu orders a blob's use (found by Has, or written by Commit) against
+	// RemoveIdle: a blob found or written is not removed under its user.
+	mu sync.Mutex
 }
 
 // Open opens (creating if needed) a blob directory whose writes leave at
@@ -95,13 +100,39 @@ func (s *Store) path(sum string) string {
 	return filepath.Join(s.dir, "sha256", sum[:2], sum)
 }
 
-// Has reports whether the blob is stored.
+// Has reports whether the blob is stored, and marks it used now: the
+// caller is about to name it (RemoveIdle leaves it).
 func (s *Store) Has(sum string) bool {
 	if !ValidHash(sum) {
 		return false
 	}
-	_, err := os.Stat(s.path(sum))
-	return err == nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	return os.Chtimes(s.path(sum), now, now) == nil
+}
+
+// RemoveIdle removes a blob unless it was written or found (Has) within
+// idle; removed is true when the blob is gone (or was never there).
+func (s *Store) RemoveIdle(sum string, idle time.Duration) (removed bool, err error) {
+	if !ValidHash(sum) {
+		return true, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fi, err := os.Stat(s.path(sum))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return true, nil
+	case err != nil:
+		return false, err
+	case time.Since(fi.ModTime()) < idle:
+		return false, nil
+	}
+	if err := os.Remove(s.path(sum)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	return true, nil
 }
 
 // Open opens a stored blob for reading.
@@ -195,7 +226,10 @@ func (w *Writer) Commit() (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return "", fmt.Errorf("blob: %w", err)
 	}
-	if err := os.Rename(w.f.Name(), dst); err != nil {
+	w.s.mu.Lock()
+	err := os.Rename(w.f.Name(), dst) // its time is the write's: RemoveIdle leaves it
+	w.s.mu.Unlock()
+	if err != nil {
 		return "", fmt.Errorf("blob: %w", err)
 	}
 	w.done = true

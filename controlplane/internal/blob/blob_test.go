@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestBlobs(t *testing.T) {
@@ -101,5 +102,40 @@ func TestDiskFloor(t *testing.T) {
 	w.Abort()
 	if left, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(left) != 0 || s.Has(sum) {
 		t.Fatalf("a write stopped at the floor left tmp/ %v, kept %v", left, s.Has(sum))
+	}
+}
+
+// TestRemoveIdle: a blob written or found (Has) within the idle time is
+// kept; one idle longer is removed; an absent one counts as removed.
+func TestRemoveIdle(t *testing.T) {
+	s, err := Open(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, _, err := s.CopyFrom(bytes.NewReader([]byte("content")), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := s.RemoveIdle(sum, time.Hour); removed || err != nil || !s.Has(sum) {
+		t.Fatalf("a blob just written: removed %v, %v", removed, err)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(s.path(sum), old, old); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Has(sum) { // found: used now
+		t.Fatal("Has lost the blob")
+	}
+	if removed, err := s.RemoveIdle(sum, time.Hour); removed || err != nil {
+		t.Fatalf("a blob just found: removed %v, %v", removed, err)
+	}
+	if err := os.Chtimes(s.path(sum), old, old); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := s.RemoveIdle(sum, time.Hour); !removed || err != nil || s.Has(sum) {
+		t.Fatalf("an idle blob: removed %v, %v, still there %v", removed, err, s.Has(sum))
+	}
+	if removed, err := s.RemoveIdle(sum, time.Hour); !removed || err != nil {
+		t.Fatalf("an absent blob: removed %v, %v", removed, err)
 	}
 }

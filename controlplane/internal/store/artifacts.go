@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
@@ -40,9 +42,116 @@ func (s *Store) PutArtifact(a *cpv1.Artifact) (*cpv1.Artifact, error) {
 		if err := putProto(list, u64(seq), a); err != nil {
 			return err
 		}
+		if err := addRef(tx, a.GetSha256(), 1); err != nil {
+			return err
+		}
 		return names.Put([]byte(a.GetName()), u64(seq))
 	})
 	return out, err
+}
+
+// addRef adds n to the count of artifact records naming blob sha256: a
+// blob named again is no garbage; one no record names any more is.
+func addRef(tx *bolt.Tx, sha256 string, n int) error {
+	refs, garbage := tx.Bucket(bucketArtifactRefs), tx.Bucket(bucketBlobGarbage)
+	count := int(getU64(refs, []byte(sha256))) + n
+	if count <= 0 {
+		if err := refs.Delete([]byte(sha256)); err != nil {
+			return err
+		}
+		return garbage.Put([]byte(sha256), nil)
+	}
+	if err := garbage.Delete([]byte(sha256)); err != nil {
+		return err
+	}
+	return refs.Put([]byte(sha256), u64(uint64(count)))
+}
+
+// Garbage returns up to most blobs after the one named after (in order;
+// "": from the first) that no artifact names since an expiry
+// (ExpireArtifacts), to remove; Collected forgets those removed.
+func (s *Store) Garbage(after string, most int) ([]string, error) {
+	var out []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketBlobGarbage).Cursor()
+		k, _ := c.Seek([]byte(after))
+		if k != nil && string(k) == after {
+			k, _ = c.Next()
+		}
+		for ; k != nil && len(out) < most; k, _ = c.Next() {
+			out = append(out, string(k))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Collected forgets garbage blobs that were removed (one named again
+// meanwhile is no garbage already).
+func (s *Store) Collected(sha256s []string) error {
+	return s.update(func(tx *bolt.Tx) error {
+		for _, sum := range sha256s {
+			if err := tx.Bucket(bucketBlobGarbage).Delete([]byte(sum)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// markClosed indexes a closed session by its close time, for ExpireArtifacts.
+func markClosed(tx *bolt.Tx, id string, at time.Time) error {
+	return tx.Bucket(bucketClosedSessions).Put(append(u64(uint64(at.UnixNano())), id...), nil)
+}
+
+// ExpireArtifacts forgets the artifacts of up to most sessions closed
+// before closedBefore, oldest first, and returns how many sessions it
+// expired (fewer than most: none are left). Blobs no artifact record names
+// any more become Garbage. The sessions themselves, their plans and audit
+// records stay.
+func (s *Store) ExpireArtifacts(closedBefore time.Time, most int) (expired int, err error) {
+	err = s.update(func(tx *bolt.Tx) error {
+		expired = 0
+		closed := tx.Bucket(bucketClosedSessions)
+		var done [][]byte // deleted after the walk: a cursor's Delete may skip the next key
+		c := closed.Cursor()
+		for k, _ := c.First(); k != nil && len(done) < most; k, _ = c.Next() {
+			if int64(decodeU64(k[:8])) >= closedBefore.UnixNano() {
+				break
+			}
+			k = bytes.Clone(k)
+			done = append(done, k)
+			id := k[8:]
+			if list := tx.Bucket(bucketArtifacts).Bucket(id); list != nil {
+				err := list.ForEach(func(_, v []byte) error {
+					a := &cpv1.Artifact{}
+					if err := proto.Unmarshal(v, a); err != nil {
+						return err
+					}
+					return addRef(tx, a.GetSha256(), -1)
+				})
+				if err != nil {
+					return err
+				}
+				if err := tx.Bucket(bucketArtifacts).DeleteBucket(id); err != nil {
+					return err
+				}
+			}
+			if tx.Bucket(bucketArtifactNames).Bucket(id) != nil {
+				if err := tx.Bucket(bucketArtifactNames).DeleteBucket(id); err != nil {
+					return err
+				}
+			}
+		}
+		for _, k := range done {
+			if err := closed.Delete(k); err != nil {
+				return err
+			}
+		}
+		expired = len(done)
+		return nil
+	})
+	return expired, err
 }
 
 // Artifact returns the newest version of a session's file, or the version

@@ -46,6 +46,7 @@ var migrations = []func(tx *bolt.Tx) error{
 	migrateSessionPlans,
 	migrateMutationAudit,
 	migrateOpenSessions,
+	migrateArtifactRefs,
 }
 
 func migrate(db *bolt.DB) error {
@@ -339,5 +340,33 @@ func migrateOpenSessions(tx *bolt.Tx) error {
 			return err
 		}
 		return markOpen(tx, sess.Owner, id)
+	})
+}
+
+// migrateArtifactRefs (9 → 10) counts the artifact records naming each
+// blob and indexes closed sessions by their close time, for the expiry of
+// closed sessions' artifacts (ExpireArtifacts, Garbage).
+func migrateArtifactRefs(tx *bolt.Tx) error {
+	if err := createBuckets(tx, bucketArtifactRefs, bucketClosedSessions, bucketBlobGarbage); err != nil {
+		return err
+	}
+	err := tx.Bucket(bucketArtifacts).ForEachBucket(func(id []byte) error {
+		return tx.Bucket(bucketArtifacts).Bucket(id).ForEach(func(_, v []byte) error {
+			a := &cpv1.Artifact{}
+			if err := proto.Unmarshal(v, a); err != nil {
+				return err
+			}
+			return addRef(tx, a.GetSha256(), 1)
+		})
+	})
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketSessions).ForEachBucket(func(id []byte) error {
+		sess, err := readSession(tx, string(id))
+		if err != nil || !sess.Closed() {
+			return err
+		}
+		return markClosed(tx, string(id), sess.Info.GetCloseTime().AsTime())
 	})
 }

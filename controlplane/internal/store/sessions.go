@@ -189,6 +189,9 @@ func (s *Store) CloseSession(id string, now time.Time) (Session, error) {
 		if err := tx.Bucket(bucketReleasing).Put([]byte(id), nil); err != nil {
 			return err
 		}
+		if err := markClosed(tx, id, now); err != nil {
+			return err
+		}
 		if err := markNotOpen(tx, b, id); err != nil {
 			return err
 		}

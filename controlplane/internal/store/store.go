@@ -123,7 +123,10 @@ var (
 	bucketAuditMutation   = []byte("audit_by_mutation") // schema 7; runs and a tail since 8
 	bucketMutationTail    = []byte("audit_by_mutation_tail")
 	bucketMutationRuns    = []byte("audit_by_mutation_runs")
-	bucketOpenSessions    = []byte("open_sessions") // owner → session id: what a principal holds
+	bucketOpenSessions    = []byte("open_sessions")   // owner → session id: what a principal holds
+	bucketArtifactRefs    = []byte("artifact_refs")   // sha256 → how many artifact records name it
+	bucketClosedSessions  = []byte("closed_sessions") // close time (unix ns) + session id: what may expire
+	bucketBlobGarbage     = []byte("blob_garbage")    // sha256: blobs no artifact names since an expiry
 
 	keySchemaVersion = []byte("schema_version")
 	keySession       = []byte("session")

@@ -1,0 +1,80 @@
+package app
+
+import (
+	"context"
+	"time"
+)
+
+// Retention: the artifacts of a session closed more than
+// Config.ArtifactRetention ago are forgotten (store.ExpireArtifacts), and
+// the blobs no artifact names any more are removed once idle as long (a
+// blob written or found for a new artifact meanwhile is kept: blob.Store's
+// RemoveIdle), so that a blob about to be named again is never removed
+// under its new record. Checkpoint copies are not artifacts: they go when
+// replaced, as before.
+
+// expireBatch is how many sessions one transaction expires, and how many
+// blobs one pass removes: a sweep never holds the store for long.
+const expireBatch = 64
+
+// sweepEvery is how often the sweep runs for a retention: a tenth of it,
+// at least a second, at most an hour.
+func sweepEvery(retention time.Duration) time.Duration {
+	return min(max(retention/10, time.Second), time.Hour)
+}
+
+func (a *App) retentionLoop(ctx context.Context) {
+	t := time.NewTicker(sweepEvery(a.cfg.ArtifactRetention))
+	defer t.Stop()
+	for {
+		a.sweep(ctx, time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sweep expires the artifacts of sessions closed before now less the
+// retention, then removes the garbage blobs idle that long.
+func (a *App) sweep(ctx context.Context, now time.Time) {
+	retention := a.cfg.ArtifactRetention
+	sessions, blobs := 0, 0
+	for ctx.Err() == nil {
+		n, err := a.store.ExpireArtifacts(now.Add(-retention), expireBatch)
+		if err != nil {
+			a.log.Warn("expiring the artifacts of closed sessions", "err", err)
+			return
+		}
+		if sessions += n; n < expireBatch {
+			break
+		}
+	}
+	for after := ""; ctx.Err() == nil; {
+		garbage, err := a.store.Garbage(after, expireBatch)
+		if err != nil || len(garbage) == 0 {
+			break
+		}
+		after = garbage[len(garbage)-1]
+		var gone []string
+		for _, sum := range garbage {
+			switch removed, err := a.blobs.RemoveIdle(sum, min(retention, 24*time.Hour)); {
+			case err != nil:
+				a.log.Warn("removing an expired artifact's content", "sha256", sum, "err", err)
+			case removed:
+				gone = append(gone, sum)
+			}
+		}
+		if err := a.store.Collected(gone); err != nil {
+			a.log.Warn("forgetting removed artifact content", "err", err)
+			break
+		}
+		if blobs += len(gone); len(garbage) < expireBatch {
+			break // those in use lately wait for a later sweep
+		}
+	}
+	if sessions > 0 || blobs > 0 {
+		a.log.Info("artifacts of closed sessions expired", "sessions", sessions, "blobs_removed", blobs, "retention", retention)
+	}
+}

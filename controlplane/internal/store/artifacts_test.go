@@ -1,0 +1,110 @@
+package store
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+)
+
+// TestExpireArtifacts: the artifacts of a session closed before the given
+// time are forgotten, oldest closed first and at most so many sessions at a
+// time; a blob becomes garbage once no artifact record of any session
+// names it (a blob two sessions share outlives the first's expiry) and is
+// no garbage once named again; open sessions and the sessions themselves
+// are kept. A schema 9 database gets its counts and its index of closed
+// sessions from the migration, and expires the same.
+func TestExpireArtifacts(t *testing.T) {
+	t0 := time.Unix(2000, 0)
+	build := func() (*Store, string) {
+		s, path := openTest(t)
+		for _, id := range []string{"a", "b", "c"} {
+			if err := s.PutSession(testSession("alice", id), testRegistry); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, a := range []struct{ session, name, sha string }{
+			{"a", "x.png", "s1"}, {"a", "y.png", "s2"}, {"a", "x.png", "s3"}, {"a", "x.png", "s3"}, // the last one a retry: one record
+			{"b", "z.png", "s2"}, {"c", "w.png", "s4"},
+		} {
+			if _, err := s.PutArtifact(&cpv1.Artifact{SessionId: a.session, Name: a.name, Sha256: a.sha}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, id := range []string{"a", "b"} {
+			if _, err := s.CloseSession(id, t0.Add(time.Duration(i)*time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s, path
+	}
+
+	check := func(s *Store, what string) {
+		t.Helper()
+		expire := func(before time.Time, most int, wantGarbage []string, wantN int) {
+			t.Helper()
+			n, err := s.ExpireArtifacts(before, most)
+			garbage, gerr := s.Garbage("", 100)
+			if tail, _ := s.Garbage("s1", 100); len(garbage) > 0 && garbage[0] == "s1" && !slices.Equal(tail, garbage[1:]) {
+				t.Errorf("%s: the garbage after s1: %v", what, tail)
+			}
+			if err != nil || gerr != nil || n != wantN || !slices.Equal(garbage, wantGarbage) {
+				t.Fatalf("%s: ExpireArtifacts(%v, %d) = %d, %v, garbage %v (%v); want %d, garbage %v",
+					what, before, most, n, err, garbage, gerr, wantN, wantGarbage)
+			}
+		}
+		expire(t0, 10, nil, 0)                                // none closed before t0
+		expire(t0.Add(time.Hour), 1, []string{"s1", "s3"}, 1) // a first; s2 is b's too
+		if _, err := s.Artifact("a", "x.png", ""); !errors.Is(err, ErrArtifactNotFound) {
+			t.Errorf("%s: a's artifact after its expiry: %v", what, err)
+		}
+		if list, _, _ := s.ListArtifacts("a", "", 0, 10); len(list) != 0 {
+			t.Errorf("%s: a lists %v after its expiry", what, list)
+		}
+		if _, err := s.Session("a"); err != nil {
+			t.Errorf("%s: the expired session itself: %v", what, err)
+		}
+		if _, err := s.Artifact("b", "z.png", ""); err != nil {
+			t.Errorf("%s: b's artifact before its expiry: %v", what, err)
+		}
+		// Named again before it was removed: no garbage any more.
+		if _, err := s.PutArtifact(&cpv1.Artifact{SessionId: "c", Name: "again.png", Sha256: "s3"}); err != nil {
+			t.Fatal(err)
+		}
+		expire(t0.Add(time.Hour), 10, []string{"s1", "s2"}, 1)
+		if err := s.Collected([]string{"s1", "s2"}); err != nil {
+			t.Fatal(err)
+		}
+		expire(t0.Add(time.Hour), 10, nil, 0)
+		if _, err := s.Artifact("c", "w.png", ""); err != nil { // open
+			t.Errorf("%s: an open session's artifact: %v", what, err)
+		}
+	}
+
+	s, path := build()
+	check(s, "kept as they came")
+
+	// The same data at schema 9, before this bookkeeping, migrated.
+	s, path = build()
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketArtifactRefs, bucketClosedSessions} {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(keySchemaVersion, u64(9))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	migrated, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer migrated.Close()
+	check(migrated, "migrated from schema 9")
+}
