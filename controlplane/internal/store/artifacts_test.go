@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
@@ -90,21 +88,5 @@ func TestExpireArtifacts(t *testing.T) {
 
 	// The same data at schema 9, before this bookkeeping, migrated.
 	s, path = build()
-	if err := s.db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketArtifactRefs, bucketClosedSessions} {
-			if err := tx.DeleteBucket(b); err != nil {
-				return err
-			}
-		}
-		return tx.Bucket(bucketMeta).Put(keySchemaVersion, u64(9))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	migrated, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer migrated.Close()
-	check(migrated, "migrated from schema 9")
+	check(reopenAt(t, s, path, 9, bucketArtifactRefs, bucketClosedSessions, bucketBlobGarbage), "migrated from schema 9")
 }

@@ -144,20 +144,7 @@ func TestOpenSessions(t *testing.T) {
 		t.Fatalf("counted past the most asked: %d", n)
 	}
 	// Schema 8 had no such index: the migration builds it.
-	if err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.DeleteBucket(bucketOpenSessions); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketMeta).Put(keySchemaVersion, u64(8))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	s2, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := reopenAt(t, s, path, 8, bucketOpenSessions, bucketArtifactRefs, bucketClosedSessions, bucketBlobGarbage)
 	if a, b := count(s2, "alice"), count(s2, "bob"); a != 2 || b != 1 {
 		t.Fatalf("after the migration: alice %d, bob %d; want 2, 1", a, b)
 	}

@@ -28,6 +28,30 @@ func openTest(t testing.TB) (*Store, string) {
 	return s, path
 }
 
+// reopenAt turns s (a database at path) into one of schema version
+// without the buckets that version did not have, closes it and opens it
+// again: what the migrations from version make of it.
+func reopenAt(t testing.TB, s *Store, path string, version uint64, added ...[]byte) *Store {
+	t.Helper()
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, b := range added {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(keySchemaVersion, u64(version))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	again, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { again.Close() })
+	return again
+}
+
 func testPlan(owner, id string) NewPlan {
 	args, _ := structpb.NewStruct(map[string]any{"type": "cube"})
 	return NewPlan{
