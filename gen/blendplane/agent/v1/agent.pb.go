@@ -1686,14 +1686,14 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\rsession_count\x18\x04 \x01(\x05R\fsessionCount\x12C\n" +
 	"\tresources\x18\x05 \x01(\v2%.blendplane.controlplane.v1.ResourcesR\tresources\x12!\n" +
 	"\fmax_sessions\x18\x06 \x01(\x05R\vmaxSessions\x12#\n" +
-	"\rlive_sessions\x18\a \x03(\tR\fliveSessions\"\xa3\x02\n" +
+	"\rlive_sessions\x18\a \x03(\tR\fliveSessions\"\xaa\x02\n" +
 	"\x12OpenSessionRequest\x12L\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\x12>\n" +
 	"\n" +
 	"runtime_id\x18\x02 \x01(\tB\x1f\xbaH\x1cr\x1a2\x18^[a-zA-Z0-9_.:-]{1,128}$R\truntimeId\x12-\n" +
-	"\x0emax_memory_mib\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\fmaxMemoryMib\x121\n" +
-	"\x10temp_storage_mib\x18\x05 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x0etempStorageMib\x12\x1d\n" +
+	"\x0emax_memory_mib\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\fmaxMemoryMib\x128\n" +
+	"\x10temp_storage_mib\x18\x05 \x01(\x03B\x0e\xbaH\v\"\t\x18\x80\x80\x80\x80\x80 (\x00R\x0etempStorageMib\x12\x1d\n" +
 	"\x05epoch\x18\x04 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x05epoch\"\x9a\x01\n" +
 	"\x13OpenSessionResponse\x12S\n" +
 	"\x0fblender_profile\x18\x01 \x01(\v2*.blendplane.controlplane.v1.BlenderProfileR\x0eblenderProfile\x12.\n" +
