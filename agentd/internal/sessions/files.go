@@ -60,7 +60,7 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	if err := os.MkdirAll(s.sandbox, 0o755); err != nil {
 		return err
 	}
-	if err := m.checkRoom(s, name, size); err != nil { // before a byte lands on the disk
+	if err := m.checkRoom(s, name, size, size); err != nil { // before a byte lands on the disk
 		return err
 	}
 	tmp, err := receive(s.dir, ".upload-", size, sha, r)
@@ -73,7 +73,7 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 		return fmt.Errorf("%w: %q is a directory in the sandbox", ErrFileConflict, name)
 	}
 	s.files.Lock()                   // not under an import's feet (session.files), nor another upload's
-	err = m.checkRoom(s, name, size) // again: others may have landed meanwhile
+	err = m.checkRoom(s, name, size, 0) // again, written: others may have landed meanwhile
 	if err == nil {
 		err = os.Rename(tmp, target)
 	}
@@ -91,12 +91,13 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 
 // checkRoom is ErrQuotaExceeded unless a file of size bytes under name (in
 // place of the one there) keeps the session's files within its disk
-// ceiling and leaves the disk agentd keeps free (Config.MinFreeDiskMiB).
+// ceiling, and its bytes not on the disk yet (unwritten) leave the disk
+// agentd keeps free (Config.MinFreeDiskMiB).
 // The files are counted as the bridge counts them after a tool
 // (bridge/sandbox.py, usage and check_storage): the sizes of the regular
 // files directly in the sandbox.
-func (m *Manager) checkRoom(s *session, name string, size int64) error {
-	if err := m.checkFloor(s.sandbox, name, size); err != nil {
+func (m *Manager) checkRoom(s *session, name string, size, unwritten int64) error {
+	if err := m.checkFloor(s.sandbox, name, unwritten); err != nil {
 		return err
 	}
 	limit := s.limits.StorageMiB << 20

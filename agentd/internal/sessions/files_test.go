@@ -108,3 +108,18 @@ func TestImportSurvivesAReplacedUpload(t *testing.T) {
 		t.Fatalf("the session after its Blender died: %v", rs)
 	}
 }
+
+// TestUploadAboveTheFloor: an upload that fits above the disk floor is
+// taken: its bytes are counted against the floor once, before they are
+// written, not again when the file lands (which refused any upload larger
+// than half the room above the floor).
+func TestUploadAboveTheFloor(t *testing.T) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(os.TempDir(), &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bavail) * st.Bsize >> 20 // MiB
+	m, _, rt := newManagerWith(t, func(c *Config) { c.MinFreeDiskMiB = free - 96 })
+	open(t, m, rt, "s1")
+	putFile(t, m, "s1", "big.bin", make([]byte, 64<<20)) // 96 MiB of room, give or take what else writes meanwhile
+}
