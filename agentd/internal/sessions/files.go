@@ -72,7 +72,7 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
 		return fmt.Errorf("%w: %q is a directory in the sandbox", ErrFileConflict, name)
 	}
-	s.files.Lock()                   // not under an import's feet (session.files), nor another upload's
+	s.files.Lock()                      // not under an import's feet (session.files), nor another upload's
 	err = m.checkRoom(s, name, size, 0) // again, written: others may have landed meanwhile
 	if err == nil {
 		err = os.Rename(tmp, target)
