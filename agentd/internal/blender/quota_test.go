@@ -144,3 +144,31 @@ func TestDiskFloor(t *testing.T) {
 		wantToolError(t, p, "scene.export", map[string]any{"format": "obj", "output": "a.obj"}, CodeQuotaExceeded)
 	})
 }
+
+// TestStorageCeilingKeepsTheFileItWouldReplace: a render over the ceiling
+// that would replace a file of its name leaves that file as it was.
+func TestStorageCeilingKeepsTheFileItWouldReplace(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		dir := t.TempDir()
+		sandbox := filepath.Join(dir, "sandbox")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		p, err := Start(ctx, rt, Options{Logger: testLogger(t), WorkDir: filepath.Join(dir, "work"), SandboxDir: sandbox,
+			CacheDir: testCache, StorageLimitMiB: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Stop(5 * time.Second) })
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Box"})
+		shot := map[string]any{"output": "shot.png", "resolution": []any{16, 16}, "samples": 1, "seed": 1}
+		small := mustExecute(t, p, "render.still", shot).Fields()["sha256"]
+		if err := os.WriteFile(filepath.Join(sandbox, "filler.bin"), make([]byte, 1<<20-100-sandboxBytes(t, sandbox)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		shot["resolution"] = []any{256, 256} // more than 100 bytes more
+		wantToolError(t, p, "render.still", shot, CodeQuotaExceeded)
+		if got := fileSHA(t, filepath.Join(sandbox, "shot.png")); got != small {
+			t.Errorf("shot.png after the refused render: %s, want the earlier render %s", got, small)
+		}
+	})
+}

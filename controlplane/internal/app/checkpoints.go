@@ -107,7 +107,7 @@ func (a *App) pullCheckpoint(ctx context.Context, agentID, sessionID string) err
 	if err != nil {
 		return err
 	}
-	if old != nil && old.SHA256 != sum {
+	if old != nil && old.SHA256 != sum && !a.named(old.SHA256) {
 		if err := a.blobs.Remove(old.SHA256); err != nil {
 			a.log.Warn("removing a replaced checkpoint", "session_id", sessionID, "err", err)
 		}
@@ -262,4 +262,12 @@ func (a *App) undoPending(sessionID string) bool {
 		}
 	}
 	return false
+}
+
+// named reports whether an artifact names content sha256 (or the store
+// cannot say): a replaced checkpoint's copy that an artifact's content
+// happens to equal stays.
+func (a *App) named(sha256 string) bool {
+	named, err := a.store.Named(sha256)
+	return named || err != nil
 }

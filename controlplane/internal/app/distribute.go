@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/blendplane/blendplane/controlplane/internal/blob"
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
@@ -158,7 +159,7 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 						continue
 					}
 					mu.Lock()
-					if errors.Is(err, errRenderRefused) || errors.Is(err, errDiverged) {
+					if errors.Is(err, errRenderRefused) || errors.Is(err, errDiverged) || errors.Is(err, blob.ErrDiskShort) {
 						refused = err
 					}
 					dead[p.AgentID] = true
@@ -173,6 +174,9 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 		wg.Wait()
 		if ctx.Err() != nil {
 			return cancelledRender(r, start)
+		}
+		if errors.Is(refused, blob.ErrDiskShort) { // no other agent would do better
+			return fail("STORAGE_EXHAUSTED", "free disk on the control plane (its --data-dir), or render without distribute", refused)
 		}
 		if refused != nil {
 			return fail("RENDER_FAILED", "fix the render's args, or render without distribute", refused)
@@ -301,7 +305,9 @@ func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.Pla
 	for _, f := range rc.GetArtifacts() {
 		art := &cpv1.Artifact{SessionId: fork, Name: f.GetName(), SizeBytes: f.GetSizeBytes(), Sha256: f.GetSha256()}
 		if !a.blobs.Has(art.GetSha256()) {
-			if err := a.fetch(ctx, agent, art); err != nil {
+			if err := a.fetch(ctx, agent, art); errors.Is(err, blob.ErrDiskShort) {
+				return nil, err
+			} else if err != nil {
 				return nil, status.Convert(err).Err()
 			}
 		}

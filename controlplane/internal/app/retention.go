@@ -7,11 +7,18 @@ import (
 
 // Retention: the artifacts of a session closed more than
 // Config.ArtifactRetention ago are forgotten (store.ExpireArtifacts), and
-// the blobs no artifact names any more are removed once idle as long (a
-// blob written or found for a new artifact meanwhile is kept: blob.Store's
-// RemoveIdle), so that a blob about to be named again is never removed
-// under its new record. Checkpoint copies are not artifacts: they go when
-// replaced, as before.
+// the blobs no artifact names any more are removed once unused for
+// blobIdle: a blob written or found for a new artifact (a file of a
+// receipt, an upload, a frame of a distributed render, all named within
+// the calls that bound them) is not removed under its new record
+// (blob.Store's RemoveIdle, which also asks the store again under its
+// lock). Checkpoint copies are not artifacts: they go when replaced, as
+// before.
+
+// blobIdle is how long a blob no artifact names stays unused before a
+// sweep removes it: longer than any call that finds or writes a blob before
+// it names it (a distributed render, bounded by the tool time budget).
+const blobIdle = 24 * time.Hour
 
 // expireBatch is how many sessions one transaction expires, and how many
 // blobs one pass removes: a sweep never holds the store for long.
@@ -59,7 +66,8 @@ func (a *App) sweep(ctx context.Context, now time.Time) {
 		after = garbage[len(garbage)-1]
 		var gone []string
 		for _, sum := range garbage {
-			switch removed, err := a.blobs.RemoveIdle(sum, min(retention, 24*time.Hour)); {
+			unwanted := func() (bool, error) { return a.store.IsGarbage(sum) }
+			switch removed, err := a.blobs.RemoveIdle(sum, blobIdle, unwanted); {
 			case err != nil:
 				a.log.Warn("removing an expired artifact's content", "sha256", sum, "err", err)
 			case removed:

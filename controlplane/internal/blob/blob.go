@@ -108,13 +108,25 @@ func (s *Store) Has(sum string) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.touch(s.path(sum)) == nil
+}
+
+// touch marks a blob used now; it fails only when the blob is not there
+// (a file system that keeps no times still has the blob).
+func (s *Store) touch(path string) error {
 	now := time.Now()
-	return os.Chtimes(s.path(sum), now, now) == nil
+	err := os.Chtimes(path, now, now)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		_, err = os.Stat(path)
+	}
+	return err
 }
 
 // RemoveIdle removes a blob unless it was written or found (Has) within
-// idle; removed is true when the blob is gone (or was never there).
-func (s *Store) RemoveIdle(sum string, idle time.Duration) (removed bool, err error) {
+// idle, or unwanted says it is wanted again (asked under the lock that
+// Has and Commit take); removed is true when the blob is gone (or was
+// never there).
+func (s *Store) RemoveIdle(sum string, idle time.Duration, unwanted func() (bool, error)) (removed bool, err error) {
 	if !ValidHash(sum) {
 		return true, nil
 	}
@@ -128,6 +140,9 @@ func (s *Store) RemoveIdle(sum string, idle time.Duration) (removed bool, err er
 		return false, err
 	case time.Since(fi.ModTime()) < idle:
 		return false, nil
+	}
+	if ok, err := unwanted(); !ok || err != nil {
+		return false, err
 	}
 	if err := os.Remove(s.path(sum)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return false, err
@@ -227,7 +242,10 @@ func (w *Writer) Commit() (string, error) {
 		return "", fmt.Errorf("blob: %w", err)
 	}
 	w.s.mu.Lock()
-	err := os.Rename(w.f.Name(), dst) // its time is the write's: RemoveIdle leaves it
+	err := os.Rename(w.f.Name(), dst)
+	if err == nil {
+		err = w.s.touch(dst) // written now, whenever its bytes were: RemoveIdle leaves it
+	}
 	w.s.mu.Unlock()
 	if err != nil {
 		return "", fmt.Errorf("blob: %w", err)

@@ -106,36 +106,54 @@ func TestDiskFloor(t *testing.T) {
 }
 
 // TestRemoveIdle: a blob written or found (Has) within the idle time is
-// kept; one idle longer is removed; an absent one counts as removed.
+// kept, and so is one the caller wants again; one idle longer and
+// unwanted is removed; an absent one counts as removed. A commit marks its
+// blob written when it lands, however long ago its bytes were.
 func TestRemoveIdle(t *testing.T) {
 	s, err := Open(t.TempDir(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, _, err := s.CopyFrom(bytes.NewReader([]byte("content")), 100)
+	yes := func() (bool, error) { return true, nil }
+	no := func() (bool, error) { return false, nil }
+	old := time.Now().Add(-2 * time.Hour)
+	w, err := s.Create(100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if removed, err := s.RemoveIdle(sum, time.Hour); removed || err != nil || !s.Has(sum) {
-		t.Fatalf("a blob just written: removed %v, %v", removed, err)
-	}
-	old := time.Now().Add(-2 * time.Hour)
-	if err := os.Chtimes(s.path(sum), old, old); err != nil {
+	w.Write([]byte("content"))
+	if err := os.Chtimes(w.f.Name(), old, old); err != nil { // written long ago, pushed to an agent since
 		t.Fatal(err)
 	}
+	sum, err := w.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := s.RemoveIdle(sum, time.Hour, yes); removed || err != nil || !s.Has(sum) {
+		t.Fatalf("a blob just committed: removed %v, %v", removed, err)
+	}
+	ago := func() {
+		t.Helper()
+		if err := os.Chtimes(s.path(sum), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ago()
 	if !s.Has(sum) { // found: used now
 		t.Fatal("Has lost the blob")
 	}
-	if removed, err := s.RemoveIdle(sum, time.Hour); removed || err != nil {
+	if removed, err := s.RemoveIdle(sum, time.Hour, yes); removed || err != nil {
 		t.Fatalf("a blob just found: removed %v, %v", removed, err)
 	}
-	if err := os.Chtimes(s.path(sum), old, old); err != nil {
-		t.Fatal(err)
+	ago()
+	if removed, err := s.RemoveIdle(sum, time.Hour, no); removed || err != nil || !s.Has(sum) {
+		t.Fatalf("a blob wanted again: removed %v, %v", removed, err)
 	}
-	if removed, err := s.RemoveIdle(sum, time.Hour); !removed || err != nil || s.Has(sum) {
-		t.Fatalf("an idle blob: removed %v, %v, still there %v", removed, err, s.Has(sum))
+	ago()
+	if removed, err := s.RemoveIdle(sum, time.Hour, yes); !removed || err != nil || s.Has(sum) {
+		t.Fatalf("an idle unwanted blob: removed %v, %v, still there %v", removed, err, s.Has(sum))
 	}
-	if removed, err := s.RemoveIdle(sum, time.Hour); !removed || err != nil {
+	if removed, err := s.RemoveIdle(sum, time.Hour, yes); !removed || err != nil {
 		t.Fatalf("an absent blob: removed %v, %v", removed, err)
 	}
 }

@@ -86,6 +86,27 @@ func (s *Store) Garbage(after string, most int) ([]string, error) {
 	return out, err
 }
 
+// Named reports whether an artifact record names blob sha256.
+func (s *Store) Named(sha256 string) (bool, error) {
+	var yes bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		yes = getU64(tx.Bucket(bucketArtifactRefs), []byte(sha256)) > 0
+		return nil
+	})
+	return yes, err
+}
+
+// IsGarbage reports whether no artifact names blob sha256 since an expiry.
+func (s *Store) IsGarbage(sha256 string) (bool, error) {
+	var yes bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		k, _ := tx.Bucket(bucketBlobGarbage).Cursor().Seek([]byte(sha256))
+		yes = k != nil && string(k) == sha256
+		return nil
+	})
+	return yes, err
+}
+
 // Collected forgets garbage blobs that were removed (one named again
 // meanwhile is no garbage already).
 func (s *Store) Collected(sha256s []string) error {

@@ -185,6 +185,7 @@ def tool_render_still(tx, args):
         pin_cycles(saved, sc, w, h, samples, seed)
         t0 = time.time()
         render_png(sc, tmp, "Blender did not write the render output")
+        check_storage(leaving=[path])  # before it replaces a file of its name, which a failure would lose
         os.replace(tmp, path)
         tx.wrote(path)
         log("render done", seconds=round(time.time() - t0, 3), path=path)
