@@ -59,11 +59,7 @@ func (a *App) Negotiate(ctx context.Context, who Principal, req *cpv1.NegotiateR
 	if err != nil {
 		return nil, err
 	}
-	// An agent under its disk floor offers sessions 1 MiB of files: the
-	// others first.
-	slices.SortStableFunc(places, func(x, y fleet.Placement) int {
-		return cmp.Compare(diskShort(x), diskShort(y))
-	})
+	diskLast(places)
 	var firstErr error
 	full := 0
 	for _, place := range places {
@@ -174,11 +170,15 @@ func selectorString(sel map[string]string) string {
 	return strings.Join(pairs, ",")
 }
 
-// diskShort is 1 for an agent with no disk to offer a session's files
-// (agentd offers 1 MiB under its --min-free-disk-mib), else 0.
-func diskShort(p fleet.Placement) int {
-	if p.Resources.GetTempStorageMib() <= 1 {
-		return 1
+// diskLast moves the placements on agents with no disk to offer a
+// session's files (agentd offers 1 MiB under its --min-free-disk-mib)
+// after the others, keeping the order within each.
+func diskLast(places []fleet.Placement) {
+	short := func(p fleet.Placement) int {
+		if p.Resources.GetTempStorageMib() <= 1 {
+			return 1
+		}
+		return 0
 	}
-	return 0
+	slices.SortStableFunc(places, func(x, y fleet.Placement) int { return cmp.Compare(short(x), short(y)) })
 }
