@@ -170,5 +170,29 @@ func TestStorageCeilingKeepsTheFileItWouldReplace(t *testing.T) {
 		if got := fileSHA(t, filepath.Join(sandbox, "shot.png")); got != small {
 			t.Errorf("shot.png after the refused render: %s, want the earlier render %s", got, small)
 		}
+
+		// An export's exporter writes its files in place: those it would
+		// replace are set aside, and put back when it fails.
+		if err := os.Remove(filepath.Join(sandbox, "filler.bin")); err != nil {
+			t.Fatal(err)
+		}
+		export := map[string]any{"format": "obj", "output": "scene.obj"}
+		mustExecute(t, p, "scene.export", export)
+		obj, mtl := fileSHA(t, filepath.Join(sandbox, "scene.obj")), fileSHA(t, filepath.Join(sandbox, "scene.mtl"))
+		if err := os.WriteFile(filepath.Join(sandbox, "filler.bin"), make([]byte, 1<<20-100-sandboxBytes(t, sandbox)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mustExecute(t, p, "object.create", map[string]any{"type": "uv_sphere", "name": "Ball"}) // hundreds of vertices more
+		wantToolError(t, p, "scene.export", export, CodeQuotaExceeded)
+		if o, m := fileSHA(t, filepath.Join(sandbox, "scene.obj")), fileSHA(t, filepath.Join(sandbox, "scene.mtl")); o != obj || m != mtl {
+			t.Errorf("the export's files after it was refused: %s %s, want the earlier ones %s %s", o, m, obj, mtl)
+		}
+		if err := os.Remove(filepath.Join(sandbox, "filler.bin")); err != nil {
+			t.Fatal(err)
+		}
+		mustExecute(t, p, "scene.export", export)
+		if aside, _ := filepath.Glob(filepath.Join(dir, "work", "tmp", "aside-*")); len(aside) != 0 {
+			t.Errorf("files set aside are left: %v", aside)
+		}
 	})
 }

@@ -339,6 +339,8 @@ def execute(params):
     except BaseException:
         roll_back(tx, before, "", name)
         raise
+    for fn in tx.succeeded:
+        fn()
     tx.apply_touches()
     if ph:
         ph.mark("records")

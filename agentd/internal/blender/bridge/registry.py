@@ -121,6 +121,10 @@ gives the tool:
   those that exist as ``"files"`` (agentd records them as artifacts). Every
   tool that writes files must declare them (python.exec cannot: its files
   are not reported).
+- ``tx.set_aside(paths)``: before a tool writes files anew (an export, whose
+  exporter writes the output and its companions in place), move the ones
+  there aside: a failed call puts them back instead of leaving none.
+  ``tx.on_success(fn)`` runs fn once the call succeeded.
 - ``tx.mutation_id``: the journal's mutation id (or None), for names that
   must be the same when a journal is replayed (see tools/objects.py tombstones).
 - ``tx.tool``: the running tool's name.
@@ -197,6 +201,8 @@ before the tool runs. Without this fault both params are ignored.
 '''
 
 import os
+import shutil
+import tempfile
 import traceback
 
 from common import ToolError, canonical, log  # noqa: F401  (re-exported for tool modules)
@@ -344,6 +350,7 @@ class Tx:
         self._progress = progress
         self.known = {}  # (kind, name) -> record the tool built itself (touch_record)
         self.written = []  # paths declared with wrote()
+        self.succeeded = []  # on_success functions
 
     def touch(self, kind, name):
         """Declare a datablock whose scene_state_v1 record may change. A
@@ -396,6 +403,30 @@ class Tx:
         rec = {"v": UNDO_VERSION, "tool": self.tool}
         rec.update(record)
         self.undo_record = rec
+
+    def on_success(self, fn):
+        """Register what to do once the call succeeded (execute's checks
+        passed): drop what a rollback would have needed."""
+        self.succeeded.append(fn)
+
+    def set_aside(self, paths):
+        """Move the files at paths, which the tool is about to write anew,
+        out of the sandbox (into the work dir's temp dir): a failed call puts
+        them back, a successful one drops them. One that cannot move (the
+        work dir on another file system) is removed, and a failed call
+        leaves none of its name."""
+        for p in paths:
+            if not os.path.lexists(p):
+                continue
+            aside = tempfile.mkdtemp(prefix="aside-")
+            try:
+                os.replace(p, os.path.join(aside, "f"))
+            except OSError:
+                os.rmdir(aside)
+                os.remove(p)
+                continue
+            self.on_undo(lambda p=p, aside=aside: put_back(os.path.join(aside, "f"), p))
+            self.on_success(lambda aside=aside: shutil.rmtree(aside, ignore_errors=True))
 
     def wrote(self, path):
         """Declare a file the tool wrote (or is writing) in the sandbox: a
@@ -450,6 +481,16 @@ class Tx:
                 STATE.set_record(kind, name, rec)
             else:
                 STATE.touch(kind, name)
+
+
+def put_back(aside, path):
+    """Put a file set aside (Tx.set_aside) back at path; one that cannot be
+    is logged, not raised: it must not stop the scene's rollback."""
+    try:
+        os.replace(aside, path)
+        os.rmdir(os.path.dirname(aside))
+    except OSError as e:
+        log("could not put back a file a failed call set aside", path=path, err=str(e))
 
 
 def remove_file(path):

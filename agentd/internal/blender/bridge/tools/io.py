@@ -191,12 +191,11 @@ def tool_scene_export(tx, args):
             raise ToolError("policy_refused", "this glTF exporter would write images as separate files; export .glb")
     path = output_path(output, "output")
     extra = [output_path(c, "output: companion file") for c in companions]
-    # The export rewrites the output and its companions: stale ones go first,
-    # so "files" names only what this export wrote, and a failed export
-    # (which removes the files it declared) leaves none of them behind.
+    # The export rewrites the output and its companions: those there go
+    # aside first, so "files" names only what this export wrote, and a failed
+    # export (which removes the files it declared) puts them back.
+    tx.set_aside([path] + extra)
     for p in [path] + extra:
-        if os.path.lexists(p):
-            os.remove(p)
         tx.wrote(p)
     before = STATE.scene_hash()
     sc = current_scene()
