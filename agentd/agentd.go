@@ -118,8 +118,17 @@ func Defaults() Config {
 	}
 }
 
+// maxDiskMiB is the most disk a flag may name (2^40 MiB): its bytes fit an
+// int64, as agent.proto's temp_storage_mib.
+const maxDiskMiB = 1 << 40
+
 // Run serves until ctx is cancelled, then stops every Blender and exits.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	for flag, mib := range map[string]int64{"--session-storage-mib": cfg.SessionStorageMiB, "--min-free-disk-mib": cfg.MinFreeDiskMiB} {
+		if mib < 0 || mib > maxDiskMiB {
+			return fmt.Errorf("%s %d: from 0 to %d", flag, mib, maxDiskMiB)
+		}
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}

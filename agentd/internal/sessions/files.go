@@ -27,7 +27,7 @@ var (
 	// ErrQuotaExceeded: the file would take the session's files over its
 	// disk ceiling (blender.Limits.StorageMiB), or leave less disk free
 	// than agentd keeps (Config.MinFreeDiskMiB).
-	ErrQuotaExceeded = errors.New("over the session's disk ceiling")
+	ErrQuotaExceeded = errors.New("no room for the session's files")
 )
 
 // checkFileName applies the bridge's plain-name rules (bridge/sandbox.py,
