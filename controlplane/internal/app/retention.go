@@ -44,7 +44,7 @@ func (a *App) retentionLoop(ctx context.Context) {
 }
 
 // sweep expires the artifacts of sessions closed before now less the
-// retention, then removes the garbage blobs idle that long.
+// retention, then removes the garbage blobs unused for blobIdle.
 func (a *App) sweep(ctx context.Context, now time.Time) {
 	retention := a.cfg.ArtifactRetention
 	sessions, blobs := 0, 0
