@@ -380,6 +380,14 @@ func TestSessionStorage(t *testing.T) {
 	_, err := c.client.Negotiate(ctxT(t, time.Minute), &cpv1.NegotiateRequest{ContractVersion: "1.0.0",
 		HostProfile: &cpv1.HostProfile{ClientName: "e2e"}, Constraints: &cpv1.Constraints{TempStorageMib: 1 << 40}})
 	wantRefusal(t, "more disk than the agent offers a session", err, codes.FailedPrecondition, "CONTRACT_VIOLATION")
+	if out, err := c.blendctl("negotiate", "--disk-mib", "16", "--memory-mib", "1024").CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "memory 1024 MiB; storage 16 MiB") {
+		t.Fatalf("blendctl negotiate --disk-mib 16 --memory-mib 1024: %v\n%s", err, out)
+	}
+	if out, err := c.blendctl("negotiate", "--disk-mib", "65").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "offers a session at most 64 MiB") {
+		t.Fatalf("blendctl negotiate --disk-mib 65 on an agent offering 64: %v\n%s", err, out)
+	}
 
 	resp, err := c.client.Negotiate(ctxT(t, time.Minute), &cpv1.NegotiateRequest{ContractVersion: "1.0.0",
 		HostProfile: &cpv1.HostProfile{ClientName: "e2e"}, Constraints: &cpv1.Constraints{TempStorageMib: 1}})

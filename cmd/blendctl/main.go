@@ -32,6 +32,7 @@ Usage:
 Commands:
   submit PLAN.json [--session ID] [--request-id ID] [--validate-only] [--atomic] [--watch]
                       [--out DIR [--show]] [--keep-session] [--flag F]... [--blender RANGE] [--budget-ms N]
+                      [--memory-mib N] [--disk-mib N]
                       submit a plan. Without --session it negotiates a session, waits for
                       the plan to end and closes the session (--keep-session keeps it); a
                       request_id from the file that is already taken is replaced by a fresh
@@ -46,7 +47,7 @@ Commands:
   tools [--session ID | --runtime ID]
                       list the tool registry (of a session, a runtime, or the first runtime)
   macros              list the macros, with their example args
-  negotiate [--flag F]... [--blender RANGE] [--budget-ms N]
+  negotiate [--flag F]... [--blender RANGE] [--budget-ms N] [--memory-mib N] [--disk-mib N]
                       open a session and print its contract
   sessions [--state open|parked|closed|all]
                       list sessions (default: those not closed)
@@ -210,12 +211,16 @@ type sessionFlags struct {
 	flags        flagenv.Strings
 	blenderRange string
 	budgetMs     int64
+	memoryMiB    int64
+	diskMiB      int64
 }
 
 func (sf *sessionFlags) register(fs *flag.FlagSet) {
 	fs.Var(&sf.flags, "flag", "feature flag to negotiate, e.g. unsafe_ops or progress_events (repeatable)")
 	fs.StringVar(&sf.blenderRange, "blender", "", `Blender version range, e.g. ">=4.2" or "<4"`)
 	fs.Int64Var(&sf.budgetMs, "budget-ms", 0, "time budget of one tool call in ms (0: the default)")
+	fs.Int64Var(&sf.memoryMiB, "memory-mib", 0, "memory the session's Blender may use, in MiB (0: all the agent has)")
+	fs.Int64Var(&sf.diskMiB, "disk-mib", 0, "disk the session's files (uploads, renders, exports) may take, in MiB (0: all the agent offers)")
 }
 
 func (c *cli) negotiate(ctx context.Context, sf sessionFlags) (*cpv1.SessionContract, error) {
@@ -225,7 +230,7 @@ func (c *cli) negotiate(ctx context.Context, sf sessionFlags) (*cpv1.SessionCont
 		ContractVersion:     "1.0.0",
 		HostProfile:         &cpv1.HostProfile{ClientName: "blendctl", ClientVersion: "0.1.0", FeatureFlags: sf.flags},
 		BlenderVersionRange: sf.blenderRange,
-		Constraints:         &cpv1.Constraints{ToolTimeBudgetMs: sf.budgetMs},
+		Constraints:         &cpv1.Constraints{ToolTimeBudgetMs: sf.budgetMs, MaxMemoryMib: sf.memoryMiB, TempStorageMib: sf.diskMiB},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("negotiate: %w", err)
