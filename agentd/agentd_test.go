@@ -37,7 +37,9 @@ func TestDiskFlagsChecked(t *testing.T) {
 		cfg := Defaults()
 		cfg.DataDir = filepath.Join(t.TempDir(), "never")
 		c.set(&cfg)
-		err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // past the check, Run would stop at once rather than serve
+		err := Run(ctx, cfg, slog.New(slog.DiscardHandler))
 		if err == nil || !strings.Contains(err.Error(), c.flag) {
 			t.Errorf("%s out of range: %v", c.flag, err)
 		}

@@ -184,6 +184,9 @@ func TestStorageCeilingKeepsTheFileItWouldReplace(t *testing.T) {
 		}
 		mustExecute(t, p, "object.create", map[string]any{"type": "uv_sphere", "name": "Ball"}) // hundreds of vertices more
 		wantToolError(t, p, "scene.export", export, CodeQuotaExceeded)
+		if aside, _ := filepath.Glob(filepath.Join(dir, "aside", "*")); len(aside) != 0 {
+			t.Errorf("a refused export left %v aside", aside)
+		}
 		if o, m := fileSHA(t, filepath.Join(sandbox, "scene.obj")), fileSHA(t, filepath.Join(sandbox, "scene.mtl")); o != obj || m != mtl {
 			t.Errorf("the export's files after it was refused: %s %s, want the earlier ones %s %s", o, m, obj, mtl)
 		}
@@ -191,7 +194,7 @@ func TestStorageCeilingKeepsTheFileItWouldReplace(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustExecute(t, p, "scene.export", export)
-		if aside, _ := filepath.Glob(filepath.Join(dir, "work", "tmp", "aside-*")); len(aside) != 0 {
+		if aside, _ := filepath.Glob(filepath.Join(dir, "aside", "*")); len(aside) != 0 {
 			t.Errorf("files set aside are left: %v", aside)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -86,6 +87,32 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 		d.Close()
 	}
 	m.log.Info("file received", "session_id", sessionID, "name", name, "bytes", size, "sha256", sha)
+	return nil
+}
+
+// asideDir, beside a session's sandbox, holds the files a call set aside
+// while it rewrites them (bridge/registry.py, Tx.set_aside; sandbox.py,
+// ASIDE): the call puts them back if it fails, drops them if it succeeds.
+const asideDir = "aside"
+
+// putBack returns to the sandbox the files a call that died with its
+// Blender had set aside (over what it left half-written under their
+// names), before the session's next Blender starts.
+func (m *Manager) putBack(s *session) error {
+	dir := filepath.Join(s.dir, asideDir)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(s.sandbox, e.Name())); err != nil {
+			return fmt.Errorf("put back %s, which a call that died had set aside: %w", e.Name(), err)
+		}
+		m.log.Info("a file that a call which died had set aside is back", "session_id", s.id, "name", e.Name())
+	}
 	return nil
 }
 

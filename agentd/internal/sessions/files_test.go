@@ -119,7 +119,52 @@ func TestUploadAboveTheFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	free := int64(st.Bavail) * st.Bsize >> 20 // MiB
+	if free < 1<<10 {
+		t.Skipf("%d MiB free: too little to set a floor 96 MiB under", free)
+	}
 	m, _, rt := newManagerWith(t, func(c *Config) { c.MinFreeDiskMiB = free - 96 })
 	open(t, m, rt, "s1")
 	putFile(t, m, "s1", "big.bin", make([]byte, 64<<20)) // 96 MiB of room, give or take what else writes meanwhile
+}
+
+// TestPutBackWhatADeadCallSetAside: a file an export set aside while it
+// rewrote it (bridge Tx.set_aside), left there by a Blender that died mid
+// call over its half-written output, is back in the sandbox before the
+// session's next Blender starts.
+func TestPutBackWhatADeadCallSetAside(t *testing.T) {
+	m, _, rt := newManager(t)
+	open(t, m, rt, "s1")
+	export := Operation{OperationID: "exp", MCPCallID: "c", Tool: "scene.export", Args: map[string]any{"format": "obj", "output": "scene.obj"},
+		Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-exp"}
+	if rs := run(t, m, "s1", "r1", create("a", "Box"), export); rs[1].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("export: %v", rs)
+	}
+	dir := filepath.Join(m.cfg.DataDir, "sessions", "s1")
+	exported, err := os.ReadFile(filepath.Join(dir, "output", "scene.obj"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a Blender killed mid-export leaves: the old file aside, a
+	// half-written one under its name.
+	if err := os.MkdirAll(filepath.Join(dir, "aside"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "output", "scene.obj"), filepath.Join(dir, "aside", "scene.obj")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "output", "scene.obj"), []byte("# half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(blenderPid(m, "s1"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if rs := run(t, m, "s1", "r2", create("b", "Ball")); rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("the session after its Blender died: %v", rs)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "output", "scene.obj")); err != nil || !bytes.Equal(got, exported) {
+		t.Errorf("scene.obj after the recovery: %q, %v; want the export", got, err)
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, "aside")); len(left) != 0 {
+		t.Errorf("still aside: %v", left)
+	}
 }

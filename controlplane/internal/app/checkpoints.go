@@ -107,8 +107,8 @@ func (a *App) pullCheckpoint(ctx context.Context, agentID, sessionID string) err
 	if err != nil {
 		return err
 	}
-	if old != nil && old.SHA256 != sum && !a.named(old.SHA256) {
-		if err := a.blobs.Remove(old.SHA256); err != nil {
+	if old != nil && old.SHA256 != sum {
+		if _, err := a.blobs.RemoveIdle(old.SHA256, 0, a.unnamed(old.SHA256)); err != nil {
 			a.log.Warn("removing a replaced checkpoint", "session_id", sessionID, "err", err)
 		}
 	}
@@ -264,10 +264,12 @@ func (a *App) undoPending(sessionID string) bool {
 	return false
 }
 
-// named reports whether an artifact names content sha256 (or the store
-// cannot say): a replaced checkpoint's copy that an artifact's content
+// unnamed asks, under the blob store's lock, whether no artifact names
+// content sha256: a replaced checkpoint's copy that an artifact's content
 // happens to equal stays.
-func (a *App) named(sha256 string) bool {
-	named, err := a.store.Named(sha256)
-	return named || err != nil
+func (a *App) unnamed(sha256 string) func() (bool, error) {
+	return func() (bool, error) {
+		named, err := a.store.Named(sha256)
+		return !named, err
+	}
 }

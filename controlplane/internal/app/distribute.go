@@ -159,7 +159,10 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 						continue
 					}
 					mu.Lock()
-					if errors.Is(err, errRenderRefused) || errors.Is(err, errDiverged) || errors.Is(err, blob.ErrDiskShort) {
+					switch {
+					case errors.Is(err, blob.ErrDiskShort): // says the most: it fails every agent alike
+						refused = err
+					case refused == nil && (errors.Is(err, errRenderRefused) || errors.Is(err, errDiverged)):
 						refused = err
 					}
 					dead[p.AgentID] = true

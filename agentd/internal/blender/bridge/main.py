@@ -339,9 +339,12 @@ def execute(params):
     except BaseException:
         roll_back(tx, before, "", name)
         raise
-    for fn in tx.succeeded:
-        fn()
     tx.apply_touches()
+    for fn in tx.succeeded:
+        try:
+            fn()
+        except Exception:
+            log("an execute's success step failed", tool=name, trace=traceback.format_exc())
     if ph:
         ph.mark("records")
     after = STATE.scene_hash()

@@ -201,13 +201,11 @@ before the tool runs. Without this fault both params are ignored.
 '''
 
 import os
-import shutil
-import tempfile
 import traceback
 
 from common import ToolError, canonical, log  # noqa: F401  (re-exported for tool modules)
 from compat import parse_version_range, version_in_range
-from sandbox import SANDBOX
+from sandbox import SANDBOX, aside_path
 from state import STATE
 
 TOOL_VERSION = "1.0.0"
@@ -405,28 +403,25 @@ class Tx:
         self.undo_record = rec
 
     def on_success(self, fn):
-        """Register what to do once the call succeeded (execute's checks
-        passed): drop what a rollback would have needed."""
+        """Register what to do once an execute succeeded (its checks passed,
+        its records applied): drop what a rollback would have needed. A
+        failure there is logged, not raised."""
         self.succeeded.append(fn)
 
     def set_aside(self, paths):
         """Move the files at paths, which the tool is about to write anew,
-        out of the sandbox (into the work dir's temp dir): a failed call puts
-        them back, a successful one drops them. One that cannot move (the
-        work dir on another file system) is removed, and a failed call
-        leaves none of its name."""
+        out of the sandbox into the session's aside directory beside it
+        (sandbox.aside_path): a failed call puts them back, a successful one
+        drops them, and agentd puts back those of a call that died with its
+        Blender before the session's next Blender starts."""
         for p in paths:
             if not os.path.lexists(p):
                 continue
-            aside = tempfile.mkdtemp(prefix="aside-")
-            try:
-                os.replace(p, os.path.join(aside, "f"))
-            except OSError:
-                os.rmdir(aside)
-                os.remove(p)
-                continue
-            self.on_undo(lambda p=p, aside=aside: put_back(os.path.join(aside, "f"), p))
-            self.on_success(lambda aside=aside: shutil.rmtree(aside, ignore_errors=True))
+            aside = aside_path(p)
+            os.makedirs(os.path.dirname(aside), exist_ok=True)
+            os.replace(p, aside)  # same file system: the sandbox's parent
+            self.on_undo(lambda p=p, aside=aside: put_back(aside, p))
+            self.on_success(lambda aside=aside: remove_file(aside))
 
     def wrote(self, path):
         """Declare a file the tool wrote (or is writing) in the sandbox: a
@@ -488,7 +483,6 @@ def put_back(aside, path):
     is logged, not raised: it must not stop the scene's rollback."""
     try:
         os.replace(aside, path)
-        os.rmdir(os.path.dirname(aside))
     except OSError as e:
         log("could not put back a file a failed call set aside", path=path, err=str(e))
 

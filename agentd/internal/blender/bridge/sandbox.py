@@ -78,6 +78,17 @@ def _mib(v):
     return v << 20 if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
+# ASIDE is the directory beside the sandbox (the session's own) where a call
+# sets aside the files it rewrites (Tx.set_aside); agentd puts back what a
+# call that died left there (Go: sessions.asideDir).
+ASIDE = "aside"
+
+
+def aside_path(path):
+    """Where the sandbox file at path goes while a call rewrites it."""
+    return os.path.join(os.path.dirname(os.path.dirname(path)), ASIDE, os.path.basename(path))
+
+
 def usage(leaving=()):
     """The bytes the regular files directly in the sandbox take (their
     sizes), but those at the paths in leaving: files a call is about to
