@@ -149,15 +149,25 @@ func (m *Manager) checkFloor(dir, what string, size int64) error {
 	if floor <= 0 {
 		return nil
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
+	free, err := freeDisk(dir)
+	if err != nil {
 		return err
 	}
-	if free := int64(st.Bavail)*st.Bsize - size; free < floor {
+	if free -= size; free < floor {
 		return fmt.Errorf("%w: %s (%d bytes) would leave the agent's disk %.1f MiB free, under the %d MiB it keeps for its journal",
 			ErrQuotaExceeded, what, size, float64(free)/(1<<20), m.cfg.MinFreeDiskMiB)
 	}
 	return nil
+}
+
+// freeDisk is the disk free to agentd under dir, in bytes; a variable for
+// the tests, whose disk others write to meanwhile.
+var freeDisk = func(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * st.Bsize, nil
 }
 
 // sandboxBytes is what the regular files directly in dir take (their

@@ -3,7 +3,11 @@ package sessions
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,19 +116,47 @@ func TestImportSurvivesAReplacedUpload(t *testing.T) {
 // TestUploadAboveTheFloor: an upload that fits above the disk floor is
 // taken: its bytes are counted against the floor once, before they are
 // written, not again when the file lands (which refused any upload larger
-// than half the room above the floor).
+// than half the room above the floor). The disk is one of the test's own,
+// 1 GiB less what the agent's files take, so that what else writes to the
+// real one meanwhile does not count.
 func TestUploadAboveTheFloor(t *testing.T) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(os.TempDir(), &st); err != nil {
+	m, _, rt := newManagerWith(t, func(c *Config) { c.MinFreeDiskMiB = 1<<10 - 96 })
+	real := freeDisk
+	t.Cleanup(func() { freeDisk = real })
+	freeDisk = func(string) (int64, error) {
+		var used int64
+		err := filepath.WalkDir(m.cfg.DataDir, func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if fi, ierr := d.Info(); ierr == nil {
+					used += fi.Size()
+				}
+			}
+			return nil
+		})
+		return 1<<30 - used, err
+	}
+	open(t, m, rt, "s1")
+	room, err := freeDisk("")
+	if err != nil {
 		t.Fatal(err)
 	}
-	free := int64(st.Bavail) * st.Bsize >> 20 // MiB
-	if free < 1<<10 {
-		t.Skipf("%d MiB free: too little to set a floor 96 MiB under", free)
+	size := room - (1<<10-96)<<20 - 32<<20 // 32 MiB short of the room above the floor
+	h := sha256.New()
+	io.Copy(h, io.LimitReader(zeros{}, size))
+	if err := m.PutFile("s1", "big.bin", size, hex.EncodeToString(h.Sum(nil)), io.LimitReader(zeros{}, size)); err != nil {
+		t.Fatal(err)
 	}
-	m, _, rt := newManagerWith(t, func(c *Config) { c.MinFreeDiskMiB = free - 96 })
-	open(t, m, rt, "s1")
-	putFile(t, m, "s1", "big.bin", make([]byte, 64<<20)) // 96 MiB of room, give or take what else writes meanwhile
+	if err := m.PutFile("s1", "more.bin", 64<<20, "", io.LimitReader(zeros{}, 64<<20)); !errors.Is(err, ErrQuotaExceeded) {
+		t.Fatalf("an upload past the floor: %v", err)
+	}
+}
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
 
 // TestPutBackWhatADeadCallSetAside: a file an export set aside while it
