@@ -49,16 +49,22 @@ func checkFileName(name string) error {
 // exactly size bytes hashing to sha (hex SHA-256). The file appears whole
 // or not at all (a temporary file, fsynced, renamed over the name); a
 // symlink at the name is replaced, never followed. A parked session takes
-// files without starting its Blender.
-func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.Reader) error {
+// files without starting its Blender. A session closed meanwhile is
+// ErrNotFound.
+func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.Reader) (err error) {
 	s, err := m.session(sessionID)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil && m.isClosed(s) { // its files went with it
+			err = fmt.Errorf("%w: %q was closed during the upload (%v)", ErrNotFound, sessionID, err)
+		}
+	}()
 	if err := checkFileName(name); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(s.sandbox, 0o755); err != nil {
+	if err := os.MkdirAll(s.sandbox, 0o755); err != nil { // a session being opened may not have it yet
 		return err
 	}
 	if err := m.checkRoom(s, name, size, size); err != nil { // before a byte lands on the disk

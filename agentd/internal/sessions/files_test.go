@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/blendplane/blendplane/agentd/internal/blender"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -198,5 +199,45 @@ func TestPutBackWhatADeadCallSetAside(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(filepath.Join(dir, "aside")); len(left) != 0 {
 		t.Errorf("still aside: %v", left)
+	}
+}
+
+// TestCloseDuringAPreview: a session closed while a preview of it runs is
+// closed (its directory removed) and the preview ends NotFound: the
+// preview's fork lives beside the sessions, not in the session's
+// directory, where the fork's Blender kept writing while the close removed
+// it ("directory not empty", found by TestRandomRequests' fixed seed).
+func TestCloseDuringAPreview(t *testing.T) {
+	m, _, rt := newManager(t)
+	open(t, m, rt, "s1")
+	run(t, m, "s1", "r1", create("a", "Box"))
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Preview(context.Background(), "s1", []Operation{create("p", "Ball")}, false)
+		done <- err
+	}()
+	s, _ := m.session("s1")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if forks, _ := filepath.Glob(filepath.Join(m.previewsDir(), "s1-*")); len(forks) > 0 {
+			break
+		}
+		if inside, _ := filepath.Glob(filepath.Join(s.dir, "preview-*")); len(inside) > 0 {
+			t.Fatalf("the preview's fork is in the session's directory: %v", inside)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the preview did not start")
+		}
+	}
+	if err := m.Close("s1"); err != nil {
+		t.Fatalf("close during a preview: %v", err)
+	}
+	if err := <-done; !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the preview of a session closed under it: %v, want ErrNotFound", err)
+	}
+	if _, err := os.Stat(s.dir); !os.IsNotExist(err) {
+		t.Errorf("the closed session's directory: %v", err)
+	}
+	if forks, _ := os.ReadDir(m.previewsDir()); len(forks) != 0 {
+		t.Errorf("forks left: %v", forks)
 	}
 }

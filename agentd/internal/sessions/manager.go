@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/blendplane/blendplane/agentd/internal/blender"
@@ -182,8 +183,10 @@ func NewManager(cfg Config, rts []Runtime, j *journal.Journal, log *slog.Logger)
 		previews: make(chan struct{}, 1), spares: map[string]*spare{}, spawning: map[string]context.CancelFunc{},
 		refreshing: map[*session]*refreshing{},
 		wanted:     map[string]bool{}, spareFailed: map[string]time.Time{}}
-	if err := os.RemoveAll(m.sparesDir()); err != nil { // of an agentd that is gone
-		return nil, err
+	for _, d := range []string{m.sparesDir(), m.previewsDir()} { // of an agentd that is gone
+		if err := os.RemoveAll(d); err != nil {
+			return nil, err
+		}
 	}
 	m.idleTimeout.Store(int64(cfg.IdleTimeout))
 	for _, rt := range rts {
@@ -473,7 +476,7 @@ func (m *Manager) Close(sessionID string) error {
 	if err := m.journal.CloseSession(sessionID); err != nil && !errors.Is(err, journal.ErrSessionNotFound) {
 		return err
 	}
-	if err := os.RemoveAll(s.dir); err != nil {
+	if err := removeAll(s.dir); err != nil {
 		return fmt.Errorf("remove the files of session %s: %w", sessionID, err)
 	}
 	m.log.Info("session closed", "session_id", sessionID)
@@ -594,4 +597,23 @@ func (s *session) alive() bool {
 	// A Blender killed after an abandoned call may not have exited yet; it
 	// is as good as gone: the next batch recovers the session.
 	return s.proc != nil && s.proc.Usable()
+}
+
+// removeAll is os.RemoveAll of a directory that an upload under way may
+// still add a file to (its temporary file, then nothing more: its session
+// is closed): tried again while that leaves it not empty.
+func removeAll(dir string) error {
+	err := os.RemoveAll(dir)
+	for try := 0; errors.Is(err, syscall.ENOTEMPTY) && try < 10; try++ {
+		time.Sleep(10 * time.Millisecond)
+		err = os.RemoveAll(dir)
+	}
+	return err
+}
+
+// isClosed reports whether s was closed (Close).
+func (m *Manager) isClosed(s *session) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return s.closed
 }

@@ -57,13 +57,11 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 		return PreviewResult{}, err
 	}
 	defer func() {
-		m.mu.Lock()
-		closed := s.closed
-		m.mu.Unlock()
-		if err != nil && closed {
-			// Its files went with it, the fork's among them: not a failure
-			// of the preview's own.
+		switch { // a preview of what is gone: not a failure of its own
+		case m.isClosed(s) && err != nil:
 			err = fmt.Errorf("%w: %q was closed during its preview (%v)", ErrNotFound, sessionID, err)
+		case m.isClosed(s):
+			err = fmt.Errorf("%w: %q was closed during its preview", ErrNotFound, sessionID)
 		}
 	}()
 	select {
@@ -75,7 +73,9 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 	ctx, cancel := context.WithTimeout(ctx, previewTimeout)
 	defer cancel()
 	start := time.Now()
-	dir := filepath.Join(s.dir, fmt.Sprintf("preview-%d", previewSeq.Add(1)))
+	// Beside the sessions, not in the session's own directory, which a
+	// close removes while the fork may still write into its own.
+	dir := filepath.Join(m.previewsDir(), fmt.Sprintf("%s-%d", s.id, previewSeq.Add(1)))
 	defer os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return PreviewResult{}, err
@@ -83,10 +83,7 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 
 	// The journal as of now, and the checkpoint linked into the fork's
 	// directory: a checkpoint the session takes meanwhile removes its file.
-	m.mu.Lock()
-	closed := s.closed
-	m.mu.Unlock()
-	if closed {
+	if m.isClosed(s) {
 		return PreviewResult{}, fmt.Errorf("%w: %q is closed", ErrNotFound, sessionID)
 	}
 	s.mu.Lock()

@@ -313,7 +313,7 @@ func TestPreviewTakesASlot(t *testing.T) {
 		t.Fatalf("%d slots held after the failed preview, want the sessions' 2", held)
 	}
 	s3, _ := m.session("s3")
-	if left, _ := filepath.Glob(filepath.Join(s3.dir, "preview-*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(m.previewsDir(), s3.id+"-*")); len(left) != 0 {
 		t.Fatalf("the failed preview left %v", left)
 	}
 	// Waiting, it runs once a batch ends, in the slot of the session it parks.
@@ -546,7 +546,7 @@ func TestPreviewOfImportedFiles(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(s.sandbox, "tri.obj")); err != nil || !bytes.Equal(got, content) {
 		t.Fatalf("the session's tri.obj after the preview exported over its copy: %q %v", got, err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(s.dir, "preview-*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(m.previewsDir(), s.id+"-*")); len(left) != 0 {
 		t.Fatalf("the preview left %v", left)
 	}
 }

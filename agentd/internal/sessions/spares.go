@@ -61,6 +61,9 @@ func (m *Manager) Adopted() uint64 { return m.adopted.Load() }
 // sparesDir holds the spares' work dirs.
 func (m *Manager) sparesDir() string { return filepath.Join(m.cfg.DataDir, "spares") }
 
+// previewsDir holds the forks of running previews (preview.go).
+func (m *Manager) previewsDir() string { return filepath.Join(m.cfg.DataDir, "previews") }
+
 // cacheDir is shared by every Blender of the agent (blender.Options.CacheDir).
 func (m *Manager) cacheDir() string { return CacheDir(m.cfg.DataDir) }
 
