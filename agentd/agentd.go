@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"buf.build/go/protovalidate"
@@ -33,6 +32,7 @@ import (
 	"github.com/blendplane/blendplane/agentd/internal/sessions"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/diskfree"
 	"github.com/blendplane/blendplane/internal/panicguard"
 	"github.com/blendplane/blendplane/internal/rpclog"
 	"github.com/blendplane/blendplane/internal/transport"
@@ -118,15 +118,11 @@ func Defaults() Config {
 	}
 }
 
-// maxDiskMiB is the most disk a flag may name (2^40 MiB): its bytes fit an
-// int64, as agent.proto's temp_storage_mib.
-const maxDiskMiB = 1 << 40
-
 // Run serves until ctx is cancelled, then stops every Blender and exits.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	for flag, mib := range map[string]int64{"--session-storage-mib": cfg.SessionStorageMiB, "--min-free-disk-mib": cfg.MinFreeDiskMiB} {
-		if mib < 0 || mib > maxDiskMiB {
-			return fmt.Errorf("%s %d: from 0 to %d", flag, mib, maxDiskMiB)
+		if mib < 0 || mib > diskfree.MaxMiB {
+			return fmt.Errorf("%s %d: from 0 to %d", flag, mib, diskfree.MaxMiB)
 		}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
@@ -446,9 +442,8 @@ func resources(dataDir string, sessionStorageMiB, minFreeMiB int64) *cpv1.Resour
 			}
 		}
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dataDir, &st); err == nil {
-		r.TempStorageMib = max(int64(st.Bavail)*st.Bsize/(1<<20)-minFreeMiB, 1)
+	if free, err := diskfree.Bytes(dataDir); err == nil {
+		r.TempStorageMib = max(free>>20-minFreeMiB, 1)
 	}
 	if sessionStorageMiB > 0 && (r.TempStorageMib == 0 || sessionStorageMiB < r.TempStorageMib) {
 		r.TempStorageMib = sessionStorageMiB

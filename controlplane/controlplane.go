@@ -40,6 +40,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	plannerv1 "github.com/blendplane/blendplane/gen/blendplane/planner/v1"
+	"github.com/blendplane/blendplane/internal/diskfree"
 	"github.com/blendplane/blendplane/internal/panicguard"
 	"github.com/blendplane/blendplane/internal/receiptwire"
 	"github.com/blendplane/blendplane/internal/rpclog"
@@ -176,8 +177,8 @@ const minMessageBytes = 1 << 20
 // Run serves until ctx is cancelled, then shuts down gracefully. ready, if
 // not nil, receives the bound address once the server accepts connections.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr string)) error {
-	if cfg.MinFreeDiskMiB < 0 || cfg.MinFreeDiskMiB > 1<<40 {
-		return fmt.Errorf("--min-free-disk-mib %d: from 0 to %d (its bytes must fit an int64)", cfg.MinFreeDiskMiB, int64(1)<<40)
+	if cfg.MinFreeDiskMiB < 0 || cfg.MinFreeDiskMiB > diskfree.MaxMiB {
+		return fmt.Errorf("--min-free-disk-mib %d: from 0 to %d", cfg.MinFreeDiskMiB, diskfree.MaxMiB)
 	}
 	if cfg.MaxMessageBytes < minMessageBytes {
 		return fmt.Errorf("--max-message-bytes %d: at least %d (artifacts travel in 512 KiB chunks)", cfg.MaxMessageBytes, minMessageBytes)

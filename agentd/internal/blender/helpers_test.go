@@ -74,16 +74,26 @@ func testLogger(t testing.TB) *slog.Logger {
 // given.
 func startTestProcess(t testing.TB, rt Runtime, faults ...string) *Process {
 	t.Helper()
+	p, _ := startWith(t, rt, func(o *Options) { o.Faults = append(o.Faults, faults...) })
+	return p
+}
+
+// startWith is startTestProcess with its options changed by set; it
+// returns the directory that holds work/ and sandbox/ too.
+func startWith(t testing.TB, rt Runtime, set func(*Options)) (*Process, string) {
+	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	p, err := Start(ctx, rt, Options{
+	opts := Options{
 		Logger:     testLogger(t),
 		WorkDir:    filepath.Join(dir, "work"),
 		SandboxDir: filepath.Join(dir, "sandbox"),
 		CacheDir:   testCache,
-		Faults:     append([]string{"inject"}, faults...),
-	})
+		Faults:     []string{"inject"},
+	}
+	set(&opts)
+	p, err := Start(ctx, rt, opts)
 	if err != nil {
 		t.Fatalf("Start(%s): %v", rt.Path, err)
 	}
@@ -92,7 +102,7 @@ func startTestProcess(t testing.TB, rt Runtime, faults ...string) *Process {
 			t.Errorf("Stop: %v", err)
 		}
 	})
-	return p
+	return p, dir
 }
 
 func callCtx(t testing.TB) context.Context {

@@ -1,12 +1,10 @@
 package blender
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestStorageCeiling: the files in the sandbox take at most the session's
@@ -24,22 +22,15 @@ func TestStorageCeiling(t *testing.T) {
 				name = "adopted"
 			}
 			t.Run(name, func(t *testing.T) {
-				dir := t.TempDir()
+				p, dir := startWith(t, rt, func(o *Options) {
+					o.StorageLimitMiB = 1
+					if adopted { // a spare: no sandbox and no ceiling until adopted
+						o.SandboxDir, o.StorageLimitMiB = "", 0
+					}
+				})
 				sandbox := filepath.Join(dir, "sandbox")
-				opts := Options{Logger: testLogger(t), WorkDir: filepath.Join(dir, "work"), SandboxDir: sandbox,
-					CacheDir: testCache, Faults: []string{"inject"}, StorageLimitMiB: 1}
-				if adopted { // a spare: no sandbox and no ceiling until adopted
-					opts.SandboxDir, opts.StorageLimitMiB = "", 0
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				defer cancel()
-				p, err := Start(ctx, rt, opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { p.Stop(5 * time.Second) })
 				if adopted {
-					if _, err := p.Adopt(ctx, testLogger(t), sandbox, Limits{StorageMiB: 1}); err != nil {
+					if _, err := p.Adopt(callCtx(t), testLogger(t), sandbox, Limits{StorageMiB: 1}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -119,16 +110,8 @@ func sandboxBytes(t *testing.T, dir string) int64 {
 // disk has) fails with quota_exceeded and leaves none of its files.
 func TestDiskFloor(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
-		dir := t.TempDir()
+		p, dir := startWith(t, rt, func(o *Options) { o.MinFreeDiskMiB = 1 << 40 })
 		sandbox := filepath.Join(dir, "sandbox")
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		p, err := Start(ctx, rt, Options{Logger: testLogger(t), WorkDir: filepath.Join(dir, "work"), SandboxDir: sandbox,
-			CacheDir: testCache, MinFreeDiskMiB: 1 << 40})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Stop(5 * time.Second) })
 		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Box"})
 		te := wantToolError(t, p, "scene.export", map[string]any{"format": "obj", "output": "a.obj"}, CodeQuotaExceeded)
 		if !strings.Contains(te.Message, "keeps for its journal") {
@@ -138,7 +121,7 @@ func TestDiskFloor(t *testing.T) {
 			t.Errorf("the refused export left %d bytes in the sandbox", n)
 		}
 		// A spare adopted by a session keeps the agent's floor.
-		if _, err := p.Adopt(ctx, testLogger(t), filepath.Join(dir, "other"), Limits{}); err != nil {
+		if _, err := p.Adopt(callCtx(t), testLogger(t), filepath.Join(dir, "other"), Limits{}); err != nil {
 			t.Fatal(err)
 		}
 		wantToolError(t, p, "scene.export", map[string]any{"format": "obj", "output": "a.obj"}, CodeQuotaExceeded)
@@ -149,16 +132,8 @@ func TestDiskFloor(t *testing.T) {
 // that would replace a file of its name leaves that file as it was.
 func TestStorageCeilingKeepsTheFileItWouldReplace(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
-		dir := t.TempDir()
+		p, dir := startWith(t, rt, func(o *Options) { o.StorageLimitMiB = 1 })
 		sandbox := filepath.Join(dir, "sandbox")
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		p, err := Start(ctx, rt, Options{Logger: testLogger(t), WorkDir: filepath.Join(dir, "work"), SandboxDir: sandbox,
-			CacheDir: testCache, StorageLimitMiB: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Stop(5 * time.Second) })
 		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Box"})
 		shot := map[string]any{"output": "shot.png", "resolution": []any{16, 16}, "samples": 1, "seed": 1}
 		small := mustExecute(t, p, "render.still", shot).Fields()["sha256"]

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/diskfree"
 )
 
 var (
@@ -168,13 +169,7 @@ func (m *Manager) checkFloor(dir, what string, size int64) error {
 
 // freeDisk is the disk free to agentd under dir, in bytes; a variable for
 // the tests, whose disk others write to meanwhile.
-var freeDisk = func(dir string) (int64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, err
-	}
-	return int64(st.Bavail) * st.Bsize, nil
-}
+var freeDisk = diskfree.Bytes
 
 // sandboxBytes is what the regular files directly in dir take (their
 // sizes), but the one named except.

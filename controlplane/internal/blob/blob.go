@@ -22,8 +22,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/blendplane/blendplane/internal/diskfree"
 )
 
 // ErrTooLarge: the content is over the writer's limit.
@@ -66,11 +67,11 @@ func (s *Store) room(n int64) error {
 	if s.keepFree <= 0 {
 		return nil
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(s.dir, &st); err != nil {
+	free, err := diskfree.Bytes(s.dir)
+	if err != nil {
 		return fmt.Errorf("blob: %w", err)
 	}
-	if free := int64(st.Bavail)*st.Bsize - n; free < s.keepFree {
+	if free -= n; free < s.keepFree {
 		return fmt.Errorf("%w: %d more bytes would leave %.1f MiB free, under the %d MiB it keeps (--min-free-disk-mib)",
 			ErrDiskShort, n, float64(free)/(1<<20), s.keepFree>>20)
 	}
