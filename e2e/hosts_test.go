@@ -712,6 +712,88 @@ func TestHostsFailover(t *testing.T) {
 		s.restartAgent(t, victim)
 	})
 
+	t.Run("import", func(t *testing.T) {
+		// Files imported, then uploaded or exported again under their names:
+		// the rebuild gives each replayed import the versions of the files it
+		// read the first time (the model and the material library it names,
+		// an export of the session's own) and leaves the newest in the
+		// sandbox. (Before, the replay read the new model, or found no
+		// export, and the session broke.) The rollback after the imports
+		// makes the rebuild replay the whole log, whatever checkpoint the
+		// control plane copied.
+		id := s.cp.negotiate(t).GetSessionId()
+		victim := s.agentOf(t, id)
+		upload := func(name, content string) {
+			t.Helper()
+			up := &cpv1.ArtifactUpload{SessionId: id, Name: name, SizeBytes: int64(len(content)), Sha256: hexSHA([]byte(content))}
+			if _, err := s.cp.upload(t, up, []byte(content), 1<<20); err != nil {
+				t.Fatal(err)
+			}
+		}
+		imp := func(name string) *cpv1.Operation {
+			return op("imp", "scene.import", map[string]any{"format": "obj", "input": name})
+		}
+		read := func(r *cpv1.Receipt) string { return fmt.Sprint(r.GetResult().AsMap()["files_read"]) }
+		tri, red := "mtllib model.mtl\no Tri\nv 0 0 0\nv 1 0 0\nv 0 1 0\nusemtl Paint\nf 1 2 3\n", "newmtl Paint\nKd 1 0 0\n"
+		upload("model.obj", tri)
+		upload("model.mtl", red)
+		p, rs := s.cp.run(t, id, "import-tri", imp("model.obj"))
+		if want := fmt.Sprintf("map[model.mtl:%s model.obj:%s]", hexSHA([]byte(red)), hexSHA([]byte(tri))); p.GetState() != cpv1.Plan_STATE_SUCCEEDED || read(rs[0]) != want {
+			t.Fatalf("import: %v %v, want files_read %s", p, rs, want)
+		}
+		export := func(id string, deps ...string) *cpv1.Operation {
+			return op(id, "scene.export", map[string]any{"format": "obj", "output": "made.obj"}, deps...)
+		}
+		// Plans apart: the control plane keeps each export before the next
+		// plan runs.
+		for _, ops := range [][]*cpv1.Operation{{export("out")}, {imp("made.obj")}, {export("again")}} {
+			p, rs = s.cp.run(t, id, "made-"+ops[0].GetOperationId(), ops...)
+			if p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+				t.Fatalf("export, import, export: %v %v", p, rs)
+			}
+		}
+		var newest string // made.obj as the second export wrote it
+		for _, a := range rs[0].GetArtifacts() {
+			if a.GetName() == "made.obj" {
+				newest = a.GetSha256()
+			}
+		}
+		quad, blue := "mtllib model.mtl\no Quad\nv 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nusemtl Paint\nf 1 2 3 4\n", "newmtl Paint\nKd 0 0 1\n"
+		upload("model.obj", quad)
+		upload("model.mtl", blue)
+		_, err := s.cp.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: id, RequestId: "import-rollback", Atomic: true,
+			Operations: []*cpv1.Operation{cubeOp("c", "Temp", 0), op("d", "object.delete", map[string]any{"name": "Nope"}, "c")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs := s.cp.receipts(t, "import-rollback", 1); rs[len(rs)-1].GetStatus() != cpv1.Receipt_STATUS_ROLLED_BACK {
+			t.Fatalf("the atomic plan: %v", rs)
+		}
+		before, err := s.cp.client.GetSession(ctxT(t, time.Minute), &cpv1.GetSessionRequest{SessionId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		victim.kill()
+		<-victim.daemon.done
+		p, rs = s.cp.run(t, id, "import-quad", imp("model.obj"))
+		if p.GetState() != cpv1.Plan_STATE_SUCCEEDED || fmt.Sprint(rs[0].GetResult().AsMap()["objects"]) != "[Quad]" ||
+			read(rs[0]) != fmt.Sprintf("map[model.mtl:%s model.obj:%s]", hexSHA([]byte(blue)), hexSHA([]byte(quad))) {
+			t.Fatalf("the import after the rebuild (the newest model, Quad, blue): %v %v\n%s", p, rs, grepLines(s.cp.cp.log.String(), id))
+		}
+		sess, err := s.cp.client.GetSession(ctxT(t, time.Minute), &cpv1.GetSessionRequest{SessionId: id})
+		if err != nil || sess.GetSession().GetAgentId() == victim.id || rs[0].GetSceneHashBefore() != before.GetSession().GetSceneHash() {
+			t.Fatalf("after the rebuild: %v %v (before the loss: %v)", sess.GetSession(), err, before.GetSession())
+		}
+		rebuilt := grepLines(s.cp.cp.log.String(), "session rebuilt")
+		if !slices.ContainsFunc(rebuilt, func(l string) bool { return strings.Contains(l, id) && strings.Contains(l, "from_checkpoint=false") }) {
+			t.Fatalf("the rebuild did not replay the whole log: %v", rebuilt)
+		}
+		if made, err := os.ReadFile(filepath.Join(s.agentOf(t, id).dir, "sessions", id, "output", "made.obj")); err != nil || hexSHA(made) != newest {
+			t.Fatalf("made.obj on the new agent: sha256 %s (%v), the second export's %s", hexSHA(made), err, newest)
+		}
+		s.restartAgent(t, victim)
+	})
+
 	t.Run("restart", func(t *testing.T) {
 		id := s.cp.negotiate(t).GetSessionId()
 		victim := s.agentOf(t, id)

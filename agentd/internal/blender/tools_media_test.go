@@ -351,6 +351,15 @@ func TestMediaImportExport(t *testing.T) {
 				}
 			}
 			imp := mediaStep(t, p, "scene.import", map[string]any{"format": f, "input": formats[f]})
+			// What it read, for a control plane that replays it elsewhere:
+			// the file and the material library the OBJ names.
+			want := map[string]any{formats[f]: fileSHA(t, filepath.Join(sandbox, formats[f]))}
+			if mtl := filepath.Join(sandbox, "rt.mtl"); f == "obj" {
+				want["rt.mtl"] = fileSHA(t, mtl)
+			}
+			if read := imp.Fields()["files_read"]; !reflect.DeepEqual(read, want) {
+				t.Errorf("import %s files_read %v, want %v", f, read, want)
+			}
 			objs := fmt.Sprint(imp.Fields()["objects"])
 			if !strings.Contains(objs, "Suzanne.001") || !strings.Contains(objs, "Label.001") {
 				t.Errorf("import %s objects %s", f, objs)

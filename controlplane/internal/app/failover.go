@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
@@ -203,48 +202,6 @@ func (a *App) rebuild(ctx context.Context, sess store.Session) error {
 	return nil
 }
 
-// pushUploads copies the files clients uploaded to a session (the newest
-// version of each name) into the sandbox of target (the session, or a fork
-// of it) on agentID: replayed imports read them.
-func (a *App) pushUploads(ctx context.Context, agentID, sessionID, target string) error {
-	newest := map[string]*cpv1.Artifact{}
-	var order []string
-	var after uint64
-	for {
-		arts, next, err := a.store.ListArtifacts(sessionID, "", after, 1000)
-		if err != nil {
-			return err
-		}
-		for _, art := range arts {
-			if art.GetRequestId() != "" {
-				continue // made by an operation: the replay makes it again if it must
-			}
-			if _, seen := newest[art.GetName()]; !seen {
-				order = append(order, art.GetName())
-			}
-			newest[art.GetName()] = art
-		}
-		if next == 0 {
-			break
-		}
-		after = next
-	}
-	for _, name := range order {
-		art := proto.Clone(newest[name]).(*cpv1.Artifact)
-		art.SessionId = target
-		f, err := a.blobs.Open(art.GetSha256())
-		if err != nil {
-			return err
-		}
-		err = a.push(ctx, agentID, art, f)
-		f.Close()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // replayer sends a session's redo log to its new agent: consecutive
 // operations of one plan as one Execute batch, consecutive rollbacks of
 // one plan as one Rollback.
@@ -255,6 +212,7 @@ type replayer struct {
 	epoch     int64
 	reg       *plan.Registry
 	plans     map[store.PlanRef]*cpv1.SubmitPlanRequest
+	files     *replayFiles
 
 	ref        store.PlanRef
 	calls      []*agentv1.OperationCall // pending Execute batch of ref
@@ -302,6 +260,11 @@ func (r *replayer) add(ctx context.Context, rec *cpv1.AuditRecord) error {
 		if def, _ := r.reg.Lookup(op.GetToolName()); def.Determinism == "nondeterministic" {
 			return fmt.Errorf("%w: its history holds %s (operation %q of plan %s), which is nondeterministic", errDiverged, op.GetToolName(), op.GetOperationId(), ref)
 		}
+		if op.GetToolName() == "scene.import" {
+			if err := r.giveImportItsFiles(ctx, ref, op); err != nil {
+				return err
+			}
+		}
 		r.calls = append(r.calls, &agentv1.OperationCall{OperationId: op.GetOperationId(), ToolName: op.GetToolName(), Args: op.GetArgs(),
 			SafetyLevel: op.GetSafetyLevel(), IdempotencyKey: key, McpCallId: cmp.Or(rec.GetMcpCallId(), executor.NewID("replay")),
 			TimeBudgetMs: r.budgetMs})
@@ -309,6 +272,24 @@ func (r *replayer) add(ctx context.Context, rec *cpv1.AuditRecord) error {
 	r.expect = append(r.expect, rec.GetSceneHashAfter())
 	if len(r.expect) >= replayBatch {
 		return r.flush(ctx)
+	}
+	return nil
+}
+
+// giveImportItsFiles pushes the versions of the files a replayed
+// scene.import read the first time, once the calls before it ran.
+func (r *replayer) giveImportItsFiles(ctx context.Context, ref store.PlanRef, op *cpv1.Operation) error {
+	arts, err := r.files.beforeImport(ref, op.GetOperationId())
+	if len(arts) == 0 || err != nil {
+		return err
+	}
+	if err := r.flush(ctx); err != nil {
+		return err
+	}
+	for _, art := range arts {
+		if err := r.files.push(ctx, art); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -253,13 +253,14 @@ def tool_scene_export(tx, args):
 # scene.import: reference checks
 
 def check_ref(ref, what):
-    """A file another file refers to must be a plain name inside the sandbox."""
+    """A file another file refers to must be a plain name inside the
+    sandbox; its path (none for a data: URI)."""
     if ref.startswith("data:"):
-        return
+        return []
     name = urllib.parse.unquote(ref)
     if not PLAIN_NAME.match(name):
         raise ToolError("policy_refused", "%s refers to %r, which is not a plain file name in the sandbox" % (what, ref))
-    sandbox_path(name, PLAIN_NAME.pattern, "a plain file name")
+    return [sandbox_path(name, PLAIN_NAME.pattern, "a plain file name")]
 
 
 def gltf_json(path):
@@ -355,10 +356,12 @@ def check_file_ref(keyword, arg, what):
 
 def check_obj_references(path, name):
     """policy_refused unless every file the OBJ at path and the MTL files it
-    loads refer to is a plain name in the sandbox (see OBJ_REFS)."""
-    mtls = []
+    loads refer to is a plain name in the sandbox (see OBJ_REFS); the paths
+    they name."""
+    mtls, named = [], []
     for keyword, arg in file_refs(path, OBJ_REFS):
         paths = check_file_ref(keyword, arg, name)
+        named += paths
         if keyword == "mtllib":
             mtls += paths
     default = os.path.splitext(path)[0] + ".mtl"
@@ -366,20 +369,28 @@ def check_obj_references(path, name):
         if os.path.dirname(os.path.realpath(default)) != os.path.dirname(path):
             raise ToolError("policy_refused", "%s: its .mtl %r resolves outside the sandbox" % (name, os.path.basename(default)))
         mtls.append(default)
+    named += mtls
     for mtl in sorted(set(mtls)):
         if os.path.isfile(mtl):
             for keyword, arg in file_refs(mtl, MTL_REFS):
-                check_file_ref(keyword, arg, os.path.basename(mtl))
+                named += check_file_ref(keyword, arg, os.path.basename(mtl))
+    return named
 
 
 def check_references(fmt, path, name):
+    """policy_refused unless every file the file at path refers to is in the
+    sandbox; the files of the sandbox the import may read, by name, with the
+    SHA-256 of their content (a control plane that rebuilds the session
+    elsewhere gives its replay these versions, not newer uploads)."""
+    named = [path]
     if fmt == "gltf":
         for uri in gltf_uris(gltf_json(path)):
-            check_ref(uri, name)
+            named += check_ref(uri, name)
     elif fmt == "obj":
-        check_obj_references(path, name)
+        named += check_obj_references(path, name)
     elif fmt == "usd":
-        check_usd_layer(path, name, set())
+        named += check_usd_layer(path, name, set())
+    return {os.path.basename(p): sha256_file(p) for p in sorted(set(named)) if os.path.isfile(p)}
 
 
 USD_LAYERS = (".usd", ".usda", ".usdc", ".usdz")
@@ -390,10 +401,11 @@ def check_usd_layer(path, name, seen):
     are plain names in the sandbox, the layers they name checked the same
     way. A binary layer (crate, .usdz) can name files anywhere, in a form
     read here by no one but USD, and the importer follows them: the meshes
-    it brings in carry no file path for the check after the import."""
+    it brings in carry no file path for the check after the import. The
+    paths the layers name."""
     real = os.path.realpath(path)
     if real in seen:
-        return
+        return []
     seen.add(real)
     with open(path, "rb") as f:
         head = f.read(5)
@@ -402,13 +414,15 @@ def check_usd_layer(path, name, seen):
                         "since the files it refers to cannot be checked; export it as .usda" % name)
     with open(path, "r", encoding="utf-8", errors="replace") as f:
         text = f.read()
+    named = []
     for ref in re.findall(r"@([^@\n]*)@", text):
-        check_ref(ref, name)
+        named += check_ref(ref, name)
         ref_name = urllib.parse.unquote(ref)
         if ref_name.lower().endswith(USD_LAYERS):
             ref_path = sandbox_path(ref_name)
             if os.path.isfile(ref_path):
-                check_usd_layer(ref_path, ref_name, seen)
+                named += check_usd_layer(ref_path, ref_name, seen)
+    return named
 
 
 def outside_sandbox(filepath):
@@ -471,7 +485,7 @@ def tool_scene_import(tx, args):
     _, imp, _, path = check_format(fmt, name, "input")
     if not os.path.isfile(path):
         raise ToolError("not_found", "no file %r in the sandbox" % name)
-    check_references(fmt, path, name)
+    read = check_references(fmt, path, name)
 
     sc = current_scene()
     vl = active_view_layer(sc)
@@ -544,7 +558,7 @@ def tool_scene_import(tx, args):
         "touched": touched, "scene": sc.name, "view_layer": vl.name if vl is not None else None,
     })
     objects = sorted(db.name for db in created.get("objects", []))
-    return {"objects": objects, "format": fmt, "path": path,
+    return {"objects": objects, "format": fmt, "path": path, "files_read": read,
             "created": {attr: len(dbs) for attr, dbs in sorted(created.items())}}
 
 
