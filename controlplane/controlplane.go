@@ -71,6 +71,9 @@ type Config struct {
 	// MaxSessionsPerPrincipal bounds the sessions one principal holds
 	// open; 0: no bound.
 	MaxSessionsPerPrincipal int
+	// MaxAgentsPerPrincipal bounds the agents one agent token (principal)
+	// has in the fleet, until they are forgotten; 0: no bound.
+	MaxAgentsPerPrincipal int
 	// SessionIdleTimeout parks a session (checkpoint, stop its Blender)
 	// after this long without plans; the next plan restores it. 0: never.
 	SessionIdleTimeout time.Duration
@@ -147,6 +150,7 @@ func Defaults() Config {
 		MaxArtifactBytes:        4 << 30,
 		MinFreeDiskMiB:          512,
 		MaxSessionsPerPrincipal: 1000,
+		MaxAgentsPerPrincipal:   256,
 		SessionIdleTimeout:      10 * time.Minute,
 		MaxOperationsPerPlan:    100_000,
 		Heartbeat:               2 * time.Second,
@@ -256,6 +260,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		MaxPayloadBytes:         int64(cfg.MaxMessageBytes),
 		MaxArtifactBytes:        cfg.MaxArtifactBytes,
 		MaxSessionsPerPrincipal: cfg.MaxSessionsPerPrincipal,
+		MaxAgentsPerPrincipal:   cfg.MaxAgentsPerPrincipal,
 		OpenSessionTimeout:      cfg.OpenSessionTimeout,
 		DefaultToolTimeBudget:   cfg.ToolTimeBudget,
 		MinToolTimeBudget:       minToolTimeBudget,

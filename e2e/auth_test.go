@@ -30,7 +30,7 @@ import (
 // its scopes; what a principal made is its own; agentd answers only the
 // control plane.
 func TestIdentities(t *testing.T) {
-	c := startClusterOpts(t, clusterOpts{cpArgs: []string{"--agent-forget-after", "3s"}})
+	c := startClusterOpts(t, clusterOpts{cpArgs: []string{"--agent-forget-after", "3s", "--max-agents-per-principal", "2"}})
 	cpDir := filepath.Join(c.dir, "cp")
 	if fi, err := os.Stat(filepath.Join(cpDir, "admin.token")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("admin.token: %v %v", fi.Mode(), err)
@@ -299,11 +299,31 @@ func TestIdentities(t *testing.T) {
 		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-neg",
 			Address: "127.0.0.1:1", Runtimes: real.GetRuntimes(), SessionCount: -5})
 		wantRefusal(t, "a negative session count", err, codes.InvalidArgument, "SCHEMA_INVALID")
-		// A real-looking agent that never heartbeats again is forgotten.
-		if _, err := agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-once",
-			Address: "127.0.0.1:1", Runtimes: real.GetRuntimes()}); err != nil {
-			t.Fatal(err)
+		// A registry is kept in memory for every agent that has it: at most
+		// 4 MiB (Blendplane's is far smaller).
+		if n := proto.Size(real.GetRuntimes()[0].GetRegistry()); n > 200<<10 {
+			t.Errorf("the real registry is %d bytes", n)
 		}
+		huge := proto.Clone(real.GetRuntimes()[0]).(*cpv1.Runtime)
+		huge.Registry.Tools[0].Description = strings.Repeat("x", 4<<20)
+		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-huge",
+			Address: "127.0.0.1:1", Runtimes: []*cpv1.Runtime{huge}})
+		wantRefusal(t, "a registry over 4 MiB", err, codes.FailedPrecondition, "REGISTRY_INVALID")
+		if !strings.Contains(err.Error(), "at most 4194304") {
+			t.Errorf("a registry over 4 MiB: %v", err)
+		}
+		// Real-looking agents that never heartbeat again are forgotten; an
+		// agent token registers at most --max-agents-per-principal agents
+		// until then.
+		for _, id := range []string{"agent-once", "agent-twice"} {
+			if _, err := agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: id,
+				Address: "127.0.0.1:1", Runtimes: real.GetRuntimes()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		third := &cpv1.RegisterAgentRequest{AgentId: "agent-thrice", Address: "127.0.0.1:1", Runtimes: real.GetRuntimes()}
+		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), third)
+		wantRefusal(t, "a third agent of one token", err, codes.ResourceExhausted, "QUOTA_EXCEEDED")
 		page, err := c.client.ListAgents(ctxT(t, 10*time.Second), &cpv1.ListAgentsRequest{PageSize: 1})
 		if err != nil || len(page.GetAgents()) != 1 || page.GetNextPageToken() == "" {
 			t.Fatalf("ListAgents pages: %v %v", page, err)
@@ -317,9 +337,12 @@ func TestIdentities(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the silent agent was never forgotten: %v", resp.GetAgents())
+				t.Fatalf("the silent agents were never forgotten: %v", resp.GetAgents())
 			}
 			time.Sleep(500 * time.Millisecond)
+		}
+		if _, err := agent2.RegisterAgent(ctxT(t, 10*time.Second), third); err != nil {
+			t.Fatalf("a third agent once the others were forgotten: %v", err)
 		}
 	})
 

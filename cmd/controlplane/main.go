@@ -34,6 +34,8 @@ func main() {
 	fs.Int64Var(&cfg.MinFreeDiskMiB, "min-free-disk-mib", cfg.MinFreeDiskMiB, "disk kept free under --data-dir for the control plane's database, in MiB: artifact content (uploads, files of receipts, checkpoints) that would leave less is not kept (uploads are refused RESOURCE_EXHAUSTED / STORAGE_EXHAUSTED; 0: none)")
 	fs.IntVar(&cfg.MaxSessionsPerPrincipal, "max-sessions-per-principal", cfg.MaxSessionsPerPrincipal,
 		"most sessions one principal may hold open (each keeps files on its agent); 0: no bound")
+	fs.IntVar(&cfg.MaxAgentsPerPrincipal, "max-agents-per-principal", cfg.MaxAgentsPerPrincipal,
+		"most agents one agent token may have registered at once (forgotten after --agent-forget-after of silence); 0: no bound")
 	fs.DurationVar(&cfg.SessionIdleTimeout, "session-idle-timeout", cfg.SessionIdleTimeout, "park a session (checkpoint it, stop its Blender) after this long without plans; 0: never")
 	fs.IntVar(&cfg.MaxOperationsPerPlan, "max-operations-per-plan", cfg.MaxOperationsPerPlan, "largest plan accepted")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", cfg.Heartbeat, "interval agents register at")

@@ -6,14 +6,21 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/blendplane/blendplane/controlplane/internal/auth"
 	"github.com/blendplane/blendplane/controlplane/internal/contract"
+	"github.com/blendplane/blendplane/controlplane/internal/fleet"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/toolregistry"
 )
 
 // ErrAgentIdentity: an agent id registered by another principal.
 var ErrAgentIdentity = errors.New("agent id taken by another principal")
+
+// maxRegistryBytes bounds one tool registry, as sent: the fleet keeps up to
+// maxRegistries of them in memory. Blendplane's is about 22 KB.
+const maxRegistryBytes = 4 << 20
 
 // agentCertValidity is how long an agent's certificate is valid; agents ask
 // for a new one at registration when theirs is old.
@@ -96,7 +103,11 @@ func (a *App) RegisterAgent(ctx context.Context, who Principal, req *cpv1.Regist
 		// An agent that was just issued a certificate cannot serve with it
 		// yet: it joins the fleet at its next registration, which it sends
 		// as soon as the certificate is installed.
-		a.fleet.Register(req)
+		if err := a.fleet.Register(req, who.Name); errors.Is(err, fleet.ErrTooManyAgents) {
+			return nil, fmt.Errorf("%w: %w", ErrQuotaExceeded, err)
+		} else if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCapacityExhausted, err)
+		}
 		resp.RegistriesHeld = true
 	}
 	for _, rt := range req.GetRuntimes() {
@@ -114,6 +125,9 @@ func (a *App) RegisterAgent(ctx context.Context, who Principal, req *cpv1.Regist
 // session that names it) or that misdeclares a tool the control plane
 // knows.
 func (a *App) checkRegistry(rt *cpv1.Runtime) error {
+	if n := proto.Size(rt.GetRegistry()); n > maxRegistryBytes {
+		return fmt.Errorf("%w: runtime %s: its tool registry is %d bytes, at most %d", ErrRegistryInvalid, rt.GetRuntimeId(), n, maxRegistryBytes)
+	}
 	if err := toolregistry.Check(rt.GetRegistry()); err != nil {
 		return fmt.Errorf("%w: runtime %s: %w", ErrRegistryInvalid, rt.GetRuntimeId(), err)
 	}

@@ -35,6 +35,9 @@ type Config struct {
 	// MaxSessionsPerPrincipal bounds the sessions a principal holds open
 	// (each keeps files on its agent); 0: no bound.
 	MaxSessionsPerPrincipal int
+	// MaxAgentsPerPrincipal bounds the agents one agent principal has in
+	// the fleet; 0: no bound.
+	MaxAgentsPerPrincipal int
 	// OpenSessionTimeout bounds opening a session on an agent.
 	OpenSessionTimeout time.Duration
 	// Tool time budgets: the default, and the least and most a contract
@@ -97,6 +100,7 @@ type App struct {
 func New(cfg Config, st *store.Store, blobs *blob.Store, fl *fleet.Fleet, ca *auth.CA, exCfg executor.Config, log *slog.Logger) *App {
 	a := &App{cfg: cfg, store: st, blobs: blobs, fleet: fl, ca: ca, macros: macro.Default(), log: log.With("component", "app")}
 	a.registries = newRegistries(a.log)
+	fl.Limit(fleet.Limits{AgentsPerPrincipal: cfg.MaxAgentsPerPrincipal, Registries: maxRegistries})
 	a.previewCtx, a.stopPreview = context.WithCancel(context.Background())
 	a.previewSlots = newPreviewSlots()
 	a.rebuilds.running, a.pulls.running = map[string]*rebuild{}, map[string]bool{}

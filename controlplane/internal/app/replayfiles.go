@@ -24,10 +24,10 @@ type replayFiles struct {
 	app       *App
 	agentID   string
 	target    string
-	versions  map[string]*cpv1.Artifact // name + "\x00" + sha256 → a version of any origin
-	uploads   []*cpv1.Artifact          // each uploaded name's newest version, in order of first upload
-	newest    map[string]*cpv1.Artifact // each name's newest version of any origin
-	onAgent   map[string]string         // name → sha256 of the content pushed to the target
+	versions  map[string]*cpv1.Artifact                      // name + "\x00" + sha256 → a version of any origin
+	uploads   []*cpv1.Artifact                               // each uploaded name's newest version, in order of first upload
+	newest    map[string]*cpv1.Artifact                      // each name's newest version of any origin
+	onAgent   map[string]string                              // name → sha256 of the content pushed to the target
 	readByOps map[store.PlanRef]map[string]map[string]string // plan → operation → name → sha256
 }
 

@@ -36,6 +36,12 @@ var (
 	ErrNoFit = errors.New("no runtime fits")
 	// ErrNoLabel: agents are ready, but none carries the labels asked for.
 	ErrNoLabel = errors.New("no ready agent carries the labels")
+	// ErrTooManyAgents: a principal registering another agent has as many
+	// in the fleet as Limits allow.
+	ErrTooManyAgents = errors.New("too many agents for one principal")
+	// ErrTooManyRegistries: a registration brings a tool registry the
+	// fleet does not hold, and it holds as many as Limits allow.
+	ErrTooManyRegistries = errors.New("too many tool registries in the fleet")
 	// ErrUnknownAgent: the agent has not registered (since this control
 	// plane started).
 	ErrUnknownAgent = errors.New("agent not registered")
@@ -49,8 +55,22 @@ type Fleet struct {
 	creds     func(agentID string) credentials.TransportCredentials
 	dialOpts  []grpc.DialOption
 
-	mu     sync.Mutex
-	agents map[string]*member
+	mu         sync.Mutex
+	agents     map[string]*member
+	limits     Limits
+	registries map[string]*cpv1.ToolRegistry // by fingerprint: one copy for every agent that has it
+}
+
+// Limits bound what registrations make the fleet hold: anyone with an
+// agent token adds to it, and each registration may carry megabytes of
+// tool registries. 0: no bound.
+type Limits struct {
+	// AgentsPerPrincipal bounds the agents one principal has in the fleet
+	// (until they are forgotten).
+	AgentsPerPrincipal int
+	// Registries bounds the distinct tool registries the fleet holds: a
+	// real fleet has a few (one per Blender and bridge version).
+	Registries int
 }
 
 type member struct {
@@ -60,6 +80,7 @@ type member struct {
 	touched  map[string]time.Time // sessions a plan ran in, and when
 	lastSeen time.Time
 	conn     *grpc.ClientConn // to info.Address
+	owner    string           // the principal that registered it ("": known from the store only)
 }
 
 // New returns an empty fleet. Agents missing three heartbeats are
@@ -71,27 +92,49 @@ func New(heartbeat, lostAfter time.Duration, creds func(agentID string) credenti
 		creds = func(string) credentials.TransportCredentials { return insecure.NewCredentials() }
 	}
 	return &Fleet{
-		heartbeat: heartbeat,
-		lostAfter: lostAfter,
-		now:       time.Now,
-		creds:     creds,
-		dialOpts:  dialOpts,
-		agents:    map[string]*member{},
+		heartbeat:  heartbeat,
+		lostAfter:  lostAfter,
+		now:        time.Now,
+		creds:      creds,
+		dialOpts:   dialOpts,
+		agents:     map[string]*member{},
+		registries: map[string]*cpv1.ToolRegistry{},
 	}
+}
+
+// Limit sets the fleet's limits.
+func (f *Fleet) Limit(l Limits) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.limits = l
 }
 
 // Heartbeat is the interval agents are asked to register at.
 func (f *Fleet) Heartbeat() time.Duration { return f.heartbeat }
 
-// Register records an agent's registration or heartbeat.
-func (f *Fleet) Register(req *cpv1.RegisterAgentRequest) {
+// Register records an agent's registration or heartbeat by principal
+// owner. A new agent beyond the principal's limit, or registries beyond
+// the fleet's, are refused (ErrTooManyAgents, ErrTooManyRegistries) and
+// change nothing. Registries are kept once per fingerprint, whichever
+// agents have them.
+func (f *Fleet) Register(req *cpv1.RegisterAgentRequest, owner string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m, ok := f.agents[req.GetAgentId()]
+	if most := f.limits.AgentsPerPrincipal; (!ok || m.owner == "") && most > 0 {
+		if n := f.owned(owner); n >= most {
+			return fmt.Errorf("%w: %q has %d agents in the fleet, at most %d (--max-agents-per-principal); an agent silent for --agent-forget-after is forgotten",
+				ErrTooManyAgents, owner, n, most)
+		}
+	}
+	if err := f.keepRegistries(req); err != nil {
+		return err
+	}
 	if !ok {
 		m = &member{touched: map[string]time.Time{}}
 		f.agents[req.GetAgentId()] = m
 	}
+	m.owner = owner
 	if m.conn != nil && m.info.GetAddress() != req.GetAddress() {
 		m.conn.Close() // the agent moved: dial its new address next time
 		m.conn = nil
@@ -128,6 +171,69 @@ func (f *Fleet) Register(req *cpv1.RegisterAgentRequest) {
 		}
 	}
 	m.lastSeen = now
+	return nil
+}
+
+// owned counts the agents of principal owner. The caller holds f.mu.
+func (f *Fleet) owned(owner string) int {
+	n := 0
+	for _, m := range f.agents {
+		if m.owner == owner {
+			n++
+		}
+	}
+	return n
+}
+
+// keepRegistries points req's runtimes at the fleet's copy of each
+// registry, keeping those it did not hold, within the limit. The caller
+// holds f.mu.
+func (f *Fleet) keepRegistries(req *cpv1.RegisterAgentRequest) error {
+	var fresh []string
+	for _, rt := range req.GetRuntimes() {
+		fp := rt.GetRegistry().GetFingerprint()
+		if fp == "" {
+			continue
+		}
+		if held, ok := f.registries[fp]; ok {
+			rt.Registry = held
+		} else if !slices.Contains(fresh, fp) {
+			fresh = append(fresh, fp)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	if most := f.limits.Registries; most > 0 && len(f.registries)+len(fresh) > most {
+		f.pruneRegistries(req.GetAgentId()) // what this agent held is replaced
+		if len(f.registries)+len(fresh) > most {
+			f.pruneRegistries("") // the agent keeps its registries
+			return fmt.Errorf("%w: the fleet holds %d tool registries, at most %d; agent %s brings %d more", ErrTooManyRegistries,
+				len(f.registries), most, req.GetAgentId(), len(fresh))
+		}
+	}
+	for _, rt := range req.GetRuntimes() {
+		if fp := rt.GetRegistry().GetFingerprint(); slices.Contains(fresh, fp) {
+			f.registries[fp] = rt.GetRegistry()
+		}
+	}
+	return nil
+}
+
+// pruneRegistries keeps only the registries of the fleet's agents, but
+// agent except's. The caller holds f.mu.
+func (f *Fleet) pruneRegistries(except string) {
+	clear(f.registries)
+	for id, m := range f.agents {
+		if id == except {
+			continue
+		}
+		for _, rt := range m.info.GetRuntimes() {
+			if fp := rt.GetRegistry().GetFingerprint(); fp != "" {
+				f.registries[fp] = rt.GetRegistry()
+			}
+		}
+	}
 }
 
 // FillRegistries fills in the tool registries of a registration that
@@ -228,6 +334,9 @@ func (f *Fleet) Forget(age time.Duration, keep func(agentID string) bool) []stri
 			delete(f.agents, id)
 			gone = append(gone, id)
 		}
+	}
+	if len(gone) > 0 {
+		f.pruneRegistries("")
 	}
 	sort.Strings(gone)
 	return gone

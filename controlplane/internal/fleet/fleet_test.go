@@ -42,8 +42,8 @@ func TestPlacement(t *testing.T) {
 	if _, err := f.Place(nil, all); !errors.Is(err, ErrNoAgent) {
 		t.Fatalf("empty fleet: %v", err)
 	}
-	f.Register(reg("b", 0, 4, 0))
-	f.Register(reg("a", 1, 4, 0))
+	f.Register(reg("b", 0, 4, 0), "agent")
+	f.Register(reg("a", 1, 4, 0), "agent")
 	// Fewest sessions wins; then the counts even out and the lowest id wins.
 	for i, want := range []string{"b", "a", "b", "a"} {
 		got := first(t, f)
@@ -54,22 +54,22 @@ func TestPlacement(t *testing.T) {
 	}
 	// A heartbeat sent after a session opened, but before it was placed,
 	// counts it already: placing it does not count it again.
-	f.Register(regHolding("a", 1, 4, "s-new"))
-	f.Register(regHolding("b", 1, 4))
+	f.Register(regHolding("a", 1, 4, "s-new"), "agent")
+	f.Register(regHolding("b", 1, 4), "agent")
 	f.Placed("a", "s-new")
 	f.Placed("a", "s-new")
 	if got := first(t, f); got != "a" {
 		t.Fatalf("placed on %q, want a (one session each, a first by id; not a session counted twice)", got)
 	}
 	// More free Blender slots beat fewer sessions.
-	f.Register(reg("a", 9, 4, 0))
-	f.Register(reg("b", 0, 4, 3))
+	f.Register(reg("a", 9, 4, 0), "agent")
+	f.Register(reg("b", 0, 4, 3), "agent")
 	if got := first(t, f); got != "a" {
 		t.Fatalf("placed on %q, want a (b's Blenders are busy)", got)
 	}
 	// An agent silent for three heartbeats is unreachable and gets nothing.
 	now = now.Add(4 * time.Second)
-	f.Register(reg("b", 0, 4, 0))
+	f.Register(reg("b", 0, 4, 0), "agent")
 	if p, _ := f.Place(nil, all); len(p) != 1 || p[0].AgentID != "b" {
 		t.Fatalf("placed on %v, want only the live agent b", p)
 	}
@@ -87,7 +87,7 @@ func TestPlacement(t *testing.T) {
 
 func TestLiveSessionsAndAddress(t *testing.T) {
 	f := New(time.Second, 0, nil)
-	f.Register(reg("a", 2, 4, 0, "s1"))
+	f.Register(reg("a", 2, 4, 0, "s1"), "agent")
 	if !f.Live("a", "s1") || f.Live("a", "s2") || f.Live("b", "s1") {
 		t.Fatal("live sessions not as reported")
 	}
@@ -100,12 +100,12 @@ func TestLiveSessionsAndAddress(t *testing.T) {
 	now := time.Unix(1000, 0)
 	f.now = func() time.Time { return now }
 	f.Touch("a", "s2")
-	f.Register(reg("a", 2, 4, 0))
+	f.Register(reg("a", 2, 4, 0), "agent")
 	if !f.Live("a", "s2") {
 		t.Fatal("a stale report hid a session a plan just ran in")
 	}
 	now = now.Add(3 * time.Second)
-	f.Register(reg("a", 2, 4, 0))
+	f.Register(reg("a", 2, 4, 0), "agent")
 	if f.Live("a", "s2") {
 		t.Fatal("the agent's later report that s2 was parked is ignored")
 	}
@@ -119,7 +119,7 @@ func TestLiveSessionsAndAddress(t *testing.T) {
 	// are bound to its id.
 	moved := reg("a", 2, 4, 0)
 	moved.Address = "elsewhere:2"
-	f.Register(moved)
+	f.Register(moved, "agent")
 	f.mu.Lock()
 	conn := f.agents["a"].conn
 	f.mu.Unlock()
@@ -145,7 +145,7 @@ func TestLiveness(t *testing.T) {
 	f := New(time.Second, 10*time.Second, nil)
 	now := time.Unix(1000, 0)
 	f.now = func() time.Time { return now }
-	f.Register(reg("a", 0, 4, 0))
+	f.Register(reg("a", 0, 4, 0), "agent")
 	f.Known("a", "z") // z holds sessions but has not registered since the start
 	states := func() map[string]cpv1.Agent_State {
 		out := map[string]cpv1.Agent_State{}
@@ -177,7 +177,7 @@ func TestLiveness(t *testing.T) {
 	if _, err := f.Place(nil, func(*cpv1.Runtime) bool { return true }); !errors.Is(err, ErrNoAgent) {
 		t.Fatalf("placed on a lost agent: %v", err)
 	}
-	f.Register(reg("a", 0, 4, 0))
+	f.Register(reg("a", 0, 4, 0), "agent")
 	if s := states(); s["a"] != cpv1.Agent_STATE_READY {
 		t.Fatalf("after coming back: %v", s)
 	}
@@ -196,8 +196,8 @@ func TestLabels(t *testing.T) {
 	f := New(time.Second, 0, nil)
 	gpu := reg("gpu", 5, 4, 0)
 	gpu.Labels = map[string]string{"gpu": "true", "rack": "b"}
-	f.Register(gpu)
-	f.Register(reg("cpu", 0, 4, 0))
+	f.Register(gpu, "agent")
+	f.Register(reg("cpu", 0, 4, 0), "agent")
 	all := func(*cpv1.Runtime) bool { return true }
 	if p, err := f.Place(map[string]string{"gpu": "true"}, all); err != nil || len(p) != 1 || p[0].AgentID != "gpu" {
 		t.Fatalf("gpu=true: %v %v", p, err)
@@ -232,7 +232,7 @@ func TestFillRegistries(t *testing.T) {
 	if f.FillRegistries(byFP("rt-a", "fp1")) {
 		t.Fatal("filled the registries of an agent known only from the store")
 	}
-	f.Register(full)
+	f.Register(full, "agent")
 	for _, bad := range []*cpv1.RegisterAgentRequest{byFP("rt-a", "fp2"), byFP("rt-b", "fp1")} {
 		if f.FillRegistries(bad) {
 			t.Fatalf("filled %v", bad.GetRuntimes())
@@ -242,7 +242,7 @@ func TestFillRegistries(t *testing.T) {
 	if !f.FillRegistries(hb) || len(hb.GetRuntimes()[0].GetRegistry().GetTools()) != 1 {
 		t.Fatalf("heartbeat by fingerprint not filled: %v", hb.GetRuntimes())
 	}
-	f.Register(hb)
+	f.Register(hb, "agent")
 	if rts := f.List()[0].GetRuntimes(); len(rts[0].GetRegistry().GetTools()) != 1 {
 		t.Fatalf("after the heartbeat the agent lists %v", rts)
 	}
@@ -256,12 +256,12 @@ func TestCensus(t *testing.T) {
 	if byState, silence := f.Census(); len(byState) != 0 || silence != 0 {
 		t.Fatalf("empty fleet: %v %v", byState, silence)
 	}
-	f.Register(reg("lost", 0, 4, 0))
+	f.Register(reg("lost", 0, 4, 0), "agent")
 	now = now.Add(8 * time.Second)
-	f.Register(reg("unreachable", 0, 4, 0))
+	f.Register(reg("unreachable", 0, 4, 0), "agent")
 	now = now.Add(4 * time.Second)
-	f.Register(reg("ready-1", 0, 4, 0))
-	f.Register(reg("ready-2", 0, 4, 0))
+	f.Register(reg("ready-1", 0, 4, 0), "agent")
+	f.Register(reg("ready-2", 0, 4, 0), "agent")
 	now = now.Add(500 * time.Millisecond)
 	listed := map[cpv1.Agent_State]int{}
 	for _, a := range f.List() {
@@ -297,7 +297,7 @@ func BenchmarkCensus(b *testing.B) {
 			}
 			r.Runtimes = append(r.Runtimes, &cpv1.Runtime{RuntimeId: fmt.Sprintf("rt-%d", k), Registry: reg})
 		}
-		f.Register(r)
+		f.Register(r, "agent")
 	}
 	b.Run("List", func(b *testing.B) {
 		for b.Loop() {
@@ -309,4 +309,75 @@ func BenchmarkCensus(b *testing.B) {
 			f.Census()
 		}
 	})
+}
+
+// TestLimits: a principal registers at most AgentsPerPrincipal agents and
+// the fleet holds at most Registries distinct registries, one copy each; a
+// refused registration changes nothing, and a forgotten agent makes room.
+func TestLimits(t *testing.T) {
+	f := New(time.Second, 0, nil)
+	now := time.Unix(1000, 0)
+	f.now = func() time.Time { return now }
+	f.Limit(Limits{AgentsPerPrincipal: 2, Registries: 2})
+	with := func(id string, fps ...string) *cpv1.RegisterAgentRequest {
+		r := reg(id, 0, 4, 0)
+		r.Runtimes = nil
+		for _, fp := range fps {
+			r.Runtimes = append(r.Runtimes, &cpv1.Runtime{RuntimeId: "rt-" + fp, Registry: &cpv1.ToolRegistry{Fingerprint: fp}})
+		}
+		return r
+	}
+	for _, c := range []struct {
+		req   *cpv1.RegisterAgentRequest
+		owner string
+		want  error
+	}{
+		{with("a", "fp1"), "p", nil},
+		{with("b", "fp1", "fp2"), "p", nil},
+		{with("c", "fp1"), "p", ErrTooManyAgents},
+		{with("a", "fp1"), "p", nil}, // a heartbeat of an agent it has
+		{with("c", "fp1"), "q", nil},
+		{with("d", "fp3"), "q", ErrTooManyRegistries},
+		{with("a", "fp1", "fp3"), "p", ErrTooManyRegistries},
+	} {
+		if err := f.Register(c.req, c.owner); !errors.Is(err, c.want) {
+			t.Fatalf("%s by %s: %v, want %v", c.req.GetAgentId(), c.owner, err, c.want)
+		}
+	}
+	if got := fmt.Sprint(ids(f.List())); got != "[a b c]" {
+		t.Fatalf("agents %s", got)
+	}
+	if len(f.List()[0].GetRuntimes()) != 1 {
+		t.Fatalf("a refused registration changed a: %v", f.List()[0])
+	}
+	a, b, c := f.agents["a"].info.GetRuntimes()[0], f.agents["b"].info.GetRuntimes()[0], f.agents["c"].info.GetRuntimes()[0]
+	if a.GetRegistry() != b.GetRegistry() || a.GetRegistry() != c.GetRegistry() {
+		t.Fatal("fp1 is kept more than once")
+	}
+	// b, the only agent with fp2, is forgotten: fp3 fits, and p may
+	// register another agent.
+	now = now.Add(time.Hour)
+	for _, id := range []string{"a", "c"} {
+		if err := f.Register(with(id, "fp1"), map[string]string{"a": "p", "c": "q"}[id]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if gone := f.Forget(time.Minute, func(string) bool { return false }); fmt.Sprint(gone) != "[b]" {
+		t.Fatalf("forgotten %v", gone)
+	}
+	if err := f.Register(with("d", "fp3"), "p"); err != nil {
+		t.Fatal(err)
+	}
+	// A registry replaced by its own agent frees its place.
+	if err := f.Register(with("d", "fp4"), "p"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ids(agents []*cpv1.Agent) []string {
+	var out []string
+	for _, a := range agents {
+		out = append(out, a.GetAgentId())
+	}
+	return out
 }
