@@ -68,6 +68,10 @@ type Config struct {
 	// MaxArtifactBytes caps one uploaded artifact (streamed in chunks, never
 	// whole in memory).
 	MaxArtifactBytes int64
+	// ArtifactQuotaMiB bounds the artifacts one principal's sessions keep
+	// (every version of every upload and receipt's file, until
+	// ArtifactRetention forgets them); 0: no bound.
+	ArtifactQuotaMiB int64
 	// MaxSessionsPerPrincipal bounds the sessions one principal holds
 	// open; 0: no bound.
 	MaxSessionsPerPrincipal int
@@ -184,6 +188,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	if cfg.MinFreeDiskMiB < 0 || cfg.MinFreeDiskMiB > diskfree.MaxMiB {
 		return fmt.Errorf("--min-free-disk-mib %d: from 0 to %d", cfg.MinFreeDiskMiB, diskfree.MaxMiB)
 	}
+	if cfg.ArtifactQuotaMiB < 0 || cfg.ArtifactQuotaMiB > diskfree.MaxMiB {
+		return fmt.Errorf("--artifact-quota-mib %d: from 0 to %d", cfg.ArtifactQuotaMiB, diskfree.MaxMiB)
+	}
 	if cfg.MaxMessageBytes < minMessageBytes {
 		return fmt.Errorf("--max-message-bytes %d: at least %d (artifacts travel in 512 KiB chunks)", cfg.MaxMessageBytes, minMessageBytes)
 	}
@@ -270,6 +277,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 		SessionIdleTimeout: cfg.SessionIdleTimeout,
 		AgentForgetAfter:   cfg.AgentForgetAfter,
 		ArtifactRetention:  cfg.ArtifactRetention,
+		ArtifactQuotaMiB:   cfg.ArtifactQuotaMiB,
 		Policy:             pol,
 		Metrics:            m,
 	}, st, blobs, fl, ca, executor.Config{OperationTimeout: cfg.OperationTimeout, AgentRetryWindow: cfg.AgentRetryWindow}, log)

@@ -515,6 +515,77 @@ func TestArtifactRetention(t *testing.T) {
 	}
 }
 
+// TestArtifactQuota: what one principal's sessions keep on the control
+// plane is bounded by --artifact-quota-mib: an upload over it is refused
+// and stores nothing, a receipt's file over it stays on its agent (a
+// download relays it while the session lives, and nothing is kept), a
+// distributed render over it fails; artifacts forgotten after their
+// session closed free the quota.
+func TestArtifactQuota(t *testing.T) {
+	c := startClusterOpts(t, clusterOpts{cpArgs: []string{"--artifact-quota-mib", "1", "--artifact-retention", "2s"}})
+	id := c.negotiate(t).GetSessionId()
+	upload := func(session, name string, content []byte, declared bool) error {
+		t.Helper()
+		h := &cpv1.ArtifactUpload{SessionId: session, Name: name}
+		if declared {
+			h.SizeBytes, h.Sha256 = int64(len(content)), hexSHA(content)
+		}
+		_, err := c.upload(t, h, content, 64<<10)
+		return err
+	}
+	big := bytes.Repeat([]byte("v 0 0 0\n"), (1<<20-512)/8) // the quota less 512 bytes
+	if err := upload(id, "big.obj", big, true); err != nil {
+		t.Fatal(err)
+	}
+	more := bytes.Repeat([]byte("# more\n"), 600)
+	for _, declared := range []bool{true, false} {
+		err := upload(id, "more.obj", more, declared)
+		wantRefusal(t, fmt.Sprintf("an upload over the quota (size declared: %v)", declared), err, codes.ResourceExhausted, "QUOTA_EXCEEDED")
+		if !strings.Contains(err.Error(), "--artifact-quota-mib") {
+			t.Errorf("the refusal does not say which limit: %v", err)
+		}
+	}
+	if _, _, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "more.obj"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("a refused upload was kept: %v", err)
+	}
+
+	blobs := filepath.Join(c.dir, "cp", "blobs", "sha256")
+	p, rs := c.run(t, id, "shot", op("shot", "render.still", map[string]any{"output": "shot.png", "resolution": []any{64, 48}, "samples": 1, "seed": 3}))
+	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED || len(rs[0].GetArtifacts()) != 1 || rs[0].GetArtifacts()[0].GetSizeBytes() <= 512 {
+		t.Fatalf("a render whose file passes the quota: %v %v", p, rs)
+	}
+	shot := rs[0].GetArtifacts()[0]
+	for i := range 2 { // relayed each time: nothing is kept
+		art, content, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "shot.png"})
+		if err != nil || art.GetSha256() != shot.GetSha256() || hexSHA(content) != shot.GetSha256() {
+			t.Fatalf("download %d of a file left on its agent: %v %v", i, art, err)
+		}
+		if _, err := os.Stat(filepath.Join(blobs, shot.GetSha256()[:2], shot.GetSha256())); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the control plane kept a file over the quota: %v", err)
+		}
+	}
+	_, rs = c.run(t, id, "frames", op("anim", "render.animation", map[string]any{"output_prefix": "f", "frame_start": 1, "frame_end": 2,
+		"resolution": []any{32, 24}, "samples": 1, "seed": 7, "distribute": true}))
+	if rs[0].GetError().GetErrorCode() != "QUOTA_EXCEEDED" || !strings.Contains(rs[0].GetError().GetRetryHint(), "without distribute") {
+		t.Fatalf("a distributed render over the quota: %v", rs)
+	}
+
+	// Forgotten two seconds after the session closed: room again.
+	if _, err := c.client.CloseSession(ctxT(t, time.Minute), &cpv1.CloseSessionRequest{SessionId: id}); err != nil {
+		t.Fatal(err)
+	}
+	next := c.negotiate(t).GetSessionId()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		err := upload(next, "more.obj", more, true)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the session closed: %v", err)
+		}
+	}
+}
+
 // TestHelloTwiceWithBlendctl: the hello example runs twice through
 // blendctl: the second run gets a fresh request id, each closes the session
 // it negotiated, and --out saves the render with the hash the control plane

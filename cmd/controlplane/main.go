@@ -32,6 +32,7 @@ func main() {
 	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", cfg.MaxMessageBytes, "largest gRPC message accepted or sent")
 	fs.Int64Var(&cfg.MaxArtifactBytes, "max-artifact-bytes", cfg.MaxArtifactBytes, "largest artifact a client may upload")
 	fs.Int64Var(&cfg.MinFreeDiskMiB, "min-free-disk-mib", cfg.MinFreeDiskMiB, "disk kept free under --data-dir for the control plane's database, in MiB: artifact content (uploads, files of receipts, checkpoints) that would leave less is not kept (uploads are refused RESOURCE_EXHAUSTED / STORAGE_EXHAUSTED; 0: none)")
+	fs.Int64Var(&cfg.ArtifactQuotaMiB, "artifact-quota-mib", cfg.ArtifactQuotaMiB, "most MiB of artifacts one principal's sessions keep on the control plane (every version of uploads and receipts' files, until --artifact-retention forgets them): over it, uploads are refused RESOURCE_EXHAUSTED / QUOTA_EXCEEDED, receipts' files stay on their agents (downloads relay them while the session lives) and distributed renders fail; 0: no quota")
 	fs.IntVar(&cfg.MaxSessionsPerPrincipal, "max-sessions-per-principal", cfg.MaxSessionsPerPrincipal,
 		"most sessions one principal may hold open (each keeps files on its agent); 0: no bound")
 	fs.IntVar(&cfg.MaxAgentsPerPrincipal, "max-agents-per-principal", cfg.MaxAgentsPerPrincipal,

@@ -53,6 +53,9 @@ type Config struct {
 	// it closed, and removes their content when no other artifact names
 	// it (retention.go); 0: kept for good.
 	ArtifactRetention time.Duration
+	// ArtifactQuotaMiB bounds the artifacts one principal's sessions keep
+	// on the control plane (quota.go); 0: no bound.
+	ArtifactQuotaMiB int64
 	// AgentForgetAfter drops an agent that has not registered for this long
 	// from the fleet (it registers again when it is back); 0: never.
 	AgentForgetAfter time.Duration

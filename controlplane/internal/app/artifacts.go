@@ -30,7 +30,9 @@ const chunkSize = 512 << 10
 // the name is not a plain file name (POLICY_REFUSED), the content is over
 // the contract's max_artifact_bytes (CONTRACT_VIOLATION) or would take the
 // session's files over its temp_storage_mib (QUOTA_EXCEEDED: the agent
-// counts them), or it differs from the size or SHA-256 the header declares.
+// counts them) or the session owner's artifacts over its quota
+// (QUOTA_EXCEEDED), or it differs from the size or SHA-256 the header
+// declares.
 func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload, next func() ([]byte, error)) (*cpv1.Artifact, error) {
 	sess, err := a.session(who, h.GetSessionId())
 	if err != nil {
@@ -53,7 +55,14 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 		return nil, fmt.Errorf("%w: %s (%d bytes) is over the session's temp_storage_mib of %d MiB", ErrQuotaExceeded,
 			h.GetName(), h.GetSizeBytes(), room>>20)
 	}
-	w, err := a.blobs.Create(limit)
+	room, err := a.artifactRoom(sess.Owner)
+	if err != nil {
+		return nil, err
+	}
+	if h.GetSizeBytes() > room {
+		return nil, a.overQuota(sess.Owner, h.GetSizeBytes())
+	}
+	w, err := a.blobs.Create(min(limit, max(room, 0)))
 	if err != nil {
 		return nil, err
 	}
@@ -67,8 +76,10 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 			return nil, err
 		}
 		if _, err := w.Write(chunk); err != nil {
-			if errors.Is(err, blob.ErrTooLarge) {
-				return nil, tooLarge(w.Size()+int64(len(chunk)), limit)
+			if n := w.Size() + int64(len(chunk)); errors.Is(err, blob.ErrTooLarge) && room < limit {
+				return nil, a.overQuota(sess.Owner, n)
+			} else if errors.Is(err, blob.ErrTooLarge) {
+				return nil, tooLarge(n, limit)
 			}
 			return nil, err
 		}
@@ -139,7 +150,8 @@ func (a *App) push(ctx context.Context, agentID string, art *cpv1.Artifact, f *o
 // Download sends an artifact of one of the caller's sessions (the newest
 // version of name, or the one with sha256): its description, then its
 // content in chunks. Content the control plane does not hold yet is
-// fetched from the session's agent first.
+// fetched from the session's agent first, or, while the session owner's
+// artifacts are over its quota, relayed from the agent and not kept.
 func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha256 string, send func(*cpv1.DownloadArtifactResponse) error) error {
 	sess, err := a.session(who, sessionID)
 	if err != nil {
@@ -151,7 +163,13 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 	}
 	f, err := a.blobs.Open(art.GetSha256())
 	if errors.Is(err, blob.ErrNotFound) && !sess.Closed() {
-		if agent, cerr := a.fleet.Client(sess.Info.GetAgentId()); cerr == nil {
+		room, err := a.artifactRoom(sess.Owner)
+		if err != nil {
+			return err
+		}
+		if agent, cerr := a.fleet.Client(sess.Info.GetAgentId()); cerr == nil && room < 0 {
+			return a.relay(ctx, agent, art, send)
+		} else if cerr == nil {
 			if ferr := a.fetch(ctx, agent, art); errors.Is(ferr, blob.ErrDiskShort) {
 				return ferr // the agent has it, the control plane has no room to keep it
 			} else if ferr != nil {
@@ -161,7 +179,8 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 		f, err = a.blobs.Open(art.GetSha256())
 	}
 	if errors.Is(err, blob.ErrNotFound) {
-		return fmt.Errorf("%w: %s (sha256 %s) was overwritten or removed on its agent before the control plane could keep it",
+		return fmt.Errorf("%w: the control plane did not keep %s (sha256 %s): its agent overwrote or removed it first, or it came "+
+			"while the session owner's artifacts were over its quota or the control plane's disk was short, and its session is closed now",
 			ErrArtifactUnavailable, name, art.GetSha256())
 	}
 	if err != nil {
@@ -174,6 +193,41 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 	return sendChunks(f, func(chunk []byte) error {
 		return send(&cpv1.DownloadArtifactResponse{Part: &cpv1.DownloadArtifactResponse_Chunk{Chunk: chunk}})
 	})
+}
+
+// relay sends an artifact straight from the session's agent, keeping none
+// of it.
+func (a *App) relay(ctx context.Context, agent agentv1.AgentServiceClient, art *cpv1.Artifact, send func(*cpv1.DownloadArtifactResponse) error) error {
+	unavailable := func(why string) error {
+		return fmt.Errorf("%w: the control plane did not keep %s (sha256 %s; the session owner's artifacts are over its quota) and its agent %s",
+			ErrArtifactUnavailable, art.GetName(), art.GetSha256(), why)
+	}
+	stream, err := agent.GetFile(ctx, &agentv1.GetFileRequest{SessionId: art.GetSessionId(), Name: art.GetName()})
+	if err != nil {
+		return unavailable(fmt.Sprintf("did not answer: %v", err))
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return unavailable(fmt.Sprintf("has it no more: %s", status.Convert(err).Message()))
+	}
+	if first.GetHeader().GetSha256() != art.GetSha256() {
+		return unavailable("holds another version of it now")
+	}
+	if err := send(&cpv1.DownloadArtifactResponse{Part: &cpv1.DownloadArtifactResponse_Artifact{Artifact: art}}); err != nil {
+		return err
+	}
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := send(&cpv1.DownloadArtifactResponse{Part: &cpv1.DownloadArtifactResponse_Chunk{Chunk: resp.GetChunk()}}); err != nil {
+			return err
+		}
+	}
 }
 
 func sendChunks(f *os.File, send func([]byte) error) error {
@@ -215,21 +269,42 @@ func (a *App) Artifacts(ctx context.Context, who Principal, sessionID, requestID
 // collect keeps the files a receipt names (the executor calls it before the
 // receipt is committed): their content is fetched from the agent into the
 // blob directory unless it is there already, and each is recorded as an
-// artifact of the session. A file that cannot be fetched is still recorded
-// (Download fetches it later, or says it is gone).
+// artifact of the session. A file that cannot be fetched, or that would
+// take the session owner's artifacts over its quota, is still recorded
+// (Download fetches or relays it later, or says it is gone).
 func (a *App) collect(ctx context.Context, agent agentv1.AgentServiceClient, ref store.PlanRef, sessionID string, r *cpv1.Receipt) error {
+	if len(r.GetArtifacts()) == 0 {
+		return nil
+	}
+	owner, err := a.store.SessionOwner(sessionID)
+	if err != nil {
+		return err
+	}
+	room, err := a.artifactRoom(owner)
+	if err != nil {
+		return err
+	}
 	var errs []error
+	var over, overBytes int64
 	for _, f := range r.GetArtifacts() {
 		art := &cpv1.Artifact{SessionId: sessionID, Name: f.GetName(), SizeBytes: f.GetSizeBytes(), Sha256: f.GetSha256(),
 			RequestId: ref.RequestID, OperationId: r.GetOperationId(), ReceiptSequence: r.GetSequence(), CreateTime: r.GetCompleteTime()}
-		if !a.blobs.Has(art.GetSha256()) {
+		switch {
+		case a.blobs.Has(art.GetSha256()):
+		case art.GetSizeBytes() > room:
+			over, overBytes = over+1, overBytes+art.GetSizeBytes()
+		default:
 			if err := a.fetch(ctx, agent, art); err != nil {
 				errs = append(errs, err)
 			}
 		}
+		room -= art.GetSizeBytes()
 		if _, err := a.store.PutArtifact(art); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if over > 0 {
+		errs = append(errs, fmt.Errorf("%d files left on the agent: %w", over, a.overQuota(owner, overBytes)))
 	}
 	return errors.Join(errs...)
 }

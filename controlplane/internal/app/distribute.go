@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -96,6 +97,18 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 		out.Error.MinimalRepairPlan[0].Action = cpv1.RepairStep_ACTION_REPLACE_ARGS
 		return out
 	}
+	// The frames live on throwaway forks: the control plane keeps them all,
+	// within the session owner's quota, or the render fails.
+	quotaHint := "close sessions you are done with, ask an admin to raise --artifact-quota-mib, or render without distribute (the files stay on the session's agent)"
+	left, err := a.artifactRoom(sess.Owner)
+	if err != nil {
+		return fail("INTERNAL", "retry the plan", err)
+	}
+	if left <= 0 {
+		return fail("QUOTA_EXCEEDED", quotaHint, a.overQuota(sess.Owner, 0))
+	}
+	var room atomic.Int64
+	room.Store(left)
 	places, err := a.fleet.Place(sess.Info.GetContract().GetAgentSelector(), replays(sess))
 	if err != nil {
 		return fail("AGENT_UNAVAILABLE", "retry when an agent with the session's runtime is ready", err)
@@ -148,7 +161,7 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 			go func() {
 				defer wg.Done()
 				for k, fr := range mine {
-					frames, err := a.renderRange(ctx, sess, ref, op, p.AgentID, p.Runtime.GetRuntimeId(), fr, key, func(n int) { progress(fr.from, n) })
+					frames, err := a.renderRange(ctx, sess, ref, op, p.AgentID, p.Runtime.GetRuntimeId(), fr, key, &room, func(n int) { progress(fr.from, n) })
 					mu.Lock()
 					if err == nil {
 						done = append(done, frames...)
@@ -160,7 +173,7 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 					}
 					mu.Lock()
 					switch {
-					case errors.Is(err, blob.ErrDiskShort): // says the most: it fails every agent alike
+					case errors.Is(err, blob.ErrDiskShort), errors.Is(err, ErrQuotaExceeded): // say the most: they fail every agent alike
 						refused = err
 					case refused == nil && (errors.Is(err, errRenderRefused) || errors.Is(err, errDiverged)):
 						refused = err
@@ -180,6 +193,9 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 		}
 		if errors.Is(refused, blob.ErrDiskShort) { // no other agent would do better
 			return fail("STORAGE_EXHAUSTED", "free disk on the control plane (its --data-dir), or render without distribute", refused)
+		}
+		if errors.Is(refused, ErrQuotaExceeded) {
+			return fail("QUOTA_EXCEEDED", quotaHint, refused)
 		}
 		if refused != nil {
 			return fail("RENDER_FAILED", "fix the render's args, or render without distribute", refused)
@@ -237,7 +253,7 @@ func cancelledRender(r *cpv1.Receipt, start time.Time) *cpv1.Receipt {
 // renderRange renders frames [fr.from, fr.to] on one agent, on a fork of
 // the session rebuilt there, and brings the frames into the blob store.
 func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.PlanRef, op *cpv1.Operation, agentID, runtimeID string,
-	fr frameRange, key string, progress func(int)) ([]frame, error) {
+	fr frameRange, key string, room *atomic.Int64, progress func(int)) ([]frame, error) {
 	agent, err := a.fleet.Client(agentID)
 	if err != nil {
 		return nil, err
@@ -304,11 +320,23 @@ func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.Pla
 		return nil, fmt.Errorf("agent %s: its render's result: %w", agentID, err)
 	}
 	res := result.AsMap()
+	var size int64
+	for _, f := range rc.GetArtifacts() {
+		size += f.GetSizeBytes()
+	}
+	if room.Add(-size) < 0 { // the range is kept whole or not at all
+		room.Add(size)
+		return nil, a.overQuota(sess.Owner, size)
+	}
 	var out []frame
 	for _, f := range rc.GetArtifacts() {
 		art := &cpv1.Artifact{SessionId: fork, Name: f.GetName(), SizeBytes: f.GetSizeBytes(), Sha256: f.GetSha256()}
 		if !a.blobs.Has(art.GetSha256()) {
-			if err := a.fetch(ctx, agent, art); errors.Is(err, blob.ErrDiskShort) {
+			err := a.fetch(ctx, agent, art)
+			if err != nil {
+				room.Add(size) // another agent renders the range again
+			}
+			if errors.Is(err, blob.ErrDiskShort) {
 				return nil, err
 			} else if err != nil {
 				return nil, status.Convert(err).Err()
@@ -318,6 +346,7 @@ func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.Pla
 	}
 	frames, _ := res["frames"].([]any)
 	if len(frames) != len(out) {
+		room.Add(size)
 		return nil, fmt.Errorf("agent %s rendered %d files for %d frames", agentID, len(out), len(frames))
 	}
 	res2, _ := res["resolution"].([]any)

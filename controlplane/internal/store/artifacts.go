@@ -45,6 +45,9 @@ func (s *Store) PutArtifact(a *cpv1.Artifact) (*cpv1.Artifact, error) {
 		if err := addRef(tx, a.GetSha256(), 1); err != nil {
 			return err
 		}
+		if err := addOwnerBytes(tx, a.GetSessionId(), a.GetSizeBytes()); err != nil {
+			return err
+		}
 		return names.Put([]byte(a.GetName()), u64(seq))
 	})
 	return out, err
@@ -65,6 +68,28 @@ func addRef(tx *bolt.Tx, sha256 string, n int) error {
 		return err
 	}
 	return refs.Put([]byte(sha256), u64(uint64(count)))
+}
+
+// addOwnerBytes adds n to the bytes of artifact records of the principal
+// that owns session sessionID.
+func addOwnerBytes(tx *bolt.Tx, sessionID string, n int64) error {
+	b, err := sessionBucket(tx, sessionID)
+	if err != nil || n == 0 {
+		return err
+	}
+	return addU64(tx.Bucket(bucketOwnerBytes), b.Get(keyOwner), n)
+}
+
+// ArtifactBytes is the sum of the sizes of the artifact records of the
+// sessions of principal owner (every version, as long as it is kept: an
+// expiry takes them off).
+func (s *Store) ArtifactBytes(owner string) (int64, error) {
+	var n int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		n = int64(getU64(tx.Bucket(bucketOwnerBytes), []byte(owner)))
+		return nil
+	})
+	return n, err
 }
 
 // Garbage returns up to most blobs after the one named after (in order;
@@ -147,6 +172,9 @@ func (s *Store) ExpireArtifacts(closedBefore time.Time, most int) (expired int, 
 				err := list.ForEach(func(_, v []byte) error {
 					a := &cpv1.Artifact{}
 					if err := proto.Unmarshal(v, a); err != nil {
+						return err
+					}
+					if err := addOwnerBytes(tx, string(id), -a.GetSizeBytes()); err != nil {
 						return err
 					}
 					return addRef(tx, a.GetSha256(), -1)

@@ -20,16 +20,19 @@ func TestExpireArtifacts(t *testing.T) {
 	t0 := time.Unix(2000, 0)
 	build := func() (*Store, string) {
 		s, path := openTest(t)
-		for _, id := range []string{"a", "b", "c"} {
-			if err := s.PutSession(testSession("alice", id), testRegistry); err != nil {
+		for id, owner := range map[string]string{"a": "alice", "b": "alice", "c": "bob"} {
+			if err := s.PutSession(testSession(owner, id), testRegistry); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for _, a := range []struct{ session, name, sha string }{
-			{"a", "x.png", "s1"}, {"a", "y.png", "s2"}, {"a", "x.png", "s3"}, {"a", "x.png", "s3"}, // the last one a retry: one record
-			{"b", "z.png", "s2"}, {"c", "w.png", "s4"},
+		for _, a := range []struct {
+			session, name, sha string
+			size               int64
+		}{
+			{"a", "x.png", "s1", 1}, {"a", "y.png", "s2", 2}, {"a", "x.png", "s3", 4}, {"a", "x.png", "s3", 4}, // the last one a retry: one record
+			{"b", "z.png", "s2", 2}, {"c", "w.png", "s4", 8},
 		} {
-			if _, err := s.PutArtifact(&cpv1.Artifact{SessionId: a.session, Name: a.name, Sha256: a.sha}); err != nil {
+			if _, err := s.PutArtifact(&cpv1.Artifact{SessionId: a.session, Name: a.name, Sha256: a.sha, SizeBytes: a.size}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -43,6 +46,15 @@ func TestExpireArtifacts(t *testing.T) {
 
 	check := func(s *Store, what string) {
 		t.Helper()
+		owned := func(alice, bob int64) {
+			t.Helper()
+			a, aerr := s.ArtifactBytes("alice")
+			b, berr := s.ArtifactBytes("bob")
+			if a != alice || b != bob || aerr != nil || berr != nil {
+				t.Fatalf("%s: artifact bytes of alice %d (%v), bob %d (%v); want %d, %d", what, a, aerr, b, berr, alice, bob)
+			}
+		}
+		owned(9, 8)
 		expire := func(before time.Time, most int, wantGarbage []string, wantN int) {
 			t.Helper()
 			n, err := s.ExpireArtifacts(before, most)
@@ -57,6 +69,7 @@ func TestExpireArtifacts(t *testing.T) {
 		}
 		expire(t0, 10, nil, 0)                                // none closed before t0
 		expire(t0.Add(time.Hour), 1, []string{"s1", "s3"}, 1) // a first; s2 is b's too
+		owned(2, 8)
 		if _, err := s.Artifact("a", "x.png", ""); !errors.Is(err, ErrArtifactNotFound) {
 			t.Errorf("%s: a's artifact after its expiry: %v", what, err)
 		}
@@ -70,10 +83,11 @@ func TestExpireArtifacts(t *testing.T) {
 			t.Errorf("%s: b's artifact before its expiry: %v", what, err)
 		}
 		// Named again before it was removed: no garbage any more.
-		if _, err := s.PutArtifact(&cpv1.Artifact{SessionId: "c", Name: "again.png", Sha256: "s3"}); err != nil {
+		if _, err := s.PutArtifact(&cpv1.Artifact{SessionId: "c", Name: "again.png", Sha256: "s3", SizeBytes: 16}); err != nil {
 			t.Fatal(err)
 		}
 		expire(t0.Add(time.Hour), 10, []string{"s1", "s2"}, 1)
+		owned(0, 24)
 		if err := s.Collected([]string{"s1", "s2"}); err != nil {
 			t.Fatal(err)
 		}
@@ -88,5 +102,7 @@ func TestExpireArtifacts(t *testing.T) {
 
 	// The same data at schema 9, before this bookkeeping, migrated.
 	s, path = build()
-	check(reopenAt(t, s, path, 9, bucketArtifactRefs, bucketClosedSessions, bucketBlobGarbage), "migrated from schema 9")
+	check(reopenAt(t, s, path, 9, bucketArtifactRefs, bucketClosedSessions, bucketBlobGarbage, bucketOwnerBytes), "migrated from schema 9")
+	s, path = build()
+	check(reopenAt(t, s, path, 10, bucketOwnerBytes), "migrated from schema 10")
 }

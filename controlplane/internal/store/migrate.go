@@ -47,6 +47,7 @@ var migrations = []func(tx *bolt.Tx) error{
 	migrateMutationAudit,
 	migrateOpenSessions,
 	migrateArtifactRefs,
+	migrateOwnerBytes,
 }
 
 func migrate(db *bolt.DB) error {
@@ -340,6 +341,23 @@ func migrateOpenSessions(tx *bolt.Tx) error {
 			return err
 		}
 		return markOpen(tx, sess.Owner, id)
+	})
+}
+
+// migrateOwnerBytes (10 → 11) sums the sizes of each principal's artifact
+// records, for its quota (ArtifactBytes).
+func migrateOwnerBytes(tx *bolt.Tx) error {
+	if err := createBuckets(tx, bucketOwnerBytes); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketArtifacts).ForEachBucket(func(id []byte) error {
+		return tx.Bucket(bucketArtifacts).Bucket(id).ForEach(func(_, v []byte) error {
+			a := &cpv1.Artifact{}
+			if err := proto.Unmarshal(v, a); err != nil {
+				return err
+			}
+			return addOwnerBytes(tx, a.GetSessionId(), a.GetSizeBytes())
+		})
 	})
 }
 

@@ -117,6 +117,19 @@ func sessionBucket(tx *bolt.Tx, id string) (*bolt.Bucket, error) {
 	return b, nil
 }
 
+// SessionOwner is the principal that negotiated session id.
+func (s *Store) SessionOwner(id string) (string, error) {
+	var owner string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b, err := sessionBucket(tx, id)
+		if err == nil {
+			owner = string(b.Get(keyOwner))
+		}
+		return err
+	})
+	return owner, err
+}
+
 func readSession(tx *bolt.Tx, id string) (Session, error) {
 	b, err := sessionBucket(tx, id)
 	if err != nil {

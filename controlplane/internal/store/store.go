@@ -127,6 +127,7 @@ var (
 	bucketArtifactRefs    = []byte("artifact_refs")   // sha256 → how many artifact records name it
 	bucketClosedSessions  = []byte("closed_sessions") // close time (unix ns) + session id: what may expire
 	bucketBlobGarbage     = []byte("blob_garbage")    // sha256: blobs no artifact names since an expiry
+	bucketOwnerBytes      = []byte("artifact_bytes")  // owner → the bytes its sessions' artifact records declare
 
 	keySchemaVersion = []byte("schema_version")
 	keySession       = []byte("session")

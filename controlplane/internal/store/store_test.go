@@ -335,6 +335,9 @@ func TestAuditPages(t *testing.T) {
 
 func TestArtifacts(t *testing.T) {
 	s, _ := openTest(t)
+	if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {
+		t.Fatal(err)
+	}
 	put := func(name, sum, requestID string) *cpv1.Artifact {
 		t.Helper()
 		a, err := s.PutArtifact(&cpv1.Artifact{SessionId: "s1", Name: name, Sha256: sum, SizeBytes: 3, RequestId: requestID})
