@@ -520,10 +520,11 @@ func TestArtifactRetention(t *testing.T) {
 // and stores nothing, a receipt's file over it stays on its agent (a
 // download relays it while the session lives, and nothing is kept), a
 // distributed render over it fails; artifacts forgotten after their
-// session closed free the quota.
+// session closed free the quota, and a file left on its agent is kept at
+// its next download.
 func TestArtifactQuota(t *testing.T) {
 	c := startClusterOpts(t, clusterOpts{cpArgs: []string{"--artifact-quota-mib", "1", "--artifact-retention", "2s"}})
-	id := c.negotiate(t).GetSessionId()
+	full, id := c.negotiate(t).GetSessionId(), c.negotiate(t).GetSessionId()
 	upload := func(session, name string, content []byte, declared bool) error {
 		t.Helper()
 		h := &cpv1.ArtifactUpload{SessionId: session, Name: name}
@@ -534,7 +535,7 @@ func TestArtifactQuota(t *testing.T) {
 		return err
 	}
 	big := bytes.Repeat([]byte("v 0 0 0\n"), (1<<20-512)/8) // the quota less 512 bytes
-	if err := upload(id, "big.obj", big, true); err != nil {
+	if err := upload(full, "big.obj", big, true); err != nil {
 		t.Fatal(err)
 	}
 	more := bytes.Repeat([]byte("# more\n"), 600)
@@ -555,13 +556,21 @@ func TestArtifactQuota(t *testing.T) {
 		t.Fatalf("a render whose file passes the quota: %v %v", p, rs)
 	}
 	shot := rs[0].GetArtifacts()[0]
-	for i := range 2 { // relayed each time: nothing is kept
+	kept := func() bool {
+		_, err := os.Stat(filepath.Join(blobs, shot.GetSha256()[:2], shot.GetSha256()))
+		return err == nil
+	}
+	download := func(i int) {
+		t.Helper()
 		art, content, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "shot.png"})
 		if err != nil || art.GetSha256() != shot.GetSha256() || hexSHA(content) != shot.GetSha256() {
-			t.Fatalf("download %d of a file left on its agent: %v %v", i, art, err)
+			t.Fatalf("download %d of shot.png: %v %v", i, art, err)
 		}
-		if _, err := os.Stat(filepath.Join(blobs, shot.GetSha256()[:2], shot.GetSha256())); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("the control plane kept a file over the quota: %v", err)
+	}
+	for i := range 2 { // relayed each time: nothing is kept
+		download(i)
+		if kept() {
+			t.Fatal("the control plane kept a file over the quota")
 		}
 	}
 	_, rs = c.run(t, id, "frames", op("anim", "render.animation", map[string]any{"output_prefix": "f", "frame_start": 1, "frame_end": 2,
@@ -570,19 +579,23 @@ func TestArtifactQuota(t *testing.T) {
 		t.Fatalf("a distributed render over the quota: %v", rs)
 	}
 
-	// Forgotten two seconds after the session closed: room again.
-	if _, err := c.client.CloseSession(ctxT(t, time.Minute), &cpv1.CloseSessionRequest{SessionId: id}); err != nil {
+	// Forgotten two seconds after their session closed: room again. The
+	// render's file, within the quota now, is kept at its next download.
+	if _, err := c.client.CloseSession(ctxT(t, time.Minute), &cpv1.CloseSessionRequest{SessionId: full}); err != nil {
 		t.Fatal(err)
 	}
-	next := c.negotiate(t).GetSessionId()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		err := upload(next, "more.obj", more, true)
+		err := upload(id, "more.obj", more, true)
 		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("a minute after the session closed: %v", err)
 		}
+	}
+	download(2)
+	if !kept() {
+		t.Fatal("a file within the quota was not kept at its download")
 	}
 }
 

@@ -163,24 +163,28 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 	}
 	f, err := a.blobs.Open(art.GetSha256())
 	if errors.Is(err, blob.ErrNotFound) && !sess.Closed() {
-		room, err := a.artifactRoom(sess.Owner)
-		if err != nil {
-			return err
+		agent, cerr := a.fleet.Client(sess.Info.GetAgentId())
+		if cerr != nil {
+			return fmt.Errorf("%w: the control plane does not hold %s (sha256 %s) and cannot reach the session's agent: %w",
+				ErrAgentUnavailable, name, art.GetSha256(), cerr)
 		}
-		if agent, cerr := a.fleet.Client(sess.Info.GetAgentId()); cerr == nil && room < 0 {
+		room, rerr := a.artifactRoom(sess.Owner)
+		if rerr != nil {
+			return rerr
+		}
+		if room < 0 {
 			return a.relay(ctx, agent, art, send)
-		} else if cerr == nil {
-			if ferr := a.fetch(ctx, agent, art); errors.Is(ferr, blob.ErrDiskShort) {
-				return ferr // the agent has it, the control plane has no room to keep it
-			} else if ferr != nil {
-				a.log.Warn("fetching an artifact from its agent", "session_id", sessionID, "name", name, "err", ferr)
-			}
+		}
+		if ferr := a.fetch(ctx, agent, art); errors.Is(ferr, blob.ErrDiskShort) {
+			return ferr // the agent has it, the control plane has no room to keep it
+		} else if ferr != nil {
+			a.log.Warn("fetching an artifact from its agent", "session_id", sessionID, "name", name, "err", ferr)
 		}
 		f, err = a.blobs.Open(art.GetSha256())
 	}
 	if errors.Is(err, blob.ErrNotFound) {
 		return fmt.Errorf("%w: the control plane did not keep %s (sha256 %s): its agent overwrote or removed it first, or it came "+
-			"while the session owner's artifacts were over its quota or the control plane's disk was short, and its session is closed now",
+			"while the session owner's artifacts were over its quota or the control plane's disk was short, and it is not on the agent now",
 			ErrArtifactUnavailable, name, art.GetSha256())
 	}
 	if err != nil {
