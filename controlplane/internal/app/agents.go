@@ -18,9 +18,15 @@ import (
 // ErrAgentIdentity: an agent id registered by another principal.
 var ErrAgentIdentity = errors.New("agent id taken by another principal")
 
-// maxRegistryBytes bounds one tool registry, as sent: the fleet keeps up to
-// maxRegistries of them in memory. Blendplane's is about 22 KB.
-const maxRegistryBytes = 4 << 20
+// maxRegistryBytes bounds one tool registry, as sent, and
+// registriesPerPrincipal the distinct ones an agent principal's agents
+// hold: the fleet keeps them in memory (one copy per fingerprint).
+// Blendplane's registry is about 22 KB; a fleet has one per Blender and
+// bridge version.
+const (
+	maxRegistryBytes       = 4 << 20
+	registriesPerPrincipal = 16
+)
 
 // agentCertValidity is how long an agent's certificate is valid; agents ask
 // for a new one at registration when theirs is old.
@@ -71,6 +77,10 @@ func (a *App) RegisterAgent(ctx context.Context, who Principal, req *cpv1.Regist
 			}
 		}
 	}
+	// Refused before the agent id is bound to the principal for good.
+	if err := a.admit(req, who.Name, a.fleet.Admit); err != nil {
+		return nil, err
+	}
 	owner, err := a.store.BindAgent(req.GetAgentId(), who.Name)
 	if err != nil {
 		return nil, err
@@ -103,10 +113,8 @@ func (a *App) RegisterAgent(ctx context.Context, who Principal, req *cpv1.Regist
 		// An agent that was just issued a certificate cannot serve with it
 		// yet: it joins the fleet at its next registration, which it sends
 		// as soon as the certificate is installed.
-		if err := a.fleet.Register(req, who.Name); errors.Is(err, fleet.ErrTooManyAgents) {
-			return nil, fmt.Errorf("%w: %w", ErrQuotaExceeded, err)
-		} else if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrCapacityExhausted, err)
+		if err := a.admit(req, who.Name, a.fleet.Register); err != nil {
+			return nil, err
 		}
 		resp.RegistriesHeld = true
 	}
@@ -117,6 +125,16 @@ func (a *App) RegisterAgent(ctx context.Context, who Principal, req *cpv1.Regist
 		go a.registries.get(rt.GetRegistry().GetFingerprint(), known(rt.GetRegistry()))
 	}
 	return resp, nil
+}
+
+// admit runs a fleet's check of a registration (Admit or Register) and
+// maps its refusals.
+func (a *App) admit(req *cpv1.RegisterAgentRequest, owner string, check func(*cpv1.RegisterAgentRequest, string) error) error {
+	err := check(req, owner)
+	if errors.Is(err, fleet.ErrTooManyAgents) || errors.Is(err, fleet.ErrTooManyRegistries) {
+		return fmt.Errorf("%w: %w", ErrQuotaExceeded, err)
+	}
+	return err
 }
 
 // checkRegistry refuses a runtime whose tool registry is not the one its

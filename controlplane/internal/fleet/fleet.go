@@ -39,9 +39,9 @@ var (
 	// ErrTooManyAgents: a principal registering another agent has as many
 	// in the fleet as Limits allow.
 	ErrTooManyAgents = errors.New("too many agents for one principal")
-	// ErrTooManyRegistries: a registration brings a tool registry the
-	// fleet does not hold, and it holds as many as Limits allow.
-	ErrTooManyRegistries = errors.New("too many tool registries in the fleet")
+	// ErrTooManyRegistries: a registration would give a principal's agents
+	// more distinct tool registries than Limits allow.
+	ErrTooManyRegistries = errors.New("too many tool registries for one principal")
 	// ErrUnknownAgent: the agent has not registered (since this control
 	// plane started).
 	ErrUnknownAgent = errors.New("agent not registered")
@@ -55,10 +55,9 @@ type Fleet struct {
 	creds     func(agentID string) credentials.TransportCredentials
 	dialOpts  []grpc.DialOption
 
-	mu         sync.Mutex
-	agents     map[string]*member
-	limits     Limits
-	registries map[string]*cpv1.ToolRegistry // by fingerprint: one copy for every agent that has it
+	mu     sync.Mutex
+	agents map[string]*member
+	limits Limits
 }
 
 // Limits bound what registrations make the fleet hold: anyone with an
@@ -68,9 +67,10 @@ type Limits struct {
 	// AgentsPerPrincipal bounds the agents one principal has in the fleet
 	// (until they are forgotten).
 	AgentsPerPrincipal int
-	// Registries bounds the distinct tool registries the fleet holds: a
-	// real fleet has a few (one per Blender and bridge version).
-	Registries int
+	// RegistriesPerPrincipal bounds the distinct tool registries one
+	// principal's agents hold: a real fleet has a few (one per Blender and
+	// bridge version).
+	RegistriesPerPrincipal int
 }
 
 type member struct {
@@ -92,13 +92,12 @@ func New(heartbeat, lostAfter time.Duration, creds func(agentID string) credenti
 		creds = func(string) credentials.TransportCredentials { return insecure.NewCredentials() }
 	}
 	return &Fleet{
-		heartbeat:  heartbeat,
-		lostAfter:  lostAfter,
-		now:        time.Now,
-		creds:      creds,
-		dialOpts:   dialOpts,
-		agents:     map[string]*member{},
-		registries: map[string]*cpv1.ToolRegistry{},
+		heartbeat: heartbeat,
+		lostAfter: lostAfter,
+		now:       time.Now,
+		creds:     creds,
+		dialOpts:  dialOpts,
+		agents:    map[string]*member{},
 	}
 }
 
@@ -112,24 +111,26 @@ func (f *Fleet) Limit(l Limits) {
 // Heartbeat is the interval agents are asked to register at.
 func (f *Fleet) Heartbeat() time.Duration { return f.heartbeat }
 
+// Admit checks a registration by principal owner against the limits
+// without taking it (Register checks again): a new agent beyond the
+// principal's limit (ErrTooManyAgents), registries beyond its limit
+// (ErrTooManyRegistries).
+func (f *Fleet) Admit(req *cpv1.RegisterAgentRequest, owner string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.admit(req, owner)
+}
+
 // Register records an agent's registration or heartbeat by principal
-// owner. A new agent beyond the principal's limit, or registries beyond
-// the fleet's, are refused (ErrTooManyAgents, ErrTooManyRegistries) and
-// change nothing. Registries are kept once per fingerprint, whichever
-// agents have them.
+// owner; one that Admit refuses changes nothing. A registry is kept once
+// per fingerprint, whichever agents have it.
 func (f *Fleet) Register(req *cpv1.RegisterAgentRequest, owner string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	m, ok := f.agents[req.GetAgentId()]
-	if most := f.limits.AgentsPerPrincipal; (!ok || m.owner == "") && most > 0 {
-		if n := f.owned(owner); n >= most {
-			return fmt.Errorf("%w: %q has %d agents in the fleet, at most %d (--max-agents-per-principal); an agent silent for --agent-forget-after is forgotten",
-				ErrTooManyAgents, owner, n, most)
-		}
-	}
-	if err := f.keepRegistries(req); err != nil {
+	if err := f.admit(req, owner); err != nil {
 		return err
 	}
+	m, ok := f.agents[req.GetAgentId()]
 	if !ok {
 		m = &member{touched: map[string]time.Time{}}
 		f.agents[req.GetAgentId()] = m
@@ -185,55 +186,61 @@ func (f *Fleet) owned(owner string) int {
 	return n
 }
 
-// keepRegistries points req's runtimes at the fleet's copy of each
-// registry, keeping those it did not hold, within the limit. The caller
-// holds f.mu.
-func (f *Fleet) keepRegistries(req *cpv1.RegisterAgentRequest) error {
-	var fresh []string
+// admit checks req against the limits and points its runtimes at the
+// copies of their registries the fleet holds already. The caller holds
+// f.mu.
+func (f *Fleet) admit(req *cpv1.RegisterAgentRequest, owner string) error {
+	m, known := f.agents[req.GetAgentId()]
+	if most := f.limits.AgentsPerPrincipal; most > 0 && (!known || m.owner == "") {
+		if n := f.owned(owner); n >= most {
+			return fmt.Errorf("%w: %q has %d agents in the fleet, at most %d (--max-agents-per-principal); an agent that holds no session is forgotten after --agent-forget-after of silence",
+				ErrTooManyAgents, owner, n, most)
+		}
+	}
+	held := map[string]*cpv1.ToolRegistry{} // by fingerprint
+	if known {
+		for _, rt := range m.info.GetRuntimes() {
+			held[rt.GetRegistry().GetFingerprint()] = rt.GetRegistry()
+		}
+	}
+	if registriesIn(req, held) {
+		return nil // a heartbeat: nothing new to hold
+	}
+	// New registries: share the copies other agents hold, and count the
+	// principal's.
+	mine := map[string]bool{}
+	for id, o := range f.agents {
+		for _, rt := range o.info.GetRuntimes() {
+			fp := rt.GetRegistry().GetFingerprint()
+			held[fp] = rt.GetRegistry()
+			if o.owner == owner && id != req.GetAgentId() {
+				mine[fp] = true
+			}
+		}
+	}
+	registriesIn(req, held)
 	for _, rt := range req.GetRuntimes() {
-		fp := rt.GetRegistry().GetFingerprint()
-		if fp == "" {
-			continue
-		}
-		if held, ok := f.registries[fp]; ok {
-			rt.Registry = held
-		} else if !slices.Contains(fresh, fp) {
-			fresh = append(fresh, fp)
-		}
+		mine[rt.GetRegistry().GetFingerprint()] = true
 	}
-	if len(fresh) == 0 {
-		return nil
-	}
-	if most := f.limits.Registries; most > 0 && len(f.registries)+len(fresh) > most {
-		f.pruneRegistries(req.GetAgentId()) // what this agent held is replaced
-		if len(f.registries)+len(fresh) > most {
-			f.pruneRegistries("") // the agent keeps its registries
-			return fmt.Errorf("%w: the fleet holds %d tool registries, at most %d; agent %s brings %d more", ErrTooManyRegistries,
-				len(f.registries), most, req.GetAgentId(), len(fresh))
-		}
-	}
-	for _, rt := range req.GetRuntimes() {
-		if fp := rt.GetRegistry().GetFingerprint(); slices.Contains(fresh, fp) {
-			f.registries[fp] = rt.GetRegistry()
-		}
+	delete(mine, "")
+	if most := f.limits.RegistriesPerPrincipal; most > 0 && len(mine) > most {
+		return fmt.Errorf("%w: %q's agents would hold %d distinct tool registries, at most %d", ErrTooManyRegistries, owner, len(mine), most)
 	}
 	return nil
 }
 
-// pruneRegistries keeps only the registries of the fleet's agents, but
-// agent except's. The caller holds f.mu.
-func (f *Fleet) pruneRegistries(except string) {
-	clear(f.registries)
-	for id, m := range f.agents {
-		if id == except {
-			continue
-		}
-		for _, rt := range m.info.GetRuntimes() {
-			if fp := rt.GetRegistry().GetFingerprint(); fp != "" {
-				f.registries[fp] = rt.GetRegistry()
-			}
+// registriesIn points req's runtimes at the registries of held with their
+// fingerprints and reports whether held has them all.
+func registriesIn(req *cpv1.RegisterAgentRequest, held map[string]*cpv1.ToolRegistry) bool {
+	all := true
+	for _, rt := range req.GetRuntimes() {
+		if r, ok := held[rt.GetRegistry().GetFingerprint()]; ok && r != nil {
+			rt.Registry = r // the same content: registries are checked against their fingerprints
+		} else if rt.GetRegistry().GetFingerprint() != "" {
+			all = false
 		}
 	}
+	return all
 }
 
 // FillRegistries fills in the tool registries of a registration that
@@ -335,9 +342,7 @@ func (f *Fleet) Forget(age time.Duration, keep func(agentID string) bool) []stri
 			gone = append(gone, id)
 		}
 	}
-	if len(gone) > 0 {
-		f.pruneRegistries("")
-	}
+
 	sort.Strings(gone)
 	return gone
 }

@@ -311,14 +311,16 @@ func BenchmarkCensus(b *testing.B) {
 	})
 }
 
-// TestLimits: a principal registers at most AgentsPerPrincipal agents and
-// the fleet holds at most Registries distinct registries, one copy each; a
-// refused registration changes nothing, and a forgotten agent makes room.
+// TestLimits: a principal registers at most AgentsPerPrincipal agents, and
+// its agents hold at most RegistriesPerPrincipal distinct registries, one
+// copy each in the fleet; a refused registration changes nothing, an
+// unchanged heartbeat is never refused, and registries dropped or agents
+// forgotten make room.
 func TestLimits(t *testing.T) {
 	f := New(time.Second, 0, nil)
 	now := time.Unix(1000, 0)
 	f.now = func() time.Time { return now }
-	f.Limit(Limits{AgentsPerPrincipal: 2, Registries: 2})
+	f.Limit(Limits{AgentsPerPrincipal: 2, RegistriesPerPrincipal: 2})
 	with := func(id string, fps ...string) *cpv1.RegisterAgentRequest {
 		r := reg(id, 0, 4, 0)
 		r.Runtimes = nil
@@ -327,51 +329,51 @@ func TestLimits(t *testing.T) {
 		}
 		return r
 	}
-	for _, c := range []struct {
-		req   *cpv1.RegisterAgentRequest
-		owner string
-		want  error
-	}{
-		{with("a", "fp1"), "p", nil},
-		{with("b", "fp1", "fp2"), "p", nil},
-		{with("c", "fp1"), "p", ErrTooManyAgents},
-		{with("a", "fp1"), "p", nil}, // a heartbeat of an agent it has
-		{with("c", "fp1"), "q", nil},
-		{with("d", "fp3"), "q", ErrTooManyRegistries},
-		{with("a", "fp1", "fp3"), "p", ErrTooManyRegistries},
-	} {
-		if err := f.Register(c.req, c.owner); !errors.Is(err, c.want) {
-			t.Fatalf("%s by %s: %v, want %v", c.req.GetAgentId(), c.owner, err, c.want)
+	register := func(req *cpv1.RegisterAgentRequest, owner string, want error) {
+		t.Helper()
+		if err := f.Admit(req, owner); !errors.Is(err, want) {
+			t.Fatalf("Admit %s by %s: %v, want %v", req.GetAgentId(), owner, err, want)
+		}
+		if err := f.Register(req, owner); !errors.Is(err, want) {
+			t.Fatalf("%s by %s: %v, want %v", req.GetAgentId(), owner, err, want)
 		}
 	}
+	registry := func(agent string, i int) *cpv1.ToolRegistry {
+		return f.agents[agent].info.GetRuntimes()[i].GetRegistry()
+	}
+	register(with("a", "fp1"), "p", nil)
+	register(with("b", "fp1", "fp2"), "p", nil)
+	register(with("c", "fp1"), "p", ErrTooManyAgents)
+	register(with("a", "fp1"), "p", nil) // a heartbeat of an agent it has
+	register(with("c", "fp3", "fp4"), "q", nil)
+	register(with("d", "fp5"), "q", ErrTooManyRegistries)
+	register(with("a", "fp1", "fp3"), "p", ErrTooManyRegistries)
 	if got := fmt.Sprint(ids(f.List())); got != "[a b c]" {
 		t.Fatalf("agents %s", got)
 	}
-	if len(f.List()[0].GetRuntimes()) != 1 {
-		t.Fatalf("a refused registration changed a: %v", f.List()[0])
+	if len(registry("a", 0).GetTools()) != 0 || len(f.agents["a"].info.GetRuntimes()) != 1 {
+		t.Fatalf("a refused registration changed a: %v", f.agents["a"].info)
 	}
-	a, b, c := f.agents["a"].info.GetRuntimes()[0], f.agents["b"].info.GetRuntimes()[0], f.agents["c"].info.GetRuntimes()[0]
-	if a.GetRegistry() != b.GetRegistry() || a.GetRegistry() != c.GetRegistry() {
-		t.Fatal("fp1 is kept more than once")
+	if registry("a", 0) != registry("b", 0) {
+		t.Fatal("fp1 is kept twice")
 	}
-	// b, the only agent with fp2, is forgotten: fp3 fits, and p may
-	// register another agent.
+	register(with("d", "fp3"), "q", nil) // q's two registries: shared with c
+	if registry("d", 0) != registry("c", 0) {
+		t.Fatal("fp3 is kept twice")
+	}
+	register(with("b", "fp1"), "p", nil) // drops fp2: p may take fp3
+	register(with("a", "fp1", "fp3"), "p", nil)
+	register(with("b", "fp1"), "p", nil)
+	register(with("a", "fp1", "fp3"), "p", nil)
+
+	// Forgotten agents make room for others.
 	now = now.Add(time.Hour)
-	for _, id := range []string{"a", "c"} {
-		if err := f.Register(with(id, "fp1"), map[string]string{"a": "p", "c": "q"}[id]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if gone := f.Forget(time.Minute, func(string) bool { return false }); fmt.Sprint(gone) != "[b]" {
+	register(with("a", "fp1", "fp3"), "p", nil)
+	if gone := f.Forget(time.Minute, func(string) bool { return false }); fmt.Sprint(gone) != "[b c d]" {
 		t.Fatalf("forgotten %v", gone)
 	}
-	if err := f.Register(with("d", "fp3"), "p"); err != nil {
-		t.Fatal(err)
-	}
-	// A registry replaced by its own agent frees its place.
-	if err := f.Register(with("d", "fp4"), "p"); err != nil {
-		t.Fatal(err)
-	}
+	register(with("e", "fp3"), "p", nil)
+	register(with("f", "fp6", "fp7"), "q", nil)
 }
 
 func ids(agents []*cpv1.Agent) []string {
