@@ -55,14 +55,29 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 		return nil, fmt.Errorf("%w: %s (%d bytes) is over the session's temp_storage_mib of %d MiB", ErrQuotaExceeded,
 			h.GetName(), h.GetSizeBytes(), room>>20)
 	}
-	room, err := a.artifactRoom(sess.Owner)
-	if err != nil {
+	// The room under the owner's quota is taken as the content comes (all
+	// at once when the header declares its size), given back once the
+	// artifact is recorded or refused.
+	var reserved int64
+	defer func() { a.unreserve(sess.Owner, reserved) }()
+	take := func(n int64) error {
+		if n <= reserved {
+			return nil
+		}
+		ok, err := a.reserve(sess.Owner, n-reserved)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return a.overQuota(sess.Owner, n)
+		}
+		reserved = n
+		return nil
+	}
+	if err := take(h.GetSizeBytes()); err != nil {
 		return nil, err
 	}
-	if h.GetSizeBytes() > room {
-		return nil, a.overQuota(sess.Owner, h.GetSizeBytes())
-	}
-	w, err := a.blobs.Create(min(limit, max(room, 0)))
+	w, err := a.blobs.Create(limit)
 	if err != nil {
 		return nil, err
 	}
@@ -75,12 +90,13 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 		if err != nil {
 			return nil, err
 		}
-		if _, err := w.Write(chunk); err != nil {
-			if n := w.Size() + int64(len(chunk)); errors.Is(err, blob.ErrTooLarge) && room < limit {
-				return nil, a.overQuota(sess.Owner, n)
-			} else if errors.Is(err, blob.ErrTooLarge) {
-				return nil, tooLarge(n, limit)
-			}
+		n := w.Size() + int64(len(chunk))
+		if _, err := w.Write(chunk); errors.Is(err, blob.ErrTooLarge) {
+			return nil, tooLarge(n, limit)
+		} else if err != nil {
+			return nil, err
+		}
+		if err := take(n); err != nil {
 			return nil, err
 		}
 	}
@@ -168,11 +184,13 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 			return fmt.Errorf("%w: the control plane does not hold %s (sha256 %s) and cannot reach the session's agent: %w",
 				ErrAgentUnavailable, name, art.GetSha256(), cerr)
 		}
-		room, rerr := a.artifactRoom(sess.Owner)
-		if rerr != nil {
-			return rerr
+		// Its bytes count already: kept only while the owner is within its
+		// quota.
+		left, qerr := a.quotaLeft(sess.Owner)
+		if qerr != nil {
+			return qerr
 		}
-		if room < 0 {
+		if left < 0 {
 			return a.relay(ctx, agent, art, send)
 		}
 		if ferr := a.fetch(ctx, agent, art); errors.Is(ferr, blob.ErrDiskShort) {
@@ -284,28 +302,30 @@ func (a *App) collect(ctx context.Context, agent agentv1.AgentServiceClient, ref
 	if err != nil {
 		return err
 	}
-	room, err := a.artifactRoom(owner)
-	if err != nil {
-		return err
-	}
 	var errs []error
 	var over, overBytes int64
 	for _, f := range r.GetArtifacts() {
 		art := &cpv1.Artifact{SessionId: sessionID, Name: f.GetName(), SizeBytes: f.GetSizeBytes(), Sha256: f.GetSha256(),
 			RequestId: ref.RequestID, OperationId: r.GetOperationId(), ReceiptSequence: r.GetSequence(), CreateTime: r.GetCompleteTime()}
-		switch {
-		case a.blobs.Has(art.GetSha256()):
-		case art.GetSizeBytes() > room:
-			over, overBytes = over+1, overBytes+art.GetSizeBytes()
-		default:
-			if err := a.fetch(ctx, agent, art); err != nil {
+		var reserved int64
+		if !a.blobs.Has(art.GetSha256()) {
+			ok, err := a.reserve(owner, art.GetSizeBytes())
+			switch {
+			case err != nil:
 				errs = append(errs, err)
+			case !ok:
+				over, overBytes = over+1, overBytes+art.GetSizeBytes()
+			default:
+				reserved = art.GetSizeBytes()
+				if err := a.fetch(ctx, agent, art); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
-		room -= art.GetSizeBytes()
 		if _, err := a.store.PutArtifact(art); err != nil {
 			errs = append(errs, err)
 		}
+		a.unreserve(owner, reserved)
 	}
 	if over > 0 {
 		errs = append(errs, fmt.Errorf("%d files left on the agent: %w", over, a.overQuota(owner, overBytes)))

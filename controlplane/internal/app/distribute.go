@@ -100,15 +100,17 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 	// The frames live on throwaway forks: the control plane keeps them all,
 	// within the session owner's quota, or the render fails.
 	quotaHint := "close sessions you are done with, ask an admin to raise --artifact-quota-mib, or render without distribute (the files stay on the session's agent)"
-	left, err := a.artifactRoom(sess.Owner)
+	left, err := a.quotaLeft(sess.Owner)
 	if err != nil {
 		return fail("INTERNAL", "retry the plan", err)
 	}
 	if left <= 0 {
 		return fail("QUOTA_EXCEEDED", quotaHint, a.overQuota(sess.Owner, 0))
 	}
-	var room atomic.Int64
-	room.Store(left)
+	// Each range's frames take their room as they come, until the end of
+	// the render: the receipt records them then.
+	var reserved atomic.Int64
+	defer func() { a.unreserve(sess.Owner, reserved.Load()) }()
 	places, err := a.fleet.Place(sess.Info.GetContract().GetAgentSelector(), replays(sess))
 	if err != nil {
 		return fail("AGENT_UNAVAILABLE", "retry when an agent with the session's runtime is ready", err)
@@ -161,7 +163,7 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 			go func() {
 				defer wg.Done()
 				for k, fr := range mine {
-					frames, err := a.renderRange(ctx, sess, ref, op, p.AgentID, p.Runtime.GetRuntimeId(), fr, key, &room, func(n int) { progress(fr.from, n) })
+					frames, err := a.renderRange(ctx, sess, ref, op, p.AgentID, p.Runtime.GetRuntimeId(), fr, key, &reserved, func(n int) { progress(fr.from, n) })
 					mu.Lock()
 					if err == nil {
 						done = append(done, frames...)
@@ -253,7 +255,7 @@ func cancelledRender(r *cpv1.Receipt, start time.Time) *cpv1.Receipt {
 // renderRange renders frames [fr.from, fr.to] on one agent, on a fork of
 // the session rebuilt there, and brings the frames into the blob store.
 func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.PlanRef, op *cpv1.Operation, agentID, runtimeID string,
-	fr frameRange, key string, room *atomic.Int64, progress func(int)) ([]frame, error) {
+	fr frameRange, key string, reserved *atomic.Int64, progress func(int)) ([]frame, error) {
 	agent, err := a.fleet.Client(agentID)
 	if err != nil {
 		return nil, err
@@ -324,9 +326,14 @@ func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.Pla
 	for _, f := range rc.GetArtifacts() {
 		size += f.GetSizeBytes()
 	}
-	if room.Add(-size) < 0 { // the range is kept whole or not at all
-		room.Add(size)
-		return nil, a.overQuota(sess.Owner, size)
+	// The range is kept whole or not at all.
+	if ok, err := a.reserve(sess.Owner, size); err != nil || !ok {
+		return nil, cmp.Or(err, a.overQuota(sess.Owner, size))
+	}
+	reserved.Add(size)
+	giveBack := func() { // another agent renders the range again
+		a.unreserve(sess.Owner, size)
+		reserved.Add(-size)
 	}
 	var out []frame
 	for _, f := range rc.GetArtifacts() {
@@ -334,7 +341,7 @@ func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.Pla
 		if !a.blobs.Has(art.GetSha256()) {
 			err := a.fetch(ctx, agent, art)
 			if err != nil {
-				room.Add(size) // another agent renders the range again
+				giveBack()
 			}
 			if errors.Is(err, blob.ErrDiskShort) {
 				return nil, err
@@ -346,7 +353,7 @@ func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.Pla
 	}
 	frames, _ := res["frames"].([]any)
 	if len(frames) != len(out) {
-		room.Add(size)
+		giveBack()
 		return nil, fmt.Errorf("agent %s rendered %d files for %d frames", agentID, len(out), len(frames))
 	}
 	res2, _ := res["resolution"].([]any)
