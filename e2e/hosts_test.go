@@ -758,6 +758,14 @@ func TestHostsFailover(t *testing.T) {
 				newest = a.GetSha256()
 			}
 		}
+		// A model imported without the material library Blender would load
+		// beside it (<stem>.mtl), which comes later: the replayed import
+		// must not find it either.
+		upload("late.obj", "o Late\nv 0 0 0\nv 1 0 0\nv 0 1 0\nusemtl Late\nf 1 2 3\n")
+		if p, rs := s.cp.run(t, id, "import-late", imp("late.obj")); p.GetState() != cpv1.Plan_STATE_SUCCEEDED || strings.Contains(read(rs[0]), "late.mtl") {
+			t.Fatalf("import of late.obj: %v %v", p, rs)
+		}
+		upload("late.mtl", "newmtl Late\nKd 0 1 0\n")
 		quad, blue := "mtllib model.mtl\no Quad\nv 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nusemtl Paint\nf 1 2 3 4\n", "newmtl Paint\nKd 0 0 1\n"
 		upload("model.obj", quad)
 		upload("model.mtl", blue)
@@ -788,8 +796,12 @@ func TestHostsFailover(t *testing.T) {
 		if !slices.ContainsFunc(rebuilt, func(l string) bool { return strings.Contains(l, id) && strings.Contains(l, "from_checkpoint=false") }) {
 			t.Fatalf("the rebuild did not replay the whole log: %v", rebuilt)
 		}
-		if made, err := os.ReadFile(filepath.Join(s.agentOf(t, id).dir, "sessions", id, "output", "made.obj")); err != nil || hexSHA(made) != newest {
+		sandbox := filepath.Join(s.agentOf(t, id).dir, "sessions", id, "output")
+		if made, err := os.ReadFile(filepath.Join(sandbox, "made.obj")); err != nil || hexSHA(made) != newest {
 			t.Fatalf("made.obj on the new agent: sha256 %s (%v), the second export's %s", hexSHA(made), err, newest)
+		}
+		if _, err := os.Stat(filepath.Join(sandbox, "late.mtl")); err != nil {
+			t.Fatalf("late.mtl, uploaded after every import of it, on the new agent: %v", err)
 		}
 		s.restartAgent(t, victim)
 	})

@@ -110,12 +110,18 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 	art := &cpv1.Artifact{SessionId: h.GetSessionId(), Name: h.GetName(), SizeBytes: size, Sha256: w.Sum(), CreateTime: timestamppb.Now()}
 	// The agent takes the file (or refuses it: no room in the session's
 	// disk, a directory of that name) before the control plane keeps it,
-	// so a refused upload leaves nothing here either.
+	// so a refused upload leaves nothing here either; on a session's new
+	// agent, once it is rebuilt there (the rebuild gives its replay the
+	// files as they were).
+	agentID, _, err := a.placement(ctx, h.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
 	content, err := w.Content()
 	if err != nil {
 		return nil, err
 	}
-	err = a.push(ctx, sess.Info.GetAgentId(), art, content)
+	err = a.push(ctx, agentID, art, content)
 	content.Close()
 	if err != nil {
 		return nil, err

@@ -189,17 +189,14 @@ func (a *App) restore(ctx context.Context, agentID string, sess store.Session, t
 		}
 		r.hash, r.fromCheckpoint, after = cp.SceneHash, true, cp.After
 	}
-	// Replayed imports read the files clients uploaded.
+	// Replayed imports read the files clients uploaded, or the session
+	// wrote, as they were then.
 	if r.files, err = a.newReplayFiles(sess.Info.GetSessionId(), agentID, target); err != nil {
-		return nil, err
-	}
-	if err := r.files.pushUploads(ctx); err != nil {
 		return nil, err
 	}
 	if err := a.replayHistory(ctx, sess.Info.GetSessionId(), after, r); err != nil {
 		return nil, err
 	}
-	// Imports may have been given older versions.
 	if err := r.files.settle(ctx); err != nil {
 		return nil, err
 	}

@@ -175,7 +175,7 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 					}
 					mu.Lock()
 					switch {
-					case errors.Is(err, blob.ErrDiskShort), errors.Is(err, ErrQuotaExceeded): // say the most: they fail every agent alike
+					case errors.Is(err, blob.ErrDiskShort), errors.Is(err, errArtifactQuota): // say the most: they fail every agent alike
 						refused = err
 					case refused == nil && (errors.Is(err, errRenderRefused) || errors.Is(err, errDiverged)):
 						refused = err
@@ -196,7 +196,7 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 		if errors.Is(refused, blob.ErrDiskShort) { // no other agent would do better
 			return fail("STORAGE_EXHAUSTED", "free disk on the control plane (its --data-dir), or render without distribute", refused)
 		}
-		if errors.Is(refused, ErrQuotaExceeded) {
+		if errors.Is(refused, errArtifactQuota) {
 			return fail("QUOTA_EXCEEDED", quotaHint, refused)
 		}
 		if refused != nil {
@@ -358,7 +358,12 @@ func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.Pla
 	}
 	res2, _ := res["resolution"].([]any)
 	for i := range out {
-		out[i].frame = int(frames[i].(float64))
+		n, ok := frames[i].(float64)
+		if !ok || n != float64(int(n)) || int(n) < fr.from || int(n) > fr.to {
+			giveBack()
+			return nil, fmt.Errorf("agent %s answered frame %v for frames %d-%d", agentID, frames[i], fr.from, fr.to)
+		}
+		out[i].frame = int(n)
 		out[i].seed, _ = res["seed"].(float64)
 		out[i].samples, _ = res["samples"].(float64)
 		if len(res2) == 2 {

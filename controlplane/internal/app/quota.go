@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -48,12 +49,17 @@ func (a *App) unreserve(owner string, n int64) {
 	}
 }
 
+// errArtifactQuota marks the ErrQuotaExceeded of the artifact quota, which
+// other agents would meet too, from an agent's own (a session's
+// temp_storage_mib).
+var errArtifactQuota = errors.New("--artifact-quota-mib")
+
 // overQuota is the error for n bytes that do not fit under owner's quota.
 func (a *App) overQuota(owner string, n int64) error {
 	used, _ := a.store.ArtifactBytes(owner)
-	return fmt.Errorf("%w: %q keeps %.1f MiB of artifacts; %d more bytes pass its quota of %d MiB (--artifact-quota-mib): "+
+	return fmt.Errorf("%w (%w): %q keeps %.1f MiB of artifacts; %d more bytes pass its quota of %d MiB: "+
 		"close sessions you are done with (their artifacts are forgotten --artifact-retention after), or ask an admin to raise it",
-		ErrQuotaExceeded, owner, float64(used)/(1<<20), n, a.cfg.ArtifactQuotaMiB)
+		ErrQuotaExceeded, errArtifactQuota, owner, float64(used)/(1<<20), n, a.cfg.ArtifactQuotaMiB)
 }
 
 // quotaLeft is the room under owner's quota, its reservations taken

@@ -14,47 +14,58 @@ import (
 )
 
 // replayFiles gives a rebuilt session (or a fork) the files its replay
-// reads. Before the replay it holds each uploaded name's newest version;
-// a replayed scene.import gets the versions of the files it read the first
-// time (its receipt's result names them: the model and the files it refers
-// to), older uploads or files the session exported itself; after the
-// replay each name pushed holds its newest version again. Without this, an import replayed after its file was
-// uploaded again read the new content and the session broke.
+// reads, when it reads them: a replayed scene.import gets the versions of
+// the files it read the first time (its receipt's result names them: the
+// model and the files it refers to), older uploads or files the session
+// exported itself, and no file it did not find then. After the replay the
+// target's sandbox holds what the session's did: each name uploaded or
+// pushed at its newest version the control plane holds. Before, every
+// upload's newest version was pushed first, and an import replayed after
+// its file was uploaded again read the new content and broke the session.
 type replayFiles struct {
 	app       *App
+	sessionID string
 	agentID   string
 	target    string
-	versions  map[string]*cpv1.Artifact                      // name + "\x00" + sha256 → a version of any origin
-	uploads   []*cpv1.Artifact                               // each uploaded name's newest version, in order of first upload
-	newest    map[string]*cpv1.Artifact                      // each name's newest version of any origin
+	files     sessionFiles
 	onAgent   map[string]string                              // name → sha256 of the content pushed to the target
 	readByOps map[store.PlanRef]map[string]map[string]string // plan → operation → name → sha256
+	legacy    bool                                           // the newest uploads were pushed for an import that names nothing
 }
 
-// newReplayFiles lists every version of sessionID's files the control
-// plane recorded.
+// sessionFiles are the versions of a session's files the control plane
+// recorded.
+type sessionFiles struct {
+	byContent map[string]*cpv1.Artifact   // name + "\x00" + sha256 → a version of any origin
+	byName    map[string][]*cpv1.Artifact // name → its versions, oldest first
+	uploads   []string                    // the names clients uploaded, in order of first upload
+}
+
 func (a *App) newReplayFiles(sessionID, agentID, target string) (*replayFiles, error) {
-	f := &replayFiles{app: a, agentID: agentID, target: target, versions: map[string]*cpv1.Artifact{},
-		newest: map[string]*cpv1.Artifact{}, onAgent: map[string]string{}, readByOps: map[store.PlanRef]map[string]map[string]string{}}
-	newest := map[string]int{}
+	files, err := a.sessionFiles(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return &replayFiles{app: a, sessionID: sessionID, agentID: agentID, target: target, files: files,
+		onAgent: map[string]string{}, readByOps: map[store.PlanRef]map[string]map[string]string{}}, nil
+}
+
+// sessionFiles lists every version of a session's files the control plane
+// recorded.
+func (a *App) sessionFiles(sessionID string) (sessionFiles, error) {
+	f := sessionFiles{byContent: map[string]*cpv1.Artifact{}, byName: map[string][]*cpv1.Artifact{}}
 	var after uint64
 	for {
 		arts, next, err := a.store.ListArtifacts(sessionID, "", after, 1000)
 		if err != nil {
-			return nil, err
+			return f, err
 		}
 		for _, art := range arts {
-			f.versions[art.GetName()+"\x00"+art.GetSha256()] = art
-			f.newest[art.GetName()] = art
-			if art.GetRequestId() != "" {
-				continue // made by an operation
+			f.byContent[art.GetName()+"\x00"+art.GetSha256()] = art
+			if art.GetRequestId() == "" && !slices.ContainsFunc(f.byName[art.GetName()], func(v *cpv1.Artifact) bool { return v.GetRequestId() == "" }) {
+				f.uploads = append(f.uploads, art.GetName())
 			}
-			if i, seen := newest[art.GetName()]; seen {
-				f.uploads[i] = art
-			} else {
-				newest[art.GetName()] = len(f.uploads)
-				f.uploads = append(f.uploads, art)
-			}
+			f.byName[art.GetName()] = append(f.byName[art.GetName()], art)
 		}
 		if next == 0 {
 			return f, nil
@@ -63,22 +74,103 @@ func (a *App) newReplayFiles(sessionID, agentID, target string) (*replayFiles, e
 	}
 }
 
-// pushUploads copies each uploaded name's newest version to the target
-// where it holds another.
-func (f *replayFiles) pushUploads(ctx context.Context) error {
-	for _, art := range f.uploads {
-		if err := f.push(ctx, art); err != nil {
-			return err
+// newestHeld is the newest version of name whose content the control
+// plane holds (uploadsOnly: of those clients uploaded), or nil.
+func (a *App) newestHeld(f sessionFiles, name string, uploadsOnly bool) *cpv1.Artifact {
+	versions := f.byName[name]
+	for i := len(versions) - 1; i >= 0; i-- {
+		if v := versions[i]; (!uploadsOnly || v.GetRequestId() == "") && a.blobs.Has(v.GetSha256()) {
+			return v
 		}
 	}
 	return nil
 }
 
-// settle gives every name pushed its newest version again, where the
-// control plane holds it: what the session's sandbox held before.
+// beforeImport lists the versions of files that operation opID of plan ref
+// (a scene.import) read the first time and the target does not hold. An
+// import whose receipt names nothing (from before imports named what they
+// read) gets every upload's newest version, once, as replays did then.
+func (f *replayFiles) beforeImport(ref store.PlanRef, opID string) ([]*cpv1.Artifact, error) {
+	read, ok := f.readByOps[ref]
+	if !ok {
+		var err error
+		if read, err = f.importsRead(ref); err != nil {
+			return nil, err
+		}
+		f.readByOps[ref] = read
+	}
+	var out []*cpv1.Artifact
+	names, named := read[opID]
+	if !named {
+		if f.legacy {
+			return nil, nil
+		}
+		f.legacy = true
+		for _, name := range f.files.uploads {
+			if art := f.app.newestHeld(f.files, name, true); art != nil && f.onAgent[name] != art.GetSha256() {
+				out = append(out, art)
+			}
+		}
+		return out, nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		sum := names[name]
+		if art := f.files.byContent[name+"\x00"+sum]; art != nil && f.onAgent[name] != sum && f.app.blobs.Has(sum) {
+			out = append(out, art)
+		}
+	}
+	return out, nil
+}
+
+// importsRead maps each scene.import of a plan that succeeded (or was
+// found done: its receipt carries the first run's result) to the files it
+// read, by name, with their SHA-256.
+func (f *replayFiles) importsRead(ref store.PlanRef) (map[string]map[string]string, error) {
+	read := map[string]map[string]string{}
+	for from := int64(1); ; {
+		rs, err := f.app.store.Receipts(ref, from, 1000)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			st := r.GetStatus()
+			if r.GetToolName() != "scene.import" || (st != cpv1.Receipt_STATUS_SUCCEEDED && st != cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT) {
+				continue
+			}
+			raw, err := receiptwire.ResultJSON(r)
+			if err != nil {
+				return nil, err
+			}
+			var res struct {
+				FilesRead map[string]string `json:"files_read"`
+			}
+			if json.Unmarshal(raw, &res) == nil && res.FilesRead != nil {
+				read[r.GetOperationId()] = res.FilesRead
+			}
+		}
+		if len(rs) < 1000 {
+			return read, nil
+		}
+		from = rs[len(rs)-1].GetSequence() + 1
+	}
+}
+
+// settle gives the target what the session's sandbox holds: every name
+// uploaded or pushed at its newest version the control plane holds (read
+// again: an upload may have come meanwhile).
 func (f *replayFiles) settle(ctx context.Context) error {
-	for _, name := range slices.Sorted(maps.Keys(f.onAgent)) {
-		if art := f.newest[name]; f.app.blobs.Has(art.GetSha256()) {
+	files, err := f.app.sessionFiles(f.sessionID)
+	if err != nil {
+		return err
+	}
+	names := slices.Sorted(maps.Keys(f.onAgent))
+	for _, name := range files.uploads {
+		if _, pushed := f.onAgent[name]; !pushed {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		if art := f.app.newestHeld(files, name, false); art != nil {
 			if err := f.push(ctx, art); err != nil {
 				return err
 			}
@@ -104,59 +196,4 @@ func (f *replayFiles) push(ctx context.Context, art *cpv1.Artifact) error {
 	}
 	f.onAgent[art.GetName()] = art.GetSha256()
 	return nil
-}
-
-// beforeImport lists the versions of files that operation opID of plan ref
-// (a scene.import) read the first time and the target does not hold: none
-// when the control plane does not know or hold them (a receipt from before
-// imports named what they read: the replay reads what is there, as it did
-// then).
-func (f *replayFiles) beforeImport(ref store.PlanRef, opID string) ([]*cpv1.Artifact, error) {
-	read, ok := f.readByOps[ref]
-	if !ok {
-		var err error
-		if read, err = f.importsRead(ref); err != nil {
-			return nil, err
-		}
-		f.readByOps[ref] = read
-	}
-	var out []*cpv1.Artifact
-	for _, name := range slices.Sorted(maps.Keys(read[opID])) {
-		sum := read[opID][name]
-		if art := f.versions[name+"\x00"+sum]; art != nil && f.onAgent[name] != sum && f.app.blobs.Has(sum) {
-			out = append(out, art)
-		}
-	}
-	return out, nil
-}
-
-// importsRead maps each succeeded scene.import of a plan to the files it
-// read, by name, with their SHA-256.
-func (f *replayFiles) importsRead(ref store.PlanRef) (map[string]map[string]string, error) {
-	read := map[string]map[string]string{}
-	for from := int64(1); ; {
-		rs, err := f.app.store.Receipts(ref, from, 1000)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rs {
-			if r.GetToolName() != "scene.import" || r.GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
-				continue
-			}
-			raw, err := receiptwire.ResultJSON(r)
-			if err != nil {
-				return nil, err
-			}
-			var res struct {
-				FilesRead map[string]string `json:"files_read"`
-			}
-			if json.Unmarshal(raw, &res) == nil && len(res.FilesRead) > 0 {
-				read[r.GetOperationId()] = res.FilesRead
-			}
-		}
-		if len(rs) < 1000 {
-			return read, nil
-		}
-		from = rs[len(rs)-1].GetSequence() + 1
-	}
 }

@@ -156,8 +156,13 @@ def sha256_hex(data):
 
 
 def sha256_file(path):
+    """The file's SHA-256, read a MiB at a time: a model or a render may be
+    large, and Blender's memory may be capped."""
+    h = hashlib.sha256()
     with open(path, "rb") as f:
-        return sha256_hex(f.read())
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def one_line(e):
