@@ -96,6 +96,9 @@ func (a *App) RegisterAgent(ctx context.Context, who Principal, req *cpv1.Regist
 		return resp, nil // not held: the agent sends them in full at once
 	}
 	if csr := req.GetCertificateRequest(); len(csr) > 0 && a.ca != nil {
+		if err := a.admit(req, who.Name, a.fleet.Hold); err != nil {
+			return nil, err
+		}
 		cert, err := a.ca.SignAgent(csr, req.GetAgentId(), agentCertValidity)
 		if err != nil {
 			return nil, badField("certificate_request", err.Error())

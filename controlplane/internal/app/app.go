@@ -104,7 +104,7 @@ type App struct {
 func New(cfg Config, st *store.Store, blobs *blob.Store, fl *fleet.Fleet, ca *auth.CA, exCfg executor.Config, log *slog.Logger) *App {
 	a := &App{cfg: cfg, store: st, blobs: blobs, fleet: fl, ca: ca, macros: macro.Default(), log: log.With("component", "app")}
 	a.registries = newRegistries(a.log)
-	a.quotas.reserved = map[string]int64{}
+	a.quotas.reserved, a.quotas.handed = map[string]int64{}, map[string]handed{}
 	fl.Limit(fleet.Limits{AgentsPerPrincipal: cfg.MaxAgentsPerPrincipal, RegistriesPerPrincipal: registriesPerPrincipal})
 	a.previewCtx, a.stopPreview = context.WithCancel(context.Background())
 	a.previewSlots = newPreviewSlots()

@@ -41,6 +41,9 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 	if sess.Closed() {
 		return nil, fmt.Errorf("%w: session %s was closed", store.ErrSessionClosed, h.GetSessionId())
 	}
+	if sess.Broken() {
+		return nil, fmt.Errorf("%w: session %s lost its agent and could not be rebuilt exactly elsewhere", store.ErrSessionBroken, h.GetSessionId())
+	}
 	if err := checkArtifactName("header.name", h.GetName()); err != nil {
 		return nil, err
 	}
@@ -54,6 +57,10 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 	if room := sess.Info.GetContract().GetConstraints().GetTempStorageMib() << 20; room > 0 && h.GetSizeBytes() > room {
 		return nil, fmt.Errorf("%w: %s (%d bytes) is over the session's temp_storage_mib of %d MiB", ErrQuotaExceeded,
 			h.GetName(), h.GetSizeBytes(), room>>20)
+	}
+	agentID, err := a.uploadTarget(ctx, h.GetSessionId())
+	if err != nil {
+		return nil, err
 	}
 	// The room under the owner's quota is taken as the content comes (all
 	// at once when the header declares its size), given back once the
@@ -110,13 +117,7 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 	art := &cpv1.Artifact{SessionId: h.GetSessionId(), Name: h.GetName(), SizeBytes: size, Sha256: w.Sum(), CreateTime: timestamppb.Now()}
 	// The agent takes the file (or refuses it: no room in the session's
 	// disk, a directory of that name) before the control plane keeps it,
-	// so a refused upload leaves nothing here either; on a session's new
-	// agent, once it is rebuilt there (the rebuild gives its replay the
-	// files as they were).
-	agentID, _, err := a.placement(ctx, h.GetSessionId())
-	if err != nil {
-		return nil, err
-	}
+	// so a refused upload leaves nothing here either.
 	content, err := w.Content()
 	if err != nil {
 		return nil, err
@@ -136,6 +137,25 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 	}
 	a.log.Info("artifact uploaded", "session_id", art.GetSessionId(), "name", art.GetName(), "bytes", size, "sha256", sum)
 	return stored, nil
+}
+
+// uploadTarget is the agent an upload goes to: on a session's new agent,
+// once the session is rebuilt there (the rebuild gives its replay the
+// files as they were; an upload meanwhile could be read by it).
+func (a *App) uploadTarget(ctx context.Context, sessionID string) (string, error) {
+	agentID, _, err := a.placement(ctx, sessionID)
+	switch status.Code(err) {
+	case codes.OK:
+		return agentID, nil
+	case codes.Unavailable:
+		return "", fmt.Errorf("%w: %s", ErrAgentUnavailable, status.Convert(err).Message())
+	case codes.FailedPrecondition:
+		if p, perr := a.store.Placement(sessionID); perr == nil && p.Closed() {
+			return "", fmt.Errorf("%w: %s", store.ErrSessionClosed, status.Convert(err).Message())
+		}
+		return "", fmt.Errorf("%w: %s", store.ErrSessionBroken, status.Convert(err).Message())
+	}
+	return "", err
 }
 
 // push copies an artifact's content f into a session's sandbox on its
@@ -304,6 +324,7 @@ func (a *App) collect(ctx context.Context, agent agentv1.AgentServiceClient, ref
 	if len(r.GetArtifacts()) == 0 {
 		return nil
 	}
+	defer a.takeBack(receiptKey(ref, r.GetOperationId())) // recorded by then
 	owner, err := a.store.SessionOwner(sessionID)
 	if err != nil {
 		return err
@@ -321,6 +342,8 @@ func (a *App) collect(ctx context.Context, agent agentv1.AgentServiceClient, ref
 				errs = append(errs, err)
 			case !ok:
 				over, overBytes = over+1, overBytes+art.GetSizeBytes()
+			case agent == nil:
+				errs = append(errs, fmt.Errorf("%w: %s left on it", ErrAgentUnavailable, art.GetName()))
 			default:
 				reserved = art.GetSizeBytes()
 				if err := a.fetch(ctx, agent, art); err != nil {

@@ -107,10 +107,18 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 	if left <= 0 {
 		return fail("QUOTA_EXCEEDED", quotaHint, a.overQuota(sess.Owner, 0))
 	}
-	// Each range's frames take their room as they come, until the end of
-	// the render: the receipt records them then.
+	// Each range's frames take their room as they come; a render that
+	// succeeds hands it to the collection of its receipt's files, which
+	// records them.
 	var reserved atomic.Int64
-	defer func() { a.unreserve(sess.Owner, reserved.Load()) }()
+	succeeded := false
+	defer func() {
+		if succeeded {
+			a.handOver(receiptKey(ref, op.GetOperationId()), sess.Owner, reserved.Load())
+		} else {
+			a.unreserve(sess.Owner, reserved.Load())
+		}
+	}()
 	places, err := a.fleet.Place(sess.Info.GetContract().GetAgentSelector(), replays(sess))
 	if err != nil {
 		return fail("AGENT_UNAVAILABLE", "retry when an agent with the session's runtime is ready", err)
@@ -222,6 +230,7 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 	r.Result, _ = structpb.NewStruct(res)
 	r.Status, r.CompleteTime = cpv1.Receipt_STATUS_SUCCEEDED, timestamppb.Now()
 	r.DurationMicros = time.Since(start).Microseconds()
+	succeeded = len(r.GetArtifacts()) > 0 // collected: collect takes the room back
 	log.Info("distributed render done", "frames", len(done), "agents", len(agents), "took", time.Since(start).Round(time.Millisecond))
 	return r
 }

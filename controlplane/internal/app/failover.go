@@ -66,6 +66,8 @@ func (a *App) placement(ctx context.Context, sessionID string) (string, int64, e
 			return "", 0, err
 		}
 		switch {
+		case p.Closed():
+			return "", 0, status.Errorf(codes.FailedPrecondition, "session %s was closed", sessionID)
 		case p.Broken():
 			return "", 0, status.Errorf(codes.FailedPrecondition, "session %s lost its agent and could not be rebuilt exactly on another", sessionID)
 		case p.Rebuilt >= p.Epoch:

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/blendplane/blendplane/controlplane/internal/store"
 )
 
 // quotas holds the bytes being added to each principal's artifacts right
@@ -15,6 +17,41 @@ import (
 type quotas struct {
 	mu       sync.Mutex
 	reserved map[string]int64
+	handed   map[string]handed // receipt → room its files took, until collect records them
+}
+
+type handed struct {
+	owner string
+	n     int64
+}
+
+// receiptKey names a receipt for a hand-over.
+func receiptKey(ref store.PlanRef, operationID string) string {
+	return ref.Owner + "\x00" + ref.RequestID + "\x00" + operationID
+}
+
+// handOver keeps n reserved bytes of owner's until collect records the
+// receipt's files (takeBack): a distributed render's frames, fetched
+// before the receipt exists.
+func (a *App) handOver(key, owner string, n int64) {
+	if a.cfg.ArtifactQuotaMiB <= 0 || n <= 0 {
+		return
+	}
+	a.quotas.mu.Lock()
+	defer a.quotas.mu.Unlock()
+	h := a.quotas.handed[key]
+	a.quotas.handed[key] = handed{owner: owner, n: h.n + n}
+}
+
+// takeBack gives back what handOver kept for a receipt.
+func (a *App) takeBack(key string) {
+	a.quotas.mu.Lock()
+	h, ok := a.quotas.handed[key]
+	delete(a.quotas.handed, key)
+	a.quotas.mu.Unlock()
+	if ok {
+		a.unreserve(h.owner, h.n)
+	}
 }
 
 // reserve takes n bytes of the room under owner's quota, until unreserve

@@ -56,8 +56,9 @@ func Distributed(op *cpv1.Operation) bool {
 
 // Collect takes the files a receipt names (Receipt.artifacts) from the
 // session's agent before the receipt is committed, so that a client who
-// sees the receipt can download them. An error is logged; the receipt is
-// committed anyway.
+// sees the receipt can download them (agent is nil when it cannot be
+// reached: what the control plane holds is recorded still). An error is
+// logged; the receipt is committed anyway.
 type Collect func(ctx context.Context, agent agentv1.AgentServiceClient, ref store.PlanRef, sessionID string, r *cpv1.Receipt) error
 
 // Executor runs plans.

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -260,17 +261,20 @@ func (e *Executor) run(ref store.PlanRef, work *Work) error {
 
 // collectFiles has the files a receipt names taken from the agent before
 // the receipt is committed, so that whoever sees the receipt can download
-// them. A failure is logged: the receipt is committed anyway.
+// them; with no agent at hand (nil), those the control plane holds
+// already (a distributed render's frames) are still recorded. A failure
+// is logged: the receipt is committed anyway.
 func (e *Executor) collectFiles(agentID string, ref store.PlanRef, sessionID string, r *cpv1.Receipt, log *slog.Logger) {
 	if e.collect == nil {
 		return
 	}
-	agent, err := e.client(agentID)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(e.ctx, e.cfg.OperationTimeout)
-		err = e.collect(ctx, agent, ref, sessionID, r)
-		cancel()
+	agent, cerr := e.client(agentID)
+	if cerr != nil {
+		agent = nil
 	}
+	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.OperationTimeout)
+	err := errors.Join(cerr, e.collect(ctx, agent, ref, sessionID, r))
+	cancel()
 	if err != nil {
 		log.Warn("collecting the files of a receipt", "operation_id", r.GetOperationId(), "err", err)
 	}

@@ -121,6 +121,24 @@ func (f *Fleet) Admit(req *cpv1.RegisterAgentRequest, owner string) error {
 	return f.admit(req, owner)
 }
 
+// Hold counts a new agent of principal owner that registers again once it
+// has its certificate: its registration cannot join the fleet yet (it does
+// not serve), but binds its id; without this, certificate requests under
+// fresh ids went past AgentsPerPrincipal. The agent is UNREACHABLE until
+// it registers, and forgotten like a silent one if it never does.
+func (f *Fleet) Hold(req *cpv1.RegisterAgentRequest, owner string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.admit(req, owner); err != nil {
+		return err
+	}
+	if _, ok := f.agents[req.GetAgentId()]; !ok {
+		f.agents[req.GetAgentId()] = &member{info: &cpv1.Agent{AgentId: req.GetAgentId()}, live: map[string]bool{}, counted: map[string]bool{},
+			touched: map[string]time.Time{}, lastSeen: f.now(), owner: owner}
+	}
+	return nil
+}
+
 // Register records an agent's registration or heartbeat by principal
 // owner; one that Admit refuses changes nothing. A registry is kept once
 // per fingerprint, whichever agents have it.

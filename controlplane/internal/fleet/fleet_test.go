@@ -374,6 +374,22 @@ func TestLimits(t *testing.T) {
 	}
 	register(with("e", "fp3"), "p", nil)
 	register(with("f", "fp6", "fp7"), "q", nil)
+
+	// An agent that asked for a certificate holds its place until it
+	// registers with it.
+	if err := f.Hold(with("g", "fp1"), "p"); !errors.Is(err, ErrTooManyAgents) {
+		t.Fatalf("a third agent of p held: %v", err)
+	}
+	if err := f.Hold(with("h", "fp6"), "q"); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.state(f.agents["h"]); st != cpv1.Agent_STATE_UNREACHABLE {
+		t.Fatalf("a held agent is %v", st)
+	}
+	if err := f.Hold(with("i", "fp6"), "q"); !errors.Is(err, ErrTooManyAgents) {
+		t.Fatalf("a third agent of q held: %v", err)
+	}
+	register(with("h", "fp6"), "q", nil)
 }
 
 func ids(agents []*cpv1.Agent) []string {
