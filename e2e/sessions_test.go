@@ -549,6 +549,9 @@ func TestArtifactQuota(t *testing.T) {
 	if _, _, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "more.obj"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("a refused upload was kept: %v", err)
 	}
+	if err := upload(full, "big.obj", big, true); err != nil { // the same again: nothing new to keep
+		t.Fatalf("the newest upload again, at the quota: %v", err)
+	}
 
 	blobs := filepath.Join(c.dir, "cp", "blobs", "sha256")
 	p, rs := c.run(t, id, "shot", op("shot", "render.still", map[string]any{"output": "shot.png", "resolution": []any{64, 48}, "samples": 1, "seed": 3}))

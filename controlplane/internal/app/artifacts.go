@@ -64,11 +64,17 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 	}
 	// The room under the owner's quota is taken as the content comes (all
 	// at once when the header declares its size), given back once the
-	// artifact is recorded or refused.
+	// artifact is recorded or refused; none for the name's newest upload
+	// again, which records nothing new (its header must say its SHA-256).
+	again := false
+	if h.GetSha256() != "" {
+		newest, err := a.store.Artifact(h.GetSessionId(), h.GetName(), "")
+		again = err == nil && newest.GetSha256() == h.GetSha256() && newest.GetRequestId() == "" && newest.GetOperationId() == ""
+	}
 	var reserved int64
 	defer func() { a.unreserve(sess.Owner, reserved) }()
 	take := func(n int64) error {
-		if n <= reserved {
+		if n <= reserved || again {
 			return nil
 		}
 		ok, err := a.reserve(sess.Owner, n-reserved)
