@@ -188,6 +188,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	if cfg.MinFreeDiskMiB < 0 || cfg.MinFreeDiskMiB > diskfree.MaxMiB {
 		return fmt.Errorf("--min-free-disk-mib %d: from 0 to %d", cfg.MinFreeDiskMiB, diskfree.MaxMiB)
 	}
+	for _, f := range []struct {
+		flag string
+		n    int
+	}{{"--max-sessions-per-principal", cfg.MaxSessionsPerPrincipal}, {"--max-agents-per-principal", cfg.MaxAgentsPerPrincipal}} {
+		if f.n < 0 {
+			return fmt.Errorf("%s %d: 0 (no bound) or more", f.flag, f.n)
+		}
+	}
 	if cfg.ArtifactQuotaMiB < 0 || cfg.ArtifactQuotaMiB > diskfree.MaxMiB {
 		return fmt.Errorf("--artifact-quota-mib %d: from 0 to %d", cfg.ArtifactQuotaMiB, diskfree.MaxMiB)
 	}
