@@ -101,6 +101,9 @@ func (e *Executor) execute(ref store.PlanRef, sessionID string, budgetMs int64, 
 			if r.GetOperationId() != calls[0].GetOperationId() {
 				return false, fmt.Errorf("agent answered for %q, expected %q", r.GetOperationId(), calls[0].GetOperationId())
 			}
+			if !executed(r) {
+				return false, status.Errorf(codes.Internal, "agent answered %s (%s) for operation %q", r.GetStatus(), r.GetError().GetErrorCode(), r.GetOperationId())
+			}
 			calls = calls[1:]
 			ok := r.GetStatus() == cpv1.Receipt_STATUS_SUCCEEDED || r.GetStatus() == cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT
 			add(r, ok && (len(calls) > 0 || !last))
@@ -138,9 +141,13 @@ func (e *Executor) rollback(ref store.PlanRef, sessionID string, keys []string, 
 				return false, err
 			}
 			alive()
+			r := resp.GetReceipt()
+			if !undone(r) {
+				return false, status.Errorf(codes.Internal, "agent answered %s (%s) for an undo", r.GetStatus(), r.GetError().GetErrorCode())
+			}
 			keys = keys[1:]
-			add(resp.GetReceipt(), len(keys) > 0)
-			if resp.GetReceipt().GetStatus() != cpv1.Receipt_STATUS_ROLLED_BACK {
+			add(r, len(keys) > 0)
+			if r.GetStatus() != cpv1.Receipt_STATUS_ROLLED_BACK {
 				return true, nil
 			}
 		}
@@ -153,6 +160,27 @@ func (e *Executor) rollback(ref store.PlanRef, sessionID string, keys []string, 
 				RetryHint: "the agent could not be reached to roll the plan back; inspect the session"},
 		}, false)
 	})
+}
+
+// executed reports whether an agent's receipt for an operation it was
+// asked to run says what running it can say: a receipt of any other
+// status would leave the plan's progress where it was (the operation asked
+// for again, forever) or past its schedule.
+func executed(r *cpv1.Receipt) bool {
+	switch r.GetStatus() {
+	case cpv1.Receipt_STATUS_SUCCEEDED, cpv1.Receipt_STATUS_SKIPPED_IDEMPOTENT, cpv1.Receipt_STATUS_NOT_RUN:
+		return true
+	case cpv1.Receipt_STATUS_FAILED:
+		return r.GetError().GetErrorCode() != "ROLLBACK_FAILED"
+	}
+	return false
+}
+
+// undone reports whether an agent's receipt for an undo says what an undo
+// can say: ROLLED_BACK, or ROLLBACK_FAILED.
+func undone(r *cpv1.Receipt) bool {
+	return r.GetStatus() == cpv1.Receipt_STATUS_ROLLED_BACK ||
+		(r.GetStatus() == cpv1.Receipt_STATUS_FAILED && r.GetError().GetErrorCode() == "ROLLBACK_FAILED")
 }
 
 // target is where a session runs: its agent and its epoch.

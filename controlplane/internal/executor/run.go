@@ -234,7 +234,7 @@ func (e *Executor) run(ref store.PlanRef, work *Work) error {
 		final := e.final(p, pr, len(sched))
 		var tail []*cpv1.Receipt
 		if final.GetState() != cpv1.Plan_STATE_SUCCEEDED {
-			for _, idx := range sched[pr.next:] {
+			for _, idx := range sched[min(pr.next, len(sched)):] { // a store written before answers were checked may hold more
 				tail = append(tail, notRun(ref.RequestID, req.GetOperations()[idx], pr.failed))
 			}
 		}
