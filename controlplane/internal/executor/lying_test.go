@@ -21,9 +21,9 @@ import (
 // answers the rollback with what an undo cannot say.
 type lyingAgent struct {
 	agentv1.UnimplementedAgentServiceServer
-	undo   *agentv1.RollbackResponse
-	rerun  cpv1.Receipt_Status // what it answers for an operation asked again
-	asked  map[string]int
+	undo  *agentv1.RollbackResponse
+	rerun cpv1.Receipt_Status // what it answers for an operation asked again
+	asked map[string]int
 }
 
 func (l *lyingAgent) Execute(req *agentv1.ExecuteRequest, s grpc.ServerStreamingServer[agentv1.ExecuteResponse]) error {
