@@ -351,7 +351,7 @@ func register(ctx context.Context, r registration, mgr *sessions.Manager, log *s
 				}()
 			}
 			switch {
-			case len(resp.GetCertificate()) > 0:
+			case len(resp.GetCertificate()) > 0 && r.id != nil: // none with --allow-insecure-local
 				if err := r.id.install(resp.GetCertificate(), resp.GetCaCertificate()); err != nil {
 					log.Error("the control plane's certificate for this agent is unusable", "err", err)
 				} else {

@@ -188,6 +188,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr stri
 	if cfg.MinFreeDiskMiB < 0 || cfg.MinFreeDiskMiB > diskfree.MaxMiB {
 		return fmt.Errorf("--min-free-disk-mib %d: from 0 to %d", cfg.MinFreeDiskMiB, diskfree.MaxMiB)
 	}
+	if cfg.Heartbeat <= 0 {
+		return fmt.Errorf("--heartbeat %s: more than 0", cfg.Heartbeat)
+	}
 	for _, f := range []struct {
 		flag string
 		n    int

@@ -23,6 +23,7 @@ func TestFlagRangesChecked(t *testing.T) {
 		{"--artifact-quota-mib", func(c *Config) { c.ArtifactQuotaMiB = 1 << 41 }},
 		{"--max-agents-per-principal", func(c *Config) { c.MaxAgentsPerPrincipal = -1 }},
 		{"--max-sessions-per-principal", func(c *Config) { c.MaxSessionsPerPrincipal = -1 }},
+		{"--heartbeat", func(c *Config) { c.Heartbeat = 0 }},
 	} {
 		cfg := Defaults()
 		cfg.DataDir = filepath.Join(t.TempDir(), "never")

@@ -190,10 +190,10 @@ func (p *progress) step(pg *cpv1.Progress) {
 }
 
 func bar(done, total, width int) string {
-	if total == 0 {
+	if total <= 0 {
 		return ""
 	}
-	n := done * width / total
+	n := min(max(done*width/total, 0), width) // the agent's numbers
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }
 

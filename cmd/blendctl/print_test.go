@@ -68,3 +68,16 @@ func TestUndefinedFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestBarOfAnyProgress: progress comes from the agent; numbers out of
+// range draw a full or empty bar (strings.Repeat panicked on them).
+func TestBarOfAnyProgress(t *testing.T) {
+	for _, c := range []struct {
+		done, total int
+		want        string
+	}{{5, 10, "[#####.....]"}, {30, 10, "[##########]"}, {-3, 10, "[..........]"}, {1, 0, ""}, {1, -2, ""}} {
+		if got := bar(c.done, c.total, 10); got != c.want {
+			t.Errorf("bar(%d, %d) = %q, want %q", c.done, c.total, got, c.want)
+		}
+	}
+}

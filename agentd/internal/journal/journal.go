@@ -523,15 +523,33 @@ func (j *Journal) Session(sessionID string) (Session, error) {
 	return s, err
 }
 
+// head is the index of a session's last log entry; a journal damaged there
+// is an error, not a panic of whichever goroutine reads it (a heartbeat's).
+func head(b *bolt.Bucket, id string) (uint64, error) {
+	v := b.Get(keyHead)
+	if len(v) != 8 {
+		what := "a session"
+		if id != "" {
+			what = fmt.Sprintf("session %q", id)
+		}
+		return 0, fmt.Errorf("the journal of %s is damaged: its head is %d bytes", what, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
 func readSession(tx *bolt.Tx, id string) (Session, error) {
 	b, err := sessionBucket(tx, id)
+	if err != nil {
+		return Session{}, err
+	}
+	h, err := head(b, id)
 	if err != nil {
 		return Session{}, err
 	}
 	s := Session{
 		ID:        id,
 		RuntimeID: string(b.Get(keyRuntimeID)),
-		Head:      binary.BigEndian.Uint64(b.Get(keyHead)),
+		Head:      h,
 		HeadHash:  string(b.Get(keyHeadHash)),
 	}
 	if raw := b.Get(keyMemoryLimit); len(raw) == 8 {
@@ -813,8 +831,8 @@ func (j *Journal) StartFrom(sessionID string, cp Checkpoint) error {
 		if err != nil {
 			return err
 		}
-		if binary.BigEndian.Uint64(b.Get(keyHead)) != 0 {
-			return fmt.Errorf("session %s has journaled operations", sessionID)
+		if h, err := head(b, sessionID); err != nil || h != 0 {
+			return cmp.Or(err, fmt.Errorf("session %s has journaled operations", sessionID))
 		}
 		if err := b.Put(keyCheckpoint, raw); err != nil {
 			return err
@@ -849,7 +867,11 @@ func appendEntry(b *bolt.Bucket, e *Entry) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	index := binary.BigEndian.Uint64(b.Get(keyHead)) + 1
+	index, err := head(b, "")
+	if err != nil {
+		return 0, err
+	}
+	index++
 	// The log's keys only grow: bbolt fills a page before it splits it
 	// (its default splits at half, leaving every page half empty).
 	log := b.Bucket(bucketLog)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,9 @@ var errRenderRefused = errors.New("render refused")
 // (MAX_ANIMATION_FRAMES in the bridge's tools/render.py).
 const maxAnimationFrames = 500
 
+// maxFrame is Blender's last frame (MAXFRAME).
+const maxFrame = 1048574
+
 // distribute is the executor's Config.Distribute.
 func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID string, op *cpv1.Operation) *cpv1.Receipt {
 	start := time.Now()
@@ -83,8 +87,11 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 	r.SceneHashBefore, r.SceneHashAfter = sess.Info.GetSceneHash(), sess.Info.GetSceneHash()
 	first, okFirst := args["frame_start"].(float64)
 	last, okLast := args["frame_end"].(float64)
-	if !okFirst || !okLast || first > last {
-		out := fail("INVALID_INPUT", "give frame_start and frame_end (frame_start ≤ frame_end) to distribute a render",
+	// The tool's schema bounds them, but it is the agent's: the numbers
+	// are checked here before they size anything.
+	whole := func(f float64) bool { return f >= 0 && f <= maxFrame && f == math.Trunc(f) }
+	if !okFirst || !okLast || first > last || !whole(first) || !whole(last) {
+		out := fail("INVALID_INPUT", fmt.Sprintf("give frame_start and frame_end (whole numbers from 0 to %d, frame_start ≤ frame_end) to distribute a render", maxFrame),
 			errors.New("a distributed render.animation needs frame_start and frame_end, frame_start not after frame_end"))
 		out.Error.MinimalRepairPlan[0].Action = cpv1.RepairStep_ACTION_REPLACE_ARGS
 		return out

@@ -7,6 +7,7 @@ import (
 
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/panicguard"
 )
 
 // registries compiles each tool registry once per fingerprint, errors
@@ -57,6 +58,13 @@ func (r *registries) get(fp string, load func() (*cpv1.ToolRegistry, error)) (*p
 	c.used = r.clock
 	r.mu.Unlock()
 	c.once.Do(func() {
+		// A compiler's panic on a registry an agent sent (compiled on a
+		// goroutine of its own at registration) is that registry's error.
+		defer func() {
+			if p := recover(); p != nil {
+				c.reg, c.err = nil, fmt.Errorf("%w: registry %s: %w", ErrRegistryInvalid, fp, panicguard.Recovered(r.log, "compiling a tool registry", p))
+			}
+		}()
 		c.raw, c.err = load()
 		if c.err != nil {
 			return

@@ -225,3 +225,16 @@ func TestRedoLogPositions(t *testing.T) {
 		t.Fatalf("the last record leaving h1 is 3, got %d", after)
 	}
 }
+
+// TestRegistryCompilePanics: a compiler's panic on a registry is that
+// registry's error, every time; it took the control plane down (a
+// registration compiles on a goroutine of its own).
+func TestRegistryCompilePanics(t *testing.T) {
+	r := newRegistries(slog.New(slog.DiscardHandler))
+	r.compile = func(*cpv1.ToolRegistry) (*plan.Registry, error) { panic("a validator's bug") }
+	for range 2 {
+		if reg, err := r.get("fp", known(&cpv1.ToolRegistry{Fingerprint: "fp"})); reg != nil || !errors.Is(err, ErrRegistryInvalid) {
+			t.Fatalf("a registry whose compile panics: %v %v", reg, err)
+		}
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/blendplane/blendplane/internal/panicguard"
 )
 
 // MaxArgsDepth is the deepest nesting of arrays and objects accepted in
@@ -32,12 +34,25 @@ var printer = message.NewPrinter(language.English)
 func checkArgs(ops []Operation, reg *Registry) error {
 	shares := min(runtime.GOMAXPROCS(0), max(1, len(ops)/minArgsShare))
 	found := make([]*Error, shares)
-	var wg sync.WaitGroup
-	for w := range shares {
-		lo, hi := w*len(ops)/shares, (w+1)*len(ops)/shares
-		wg.Go(func() { found[w] = checkArgsRange(ops, lo, hi, reg) })
+	if shares == 1 {
+		found[0] = checkArgsRange(ops, 0, len(ops), reg) // on the caller's goroutine, whose handler recovers
+	} else {
+		// A worker's panic (a validator's bug, on args and schemas that come
+		// from outside) would take the daemon down: it is the check's error.
+		bugs := make([]error, shares)
+		var wg sync.WaitGroup
+		for w := range shares {
+			lo, hi := w*len(ops)/shares, (w+1)*len(ops)/shares
+			wg.Go(func() {
+				defer panicguard.Catch("checking a plan's args", &bugs[w])
+				found[w] = checkArgsRange(ops, lo, hi, reg)
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(bugs...); err != nil {
+			return err
+		}
 	}
-	wg.Wait()
 	var e *Error
 	for _, f := range found {
 		if f == nil {

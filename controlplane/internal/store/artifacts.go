@@ -162,6 +162,9 @@ func (s *Store) ExpireArtifacts(closedBefore time.Time, most int) (expired int, 
 		var done [][]byte // deleted after the walk: a cursor's Delete may skip the next key
 		c := closed.Cursor()
 		for k, _ := c.First(); k != nil && len(done) < most; k, _ = c.Next() {
+			if len(k) < 8 { // not markClosed's: a damaged file
+				continue
+			}
 			if int64(decodeU64(k[:8])) >= closedBefore.UnixNano() {
 				break
 			}

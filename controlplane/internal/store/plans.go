@@ -178,10 +178,11 @@ func (s *Store) Plan(ref PlanRef) (*cpv1.Plan, error) {
 		if err := getProto(body, keyRequest, req); err != nil {
 			return err
 		}
-		for _, idx := range decodeSchedule(body.Get(keySchedule)) {
+		sched, err := checkedSchedule(ref, body.Get(keySchedule), req)
+		for _, idx := range sched {
 			plan.Schedule = append(plan.Schedule, req.GetOperations()[idx].GetOperationId())
 		}
-		return nil
+		return err
 	})
 	return plan, err
 }
@@ -211,10 +212,23 @@ func (s *Store) PlanWork(ref PlanRef) (*cpv1.Plan, *cpv1.SubmitPlanRequest, []in
 		if err := getProto(body, keyRequest, req); err != nil {
 			return err
 		}
-		sched = decodeSchedule(body.Get(keySchedule))
-		return nil
+		sched, err = checkedSchedule(ref, body.Get(keySchedule), req)
+		return err
 	})
 	return plan, req, sched, err
+}
+
+// checkedSchedule decodes a plan's schedule: a position outside its
+// operations (a damaged file) is an error, not a panic of the executor,
+// which would then crash the control plane at every start.
+func checkedSchedule(ref PlanRef, raw []byte, req *cpv1.SubmitPlanRequest) ([]int, error) {
+	sched := decodeSchedule(raw)
+	for _, idx := range sched {
+		if idx < 0 || idx >= len(req.GetOperations()) {
+			return nil, fmt.Errorf("plan %s is damaged: its schedule names operation %d of %d", ref, idx, len(req.GetOperations()))
+		}
+	}
+	return sched, nil
 }
 
 // ActivePlans lists the plans that are not terminal, in the order they were
