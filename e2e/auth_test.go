@@ -279,6 +279,19 @@ func TestIdentities(t *testing.T) {
 		if !strings.Contains(err.Error(), "its tools give the fingerprint") {
 			t.Errorf("a registry under another's fingerprint: %v", err)
 		}
+		// Args are a JSON object: a tool whose schema says otherwise is
+		// refused (the MCP SDK would not list a session's tools).
+		scalar := proto.Clone(rt).(*cpv1.Runtime)
+		scalar.Registry.Tools[0].InputSchema, _ = structpb.NewStruct(map[string]any{"type": "string"})
+		if scalar.Registry.Fingerprint, err = toolregistry.Fingerprint(scalar.GetRegistry()); err != nil {
+			t.Fatal(err)
+		}
+		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-scalar",
+			Address: "127.0.0.1:1", Runtimes: []*cpv1.Runtime{scalar}})
+		wantRefusal(t, "a tool whose args are not an object", err, codes.FailedPrecondition, "REGISTRY_INVALID")
+		if !strings.Contains(err.Error(), "is not a JSON object") {
+			t.Errorf("a tool whose args are not an object: %v", err)
+		}
 		// A registry may be what its fingerprint names and still lie about
 		// the tools the control plane knows.
 		for _, tool := range rt.GetRegistry().GetTools() {

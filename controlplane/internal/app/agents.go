@@ -152,6 +152,13 @@ func (a *App) checkRegistry(rt *cpv1.Runtime) error {
 	if err := toolregistry.Check(rt.GetRegistry()); err != nil {
 		return fmt.Errorf("%w: runtime %s: %w", ErrRegistryInvalid, rt.GetRuntimeId(), err)
 	}
+	// Args are a JSON object (plans, MCP tools): a tool whose schema says
+	// otherwise could never be called, and the MCP SDK refuses to list it.
+	for _, t := range rt.GetRegistry().GetTools() {
+		if t.GetInputSchema().GetFields()["type"].GetStringValue() != "object" {
+			return fmt.Errorf("%w: runtime %s: the input schema of %s is not a JSON object's (\"type\": \"object\")", ErrRegistryInvalid, rt.GetRuntimeId(), t.GetName())
+		}
+	}
 	return checkPinned(rt)
 }
 
