@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -607,5 +608,27 @@ func TestEncodeEntryAgrees(t *testing.T) {
 	}
 	if _, err := encodeEntry(&Entry{Kind: "op", Key: "k", Args: map[string]any{"x": math.NaN()}}); err == nil {
 		t.Fatal("NaN encoded")
+	}
+}
+
+// TestDamagedHead: a session whose head is damaged in the file is an
+// error to whoever reads it (a heartbeat lists sessions), not a panic.
+func TestDamagedHead(t *testing.T) {
+	j := open(t, filepath.Join(t.TempDir(), "agentd.db"))
+	defer j.Close()
+	if err := j.OpenSession("s1", "rt", "h0", Limits{}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.db.Update(func(tx *bolt.Tx) error {
+		b, err := sessionBucket(tx, "s1")
+		if err != nil {
+			return err
+		}
+		return b.Put(keyHead, []byte{1})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Session("s1"); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("a damaged head: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -252,20 +253,10 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 // relay sends an artifact straight from the session's agent, keeping none
 // of it.
 func (a *App) relay(ctx context.Context, agent agentv1.AgentServiceClient, art *cpv1.Artifact, send func(*cpv1.DownloadArtifactResponse) error) error {
-	unavailable := func(why string) error {
-		return fmt.Errorf("%w: the control plane did not keep %s (sha256 %s; the session owner's artifacts are over its quota) and its agent %s",
-			ErrArtifactUnavailable, art.GetName(), art.GetSha256(), why)
-	}
-	stream, err := agent.GetFile(ctx, &agentv1.GetFileRequest{SessionId: art.GetSessionId(), Name: art.GetName()})
+	stream, err := getFile(ctx, agent, art)
 	if err != nil {
-		return unavailable(fmt.Sprintf("did not answer: %v", err))
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		return unavailable(fmt.Sprintf("has it no more: %s", status.Convert(err).Message()))
-	}
-	if first.GetHeader().GetSha256() != art.GetSha256() {
-		return unavailable("holds another version of it now")
+		return fmt.Errorf("%w: the control plane did not keep %s (the session owner's artifacts are over its quota) and cannot take it from its agent: %w",
+			ErrArtifactUnavailable, art.GetName(), err)
 	}
 	if err := send(&cpv1.DownloadArtifactResponse{Part: &cpv1.DownloadArtifactResponse_Artifact{Artifact: art}}); err != nil {
 		return err
@@ -371,21 +362,31 @@ func (a *App) collect(ctx context.Context, agent agentv1.AgentServiceClient, ref
 // fetch copies an artifact's content from the session's agent into the
 // blob directory, if the agent's file still has that content.
 func (a *App) fetch(ctx context.Context, agent agentv1.AgentServiceClient, art *cpv1.Artifact) error {
-	stream, err := agent.GetFile(ctx, &agentv1.GetFileRequest{SessionId: art.GetSessionId(), Name: art.GetName()})
+	stream, err := getFile(ctx, agent, art)
 	if err != nil {
 		return err
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		return fmt.Errorf("get %s: %w", art.GetName(), err)
-	}
-	if h := first.GetHeader(); h.GetSha256() != art.GetSha256() {
-		return fmt.Errorf("%s changed on the agent (sha256 %s, the receipt said %s)", art.GetName(), h.GetSha256(), art.GetSha256())
 	}
 	return a.receiveBlob(art.GetName(), art.GetSizeBytes(), art.GetSha256(), func() ([]byte, error) {
 		resp, err := stream.Recv()
 		return resp.GetChunk(), err
 	})
+}
+
+// getFile opens an artifact's file on the session's agent, its header read:
+// an error unless the agent's file still has the artifact's content.
+func getFile(ctx context.Context, agent agentv1.AgentServiceClient, art *cpv1.Artifact) (grpc.ServerStreamingClient[agentv1.GetFileResponse], error) {
+	stream, err := agent.GetFile(ctx, &agentv1.GetFileRequest{SessionId: art.GetSessionId(), Name: art.GetName()})
+	if err != nil {
+		return nil, err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", art.GetName(), err)
+	}
+	if h := first.GetHeader(); h.GetSha256() != art.GetSha256() {
+		return nil, fmt.Errorf("%s changed on the agent (sha256 %s, the receipt said %s)", art.GetName(), h.GetSha256(), art.GetSha256())
+	}
+	return stream, nil
 }
 
 // receiveBlob stores the chunks next returns (until io.EOF) as a blob of

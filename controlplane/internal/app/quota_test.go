@@ -1,10 +1,15 @@
 package app
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/blendplane/blendplane/controlplane/internal/blob"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
@@ -54,5 +59,76 @@ func TestReserve(t *testing.T) {
 	}
 	if ok, _ := a.reserve("bob", 1<<20); !ok {
 		t.Fatal("another principal's room was taken")
+	}
+	// A distributed render's room, handed to its receipt's collection, is
+	// given back once.
+	a.unreserve("bob", 1<<20)
+	if ok, _ := a.reserve("alice", 100<<10); !ok {
+		t.Fatal("100 KiB of 212 did not fit")
+	}
+	ref := store.PlanRef{Owner: "alice", RequestID: "r"}
+	a.handOver(receiptKey(ref, "op"), "alice", 100<<10)
+	if left, _ := a.quotaLeft("alice"); left != 112<<10 {
+		t.Fatalf("handed over: left %d, want %d", left, 112<<10)
+	}
+	a.takeBack(receiptKey(ref, "op"))
+	a.takeBack(receiptKey(ref, "op"))
+	if left, _ := a.quotaLeft("alice"); left != 212<<10 {
+		t.Fatalf("taken back: left %d, want %d", left, 212<<10)
+	}
+}
+
+// TestCollectWithoutItsAgent: a receipt's files are recorded when its
+// agent cannot be reached: what the control plane holds (a distributed
+// render's frames) is kept, the rest is said to be left on the agent.
+func TestCollectWithoutItsAgent(t *testing.T) {
+	a := newTestApp(t)
+	blobs, err := blob.Open(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.blobs = blobs
+	err = a.store.PutSession(store.Session{Owner: "alice", Info: &cpv1.Session{SessionId: "s", State: cpv1.Session_STATE_OPEN,
+		Contract: &cpv1.SessionContract{SessionId: "s", ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}}},
+		&cpv1.ToolRegistry{Fingerprint: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, _, err := blobs.CopyFrom(bytes.NewReader([]byte("frame")), 1<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &cpv1.Receipt{OperationId: "op", Sequence: 1, Artifacts: []*cpv1.Artifact{
+		{Name: "f_0001.png", Sha256: held, SizeBytes: 5}, {Name: "gone.png", Sha256: "00aa", SizeBytes: 5}}}
+	err = a.collect(context.Background(), nil, store.PlanRef{Owner: "alice", RequestID: "r"}, "s", r)
+	if !errors.Is(err, ErrAgentUnavailable) {
+		t.Fatalf("collect without an agent: %v", err)
+	}
+	for _, name := range []string{"f_0001.png", "gone.png"} {
+		if _, err := a.store.Artifact("s", name, ""); err != nil {
+			t.Errorf("%s not recorded: %v", name, err)
+		}
+	}
+}
+
+// TestUploadToAClosedMovedSession: an upload into a session that moved
+// and closed before its rebuild says SESSION_CLOSED; it rebuilt the closed
+// session on its new agent (here: tried, and said AGENT_UNAVAILABLE).
+func TestUploadToAClosedMovedSession(t *testing.T) {
+	a := newTestApp(t)
+	err := a.store.PutSession(store.Session{Owner: "alice", Info: &cpv1.Session{SessionId: "s", State: cpv1.Session_STATE_OPEN, AgentId: "a1", Epoch: 1,
+		Contract: &cpv1.SessionContract{SessionId: "s", ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}}},
+		&cpv1.ToolRegistry{Fingerprint: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.MoveSession("s", "a2", "rt"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.CloseSession("s", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.uploadTarget(context.Background(), "s"); !errors.Is(err, store.ErrSessionClosed) {
+		t.Fatalf("an upload into a closed session that moved: %v", err)
 	}
 }

@@ -133,8 +133,7 @@ func (f *Fleet) Hold(req *cpv1.RegisterAgentRequest, owner string) error {
 		return err
 	}
 	if _, ok := f.agents[req.GetAgentId()]; !ok {
-		f.agents[req.GetAgentId()] = &member{info: &cpv1.Agent{AgentId: req.GetAgentId()}, live: map[string]bool{}, counted: map[string]bool{},
-			touched: map[string]time.Time{}, lastSeen: f.now(), owner: owner}
+		f.agents[req.GetAgentId()] = f.silent(req.GetAgentId(), owner)
 	}
 	return nil
 }
@@ -339,9 +338,17 @@ func (f *Fleet) Known(agentIDs ...string) {
 	defer f.mu.Unlock()
 	for _, id := range agentIDs {
 		if _, ok := f.agents[id]; !ok {
-			f.agents[id] = &member{info: &cpv1.Agent{AgentId: id}, live: map[string]bool{}, counted: map[string]bool{}, touched: map[string]time.Time{}, lastSeen: f.now()}
+			f.agents[id] = f.silent(id, "")
 		}
 	}
+}
+
+// silent is an agent known before it registers (by owner; "": from the
+// store): no address, so UNREACHABLE, then LOST or forgotten as a silent
+// one. The caller holds f.mu.
+func (f *Fleet) silent(id, owner string) *member {
+	return &member{info: &cpv1.Agent{AgentId: id}, live: map[string]bool{}, counted: map[string]bool{}, touched: map[string]time.Time{},
+		lastSeen: f.now(), owner: owner}
 }
 
 // Forget drops the agents that have not registered for age, except those

@@ -1005,3 +1005,33 @@ func TestAppendedBucketsFillTheirPages(t *testing.T) {
 		return nil
 	})
 }
+
+// TestDamagedSchedule: a stored schedule that names an operation the plan
+// does not hold is an error, not a panic of the executor at every start.
+func TestDamagedSchedule(t *testing.T) {
+	s, _ := openTest(t)
+	if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {
+		t.Fatal(err)
+	}
+	ref := PlanRef{Owner: "alice", RequestID: "r1"}
+	req := &cpv1.SubmitPlanRequest{SessionId: "s1", RequestId: "r1", Operations: []*cpv1.Operation{{OperationId: "a", ToolName: "object.create"}}}
+	if _, err := s.CreatePlan(NewPlan{Owner: "alice", Plan: &cpv1.Plan{RequestId: "r1", SessionId: "s1", State: cpv1.Plan_STATE_PENDING},
+		Request: req, Schedule: []int{0}, Digest: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		b, err := planBucket(tx, ref)
+		if err != nil {
+			return err
+		}
+		return b.Bucket(bucketPlanBody).Put(keySchedule, []byte{0, 0, 0, 7})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := s.PlanWork(ref); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("PlanWork of a damaged schedule: %v", err)
+	}
+	if _, err := s.Plan(ref); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("Plan of a damaged schedule: %v", err)
+	}
+}
