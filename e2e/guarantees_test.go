@@ -270,6 +270,14 @@ func TestAtomicRollback(t *testing.T) {
 	if fmt.Sprint(statuses) != want {
 		t.Fatalf("receipts %v\nwant     %s", statuses, want)
 	}
+	// Receipts the agent ran or undid say when it sent them, its journal
+	// having committed them; the one the control plane wrote does not.
+	for _, r := range rs {
+		sent, agents := r.GetAgentSentTime(), r.GetStatus() != cpv1.Receipt_STATUS_NOT_RUN
+		if agents != (sent != nil) || agents && sent.AsTime().Before(r.GetCompleteTime().AsTime()) {
+			t.Fatalf("receipt %s %s: complete %v, agent_sent %v", r.GetOperationId(), r.GetStatus(), r.GetCompleteTime().AsTime(), sent)
+		}
+	}
 	last := rs[8]
 	if last.GetSceneHashAfter() != prePlan {
 		t.Fatalf("after rollback the scene is %s, before the plan it was %s", last.GetSceneHashAfter(), prePlan)

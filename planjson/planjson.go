@@ -223,6 +223,9 @@ func Receipt(r *cpv1.Receipt) json.RawMessage {
 		key(k)
 		out = structwire.AppendString(out, v)
 	}
+	if t := r.GetAgentSentTime(); t != nil {
+		str("agent_sent_time", t.AsTime().Format(time.RFC3339Nano))
+	}
 	if as := r.GetArtifacts(); len(as) > 0 {
 		key("artifacts")
 		for i, a := range as {

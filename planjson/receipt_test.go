@@ -33,6 +33,9 @@ func receiptMap(r *cpv1.Receipt) map[string]any {
 	if t := r.GetCompleteTime(); t != nil {
 		m["complete_time"] = t.AsTime().Format(time.RFC3339Nano)
 	}
+	if t := r.GetAgentSentTime(); t != nil {
+		m["agent_sent_time"] = t.AsTime().Format(time.RFC3339Nano)
+	}
 	if r.GetVerified() {
 		m["verified"] = true
 	}
@@ -72,6 +75,9 @@ func TestReceipt(t *testing.T) {
 		}
 		if rng.Intn(2) == 0 {
 			r.CompleteTime = timestamppb.New(time.Unix(rng.Int63n(1<<32), rng.Int63n(1e9)))
+		}
+		if rng.Intn(2) == 0 {
+			r.AgentSentTime = timestamppb.New(time.Unix(rng.Int63n(1<<32), rng.Int63n(1e9)))
 		}
 		if rng.Intn(3) == 0 {
 			r.Error = &cpv1.Failure{ErrorCode: str(), Message: str(), RetryHint: str(), Recoverable: rng.Intn(2) == 0}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/blendplane/blendplane/agentd/internal/blender"
 	"github.com/blendplane/blendplane/agentd/internal/journal"
@@ -92,6 +93,7 @@ func (s *Server) Execute(req *agentv1.ExecuteRequest, stream grpc.ServerStreamin
 	err = s.sessions.Execute(stream.Context(), req.GetSessionId(), req.GetRequestId(), ops,
 		func(r *cpv1.Receipt) error {
 			r.SessionEpoch = req.GetEpoch()
+			r.AgentSentTime = timestamppb.Now() // the journal has committed it
 			s.metrics.Receipt(r)
 			return send(&agentv1.ExecuteResponse{Event: &agentv1.ExecuteResponse_Receipt{Receipt: r}})
 		},
@@ -126,6 +128,7 @@ func (s *Server) Rollback(req *agentv1.RollbackRequest, stream grpc.ServerStream
 	}
 	err := s.sessions.Rollback(stream.Context(), req.GetSessionId(), req.GetRequestId(), req.GetIdempotencyKeys(), func(r *cpv1.Receipt) error {
 		r.SessionEpoch = req.GetEpoch()
+		r.AgentSentTime = timestamppb.Now()
 		return stream.Send(&agentv1.RollbackResponse{Receipt: r})
 	})
 	return toStatus(err)

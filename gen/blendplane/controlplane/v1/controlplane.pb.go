@@ -2244,7 +2244,14 @@ type Receipt struct {
 	// exports), kept as artifacts of the session (DownloadArtifact).
 	Artifacts []*Artifact `protobuf:"bytes,19,rep,name=artifacts,proto3" json:"artifacts,omitempty"`
 	// The session's epoch (Session.epoch) the operation ran under.
-	SessionEpoch  int64 `protobuf:"varint,20,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
+	SessionEpoch int64 `protobuf:"varint,20,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
+	// When the agent sent the receipt to the control plane, its journal
+	// holding it durably: complete_time to agent_sent_time is the agent's
+	// commit, agent_sent_time to the receipt on a stream the control plane's
+	// commit and dispatch (both on the agent's clock). Stamped at each
+	// delivery (a retried operation's journaled receipt, when sent again);
+	// unset on receipts the control plane wrote itself (a transport failure).
+	AgentSentTime *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=agent_sent_time,json=agentSentTime,proto3" json:"agent_sent_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2417,6 +2424,13 @@ func (x *Receipt) GetSessionEpoch() int64 {
 		return x.SessionEpoch
 	}
 	return 0
+}
+
+func (x *Receipt) GetAgentSentTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AgentSentTime
+	}
+	return nil
 }
 
 // Failure is the failure contract of seed 000: what went wrong and the
@@ -7168,7 +7182,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\x03R\x04done\x12\x14\n" +
 	"\x05total\x18\x03 \x01(\x03R\x05total\x12/\n" +
-	"\x06detail\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06detail\"\xa0\b\n" +
+	"\x06detail\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06detail\"\xe4\b\n" +
 	"\aReceipt\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x1d\n" +
 	"\n" +
@@ -7191,7 +7205,8 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\bverified\x18\x11 \x01(\bR\bverified\x12\x1c\n" +
 	"\ttolerance\x18\x12 \x01(\tR\ttolerance\x12B\n" +
 	"\tartifacts\x18\x13 \x03(\v2$.blendplane.controlplane.v1.ArtifactR\tartifacts\x12#\n" +
-	"\rsession_epoch\x18\x14 \x01(\x03R\fsessionEpoch\"\x94\x01\n" +
+	"\rsession_epoch\x18\x14 \x01(\x03R\fsessionEpoch\x12B\n" +
+	"\x0fagent_sent_time\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\ragentSentTime\"\x94\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STATUS_SUCCEEDED\x10\x01\x12\x11\n" +
@@ -7847,138 +7862,139 @@ var file_blendplane_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	0,   // 34: blendplane.controlplane.v1.Receipt.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
 	101, // 35: blendplane.controlplane.v1.Receipt.complete_time:type_name -> google.protobuf.Timestamp
 	63,  // 36: blendplane.controlplane.v1.Receipt.artifacts:type_name -> blendplane.controlplane.v1.Artifact
-	32,  // 37: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
-	31,  // 38: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
-	4,   // 39: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
-	32,  // 40: blendplane.controlplane.v1.RepairPlan.steps:type_name -> blendplane.controlplane.v1.RepairStep
-	25,  // 41: blendplane.controlplane.v1.GetPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	25,  // 42: blendplane.controlplane.v1.CancelPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
-	15,  // 43: blendplane.controlplane.v1.ListToolsResponse.registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
-	51,  // 44: blendplane.controlplane.v1.ListToolsResponse.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
-	16,  // 45: blendplane.controlplane.v1.ListMacrosResponse.registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
-	42,  // 46: blendplane.controlplane.v1.ListMacrosResponse.macros:type_name -> blendplane.controlplane.v1.MacroDefinition
-	102, // 47: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
-	102, // 48: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
-	45,  // 49: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
-	101, // 50: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
-	0,   // 51: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	3,   // 52: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
-	48,  // 53: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
-	5,   // 54: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
-	49,  // 55: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	101, // 56: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
-	52,  // 57: blendplane.controlplane.v1.Agent.resources:type_name -> blendplane.controlplane.v1.Resources
-	99,  // 58: blendplane.controlplane.v1.Agent.labels:type_name -> blendplane.controlplane.v1.Agent.LabelsEntry
-	14,  // 59: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	50,  // 60: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
-	51,  // 61: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
-	102, // 62: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	0,   // 63: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	49,  // 64: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	52,  // 65: blendplane.controlplane.v1.RegisterAgentRequest.resources:type_name -> blendplane.controlplane.v1.Resources
-	54,  // 66: blendplane.controlplane.v1.RegisterAgentRequest.held_sessions:type_name -> blendplane.controlplane.v1.HeldSession
-	100, // 67: blendplane.controlplane.v1.RegisterAgentRequest.labels:type_name -> blendplane.controlplane.v1.RegisterAgentRequest.LabelsEntry
-	62,  // 68: blendplane.controlplane.v1.GetSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
-	6,   // 69: blendplane.controlplane.v1.ListSessionsRequest.state:type_name -> blendplane.controlplane.v1.Session.State
-	62,  // 70: blendplane.controlplane.v1.ListSessionsResponse.sessions:type_name -> blendplane.controlplane.v1.Session
-	62,  // 71: blendplane.controlplane.v1.CloseSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
-	6,   // 72: blendplane.controlplane.v1.Session.state:type_name -> blendplane.controlplane.v1.Session.State
-	20,  // 73: blendplane.controlplane.v1.Session.contract:type_name -> blendplane.controlplane.v1.SessionContract
-	101, // 74: blendplane.controlplane.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	101, // 75: blendplane.controlplane.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	101, // 76: blendplane.controlplane.v1.Session.close_time:type_name -> google.protobuf.Timestamp
-	101, // 77: blendplane.controlplane.v1.Artifact.create_time:type_name -> google.protobuf.Timestamp
-	65,  // 78: blendplane.controlplane.v1.UploadArtifactRequest.header:type_name -> blendplane.controlplane.v1.ArtifactUpload
-	63,  // 79: blendplane.controlplane.v1.UploadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
-	63,  // 80: blendplane.controlplane.v1.DownloadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
-	63,  // 81: blendplane.controlplane.v1.ListArtifactsResponse.artifacts:type_name -> blendplane.controlplane.v1.Artifact
-	101, // 82: blendplane.controlplane.v1.Token.create_time:type_name -> google.protobuf.Timestamp
-	101, // 83: blendplane.controlplane.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
-	101, // 84: blendplane.controlplane.v1.Token.revoke_time:type_name -> google.protobuf.Timestamp
-	103, // 85: blendplane.controlplane.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
-	71,  // 86: blendplane.controlplane.v1.CreateTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
-	71,  // 87: blendplane.controlplane.v1.ListTokensResponse.tokens:type_name -> blendplane.controlplane.v1.Token
-	71,  // 88: blendplane.controlplane.v1.RevokeTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
-	7,   // 89: blendplane.controlplane.v1.Approval.state:type_name -> blendplane.controlplane.v1.Approval.State
-	79,  // 90: blendplane.controlplane.v1.Approval.decisions:type_name -> blendplane.controlplane.v1.PolicyDecision
-	80,  // 91: blendplane.controlplane.v1.Approval.preview:type_name -> blendplane.controlplane.v1.Preview
-	101, // 92: blendplane.controlplane.v1.Approval.create_time:type_name -> google.protobuf.Timestamp
-	1,   // 93: blendplane.controlplane.v1.Approval.decision:type_name -> blendplane.controlplane.v1.Decision
-	101, // 94: blendplane.controlplane.v1.Approval.resolve_time:type_name -> google.protobuf.Timestamp
-	8,   // 95: blendplane.controlplane.v1.PolicyDecision.mode:type_name -> blendplane.controlplane.v1.PolicyDecision.Mode
-	9,   // 96: blendplane.controlplane.v1.Preview.state:type_name -> blendplane.controlplane.v1.Preview.State
-	81,  // 97: blendplane.controlplane.v1.Preview.changes:type_name -> blendplane.controlplane.v1.DatablockChange
-	30,  // 98: blendplane.controlplane.v1.Preview.failure:type_name -> blendplane.controlplane.v1.Failure
-	63,  // 99: blendplane.controlplane.v1.Preview.render:type_name -> blendplane.controlplane.v1.Artifact
-	101, // 100: blendplane.controlplane.v1.Preview.complete_time:type_name -> google.protobuf.Timestamp
-	10,  // 101: blendplane.controlplane.v1.DatablockChange.kind:type_name -> blendplane.controlplane.v1.DatablockChange.Kind
-	82,  // 102: blendplane.controlplane.v1.DatablockChange.fields:type_name -> blendplane.controlplane.v1.FieldChange
-	104, // 103: blendplane.controlplane.v1.FieldChange.before:type_name -> google.protobuf.Value
-	104, // 104: blendplane.controlplane.v1.FieldChange.after:type_name -> google.protobuf.Value
-	101, // 105: blendplane.controlplane.v1.PolicyRule.create_time:type_name -> google.protobuf.Timestamp
-	7,   // 106: blendplane.controlplane.v1.ListApprovalsRequest.state:type_name -> blendplane.controlplane.v1.Approval.State
-	78,  // 107: blendplane.controlplane.v1.ListApprovalsResponse.approvals:type_name -> blendplane.controlplane.v1.Approval
-	1,   // 108: blendplane.controlplane.v1.ResolveApprovalRequest.decision:type_name -> blendplane.controlplane.v1.Decision
-	78,  // 109: blendplane.controlplane.v1.ResolveApprovalResponse.approval:type_name -> blendplane.controlplane.v1.Approval
-	83,  // 110: blendplane.controlplane.v1.ResolveApprovalResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
-	83,  // 111: blendplane.controlplane.v1.ListPolicyRulesResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
-	83,  // 112: blendplane.controlplane.v1.DeletePolicyRuleResponse.rule:type_name -> blendplane.controlplane.v1.PolicyRule
-	25,  // 113: blendplane.controlplane.v1.ListPlansResponse.plans:type_name -> blendplane.controlplane.v1.Plan
-	11,  // 114: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
-	23,  // 115: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
-	26,  // 116: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
-	34,  // 117: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
-	36,  // 118: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
-	38,  // 119: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
-	40,  // 120: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
-	46,  // 121: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
-	43,  // 122: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
-	53,  // 123: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
-	56,  // 124: blendplane.controlplane.v1.ControlPlaneService.GetSession:input_type -> blendplane.controlplane.v1.GetSessionRequest
-	58,  // 125: blendplane.controlplane.v1.ControlPlaneService.ListSessions:input_type -> blendplane.controlplane.v1.ListSessionsRequest
-	60,  // 126: blendplane.controlplane.v1.ControlPlaneService.CloseSession:input_type -> blendplane.controlplane.v1.CloseSessionRequest
-	64,  // 127: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:input_type -> blendplane.controlplane.v1.UploadArtifactRequest
-	67,  // 128: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:input_type -> blendplane.controlplane.v1.DownloadArtifactRequest
-	69,  // 129: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:input_type -> blendplane.controlplane.v1.ListArtifactsRequest
-	72,  // 130: blendplane.controlplane.v1.ControlPlaneService.CreateToken:input_type -> blendplane.controlplane.v1.CreateTokenRequest
-	74,  // 131: blendplane.controlplane.v1.ControlPlaneService.ListTokens:input_type -> blendplane.controlplane.v1.ListTokensRequest
-	76,  // 132: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:input_type -> blendplane.controlplane.v1.RevokeTokenRequest
-	84,  // 133: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:input_type -> blendplane.controlplane.v1.ListApprovalsRequest
-	86,  // 134: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:input_type -> blendplane.controlplane.v1.ResolveApprovalRequest
-	88,  // 135: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:input_type -> blendplane.controlplane.v1.ListPolicyRulesRequest
-	90,  // 136: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:input_type -> blendplane.controlplane.v1.DeletePolicyRuleRequest
-	92,  // 137: blendplane.controlplane.v1.ControlPlaneService.ListPlans:input_type -> blendplane.controlplane.v1.ListPlansRequest
-	94,  // 138: blendplane.controlplane.v1.ControlPlaneService.GetCaller:input_type -> blendplane.controlplane.v1.GetCallerRequest
-	12,  // 139: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
-	24,  // 140: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
-	27,  // 141: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
-	35,  // 142: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
-	37,  // 143: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
-	39,  // 144: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
-	41,  // 145: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
-	47,  // 146: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
-	44,  // 147: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
-	55,  // 148: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
-	57,  // 149: blendplane.controlplane.v1.ControlPlaneService.GetSession:output_type -> blendplane.controlplane.v1.GetSessionResponse
-	59,  // 150: blendplane.controlplane.v1.ControlPlaneService.ListSessions:output_type -> blendplane.controlplane.v1.ListSessionsResponse
-	61,  // 151: blendplane.controlplane.v1.ControlPlaneService.CloseSession:output_type -> blendplane.controlplane.v1.CloseSessionResponse
-	66,  // 152: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:output_type -> blendplane.controlplane.v1.UploadArtifactResponse
-	68,  // 153: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:output_type -> blendplane.controlplane.v1.DownloadArtifactResponse
-	70,  // 154: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:output_type -> blendplane.controlplane.v1.ListArtifactsResponse
-	73,  // 155: blendplane.controlplane.v1.ControlPlaneService.CreateToken:output_type -> blendplane.controlplane.v1.CreateTokenResponse
-	75,  // 156: blendplane.controlplane.v1.ControlPlaneService.ListTokens:output_type -> blendplane.controlplane.v1.ListTokensResponse
-	77,  // 157: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:output_type -> blendplane.controlplane.v1.RevokeTokenResponse
-	85,  // 158: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:output_type -> blendplane.controlplane.v1.ListApprovalsResponse
-	87,  // 159: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:output_type -> blendplane.controlplane.v1.ResolveApprovalResponse
-	89,  // 160: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:output_type -> blendplane.controlplane.v1.ListPolicyRulesResponse
-	91,  // 161: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:output_type -> blendplane.controlplane.v1.DeletePolicyRuleResponse
-	93,  // 162: blendplane.controlplane.v1.ControlPlaneService.ListPlans:output_type -> blendplane.controlplane.v1.ListPlansResponse
-	95,  // 163: blendplane.controlplane.v1.ControlPlaneService.GetCaller:output_type -> blendplane.controlplane.v1.GetCallerResponse
-	139, // [139:164] is the sub-list for method output_type
-	114, // [114:139] is the sub-list for method input_type
-	114, // [114:114] is the sub-list for extension type_name
-	114, // [114:114] is the sub-list for extension extendee
-	0,   // [0:114] is the sub-list for field type_name
+	101, // 37: blendplane.controlplane.v1.Receipt.agent_sent_time:type_name -> google.protobuf.Timestamp
+	32,  // 38: blendplane.controlplane.v1.Failure.minimal_repair_plan:type_name -> blendplane.controlplane.v1.RepairStep
+	31,  // 39: blendplane.controlplane.v1.Failure.last_consistent_checkpoint:type_name -> blendplane.controlplane.v1.Checkpoint
+	4,   // 40: blendplane.controlplane.v1.RepairStep.action:type_name -> blendplane.controlplane.v1.RepairStep.Action
+	32,  // 41: blendplane.controlplane.v1.RepairPlan.steps:type_name -> blendplane.controlplane.v1.RepairStep
+	25,  // 42: blendplane.controlplane.v1.GetPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	25,  // 43: blendplane.controlplane.v1.CancelPlanResponse.plan:type_name -> blendplane.controlplane.v1.Plan
+	15,  // 44: blendplane.controlplane.v1.ListToolsResponse.registry_ref:type_name -> blendplane.controlplane.v1.ToolRegistryRef
+	51,  // 45: blendplane.controlplane.v1.ListToolsResponse.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
+	16,  // 46: blendplane.controlplane.v1.ListMacrosResponse.registry_ref:type_name -> blendplane.controlplane.v1.MacroRegistryRef
+	42,  // 47: blendplane.controlplane.v1.ListMacrosResponse.macros:type_name -> blendplane.controlplane.v1.MacroDefinition
+	102, // 48: blendplane.controlplane.v1.MacroDefinition.input_schema:type_name -> google.protobuf.Struct
+	102, // 49: blendplane.controlplane.v1.MacroDefinition.example_args:type_name -> google.protobuf.Struct
+	45,  // 50: blendplane.controlplane.v1.ListAuditRecordsResponse.audit_records:type_name -> blendplane.controlplane.v1.AuditRecord
+	101, // 51: blendplane.controlplane.v1.AuditRecord.timestamp:type_name -> google.protobuf.Timestamp
+	0,   // 52: blendplane.controlplane.v1.AuditRecord.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	3,   // 53: blendplane.controlplane.v1.AuditRecord.status:type_name -> blendplane.controlplane.v1.Receipt.Status
+	48,  // 54: blendplane.controlplane.v1.ListAgentsResponse.agents:type_name -> blendplane.controlplane.v1.Agent
+	5,   // 55: blendplane.controlplane.v1.Agent.state:type_name -> blendplane.controlplane.v1.Agent.State
+	49,  // 56: blendplane.controlplane.v1.Agent.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	101, // 57: blendplane.controlplane.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	52,  // 58: blendplane.controlplane.v1.Agent.resources:type_name -> blendplane.controlplane.v1.Resources
+	99,  // 59: blendplane.controlplane.v1.Agent.labels:type_name -> blendplane.controlplane.v1.Agent.LabelsEntry
+	14,  // 60: blendplane.controlplane.v1.Runtime.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	50,  // 61: blendplane.controlplane.v1.Runtime.registry:type_name -> blendplane.controlplane.v1.ToolRegistry
+	51,  // 62: blendplane.controlplane.v1.ToolRegistry.tools:type_name -> blendplane.controlplane.v1.ToolDefinition
+	102, // 63: blendplane.controlplane.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	0,   // 64: blendplane.controlplane.v1.ToolDefinition.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	49,  // 65: blendplane.controlplane.v1.RegisterAgentRequest.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	52,  // 66: blendplane.controlplane.v1.RegisterAgentRequest.resources:type_name -> blendplane.controlplane.v1.Resources
+	54,  // 67: blendplane.controlplane.v1.RegisterAgentRequest.held_sessions:type_name -> blendplane.controlplane.v1.HeldSession
+	100, // 68: blendplane.controlplane.v1.RegisterAgentRequest.labels:type_name -> blendplane.controlplane.v1.RegisterAgentRequest.LabelsEntry
+	62,  // 69: blendplane.controlplane.v1.GetSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
+	6,   // 70: blendplane.controlplane.v1.ListSessionsRequest.state:type_name -> blendplane.controlplane.v1.Session.State
+	62,  // 71: blendplane.controlplane.v1.ListSessionsResponse.sessions:type_name -> blendplane.controlplane.v1.Session
+	62,  // 72: blendplane.controlplane.v1.CloseSessionResponse.session:type_name -> blendplane.controlplane.v1.Session
+	6,   // 73: blendplane.controlplane.v1.Session.state:type_name -> blendplane.controlplane.v1.Session.State
+	20,  // 74: blendplane.controlplane.v1.Session.contract:type_name -> blendplane.controlplane.v1.SessionContract
+	101, // 75: blendplane.controlplane.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	101, // 76: blendplane.controlplane.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	101, // 77: blendplane.controlplane.v1.Session.close_time:type_name -> google.protobuf.Timestamp
+	101, // 78: blendplane.controlplane.v1.Artifact.create_time:type_name -> google.protobuf.Timestamp
+	65,  // 79: blendplane.controlplane.v1.UploadArtifactRequest.header:type_name -> blendplane.controlplane.v1.ArtifactUpload
+	63,  // 80: blendplane.controlplane.v1.UploadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
+	63,  // 81: blendplane.controlplane.v1.DownloadArtifactResponse.artifact:type_name -> blendplane.controlplane.v1.Artifact
+	63,  // 82: blendplane.controlplane.v1.ListArtifactsResponse.artifacts:type_name -> blendplane.controlplane.v1.Artifact
+	101, // 83: blendplane.controlplane.v1.Token.create_time:type_name -> google.protobuf.Timestamp
+	101, // 84: blendplane.controlplane.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
+	101, // 85: blendplane.controlplane.v1.Token.revoke_time:type_name -> google.protobuf.Timestamp
+	103, // 86: blendplane.controlplane.v1.CreateTokenRequest.ttl:type_name -> google.protobuf.Duration
+	71,  // 87: blendplane.controlplane.v1.CreateTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
+	71,  // 88: blendplane.controlplane.v1.ListTokensResponse.tokens:type_name -> blendplane.controlplane.v1.Token
+	71,  // 89: blendplane.controlplane.v1.RevokeTokenResponse.token:type_name -> blendplane.controlplane.v1.Token
+	7,   // 90: blendplane.controlplane.v1.Approval.state:type_name -> blendplane.controlplane.v1.Approval.State
+	79,  // 91: blendplane.controlplane.v1.Approval.decisions:type_name -> blendplane.controlplane.v1.PolicyDecision
+	80,  // 92: blendplane.controlplane.v1.Approval.preview:type_name -> blendplane.controlplane.v1.Preview
+	101, // 93: blendplane.controlplane.v1.Approval.create_time:type_name -> google.protobuf.Timestamp
+	1,   // 94: blendplane.controlplane.v1.Approval.decision:type_name -> blendplane.controlplane.v1.Decision
+	101, // 95: blendplane.controlplane.v1.Approval.resolve_time:type_name -> google.protobuf.Timestamp
+	8,   // 96: blendplane.controlplane.v1.PolicyDecision.mode:type_name -> blendplane.controlplane.v1.PolicyDecision.Mode
+	9,   // 97: blendplane.controlplane.v1.Preview.state:type_name -> blendplane.controlplane.v1.Preview.State
+	81,  // 98: blendplane.controlplane.v1.Preview.changes:type_name -> blendplane.controlplane.v1.DatablockChange
+	30,  // 99: blendplane.controlplane.v1.Preview.failure:type_name -> blendplane.controlplane.v1.Failure
+	63,  // 100: blendplane.controlplane.v1.Preview.render:type_name -> blendplane.controlplane.v1.Artifact
+	101, // 101: blendplane.controlplane.v1.Preview.complete_time:type_name -> google.protobuf.Timestamp
+	10,  // 102: blendplane.controlplane.v1.DatablockChange.kind:type_name -> blendplane.controlplane.v1.DatablockChange.Kind
+	82,  // 103: blendplane.controlplane.v1.DatablockChange.fields:type_name -> blendplane.controlplane.v1.FieldChange
+	104, // 104: blendplane.controlplane.v1.FieldChange.before:type_name -> google.protobuf.Value
+	104, // 105: blendplane.controlplane.v1.FieldChange.after:type_name -> google.protobuf.Value
+	101, // 106: blendplane.controlplane.v1.PolicyRule.create_time:type_name -> google.protobuf.Timestamp
+	7,   // 107: blendplane.controlplane.v1.ListApprovalsRequest.state:type_name -> blendplane.controlplane.v1.Approval.State
+	78,  // 108: blendplane.controlplane.v1.ListApprovalsResponse.approvals:type_name -> blendplane.controlplane.v1.Approval
+	1,   // 109: blendplane.controlplane.v1.ResolveApprovalRequest.decision:type_name -> blendplane.controlplane.v1.Decision
+	78,  // 110: blendplane.controlplane.v1.ResolveApprovalResponse.approval:type_name -> blendplane.controlplane.v1.Approval
+	83,  // 111: blendplane.controlplane.v1.ResolveApprovalResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
+	83,  // 112: blendplane.controlplane.v1.ListPolicyRulesResponse.rules:type_name -> blendplane.controlplane.v1.PolicyRule
+	83,  // 113: blendplane.controlplane.v1.DeletePolicyRuleResponse.rule:type_name -> blendplane.controlplane.v1.PolicyRule
+	25,  // 114: blendplane.controlplane.v1.ListPlansResponse.plans:type_name -> blendplane.controlplane.v1.Plan
+	11,  // 115: blendplane.controlplane.v1.ControlPlaneService.Negotiate:input_type -> blendplane.controlplane.v1.NegotiateRequest
+	23,  // 116: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:input_type -> blendplane.controlplane.v1.SubmitPlanRequest
+	26,  // 117: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:input_type -> blendplane.controlplane.v1.StreamReceiptsRequest
+	34,  // 118: blendplane.controlplane.v1.ControlPlaneService.GetPlan:input_type -> blendplane.controlplane.v1.GetPlanRequest
+	36,  // 119: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:input_type -> blendplane.controlplane.v1.CancelPlanRequest
+	38,  // 120: blendplane.controlplane.v1.ControlPlaneService.ListTools:input_type -> blendplane.controlplane.v1.ListToolsRequest
+	40,  // 121: blendplane.controlplane.v1.ControlPlaneService.ListMacros:input_type -> blendplane.controlplane.v1.ListMacrosRequest
+	46,  // 122: blendplane.controlplane.v1.ControlPlaneService.ListAgents:input_type -> blendplane.controlplane.v1.ListAgentsRequest
+	43,  // 123: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:input_type -> blendplane.controlplane.v1.ListAuditRecordsRequest
+	53,  // 124: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:input_type -> blendplane.controlplane.v1.RegisterAgentRequest
+	56,  // 125: blendplane.controlplane.v1.ControlPlaneService.GetSession:input_type -> blendplane.controlplane.v1.GetSessionRequest
+	58,  // 126: blendplane.controlplane.v1.ControlPlaneService.ListSessions:input_type -> blendplane.controlplane.v1.ListSessionsRequest
+	60,  // 127: blendplane.controlplane.v1.ControlPlaneService.CloseSession:input_type -> blendplane.controlplane.v1.CloseSessionRequest
+	64,  // 128: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:input_type -> blendplane.controlplane.v1.UploadArtifactRequest
+	67,  // 129: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:input_type -> blendplane.controlplane.v1.DownloadArtifactRequest
+	69,  // 130: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:input_type -> blendplane.controlplane.v1.ListArtifactsRequest
+	72,  // 131: blendplane.controlplane.v1.ControlPlaneService.CreateToken:input_type -> blendplane.controlplane.v1.CreateTokenRequest
+	74,  // 132: blendplane.controlplane.v1.ControlPlaneService.ListTokens:input_type -> blendplane.controlplane.v1.ListTokensRequest
+	76,  // 133: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:input_type -> blendplane.controlplane.v1.RevokeTokenRequest
+	84,  // 134: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:input_type -> blendplane.controlplane.v1.ListApprovalsRequest
+	86,  // 135: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:input_type -> blendplane.controlplane.v1.ResolveApprovalRequest
+	88,  // 136: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:input_type -> blendplane.controlplane.v1.ListPolicyRulesRequest
+	90,  // 137: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:input_type -> blendplane.controlplane.v1.DeletePolicyRuleRequest
+	92,  // 138: blendplane.controlplane.v1.ControlPlaneService.ListPlans:input_type -> blendplane.controlplane.v1.ListPlansRequest
+	94,  // 139: blendplane.controlplane.v1.ControlPlaneService.GetCaller:input_type -> blendplane.controlplane.v1.GetCallerRequest
+	12,  // 140: blendplane.controlplane.v1.ControlPlaneService.Negotiate:output_type -> blendplane.controlplane.v1.NegotiateResponse
+	24,  // 141: blendplane.controlplane.v1.ControlPlaneService.SubmitPlan:output_type -> blendplane.controlplane.v1.SubmitPlanResponse
+	27,  // 142: blendplane.controlplane.v1.ControlPlaneService.StreamReceipts:output_type -> blendplane.controlplane.v1.StreamReceiptsResponse
+	35,  // 143: blendplane.controlplane.v1.ControlPlaneService.GetPlan:output_type -> blendplane.controlplane.v1.GetPlanResponse
+	37,  // 144: blendplane.controlplane.v1.ControlPlaneService.CancelPlan:output_type -> blendplane.controlplane.v1.CancelPlanResponse
+	39,  // 145: blendplane.controlplane.v1.ControlPlaneService.ListTools:output_type -> blendplane.controlplane.v1.ListToolsResponse
+	41,  // 146: blendplane.controlplane.v1.ControlPlaneService.ListMacros:output_type -> blendplane.controlplane.v1.ListMacrosResponse
+	47,  // 147: blendplane.controlplane.v1.ControlPlaneService.ListAgents:output_type -> blendplane.controlplane.v1.ListAgentsResponse
+	44,  // 148: blendplane.controlplane.v1.ControlPlaneService.ListAuditRecords:output_type -> blendplane.controlplane.v1.ListAuditRecordsResponse
+	55,  // 149: blendplane.controlplane.v1.ControlPlaneService.RegisterAgent:output_type -> blendplane.controlplane.v1.RegisterAgentResponse
+	57,  // 150: blendplane.controlplane.v1.ControlPlaneService.GetSession:output_type -> blendplane.controlplane.v1.GetSessionResponse
+	59,  // 151: blendplane.controlplane.v1.ControlPlaneService.ListSessions:output_type -> blendplane.controlplane.v1.ListSessionsResponse
+	61,  // 152: blendplane.controlplane.v1.ControlPlaneService.CloseSession:output_type -> blendplane.controlplane.v1.CloseSessionResponse
+	66,  // 153: blendplane.controlplane.v1.ControlPlaneService.UploadArtifact:output_type -> blendplane.controlplane.v1.UploadArtifactResponse
+	68,  // 154: blendplane.controlplane.v1.ControlPlaneService.DownloadArtifact:output_type -> blendplane.controlplane.v1.DownloadArtifactResponse
+	70,  // 155: blendplane.controlplane.v1.ControlPlaneService.ListArtifacts:output_type -> blendplane.controlplane.v1.ListArtifactsResponse
+	73,  // 156: blendplane.controlplane.v1.ControlPlaneService.CreateToken:output_type -> blendplane.controlplane.v1.CreateTokenResponse
+	75,  // 157: blendplane.controlplane.v1.ControlPlaneService.ListTokens:output_type -> blendplane.controlplane.v1.ListTokensResponse
+	77,  // 158: blendplane.controlplane.v1.ControlPlaneService.RevokeToken:output_type -> blendplane.controlplane.v1.RevokeTokenResponse
+	85,  // 159: blendplane.controlplane.v1.ControlPlaneService.ListApprovals:output_type -> blendplane.controlplane.v1.ListApprovalsResponse
+	87,  // 160: blendplane.controlplane.v1.ControlPlaneService.ResolveApproval:output_type -> blendplane.controlplane.v1.ResolveApprovalResponse
+	89,  // 161: blendplane.controlplane.v1.ControlPlaneService.ListPolicyRules:output_type -> blendplane.controlplane.v1.ListPolicyRulesResponse
+	91,  // 162: blendplane.controlplane.v1.ControlPlaneService.DeletePolicyRule:output_type -> blendplane.controlplane.v1.DeletePolicyRuleResponse
+	93,  // 163: blendplane.controlplane.v1.ControlPlaneService.ListPlans:output_type -> blendplane.controlplane.v1.ListPlansResponse
+	95,  // 164: blendplane.controlplane.v1.ControlPlaneService.GetCaller:output_type -> blendplane.controlplane.v1.GetCallerResponse
+	140, // [140:165] is the sub-list for method output_type
+	115, // [115:140] is the sub-list for method input_type
+	115, // [115:115] is the sub-list for extension type_name
+	115, // [115:115] is the sub-list for extension extendee
+	0,   // [0:115] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_controlplane_v1_controlplane_proto_init() }

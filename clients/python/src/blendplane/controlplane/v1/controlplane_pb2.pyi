@@ -336,7 +336,7 @@ class Progress(_message.Message):
     def __init__(self, operation_id: _Optional[str] = ..., done: _Optional[int] = ..., total: _Optional[int] = ..., detail: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class Receipt(_message.Message):
-    __slots__ = ("sequence", "request_id", "operation_id", "tool_name", "status", "result", "error", "mcp_call_id", "blender_mutation_id", "scene_hash_before", "scene_hash_after", "safety_level", "idempotency_key", "complete_time", "duration_micros", "determinism_class", "verified", "tolerance", "artifacts", "session_epoch")
+    __slots__ = ("sequence", "request_id", "operation_id", "tool_name", "status", "result", "error", "mcp_call_id", "blender_mutation_id", "scene_hash_before", "scene_hash_after", "safety_level", "idempotency_key", "complete_time", "duration_micros", "determinism_class", "verified", "tolerance", "artifacts", "session_epoch", "agent_sent_time")
     class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         STATUS_UNSPECIFIED: _ClassVar[Receipt.Status]
@@ -371,6 +371,7 @@ class Receipt(_message.Message):
     TOLERANCE_FIELD_NUMBER: _ClassVar[int]
     ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
     SESSION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    AGENT_SENT_TIME_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     request_id: str
     operation_id: str
@@ -391,7 +392,8 @@ class Receipt(_message.Message):
     tolerance: str
     artifacts: _containers.RepeatedCompositeFieldContainer[Artifact]
     session_epoch: int
-    def __init__(self, sequence: _Optional[int] = ..., request_id: _Optional[str] = ..., operation_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., status: _Optional[_Union[Receipt.Status, str]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error: _Optional[_Union[Failure, _Mapping]] = ..., mcp_call_id: _Optional[str] = ..., blender_mutation_id: _Optional[str] = ..., scene_hash_before: _Optional[str] = ..., scene_hash_after: _Optional[str] = ..., safety_level: _Optional[_Union[SafetyLevel, str]] = ..., idempotency_key: _Optional[str] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration_micros: _Optional[int] = ..., determinism_class: _Optional[str] = ..., verified: _Optional[bool] = ..., tolerance: _Optional[str] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., session_epoch: _Optional[int] = ...) -> None: ...
+    agent_sent_time: _timestamp_pb2.Timestamp
+    def __init__(self, sequence: _Optional[int] = ..., request_id: _Optional[str] = ..., operation_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., status: _Optional[_Union[Receipt.Status, str]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error: _Optional[_Union[Failure, _Mapping]] = ..., mcp_call_id: _Optional[str] = ..., blender_mutation_id: _Optional[str] = ..., scene_hash_before: _Optional[str] = ..., scene_hash_after: _Optional[str] = ..., safety_level: _Optional[_Union[SafetyLevel, str]] = ..., idempotency_key: _Optional[str] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration_micros: _Optional[int] = ..., determinism_class: _Optional[str] = ..., verified: _Optional[bool] = ..., tolerance: _Optional[str] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., session_epoch: _Optional[int] = ..., agent_sent_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Failure(_message.Message):
     __slots__ = ("error_code", "recoverable", "retry_hint", "minimal_repair_plan", "message", "last_consistent_checkpoint")

@@ -1050,6 +1050,18 @@ export declare type Receipt = Message<"blendplane.controlplane.v1.Receipt"> & {
    * @generated from field: int64 session_epoch = 20;
    */
   sessionEpoch: bigint;
+
+  /**
+   * When the agent sent the receipt to the control plane, its journal
+   * holding it durably: complete_time to agent_sent_time is the agent's
+   * commit, agent_sent_time to the receipt on a stream the control plane's
+   * commit and dispatch (both on the agent's clock). Stamped at each
+   * delivery (a retried operation's journaled receipt, when sent again);
+   * unset on receipts the control plane wrote itself (a transport failure).
+   *
+   * @generated from field: google.protobuf.Timestamp agent_sent_time = 21;
+   */
+  agentSentTime?: Timestamp | undefined;
 };
 
 /**
