@@ -56,8 +56,8 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 	defer m.release(s)
 	log := m.log.With("session_id", sessionID, "request_id", requestID)
 	imports := slices.ContainsFunc(ops, func(op Operation) bool { return op.Tool == "scene.import" })
-	if imports {
-		s.files.Lock() // see session.files; held until the import is checkpointed
+	if imports || slices.ContainsFunc(ops, func(op Operation) bool { return writesFiles[op.Tool] }) {
+		s.files.Lock() // see session.files; held until an import is checkpointed
 		defer s.files.Unlock()
 	}
 

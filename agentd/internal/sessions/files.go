@@ -80,8 +80,17 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
 		return fmt.Errorf("%w: %q is a directory in the sandbox", ErrFileConflict, name)
 	}
-	s.files.Lock()                      // not under an import's feet (session.files), nor another upload's
+	s.files.Lock()                      // not under a running call's feet (session.files), nor another upload's
 	err = m.checkRoom(s, name, size, 0) // again, written: others may have landed meanwhile
+	if err == nil {
+		// What a call that died with its Blender set aside under this name
+		// is older than the upload: putBack must not restore it over it.
+		// Removed first, so that a putBack running now (a batch's
+		// recovery) either puts it back before the rename or finds it gone.
+		if err = os.Remove(filepath.Join(s.dir, asideDir, name)); errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+	}
 	if err == nil {
 		err = os.Rename(tmp, target)
 	}
@@ -96,6 +105,11 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	m.log.Info("file received", "session_id", sessionID, "name", name, "bytes", size, "sha256", sha)
 	return nil
 }
+
+// writesFiles are the tools that write files into a session's sandbox
+// (the bridge's tools that declare them, Tx.wrote): a batch that runs one
+// holds session.files. python.exec may write files too, unchecked.
+var writesFiles = map[string]bool{"scene.export": true, "render.still": true, "render.animation": true}
 
 // asideDir, beside a session's sandbox, holds the files a call set aside
 // while it rewrites them (bridge/registry.py, Tx.set_aside; sandbox.py,
@@ -115,7 +129,11 @@ func (m *Manager) putBack(s *session) error {
 		return err
 	}
 	for _, e := range entries {
-		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(s.sandbox, e.Name())); err != nil {
+		err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(s.sandbox, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // an upload of its name replaced it meanwhile (PutFile)
+		}
+		if err != nil {
 			return fmt.Errorf("put back %s, which a call that died had set aside: %w", e.Name(), err)
 		}
 		m.log.Info("a file that a call which died had set aside is back", "session_id", s.id, "name", e.Name())

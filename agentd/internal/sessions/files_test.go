@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -163,7 +164,8 @@ func (zeros) Read(p []byte) (int, error) {
 // TestPutBackWhatADeadCallSetAside: a file an export set aside while it
 // rewrote it (bridge Tx.set_aside), left there by a Blender that died mid
 // call over its half-written output, is back in the sandbox before the
-// session's next Blender starts.
+// session's next Blender starts; unless an upload of its name came after
+// the death, which is newer and stays.
 func TestPutBackWhatADeadCallSetAside(t *testing.T) {
 	m, _, rt := newManager(t)
 	open(t, m, rt, "s1")
@@ -177,28 +179,36 @@ func TestPutBackWhatADeadCallSetAside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What a Blender killed mid-export leaves: the old file aside, a
-	// half-written one under its name.
-	if err := os.MkdirAll(filepath.Join(dir, "aside"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(filepath.Join(dir, "output", "scene.obj"), filepath.Join(dir, "aside", "scene.obj")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "output", "scene.obj"), []byte("# half"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(blenderPid(m, "s1"), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if rs := run(t, m, "s1", "r2", create("b", "Ball")); rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
-		t.Fatalf("the session after its Blender died: %v", rs)
-	}
-	if got, err := os.ReadFile(filepath.Join(dir, "output", "scene.obj")); err != nil || !bytes.Equal(got, exported) {
-		t.Errorf("scene.obj after the recovery: %q, %v; want the export", got, err)
-	}
-	if left, _ := os.ReadDir(filepath.Join(dir, "aside")); len(left) != 0 {
-		t.Errorf("still aside: %v", left)
+	uploaded := []byte("# uploaded after the death\n")
+	for _, upload := range []bool{false, true} {
+		// What a Blender killed mid-export leaves: the old file aside, a
+		// half-written one under its name.
+		if err := os.MkdirAll(filepath.Join(dir, "aside"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "aside", "scene.obj"), exported, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "output", "scene.obj"), []byte("# half"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(blenderPid(m, "s1"), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		want := exported
+		if upload {
+			putFile(t, m, "s1", "scene.obj", uploaded)
+			want = uploaded
+		}
+		if rs := run(t, m, "s1", fmt.Sprint("after-", upload), create(fmt.Sprint("b", upload), fmt.Sprint("Ball", upload))); rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+			t.Fatalf("the session after its Blender died: %v", rs)
+		}
+		if got, err := os.ReadFile(filepath.Join(dir, "output", "scene.obj")); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("scene.obj after the recovery (upload %v): %q, %v; want %q", upload, got, err, want)
+		}
+		if left, _ := os.ReadDir(filepath.Join(dir, "aside")); len(left) != 0 {
+			t.Errorf("still aside: %v", left)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -627,39 +628,59 @@ func TestPreviewSkipsRenders(t *testing.T) {
 	}
 }
 
-// TestUploadWaitsForAnImport: an upload under a name an import of the
-// running batch may read renames its file in only after the batch: the
-// bridge checks a file's references before the importer reads it, and a
-// file replaced in between (a binary USD layer naming a file outside the
-// sandbox) was read unchecked.
-func TestUploadWaitsForAnImport(t *testing.T) {
+// TestUploadWaitsForABatchWithFiles: an upload under a name a call of the
+// running batch reads or writes renames its file in only after the batch.
+// The bridge checks an imported file's references before the importer
+// reads it, and a file replaced in between (a binary USD layer naming a
+// file outside the sandbox) was read unchecked; a call that writes a file
+// and fails removes it, or puts back what it set aside, over an upload
+// that landed meanwhile.
+func TestUploadWaitsForABatchWithFiles(t *testing.T) {
 	m, _, rt := newManager(t)
-	open(t, m, rt, "s1")
-	content := []byte("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
-	putFile(t, m, "s1", "tri.obj", content)
-	batch := make(chan []*cpv1.Receipt, 1)
-	go func() {
-		batch <- run(t, m, "s1", "r1",
-			Operation{OperationID: "imp", MCPCallID: "c", Tool: "scene.import", Args: map[string]any{"format": "obj", "input": "tri.obj"},
-				Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-imp"},
-			Operation{OperationID: "sleep", MCPCallID: "c", Tool: "python.exec", Args: map[string]any{"code": "import time\ntime.sleep(1.5)"},
-				Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-sleep"})
-	}()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if recs, err := m.journal.LookupAll("s1", []string{"key-imp"}); err == nil && recs[0] != nil {
-			break // imported; the batch sleeps
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the import did not run")
-		}
-	}
-	putFile(t, m, "s1", "tri.obj", []byte("v 0 0 0\nv 2 0 0\nv 0 2 0\nf 1 2 3\n"))
-	select {
-	case rs := <-batch:
-		if len(rs) != 2 || rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
-			t.Fatalf("the batch: %v", rs)
-		}
-	default:
-		t.Fatal("the upload replaced the file while the batch that imports it ran")
+	tri := []byte("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+	tiny := map[string]any{"resolution": []any{16, 16}, "samples": 1}
+	for i, c := range []struct {
+		tool, file string
+		args       map[string]any
+	}{
+		{"scene.import", "tri.obj", map[string]any{"format": "obj", "input": "tri.obj"}},
+		{"scene.export", "out.obj", map[string]any{"format": "obj", "output": "out.obj"}},
+		{"render.still", "shot.png", map[string]any{"output": "shot.png"}},
+		{"render.animation", "anim_0001.png", map[string]any{"output_prefix": "anim", "frame_start": 1, "frame_end": 1}},
+	} {
+		t.Run(c.tool, func(t *testing.T) {
+			id := fmt.Sprintf("s%d", i)
+			open(t, m, rt, id)
+			putFile(t, m, id, "tri.obj", tri)
+			if strings.HasPrefix(c.tool, "render.") {
+				maps.Copy(c.args, tiny)
+			}
+			batch := make(chan []*cpv1.Receipt, 1)
+			go func() {
+				batch <- run(t, m, id, "r1",
+					Operation{OperationID: "files", MCPCallID: "c", Tool: c.tool, Args: c.args,
+						Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-files"},
+					Operation{OperationID: "sleep", MCPCallID: "c", Tool: "python.exec", Args: map[string]any{"code": "import time\ntime.sleep(1.5)"},
+						Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-sleep"})
+			}()
+			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if recs, err := m.journal.LookupAll(id, []string{"key-files"}); err == nil && recs[0] != nil {
+					break // its call ran; the batch sleeps
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s did not run", c.tool)
+				}
+			}
+			putFile(t, m, id, c.file, []byte("v 0 0 0\nv 2 0 0\nv 0 2 0\nf 1 2 3\n"))
+			select {
+			case rs := <-batch:
+				if len(rs) != 2 || rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+					t.Fatalf("the batch: %v", rs)
+				}
+			default:
+				<-batch // before the next session's batch
+				t.Fatalf("the upload landed under %s while the batch that runs %s ran", c.file, c.tool)
+			}
+		})
 	}
 }
