@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -194,5 +195,19 @@ func TestCheckArgsSharesInOrder(t *testing.T) {
 	}
 	if want := fmt.Sprintf("in %d operations", len(bad)); !strings.Contains(pe.Message, want) {
 		t.Fatalf("message %q", pe.Message)
+	}
+}
+
+// TestCheckArgsWorkerPanicIsAnError: a panic in a worker of a parallel args
+// check (a validator's bug; here a tool the check was promised to know, so
+// it has no schema) is the check's error, not the daemon's end: no handler
+// recovers the workers' goroutines.
+func TestCheckArgsWorkerPanicIsAnError(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	ops := chain(2 * minArgsShare)
+	ops[len(ops)-1].Tool = "no.such.tool"
+	err := checkArgs(ops, testRegistry(t))
+	if err == nil || !strings.Contains(err.Error(), "checking a plan's args") {
+		t.Fatalf("checkArgs: %v", err)
 	}
 }
