@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -55,10 +56,20 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 	}
 	defer m.release(s)
 	log := m.log.With("session_id", sessionID, "request_id", requestID)
+	// See session.files: held until an import is checkpointed, else until
+	// the last call that writes files has returned.
 	imports := slices.ContainsFunc(ops, func(op Operation) bool { return op.Tool == "scene.import" })
-	if imports || slices.ContainsFunc(ops, func(op Operation) bool { return writesFiles[op.Tool] }) {
-		s.files.Lock() // see session.files; held until an import is checkpointed
-		defer s.files.Unlock()
+	lastWriter := -1
+	for i, op := range ops {
+		if writesFiles[op.Tool] {
+			lastWriter = i
+		}
+	}
+	releaseFiles := func() {}
+	if imports || lastWriter >= 0 {
+		s.files.Lock()
+		releaseFiles = sync.OnceFunc(s.files.Unlock)
+		defer releaseFiles()
 	}
 
 	keys := make([]string, len(ops))
@@ -95,9 +106,13 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 
 	c := newCommitter(m.journal, sessionID, emit, intents)
 	debug := log.Enabled(ctx, slog.LevelDebug)
-	// done hands the receipt of fresh operation op to the committer; false
-	// stops the batch.
-	done := func(op Operation, r *cpv1.Receipt, commit *journal.Commit, more bool) bool {
+	// done hands the receipt of fresh operation ops[k] to the committer;
+	// false stops the batch.
+	done := func(k int, r *cpv1.Receipt, commit *journal.Commit) bool {
+		op, more := ops[k], k+1 < len(ops)
+		if k == lastWriter && !imports {
+			releaseFiles() // its call has returned, its files as it leaves them
+		}
 		if r == nil && ctx.Err() == nil {
 			// Cancelled: Blender was stopped mid-call (the next batch
 			// recovers it); nothing of the operation is journaled.
@@ -146,14 +161,14 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 		}
 		if j-i == 1 {
 			r, commit := m.run(calls, s, requestID, op, c, progress, log)
-			if !done(op, r, commit, i+1 < len(ops)) {
+			if !done(i, r, commit) {
 				break
 			}
 			i++
 			continue
 		}
-		n, more := m.runPipelined(calls, s, requestID, ops[i:j], c, progress, log, func(k int, op Operation, r *cpv1.Receipt, commit *journal.Commit) bool {
-			return done(op, r, commit, i+k+1 < len(ops))
+		n, more := m.runPipelined(calls, s, requestID, ops[i:j], c, progress, log, func(k int, _ Operation, r *cpv1.Receipt, commit *journal.Commit) bool {
+			return done(i+k, r, commit)
 		})
 		if !more {
 			break

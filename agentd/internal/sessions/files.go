@@ -83,16 +83,7 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	s.files.Lock()                      // not under a running call's feet (session.files), nor another upload's
 	err = m.checkRoom(s, name, size, 0) // again, written: others may have landed meanwhile
 	if err == nil {
-		// What a call that died with its Blender set aside under this name
-		// is older than the upload: putBack must not restore it over it.
-		// Removed first, so that a putBack running now (a batch's
-		// recovery) either puts it back before the rename or finds it gone.
-		if err = os.Remove(filepath.Join(s.dir, asideDir, name)); errors.Is(err, fs.ErrNotExist) {
-			err = nil
-		}
-	}
-	if err == nil {
-		err = os.Rename(tmp, target)
+		err = m.land(s, name, tmp, target)
 	}
 	s.files.Unlock()
 	if err != nil {
@@ -110,6 +101,33 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 // (the bridge's tools that declare them, Tx.wrote): a batch that runs one
 // holds session.files. python.exec may write files too, unchecked.
 var writesFiles = map[string]bool{"scene.export": true, "render.still": true, "render.animation": true}
+
+// land renames an upload's file tmp to target, its name in the sandbox.
+// What a call that died with its Blender set aside under the name is older
+// than the upload: putBack must not restore it over it. It is moved out of
+// putBack's sight first (a putBack running now, in a batch's recovery,
+// either puts it back before the rename or finds it gone), dropped once the
+// upload is in, and returned if the rename fails.
+func (m *Manager) land(s *session, name, tmp, target string) error {
+	aside, old := filepath.Join(s.dir, asideDir, name), tmp+".aside"
+	err := os.Rename(aside, old)
+	if errors.Is(err, fs.ErrNotExist) {
+		return os.Rename(tmp, target)
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		if rerr := os.Rename(old, aside); rerr != nil {
+			m.log.Error("a file set aside by a call that died is lost", "session_id", s.id, "name", name, "err", rerr)
+		}
+		return err
+	}
+	if err := os.Remove(old); err != nil {
+		m.log.Warn("dropping a file set aside by a call that died", "session_id", s.id, "name", name, "err", err)
+	}
+	return nil
+}
 
 // asideDir, beside a session's sandbox, holds the files a call set aside
 // while it rewrites them (bridge/registry.py, Tx.set_aside; sandbox.py,

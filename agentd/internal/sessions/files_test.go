@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -249,5 +252,38 @@ func TestCloseDuringAPreview(t *testing.T) {
 	}
 	if forks, _ := os.ReadDir(m.previewsDir()); len(forks) != 0 {
 		t.Errorf("forks left: %v", forks)
+	}
+}
+
+// TestWritesFilesMatchesTheBridge: writesFiles names exactly the bridge's
+// tools that declare files they write or set aside (Tx.wrote,
+// Tx.set_aside), read from their source: a new tool that writes files and
+// is missing there would let an upload land under its call.
+func TestWritesFilesMatchesTheBridge(t *testing.T) {
+	sources, err := filepath.Glob("../blender/bridge/tools/*.py")
+	if err != nil || len(sources) == 0 {
+		t.Fatalf("bridge tools: %v %v", sources, err)
+	}
+	name := regexp.MustCompile(`^\(\s*"([a-z_.]+)"`)
+	found := map[string]bool{}
+	for _, f := range sources {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each tool's decorator, its function and what follows it up to the
+		// next tool's.
+		for _, part := range strings.Split(string(src), "\n@tool")[1:] {
+			m := name.FindStringSubmatch(part)
+			if m == nil {
+				t.Fatalf("%s: a tool without a name: %.60q", f, part)
+			}
+			if strings.Contains(part, "tx.wrote(") || strings.Contains(part, "tx.set_aside(") {
+				found[m[1]] = true
+			}
+		}
+	}
+	if !maps.Equal(found, writesFiles) {
+		t.Fatalf("the bridge's tools that write files: %v; writesFiles: %v", slices.Sorted(maps.Keys(found)), slices.Sorted(maps.Keys(writesFiles)))
 	}
 }

@@ -134,12 +134,13 @@ type session struct {
 	limits blender.Limits
 
 	mu sync.Mutex // one batch at a time
-	// files is held by a batch that imports or writes files (writesFiles),
-	// and by an upload while it renames its file into the sandbox: the
-	// files an import checked (the file and those it names) are the ones it
-	// reads, not others an upload put under their names in between; and an
-	// upload never lands under a call that writes its name, whose failure
-	// would remove it or put back what the call set aside over it.
+	// files is held by a batch that imports (to its end) or writes files
+	// (until its last call that does, writesFiles, has returned), and by an
+	// upload while it renames its file into the sandbox: the files an
+	// import checked (the file and those it names) are the ones it reads,
+	// not others an upload put under their names in between; and an upload
+	// never lands under a call that writes its name, whose failure would
+	// remove it or put back what the call set aside over it.
 	files sync.Mutex
 	proc  *blender.Process
 	// spare is a spare Blender whose slot the session took over (reserve),

@@ -628,17 +628,22 @@ func TestPreviewSkipsRenders(t *testing.T) {
 	}
 }
 
-// TestUploadWaitsForABatchWithFiles: an upload under a name a call of the
-// running batch reads or writes renames its file in only after the batch.
-// The bridge checks an imported file's references before the importer
-// reads it, and a file replaced in between (a binary USD layer naming a
-// file outside the sandbox) was read unchecked; a call that writes a file
-// and fails removes it, or puts back what it set aside, over an upload
-// that landed meanwhile.
+// TestUploadWaitsForABatchWithFiles: an upload into a session whose batch
+// runs a call that reads or writes files lands only after that call. The
+// bridge checks an imported file's references before the importer reads
+// it, and a file replaced in between (a binary USD layer naming a file
+// outside the sandbox) was read unchecked: an upload waits for a batch that
+// imports to end. A call that writes a file and fails removes it, or puts
+// back what it set aside, over an upload that landed meanwhile: an upload
+// waits for the batch's last such call to return, not for the rest.
 func TestUploadWaitsForABatchWithFiles(t *testing.T) {
 	m, _, rt := newManager(t)
 	tri := []byte("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
 	tiny := map[string]any{"resolution": []any{16, 16}, "samples": 1}
+	sleep := func(id string) Operation {
+		return Operation{OperationID: id, MCPCallID: "c", Tool: "python.exec", Args: map[string]any{"code": "import time\ntime.sleep(1)"},
+			Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-" + id}
+	}
 	for i, c := range []struct {
 		tool, file string
 		args       map[string]any
@@ -655,31 +660,52 @@ func TestUploadWaitsForABatchWithFiles(t *testing.T) {
 			if strings.HasPrefix(c.tool, "render.") {
 				maps.Copy(c.args, tiny)
 			}
-			batch := make(chan []*cpv1.Receipt, 1)
+			// A create, a second's sleep, the call, a second's sleep: the
+			// upload is sent during the first sleep.
+			ops := []Operation{create("a", "Box"), sleep("before"),
+				{OperationID: "files", MCPCallID: "c", Tool: c.tool, Args: c.args, Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-files"},
+				sleep("after")}
+			batch := make(chan error, 1)
 			go func() {
-				batch <- run(t, m, id, "r1",
-					Operation{OperationID: "files", MCPCallID: "c", Tool: c.tool, Args: c.args,
-						Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-files"},
-					Operation{OperationID: "sleep", MCPCallID: "c", Tool: "python.exec", Args: map[string]any{"code": "import time\ntime.sleep(1.5)"},
-						Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-sleep"})
+				batch <- m.Execute(context.Background(), id, "r1", ops, func(*cpv1.Receipt) error { return nil }, nil)
 			}()
-			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				if recs, err := m.journal.LookupAll(id, []string{"key-files"}); err == nil && recs[0] != nil {
-					break // its call ran; the batch sleeps
-				}
+			journaled := func(key string) bool {
+				recs, err := m.journal.LookupAll(id, []string{key})
+				return err == nil && recs[0] != nil && recs[0].Receipt.GetStatus() == cpv1.Receipt_STATUS_SUCCEEDED
+			}
+			for deadline := time.Now().Add(60 * time.Second); !journaled("key-a"); time.Sleep(5 * time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Fatalf("%s did not run", c.tool)
+					t.Fatal("the batch did not start")
 				}
 			}
-			putFile(t, m, id, c.file, []byte("v 0 0 0\nv 2 0 0\nv 0 2 0\nf 1 2 3\n"))
+			upload := []byte("v 0 0 0\nv 2 0 0\nv 0 2 0\nf 1 2 3\n")
+			putFile(t, m, id, c.file, upload)
+			var ended bool
 			select {
-			case rs := <-batch:
-				if len(rs) != 2 || rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
-					t.Fatalf("the batch: %v", rs)
+			case err := <-batch:
+				if err != nil {
+					t.Fatal(err)
 				}
-			default:
-				<-batch // before the next session's batch
-				t.Fatalf("the upload landed under %s while the batch that runs %s ran", c.file, c.tool)
+				ended = true
+			case <-time.After(300 * time.Millisecond): // the batch sleeps a second more
+			}
+			if imports := c.tool == "scene.import"; ended != imports {
+				if !ended {
+					<-batch
+				}
+				t.Fatalf("the batch had ended when the upload landed: %v, want %v", ended, imports)
+			}
+			if !ended {
+				if err := <-batch; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !journaled("key-files") {
+				t.Fatalf("%s failed", c.tool)
+			}
+			// The upload came after the call, over what it wrote.
+			if got, err := os.ReadFile(filepath.Join(m.cfg.DataDir, "sessions", id, "output", c.file)); err != nil || !bytes.Equal(got, upload) {
+				t.Fatalf("%s after the batch: %.40q, %v; want the upload", c.file, got, err)
 			}
 		})
 	}

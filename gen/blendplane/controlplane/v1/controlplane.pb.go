@@ -2245,12 +2245,15 @@ type Receipt struct {
 	Artifacts []*Artifact `protobuf:"bytes,19,rep,name=artifacts,proto3" json:"artifacts,omitempty"`
 	// The session's epoch (Session.epoch) the operation ran under.
 	SessionEpoch int64 `protobuf:"varint,20,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
-	// When the agent sent the receipt to the control plane, its journal
-	// holding it durably: complete_time to agent_sent_time is the agent's
-	// commit, agent_sent_time to the receipt on a stream the control plane's
-	// commit and dispatch (both on the agent's clock). Stamped at each
-	// delivery (a retried operation's journaled receipt, when sent again);
-	// unset on receipts the control plane wrote itself (a transport failure).
+	// When the agent sent the receipt to the control plane, after its
+	// journal committed it if it journals one (an operation run or undone).
+	// For an operation run, complete_time to agent_sent_time is the agent's
+	// commit, and agent_sent_time to the receipt on a stream the control
+	// plane's commit and dispatch (both on the agent's clock). Stamped at
+	// each delivery (a retried operation's journaled receipt, when sent
+	// again). Unset on receipts the control plane writes itself: a transport
+	// failure, the operations a failed plan did not run, a distributed
+	// render's.
 	AgentSentTime *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=agent_sent_time,json=agentSentTime,proto3" json:"agent_sent_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

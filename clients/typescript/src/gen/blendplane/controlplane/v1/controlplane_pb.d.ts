@@ -1052,12 +1052,15 @@ export declare type Receipt = Message<"blendplane.controlplane.v1.Receipt"> & {
   sessionEpoch: bigint;
 
   /**
-   * When the agent sent the receipt to the control plane, its journal
-   * holding it durably: complete_time to agent_sent_time is the agent's
-   * commit, agent_sent_time to the receipt on a stream the control plane's
-   * commit and dispatch (both on the agent's clock). Stamped at each
-   * delivery (a retried operation's journaled receipt, when sent again);
-   * unset on receipts the control plane wrote itself (a transport failure).
+   * When the agent sent the receipt to the control plane, after its
+   * journal committed it if it journals one (an operation run or undone).
+   * For an operation run, complete_time to agent_sent_time is the agent's
+   * commit, and agent_sent_time to the receipt on a stream the control
+   * plane's commit and dispatch (both on the agent's clock). Stamped at
+   * each delivery (a retried operation's journaled receipt, when sent
+   * again). Unset on receipts the control plane writes itself: a transport
+   * failure, the operations a failed plan did not run, a distributed
+   * render's.
    *
    * @generated from field: google.protobuf.Timestamp agent_sent_time = 21;
    */
