@@ -287,3 +287,32 @@ func TestWritesFilesMatchesTheBridge(t *testing.T) {
 		t.Fatalf("the bridge's tools that write files: %v; writesFiles: %v", slices.Sorted(maps.Keys(found)), slices.Sorted(maps.Keys(writesFiles)))
 	}
 }
+
+// TestLandReturnsWhatWasSetAside: an upload whose rename into the sandbox
+// fails leaves what a call that died had set aside under its name where it
+// was, for putBack.
+func TestLandReturnsWhatWasSetAside(t *testing.T) {
+	m, _, rt := newManager(t)
+	open(t, m, rt, "s1")
+	s, err := m.session("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aside := filepath.Join(s.dir, asideDir, "scene.obj")
+	tmp := filepath.Join(s.dir, ".upload-test")
+	target := filepath.Join(s.dir, "blocked") // a directory with a file in it: no file renames over it
+	for _, f := range []string{aside, tmp, filepath.Join(target, "x")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(f), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.land(s, "scene.obj", tmp, target); err == nil {
+		t.Fatal("a rename over a directory worked")
+	}
+	if got, err := os.ReadFile(aside); err != nil || string(got) != aside {
+		t.Fatalf("set aside after the failed upload: %q, %v", got, err)
+	}
+}
