@@ -635,13 +635,17 @@ func TestPreviewSkipsRenders(t *testing.T) {
 // outside the sandbox) was read unchecked: an upload waits for a batch that
 // imports to end. A call that writes a file and fails removes it, or puts
 // back what it set aside, over an upload that landed meanwhile: an upload
-// waits for the batch's last such call to return, not for the rest.
+// waits for the batch's last such call to return, not for the rest. The
+// batch starts with an operation seen before, so that its calls run from
+// the second on.
 func TestUploadWaitsForABatchWithFiles(t *testing.T) {
 	m, _, rt := newManager(t)
 	tri := []byte("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
 	tiny := map[string]any{"resolution": []any{16, 16}, "samples": 1}
-	sleep := func(id string) Operation {
-		return Operation{OperationID: id, MCPCallID: "c", Tool: "python.exec", Args: map[string]any{"code": "import time\ntime.sleep(1)"},
+	// waitFor is a call that returns once the file exists.
+	waitFor := func(id, file string) Operation {
+		return Operation{OperationID: id, MCPCallID: "c", Tool: "python.exec",
+			Args:   map[string]any{"code": fmt.Sprintf("import os, time\nwhile not os.path.exists(%q):\n    time.sleep(0.01)", file)},
 			Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-" + id}
 	}
 	for i, c := range []struct {
@@ -657,51 +661,61 @@ func TestUploadWaitsForABatchWithFiles(t *testing.T) {
 			id := fmt.Sprintf("s%d", i)
 			open(t, m, rt, id)
 			putFile(t, m, id, "tri.obj", tri)
+			run(t, m, id, "r0", create("a", "Box"))
 			if strings.HasPrefix(c.tool, "render.") {
 				maps.Copy(c.args, tiny)
 			}
-			// A create, a second's sleep, the call, a second's sleep: the
-			// upload is sent during the first sleep.
-			ops := []Operation{create("a", "Box"), sleep("before"),
+			gate := t.TempDir()
+			start, end := filepath.Join(gate, "start"), filepath.Join(gate, "end")
+			t.Cleanup(func() { os.WriteFile(end, nil, 0o600) }) // a failed test's batch ends too
+			ops := []Operation{create("a", "Box"), waitFor("before", start),
 				{OperationID: "files", MCPCallID: "c", Tool: c.tool, Args: c.args, Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-files"},
-				sleep("after")}
+				waitFor("after", end)}
 			batch := make(chan error, 1)
 			go func() {
 				batch <- m.Execute(context.Background(), id, "r1", ops, func(*cpv1.Receipt) error { return nil }, nil)
 			}()
-			journaled := func(key string) bool {
-				recs, err := m.journal.LookupAll(id, []string{key})
-				return err == nil && recs[0] != nil && recs[0].Receipt.GetStatus() == cpv1.Receipt_STATUS_SUCCEEDED
+			upload := []byte("v 0 0 0\nv 2 0 0\nv 0 2 0\nf 1 2 3\n")
+			uploaded := make(chan error, 1)
+			go func() { uploaded <- m.PutFile(id, c.file, int64(len(upload)), sha(upload), bytes.NewReader(upload)) }()
+			time.Sleep(200 * time.Millisecond) // an upload held off by nothing lands now, before the call
+			if err := os.WriteFile(start, nil, 0o600); err != nil {
+				t.Fatal(err)
 			}
-			for deadline := time.Now().Add(60 * time.Second); !journaled("key-a"); time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the batch did not start")
+			if c.tool == "scene.import" {
+				select {
+				case err := <-uploaded:
+					t.Fatalf("the upload landed while the batch that imports ran: %v", err)
+				case <-time.After(300 * time.Millisecond):
+				}
+				if err := os.WriteFile(end, nil, 0o600); err != nil {
+					t.Fatal(err)
 				}
 			}
-			upload := []byte("v 0 0 0\nv 2 0 0\nv 0 2 0\nf 1 2 3\n")
-			putFile(t, m, id, c.file, upload)
-			var ended bool
 			select {
-			case err := <-batch:
+			case err := <-uploaded:
 				if err != nil {
 					t.Fatal(err)
 				}
-				ended = true
-			case <-time.After(300 * time.Millisecond): // the batch sleeps a second more
+			case <-time.After(60 * time.Second):
+				t.Fatal("the upload waited for more than the call that writes its file")
 			}
-			if imports := c.tool == "scene.import"; ended != imports {
-				if !ended {
-					<-batch
+			if c.tool != "scene.import" {
+				select {
+				case err := <-batch:
+					t.Fatalf("the batch ended before its last call: %v", err)
+				default: // it waits in "after": the upload did not wait for it
 				}
-				t.Fatalf("the batch had ended when the upload landed: %v, want %v", ended, imports)
-			}
-			if !ended {
-				if err := <-batch; err != nil {
+				if err := os.WriteFile(end, nil, 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if !journaled("key-files") {
-				t.Fatalf("%s failed", c.tool)
+			if err := <-batch; err != nil {
+				t.Fatal(err)
+			}
+			recs, err := m.journal.LookupAll(id, []string{"key-files"})
+			if err != nil || recs[0] == nil || recs[0].Receipt.GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+				t.Fatalf("%s: %v %v", c.tool, recs, err)
 			}
 			// The upload came after the call, over what it wrote.
 			if got, err := os.ReadFile(filepath.Join(m.cfg.DataDir, "sessions", id, "output", c.file)); err != nil || !bytes.Equal(got, upload) {
