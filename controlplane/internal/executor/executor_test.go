@@ -116,17 +116,44 @@ func TestPlanOfAClosedSessionNeverRuns(t *testing.T) {
 	}
 }
 
-func closedSessionPlan(t *testing.T, handed bool) {
+// sessionStore is a store holding alice's open session s1 on agent-1.
+func sessionStore(t *testing.T) *store.Store {
 	st, err := store.Open(filepath.Join(t.TempDir(), "cp.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	if err := st.PutSession(store.Session{Owner: "alice", Info: &cpv1.Session{SessionId: "s1", State: cpv1.Session_STATE_OPEN,
+	t.Cleanup(func() { st.Close() })
+	if err := st.PutSession(store.Session{Owner: "alice", Info: &cpv1.Session{SessionId: "s1", State: cpv1.Session_STATE_OPEN, Epoch: 1,
 		AgentId: "agent-1", Contract: &cpv1.SessionContract{SessionId: "s1", ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}}},
 		&cpv1.ToolRegistry{Fingerprint: "f"}); err != nil {
 		t.Fatal(err)
 	}
+	return st
+}
+
+// ended waits for a plan to end and returns it with its receipts.
+func ended(t *testing.T, st *store.Store, ref store.PlanRef, within time.Duration) (*cpv1.Plan, []*cpv1.Receipt) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
+		p, err := st.PlanState(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := st.Receipts(ref, 1, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if store.IsTerminal(p.GetState()) {
+			return p, rs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plan is still %v after %s: %d receipts: %v", p.GetState(), within, len(rs), rs[:min(len(rs), 3)])
+		}
+	}
+}
+
+func closedSessionPlan(t *testing.T, handed bool) {
+	st := sessionStore(t)
 	ref := store.PlanRef{Owner: "alice", RequestID: "r1"}
 	args, _ := structpb.NewStruct(map[string]any{"type": "cube"})
 	req := &cpv1.SubmitPlanRequest{SessionId: "s1", RequestId: ref.RequestID, Operations: []*cpv1.Operation{
@@ -148,26 +175,14 @@ func closedSessionPlan(t *testing.T, handed bool) {
 	} else if err := e.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		p, err := st.PlanState(ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if store.IsTerminal(p.GetState()) {
-			rs, _ := st.Receipts(ref, 1, 10)
-			first, second := "a", "b" // the stored schedule
-			if handed {
-				first, second = "b", "a"
-			}
-			if p.GetState() != cpv1.Plan_STATE_CANCELLED || len(rs) != 2 || rs[0].GetOperationId() != first || rs[1].GetOperationId() != second ||
-				rs[0].GetStatus() != cpv1.Receipt_STATUS_NOT_RUN || rs[1].GetStatus() != cpv1.Receipt_STATUS_NOT_RUN {
-				t.Fatalf("plan %v, receipts %v: want CANCELLED, NOT_RUN for %s then %s", p, rs, first, second)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the plan is still %v", p.GetState())
-		}
+	p, rs := ended(t, st, ref, 10*time.Second)
+	first, second := "a", "b" // the stored schedule
+	if handed {
+		first, second = "b", "a"
+	}
+	if p.GetState() != cpv1.Plan_STATE_CANCELLED || len(rs) != 2 || rs[0].GetOperationId() != first || rs[1].GetOperationId() != second ||
+		rs[0].GetStatus() != cpv1.Receipt_STATUS_NOT_RUN || rs[1].GetStatus() != cpv1.Receipt_STATUS_NOT_RUN {
+		t.Fatalf("plan %v, receipts %v: want CANCELLED, NOT_RUN for %s then %s", p, rs, first, second)
 	}
 }
 

@@ -1,10 +1,8 @@
 package executor
 
 import (
-	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -81,16 +79,7 @@ func lyingPlan(t *testing.T, agent *lyingAgent) {
 	go srv.Serve(lis)
 	defer srv.Stop()
 
-	st, err := store.Open(filepath.Join(t.TempDir(), "cp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.PutSession(store.Session{Owner: "alice", Info: &cpv1.Session{SessionId: "s1", State: cpv1.Session_STATE_OPEN, Epoch: 1,
-		AgentId: "agent-1", Contract: &cpv1.SessionContract{SessionId: "s1", ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}}},
-		&cpv1.ToolRegistry{Fingerprint: "f"}); err != nil {
-		t.Fatal(err)
-	}
+	st := sessionStore(t)
 	fl := fleet.New(time.Second, 0, nil)
 	if err := fl.Register(&cpv1.RegisterAgentRequest{AgentId: "agent-1", Address: lis.Addr().String(), Runtimes: []*cpv1.Runtime{{RuntimeId: "rt"}}}, "agent"); err != nil {
 		t.Fatal(err)
@@ -107,21 +96,7 @@ func lyingPlan(t *testing.T, agent *lyingAgent) {
 	e := New(Config{OperationTimeout: time.Minute, AgentRetryWindow: time.Second}, st, fl, nil, slog.New(slog.DiscardHandler))
 	defer e.Stop()
 	e.Enqueue("s1", ref, &Work{Request: req, Schedule: []int{0, 1}})
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		p, err := st.PlanState(ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if store.IsTerminal(p.GetState()) {
-			rs, _ := st.Receipts(ref, 1, 100)
-			if p.GetState() != cpv1.Plan_STATE_FAILED || agent.asked["a"] != 1 {
-				t.Fatalf("plan %v, receipts %v, operations asked %v", p, rs, agent.asked)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			rs, _ := st.Receipts(ref, 1, 100)
-			t.Fatalf("the plan is still %v: %d receipts, operations asked %v: %v", p.GetState(), len(rs), agent.asked, fmt.Sprint(rs[:min(len(rs), 3)]))
-		}
+	if p, rs := ended(t, st, ref, 20*time.Second); p.GetState() != cpv1.Plan_STATE_FAILED || agent.asked["a"] != 1 {
+		t.Fatalf("plan %v, receipts %v, operations asked %v", p, rs, agent.asked)
 	}
 }
