@@ -267,18 +267,24 @@ func TestIdentities(t *testing.T) {
 		// Registries are kept and compiled by fingerprint: one under another's
 		// fingerprint (object.create taking any args, say) would stand in for
 		// it in every session on every agent that has it.
+		// invalid registers runtimes under a new agent id and wants them
+		// refused as REGISTRY_INVALID, saying says.
+		invalid := func(what, id string, rt *cpv1.Runtime, says string) {
+			t.Helper()
+			_, err := agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: id,
+				Address: "127.0.0.1:1", Runtimes: []*cpv1.Runtime{rt}})
+			wantRefusal(t, what, err, codes.FailedPrecondition, "REGISTRY_INVALID")
+			if !strings.Contains(err.Error(), says) {
+				t.Errorf("%s: %v", what, err)
+			}
+		}
 		loose := proto.Clone(rt).(*cpv1.Runtime)
 		for _, tool := range loose.GetRegistry().GetTools() {
 			if tool.GetName() == "object.create" {
 				tool.InputSchema = &structpb.Struct{}
 			}
 		}
-		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-loose",
-			Address: "127.0.0.1:1", Runtimes: []*cpv1.Runtime{loose}})
-		wantRefusal(t, "a registry under another's fingerprint", err, codes.FailedPrecondition, "REGISTRY_INVALID")
-		if !strings.Contains(err.Error(), "its tools give the fingerprint") {
-			t.Errorf("a registry under another's fingerprint: %v", err)
-		}
+		invalid("a registry under another's fingerprint", "agent-loose", loose, "its tools give the fingerprint")
 		// Args are a JSON object: a tool whose schema says otherwise is
 		// refused (the MCP SDK would not list a session's tools).
 		scalar := proto.Clone(rt).(*cpv1.Runtime)
@@ -286,12 +292,7 @@ func TestIdentities(t *testing.T) {
 		if scalar.Registry.Fingerprint, err = toolregistry.Fingerprint(scalar.GetRegistry()); err != nil {
 			t.Fatal(err)
 		}
-		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-scalar",
-			Address: "127.0.0.1:1", Runtimes: []*cpv1.Runtime{scalar}})
-		wantRefusal(t, "a tool whose args are not an object", err, codes.FailedPrecondition, "REGISTRY_INVALID")
-		if !strings.Contains(err.Error(), "is not a JSON object") {
-			t.Errorf("a tool whose args are not an object: %v", err)
-		}
+		invalid("a tool whose args are not an object", "agent-scalar", scalar, "is not a JSON object")
 		// A registry may be what its fingerprint names and still lie about
 		// the tools the control plane knows.
 		for _, tool := range rt.GetRegistry().GetTools() {
@@ -299,16 +300,10 @@ func TestIdentities(t *testing.T) {
 				tool.SafetyMode, tool.DeterminismClass = "headless_safe", "deterministic"
 			}
 		}
-		rt.Registry.Fingerprint, err = toolregistry.Fingerprint(rt.GetRegistry())
-		if err != nil {
+		if rt.Registry.Fingerprint, err = toolregistry.Fingerprint(rt.GetRegistry()); err != nil {
 			t.Fatal(err)
 		}
-		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-forged",
-			Address: "127.0.0.1:1", Runtimes: []*cpv1.Runtime{rt}})
-		wantRefusal(t, "a forged registry", err, codes.FailedPrecondition, "REGISTRY_INVALID")
-		if !strings.Contains(err.Error(), "declares python.exec") {
-			t.Errorf("a forged registry: %v", err)
-		}
+		invalid("a forged registry", "agent-forged", rt, "declares python.exec")
 		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-neg",
 			Address: "127.0.0.1:1", Runtimes: real.GetRuntimes(), SessionCount: -5})
 		wantRefusal(t, "a negative session count", err, codes.InvalidArgument, "SCHEMA_INVALID")
@@ -319,12 +314,7 @@ func TestIdentities(t *testing.T) {
 		}
 		huge := proto.Clone(real.GetRuntimes()[0]).(*cpv1.Runtime)
 		huge.Registry.Tools[0].Description = strings.Repeat("x", 4<<20)
-		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), &cpv1.RegisterAgentRequest{AgentId: "agent-huge",
-			Address: "127.0.0.1:1", Runtimes: []*cpv1.Runtime{huge}})
-		wantRefusal(t, "a registry over 4 MiB", err, codes.FailedPrecondition, "REGISTRY_INVALID")
-		if !strings.Contains(err.Error(), "at most 4194304") {
-			t.Errorf("a registry over 4 MiB: %v", err)
-		}
+		invalid("a registry over 4 MiB", "agent-huge", huge, "at most 4194304")
 		// Real-looking agents that never heartbeat again are forgotten; an
 		// agent token registers at most --max-agents-per-principal agents
 		// until then.
