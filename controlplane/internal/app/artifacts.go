@@ -334,6 +334,9 @@ func (a *App) collect(ctx context.Context, agent agentv1.AgentServiceClient, ref
 		var reserved int64
 		if !a.blobs.Has(art.GetSha256()) {
 			ok, err := a.reserve(owner, art.GetSizeBytes())
+			if ok {
+				reserved = art.GetSizeBytes() // given back below, fetched or not
+			}
 			switch {
 			case err != nil:
 				errs = append(errs, err)
@@ -342,7 +345,6 @@ func (a *App) collect(ctx context.Context, agent agentv1.AgentServiceClient, ref
 			case agent == nil:
 				errs = append(errs, fmt.Errorf("%w: %s left on it", ErrAgentUnavailable, art.GetName()))
 			default:
-				reserved = art.GetSizeBytes()
 				if err := a.fetch(ctx, agent, art); err != nil {
 					errs = append(errs, err)
 				}

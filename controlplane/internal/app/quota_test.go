@@ -83,6 +83,7 @@ func TestReserve(t *testing.T) {
 // render's frames) is kept, the rest is said to be left on the agent.
 func TestCollectWithoutItsAgent(t *testing.T) {
 	a := newTestApp(t)
+	a.cfg.ArtifactQuotaMiB = 1 // the room a file not fetched took is given back
 	blobs, err := blob.Open(t.TempDir(), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +109,9 @@ func TestCollectWithoutItsAgent(t *testing.T) {
 		if _, err := a.store.Artifact("s", name, ""); err != nil {
 			t.Errorf("%s not recorded: %v", name, err)
 		}
+	}
+	if len(a.quotas.reserved) != 0 {
+		t.Errorf("room still reserved after the collect: %v", a.quotas.reserved)
 	}
 }
 
