@@ -327,6 +327,11 @@ func TestIdentities(t *testing.T) {
 		third := &cpv1.RegisterAgentRequest{AgentId: "agent-thrice", Address: "127.0.0.1:1", Runtimes: real.GetRuntimes()}
 		_, err = agent2.RegisterAgent(ctxT(t, 10*time.Second), third)
 		wantRefusal(t, "a third agent of one token", err, codes.ResourceExhausted, "QUOTA_EXCEEDED")
+		// The refusal bound nothing: another principal may take that id.
+		agent3 := c.clientAs(t, c.createToken(t, "agent-3", "agent"))
+		if _, err := agent3.RegisterAgent(ctxT(t, 10*time.Second), third); err != nil {
+			t.Fatalf("the refused agent's id under another principal: %v", err)
+		}
 		page, err := c.client.ListAgents(ctxT(t, 10*time.Second), &cpv1.ListAgentsRequest{PageSize: 1})
 		if err != nil || len(page.GetAgents()) != 1 || page.GetNextPageToken() == "" {
 			t.Fatalf("ListAgents pages: %v %v", page, err)
@@ -344,6 +349,7 @@ func TestIdentities(t *testing.T) {
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
+		third.AgentId = "agent-fourth"
 		if _, err := agent2.RegisterAgent(ctxT(t, 10*time.Second), third); err != nil {
 			t.Fatalf("a third agent once the others were forgotten: %v", err)
 		}
