@@ -268,10 +268,7 @@ func (e *Executor) collectFiles(agentID string, ref store.PlanRef, sessionID str
 	if e.collect == nil {
 		return
 	}
-	agent, cerr := e.client(agentID)
-	if cerr != nil {
-		agent = nil
-	}
+	agent, cerr := e.client(agentID) // nil without its agent: collect records the files anyway
 	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.OperationTimeout)
 	err := errors.Join(cerr, e.collect(ctx, agent, ref, sessionID, r))
 	cancel()

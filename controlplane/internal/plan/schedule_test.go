@@ -166,8 +166,8 @@ func BenchmarkCheckChain100k(b *testing.B) {
 // shares is refused exactly as one checked in one piece: every bad
 // operation, in plan order, one repair each.
 func TestCheckArgsSharesInOrder(t *testing.T) {
-	ops := chain(5*minArgsShare + 7)
-	bad := []int{0, minArgsShare - 1, minArgsShare, 3*minArgsShare + 5, len(ops) - 1}
+	ops := chain(5*MinOperationShare + 7)
+	bad := []int{0, MinOperationShare - 1, MinOperationShare, 3*MinOperationShare + 5, len(ops) - 1}
 	for _, i := range bad {
 		ops[i].Args = map[string]any{"name": 7.0}
 	}
@@ -204,7 +204,7 @@ func TestCheckArgsSharesInOrder(t *testing.T) {
 // recovers the workers' goroutines.
 func TestCheckArgsWorkerPanicIsAnError(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	ops := chain(2 * minArgsShare)
+	ops := chain(2 * MinOperationShare)
 	ops[len(ops)-1].Tool = "no.such.tool"
 	err := checkArgs(ops, testRegistry(t))
 	if err == nil || !strings.Contains(err.Error(), "checking a plan's args") {

@@ -4,19 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
-
-	"github.com/blendplane/blendplane/internal/panicguard"
 )
 
 // MaxArgsDepth is the deepest nesting of arrays and objects accepted in
@@ -32,26 +28,12 @@ var printer = message.NewPrinter(language.English)
 // in parallel, a contiguous share of the operations per CPU; the refusal is
 // the same as a sequential check's (shares are joined in order).
 func checkArgs(ops []Operation, reg *Registry) error {
-	shares := min(runtime.GOMAXPROCS(0), max(1, len(ops)/minArgsShare))
-	found := make([]*Error, shares)
-	if shares == 1 {
-		found[0] = checkArgsRange(ops, 0, len(ops), reg) // on the caller's goroutine, whose handler recovers
-	} else {
-		// A worker's panic (a validator's bug, on args and schemas that come
-		// from outside) would take the daemon down: it is the check's error.
-		bugs := make([]error, shares)
-		var wg sync.WaitGroup
-		for w := range shares {
-			lo, hi := w*len(ops)/shares, (w+1)*len(ops)/shares
-			wg.Go(func() {
-				defer panicguard.Catch("checking a plan's args", &bugs[w])
-				found[w] = checkArgsRange(ops, lo, hi, reg)
-			})
-		}
-		wg.Wait()
-		if err := errors.Join(bugs...); err != nil {
-			return err
-		}
+	found := make([]*Error, Shares(len(ops)))
+	if err := InShares(len(ops), "checking a plan's args", func(w, lo, hi int) error {
+		found[w] = checkArgsRange(ops, lo, hi, reg)
+		return nil
+	}); err != nil {
+		return err
 	}
 	var e *Error
 	for _, f := range found {
@@ -71,9 +53,6 @@ func checkArgs(ops []Operation, reg *Registry) error {
 		plural(len(e.Repair), "operation", "operations"))
 	return e
 }
-
-// minArgsShare is the fewest operations worth a goroutine of checkArgs.
-const minArgsShare = 2048
 
 // checkArgsRange checks ops[lo:hi]; the Error it returns has no message.
 func checkArgsRange(ops []Operation, lo, hi int, reg *Registry) *Error {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/panicguard"
 	"github.com/blendplane/blendplane/internal/undecoded"
@@ -111,7 +112,7 @@ func unmarshalPlan(b []byte, req *cpv1.SubmitPlanRequest) error {
 		return err
 	}
 	ops := make([]*cpv1.Operation, len(records))
-	err = inShares(len(records), func(_, lo, hi int) error {
+	err = plan.InShares(len(records), "decoding a plan's operations", func(_, lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			if op, ok := decodeOperation(records[i]); ok {
 				ops[i] = op

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
@@ -17,7 +18,7 @@ import (
 // included, and fails where it fails.
 func TestUnmarshalPlanAsProto(t *testing.T) {
 	req := &cpv1.SubmitPlanRequest{SessionId: "s-1", RequestId: "r", Atomic: true, PreviewRender: true}
-	for i := range 3*minOperationShare + 5 {
+	for i := range 3*plan.MinOperationShare + 5 {
 		args, _ := structpb.NewStruct(map[string]any{"name": fmt.Sprintf("C%d", i), "location": []any{1.0, 2.0, float64(i)}})
 		req.Operations = append(req.Operations, &cpv1.Operation{OperationId: fmt.Sprintf("op%d", i), ToolName: "object.create",
 			Args: args, DependsOn: []string{"a", "b"}, SafetyLevel: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE})
@@ -48,14 +49,14 @@ func TestUnmarshalPlanAsProto(t *testing.T) {
 
 	// Invalid UTF-8 in one operation's id: refused, naming the operation.
 	bad := proto.Clone(req).(*cpv1.SubmitPlanRequest)
-	bad.Operations[2*minOperationShare].OperationId = "ok"
+	bad.Operations[2*plan.MinOperationShare].OperationId = "ok"
 	raw, _ = proto.Marshal(bad)
 	i := strings.Index(string(raw), "\x0a\x02ok") // operation_id is field 1: tag 0x0a, length 2
 	raw[i+2] = 0xff
 	if err := proto.Unmarshal(raw, &cpv1.SubmitPlanRequest{}); err == nil {
 		t.Fatal("proto.Unmarshal took invalid UTF-8")
 	}
-	if err := unmarshalPlan(raw, &cpv1.SubmitPlanRequest{}); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("operations[%d]", 2*minOperationShare)) {
+	if err := unmarshalPlan(raw, &cpv1.SubmitPlanRequest{}); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("operations[%d]", 2*plan.MinOperationShare)) {
 		t.Fatalf("invalid UTF-8: %v", err)
 	}
 	// A truncated request.

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"buf.build/go/protovalidate"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -19,8 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
-	"github.com/blendplane/blendplane/internal/panicguard"
 )
 
 // Validation runs protovalidate on every request before a handler sees it
@@ -97,34 +95,6 @@ func (val *Validation) check(req any) error {
 	return schemaRefusal(msg, violations)
 }
 
-// minOperationShare is the fewest operations worth a goroutine of their own
-// when a plan's operations are decoded or validated in parallel.
-const minOperationShare = 2048
-
-// shares is how many shares inShares cuts n operations into: one per CPU,
-// each of at least minOperationShare, or one.
-func shares(n int) int { return max(1, min(runtime.GOMAXPROCS(0), n/minOperationShare)) }
-
-// inShares runs work over the operations [0, n) in shares, share w being
-// [lo, hi): on one goroutine each when there are several, at once when one
-// covers them all. It returns the shares' errors, joined.
-func inShares(n int, work func(w, lo, hi int) error) error {
-	k := shares(n)
-	if k == 1 {
-		return work(0, 0, n)
-	}
-	errs := make([]error, k)
-	var wg sync.WaitGroup
-	for w := range k {
-		wg.Go(func() {
-			defer panicguard.Catch("a share of a plan's operations", &errs[w]) // on a goroutine of its own: no handler's recovery reaches it
-			errs[w] = work(w, w*n/k, (w+1)*n/k)
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
 // violations runs protovalidate over msg. A plan's operations are
 // validated apart from the request around it, which is validated with its
 // first operation only (SubmitPlanRequest has no rule that looks at two
@@ -145,8 +115,8 @@ func (val *Validation) violations(msg proto.Message) ([]fieldViolation, error) {
 	if err != nil {
 		return nil, err
 	}
-	found := make([][]fieldViolation, shares(len(ops)))
-	err = inShares(len(ops), func(w, lo, hi int) error {
+	found := make([][]fieldViolation, plan.Shares(len(ops)))
+	err = plan.InShares(len(ops), "validating a plan's operations", func(w, lo, hi int) error {
 		for i := max(1, lo); i < hi; i++ {
 			if operationValid(ops[i]) {
 				continue

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/blendplane/blendplane/controlplane/internal/plan"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
@@ -64,7 +65,7 @@ func TestParallelValidationSameAsWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []int{5, 3*minOperationShare + 11} {
+	for _, n := range []int{5, 3*plan.MinOperationShare + 11} {
 		req := &cpv1.SubmitPlanRequest{SessionId: "bad session", RequestId: "r"}
 		bad := map[int]bool{0: true, n / 3: true, 2*n/3 + 1: true, n - 1: true}
 		for i := range n {
