@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -185,22 +186,21 @@ const minMessageBytes = 1 << 20
 // Run serves until ctx is cancelled, then shuts down gracefully. ready, if
 // not nil, receives the bound address once the server accepts connections.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr string)) error {
-	if cfg.MinFreeDiskMiB < 0 || cfg.MinFreeDiskMiB > diskfree.MaxMiB {
-		return fmt.Errorf("--min-free-disk-mib %d: from 0 to %d", cfg.MinFreeDiskMiB, diskfree.MaxMiB)
-	}
 	if cfg.Heartbeat <= 0 {
 		return fmt.Errorf("--heartbeat %s: more than 0", cfg.Heartbeat)
 	}
 	for _, f := range []struct {
-		flag string
-		n    int
-	}{{"--max-sessions-per-principal", cfg.MaxSessionsPerPrincipal}, {"--max-agents-per-principal", cfg.MaxAgentsPerPrincipal}} {
-		if f.n < 0 {
-			return fmt.Errorf("%s %d: 0 (no bound) or more", f.flag, f.n)
+		flag  string
+		n, hi int64
+	}{
+		{"--min-free-disk-mib", cfg.MinFreeDiskMiB, diskfree.MaxMiB},
+		{"--artifact-quota-mib", cfg.ArtifactQuotaMiB, diskfree.MaxMiB},
+		{"--max-sessions-per-principal", int64(cfg.MaxSessionsPerPrincipal), math.MaxInt64},
+		{"--max-agents-per-principal", int64(cfg.MaxAgentsPerPrincipal), math.MaxInt64},
+	} {
+		if f.n < 0 || f.n > f.hi {
+			return fmt.Errorf("%s %d: from 0 (none) to %d", f.flag, f.n, f.hi)
 		}
-	}
-	if cfg.ArtifactQuotaMiB < 0 || cfg.ArtifactQuotaMiB > diskfree.MaxMiB {
-		return fmt.Errorf("--artifact-quota-mib %d: from 0 to %d", cfg.ArtifactQuotaMiB, diskfree.MaxMiB)
 	}
 	if cfg.MaxMessageBytes < minMessageBytes {
 		return fmt.Errorf("--max-message-bytes %d: at least %d (artifacts travel in 512 KiB chunks)", cfg.MaxMessageBytes, minMessageBytes)

@@ -528,11 +528,7 @@ func (j *Journal) Session(sessionID string) (Session, error) {
 func head(b *bolt.Bucket, id string) (uint64, error) {
 	v := b.Get(keyHead)
 	if len(v) != 8 {
-		what := "a session"
-		if id != "" {
-			what = fmt.Sprintf("session %q", id)
-		}
-		return 0, fmt.Errorf("the journal of %s is damaged: its head is %d bytes", what, len(v))
+		return 0, fmt.Errorf("the journal of session %q is damaged: its head is %d bytes", id, len(v))
 	}
 	return binary.BigEndian.Uint64(v), nil
 }
@@ -704,7 +700,7 @@ func (j *Journal) Commit(sessionID string, commits []Commit) error {
 		for i, c := range commits {
 			rec := &Record{Receipt: c.Receipt, Undo: c.Undo}
 			if c.Entry != nil {
-				if rec.LogIndex, err = appendEntry(b, c.Entry); err != nil {
+				if rec.LogIndex, err = appendEntry(b, sessionID, c.Entry); err != nil {
 					return err
 				}
 			}
@@ -778,7 +774,7 @@ func (j *Journal) CommitUndo(sessionID, key, hashAfter string) error {
 		if rec == nil {
 			return fmt.Errorf("undo of unknown operation %s", key)
 		}
-		if _, err := appendEntry(b, &Entry{Kind: "undo", Key: key, HashAfter: hashAfter}); err != nil {
+		if _, err := appendEntry(b, sessionID, &Entry{Kind: "undo", Key: key, HashAfter: hashAfter}); err != nil {
 			return err
 		}
 		rec.RolledBack = true
@@ -862,12 +858,12 @@ func (j *Journal) Entries(sessionID string, from uint64) ([]Entry, error) {
 	return out, err
 }
 
-func appendEntry(b *bolt.Bucket, e *Entry) (uint64, error) {
+func appendEntry(b *bolt.Bucket, sessionID string, e *Entry) (uint64, error) {
 	raw, err := encodeEntry(e)
 	if err != nil {
 		return 0, err
 	}
-	index, err := head(b, "")
+	index, err := head(b, sessionID)
 	if err != nil {
 		return 0, err
 	}

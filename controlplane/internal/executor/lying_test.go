@@ -20,7 +20,7 @@ import (
 type lyingAgent struct {
 	agentv1.UnimplementedAgentServiceServer
 	undo  *agentv1.RollbackResponse
-	rerun cpv1.Receipt_Status // what it answers for an operation asked again
+	rerun cpv1.Receipt_Status // what it answers for operation a, if set, instead of SUCCEEDED
 	asked map[string]int
 }
 

@@ -1014,9 +1014,7 @@ func TestDamagedSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := PlanRef{Owner: "alice", RequestID: "r1"}
-	req := &cpv1.SubmitPlanRequest{SessionId: "s1", RequestId: "r1", Operations: []*cpv1.Operation{{OperationId: "a", ToolName: "object.create"}}}
-	if _, err := s.CreatePlan(NewPlan{Owner: "alice", Plan: &cpv1.Plan{RequestId: "r1", SessionId: "s1", State: cpv1.Plan_STATE_PENDING},
-		Request: req, Schedule: []int{0}, Digest: "d"}); err != nil {
+	if _, err := s.CreatePlan(testPlan(ref.Owner, ref.RequestID)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.db.Update(func(tx *bolt.Tx) error {
