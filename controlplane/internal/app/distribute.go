@@ -271,7 +271,7 @@ func cancelledRender(r *cpv1.Receipt, start time.Time) *cpv1.Receipt {
 // renderRange renders frames [fr.from, fr.to] on one agent, on a fork of
 // the session rebuilt there, and brings the frames into the blob store.
 func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.PlanRef, op *cpv1.Operation, agentID, runtimeID string,
-	fr frameRange, key string, reserved *atomic.Int64, progress func(int)) ([]frame, error) {
+	fr frameRange, key string, reserved *atomic.Int64, progress func(int)) (_ []frame, err error) {
 	agent, err := a.fleet.Client(agentID)
 	if err != nil {
 		return nil, err
@@ -347,18 +347,17 @@ func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.Pla
 		return nil, cmp.Or(err, a.overQuota(sess.Owner, size))
 	}
 	reserved.Add(size)
-	giveBack := func() { // another agent renders the range again
-		a.unreserve(sess.Owner, size)
-		reserved.Add(-size)
-	}
+	defer func() {
+		if err != nil { // another agent renders the range again
+			a.unreserve(sess.Owner, size)
+			reserved.Add(-size)
+		}
+	}()
 	var out []frame
 	for _, f := range rc.GetArtifacts() {
 		art := &cpv1.Artifact{SessionId: fork, Name: f.GetName(), SizeBytes: f.GetSizeBytes(), Sha256: f.GetSha256()}
 		if !a.blobs.Has(art.GetSha256()) {
 			err := a.fetch(ctx, agent, art)
-			if err != nil {
-				giveBack()
-			}
 			if errors.Is(err, blob.ErrDiskShort) {
 				return nil, err
 			} else if err != nil {
@@ -369,14 +368,12 @@ func (a *App) renderRange(ctx context.Context, sess store.Session, ref store.Pla
 	}
 	frames, _ := res["frames"].([]any)
 	if len(frames) != len(out) {
-		giveBack()
 		return nil, fmt.Errorf("agent %s rendered %d files for %d frames", agentID, len(out), len(frames))
 	}
 	res2, _ := res["resolution"].([]any)
 	for i := range out {
 		n, ok := frames[i].(float64)
 		if !ok || n != float64(int(n)) || int(n) < fr.from || int(n) > fr.to {
-			giveBack()
 			return nil, fmt.Errorf("agent %s answered frame %v for frames %d-%d", agentID, frames[i], fr.from, fr.to)
 		}
 		out[i].frame = int(n)

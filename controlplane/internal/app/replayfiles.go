@@ -55,6 +55,7 @@ func (a *App) newReplayFiles(sessionID, agentID, target string) (*replayFiles, e
 func (a *App) sessionFiles(sessionID string) (sessionFiles, error) {
 	f := sessionFiles{byContent: map[string]*cpv1.Artifact{}, byName: map[string][]*cpv1.Artifact{}}
 	var after uint64
+	uploaded := map[string]bool{}
 	for {
 		arts, next, err := a.store.ListArtifacts(sessionID, "", after, 1000)
 		if err != nil {
@@ -62,7 +63,8 @@ func (a *App) sessionFiles(sessionID string) (sessionFiles, error) {
 		}
 		for _, art := range arts {
 			f.byContent[art.GetName()+"\x00"+art.GetSha256()] = art
-			if art.GetRequestId() == "" && !slices.ContainsFunc(f.byName[art.GetName()], func(v *cpv1.Artifact) bool { return v.GetRequestId() == "" }) {
+			if art.GetRequestId() == "" && !uploaded[art.GetName()] {
+				uploaded[art.GetName()] = true
 				f.uploads = append(f.uploads, art.GetName())
 			}
 			f.byName[art.GetName()] = append(f.byName[art.GetName()], art)

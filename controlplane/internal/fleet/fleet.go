@@ -367,7 +367,6 @@ func (f *Fleet) Forget(age time.Duration, keep func(agentID string) bool) []stri
 			gone = append(gone, id)
 		}
 	}
-
 	sort.Strings(gone)
 	return gone
 }
