@@ -29,6 +29,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/panicguard"
 )
 
 // Config tunes how operations are sent to agents.
@@ -256,12 +257,12 @@ func (e *Executor) drain(sessionID string, q *queue) {
 		q.pending = q.pending[1:]
 		e.mu.Unlock()
 		ref := next.ref
-		err := e.run(ref, next.work)
+		err := e.guardedRun(ref, next.work)
 		for errors.Is(err, store.ErrStaleEpoch) && e.ctx.Err() == nil {
 			// Receipts of the session's old placement were refused: it runs
 			// elsewhere now. Resume from what is committed.
 			e.log.Info("plan continues where its session was placed anew", "request_id", ref.RequestID, "session_id", sessionID)
-			err = e.run(ref, next.work)
+			err = e.guardedRun(ref, next.work)
 		}
 		if err != nil && e.ctx.Err() == nil {
 			// Not a shutdown: end the plan rather than strand it (it would
@@ -273,6 +274,15 @@ func (e *Executor) drain(sessionID string, q *queue) {
 		delete(e.cancelled, ref)
 		e.mu.Unlock()
 	}
+}
+
+// guardedRun is run with its panic (a bug, or stored or agent data no
+// check foresaw) as its error, which fails the plan: no handler's recovery
+// reaches the executor's goroutines, and a plan that crashed the control
+// plane would crash it again at every start, resumed.
+func (e *Executor) guardedRun(ref store.PlanRef, w *Work) (err error) {
+	defer panicguard.Catch("running plan "+ref.RequestID, &err)
+	return e.run(ref, w)
 }
 
 // fail ends a plan whose run broke with an internal error.

@@ -205,3 +205,22 @@ func TestTransportFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestPanickingRunFailsThePlan: a plan whose run panics (here a schedule
+// naming an operation its request lacks, which no caller hands) ends
+// FAILED with INTERNAL; the panic ended the control plane.
+func TestPanickingRunFailsThePlan(t *testing.T) {
+	st := sessionStore(t)
+	ref := store.PlanRef{Owner: "alice", RequestID: "r1"}
+	req := &cpv1.SubmitPlanRequest{SessionId: "s1", RequestId: ref.RequestID, Operations: []*cpv1.Operation{{OperationId: "a", ToolName: "object.create"}}}
+	if _, err := st.CreatePlan(store.NewPlan{Owner: ref.Owner, Plan: &cpv1.Plan{RequestId: ref.RequestID, SessionId: "s1", State: cpv1.Plan_STATE_PENDING},
+		Request: req, Schedule: []int{0}, Digest: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	e := New(Config{OperationTimeout: time.Minute, AgentRetryWindow: 100 * time.Millisecond}, st, fleet.New(time.Second, 0, nil), nil, slog.New(slog.DiscardHandler))
+	defer e.Stop()
+	e.Enqueue("s1", ref, &Work{Request: req, Schedule: []int{7}})
+	if p, _ := ended(t, st, ref, 10*time.Second); p.GetState() != cpv1.Plan_STATE_FAILED || p.GetFailure().GetErrorCode() != "INTERNAL" {
+		t.Fatalf("plan %v", p)
+	}
+}
