@@ -576,6 +576,22 @@ func TestArtifactQuota(t *testing.T) {
 			t.Fatal("the control plane kept a file over the quota")
 		}
 	}
+	// Two renders to one name in a plan, both left on the agent: each
+	// version is relayed by its hash, the first too, which the second
+	// replaced in the sandbox.
+	_, rs = c.run(t, id, "twice",
+		op("a", "render.still", map[string]any{"output": "twice.png", "resolution": []any{64, 48}, "samples": 1, "seed": 3}),
+		op("b", "render.still", map[string]any{"output": "twice.png", "resolution": []any{48, 36}, "samples": 1, "seed": 3}, "a"))
+	if len(rs) != 2 || len(rs[0].GetArtifacts()) != 1 || len(rs[1].GetArtifacts()) != 1 || rs[0].GetArtifacts()[0].GetSha256() == rs[1].GetArtifacts()[0].GetSha256() {
+		t.Fatalf("two renders to one name: %v", rs)
+	}
+	for _, r := range rs {
+		want := r.GetArtifacts()[0].GetSha256()
+		art, content, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "twice.png", Sha256: want})
+		if err != nil || art.GetSha256() != want || hexSHA(content) != want {
+			t.Fatalf("download of %s's twice.png: %v %v", r.GetOperationId(), art, err)
+		}
+	}
 	_, rs = c.run(t, id, "frames", op("anim", "render.animation", map[string]any{"output_prefix": "f", "frame_start": 1, "frame_end": 2,
 		"resolution": []any{32, 24}, "samples": 1, "seed": 7, "distribute": true}))
 	if rs[0].GetError().GetErrorCode() != "QUOTA_EXCEEDED" || !strings.Contains(rs[0].GetError().GetRetryHint(), "without distribute") {

@@ -59,7 +59,11 @@ func fastExecute(line []byte) (response[executeResult], bool) {
 				case "undo":
 					res.Undo, ok = s.span()
 				case "files":
-					res.Files, ok = s.strings()
+					// Only calls that write files have any: decoded apart.
+					var span json.RawMessage
+					if span, ok = s.span(); ok {
+						ok = json.Unmarshal(span, &res.Files) == nil
+					}
 				case "scene_hash_before":
 					res.SceneHashBefore, ok = s.plain()
 				case "scene_hash_after":
@@ -166,17 +170,6 @@ func (s *scanner) plainBytes() ([]byte, bool) {
 func (s *scanner) plain() (string, bool) {
 	b, ok := s.plainBytes()
 	return string(b), ok
-}
-
-// strings reads an array of plain strings.
-func (s *scanner) strings() ([]string, bool) {
-	out := []string{} // as encoding/json makes of []
-	ok := s.items('[', ']', func() bool {
-		str, ok := s.plain()
-		out = append(out, str)
-		return ok
-	})
-	return out, ok
 }
 
 func (s *scanner) boolean() (bool, bool) {

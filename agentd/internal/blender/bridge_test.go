@@ -211,7 +211,9 @@ import bpy
 import main, registry, sandbox
 from state import STATE
 
-main.m_hello({"sandbox_dir": tempfile.mkdtemp()})
+SESSION = tempfile.mkdtemp()  # the sandbox's parent holds what the bridge keeps beside it
+os.mkdir(os.path.join(SESSION, "output"))
+main.m_hello({"sandbox_dir": os.path.join(SESSION, "output")})
 out_path = os.path.join(os.path.realpath(sandbox.SANDBOX["dir"]), "t.txt")
 
 def tool(tx, args):
@@ -256,9 +258,12 @@ for i, (kind, code) in enumerate([("big", "invalid_input"), ("nan", "internal_er
     assert r["error"]["scene_hash"] == before == STATE.scene_hash(), (kind, "scene changed")
     assert tuple(bpy.data.objects["Light"].location) != (9.0, 9.0, 9.0), kind
     assert not os.path.exists(out_path), (kind, "file left behind")
+    kept = os.path.join(os.path.dirname(os.path.dirname(out_path)), "kept")
+    assert not os.path.isdir(kept) or not os.listdir(kept), (kind, "a link kept", os.listdir(kept))
 
 r = serve(b'{"id":7,"method":"execute","params":{"tool":"test.write","args":{"kind":"ok"}}}')
-assert r["id"] == 7 and r["ok"] and r["result"]["files"] == ["t.txt"] and r["result"]["mutated"], r
+assert r["id"] == 7 and r["ok"] and [f["name"] for f in r["result"]["files"]] == ["t.txt"] and r["result"]["mutated"], r
+assert os.listdir(kept) == [r["result"]["files"][0]["sha256"]], os.listdir(kept)
 assert r["result"]["result"] == {"ok": True} and r["result"]["undo"] is None, r
 assert os.path.isfile(out_path)
 

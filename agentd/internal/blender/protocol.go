@@ -163,12 +163,15 @@ type Outcome struct {
 	// Floats are exact (not rounded), so a restore is bit-identical.
 	Undo json.RawMessage
 	// Files are the files the call wrote into Options.SandboxDir (renders,
-	// exports): plain names relative to it, sorted; nil when it wrote none.
-	// A failed call reports none and leaves none of the files it wrote
-	// (the bridge removes them with the rest of its rollback; a failed
-	// scene.export also removes the files it was replacing). python.exec
-	// writes files without reporting them.
-	Files []string
+	// exports), sorted by name; nil when it wrote none. Their sizes and
+	// hashes are read by the bridge as the call ends, before a later call
+	// may replace them, and each is linked under its hash in the session's
+	// kept directory beside the sandbox (bridge/sandbox.py, keep). A failed
+	// call reports none and leaves none of the files it wrote (the bridge
+	// removes them with the rest of its rollback; a failed scene.export
+	// also removes the files it was replacing). python.exec writes files
+	// without reporting them.
+	Files []File
 	// RecordsChanged counts the scene_state_v1 records the call made,
 	// changed or removed (SCENE.md): how many of Blender's datablocks it
 	// changed, which agentd weighs a session's refresh by.
@@ -277,13 +280,21 @@ const codeNotRun = "not_run"
 // The Process stops Blender and fails the call with ErrMemoryExceeded.
 const codeOutOfMemory = "out_of_memory"
 
+// File is a file a call wrote: its plain name in the sandbox, size and hex
+// SHA-256.
+type File struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
 type executeResult struct {
 	Result          json.RawMessage `json:"result"`
 	SceneHashBefore string          `json:"scene_hash_before"`
 	SceneHashAfter  string          `json:"scene_hash_after"`
 	Mutated         bool            `json:"mutated"`
 	Undo            json.RawMessage `json:"undo"`
-	Files           []string        `json:"files"`
+	Files           []File          `json:"files"`
 	RecordsChanged  int             `json:"records_changed"`
 }
 

@@ -174,24 +174,37 @@ func TestOutputDirectoryConflict(t *testing.T) {
 }
 
 // TestFilesReported: Outcome.Files names the files a call wrote into the
-// sandbox (Execute and ExecuteBatch); other tools report none. A call that
-// fails after writing leaves no file: TestBridgeTransactions.
+// sandbox (Execute and ExecuteBatch) with their sizes and hashes, each
+// linked under its hash in the kept directory beside the sandbox; other
+// tools report none. A call that fails after writing leaves no file:
+// TestBridgeTransactions.
 func TestFilesReported(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
-		p := startTestProcess(t, rt)
+		p, dir := startWith(t, rt, func(*Options) {})
+		// reported checks the names of what a call reported and that each is
+		// the sandbox's file, kept.
+		reported := func(what string, files []File, want ...string) {
+			t.Helper()
+			var names []string
+			for _, f := range files {
+				names = append(names, f.Name)
+				path := filepath.Join(dir, "sandbox", f.Name)
+				fi, err := os.Stat(path)
+				if err != nil || fi.Size() != f.Size || fileSHA(t, path) != f.SHA256 || fileSHA(t, filepath.Join(dir, "kept", f.SHA256)) != f.SHA256 {
+					t.Errorf("%s: %+v is not the sandbox's file, kept: %v", what, f, err)
+				}
+			}
+			if !reflect.DeepEqual(names, want) {
+				t.Errorf("%s files %v, want %v", what, names, want)
+			}
+		}
 		small := kv{"resolution": []any{16, 16}, "samples": 1}
 		still := mustExecute(t, p, "render.still", kv{"output": "a.png", "resolution": small["resolution"], "samples": 1})
-		if !reflect.DeepEqual(still.Files, []string{"a.png"}) {
-			t.Errorf("render.still files %v", still.Files)
-		}
+		reported("render.still", still.Files, "a.png")
 		anim := mustExecute(t, p, "render.animation", kv{"output_prefix": "f", "frame_start": 3, "frame_end": 4, "resolution": small["resolution"], "samples": 1})
-		if !reflect.DeepEqual(anim.Files, []string{"f_0003.png", "f_0004.png"}) {
-			t.Errorf("render.animation files %v", anim.Files)
-		}
+		reported("render.animation", anim.Files, "f_0003.png", "f_0004.png")
 		exp := mustExecute(t, p, "scene.export", kv{"format": "obj", "output": "x.obj"})
-		if !reflect.DeepEqual(exp.Files, []string{"x.mtl", "x.obj"}) {
-			t.Errorf("scene.export files %v", exp.Files)
-		}
+		reported("scene.export", exp.Files, "x.mtl", "x.obj")
 		if out := mustExecute(t, p, "object.create", kv{"type": "cube"}); out.Files != nil {
 			t.Errorf("object.create files %v", out.Files)
 		}
@@ -200,8 +213,57 @@ func TestFilesReported(t *testing.T) {
 			{Tool: "scene.get_summary"},
 			{Tool: "render.still", Args: kv{"output": "b.png", "resolution": small["resolution"], "samples": 1}},
 		}, func(i int, r BatchResult) bool { got = append(got, r); return true })
-		if len(got) != 2 || got[1].Err != nil || got[0].Outcome.Files != nil || !reflect.DeepEqual(got[1].Outcome.Files, []string{"b.png"}) {
-			t.Errorf("batch files: %+v", got)
+		if len(got) != 2 || got[1].Err != nil || got[0].Outcome.Files != nil {
+			t.Fatalf("batch files: %+v", got)
+		}
+		reported("the batch's render.still", got[1].Outcome.Files, "b.png")
+	})
+}
+
+// TestFilesKept: a version of a file that a later call replaced stays
+// kept under its hash, with its content, for the control plane to take;
+// versions the sandbox no longer holds take at most the session's ceiling,
+// the oldest dropped first (bridge/sandbox.py, keep).
+func TestFilesKept(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p, dir := startWith(t, rt, func(o *Options) { o.StorageLimitMiB = 1 })
+		// A sphere whose OBJ takes some 40 % of the ceiling.
+		mustExecute(t, p, "python.exec", kv{"code": "import bpy\n" +
+			"me = bpy.data.meshes.new('Ball')\n" +
+			"import bmesh\nbm = bmesh.new()\nbmesh.ops.create_uvsphere(bm, u_segments=96, v_segments=48, radius=1)\nbm.to_mesh(me)\nbm.free()\n" +
+			"bpy.context.scene.collection.objects.link(bpy.data.objects.new('Ball', me))"})
+		var versions []File
+		for i := range 4 {
+			mustExecute(t, p, "object.set_transform", kv{"name": "Ball", "location": []any{float64(i), 0, 0}})
+			out := mustExecute(t, p, "scene.export", kv{"format": "obj", "output": "x.obj"})
+			for _, f := range out.Files {
+				if f.Name == "x.obj" {
+					versions = append(versions, f)
+				}
+			}
+		}
+		if len(versions) != 4 || versions[0].Size < 300<<10 || versions[0].Size > 500<<10 {
+			t.Fatalf("exports: %+v", versions)
+		}
+		have := func(f File) bool {
+			path := filepath.Join(dir, "kept", f.SHA256)
+			if _, err := os.Stat(path); err != nil {
+				return false
+			}
+			if got := fileSHA(t, path); got != f.SHA256 {
+				t.Fatalf("kept %s holds %s", f.SHA256, got)
+			}
+			return true
+		}
+		// Two replaced versions fit the ceiling, the third did not: the
+		// oldest went.
+		for i, want := range []bool{false, true, true, true} {
+			if got := have(versions[i]); got != want {
+				t.Errorf("version %d kept: %v, want %v", i+1, got, want)
+			}
+		}
+		if got := fileSHA(t, filepath.Join(dir, "sandbox", "x.obj")); got != versions[3].SHA256 {
+			t.Errorf("the sandbox holds %s, want the last export's %s", got, versions[3].SHA256)
 		}
 	})
 }

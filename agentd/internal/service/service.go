@@ -177,9 +177,10 @@ func (s *Server) PutFile(stream grpc.ClientStreamingServer[agentv1.PutFileReques
 	return stream.SendAndClose(&agentv1.PutFileResponse{})
 }
 
-// GetFile streams a file of a session's sandbox: a header, then chunks.
+// GetFile streams a file of a session's sandbox, or the version of it
+// with the SHA-256 asked for (Manager.OpenFile): a header, then chunks.
 func (s *Server) GetFile(req *agentv1.GetFileRequest, stream grpc.ServerStreamingServer[agentv1.GetFileResponse]) error {
-	f, size, sum, err := s.sessions.OpenFile(req.GetSessionId(), req.GetName())
+	f, size, sum, err := s.sessions.OpenFile(req.GetSessionId(), req.GetName(), req.GetSha256())
 	if err != nil {
 		return toStatus(err)
 	}

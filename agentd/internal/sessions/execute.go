@@ -56,6 +56,7 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 	}
 	defer m.release(s)
 	log := m.log.With("session_id", sessionID, "request_id", requestID)
+	m.keepFor(s, requestID)
 	// See session.files: held until an import is checkpointed, else until
 	// the last call that writes files has returned.
 	imports := slices.ContainsFunc(ops, func(op Operation) bool { return op.Tool == "scene.import" })

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/blendplane/blendplane/agentd/internal/blender"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/diskfree"
 )
@@ -253,8 +254,10 @@ func receive(dir, prefix string, size int64, sha string, r io.Reader) (string, e
 }
 
 // OpenFile opens a regular file of a session's sandbox (never through a
-// symlink) and returns it with its size and SHA-256.
-func (m *Manager) OpenFile(sessionID, name string) (*os.File, int64, string, error) {
+// symlink) and returns it with its size and SHA-256: the version with hex
+// SHA-256 sha if a call wrote it during the session's plan (keptDir), else
+// the sandbox's.
+func (m *Manager) OpenFile(sessionID, name, sha string) (*os.File, int64, string, error) {
 	s, err := m.session(sessionID)
 	if err != nil {
 		return nil, 0, "", err
@@ -262,11 +265,16 @@ func (m *Manager) OpenFile(sessionID, name string) (*os.File, int64, string, err
 	if err := checkFileName(name); err != nil {
 		return nil, 0, "", err
 	}
-	f, size, sum, err := openHashed(filepath.Join(s.sandbox, name))
-	if err != nil {
-		return nil, 0, "", err
+	if isSHA256(sha) {
+		f, size, sum, err := openHashed(filepath.Join(s.dir, keptDir, sha))
+		if err == nil && sum == sha {
+			return f, size, sum, nil
+		}
+		if err == nil {
+			f.Close() // rewritten in place (python.exec): not that version
+		}
 	}
-	return f, size, sum, nil
+	return openHashed(filepath.Join(s.sandbox, name))
 }
 
 // openHashed opens a regular file without following a symlink, hashes it
@@ -300,22 +308,77 @@ func openHashed(path string) (*os.File, int64, string, error) {
 	return f, n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// artifacts describes the files a call wrote (names from the bridge) for
-// its receipt. A file that cannot be read is left out and logged.
-func (m *Manager) artifacts(s *session, names []string, log *slog.Logger) []*cpv1.Artifact {
+// artifacts describes the files a call wrote for its receipt, as the
+// bridge read them when the call ended (a later call or an upload may have
+// replaced them since; the version is kept, see keptDir). A file described
+// wrongly is left out and logged.
+func (m *Manager) artifacts(s *session, files []blender.File, log *slog.Logger) []*cpv1.Artifact {
 	var out []*cpv1.Artifact
-	for _, name := range names {
-		if checkFileName(name) != nil {
-			log.Warn("the bridge reported a file that is not a plain name", "name", name)
+	for _, f := range files {
+		if checkFileName(f.Name) != nil || !isSHA256(f.SHA256) || f.Size < 0 {
+			log.Warn("the bridge reported a file it cannot have written", "name", f.Name, "sha256", f.SHA256, "size", f.Size)
 			continue
 		}
-		f, size, sum, err := openHashed(filepath.Join(s.sandbox, name))
+		out = append(out, &cpv1.Artifact{SessionId: s.id, Name: f.Name, SizeBytes: f.Size, Sha256: f.SHA256})
+	}
+	if len(files) > 0 && !s.keptAny {
+		// The first files kept for this plan: say whose they are.
+		dir := filepath.Join(s.dir, keptDir)
+		err := os.MkdirAll(dir, 0o700)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, keptFor), []byte(s.keptFor), 0o600)
+		}
 		if err != nil {
-			log.Warn("reading a file the call wrote", "name", name, "err", err)
-			continue
+			log.Warn("marking the files kept for the plan", "err", err)
 		}
-		f.Close()
-		out = append(out, &cpv1.Artifact{SessionId: s.id, Name: name, SizeBytes: size, Sha256: sum})
+		s.keptAny = true
 	}
 	return out
+}
+
+// keptDir, beside a session's sandbox, holds a link to each file a
+// successful call wrote, named by its SHA-256 (bridge/sandbox.py, keep):
+// the control plane takes a receipt's files after the receipt reaches it,
+// and a later call of the batch or an upload may have replaced the name by
+// then. It is emptied when the session's next plan starts: the control
+// plane takes a plan's files before it commits the plan's receipts, and so
+// before it sends another plan.
+const keptDir = "kept"
+
+// keptFor is the file in keptDir naming the plan whose files it holds.
+const keptFor = ".request"
+
+// keepFor empties keptDir unless it holds the files of requestID's plan
+// (resumed after a restart, its files maybe not all taken yet). It costs
+// nothing for a plan that follows one without files.
+func (m *Manager) keepFor(s *session, requestID string) {
+	dir := filepath.Join(s.dir, keptDir)
+	if !s.keptKnown {
+		b, err := os.ReadFile(filepath.Join(dir, keptFor))
+		_, derr := os.Stat(dir)
+		s.keptFor, s.keptAny, s.keptKnown = string(b), err == nil || derr == nil, true
+	}
+	if s.keptFor == requestID {
+		return
+	}
+	if s.keptAny {
+		if err := os.RemoveAll(dir); err != nil {
+			m.log.Warn("emptying the files kept for the session's last plan", "session_id", s.id, "err", err)
+		}
+		s.keptAny = false
+	}
+	s.keptFor = requestID
+}
+
+// isSHA256 tells a hex SHA-256 as hashes are written here (lower case).
+func isSHA256(s string) bool {
+	if len(s) != sha256.Size*2 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -316,3 +316,66 @@ func TestLandReturnsWhatWasSetAside(t *testing.T) {
 		t.Fatalf("set aside after the failed upload: %q, %v", got, err)
 	}
 }
+
+// TestFilesOfALaterCallKept: a receipt names the version of a file its
+// call wrote, and that version is served by its hash after a later call of
+// the plan replaced it, as long as the plan is the session's last (a
+// restart in between keeps it: the plan may resume); the session's next
+// plan lets it go.
+func TestFilesOfALaterCallKept(t *testing.T) {
+	m, j, rt := newManager(t)
+	open(t, m, rt, "s1")
+	export := func(id string) Operation {
+		return Operation{OperationID: id, MCPCallID: "c", Tool: "scene.export", Args: map[string]any{"format": "obj", "output": "out.obj"},
+			Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-" + id}
+	}
+	rs := run(t, m, "s1", "r1", export("first"), create("ball", "Ball"), export("second"))
+	version := func(r *cpv1.Receipt) *cpv1.Artifact {
+		t.Helper()
+		for _, a := range r.GetArtifacts() {
+			if a.GetName() == "out.obj" {
+				return a
+			}
+		}
+		t.Fatalf("%s names no out.obj: %v", r.GetOperationId(), r)
+		return nil
+	}
+	first, second := version(rs[0]), version(rs[2])
+	if first.GetSha256() == second.GetSha256() {
+		t.Fatalf("both exports wrote %s", first.GetSha256())
+	}
+	serves := func(m *Manager, want string) string {
+		t.Helper()
+		f, size, got, err := m.OpenFile("s1", "out.obj", want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		b, err := io.ReadAll(f)
+		if err != nil || int64(len(b)) != size || got != sha(b) {
+			t.Fatalf("served %d bytes with sha256 %s, read %d: %v", size, got, len(b), err)
+		}
+		return got
+	}
+	for _, a := range []*cpv1.Artifact{first, second} {
+		if got := serves(m, a.GetSha256()); got != a.GetSha256() {
+			t.Errorf("%s asked for, %s served", a.GetSha256(), got)
+		}
+	}
+	if got := serves(m, ""); got != second.GetSha256() {
+		t.Errorf("the sandbox's out.obj is %s, want the second export's", got)
+	}
+
+	m = restart(t, m, j)
+	run(t, m, "s1", "r1", export("first"), create("ball", "Ball"), export("second")) // resumed: all journaled
+	if got := serves(m, first.GetSha256()); got != first.GetSha256() {
+		t.Errorf("after a restart and the plan resumed: %s served for the first export", got)
+	}
+	run(t, m, "s1", "r2", create("box", "Box"))
+	if got := serves(m, first.GetSha256()); got != second.GetSha256() {
+		t.Errorf("after the next plan: %s served for the first export's version, want the sandbox's", got)
+	}
+	if entries, err := os.ReadDir(filepath.Join(m.cfg.DataDir, "sessions", "s1", keptDir)); !os.IsNotExist(err) || len(entries) > 0 {
+		t.Errorf("kept after the next plan: %v %v", entries, err)
+	}
+}

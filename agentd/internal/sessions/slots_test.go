@@ -449,7 +449,7 @@ func TestFiles(t *testing.T) {
 	if err := put("tri.obj", content, int64(len(content)), sum); err != nil {
 		t.Fatal(err)
 	}
-	f, size, got, err := m.OpenFile("s1", "tri.obj")
+	f, size, got, err := m.OpenFile("s1", "tri.obj", "")
 	if err != nil || size != int64(len(content)) || got != sum {
 		t.Fatalf("open: %d %s %v", size, got, err)
 	}
@@ -465,14 +465,14 @@ func TestFiles(t *testing.T) {
 	if err := put("short.obj", content, int64(len(content))+1, sum); !errors.Is(err, ErrFileMismatch) {
 		t.Errorf("wrong size: %v", err)
 	}
-	if _, _, _, err := m.OpenFile("s1", "bad.obj"); !errors.Is(err, ErrFileNotFound) {
+	if _, _, _, err := m.OpenFile("s1", "bad.obj", ""); !errors.Is(err, ErrFileNotFound) {
 		t.Errorf("a refused file was written: %v", err)
 	}
 	s, _ := m.session("s1")
 	outside := filepath.Join(t.TempDir(), "secret")
 	os.WriteFile(outside, []byte("secret"), 0o600)
 	os.Symlink(outside, filepath.Join(s.sandbox, "link.obj"))
-	if _, _, _, err := m.OpenFile("s1", "link.obj"); !errors.Is(err, ErrFileConflict) {
+	if _, _, _, err := m.OpenFile("s1", "link.obj", ""); !errors.Is(err, ErrFileConflict) {
 		t.Errorf("read through a symlink: %v", err)
 	}
 	if err := put("link.obj", content, int64(len(content)), sum); err != nil {
@@ -717,9 +717,20 @@ func TestUploadWaitsForABatchWithFiles(t *testing.T) {
 			if err != nil || recs[0] == nil || recs[0].Receipt.GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
 				t.Fatalf("%s: %v %v", c.tool, recs, err)
 			}
-			// The upload came after the call, over what it wrote.
+			// The upload came after the call, over what it wrote; what the
+			// call wrote is still served by the hash its receipt gives.
 			if got, err := os.ReadFile(filepath.Join(m.cfg.DataDir, "sessions", id, "output", c.file)); err != nil || !bytes.Equal(got, upload) {
 				t.Fatalf("%s after the batch: %.40q, %v; want the upload", c.file, got, err)
+			}
+			for _, a := range recs[0].Receipt.GetArtifacts() {
+				if a.GetName() != c.file {
+					continue
+				}
+				f, _, got, err := m.OpenFile(id, c.file, a.GetSha256())
+				if err != nil || got != a.GetSha256() {
+					t.Fatalf("the call's %s after the upload: %s, %v; want %s", c.file, got, err, a.GetSha256())
+				}
+				f.Close()
 			}
 		})
 	}

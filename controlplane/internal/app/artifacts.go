@@ -377,7 +377,7 @@ func (a *App) fetch(ctx context.Context, agent agentv1.AgentServiceClient, art *
 // getFile opens an artifact's file on the session's agent, its header read:
 // an error unless the agent's file still has the artifact's content.
 func getFile(ctx context.Context, agent agentv1.AgentServiceClient, art *cpv1.Artifact) (grpc.ServerStreamingClient[agentv1.GetFileResponse], error) {
-	stream, err := agent.GetFile(ctx, &agentv1.GetFileRequest{SessionId: art.GetSessionId(), Name: art.GetName()})
+	stream, err := agent.GetFile(ctx, &agentv1.GetFileRequest{SessionId: art.GetSessionId(), Name: art.GetName(), Sha256: art.GetSha256()})
 	if err != nil {
 		return nil, err
 	}

@@ -117,10 +117,13 @@ gives the tool:
   path from sandbox.sandbox_path / output_path). Call it once the file is in
   place, or just before an operator writes it in place (an exporter): if the
   call fails, the rollback removes the file, so a failed call leaves none of
-  the files it declared; if it succeeds, execute reports the plain names of
-  those that exist as ``"files"`` (agentd records them as artifacts). Every
-  tool that writes files must declare them (python.exec cannot: its files
-  are not reported).
+  the files it declared; if it succeeds, execute reports the name, size and
+  SHA-256 of those that exist as ``"files"`` (agentd records them as
+  artifacts) and links each under its hash (sandbox.keep). Every tool that
+  writes files must declare them (python.exec cannot: its files are not
+  reported), and must write each as a new file (os.replace of a partial
+  file, or after set_aside), never into the one there: that one may be a
+  version a receipt names, kept by its link.
 - ``tx.set_aside(paths)``: before a tool writes files anew (an export, whose
   exporter writes the output and its companions in place), move the ones
   there aside: a failed call puts them back instead of leaving none.
@@ -205,7 +208,7 @@ import traceback
 
 from common import ToolError, canonical, log  # noqa: F401  (re-exported for tool modules)
 from compat import parse_version_range, version_in_range
-from sandbox import SANDBOX, aside_path
+from sandbox import SANDBOX, aside_path, keep, trim_kept
 from state import STATE
 
 TOOL_VERSION = "1.0.0"
@@ -434,8 +437,24 @@ class Tx:
             self.on_undo(lambda: remove_file(path))
 
     def files(self):
-        """The sorted plain names of the declared files that exist."""
-        return sorted(os.path.basename(p) for p in self.written if os.path.isfile(p))
+        """The declared files that exist, sorted by name: each one's name,
+        size and SHA-256, read now (before a later call or an upload may
+        replace it), and kept under its hash for the control plane to take
+        (sandbox.keep; a failed call drops the link with the file)."""
+        out = []
+        for p in sorted(self.written, key=os.path.basename):
+            if not os.path.isfile(p):
+                continue
+            kept = keep(p)
+            if kept is None:
+                continue
+            size, sha, link = kept
+            if link is not None:
+                self.on_undo(lambda link=link: remove_file(link))
+            out.append({"name": os.path.basename(p), "size": size, "sha256": sha})
+        if out:
+            self.on_success(trim_kept)  # after what set_aside moved is gone
+        return out
 
     def progress(self, info):
         """Report progress (a JSON-able dict) to agentd before the result."""

@@ -1367,9 +1367,14 @@ func (*PutFileResponse) Descriptor() ([]byte, []int) {
 }
 
 type GetFileRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The version wanted, by the hex SHA-256 a receipt gave it: the agent
+	// keeps what a call wrote until the session's next plan, so a version a
+	// later call or upload replaced under the name is still served. Empty:
+	// the file as the sandbox has it.
+	Sha256        string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1414,6 +1419,13 @@ func (x *GetFileRequest) GetSessionId() string {
 func (x *GetFileRequest) GetName() string {
 	if x != nil {
 		return x.Name
+	}
+	return ""
+}
+
+func (x *GetFileRequest) GetSha256() string {
+	if x != nil {
+		return x.Sha256
 	}
 	return ""
 }
@@ -1755,12 +1767,13 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\tsizeBytes\x12-\n" +
 	"\x06sha256\x18\x04 \x01(\tB\x15\xbaH\x12r\x102\x0e^[0-9a-f]{64}$R\x06sha256\"\x11\n" +
-	"\x0fPutFileResponse\"~\n" +
+	"\x0fPutFileResponse\"\xb0\x01\n" +
 	"\x0eGetFileRequest\x12L\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\x12\x1e\n" +
 	"\x04name\x18\x02 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\xa0\x01R\x04name\"l\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xa0\x01R\x04name\x120\n" +
+	"\x06sha256\x18\x03 \x01(\tB\x18\xbaH\x15r\x132\x11^([0-9a-f]{64})?$R\x06sha256\"l\n" +
 	"\x0fGetFileResponse\x129\n" +
 	"\x06header\x18\x01 \x01(\v2\x1f.blendplane.agent.v1.FileHeaderH\x00R\x06header\x12\x16\n" +
 	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunkB\x06\n" +

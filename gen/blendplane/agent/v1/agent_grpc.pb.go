@@ -73,7 +73,8 @@ type AgentServiceClient interface {
 	// header, then chunks), atomically: readers see the old file or the whole
 	// new one.
 	PutFile(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PutFileRequest, PutFileResponse], error)
-	// GetFile streams a file of a session's sandbox.
+	// GetFile streams a file of a session's sandbox (a version its plan's
+	// calls wrote, by sha256).
 	GetFile(ctx context.Context, in *GetFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetFileResponse], error)
 	// Preview dry-runs operations on a throwaway fork of a session (its
 	// checkpoint and journal, in a separate Blender) and returns the scene
@@ -290,7 +291,8 @@ type AgentServiceServer interface {
 	// header, then chunks), atomically: readers see the old file or the whole
 	// new one.
 	PutFile(grpc.ClientStreamingServer[PutFileRequest, PutFileResponse]) error
-	// GetFile streams a file of a session's sandbox.
+	// GetFile streams a file of a session's sandbox (a version its plan's
+	// calls wrote, by sha256).
 	GetFile(*GetFileRequest, grpc.ServerStreamingServer[GetFileResponse]) error
 	// Preview dry-runs operations on a throwaway fork of a session (its
 	// checkpoint and journal, in a separate Blender) and returns the scene
