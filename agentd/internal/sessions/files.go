@@ -72,7 +72,7 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	if err := m.checkRoom(s, name, size, size); err != nil { // before a byte lands on the disk
 		return err
 	}
-	tmp, err := receive(s.dir, ".upload-", size, sha, r)
+	tmp, err := receive(s.dir, uploadPrefix, size, sha, r)
 	if err != nil {
 		return err
 	}
@@ -106,13 +106,20 @@ var writesFiles = map[string]bool{"scene.export": true, "render.still": true, "r
 // land renames an upload's file tmp to target, its name in the sandbox.
 // What a call that died with its Blender set aside under the name is older
 // than the upload: putBack must not restore it over it. It is moved out of
-// putBack's sight first (a putBack running now, in a batch's recovery,
-// either puts it back before the rename or finds it gone), dropped once the
-// upload is in, and returned if the rename fails.
+// putBack's sight first, into landingDir (a putBack running now, in a
+// batch's recovery, either puts it back before the rename or finds it
+// gone), dropped once the upload is in, and returned if the rename fails
+// (or agentd stops in between: settle).
 func (m *Manager) land(s *session, name, tmp, target string) error {
-	aside, old := filepath.Join(s.dir, asideDir, name), tmp+".aside"
+	aside, old := filepath.Join(s.dir, asideDir, name), filepath.Join(s.dir, landingDir, name)
+	if _, err := os.Lstat(aside); errors.Is(err, fs.ErrNotExist) {
+		return os.Rename(tmp, target)
+	}
+	if err := os.MkdirAll(filepath.Dir(old), 0o700); err != nil {
+		return err
+	}
 	err := os.Rename(aside, old)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) { // put back meanwhile
 		return os.Rename(tmp, target)
 	}
 	if err != nil {
@@ -133,7 +140,43 @@ func (m *Manager) land(s *session, name, tmp, target string) error {
 // asideDir, beside a session's sandbox, holds the files a call set aside
 // while it rewrites them (bridge/registry.py, Tx.set_aside; sandbox.py,
 // ASIDE): the call puts them back if it fails, drops them if it succeeds.
-const asideDir = "aside"
+// landingDir holds those of a call that died while an upload of their name
+// lands (land).
+const (
+	asideDir   = "aside"
+	landingDir = "landing"
+)
+
+// settle tidies what uploads cut short by agentd's last stop left in a
+// session's directory: their received files go (their callers had no
+// answer and send them again), and what a call that died had set aside
+// under their names goes back to asideDir, for putBack to restore before
+// the session's next Blender starts: the state before the upload.
+func (m *Manager) settle(s *session) {
+	if tmps, err := filepath.Glob(filepath.Join(s.dir, uploadPrefix+"*")); err == nil {
+		for _, tmp := range tmps {
+			if err := os.Remove(tmp); err != nil {
+				m.log.Warn("removing a file of an upload cut short", "session_id", s.id, "file", tmp, "err", err)
+			}
+		}
+	}
+	landing := filepath.Join(s.dir, landingDir)
+	entries, err := os.ReadDir(landing)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	for _, e := range entries {
+		if err == nil {
+			err = os.MkdirAll(filepath.Join(s.dir, asideDir), 0o700)
+		}
+		if err == nil {
+			err = os.Rename(filepath.Join(landing, e.Name()), filepath.Join(s.dir, asideDir, e.Name()))
+		}
+	}
+	if err != nil {
+		m.log.Error("returning what a call that died had set aside, under an upload cut short", "session_id", s.id, "err", err)
+	}
+}
 
 // putBack returns to the sandbox the files a call that died with its
 // Blender had set aside (over what it left half-written under their
@@ -226,6 +269,10 @@ func sandboxBytes(dir, except string) (int64, error) {
 	}
 	return n, nil
 }
+
+// uploadPrefix starts the names of uploads' files in a session's directory
+// while they are received.
+const uploadPrefix = ".upload-"
 
 // receive writes r, which must hold exactly size bytes hashing to sha (hex
 // SHA-256), to a new fsynced temporary file in dir and returns its path;

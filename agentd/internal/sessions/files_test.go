@@ -317,6 +317,40 @@ func TestLandReturnsWhatWasSetAside(t *testing.T) {
 	}
 }
 
+// TestSettleAnUploadCutShort: agentd stopped while an upload landed over
+// what a call that died had set aside under its name: at its next start
+// the upload's file goes (its caller had no answer) and the set-aside file
+// is back in the sandbox before the session's Blender starts, over the
+// dead call's half-written one.
+func TestSettleAnUploadCutShort(t *testing.T) {
+	m, j, rt := newManager(t)
+	open(t, m, rt, "s1")
+	dir := filepath.Join(m.cfg.DataDir, "sessions", "s1")
+	old := []byte("# the file before the call that died\n")
+	for path, content := range map[string][]byte{
+		filepath.Join(dir, landingDir, "scene.obj"): old,
+		filepath.Join(dir, "output", "scene.obj"):   []byte("# half"),
+		filepath.Join(dir, uploadPrefix+"123"):      []byte("# the upload"),
+	} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m = restart(t, m, j)
+	run(t, m, "s1", "r1", create("a", "Box"))
+	if got, err := os.ReadFile(filepath.Join(dir, "output", "scene.obj")); err != nil || !bytes.Equal(got, old) {
+		t.Errorf("scene.obj after the restart: %q, %v; want %q", got, err, old)
+	}
+	for _, gone := range []string{uploadPrefix + "123", filepath.Join(landingDir, "scene.obj"), filepath.Join(asideDir, "scene.obj")} {
+		if _, err := os.Stat(filepath.Join(dir, gone)); !os.IsNotExist(err) {
+			t.Errorf("%s after the restart: %v", gone, err)
+		}
+	}
+}
+
 // TestFilesOfALaterCallKept: a receipt names the version of a file its
 // call wrote, and that version is served by its hash after a later call of
 // the plan replaced it, as long as the plan is the session's last (a

@@ -217,6 +217,7 @@ func NewManager(cfg Config, rts []Runtime, j *journal.Journal, log *slog.Logger)
 			s.broken = fmt.Errorf("%w: runtime %q of session %s is gone", ErrUnknownRuntime, js.RuntimeID, js.ID)
 		}
 		m.sessions[js.ID] = s
+		m.settle(s)
 		if n, err := j.ClearIntents(js.ID); err == nil && n > 0 {
 			// Calls in flight when agentd stopped: their effects died with
 			// Blender, and their callers retry them by key.
