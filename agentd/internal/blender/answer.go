@@ -61,8 +61,17 @@ func fastExecute(line []byte) (response[executeResult], bool) {
 				case "files":
 					// Only calls that write files have any: decoded apart.
 					var span json.RawMessage
-					if span, ok = s.span(); ok {
-						ok = json.Unmarshal(span, &res.Files) == nil
+					span, ok = s.span()
+					switch {
+					case !ok:
+					case string(span) == "[]":
+						res.Files = []File{} // as encoding/json makes of []
+					case string(span) == "null":
+						res.Files = nil
+					default:
+						files := res.Files // a key given twice decodes into the first's, as in json.Unmarshal
+						ok = json.Unmarshal(span, &files) == nil
+						res.Files = files
 					}
 				case "scene_hash_before":
 					res.SceneHashBefore, ok = s.plain()

@@ -12,7 +12,8 @@ import (
 
 // bridgeAnswers are answers the bridge wrote to execute requests, on both
 // Blenders (testdata/answers.jsonl: creates, renames, deletes, texts with
-// escapes, read-only tools with a null undo, refusals).
+// escapes, read-only tools with a null undo, an export and a render with
+// their files, refusals).
 func bridgeAnswers(t testing.TB) [][]byte {
 	raw, err := os.ReadFile("testdata/answers.jsonl")
 	if err != nil {
@@ -69,6 +70,7 @@ func TestDecodeExecuteOddLines(t *testing.T) {
 		`{"id":1,"ok":true,"result":{"files":[{"name":"a","size":1,"sha256":"b"}]},"result":{"files":[]}}`,
 		`{"id":1,"ok":true,"result":{"files":[{"name":"a","size":1,"sha256":"b"},{"NAME":"c"}],"files":null}}`,
 		`{"id":1,"ok":true,"result":{"files":null}}`,
+		`{"id":1,"ok":true,"result":{"files":[{"name":"a","size":1},{"name":"c"}],"files":[{"name":"b"}]}}`,
 		`{"id":1,"ok":true,"result":{"records_changed":-0}}`,
 		`{"id":1,"ok":true,"result":{"records_changed":-7}}`,
 		`{"id":1,"ok":true,"result":{"undo":{"a":"` + "\xff\xfe\x7f" + `","b":"\ud800"}}}`,

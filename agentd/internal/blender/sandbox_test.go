@@ -221,49 +221,40 @@ func TestFilesReported(t *testing.T) {
 }
 
 // TestFilesKept: a version of a file that a later call replaced stays
-// kept under its hash, with its content, for the control plane to take;
-// versions the sandbox no longer holds take at most the session's ceiling,
-// the oldest dropped first (bridge/sandbox.py, keep).
+// linked under its hash, with its content, for the control plane to take
+// (bridge/sandbox.py, keep); the same bytes written again are kept as the
+// sandbox's file, not as the one it replaced, which would then take room
+// of its own (agentd trims what the sandbox no longer holds:
+// sessions.TestKeptWithinTheCeiling).
 func TestFilesKept(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
-		p, dir := startWith(t, rt, func(o *Options) { o.StorageLimitMiB = 1 })
-		// A sphere whose OBJ takes some 40 % of the ceiling.
-		mustExecute(t, p, "python.exec", kv{"code": "import bpy\n" +
-			"me = bpy.data.meshes.new('Ball')\n" +
-			"import bmesh\nbm = bmesh.new()\nbmesh.ops.create_uvsphere(bm, u_segments=96, v_segments=48, radius=1)\nbm.to_mesh(me)\nbm.free()\n" +
-			"bpy.context.scene.collection.objects.link(bpy.data.objects.new('Ball', me))"})
-		var versions []File
-		for i := range 4 {
-			mustExecute(t, p, "object.set_transform", kv{"name": "Ball", "location": []any{float64(i), 0, 0}})
-			out := mustExecute(t, p, "scene.export", kv{"format": "obj", "output": "x.obj"})
-			for _, f := range out.Files {
-				if f.Name == "x.obj" {
-					versions = append(versions, f)
-				}
-			}
+		p, dir := startWith(t, rt, func(*Options) {})
+		mustExecute(t, p, "object.create", kv{"type": "cube", "name": "Box"})
+		var versions [][]File
+		for i := range 2 {
+			mustExecute(t, p, "object.set_transform", kv{"name": "Box", "location": []any{float64(i), 0, 0}})
+			versions = append(versions, mustExecute(t, p, "scene.export", kv{"format": "obj", "output": "x.obj"}).Files)
 		}
-		if len(versions) != 4 || versions[0].Size < 300<<10 || versions[0].Size > 500<<10 {
+		// x.mtl, then x.obj, each time: the material library is the same
+		// bytes, the model is not.
+		if len(versions[0]) != 2 || versions[0][0] != versions[1][0] || versions[0][1].SHA256 == versions[1][1].SHA256 {
 			t.Fatalf("exports: %+v", versions)
 		}
-		have := func(f File) bool {
+		kept := func(f File) os.FileInfo {
+			t.Helper()
 			path := filepath.Join(dir, "kept", f.SHA256)
-			if _, err := os.Stat(path); err != nil {
-				return false
+			fi, err := os.Stat(path)
+			if err != nil || fileSHA(t, path) != f.SHA256 {
+				t.Fatalf("%s kept: %v", f.Name, err)
 			}
-			if got := fileSHA(t, path); got != f.SHA256 {
-				t.Fatalf("kept %s holds %s", f.SHA256, got)
-			}
-			return true
+			return fi
 		}
-		// Two replaced versions fit the ceiling, the third did not: the
-		// oldest went.
-		for i, want := range []bool{false, true, true, true} {
-			if got := have(versions[i]); got != want {
-				t.Errorf("version %d kept: %v, want %v", i+1, got, want)
+		kept(versions[0][1]) // the first model, which the sandbox no longer holds
+		for _, f := range versions[1] {
+			fi, err := os.Stat(filepath.Join(dir, "sandbox", f.Name))
+			if err != nil || !os.SameFile(kept(f), fi) {
+				t.Errorf("%s kept is not the sandbox's file: %v", f.Name, err)
 			}
-		}
-		if got := fileSHA(t, filepath.Join(dir, "sandbox", "x.obj")); got != versions[3].SHA256 {
-			t.Errorf("the sandbox holds %s, want the last export's %s", got, versions[3].SHA256)
 		}
 	})
 }

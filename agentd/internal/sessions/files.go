@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"unicode/utf8"
 
@@ -90,6 +93,7 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	if err != nil {
 		return err
 	}
+	m.trimKept(s) // the file replaced may be a version kept
 	if d, err := os.Open(s.sandbox); err == nil {
 		d.Sync()
 		d.Close()
@@ -313,6 +317,8 @@ func (m *Manager) OpenFile(sessionID, name, sha string) (*os.File, int64, string
 		return nil, 0, "", err
 	}
 	if isSHA256(sha) {
+		// By content, whatever its name: a version the session's calls
+		// wrote under one name is the same under another.
 		f, size, sum, err := openHashed(filepath.Join(s.dir, keptDir, sha))
 		if err == nil && sum == sha {
 			return f, size, sum, nil
@@ -368,17 +374,15 @@ func (m *Manager) artifacts(s *session, files []blender.File, log *slog.Logger) 
 		}
 		out = append(out, &cpv1.Artifact{SessionId: s.id, Name: f.Name, SizeBytes: f.Size, Sha256: f.SHA256})
 	}
-	if len(files) > 0 && !s.keptAny {
-		// The first files kept for this plan: say whose they are.
-		dir := filepath.Join(s.dir, keptDir)
-		err := os.MkdirAll(dir, 0o700)
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, keptFor), []byte(s.keptFor), 0o600)
+	if len(files) > 0 {
+		if !s.keptMarked { // the plan's first files: say whose they are
+			err := os.WriteFile(filepath.Join(s.dir, keptDir, keptFor), []byte(s.keptFor), 0o600)
+			if err != nil {
+				log.Warn("marking the files kept for the plan", "err", err)
+			}
+			s.keptMarked = true
 		}
-		if err != nil {
-			log.Warn("marking the files kept for the plan", "err", err)
-		}
-		s.keptAny = true
+		m.trimKept(s)
 	}
 	return out
 }
@@ -387,34 +391,77 @@ func (m *Manager) artifacts(s *session, files []blender.File, log *slog.Logger) 
 // successful call wrote, named by its SHA-256 (bridge/sandbox.py, keep):
 // the control plane takes a receipt's files after the receipt reaches it,
 // and a later call of the batch or an upload may have replaced the name by
-// then. It is emptied when the session's next plan starts: the control
-// plane takes a plan's files before it commits the plan's receipts, and so
-// before it sends another plan.
+// then. Versions the sandbox no longer holds take at most the session's
+// ceiling (trimKept), and the directory is emptied when the session's next
+// plan starts: the control plane takes a plan's files before it commits the
+// plan's receipts, and so before it sends another plan.
 const keptDir = "kept"
 
 // keptFor is the file in keptDir naming the plan whose files it holds.
 const keptFor = ".request"
 
 // keepFor empties keptDir unless it holds the files of requestID's plan
-// (resumed after a restart, its files maybe not all taken yet). It costs
-// nothing for a plan that follows one without files.
+// (resumed after a restart, its files maybe not all taken yet).
 func (m *Manager) keepFor(s *session, requestID string) {
 	dir := filepath.Join(s.dir, keptDir)
 	if !s.keptKnown {
-		b, err := os.ReadFile(filepath.Join(dir, keptFor))
-		_, derr := os.Stat(dir)
-		s.keptFor, s.keptAny, s.keptKnown = string(b), err == nil || derr == nil, true
+		b, _ := os.ReadFile(filepath.Join(dir, keptFor))
+		s.keptFor, s.keptMarked, s.keptKnown = string(b), len(b) > 0, true
 	}
 	if s.keptFor == requestID {
 		return
 	}
-	if s.keptAny {
-		if err := os.RemoveAll(dir); err != nil {
-			m.log.Warn("emptying the files kept for the session's last plan", "session_id", s.id, "err", err)
-		}
-		s.keptAny = false
+	if err := os.RemoveAll(dir); err != nil { // a stat when it is not there
+		m.log.Warn("emptying the files kept for the session's last plan", "session_id", s.id, "err", err)
 	}
-	s.keptFor = requestID
+	s.keptFor, s.keptMarked = requestID, false
+}
+
+// trimKept drops the oldest versions in keptDir that the sandbox no longer
+// holds (one link left) while they take more than the session's ceiling.
+// It runs once a call's or an upload's file is in place.
+func (m *Manager) trimKept(s *session) {
+	limit := s.limits.StorageMiB << 20
+	if limit <= 0 {
+		return
+	}
+	dir := filepath.Join(s.dir, keptDir)
+	entries, _ := os.ReadDir(dir)
+	type version struct {
+		name  string
+		mtime int64
+		size  int64
+	}
+	var only []version
+	var total int64
+	for _, e := range entries {
+		if !isSHA256(e.Name()) { // the plan's name, a link being moved
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Nlink != 1 {
+			continue
+		}
+		only = append(only, version{e.Name(), fi.ModTime().UnixNano(), fi.Size()})
+		total += fi.Size()
+	}
+	slices.SortFunc(only, func(a, b version) int {
+		return cmp.Or(cmp.Compare(a.mtime, b.mtime), strings.Compare(a.name, b.name))
+	})
+	for _, v := range only {
+		if total <= limit {
+			return
+		}
+		// Gone already: another trim (a batch's and an upload's) took it.
+		if err := os.Remove(filepath.Join(dir, v.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			m.log.Warn("trimming the files kept for the control plane", "session_id", s.id, "err", err)
+			return
+		}
+		total -= v.size
+	}
 }
 
 // isSHA256 tells a hex SHA-256 as hashes are written here (lower case).

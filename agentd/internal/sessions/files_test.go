@@ -317,6 +317,61 @@ func TestLandReturnsWhatWasSetAside(t *testing.T) {
 	}
 }
 
+// TestKeptWithinTheCeiling: the versions of a file that later calls of a
+// plan or uploads replaced are kept up to the session's disk ceiling, the
+// oldest dropped first, the plan's own name kept (a plan resumed after a
+// restart keeps them).
+func TestKeptWithinTheCeiling(t *testing.T) {
+	m, j, rt := newManager(t)
+	if _, _, err := m.Open(context.Background(), "s1", rt, blender.Limits{StorageMiB: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	op := func(id, tool string, args map[string]any) Operation {
+		return Operation{OperationID: id, MCPCallID: "c", Tool: tool, Args: args, Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-" + id}
+	}
+	// A sphere whose OBJ takes some 40 % of the ceiling, exported five
+	// times from five places.
+	ops := []Operation{op("ball", "python.exec", map[string]any{"code": "import bpy, bmesh\n" +
+		"me = bpy.data.meshes.new('Ball')\nbm = bmesh.new()\nbmesh.ops.create_uvsphere(bm, u_segments=96, v_segments=48, radius=1)\nbm.to_mesh(me)\nbm.free()\n" +
+		"bpy.context.scene.collection.objects.link(bpy.data.objects.new('Ball', me))"})}
+	for i := range 5 {
+		ops = append(ops, op(fmt.Sprint("move", i), "object.set_transform", map[string]any{"name": "Ball", "location": []any{float64(i), 0, 0}}),
+			op(fmt.Sprint("export", i), "scene.export", map[string]any{"format": "obj", "output": "x.obj"}))
+	}
+	var versions []*cpv1.Artifact
+	for _, r := range run(t, m, "s1", "r1", ops...) {
+		for _, a := range r.GetArtifacts() {
+			if a.GetName() == "x.obj" {
+				versions = append(versions, a)
+			}
+		}
+	}
+	if len(versions) != 5 || versions[0].GetSizeBytes() < 350<<10 || versions[0].GetSizeBytes() > 500<<10 {
+		t.Fatalf("exports: %v", versions)
+	}
+	kept := func(m *Manager, want ...bool) {
+		t.Helper()
+		for i, a := range versions {
+			f, _, got, err := m.OpenFile("s1", "x.obj", a.GetSha256())
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if (got == a.GetSha256()) != want[i] {
+				t.Errorf("version %d served: %v, want %v", i+1, got == a.GetSha256(), want[i])
+			}
+		}
+	}
+	// Two replaced versions fit the ceiling, not three: the oldest went.
+	kept(m, false, false, true, true, true)
+	m = restart(t, m, j)
+	run(t, m, "s1", "r1", ops...) // resumed: all journaled
+	kept(m, false, false, true, true, true)
+	// An upload replaces the last version too: one more goes.
+	putFile(t, m, "s1", "x.obj", []byte("# uploaded\n"))
+	kept(m, false, false, false, true, true)
+}
+
 // TestSettleAnUploadCutShort: agentd stopped while an upload landed over
 // what a call that died had set aside under its name: at its next start
 // the upload's file goes (its caller had no answer) and the set-aside file

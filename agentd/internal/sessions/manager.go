@@ -160,10 +160,11 @@ type session struct {
 	idle    *time.Timer // the idle checkpoint
 	// fresh is its refresh in flight, if any (refresh.go).
 	fresh *refreshing
-	// keptFor is the plan whose files keptDir holds, keptAny whether it may
-	// hold any, keptKnown whether both were read from disk (keepFor).
-	keptFor            string
-	keptAny, keptKnown bool
+	// keptFor is the plan whose files keptDir holds, keptMarked whether its
+	// keptFor file says so, keptKnown whether both were read from disk
+	// (keepFor).
+	keptFor               string
+	keptMarked, keptKnown bool
 
 	// Guarded by Manager.mu, so that Cancel and slot decisions never wait
 	// for a batch.

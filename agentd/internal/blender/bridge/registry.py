@@ -124,6 +124,8 @@ gives the tool:
   reported), and must write each as a new file (os.replace of a partial
   file, or after set_aside), never into the one there: that one may be a
   version a receipt names, kept by its link.
+- ``tx.sha256(path)``: the SHA-256 of a file the tool wrote, for its
+  result: read once, the report of its files (above) takes it too.
 - ``tx.set_aside(paths)``: before a tool writes files anew (an export, whose
   exporter writes the output and its companions in place), move the ones
   there aside: a failed call puts them back instead of leaving none.
@@ -204,11 +206,12 @@ before the tool runs. Without this fault both params are ignored.
 '''
 
 import os
+import stat
 import traceback
 
-from common import ToolError, canonical, log  # noqa: F401  (re-exported for tool modules)
+from common import ToolError, canonical, log, sha256_file  # noqa: F401  (re-exported for tool modules)
 from compat import parse_version_range, version_in_range
-from sandbox import SANDBOX, aside_path, keep, trim_kept
+from sandbox import SANDBOX, aside_path, keep
 from state import STATE
 
 TOOL_VERSION = "1.0.0"
@@ -351,6 +354,7 @@ class Tx:
         self._progress = progress
         self.known = {}  # (kind, name) -> record the tool built itself (touch_record)
         self.written = []  # paths declared with wrote()
+        self.hashes = {}  # path -> SHA-256 of a written file (sha256())
         self.succeeded = []  # on_success functions
 
     def touch(self, kind, name):
@@ -443,18 +447,28 @@ class Tx:
         (sandbox.keep; a failed call drops the link with the file)."""
         out = []
         for p in sorted(self.written, key=os.path.basename):
-            if not os.path.isfile(p):
+            try:
+                st = os.lstat(p)
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                sha = self.sha256(p)
+            except OSError as e:
+                if os.path.lexists(p):
+                    log("cannot read a file the call wrote", path=p, err=str(e))
                 continue
-            kept = keep(p)
-            if kept is None:
-                continue
-            size, sha, link = kept
+            link = keep(p, sha)
             if link is not None:
                 self.on_undo(lambda link=link: remove_file(link))
-            out.append({"name": os.path.basename(p), "size": size, "sha256": sha})
-        if out:
-            self.on_success(trim_kept)  # after what set_aside moved is gone
+            out.append({"name": os.path.basename(p), "size": st.st_size, "sha256": sha})
         return out
+
+    def sha256(self, path):
+        """The SHA-256 of a file the tool wrote (for its result): read
+        once per call, files() reports it too."""
+        sha = self.hashes.get(path)
+        if sha is None:
+            sha = self.hashes[path] = sha256_file(path)
+        return sha
 
     def progress(self, info):
         """Report progress (a JSON-able dict) to agentd before the result."""

@@ -35,9 +35,8 @@ filling the disk first.
 
 import os
 import re
-import stat
 
-from common import ToolError, log, sha256_file
+from common import ToolError, log
 from schema import CONTROL_CHARS
 
 SANDBOX = {"dir": None, "limit": 0, "min_free": 0}  # set by hello and adopt; bytes, 0: none
@@ -91,63 +90,40 @@ def aside_path(path):
 
 
 # KEPT is the directory beside the sandbox where each file a successful call
-# wrote is linked under its SHA-256 (Go: sessions.keptDir). The control plane
-# takes a receipt's files once the receipt reaches it, and by then a later
-# call of the batch or an upload may have replaced the name: agentd serves
-# the version a receipt names from here. A link takes no room while the
-# sandbox still holds the file; versions it no longer holds take at most the
-# session's ceiling (the oldest go first), and agentd empties the directory
-# when the session's next plan starts (its files are all taken by then).
+# wrote is linked under its SHA-256 (Go: sessions.keptDir, which says how
+# long). The control plane takes a receipt's files once the receipt reaches
+# it, and by then a later call of the batch or an upload may have replaced
+# the name: agentd serves the version a receipt names from here. A link
+# takes no room while the sandbox holds the file; every tool writes a new
+# file, never into the one there.
 KEPT = "kept"
 
 
-def keep(path):
-    """The size and SHA-256 of the file a call wrote at path, and the link
-    this made to it in KEPT (None when one was there already, or the link
-    failed: the file is then served from the sandbox only); None when the
-    file cannot be read."""
-    try:
-        size, sha = os.stat(path).st_size, sha256_file(path)
-    except OSError as e:
-        log("cannot read a file the call wrote", path=path, err=str(e))
-        return None
+def keep(path, sha):
+    """Link the regular file a call wrote at path, whose SHA-256 is sha,
+    into KEPT under its hash. It returns the link if this made it (None
+    when the hash was kept already, or the link failed: the file is then
+    served from the sandbox only). The same bytes written again move the
+    link to the new file, which the sandbox holds: the old one may be
+    replaced, and would then take room of its own."""
     kept = os.path.join(os.path.dirname(os.path.dirname(path)), KEPT)
     link = os.path.join(kept, sha)
     try:
         os.makedirs(kept, exist_ok=True)
-        if os.path.lexists(link):
-            link = None  # the same content, written before
-        else:
-            os.link(path, link)
+        try:
+            old = os.lstat(link)
+        except FileNotFoundError:
+            os.link(path, link, follow_symlinks=False)
+            return link
+        if not os.path.samestat(old, os.lstat(path)):
+            new = link + ".new"
+            if os.path.lexists(new):
+                os.remove(new)
+            os.link(path, new, follow_symlinks=False)
+            os.replace(new, link)
     except OSError as e:
         log("cannot keep a file the call wrote", path=path, err=str(e))
-        link = None
-    return size, sha, link
-
-
-def trim_kept():
-    """Drop the oldest versions in KEPT that the sandbox no longer holds
-    (one link left) while they take more than the session's ceiling. Run
-    once a call's files are in place (what it set aside is gone)."""
-    limit = SANDBOX["limit"]
-    if not limit or not SANDBOX["dir"]:
-        return
-    kept = os.path.join(os.path.dirname(SANDBOX["dir"]), KEPT)
-    only = []
-    try:
-        with os.scandir(kept) as entries:
-            for e in entries:
-                st = e.stat(follow_symlinks=False)
-                if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
-                    only.append((st.st_mtime_ns, e.name, st.st_size))
-        total = sum(size for _, _, size in only)
-        for _, name, size in sorted(only):
-            if total <= limit:
-                return
-            os.remove(os.path.join(kept, name))
-            total -= size
-    except OSError as e:
-        log("cannot trim the files kept for the control plane", err=str(e))
+    return None
 
 
 def usage(leaving=()):

@@ -246,7 +246,7 @@ def tool_scene_export(tx, args):
         STATE.rebuild()
         raise ToolError("internal_error", "the %s exporter changed the scene (%s)" % (fmt, ", ".join(changed[:5])))
     files = [path] + [p for p in extra if os.path.isfile(p)]
-    return {"path": path, "sha256": sha256_file(path), "bytes": os.path.getsize(path), "format": fmt, "files": files}
+    return {"path": path, "sha256": tx.sha256(path), "bytes": os.path.getsize(path), "format": fmt, "files": files}
 
 
 # ---------------------------------------------------------------------------
