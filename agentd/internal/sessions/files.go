@@ -93,7 +93,7 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	if err != nil {
 		return err
 	}
-	m.trimKept(s) // the file replaced may be a version kept
+	m.trimKept(s.dir, s.limits.StorageMiB<<20) // the file replaced may be a version kept
 	if d, err := os.Open(s.sandbox); err == nil {
 		d.Sync()
 		d.Close()
@@ -115,7 +115,7 @@ var writesFiles = map[string]bool{"scene.export": true, "render.still": true, "r
 // gone), dropped once the upload is in, and returned if the rename fails
 // (or agentd stops in between: settle).
 func (m *Manager) land(s *session, name, tmp, target string) error {
-	aside, old := filepath.Join(s.dir, asideDir, name), filepath.Join(s.dir, landingDir, name)
+	aside, old := filepath.Join(s.dir, asideDir, name), filepath.Join(s.dir, landingDir, filepath.Base(tmp), name)
 	if _, err := os.Lstat(aside); errors.Is(err, fs.ErrNotExist) {
 		return os.Rename(tmp, target)
 	}
@@ -135,7 +135,7 @@ func (m *Manager) land(s *session, name, tmp, target string) error {
 		}
 		return err
 	}
-	if err := os.Remove(old); err != nil {
+	if err := os.RemoveAll(filepath.Dir(old)); err != nil { // else settle finds tmp gone: landed
 		m.log.Warn("dropping a file set aside by a call that died", "session_id", s.id, "name", name, "err", err)
 	}
 	return nil
@@ -152,33 +152,40 @@ const (
 )
 
 // settle tidies what uploads cut short by agentd's last stop left in a
-// session's directory: their received files go (their callers had no
-// answer and send them again), and what a call that died had set aside
-// under their names goes back to asideDir, for putBack to restore before
-// the session's next Blender starts: the state before the upload.
+// session's directory. What a call that died had set aside under an
+// upload's name (landing/<upload's file>/<name>) goes back to asideDir, for
+// putBack to restore before the session's next Blender starts, if the
+// upload's file is still there (it never landed: the state before it);
+// else the upload landed, and it goes. Then the received files go: their
+// callers had no answer and send them again.
 func (m *Manager) settle(s *session) {
-	if tmps, err := filepath.Glob(filepath.Join(s.dir, uploadPrefix+"*")); err == nil {
-		for _, tmp := range tmps {
-			if err := os.Remove(tmp); err != nil {
-				m.log.Warn("removing a file of an upload cut short", "session_id", s.id, "file", tmp, "err", err)
+	landing := filepath.Join(s.dir, landingDir)
+	uploads, _ := os.ReadDir(landing)
+	for _, u := range uploads {
+		names, _ := os.ReadDir(filepath.Join(landing, u.Name()))
+		for _, n := range names {
+			if _, err := os.Lstat(filepath.Join(s.dir, u.Name())); err != nil {
+				continue // landed
+			}
+			err := os.MkdirAll(filepath.Join(s.dir, asideDir), 0o700)
+			if err == nil {
+				err = os.Rename(filepath.Join(landing, u.Name(), n.Name()), filepath.Join(s.dir, asideDir, n.Name()))
+			}
+			if err != nil {
+				m.log.Error("returning what a call that died had set aside, under an upload cut short", "session_id", s.id, "name", n.Name(), "err", err)
 			}
 		}
 	}
-	landing := filepath.Join(s.dir, landingDir)
-	entries, err := os.ReadDir(landing)
-	if errors.Is(err, fs.ErrNotExist) {
-		return
+	if err := os.RemoveAll(landing); err != nil {
+		m.log.Warn("removing what uploads cut short left", "session_id", s.id, "err", err)
 	}
+	entries, _ := os.ReadDir(s.dir)
 	for _, e := range entries {
-		if err == nil {
-			err = os.MkdirAll(filepath.Join(s.dir, asideDir), 0o700)
+		if strings.HasPrefix(e.Name(), uploadPrefix) {
+			if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil {
+				m.log.Warn("removing a file of an upload cut short", "session_id", s.id, "file", e.Name(), "err", err)
+			}
 		}
-		if err == nil {
-			err = os.Rename(filepath.Join(landing, e.Name()), filepath.Join(s.dir, asideDir, e.Name()))
-		}
-	}
-	if err != nil {
-		m.log.Error("returning what a call that died had set aside, under an upload cut short", "session_id", s.id, "err", err)
 	}
 }
 
@@ -376,13 +383,17 @@ func (m *Manager) artifacts(s *session, files []blender.File, log *slog.Logger) 
 	}
 	if len(files) > 0 {
 		if !s.keptMarked { // the plan's first files: say whose they are
-			err := os.WriteFile(filepath.Join(s.dir, keptDir, keptFor), []byte(s.keptFor), 0o600)
+			dir := filepath.Join(s.dir, keptDir)
+			err := os.MkdirAll(dir, 0o700)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, keptFor), []byte(s.keptFor), 0o600)
+			}
 			if err != nil {
 				log.Warn("marking the files kept for the plan", "err", err)
 			}
-			s.keptMarked = true
+			s.keptMarked = err == nil
 		}
-		m.trimKept(s)
+		m.trimKept(s.dir, s.limits.StorageMiB<<20)
 	}
 	return out
 }
@@ -411,26 +422,40 @@ func (m *Manager) keepFor(s *session, requestID string) {
 	if s.keptFor == requestID {
 		return
 	}
-	if err := os.RemoveAll(dir); err != nil { // a stat when it is not there
+	if err := os.RemoveAll(dir); err != nil {
 		m.log.Warn("emptying the files kept for the session's last plan", "session_id", s.id, "err", err)
 	}
 	s.keptFor, s.keptMarked = requestID, false
 }
 
-// trimKept drops the oldest versions in keptDir that the sandbox no longer
-// holds (one link left) while they take more than the session's ceiling.
-// It runs once a call's or an upload's file is in place.
-func (m *Manager) trimKept(s *session) {
-	limit := s.limits.StorageMiB << 20
+// trimKept drops the oldest versions in keptDir under a session's
+// directory that the sandbox no longer holds (one link left) while they
+// take more than limit bytes (0: none). It runs once a call's or an
+// upload's file is in place; the bridge may be moving a link meanwhile
+// (the same bytes written again), so each is checked once more before it
+// goes.
+func (m *Manager) trimKept(dir string, limit int64) {
 	if limit <= 0 {
 		return
 	}
-	dir := filepath.Join(s.dir, keptDir)
-	entries, _ := os.ReadDir(dir)
+	kept := filepath.Join(dir, keptDir)
+	entries, _ := os.ReadDir(kept)
 	type version struct {
 		name  string
 		mtime int64
 		size  int64
+		ino   uint64
+	}
+	// replaced is the file at name when the sandbox no longer holds it.
+	replaced := func(name string) (os.FileInfo, uint64, bool) {
+		fi, err := os.Lstat(filepath.Join(kept, name))
+		if err != nil || !fi.Mode().IsRegular() {
+			return nil, 0, false
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink == 1 {
+			return fi, st.Ino, true
+		}
+		return nil, 0, false
 	}
 	var only []version
 	var total int64
@@ -438,15 +463,10 @@ func (m *Manager) trimKept(s *session) {
 		if !isSHA256(e.Name()) { // the plan's name, a link being moved
 			continue
 		}
-		fi, err := e.Info()
-		if err != nil || !fi.Mode().IsRegular() {
-			continue
+		if fi, ino, ok := replaced(e.Name()); ok {
+			only = append(only, version{e.Name(), fi.ModTime().UnixNano(), fi.Size(), ino})
+			total += fi.Size()
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Nlink != 1 {
-			continue
-		}
-		only = append(only, version{e.Name(), fi.ModTime().UnixNano(), fi.Size()})
-		total += fi.Size()
 	}
 	slices.SortFunc(only, func(a, b version) int {
 		return cmp.Or(cmp.Compare(a.mtime, b.mtime), strings.Compare(a.name, b.name))
@@ -455,12 +475,14 @@ func (m *Manager) trimKept(s *session) {
 		if total <= limit {
 			return
 		}
-		// Gone already: another trim (a batch's and an upload's) took it.
-		if err := os.Remove(filepath.Join(dir, v.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			m.log.Warn("trimming the files kept for the control plane", "session_id", s.id, "err", err)
+		total -= v.size
+		if _, ino, ok := replaced(v.name); !ok || ino != v.ino {
+			continue // moved to a file the sandbox holds, or gone: another trim took it
+		}
+		if err := os.Remove(filepath.Join(kept, v.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			m.log.Warn("trimming the files kept for the control plane", "dir", dir, "err", err)
 			return
 		}
-		total -= v.size
 	}
 }
 

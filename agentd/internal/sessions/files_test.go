@@ -373,19 +373,24 @@ func TestKeptWithinTheCeiling(t *testing.T) {
 }
 
 // TestSettleAnUploadCutShort: agentd stopped while an upload landed over
-// what a call that died had set aside under its name: at its next start
-// the upload's file goes (its caller had no answer) and the set-aside file
-// is back in the sandbox before the session's Blender starts, over the
-// dead call's half-written one.
+// what a call that died had set aside under its name. At its next start,
+// if the upload's file was not renamed in yet, the set-aside file is back
+// in the sandbox before the session's Blender starts, over the dead call's
+// half-written one, and the upload's file goes (its caller had no answer);
+// if it was, the upload stays and the set-aside file goes.
 func TestSettleAnUploadCutShort(t *testing.T) {
 	m, j, rt := newManager(t)
 	open(t, m, rt, "s1")
 	dir := filepath.Join(m.cfg.DataDir, "sessions", "s1")
-	old := []byte("# the file before the call that died\n")
+	old, uploaded := []byte("# the file before the call that died\n"), []byte("# the upload\n")
 	for path, content := range map[string][]byte{
-		filepath.Join(dir, landingDir, "scene.obj"): old,
-		filepath.Join(dir, "output", "scene.obj"):   []byte("# half"),
-		filepath.Join(dir, uploadPrefix+"123"):      []byte("# the upload"),
+		// Cut short before its rename: its file is still there.
+		filepath.Join(dir, landingDir, uploadPrefix+"1", "scene.obj"): old,
+		filepath.Join(dir, "output", "scene.obj"):                      []byte("# half"),
+		filepath.Join(dir, uploadPrefix+"1"):                           uploaded,
+		// Landed, the set-aside copy not dropped yet.
+		filepath.Join(dir, landingDir, uploadPrefix+"2", "up.obj"): old,
+		filepath.Join(dir, "output", "up.obj"):                      uploaded,
 	} {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			t.Fatal(err)
@@ -396,12 +401,40 @@ func TestSettleAnUploadCutShort(t *testing.T) {
 	}
 	m = restart(t, m, j)
 	run(t, m, "s1", "r1", create("a", "Box"))
-	if got, err := os.ReadFile(filepath.Join(dir, "output", "scene.obj")); err != nil || !bytes.Equal(got, old) {
-		t.Errorf("scene.obj after the restart: %q, %v; want %q", got, err, old)
+	for name, want := range map[string][]byte{"scene.obj": old, "up.obj": uploaded} {
+		if got, err := os.ReadFile(filepath.Join(dir, "output", name)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s after the restart: %q, %v; want %q", name, got, err, want)
+		}
 	}
-	for _, gone := range []string{uploadPrefix + "123", filepath.Join(landingDir, "scene.obj"), filepath.Join(asideDir, "scene.obj")} {
-		if _, err := os.Stat(filepath.Join(dir, gone)); !os.IsNotExist(err) {
-			t.Errorf("%s after the restart: %v", gone, err)
+	for _, gone := range []string{uploadPrefix + "1", landingDir, asideDir} {
+		if entries, err := os.ReadDir(filepath.Join(dir, gone)); !os.IsNotExist(err) && (err != nil || len(entries) > 0) {
+			t.Errorf("%s after the restart: %v %v", gone, entries, err)
+		}
+	}
+}
+
+// TestKeptOfAnotherPlanGoes: links in the kept directory that no plan's
+// name claims (its plan's calls failed after their files were linked, or
+// agentd stopped before it could name the plan) go when a plan starts,
+// before and after a restart.
+func TestKeptOfAnotherPlanGoes(t *testing.T) {
+	m, j, rt := newManager(t)
+	open(t, m, rt, "s1")
+	kept := filepath.Join(m.cfg.DataDir, "sessions", "s1", keptDir)
+	for i, again := range []bool{false, true} {
+		stray := filepath.Join(kept, strings.Repeat("ab", 32))
+		if err := os.MkdirAll(kept, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(stray, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if again {
+			m = restart(t, m, j)
+		}
+		run(t, m, "s1", fmt.Sprint("r", i), create(fmt.Sprint("a", i), fmt.Sprint("Box", i)))
+		if _, err := os.Stat(stray); !os.IsNotExist(err) {
+			t.Errorf("a stray link after a plan (restart: %v): %v", again, err)
 		}
 	}
 }

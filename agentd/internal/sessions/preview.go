@@ -153,7 +153,10 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 				Recoverable: true, Message: fmt.Sprintf("%s runs arbitrary code, which runs only once approved; the preview stops before it", op.Tool)}
 			break
 		}
-		_, err := p.Execute(ctx, blender.Call{Tool: op.Tool, Args: op.Args, OperationID: op.OperationID})
+		out, err := p.Execute(ctx, blender.Call{Tool: op.Tool, Args: op.Args, OperationID: op.OperationID})
+		if len(out.Files) > 0 {
+			m.trimKept(dir, s.limits.StorageMiB<<20) // as the session's own calls
+		}
 		var te *blender.ToolError
 		switch {
 		case errors.As(err, &te):

@@ -125,7 +125,8 @@ gives the tool:
   file, or after set_aside), never into the one there: that one may be a
   version a receipt names, kept by its link.
 - ``tx.sha256(path)``: the SHA-256 of a file the tool wrote, for its
-  result: read once, the report of its files (above) takes it too.
+  result, once the file is final: read once, the report of its files
+  (above) takes it too.
 - ``tx.set_aside(paths)``: before a tool writes files anew (an export, whose
   exporter writes the output and its companions in place), move the ones
   there aside: a failed call puts them back instead of leaving none.
@@ -463,8 +464,8 @@ class Tx:
         return out
 
     def sha256(self, path):
-        """The SHA-256 of a file the tool wrote (for its result): read
-        once per call, files() reports it too."""
+        """The SHA-256 of a file the tool wrote (for its result), once the
+        file is final: read once per call, files() reports it too."""
         sha = self.hashes.get(path)
         if sha is None:
             sha = self.hashes[path] = sha256_file(path)

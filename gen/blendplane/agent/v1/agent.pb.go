@@ -1371,9 +1371,10 @@ type GetFileRequest struct {
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// The version wanted, by the hex SHA-256 a receipt gave it: the agent
-	// keeps what a call wrote until the session's next plan, so a version a
-	// later call or upload replaced under the name is still served. Empty:
-	// the file as the sandbox has it.
+	// keeps what a call wrote until the session's next plan (versions the
+	// sandbox no longer holds up to the session's disk ceiling), so a
+	// version a later call or upload replaced under the name is still
+	// served. Empty: the file as the sandbox has it.
 	Sha256        string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
