@@ -386,11 +386,11 @@ func TestSettleAnUploadCutShort(t *testing.T) {
 	for path, content := range map[string][]byte{
 		// Cut short before its rename: its file is still there.
 		filepath.Join(dir, landingDir, uploadPrefix+"1", "scene.obj"): old,
-		filepath.Join(dir, "output", "scene.obj"):                      []byte("# half"),
-		filepath.Join(dir, uploadPrefix+"1"):                           uploaded,
+		filepath.Join(dir, "output", "scene.obj"):                     []byte("# half"),
+		filepath.Join(dir, uploadPrefix+"1"):                          uploaded,
 		// Landed, the set-aside copy not dropped yet.
 		filepath.Join(dir, landingDir, uploadPrefix+"2", "up.obj"): old,
-		filepath.Join(dir, "output", "up.obj"):                      uploaded,
+		filepath.Join(dir, "output", "up.obj"):                     uploaded,
 	} {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			t.Fatal(err)
