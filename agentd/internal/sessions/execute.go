@@ -69,7 +69,10 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 	releaseFiles := func() {}
 	if imports || lastWriter >= 0 {
 		s.files.Lock()
-		releaseFiles = sync.OnceFunc(s.files.Unlock)
+		releaseFiles = sync.OnceFunc(func() {
+			gone(s.proc)
+			s.files.Unlock()
+		})
 		defer releaseFiles()
 	}
 

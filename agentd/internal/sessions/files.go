@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/blendplane/blendplane/agentd/internal/blender"
@@ -100,6 +101,20 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 	}
 	m.log.Info("file received", "session_id", sessionID, "name", name, "bytes", size, "sha256", sha)
 	return nil
+}
+
+// gone waits for a Blender killed under a call (cancelled, abandoned) to
+// have exited, before uploads may land: a system call it was in completes
+// even so, and a rename of its output could replace an upload landing
+// meanwhile. A Blender that can take calls is not waited for.
+func gone(p *blender.Process) {
+	if p == nil || p.Usable() {
+		return
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second): // Process.Stop's bound for a SIGKILL
+	}
 }
 
 // writesFiles are the tools that write files into a session's sandbox

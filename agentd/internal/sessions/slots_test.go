@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -383,6 +384,53 @@ func TestCancelledCallLeavesNoIntent(t *testing.T) {
 	}
 	if keys, err := j.Intents("s1"); err != nil || len(keys) != 0 {
 		t.Fatalf("intents left: %v %v", keys, err)
+	}
+}
+
+// TestUploadWaitsForAKilledBlender: a batch that writes files, cancelled
+// while its Blender runs a call, lets an upload land only once that
+// Blender has exited: a system call it was in (a rename of its output)
+// completes even after the kill.
+func TestUploadWaitsForAKilledBlender(t *testing.T) {
+	m, _, rt := newManager(t)
+	open(t, m, rt, "s1")
+	run(t, m, "s1", "r0", create("a", "Box")) // its Blender runs
+	pid := blenderPid(m, "s1")
+	batch := make(chan []*cpv1.Receipt, 1)
+	go func() {
+		batch <- run(t, m, "s1", "r1",
+			Operation{OperationID: "sleep", MCPCallID: "c", Tool: "python.exec", Args: map[string]any{"code": "import time\ntime.sleep(30)"},
+				Safety: cpv1.SafetyLevel_SAFETY_LEVEL_DESTRUCTIVE, IdempotencyKey: "key-sleep"},
+			Operation{OperationID: "out", MCPCallID: "c", Tool: "scene.export", Args: map[string]any{"format": "obj", "output": "out.obj"},
+				Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-out"})
+	}()
+	for {
+		s, _ := m.session("s1")
+		m.mu.Lock()
+		running := s.running == "r1"
+		m.mu.Unlock()
+		if running {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	upload := []byte("# uploaded\n")
+	uploaded := make(chan error, 1)
+	go func() {
+		uploaded <- m.PutFile("s1", "out.obj", int64(len(upload)), sha(upload), bytes.NewReader(upload))
+	}()
+	time.Sleep(300 * time.Millisecond) // the upload waits for the batch, which writes its name
+	if interrupted, err := m.Cancel("s1", "r1"); err != nil || !interrupted {
+		t.Fatalf("cancel: %v %v", interrupted, err)
+	}
+	if err := <-uploaded; err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the upload landed while the killed Blender %d was still there: %v", pid, err)
+	}
+	if rs := <-batch; len(rs) != 1 || rs[0].GetError().GetErrorCode() != "CANCELLED" {
+		t.Fatalf("receipts %v", rs)
 	}
 }
 
