@@ -242,7 +242,7 @@ def tool(tx, args):
     return {"ok": True}
 
 registry.register("test.write", tool, "test", {"type": "object", "properties": {"kind": {"type": "string"}},
-                  "additionalProperties": False}, "safe_write", idempotence_class="idempotent",
+                  "additionalProperties": False}, "safe_write", idempotence_class="idempotent", writes_files=True,
                   rollback_method="not_needed")
 
 def serve(line):
@@ -260,6 +260,22 @@ for i, (kind, code) in enumerate([("big", "invalid_input"), ("nan", "internal_er
     assert not os.path.exists(out_path), (kind, "file left behind")
     kept = os.path.join(os.path.dirname(os.path.dirname(out_path)), "kept")
     assert not os.path.isdir(kept) or not os.listdir(kept), (kind, "a link kept", os.listdir(kept))
+
+# A tool that writes a file must say so at its registration (agentd holds
+# uploads off while it runs): one that does not fails.
+def sneak(tx, args):
+    path = sandbox.output_path("t.txt", "output")
+    tx.wrote(path)
+    with open(path, "w") as f:
+        f.write("sneaked")
+    return {}
+
+registry.register("test.sneak", sneak, "test", {"type": "object", "additionalProperties": False}, "safe_write",
+                  idempotence_class="idempotent", rollback_method="not_needed")
+r = serve(b'{"id":6,"method":"execute","params":{"tool":"test.sneak","args":{}}}')
+assert not r["ok"] and r["error"]["code"] == "internal_error" and "writes_files" in r["error"]["message"], r
+assert not os.path.exists(out_path)
+assert [t["name"] for t in registry.tool_list() if t["writes_files"]] == ["render.animation", "render.still", "scene.export", "test.write"]
 
 r = serve(b'{"id":7,"method":"execute","params":{"tool":"test.write","args":{"kind":"ok"}}}')
 assert r["id"] == 7 and r["ok"] and [f["name"] for f in r["result"]["files"]] == ["t.txt"] and r["result"]["mutated"], r

@@ -76,6 +76,10 @@ type Tool struct {
 	// today), "ui_assisted" (needs a UI context) or "unsafe_ops" (runs
 	// operators that may touch state outside scene_state_v1).
 	SafetyMode string `json:"safety_mode"`
+	// WritesFiles says the tool writes files into the sandbox (only such
+	// tools may: the bridge refuses the others' files). agentd's own: not
+	// in the registry the control plane sees.
+	WritesFiles bool `json:"writes_files"`
 	// IdempotenceClass is "idempotent" (the same args twice give the same
 	// state: object.set_transform, render.still), "keyed" (a retry is safe
 	// only through the journal's idempotency key: object.create,

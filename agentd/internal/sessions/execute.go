@@ -62,7 +62,7 @@ func (m *Manager) Execute(ctx context.Context, sessionID, requestID string, ops 
 	imports := slices.ContainsFunc(ops, func(op Operation) bool { return op.Tool == "scene.import" })
 	lastWriter := -1
 	for i, op := range ops {
-		if writesFiles[op.Tool] {
+		if s.runtime.writes[op.Tool] { // python.exec may write files too, unchecked
 			lastWriter = i
 		}
 	}

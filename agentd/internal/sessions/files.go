@@ -117,11 +117,6 @@ func gone(p *blender.Process) {
 	}
 }
 
-// writesFiles are the tools that write files into a session's sandbox
-// (the bridge's tools that declare them, Tx.wrote): a batch that runs one
-// holds session.files. python.exec may write files too, unchecked.
-var writesFiles = map[string]bool{"scene.export": true, "render.still": true, "render.animation": true}
-
 // land renames an upload's file tmp to target, its name in the sandbox.
 // What a call that died with its Blender set aside under the name is older
 // than the upload: putBack must not restore it over it. It is moved out of

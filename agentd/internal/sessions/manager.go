@@ -135,7 +135,7 @@ type session struct {
 
 	mu sync.Mutex // one batch at a time
 	// files is held by a batch that imports (to its end) or writes files
-	// (until its last call that does, writesFiles, has returned), and by an
+	// (until its last call that does, Runtime.writes, has returned), and by an
 	// upload while it renames its file into the sandbox: the files an
 	// import checked (the file and those it names) are the ones it reads,
 	// not others an upload put under their names in between; and an upload

@@ -28,6 +28,9 @@ type Runtime struct {
 	Info *cpv1.Runtime
 	// determinism is each tool's determinism class, for receipts.
 	determinism map[string]string
+	// writes are the tools that write files into the sandbox: a batch
+	// that runs one holds session.files.
+	writes map[string]bool
 }
 
 // Probe starts each runtime once to learn its profile and tool registry
@@ -55,11 +58,14 @@ func Probe(ctx context.Context, rts []blender.Runtime, dataDir string, log *slog
 		}
 		log.Info("blender runtime ready", "runtime_id", info.GetRuntimeId(), "path", rt.Path,
 			"tools", len(info.GetRegistry().GetTools()), "registry_fingerprint", info.GetRegistry().GetFingerprint())
-		det := map[string]string{}
+		det, writes := map[string]string{}, map[string]bool{}
 		for _, t := range p.Tools() {
 			det[t.Name] = t.DeterminismClass
+			if t.WritesFiles {
+				writes[t.Name] = true
+			}
 		}
-		out = append(out, Runtime{Runtime: rt, Info: info, determinism: det})
+		out = append(out, Runtime{Runtime: rt, Info: info, determinism: det, writes: writes})
 	}
 	return out, nil
 }

@@ -24,6 +24,7 @@ result dict``, registered with the ``tool`` decorator::
         safety_mode="headless_safe",    # headless_safe | ui_assisted | unsafe_ops (default headless_safe)
         blender_versions=">=3.4",       # version range (default ">=3.4"), compat.py
         version="1.0.0",                # tool version (default TOOL_VERSION)
+        writes_files=False,             # writes files into the sandbox (Tx.wrote; default False)
     )
     def set_transform(tx, args):
         ...
@@ -57,6 +58,10 @@ Metadata:
 - ``blender_versions``: comma-separated clauses with >=, >, <=, <, ==, !=
   (">=3.4", ">=3.4,<5.0"). hello reports only the tools whose range includes
   the running Blender, and execute refuses the others (capability_missing).
+- ``writes_files``: the tool writes files into the sandbox (Tx.wrote
+  refuses a tool without it): agentd holds uploads off while it runs, so
+  that none lands under a call that writes its name. Not part of the tool
+  registry the control plane sees.
 
 The tool function
 -----------------
@@ -231,7 +236,7 @@ FAULTS = set()  # test hooks from hello's "faults" param
 
 def register(name, fn, description, schema, safety_level, idempotence_class=None, rollback_method=None,
              determinism_class="deterministic", safety_mode="headless_safe", blender_versions=">=3.4",
-             version=TOOL_VERSION):
+             version=TOOL_VERSION, writes_files=False):
     """Register fn(tx, args) as tool name; see the module docstring."""
     read_only = safety_level == "read_only"
     if idempotence_class is None and read_only:
@@ -267,6 +272,8 @@ def register(name, fn, description, schema, safety_level, idempotence_class=None
         bad("safety_level read_only goes with rollback_method none")
     if not read_only and rollback_method == "none" and safety_mode != "unsafe_ops":
         bad("rollback_method none on a mutating tool needs safety_mode unsafe_ops (python.exec)")
+    if not isinstance(writes_files, bool):
+        bad("writes_files must be a bool")
     try:
         parse_version_range(blender_versions)
     except ValueError as e:
@@ -282,6 +289,7 @@ def register(name, fn, description, schema, safety_level, idempotence_class=None
         "determinism_class": determinism_class,
         "rollback_method": rollback_method,
         "blender_versions": blender_versions,
+        "writes_files": writes_files,
         "fn": fn,
     }
     return fn
@@ -433,7 +441,11 @@ class Tx:
 
     def wrote(self, path):
         """Declare a file the tool wrote (or is writing) in the sandbox: a
-        failed call removes it; a successful one reports it (files())."""
+        failed call removes it; a successful one reports it (files()). Only
+        a tool registered with writes_files=True may: agentd holds uploads
+        off while such tools run."""
+        if not TOOLS.get(self.tool, {}).get("writes_files"):
+            raise ValueError("%s writes a file but is not registered with writes_files=True" % self.tool)
         root = os.path.realpath(SANDBOX["dir"] or "/")
         if os.path.dirname(path) != root:
             raise ValueError("%r is not a file directly in the sandbox" % path)

@@ -170,6 +170,7 @@ def changed_keys(snap):
     idempotence_class="idempotent",
     rollback_method="not_needed",
     blender_versions=">=3.4",
+    writes_files=True,
 )
 def tool_scene_export(tx, args):
     # Exporters may read all of bpy.data (FBX writes every action of

@@ -170,6 +170,7 @@ def render_png(sc, tmp, missing):
     rollback_method="not_needed",
     determinism_class="seeded",
     blender_versions=">=3.4",
+    writes_files=True,
 )
 
 
@@ -393,6 +394,7 @@ MAX_ANIMATION_FRAMES = 500
     rollback_method="not_needed",
     determinism_class="seeded",
     blender_versions=">=3.4",
+    writes_files=True,
 )
 def tool_render_animation(tx, args):
     require_cycles()
