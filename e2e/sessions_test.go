@@ -365,6 +365,49 @@ func TestArtifacts(t *testing.T) {
 	}
 }
 
+// TestUploadDuringAWrite: an upload of a name that a running plan writes
+// lands after the plan's call (it waits for it), though the control plane
+// records the call's file after the upload's: the name's newest version is
+// the one the agent's sandbox holds, the upload, and the call's version
+// stays downloadable by its hash.
+func TestUploadDuringAWrite(t *testing.T) {
+	c := startCluster(t)
+	id := c.negotiate(t).GetSessionId()
+	_, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: id, RequestId: "slow", Operations: []*cpv1.Operation{
+		op("shot", "render.still", map[string]any{"output": "slow.png", "resolution": []any{640, 480}, "samples": 64, "seed": 1}),
+		op("out", "scene.export", map[string]any{"format": "obj", "output": "model.obj"}, "shot")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c.plan(t, "slow").GetState() != cpv1.Plan_STATE_RUNNING {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // the render runs for some seconds: the agent holds the upload off
+	obj := []byte("o Up\nv 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+	up, err := c.upload(t, &cpv1.ArtifactUpload{SessionId: id, Name: "model.obj", SizeBytes: int64(len(obj)), Sha256: hexSHA(obj)}, obj, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := c.receipts(t, "slow", 1)
+	if len(rs) != 2 || rs[1].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("receipts: %v", rs)
+	}
+	if !up.GetCreateTime().AsTime().After(rs[1].GetCompleteTime().AsTime()) {
+		t.Fatalf("the upload landed at %v, before the export returned at %v: it came before the plan's batch (a render too quick?)",
+			up.GetCreateTime().AsTime(), rs[1].GetCompleteTime().AsTime())
+	}
+	if a, content, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "model.obj"}); err != nil || a.GetSha256() != up.GetSha256() || !bytes.Equal(content, obj) {
+		t.Fatalf("model.obj's newest: %v %v; want the upload", a, err)
+	}
+	if onAgent, err := os.ReadFile(filepath.Join(c.dir, "agent", "sessions", id, "output", "model.obj")); err != nil || !bytes.Equal(onAgent, obj) {
+		t.Fatalf("the agent's model.obj: %q %v", onAgent, err)
+	}
+	export := rs[1].GetArtifacts()[slices.IndexFunc(rs[1].GetArtifacts(), func(a *cpv1.Artifact) bool { return a.GetName() == "model.obj" })]
+	if a, _, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "model.obj", Sha256: export.GetSha256()}); err != nil || a.GetRequestId() != "slow" {
+		t.Fatalf("the export's model.obj: %v %v", a, err)
+	}
+}
+
 // TestSessionStorage: a session's files take at most its contract's
 // temp_storage_mib, which the agent enforces: an upload over it is refused
 // QUOTA_EXCEEDED (by the control plane when the file alone is larger, by

@@ -161,7 +161,7 @@ func (s *Server) PutFile(stream grpc.ClientStreamingServer[agentv1.PutFileReques
 	if h == nil {
 		return status.Error(codes.InvalidArgument, "the first message of PutFile must be its header")
 	}
-	err = s.sessions.PutFile(h.GetSessionId(), h.GetName(), h.GetSizeBytes(), h.GetSha256(), &chunkReader{next: func() ([]byte, error) {
+	landed, err := s.sessions.PutFile(h.GetSessionId(), h.GetName(), h.GetSizeBytes(), h.GetSha256(), &chunkReader{next: func() ([]byte, error) {
 		m, err := stream.Recv()
 		if err != nil {
 			return nil, err
@@ -174,7 +174,7 @@ func (s *Server) PutFile(stream grpc.ClientStreamingServer[agentv1.PutFileReques
 	if err != nil {
 		return toStatus(err)
 	}
-	return stream.SendAndClose(&agentv1.PutFileResponse{})
+	return stream.SendAndClose(&agentv1.PutFileResponse{LandTime: timestamppb.New(landed)})
 }
 
 // GetFile streams a file of a session's sandbox, or the version of it

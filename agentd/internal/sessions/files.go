@@ -56,11 +56,14 @@ func checkFileName(name string) error {
 // or not at all (a temporary file, fsynced, renamed over the name); a
 // symlink at the name is replaced, never followed. A parked session takes
 // files without starting its Blender. A session closed meanwhile is
-// ErrNotFound.
-func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.Reader) (err error) {
+// ErrNotFound. landed is when the file took the name, by this host's
+// clock: after the calls that wrote the name before it returned, before
+// those that write it after it start (session.files), so that the control
+// plane orders the session's versions of a name as the sandbox had them.
+func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.Reader) (landed time.Time, err error) {
 	s, err := m.session(sessionID)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	defer func() {
 		if err != nil && m.isClosed(s) { // its files went with it
@@ -68,31 +71,32 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 		}
 	}()
 	if err := checkFileName(name); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if err := os.MkdirAll(s.sandbox, 0o755); err != nil { // a session being opened may not have it yet
-		return err
+		return time.Time{}, err
 	}
 	if err := m.checkRoom(s, name, size, size); err != nil { // before a byte lands on the disk
-		return err
+		return time.Time{}, err
 	}
 	tmp, err := receive(s.dir, uploadPrefix, size, sha, r)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	defer os.Remove(tmp)
 	target := filepath.Join(s.sandbox, name)
 	if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
-		return fmt.Errorf("%w: %q is a directory in the sandbox", ErrFileConflict, name)
+		return time.Time{}, fmt.Errorf("%w: %q is a directory in the sandbox", ErrFileConflict, name)
 	}
 	s.files.Lock()                      // not under a running call's feet (session.files), nor another upload's
 	err = m.checkRoom(s, name, size, 0) // again, written: others may have landed meanwhile
 	if err == nil {
 		err = m.land(s, name, tmp, target)
+		landed = time.Now()
 	}
 	s.files.Unlock()
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	m.trimKept(s.dir, s.limits.StorageMiB<<20) // the file replaced may be a version kept
 	if d, err := os.Open(s.sandbox); err == nil {
@@ -100,7 +104,7 @@ func (m *Manager) PutFile(sessionID, name string, size int64, sha string, r io.R
 		d.Close()
 	}
 	m.log.Info("file received", "session_id", sessionID, "name", name, "bytes", size, "sha256", sha)
-	return nil
+	return landed, nil
 }
 
 // gone waits for a Blender killed under a call (cancelled, abandoned) to

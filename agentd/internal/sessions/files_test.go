@@ -39,7 +39,7 @@ func TestSessionStorageCeiling(t *testing.T) {
 	small := bytes.Repeat([]byte("y"), 200)
 	refused := func(m *Manager) {
 		t.Helper()
-		err := m.PutFile("s1", "small.bin", int64(len(small)), sha(small), bytes.NewReader(small))
+		_, err := m.PutFile("s1", "small.bin", int64(len(small)), sha(small), bytes.NewReader(small))
 		if !errors.Is(err, ErrQuotaExceeded) || !strings.Contains(err.Error(), "temp_storage_mib of 1 MiB") {
 			t.Fatalf("an upload over the ceiling: %v, want ErrQuotaExceeded naming it", err)
 		}
@@ -79,7 +79,7 @@ func TestDiskFloor(t *testing.T) {
 	m, _, rt := newManagerWith(t, func(c *Config) { c.MinFreeDiskMiB = 1 << 40 })
 	open(t, m, rt, "s1")
 	content := []byte("v 0 0 0\n")
-	err := m.PutFile("s1", "a.obj", int64(len(content)), sha(content), bytes.NewReader(content))
+	_, err := m.PutFile("s1", "a.obj", int64(len(content)), sha(content), bytes.NewReader(content))
 	if !errors.Is(err, ErrQuotaExceeded) || !strings.Contains(err.Error(), "keeps for its journal") {
 		t.Fatalf("an upload under the disk floor: %v, want ErrQuotaExceeded saying why", err)
 	}
@@ -147,10 +147,10 @@ func TestUploadAboveTheFloor(t *testing.T) {
 	size := room - (1<<10-96)<<20 - 32<<20 // 32 MiB short of the room above the floor
 	h := sha256.New()
 	io.Copy(h, io.LimitReader(zeros{}, size))
-	if err := m.PutFile("s1", "big.bin", size, hex.EncodeToString(h.Sum(nil)), io.LimitReader(zeros{}, size)); err != nil {
+	if _, err := m.PutFile("s1", "big.bin", size, hex.EncodeToString(h.Sum(nil)), io.LimitReader(zeros{}, size)); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.PutFile("s1", "more.bin", 64<<20, "", io.LimitReader(zeros{}, 64<<20)); !errors.Is(err, ErrQuotaExceeded) {
+	if _, err := m.PutFile("s1", "more.bin", 64<<20, "", io.LimitReader(zeros{}, 64<<20)); !errors.Is(err, ErrQuotaExceeded) {
 		t.Fatalf("an upload past the floor: %v", err)
 	}
 }

@@ -170,7 +170,7 @@ func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 // putFile uploads content as name into session id's sandbox.
 func putFile(t testing.TB, m *Manager, id, name string, content []byte) {
 	t.Helper()
-	if err := m.PutFile(id, name, int64(len(content)), sha(content), bytesReader(content)); err != nil {
+	if _, err := m.PutFile(id, name, int64(len(content)), sha(content), bytesReader(content)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -215,3 +215,6 @@ func TestKilledBlenderRecoversAtOnce(t *testing.T) {
 		rollBack(t, m, "s1", fmt.Sprint("r", i), op.IdempotencyKey) // right after an abandoned call
 	}
 }
+
+// errOf is the error of a call that also returns a time (PutFile).
+func errOf(_ time.Time, err error) error { return err }

@@ -417,7 +417,7 @@ func TestUploadWaitsForAKilledBlender(t *testing.T) {
 	upload := []byte("# uploaded\n")
 	uploaded := make(chan error, 1)
 	go func() {
-		uploaded <- m.PutFile("s1", "out.obj", int64(len(upload)), sha(upload), bytes.NewReader(upload))
+		uploaded <- errOf(m.PutFile("s1", "out.obj", int64(len(upload)), sha(upload), bytes.NewReader(upload)))
 	}()
 	time.Sleep(300 * time.Millisecond) // the upload waits for the batch, which writes its name
 	if interrupted, err := m.Cancel("s1", "r1"); err != nil || !interrupted {
@@ -492,7 +492,7 @@ func TestFiles(t *testing.T) {
 	content := []byte("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
 	sum := sha(content)
 	put := func(name string, body []byte, size int64, hash string) error {
-		return m.PutFile("s1", name, size, hash, bytesReader(body))
+		return errOf(m.PutFile("s1", name, size, hash, bytesReader(body)))
 	}
 	if err := put("tri.obj", content, int64(len(content)), sum); err != nil {
 		t.Fatal(err)
@@ -725,7 +725,9 @@ func TestUploadWaitsForABatchWithFiles(t *testing.T) {
 			}()
 			upload := []byte("v 0 0 0\nv 2 0 0\nv 0 2 0\nf 1 2 3\n")
 			uploaded := make(chan error, 1)
-			go func() { uploaded <- m.PutFile(id, c.file, int64(len(upload)), sha(upload), bytes.NewReader(upload)) }()
+			go func() {
+				uploaded <- errOf(m.PutFile(id, c.file, int64(len(upload)), sha(upload), bytes.NewReader(upload)))
+			}()
 			time.Sleep(200 * time.Millisecond) // an upload held off by nothing lands now, before the call
 			if err := os.WriteFile(start, nil, 0o600); err != nil {
 				t.Fatal(err)

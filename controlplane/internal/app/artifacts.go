@@ -166,7 +166,8 @@ func (a *App) uploadTarget(ctx context.Context, sessionID string) (string, error
 }
 
 // push copies an artifact's content f into a session's sandbox on its
-// agent.
+// agent, and sets art's create time to when the sandbox took it (the
+// agent's answer; an older agent's says nothing).
 func (a *App) push(ctx context.Context, agentID string, art *cpv1.Artifact, f *os.File) error {
 	agent, err := a.fleet.Client(agentID)
 	if err != nil {
@@ -183,7 +184,8 @@ func (a *App) push(ctx context.Context, agentID string, art *cpv1.Artifact, f *o
 			return stream.Send(&agentv1.PutFileRequest{Part: &agentv1.PutFileRequest_Chunk{Chunk: chunk}})
 		})
 	}
-	if _, cerr := stream.CloseAndRecv(); err != nil || cerr != nil {
+	resp, cerr := stream.CloseAndRecv()
+	if err != nil || cerr != nil {
 		err = cmp.Or(cerr, err) // the agent's refusal says more than a failed send
 		switch status.Code(err) {
 		case codes.FailedPrecondition:
@@ -192,6 +194,12 @@ func (a *App) push(ctx context.Context, agentID string, art *cpv1.Artifact, f *o
 			return fmt.Errorf("%w: %s", ErrQuotaExceeded, status.Convert(err).Message())
 		}
 		return fmt.Errorf("%w: put %s: %w", ErrAgentUnavailable, art.GetName(), err)
+	}
+	if t := resp.GetLandTime(); t != nil {
+		// When the agent's sandbox took it, which orders it among the
+		// files the session's calls wrote under its name (an upload waits
+		// for a running call that writes its name).
+		art.CreateTime = t
 	}
 	return nil
 }

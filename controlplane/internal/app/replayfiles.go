@@ -79,13 +79,13 @@ func (a *App) sessionFiles(sessionID string) (sessionFiles, error) {
 // newestHeld is the newest version of name whose content the control
 // plane holds (uploadsOnly: of those clients uploaded), or nil.
 func (a *App) newestHeld(f sessionFiles, name string, uploadsOnly bool) *cpv1.Artifact {
-	versions := f.byName[name]
-	for i := len(versions) - 1; i >= 0; i-- {
-		if v := versions[i]; (!uploadsOnly || v.GetRequestId() == "") && a.blobs.Has(v.GetSha256()) {
-			return v
+	var newest *cpv1.Artifact
+	for _, v := range f.byName[name] { // in the order recorded, as the store's newest
+		if (!uploadsOnly || v.GetRequestId() == "") && a.blobs.Has(v.GetSha256()) && (newest == nil || store.Supersedes(v, newest)) {
+			newest = v
 		}
 	}
-	return nil
+	return newest
 }
 
 // beforeImport lists the versions of files that operation opID of plan ref

@@ -13,7 +13,8 @@ import (
 
 // PutArtifact records a version of a session's file. A version equal to the
 // name's newest one (same content, same receipt) is not recorded twice: the
-// stored one is returned, so replays and retries add nothing.
+// stored one is returned, so replays and retries add nothing. It becomes
+// the name's newest unless it landed before that one (Supersedes).
 func (s *Store) PutArtifact(a *cpv1.Artifact) (*cpv1.Artifact, error) {
 	out := a
 	err := s.update(func(tx *bolt.Tx) error {
@@ -25,8 +26,9 @@ func (s *Store) PutArtifact(a *cpv1.Artifact) (*cpv1.Artifact, error) {
 		if err != nil {
 			return err
 		}
+		var newest *cpv1.Artifact
 		if seq := names.Get([]byte(a.GetName())); seq != nil {
-			newest := &cpv1.Artifact{}
+			newest = &cpv1.Artifact{}
 			if err := getProto(list, seq, newest); err != nil {
 				return err
 			}
@@ -48,9 +50,22 @@ func (s *Store) PutArtifact(a *cpv1.Artifact) (*cpv1.Artifact, error) {
 		if err := addOwnerBytes(tx, a.GetSessionId(), a.GetSizeBytes()); err != nil {
 			return err
 		}
+		if newest != nil && !Supersedes(a, newest) {
+			return nil
+		}
 		return names.Put([]byte(a.GetName()), u64(seq))
 	})
 	return out, err
+}
+
+// Supersedes says whether version a of a file, recorded after version
+// newest, is the newer: unless both say when they landed in the session's
+// sandbox and a landed first. An upload's record can come first though it
+// landed after a running call that wrote its name (it waits for the call),
+// the receipt's file being recorded once fetched.
+func Supersedes(a, newest *cpv1.Artifact) bool {
+	at, nt := a.GetCreateTime(), newest.GetCreateTime()
+	return at == nil || nt == nil || !at.AsTime().Before(nt.AsTime())
 }
 
 // addRef adds n to the count of artifact records naming blob sha256: a
@@ -224,9 +239,10 @@ func (s *Store) Artifact(sessionID, name, sha256 string) (*cpv1.Artifact, error)
 			out = &cpv1.Artifact{}
 			return getProto(list, seq, out)
 		}
-		// Older versions: newest first, so the latest receipt wins.
+		// Every version, the last recorded first, so the latest receipt
+		// wins (one recorded after the newest may have landed before it).
 		c := list.Cursor()
-		for k, v := c.Seek(seq); k != nil; k, v = c.Prev() {
+		for k, v := c.Last(); k != nil; k, v = c.Prev() {
 			a := &cpv1.Artifact{}
 			if err := proto.Unmarshal(v, a); err != nil {
 				return err

@@ -333,6 +333,38 @@ func TestAuditPages(t *testing.T) {
 	}
 }
 
+// TestArtifactsInLandingOrder: a name's newest version is the one that
+// landed last in the sandbox, not the one recorded last: an upload that
+// waited for a running call writing its name is recorded before the
+// call's file, which landed first. Every version stays found by its hash.
+func TestArtifactsInLandingOrder(t *testing.T) {
+	s, _ := openTest(t)
+	if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {
+		t.Fatal(err)
+	}
+	at := func(sec int64) *timestamppb.Timestamp { return &timestamppb.Timestamp{Seconds: sec} }
+	for _, a := range []*cpv1.Artifact{
+		{Name: "m.obj", Sha256: "up", CreateTime: at(20)},                                        // the upload, landed after the export returned
+		{Name: "m.obj", Sha256: "export", RequestId: "r1", OperationId: "x", CreateTime: at(10)}, // its receipt's file, fetched after
+	} {
+		a.SessionId = "s1"
+		if _, err := s.PutArtifact(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for sha, want := range map[string]string{"": "up", "export": "export", "up": "up"} {
+		if a, err := s.Artifact("s1", "m.obj", sha); err != nil || a.GetSha256() != want {
+			t.Errorf("m.obj %q: %v %v, want %s", sha, a, err, want)
+		}
+	}
+	if _, err := s.PutArtifact(&cpv1.Artifact{SessionId: "s1", Name: "m.obj", Sha256: "later", RequestId: "r2", OperationId: "x", CreateTime: at(30)}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.Artifact("s1", "m.obj", ""); err != nil || a.GetSha256() != "later" {
+		t.Errorf("m.obj after a later export: %v %v", a, err)
+	}
+}
+
 func TestArtifacts(t *testing.T) {
 	s, _ := openTest(t)
 	if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {

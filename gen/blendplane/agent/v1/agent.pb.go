@@ -12,6 +12,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1331,7 +1332,12 @@ func (x *FileHeader) GetSha256() string {
 }
 
 type PutFileResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the file took its name in the sandbox, by the agent's clock:
+	// after every call that wrote the name before it returned (its receipt's
+	// complete_time), before those that write it after it start. The control
+	// plane orders a name's versions by it.
+	LandTime      *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=land_time,json=landTime,proto3" json:"land_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1364,6 +1370,13 @@ func (x *PutFileResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use PutFileResponse.ProtoReflect.Descriptor instead.
 func (*PutFileResponse) Descriptor() ([]byte, []int) {
 	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PutFileResponse) GetLandTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LandTime
+	}
+	return nil
 }
 
 type GetFileRequest struct {
@@ -1668,7 +1681,7 @@ var File_blendplane_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1fblendplane/agent/v1/agent.proto\x12\x13blendplane.agent.v1\x1a-blendplane/controlplane/v1/controlplane.proto\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\"d\n" +
+	"\x1fblendplane/agent/v1/agent.proto\x12\x13blendplane.agent.v1\x1a-blendplane/controlplane/v1/controlplane.proto\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"d\n" +
 	"\x14GetCheckpointRequest\x12L\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\"\x8c\x02\n" +
@@ -1767,8 +1780,9 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\xbaH\ar\x05\x10\x01\x18\xa0\x01R\x04name\x12&\n" +
 	"\n" +
 	"size_bytes\x18\x03 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\tsizeBytes\x12-\n" +
-	"\x06sha256\x18\x04 \x01(\tB\x15\xbaH\x12r\x102\x0e^[0-9a-f]{64}$R\x06sha256\"\x11\n" +
-	"\x0fPutFileResponse\"\xb0\x01\n" +
+	"\x06sha256\x18\x04 \x01(\tB\x15\xbaH\x12r\x102\x0e^[0-9a-f]{64}$R\x06sha256\"J\n" +
+	"\x0fPutFileResponse\x127\n" +
+	"\tland_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\blandTime\"\xb0\x01\n" +
 	"\x0eGetFileRequest\x12L\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tB-\xbaH*r(2&^[a-zA-Z0-9_:-][a-zA-Z0-9_.:-]{0,127}$R\tsessionId\x12\x1e\n" +
@@ -1853,8 +1867,9 @@ var file_blendplane_agent_v1_agent_proto_goTypes = []any{
 	(v1.SafetyLevel)(0),           // 29: blendplane.controlplane.v1.SafetyLevel
 	(*v1.Receipt)(nil),            // 30: blendplane.controlplane.v1.Receipt
 	(*v1.Progress)(nil),           // 31: blendplane.controlplane.v1.Progress
-	(*v1.DatablockChange)(nil),    // 32: blendplane.controlplane.v1.DatablockChange
-	(*v1.Failure)(nil),            // 33: blendplane.controlplane.v1.Failure
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*v1.DatablockChange)(nil),    // 33: blendplane.controlplane.v1.DatablockChange
+	(*v1.Failure)(nil),            // 34: blendplane.controlplane.v1.Failure
 }
 var file_blendplane_agent_v1_agent_proto_depIdxs = []int32{
 	1,  // 0: blendplane.agent.v1.GetCheckpointResponse.header:type_name -> blendplane.agent.v1.CheckpointHeader
@@ -1869,37 +1884,38 @@ var file_blendplane_agent_v1_agent_proto_depIdxs = []int32{
 	31, // 9: blendplane.agent.v1.ExecuteResponse.progress:type_name -> blendplane.controlplane.v1.Progress
 	30, // 10: blendplane.agent.v1.RollbackResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
 	19, // 11: blendplane.agent.v1.PutFileRequest.header:type_name -> blendplane.agent.v1.FileHeader
-	19, // 12: blendplane.agent.v1.GetFileResponse.header:type_name -> blendplane.agent.v1.FileHeader
-	10, // 13: blendplane.agent.v1.PreviewRequest.operations:type_name -> blendplane.agent.v1.OperationCall
-	32, // 14: blendplane.agent.v1.PreviewResponse.changes:type_name -> blendplane.controlplane.v1.DatablockChange
-	33, // 15: blendplane.agent.v1.PreviewResponse.failure:type_name -> blendplane.controlplane.v1.Failure
-	5,  // 16: blendplane.agent.v1.AgentService.Describe:input_type -> blendplane.agent.v1.DescribeRequest
-	7,  // 17: blendplane.agent.v1.AgentService.OpenSession:input_type -> blendplane.agent.v1.OpenSessionRequest
-	9,  // 18: blendplane.agent.v1.AgentService.Execute:input_type -> blendplane.agent.v1.ExecuteRequest
-	12, // 19: blendplane.agent.v1.AgentService.Rollback:input_type -> blendplane.agent.v1.RollbackRequest
-	14, // 20: blendplane.agent.v1.AgentService.Cancel:input_type -> blendplane.agent.v1.CancelRequest
-	16, // 21: blendplane.agent.v1.AgentService.CloseSession:input_type -> blendplane.agent.v1.CloseSessionRequest
-	18, // 22: blendplane.agent.v1.AgentService.PutFile:input_type -> blendplane.agent.v1.PutFileRequest
-	21, // 23: blendplane.agent.v1.AgentService.GetFile:input_type -> blendplane.agent.v1.GetFileRequest
-	23, // 24: blendplane.agent.v1.AgentService.Preview:input_type -> blendplane.agent.v1.PreviewRequest
-	0,  // 25: blendplane.agent.v1.AgentService.GetCheckpoint:input_type -> blendplane.agent.v1.GetCheckpointRequest
-	3,  // 26: blendplane.agent.v1.AgentService.PutCheckpoint:input_type -> blendplane.agent.v1.PutCheckpointRequest
-	6,  // 27: blendplane.agent.v1.AgentService.Describe:output_type -> blendplane.agent.v1.DescribeResponse
-	8,  // 28: blendplane.agent.v1.AgentService.OpenSession:output_type -> blendplane.agent.v1.OpenSessionResponse
-	11, // 29: blendplane.agent.v1.AgentService.Execute:output_type -> blendplane.agent.v1.ExecuteResponse
-	13, // 30: blendplane.agent.v1.AgentService.Rollback:output_type -> blendplane.agent.v1.RollbackResponse
-	15, // 31: blendplane.agent.v1.AgentService.Cancel:output_type -> blendplane.agent.v1.CancelResponse
-	17, // 32: blendplane.agent.v1.AgentService.CloseSession:output_type -> blendplane.agent.v1.CloseSessionResponse
-	20, // 33: blendplane.agent.v1.AgentService.PutFile:output_type -> blendplane.agent.v1.PutFileResponse
-	22, // 34: blendplane.agent.v1.AgentService.GetFile:output_type -> blendplane.agent.v1.GetFileResponse
-	24, // 35: blendplane.agent.v1.AgentService.Preview:output_type -> blendplane.agent.v1.PreviewResponse
-	2,  // 36: blendplane.agent.v1.AgentService.GetCheckpoint:output_type -> blendplane.agent.v1.GetCheckpointResponse
-	4,  // 37: blendplane.agent.v1.AgentService.PutCheckpoint:output_type -> blendplane.agent.v1.PutCheckpointResponse
-	27, // [27:38] is the sub-list for method output_type
-	16, // [16:27] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	32, // 12: blendplane.agent.v1.PutFileResponse.land_time:type_name -> google.protobuf.Timestamp
+	19, // 13: blendplane.agent.v1.GetFileResponse.header:type_name -> blendplane.agent.v1.FileHeader
+	10, // 14: blendplane.agent.v1.PreviewRequest.operations:type_name -> blendplane.agent.v1.OperationCall
+	33, // 15: blendplane.agent.v1.PreviewResponse.changes:type_name -> blendplane.controlplane.v1.DatablockChange
+	34, // 16: blendplane.agent.v1.PreviewResponse.failure:type_name -> blendplane.controlplane.v1.Failure
+	5,  // 17: blendplane.agent.v1.AgentService.Describe:input_type -> blendplane.agent.v1.DescribeRequest
+	7,  // 18: blendplane.agent.v1.AgentService.OpenSession:input_type -> blendplane.agent.v1.OpenSessionRequest
+	9,  // 19: blendplane.agent.v1.AgentService.Execute:input_type -> blendplane.agent.v1.ExecuteRequest
+	12, // 20: blendplane.agent.v1.AgentService.Rollback:input_type -> blendplane.agent.v1.RollbackRequest
+	14, // 21: blendplane.agent.v1.AgentService.Cancel:input_type -> blendplane.agent.v1.CancelRequest
+	16, // 22: blendplane.agent.v1.AgentService.CloseSession:input_type -> blendplane.agent.v1.CloseSessionRequest
+	18, // 23: blendplane.agent.v1.AgentService.PutFile:input_type -> blendplane.agent.v1.PutFileRequest
+	21, // 24: blendplane.agent.v1.AgentService.GetFile:input_type -> blendplane.agent.v1.GetFileRequest
+	23, // 25: blendplane.agent.v1.AgentService.Preview:input_type -> blendplane.agent.v1.PreviewRequest
+	0,  // 26: blendplane.agent.v1.AgentService.GetCheckpoint:input_type -> blendplane.agent.v1.GetCheckpointRequest
+	3,  // 27: blendplane.agent.v1.AgentService.PutCheckpoint:input_type -> blendplane.agent.v1.PutCheckpointRequest
+	6,  // 28: blendplane.agent.v1.AgentService.Describe:output_type -> blendplane.agent.v1.DescribeResponse
+	8,  // 29: blendplane.agent.v1.AgentService.OpenSession:output_type -> blendplane.agent.v1.OpenSessionResponse
+	11, // 30: blendplane.agent.v1.AgentService.Execute:output_type -> blendplane.agent.v1.ExecuteResponse
+	13, // 31: blendplane.agent.v1.AgentService.Rollback:output_type -> blendplane.agent.v1.RollbackResponse
+	15, // 32: blendplane.agent.v1.AgentService.Cancel:output_type -> blendplane.agent.v1.CancelResponse
+	17, // 33: blendplane.agent.v1.AgentService.CloseSession:output_type -> blendplane.agent.v1.CloseSessionResponse
+	20, // 34: blendplane.agent.v1.AgentService.PutFile:output_type -> blendplane.agent.v1.PutFileResponse
+	22, // 35: blendplane.agent.v1.AgentService.GetFile:output_type -> blendplane.agent.v1.GetFileResponse
+	24, // 36: blendplane.agent.v1.AgentService.Preview:output_type -> blendplane.agent.v1.PreviewResponse
+	2,  // 37: blendplane.agent.v1.AgentService.GetCheckpoint:output_type -> blendplane.agent.v1.GetCheckpointResponse
+	4,  // 38: blendplane.agent.v1.AgentService.PutCheckpoint:output_type -> blendplane.agent.v1.PutCheckpointResponse
+	28, // [28:39] is the sub-list for method output_type
+	17, // [17:28] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_blendplane_agent_v1_agent_proto_init() }
