@@ -93,7 +93,7 @@ func (s *Session) readArtifact(ctx context.Context, req *sdk.ReadResourceRequest
 	if !ok || err != nil || name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\") {
 		return nil, sdk.ResourceNotFoundError(req.Params.URI)
 	}
-	data, err := s.downloadUpTo(ctx, name, maxResourceBytes)
+	data, err := s.downloadUpTo(ctx, name, "", maxResourceBytes)
 	if status.Code(err) == codes.NotFound {
 		return nil, sdk.ResourceNotFoundError(req.Params.URI)
 	}
@@ -119,7 +119,7 @@ func (s *Session) artifactContent(ctx context.Context, a *cpv1.Artifact, by *cpv
 	if mimeOf(a.GetName()) != "image/png" || size > maxInlineImage {
 		return out
 	}
-	data, err := s.downloadUpTo(ctx, a.GetName(), maxInlineImage)
+	data, err := s.downloadUpTo(ctx, a.GetName(), a.GetSha256(), maxInlineImage) // this call's version: a later one may have the name
 	if err != nil {
 		s.b.log.Warn("fetching a render for the call's result", "name", a.GetName(), "err", planjson.Describe(err))
 		return out
@@ -127,12 +127,13 @@ func (s *Session) artifactContent(ctx context.Context, a *cpv1.Artifact, by *cpv
 	return append([]sdk.Content{&sdk.ImageContent{Data: data, MIMEType: "image/png"}}, out...)
 }
 
-// downloadUpTo is an artifact's content, refused (ResourceExhausted) when it
-// is over limit bytes, before it is read.
-func (s *Session) downloadUpTo(ctx context.Context, name string, limit int64) ([]byte, error) {
+// downloadUpTo is an artifact's content (the newest version of name, or
+// the one with sha256), refused (ResourceExhausted) when it is over limit
+// bytes, before it is read.
+func (s *Session) downloadUpTo(ctx context.Context, name, sha256 string, limit int64) ([]byte, error) {
 	ctx, cancel := context.WithCancel(ctx) // an early return ends the stream
 	defer cancel()
-	stream, err := s.cp.DownloadArtifact(ctx, &cpv1.DownloadArtifactRequest{SessionId: s.sessionID, Name: name})
+	stream, err := s.cp.DownloadArtifact(ctx, &cpv1.DownloadArtifactRequest{SessionId: s.sessionID, Name: name, Sha256: sha256})
 	if err != nil {
 		return nil, err
 	}

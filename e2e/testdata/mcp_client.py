@@ -12,6 +12,7 @@ plane's side afterwards.
 
 import asyncio
 import base64
+import hashlib
 
 import anyio
 import json
@@ -103,6 +104,17 @@ async def exercise(session, upload=None):
     check(len(links) == 1 and links[0].uri.endswith("/mcp.png"), "render.still links its artifact", links)
     art = await session.read_resource(links[0].uri)
     check(len(art.contents) == 1, "the artifact reads as a resource", art)
+
+    # Two renders to one name in a plan: each receipt's image is its own.
+    res = await session.call_tool("plan.submit", {"operations": [
+        {"operation_id": "s1", "tool_name": "render.still", "args": {"output": "twice.png", "resolution": [64, 48], "samples": 1, "seed": 3}},
+        {"operation_id": "s2", "tool_name": "render.still", "args": {"output": "twice.png", "resolution": [48, 36], "samples": 1, "seed": 3},
+         "depends_on": ["s1"]},
+    ]})
+    shas = [r["result"]["sha256"] for r in res.structured_content["receipts"]]
+    images = [c.data if isinstance(c.data, bytes) else base64.b64decode(c.data) for c in res.content if c.type == "image"]
+    check(not res.is_error and len(set(shas)) == 2 and [hashlib.sha256(d).hexdigest() for d in images] == shas,
+          "two renders to one name: each image is its receipt's version", shas)
 
     listed = {str(r.uri): r for r in (await session.list_resources()).resources}
     check({"blendplane://session/summary", "blendplane://session/snapshot", "blendplane://session/registry",
