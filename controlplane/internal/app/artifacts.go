@@ -236,6 +236,9 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 		}
 		if ferr := a.fetch(ctx, agent, art); errors.Is(ferr, blob.ErrDiskShort) {
 			return ferr // the agent has it, the control plane has no room to keep it
+		} else if unreachable(ferr) {
+			return fmt.Errorf("%w: the control plane does not hold %s (sha256 %s) and the session's agent does not answer: %w",
+				ErrAgentUnavailable, name, art.GetSha256(), ferr)
 		} else if ferr != nil {
 			a.log.Warn("fetching an artifact from its agent", "session_id", sessionID, "name", name, "err", ferr)
 		}
@@ -262,6 +265,10 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 // of it.
 func (a *App) relay(ctx context.Context, agent agentv1.AgentServiceClient, art *cpv1.Artifact, send func(*cpv1.DownloadArtifactResponse) error) error {
 	stream, err := getFile(ctx, agent, art)
+	if unreachable(err) {
+		return fmt.Errorf("%w: the control plane did not keep %s (the session owner's artifacts are over its quota) and the session's agent does not answer: %w",
+			ErrAgentUnavailable, art.GetName(), err)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: the control plane did not keep %s (the session owner's artifacts are over its quota) and cannot take it from its agent: %w",
 			ErrArtifactUnavailable, art.GetName(), err)
@@ -380,6 +387,16 @@ func (a *App) fetch(ctx context.Context, agent agentv1.AgentServiceClient, art *
 		resp, err := stream.Recv()
 		return resp.GetChunk(), err
 	})
+}
+
+// unreachable says an agent call failed for want of an answer (the agent
+// down or too slow), not because the agent said no: worth a retry.
+func unreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
 }
 
 // getFile opens an artifact's file on the session's agent, its header read:

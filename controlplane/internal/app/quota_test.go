@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/blendplane/blendplane/controlplane/internal/auth"
 	"github.com/blendplane/blendplane/controlplane/internal/blob"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -134,5 +137,46 @@ func TestUploadToAClosedMovedSession(t *testing.T) {
 	}
 	if _, err := a.uploadTarget(context.Background(), "s"); !errors.Is(err, store.ErrSessionClosed) {
 		t.Fatalf("an upload into a closed session that moved: %v", err)
+	}
+}
+
+// TestDownloadWhileItsAgentIsDown: a file the control plane did not keep,
+// asked for while its session's agent does not answer, is
+// AGENT_UNAVAILABLE (worth a retry), not ARTIFACT_UNAVAILABLE (gone), both
+// when it would be kept and when it would be relayed (over the quota).
+func TestDownloadWhileItsAgentIsDown(t *testing.T) {
+	a := newTestApp(t)
+	blobs, err := blob.Open(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.blobs = blobs
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := lis.Addr().String()
+	lis.Close() // nothing answers there
+	if err := a.fleet.Register(&cpv1.RegisterAgentRequest{AgentId: "a1", Address: down, Runtimes: []*cpv1.Runtime{{RuntimeId: "rt"}}}, "agent"); err != nil {
+		t.Fatal(err)
+	}
+	err = a.store.PutSession(store.Session{Owner: "alice", Info: &cpv1.Session{SessionId: "s", State: cpv1.Session_STATE_OPEN, AgentId: "a1",
+		Contract: &cpv1.SessionContract{SessionId: "s", ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}}},
+		&cpv1.ToolRegistry{Fingerprint: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.PutArtifact(&cpv1.Artifact{SessionId: "s", Name: "k.png", Sha256: strings.Repeat("ab", 32), SizeBytes: 5 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	alice := Principal{Name: "alice", Scopes: []string{auth.ScopePlans}}
+	for _, quota := range []int64{0, 1} { // kept at a download; relayed (5 MiB over 1)
+		a.cfg.ArtifactQuotaMiB = quota
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := a.Download(ctx, alice, "s", "k.png", "", func(*cpv1.DownloadArtifactResponse) error { return nil })
+		cancel()
+		if !errors.Is(err, ErrAgentUnavailable) {
+			t.Errorf("quota %d MiB: %v, want AGENT_UNAVAILABLE", quota, err)
+		}
 	}
 }
