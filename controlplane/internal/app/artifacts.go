@@ -83,7 +83,7 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 			return err
 		}
 		if !ok {
-			return a.overQuota(sess.Owner, n)
+			return a.overQuota(sess.Owner, n-reserved)
 		}
 		reserved = n
 		return nil

@@ -91,12 +91,27 @@ func (a *App) unreserve(owner string, n int64) {
 // temp_storage_mib).
 var errArtifactQuota = errors.New("--artifact-quota-mib")
 
-// overQuota is the error for n bytes that do not fit under owner's quota.
+// overQuota is the error for n more bytes (past what the caller reserved
+// already) that do not fit under owner's quota.
 func (a *App) overQuota(owner string, n int64) error {
 	used, _ := a.store.ArtifactBytes(owner)
-	return fmt.Errorf("%w (%w): %q keeps %.1f MiB of artifacts; %d more bytes pass its quota of %d MiB: "+
-		"close sessions you are done with (their artifacts are forgotten --artifact-retention after), or ask an admin to raise it",
-		ErrQuotaExceeded, errArtifactQuota, owner, float64(used)/(1<<20), n, a.cfg.ArtifactQuotaMiB)
+	a.quotas.mu.Lock()
+	reserved := a.quotas.reserved[owner]
+	a.quotas.mu.Unlock()
+	taking := ""
+	if reserved > 0 {
+		taking = fmt.Sprintf(" (and %.1f MiB more that uploads and fetches under way are taking)", float64(reserved)/(1<<20))
+	}
+	hint := "ask an admin to raise it (without --artifact-retention, nothing a principal keeps is forgotten)"
+	if a.cfg.ArtifactRetention > 0 {
+		hint = fmt.Sprintf("close sessions you are done with (their artifacts are forgotten %s after), or ask an admin to raise it", a.cfg.ArtifactRetention)
+	}
+	more := fmt.Sprintf("%.1f MiB more would pass its quota of %d MiB", float64(n)/(1<<20), a.cfg.ArtifactQuotaMiB)
+	if n <= 0 {
+		more = fmt.Sprintf("its quota is %d MiB", a.cfg.ArtifactQuotaMiB)
+	}
+	return fmt.Errorf("%w (%w): %q keeps %.1f MiB of artifacts%s; %s: %s",
+		ErrQuotaExceeded, errArtifactQuota, owner, float64(used)/(1<<20), taking, more, hint)
 }
 
 // quotaLeft is the room under owner's quota, its reservations taken

@@ -180,3 +180,29 @@ func TestDownloadWhileItsAgentIsDown(t *testing.T) {
 		}
 	}
 }
+
+// TestOverQuotaSays: the refusal counts what uploads under way are taking
+// (the quota is checked with it), and says to close sessions only where
+// that frees room (with --artifact-retention).
+func TestOverQuotaSays(t *testing.T) {
+	a := newTestApp(t)
+	a.cfg.ArtifactQuotaMiB = 30
+	if ok, err := a.reserve("alice", 18<<20); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	for retention, want := range map[time.Duration][]string{
+		0:         {"18.0 MiB more that uploads and fetches under way are taking", "9.0 MiB more would pass its quota of 30 MiB", "ask an admin"},
+		time.Hour: {"close sessions you are done with (their artifacts are forgotten 1h0m0s after)"},
+	} {
+		a.cfg.ArtifactRetention = retention
+		msg := a.overQuota("alice", 9<<20).Error()
+		for _, w := range want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("retention %v: %q does not say %q", retention, msg, w)
+			}
+		}
+		if retention == 0 && strings.Contains(msg, "close sessions") {
+			t.Errorf("without a retention: %q", msg)
+		}
+	}
+}
