@@ -793,6 +793,9 @@ func TestBlendctlSessionsAndFiles(t *testing.T) {
 	if out := blendctl("upload", obj, "--session", id); !strings.Contains(out, "uploaded tri.obj to session "+id) {
 		t.Fatalf("upload: %s", out)
 	}
+	if out, err := c.blendctl("upload", obj, "--session", id, "--name", "bad\xff.obj").CombinedOutput(); err == nil || !strings.Contains(string(out), "not valid UTF-8") {
+		t.Fatalf("an upload named in bytes that are not UTF-8: %v %s", err, out)
+	}
 	plan := filepath.Join(dir, "plan.json")
 	os.WriteFile(plan, []byte(`{"request_id":"cli-files","operations":[
 		{"operation_id":"imp","tool_name":"scene.import","args":{"format":"obj","input":"tri.obj"},"depends_on":[],"safety_level":"safe_write"},

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
@@ -31,6 +32,9 @@ func (c *cli) upload(ctx context.Context, args []string) error {
 	}
 	if *name == "" {
 		*name = filepath.Base(path)
+	}
+	if !utf8.ValidString(*name) { // gRPC cannot carry it: say so before sending
+		return fmt.Errorf("upload: the name %q is not valid UTF-8; give one with --name", *name)
 	}
 	f, err := os.Open(path)
 	if err != nil {

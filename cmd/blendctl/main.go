@@ -37,7 +37,8 @@ Commands:
                       the plan to end and closes the session (--keep-session keeps it); a
                       request_id from the file that is already taken is replaced by a fresh
                       one. --watch streams receipts with progress; --out saves the plan's
-                      renders and exports into DIR (--show draws PNGs in the terminal)
+                      renders and exports into DIR, the last of each name (blendctl
+                      download --sha256 takes an earlier one; --show draws PNGs)
   watch REQUEST_ID [--from N]
                       stream a plan's receipts from sequence N
   plan REQUEST_ID     show a plan and its state

@@ -330,7 +330,7 @@ func (m *Manager) finish(ctx context.Context, s *session, requestID string, op O
 		if verr := m.verify(ctx, s, out, call); verr != nil {
 			r.Status = cpv1.Receipt_STATUS_FAILED
 			r.SceneHashBefore, r.SceneHashAfter = out.SceneHashBefore, out.SceneHashBefore
-			r.Error = toolFailure(op.OperationID, &blender.ToolError{Code: blender.CodeInternalError, Message: verr.Error()})
+			r.Error = toolFailure(op, &blender.ToolError{Code: blender.CodeInternalError, Message: verr.Error()})
 			return r, &journal.Commit{Receipt: r}
 		}
 		r.Verified = true
@@ -354,7 +354,7 @@ func (m *Manager) finish(ctx context.Context, s *session, requestID string, op O
 		return r, commit
 	case errors.As(err, &toolErr):
 		r.Status = cpv1.Receipt_STATUS_FAILED
-		r.Error = toolFailure(op.OperationID, toolErr)
+		r.Error = toolFailure(op, toolErr)
 		r.SceneHashBefore, r.SceneHashAfter = s.sceneHash, out.SceneHashAfter
 		if out.SceneHashAfter != s.sceneHash {
 			// The bridge could not undo what the call did before failing
@@ -514,18 +514,20 @@ func MutationID(sessionID, key string) string {
 	return "mut-" + hex.EncodeToString(sum[:12])
 }
 
-func toolFailure(operationID string, e *blender.ToolError) *cpv1.Failure {
+func toolFailure(op Operation, e *blender.ToolError) *cpv1.Failure {
 	hint, action := "fix the operation's args", cpv1.RepairStep_ACTION_REPLACE_ARGS
-	switch e.Code {
-	case blender.CodeNotFound:
+	switch {
+	case e.Code == blender.CodeNotFound && op.Tool == "scene.import": // the file it reads
+		hint, action = "upload the file into the session first (UploadArtifact, blendctl upload) or correct its name", cpv1.RepairStep_ACTION_INSERT_PRECONDITION
+	case e.Code == blender.CodeNotFound:
 		hint, action = "create the missing datablock first or correct the name", cpv1.RepairStep_ACTION_INSERT_PRECONDITION
-	case blender.CodeConflict:
+	case e.Code == blender.CodeConflict:
 		hint = "choose a name that is not in use"
-	case blender.CodeTimeout, blender.CodeInternalError:
+	case e.Code == blender.CodeTimeout, e.Code == blender.CodeInternalError:
 		hint, action = "retry the operation", cpv1.RepairStep_ACTION_RETRY
-	case blender.CodePolicyRefused:
+	case e.Code == blender.CodePolicyRefused:
 		hint = "keep file paths inside the session's output directory"
-	case blender.CodeQuotaExceeded:
+	case e.Code == blender.CodeQuotaExceeded:
 		hint = "raise temp_storage_mib in the session contract (up to what the agent offers), or write fewer or smaller files (one of the same name replaces it); if the agent's disk is short, free some on it"
 	}
 	return &cpv1.Failure{
@@ -533,6 +535,6 @@ func toolFailure(operationID string, e *blender.ToolError) *cpv1.Failure {
 		Recoverable:       e.Code != blender.CodeInternalError,
 		RetryHint:         hint,
 		Message:           e.Message,
-		MinimalRepairPlan: []*cpv1.RepairStep{{OperationId: operationID, Action: action}},
+		MinimalRepairPlan: []*cpv1.RepairStep{{OperationId: op.OperationID, Action: action}},
 	}
 }

@@ -248,8 +248,8 @@ func (m *Manager) checkRoom(s *session, name string, size, unwritten int64) erro
 		return err
 	}
 	if used += size; used > limit {
-		return fmt.Errorf("%w: %s (%d bytes) would take the session's files to %.1f MiB, over its temp_storage_mib of %d MiB",
-			ErrQuotaExceeded, name, size, float64(used)/(1<<20), s.limits.StorageMiB)
+		return fmt.Errorf("%w: %s (%d bytes) would take the session's files to %d bytes (%.1f MiB), over its temp_storage_mib of %d MiB",
+			ErrQuotaExceeded, name, size, used, float64(used)/(1<<20), s.limits.StorageMiB)
 	}
 	return nil
 }

@@ -160,7 +160,7 @@ func (m *Manager) Preview(ctx context.Context, sessionID string, ops []Operation
 		var te *blender.ToolError
 		switch {
 		case errors.As(err, &te):
-			res.FailedOperation, res.Failure = op.OperationID, toolFailure(op.OperationID, te)
+			res.FailedOperation, res.Failure = op.OperationID, toolFailure(op, te)
 		case errors.Is(err, blender.ErrMemoryExceeded):
 			res.FailedOperation, res.Failure = op.OperationID, &cpv1.Failure{ErrorCode: "RESOURCE_EXHAUSTED",
 				Message: "the operation took Blender over the session's memory ceiling on the preview's fork"}

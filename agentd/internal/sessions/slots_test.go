@@ -533,6 +533,12 @@ func TestFiles(t *testing.T) {
 	if err := put("dir.obj", content, int64(len(content)), sum); !errors.Is(err, ErrFileConflict) {
 		t.Errorf("put over a directory: %v", err)
 	}
+	// An import of a file the sandbox does not have says to upload it.
+	rs := run(t, m, "s1", "r1", Operation{OperationID: "imp", MCPCallID: "c", Tool: "scene.import", Args: map[string]any{"format": "obj", "input": "missing.obj"},
+		Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-imp"})
+	if e := rs[0].GetError(); e.GetErrorCode() != "NOT_FOUND" || !strings.Contains(e.GetRetryHint(), "upload the file") {
+		t.Errorf("an import of a missing file: %v", rs[0])
+	}
 }
 
 // TestUnrepresentableResultDiscarded: a python.exec whose result a Struct

@@ -147,8 +147,8 @@ def check_storage(leaving=()):
     if limit:
         used = usage(leaving)
         if used > limit:
-            raise ToolError("quota_exceeded", "the session's files would take %.1f MiB, over its temp_storage_mib of %d MiB" % (
-                used / float(1 << 20), limit >> 20))
+            raise ToolError("quota_exceeded", "the session's files would take %d bytes (%.1f MiB), over its temp_storage_mib of %d MiB" % (
+                used, used / float(1 << 20), limit >> 20))
     if floor:
         st = os.statvfs(SANDBOX["dir"])
         free = st.f_bavail * st.f_frsize
