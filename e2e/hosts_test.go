@@ -758,13 +758,6 @@ func TestHostsFailover(t *testing.T) {
 				newest = a.GetSha256()
 			}
 		}
-		// An export no import read: the new agent's sandbox has it too, for
-		// an import after the loss.
-		onlyPlan, onlyRs := s.cp.run(t, id, "export-only", op("only", "scene.export", map[string]any{"format": "obj", "output": "only.obj"}))
-		if onlyPlan.GetState() != cpv1.Plan_STATE_SUCCEEDED {
-			t.Fatalf("export only: %v %v", onlyPlan, onlyRs)
-		}
-		only := onlyRs[0].GetArtifacts()[slices.IndexFunc(onlyRs[0].GetArtifacts(), func(a *cpv1.Artifact) bool { return a.GetName() == "only.obj" })]
 		// A model imported without the material library Blender would load
 		// beside it (<stem>.mtl), which comes later: the replayed import
 		// must not find it either.
@@ -809,9 +802,6 @@ func TestHostsFailover(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(sandbox, "late.mtl")); err != nil {
 			t.Fatalf("late.mtl, uploaded after every import of it, on the new agent: %v", err)
-		}
-		if got, err := os.ReadFile(filepath.Join(sandbox, "only.obj")); err != nil || hexSHA(got) != only.GetSha256() {
-			t.Fatalf("only.obj, exported and never imported, on the new agent: %v", err)
 		}
 		s.restartAgent(t, victim)
 	})

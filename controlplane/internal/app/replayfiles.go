@@ -3,13 +3,11 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"maps"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/receiptwire"
@@ -161,11 +159,8 @@ func (f *replayFiles) importsRead(ref store.PlanRef) (map[string]map[string]stri
 
 // settle gives the target what the session's sandbox holds: every name
 // uploaded or pushed at its newest version the control plane holds (read
-// again: an upload may have come meanwhile). A session's own new home
-// (whole) gets the files its calls wrote too, which a later import may
-// read: every name but a distributed render's frames (they never were in
-// the sandbox), each as the control plane holds it.
-func (f *replayFiles) settle(ctx context.Context, whole bool) error {
+// again: an upload may have come meanwhile).
+func (f *replayFiles) settle(ctx context.Context) error {
 	files, err := f.app.sessionFiles(f.sessionID)
 	if err != nil {
 		return err
@@ -183,48 +178,7 @@ func (f *replayFiles) settle(ctx context.Context, whole bool) error {
 			}
 		}
 	}
-	if !whole {
-		return nil
-	}
-	written := f.writtenNames(files)
-	for _, name := range slices.Sorted(maps.Keys(files.byName)) {
-		art := f.app.newestHeld(files, name, false)
-		if _, pushed := f.onAgent[name]; pushed || art == nil || !written(art) {
-			continue
-		}
-		if err := f.push(ctx, art); errors.Is(err, ErrQuotaExceeded) {
-			// The sandbox held it (python.exec may have passed the ceiling):
-			// the session goes on without it.
-			f.app.log.Warn("a file of the session does not fit its new agent's sandbox", "session_id", f.sessionID, "name", name, "err", err)
-		} else if err != nil {
-			return err
-		}
-	}
 	return nil
-}
-
-// writtenNames tells the versions a call of the session wrote into its
-// sandbox: a receipt's file, not a distributed render's frame.
-func (f *replayFiles) writtenNames(files sessionFiles) func(*cpv1.Artifact) bool {
-	owner, _ := f.app.store.SessionOwner(f.sessionID)
-	distributed := map[string]bool{} // request id + "\x00" + operation id
-	plans := map[string]bool{}
-	return func(art *cpv1.Artifact) bool {
-		if art.GetRequestId() == "" {
-			return false // an upload: pushed above
-		}
-		if !plans[art.GetRequestId()] {
-			plans[art.GetRequestId()] = true
-			if _, req, _, err := f.app.store.PlanWork(store.PlanRef{Owner: owner, RequestID: art.GetRequestId()}); err == nil {
-				for _, op := range req.GetOperations() {
-					if executor.Distributed(op) {
-						distributed[art.GetRequestId()+"\x00"+op.GetOperationId()] = true
-					}
-				}
-			}
-		}
-		return !distributed[art.GetRequestId()+"\x00"+art.GetOperationId()]
-	}
 }
 
 // push copies one version to the target unless the target holds it.
