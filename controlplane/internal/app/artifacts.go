@@ -121,7 +121,7 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 	if sum := w.Sum(); h.GetSha256() != "" && h.GetSha256() != sum { // before the blob is kept
 		return nil, fmt.Errorf("%w: the content's sha256 is %s, the header said %s", ErrChecksumMismatch, sum, h.GetSha256())
 	}
-	art := &cpv1.Artifact{SessionId: h.GetSessionId(), Name: h.GetName(), SizeBytes: size, Sha256: w.Sum(), CreateTime: timestamppb.Now()}
+	art := &cpv1.Artifact{SessionId: h.GetSessionId(), Name: h.GetName(), SizeBytes: size, Sha256: w.Sum()}
 	// The agent takes the file (or refuses it: no room in the session's
 	// disk, a directory of that name) before the control plane keeps it,
 	// so a refused upload leaves nothing here either.
@@ -195,12 +195,10 @@ func (a *App) push(ctx context.Context, agentID string, art *cpv1.Artifact, f *o
 		}
 		return fmt.Errorf("%w: put %s: %w", ErrAgentUnavailable, art.GetName(), err)
 	}
-	if t := resp.GetLandTime(); t != nil {
-		// When the agent's sandbox took it, which orders it among the
-		// files the session's calls wrote under its name (an upload waits
-		// for a running call that writes its name).
-		art.CreateTime = t
-	}
+	// When the agent's sandbox took it, which orders it among the files
+	// the session's calls wrote under its name (an upload waits for a
+	// running call that writes its name); an older agent says nothing.
+	art.CreateTime = cmp.Or(resp.GetLandTime(), timestamppb.Now())
 	return nil
 }
 
@@ -236,7 +234,7 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 		}
 		if ferr := a.fetch(ctx, agent, art); errors.Is(ferr, blob.ErrDiskShort) {
 			return ferr // the agent has it, the control plane has no room to keep it
-		} else if unreachable(ferr) {
+		} else if unreachable(ferr) && ctx.Err() == nil { // not the caller's own deadline
 			return fmt.Errorf("%w: the control plane does not hold %s (sha256 %s) and the session's agent does not answer: %w",
 				ErrAgentUnavailable, name, art.GetSha256(), ferr)
 		} else if ferr != nil {
@@ -265,7 +263,7 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 // of it.
 func (a *App) relay(ctx context.Context, agent agentv1.AgentServiceClient, art *cpv1.Artifact, send func(*cpv1.DownloadArtifactResponse) error) error {
 	stream, err := getFile(ctx, agent, art)
-	if unreachable(err) {
+	if unreachable(err) && ctx.Err() == nil { // not the caller's own deadline
 		return fmt.Errorf("%w: the control plane did not keep %s (the session owner's artifacts are over its quota) and the session's agent does not answer: %w",
 			ErrAgentUnavailable, art.GetName(), err)
 	}

@@ -106,7 +106,7 @@ func (a *App) overQuota(owner string, n int64) error {
 	if a.cfg.ArtifactRetention > 0 {
 		hint = fmt.Sprintf("close sessions you are done with (their artifacts are forgotten %s after), or ask an admin to raise it", a.cfg.ArtifactRetention)
 	}
-	more := fmt.Sprintf("%.1f MiB more would pass its quota of %d MiB", float64(n)/(1<<20), a.cfg.ArtifactQuotaMiB)
+	more := fmt.Sprintf("%d bytes (%.1f MiB) more would pass its quota of %d MiB", n, float64(n)/(1<<20), a.cfg.ArtifactQuotaMiB)
 	if n <= 0 {
 		more = fmt.Sprintf("its quota is %d MiB", a.cfg.ArtifactQuotaMiB)
 	}

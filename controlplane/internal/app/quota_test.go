@@ -191,7 +191,7 @@ func TestOverQuotaSays(t *testing.T) {
 		t.Fatal(ok, err)
 	}
 	for retention, want := range map[time.Duration][]string{
-		0:         {"18.0 MiB more that uploads and fetches under way are taking", "9.0 MiB more would pass its quota of 30 MiB", "ask an admin"},
+		0:         {"18.0 MiB more that uploads and fetches under way are taking", "9437184 bytes (9.0 MiB) more would pass its quota of 30 MiB", "ask an admin"},
 		time.Hour: {"close sessions you are done with (their artifacts are forgotten 1h0m0s after)"},
 	} {
 		a.cfg.ArtifactRetention = retention

@@ -13,8 +13,10 @@ import (
 
 // PutArtifact records a version of a session's file. A version equal to the
 // name's newest one (same content, same receipt) is not recorded twice: the
-// stored one is returned, so replays and retries add nothing. It becomes
-// the name's newest unless it landed before that one (Supersedes).
+// stored one is returned, so replays and retries add nothing, with the
+// later of the two landing times (the same upload sent again landed
+// anew). It becomes the name's newest unless it landed before that one
+// (Supersedes).
 func (s *Store) PutArtifact(a *cpv1.Artifact) (*cpv1.Artifact, error) {
 	out := a
 	err := s.update(func(tx *bolt.Tx) error {
@@ -34,6 +36,10 @@ func (s *Store) PutArtifact(a *cpv1.Artifact) (*cpv1.Artifact, error) {
 			}
 			if newest.GetSha256() == a.GetSha256() && newest.GetRequestId() == a.GetRequestId() && newest.GetOperationId() == a.GetOperationId() {
 				out = newest
+				if newest.GetCreateTime() != nil && !Supersedes(newest, a) { // a landed later
+					newest.CreateTime = a.GetCreateTime()
+					return putProto(list, seq, newest)
+				}
 				return nil
 			}
 		}

@@ -363,6 +363,24 @@ func TestArtifactsInLandingOrder(t *testing.T) {
 	if a, err := s.Artifact("s1", "m.obj", ""); err != nil || a.GetSha256() != "later" {
 		t.Errorf("m.obj after a later export: %v %v", a, err)
 	}
+	// The same upload again, landing after a running export that is
+	// recorded after it: recorded once, landed at its later time, newest.
+	for _, a := range []*cpv1.Artifact{
+		{Name: "in.obj", Sha256: "up", CreateTime: at(40)},
+		{Name: "in.obj", Sha256: "up", CreateTime: at(60)},
+		{Name: "in.obj", Sha256: "export", RequestId: "r3", OperationId: "x", CreateTime: at(50)},
+	} {
+		a.SessionId = "s1"
+		if _, err := s.PutArtifact(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, err := s.Artifact("s1", "in.obj", ""); err != nil || a.GetSha256() != "up" || a.GetCreateTime().GetSeconds() != 60 {
+		t.Errorf("in.obj uploaded again during an export: %v %v", a, err)
+	}
+	if list, _, err := s.ListArtifacts("s1", "", 0, 100); err != nil || len(list) != 5 {
+		t.Errorf("records: %d %v, want 5 (the upload sent again adds none)", len(list), err)
+	}
 }
 
 func TestArtifacts(t *testing.T) {

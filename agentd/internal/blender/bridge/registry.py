@@ -429,7 +429,9 @@ class Tx:
         out of the sandbox into the session's aside directory beside it
         (sandbox.aside_path): a failed call puts them back, a successful one
         drops them, and agentd puts back those of a call that died with its
-        Blender before the session's next Blender starts."""
+        Blender before the session's next Blender starts. Only a tool
+        registered with writes_files=True may (wrote)."""
+        self.require_writes_files()
         for p in paths:
             if not os.path.lexists(p):
                 continue
@@ -444,14 +446,17 @@ class Tx:
         failed call removes it; a successful one reports it (files()). Only
         a tool registered with writes_files=True may: agentd holds uploads
         off while such tools run."""
-        if not TOOLS.get(self.tool, {}).get("writes_files"):
-            raise ValueError("%s writes a file but is not registered with writes_files=True" % self.tool)
+        self.require_writes_files()
         root = os.path.realpath(SANDBOX["dir"] or "/")
         if os.path.dirname(path) != root:
             raise ValueError("%r is not a file directly in the sandbox" % path)
         if path not in self.written:
             self.written.append(path)
             self.on_undo(lambda: remove_file(path))
+
+    def require_writes_files(self):
+        if not TOOLS.get(self.tool, {}).get("writes_files"):
+            raise ValueError("%s writes a file but is not registered with writes_files=True" % self.tool)
 
     def files(self):
         """The declared files that exist, sorted by name: each one's name,
