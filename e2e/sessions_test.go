@@ -330,6 +330,8 @@ func TestArtifacts(t *testing.T) {
 	wantRefusal(t, "a path as a name", err, codes.FailedPrecondition, "POLICY_REFUSED")
 	_, err = c.upload(t, &cpv1.ArtifactUpload{SessionId: id, Name: "evil\n.obj"}, obj, 1<<20)
 	wantRefusal(t, "a control character in a name", err, codes.FailedPrecondition, "POLICY_REFUSED")
+	_, err = c.upload(t, &cpv1.ArtifactUpload{SessionId: id, Name: "evil\u202ejbo.exe"}, obj, 1<<20)
+	wantRefusal(t, "a bidirectional control in a name", err, codes.FailedPrecondition, "POLICY_REFUSED")
 	_, err = c.upload(t, &cpv1.ArtifactUpload{SessionId: id, Name: "tri.obj", Sha256: hexSHA([]byte("other"))}, obj, 1<<20)
 	wantRefusal(t, "a wrong hash", err, codes.InvalidArgument, "CHECKSUM_MISMATCH")
 	if a, _, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "tri.obj"}); err != nil || a.GetSha256() != hexSHA(obj) {

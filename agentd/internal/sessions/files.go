@@ -15,11 +15,11 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/blendplane/blendplane/agentd/internal/blender"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/diskfree"
+	"github.com/blendplane/blendplane/internal/filename"
 )
 
 var (
@@ -37,16 +37,11 @@ var (
 	ErrQuotaExceeded = errors.New("no room for the session's files")
 )
 
-// checkFileName applies the bridge's plain-name rules (bridge/sandbox.py,
-// is_plain_name): a name, not a path, without control characters.
+// checkFileName applies the plain-name rules (filename.Problem; the
+// bridge's bridge/sandbox.py, is_plain_name): a name, not a path.
 func checkFileName(name string) error {
-	if name == "" || name == "." || name == ".." || len(name) > 255 || !utf8.ValidString(name) {
-		return fmt.Errorf("%w: %q", ErrBadFileName, name)
-	}
-	for _, r := range name {
-		if r == '/' || r == '\\' || r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%w: %q", ErrBadFileName, name)
-		}
+	if why := filename.Problem(name); why != "" {
+		return fmt.Errorf("%w: %q: %s", ErrBadFileName, name, why)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"github.com/blendplane/blendplane/internal/filename"
 )
 
 // chunkSize is the size of the chunks artifacts travel in: well under the
@@ -447,7 +448,7 @@ func (a *App) receiveBlob(what string, size int64, want string, next func() ([]b
 // checkArtifactName refuses names that are not plain file names of the
 // sandbox, as the plan checker refuses such tool args.
 func checkArtifactName(field, name string) error {
-	if why := plan.FileNameProblem(name); why != "" {
+	if why := filename.Problem(name); why != "" {
 		return &plan.Error{Reason: plan.ReasonPolicyRefused,
 			Message:    fmt.Sprintf("%q is not a plain file name in the session's sandbox: %s", name, why),
 			Violations: []plan.Violation{{Field: field, Description: why}}}

@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"sort"
+
+	"github.com/blendplane/blendplane/internal/filename"
 )
 
 // SandboxPathKeyword marks, in a tool's input schema, a string property that
@@ -114,5 +116,5 @@ func sandboxArgs(inputSchema map[string]any) []string {
 }
 
 // isPlainFileName is sandbox.is_plain_name, plus the file system's limit
-// on a name's length (see FileNameProblem).
-func isPlainFileName(name string) bool { return FileNameProblem(name) == "" }
+// on a name's length (see filename.Problem).
+func isPlainFileName(name string) bool { return filename.Problem(name) == "" }

@@ -96,7 +96,8 @@ func TestPlainFileNameMatchesBridge(t *testing.T) {
 	if err != nil {
 		t.Skip("no python3")
 	}
-	names := []string{"", ".", "..", "...", ". ", " ..", "a/b", `a\b`, "é🧊.obj", "\u2028", "\ufeff", "\U0010ffff"}
+	names := []string{"", ".", "..", "...", ". ", " ..", "a/b", `a\b`, "é🧊.obj", "\u2028", "\ufeff", "\U0010ffff",
+		"evil\u202egnp.exe", "\u061c", "\u200e", "\u200f", "\u202a", "\u2066x", "\u2069", "\u2065", "\u206a", "\u202f"}
 	for r := rune(0); r < 0x100; r++ {
 		names = append(names, string(r), "a"+string(r)+".obj")
 	}

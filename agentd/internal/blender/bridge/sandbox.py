@@ -5,9 +5,9 @@ plain file name that must resolve, after realpath, directly inside the
 sandbox directory: no sub-directories, no symlinks out, no absolute paths.
 Without a sandbox (hello's sandbox_dir empty) every file access is refused.
 
-A plain file name is the control plane's (controlplane/internal/plan,
-escapingPath): not empty, not "." or "..", and without "/", "\\" or NUL; the
-bridge also refuses control characters. Tool schemas mark such arguments
+A plain file name is the control plane's (internal/filename, Problem): not
+empty, not "." or "..", and without "/", "\\", control characters or
+bidirectional controls (BIDI_CONTROLS). Tool schemas mark such arguments
 with ``"x-sandbox-path": True`` (SANDBOX_PATH) and enforce in their
 ``pattern`` only the extension (file_pattern) and the absence of control
 characters (U+0000-U+001F, U+007F: invalid_input, like a datablock name with
@@ -157,10 +157,15 @@ def check_storage(leaving=()):
                 free / float(1 << 20), floor >> 20))
 
 
+# The bidirectional controls: in a listed name they make it read as another
+# ("evil\u202egnp.exe" shows as "evilexe.png"). Go: filename.IsBidiControl.
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
 def is_plain_name(name):
     """name is a plain file name (module docstring)."""
     return (isinstance(name, str) and name not in ("", ".", "..")
-            and not any(ch in "/\\" or ord(ch) < 32 or ord(ch) == 127 for ch in name))
+            and not any(ch in "/\\" or ord(ch) < 32 or ord(ch) == 127 or ch in BIDI_CONTROLS for ch in name))
 
 
 def require_plain_name(name, what="a plain file name"):
