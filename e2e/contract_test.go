@@ -161,7 +161,13 @@ func TestNegotiateContract(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := c.client.ListAgents(ctxT(t, 5*time.Second), &cpv1.ListAgentsRequest{})
-		if err == nil && len(resp.GetAgents()) == 2 {
+		ready := 0 // not one listed while its certificate is issued: it joins at its next registration
+		for _, a := range resp.GetAgents() {
+			if a.GetState() == cpv1.Agent_STATE_READY && len(a.GetRuntimes()) > 0 {
+				ready++
+			}
+		}
+		if err == nil && ready == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
