@@ -404,16 +404,7 @@ func TestUploadWaitsForAKilledBlender(t *testing.T) {
 			Operation{OperationID: "out", MCPCallID: "c", Tool: "scene.export", Args: map[string]any{"format": "obj", "output": "out.obj"},
 				Safety: cpv1.SafetyLevel_SAFETY_LEVEL_SAFE_WRITE, IdempotencyKey: "key-out"})
 	}()
-	for {
-		s, _ := m.session("s1")
-		m.mu.Lock()
-		running := s.running == "r1"
-		m.mu.Unlock()
-		if running {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitRunning(t, m, "s1", "r1")
 	upload := []byte("# uploaded\n")
 	uploaded := make(chan error, 1)
 	go func() {
@@ -729,6 +720,7 @@ func TestUploadWaitsForABatchWithFiles(t *testing.T) {
 			go func() {
 				batch <- m.Execute(context.Background(), id, "r1", ops, func(*cpv1.Receipt) error { return nil }, nil)
 			}()
+			waitRunning(t, m, id, "r1") // it holds what it holds: the upload comes after
 			upload := []byte("v 0 0 0\nv 2 0 0\nv 0 2 0\nf 1 2 3\n")
 			uploaded := make(chan error, 1)
 			go func() {
@@ -792,5 +784,26 @@ func TestUploadWaitsForABatchWithFiles(t *testing.T) {
 			}
 			f.Close()
 		})
+	}
+}
+
+// waitRunning waits until plan requestID's batch runs in session id: it
+// holds the session's files by then, if it holds them (Execute).
+func waitRunning(t *testing.T, m *Manager, id, requestID string) {
+	t.Helper()
+	s, err := m.session(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		m.mu.Lock()
+		running := s.running == requestID
+		m.mu.Unlock()
+		if running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never ran in %s", requestID, id)
+		}
 	}
 }
