@@ -9,15 +9,10 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"log/slog"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/blendplane/blendplane/controlplane/internal/auth"
-	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
-	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
@@ -26,18 +21,13 @@ import (
 // principal's agent limit from the request on: another agent of the
 // principal is refused meanwhile (QUOTA_EXCEEDED), and the first one joins.
 func TestCertificateRequestHoldsItsPlace(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), "controlplane.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	fl := fleet.New(time.Second, 0, nil)
-	t.Cleanup(fl.Close)
+	a := newTestApp(t)
 	ca, _, err := auth.LoadOrCreateCA(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := New(Config{MaxAgentsPerPrincipal: 1}, st, nil, fl, ca, executor.Config{}, slog.New(slog.DiscardHandler))
+	a.ca = ca
+	a.fleet.Limit(fleet.Limits{AgentsPerPrincipal: 1, RegistriesPerPrincipal: registriesPerPrincipal})
 	who := Principal{Name: "studio-agents", Scopes: []string{auth.ScopeAgent}}
 	register := func(id string, csr []byte) (*cpv1.RegisterAgentResponse, error) {
 		return a.RegisterAgent(context.Background(), who, &cpv1.RegisterAgentRequest{AgentId: id, Address: "127.0.0.1:1", CertificateRequest: csr})
