@@ -15,6 +15,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/blob"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // TestReserve: calls at once cannot each take the same room under a
@@ -204,5 +205,31 @@ func TestOverQuotaSays(t *testing.T) {
 		if retention == 0 && strings.Contains(msg, "close sessions") {
 			t.Errorf("without a retention: %q", msg)
 		}
+	}
+}
+
+// TestNewestHeldInLandingOrder: a rebuild gives a name the version that
+// landed last, as the store's newest is, not the one recorded last (an
+// upload that waited for a running export is recorded before it).
+func TestNewestHeldInLandingOrder(t *testing.T) {
+	a := newTestApp(t)
+	blobs, err := blob.Open(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.blobs = blobs
+	var shas []string
+	for _, content := range []string{"# the upload", "# the export"} {
+		sum, _, err := blobs.CopyFrom(strings.NewReader(content), 1<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shas = append(shas, sum)
+	}
+	upload := &cpv1.Artifact{Name: "m.obj", Sha256: shas[0], CreateTime: &timestamppb.Timestamp{Seconds: 20}}
+	export := &cpv1.Artifact{Name: "m.obj", Sha256: shas[1], RequestId: "r", OperationId: "x", CreateTime: &timestamppb.Timestamp{Seconds: 10}}
+	files := sessionFiles{byName: map[string][]*cpv1.Artifact{"m.obj": {upload, export}}}
+	if got := a.newestHeld(files, "m.obj", false); got != upload {
+		t.Fatalf("newest held: %v, want the upload", got)
 	}
 }
