@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -758,6 +759,18 @@ func TestHostsFailover(t *testing.T) {
 				newest = a.GetSha256()
 			}
 		}
+		// An export no import read: the new agent's sandbox has it too, for
+		// an import after the loss. A distributed render's frames, which no
+		// sandbox held, stay out of it.
+		onlyPlan, onlyRs := s.cp.run(t, id, "export-only", op("only", "scene.export", map[string]any{"format": "obj", "output": "only.obj"}))
+		if onlyPlan.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+			t.Fatalf("export only: %v %v", onlyPlan, onlyRs)
+		}
+		only := onlyRs[0].GetArtifacts()[slices.IndexFunc(onlyRs[0].GetArtifacts(), func(a *cpv1.Artifact) bool { return a.GetName() == "only.obj" })]
+		if p, rs := s.cp.run(t, id, "fan", op("fan", "render.animation", map[string]any{"output_prefix": "fan", "frame_start": 1, "frame_end": 2,
+			"resolution": []any{32, 32}, "samples": 1, "distribute": true})); p.GetState() != cpv1.Plan_STATE_SUCCEEDED || len(rs[0].GetArtifacts()) != 2 {
+			t.Fatalf("distributed render: %v %v", p, rs)
+		}
 		// A model imported without the material library Blender would load
 		// beside it (<stem>.mtl), which comes later: the replayed import
 		// must not find it either.
@@ -802,6 +815,12 @@ func TestHostsFailover(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(sandbox, "late.mtl")); err != nil {
 			t.Fatalf("late.mtl, uploaded after every import of it, on the new agent: %v", err)
+		}
+		if got, err := os.ReadFile(filepath.Join(sandbox, "only.obj")); err != nil || hexSHA(got) != only.GetSha256() {
+			t.Fatalf("only.obj, exported and never imported, on the new agent: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(sandbox, "fan_0001.png")); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a distributed render's frame in the new sandbox: %v", err)
 		}
 		s.restartAgent(t, victim)
 	})

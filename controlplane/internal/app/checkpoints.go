@@ -197,7 +197,7 @@ func (a *App) restore(ctx context.Context, agentID string, sess store.Session, t
 	if err := a.replayHistory(ctx, sess.Info.GetSessionId(), after, r); err != nil {
 		return nil, err
 	}
-	if err := r.files.settle(ctx); err != nil {
+	if err := r.files.settle(ctx, target == sess.Info.GetSessionId()); err != nil {
 		return nil, err
 	}
 	return r, nil

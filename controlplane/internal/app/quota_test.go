@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/blendplane/blendplane/controlplane/internal/blob"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -208,28 +210,72 @@ func TestOverQuotaSays(t *testing.T) {
 	}
 }
 
-// TestNewestHeldInLandingOrder: a rebuild gives a name the version that
-// landed last, as the store's newest is, not the one recorded last (an
-// upload that waited for a running export is recorded before it).
-func TestNewestHeldInLandingOrder(t *testing.T) {
+// TestSandboxContent: what a rebuild gives a session's new sandbox is each
+// name at the version its old one held: the one that landed last (an
+// upload that landed after an export of its name, recorded before it);
+// never a distributed render's frame, which no sandbox held, whoever ran
+// its plan (an admin's plan in alice's session); nothing for a name whose
+// newest version the control plane does not hold (not an older one). A
+// fork gets the uploads only.
+func TestSandboxContent(t *testing.T) {
 	a := newTestApp(t)
 	blobs, err := blob.Open(t.TempDir(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.blobs = blobs
-	var shas []string
-	for _, content := range []string{"# the upload", "# the export"} {
+	held := func(content string) string {
+		t.Helper()
 		sum, _, err := blobs.CopyFrom(strings.NewReader(content), 1<<10)
 		if err != nil {
 			t.Fatal(err)
 		}
-		shas = append(shas, sum)
+		return sum
 	}
-	upload := &cpv1.Artifact{Name: "m.obj", Sha256: shas[0], CreateTime: &timestamppb.Timestamp{Seconds: 20}}
-	export := &cpv1.Artifact{Name: "m.obj", Sha256: shas[1], RequestId: "r", OperationId: "x", CreateTime: &timestamppb.Timestamp{Seconds: 10}}
-	files := sessionFiles{byName: map[string][]*cpv1.Artifact{"m.obj": {upload, export}}}
-	if got := a.newestHeld(files, "m.obj", false); got != upload {
-		t.Fatalf("newest held: %v, want the upload", got)
+	for _, p := range []struct{ owner, rid, tool string }{
+		{"alice", "exp", "scene.export"}, {"alice", "anim", "render.animation"}, {"root", "fan", "render.animation"}, {"alice", "shot", "render.still"},
+	} {
+		args, _ := structpb.NewStruct(map[string]any{"distribute": p.rid == "fan"})
+		if _, err := a.store.CreatePlan(store.NewPlan{Owner: p.owner, Digest: "d", Schedule: []int{0},
+			Plan:    &cpv1.Plan{RequestId: p.rid, SessionId: "s", Owner: p.owner, State: cpv1.Plan_STATE_PENDING},
+			Request: &cpv1.SubmitPlanRequest{SessionId: "s", RequestId: p.rid, Operations: []*cpv1.Operation{{OperationId: "o", ToolName: p.tool, Args: args}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version := func(name, sum, rid string, at int64) *cpv1.Artifact {
+		a := &cpv1.Artifact{SessionId: "s", Name: name, Sha256: sum, RequestId: rid, CreateTime: &timestamppb.Timestamp{Seconds: at}}
+		if rid != "" {
+			a.OperationId = "o"
+		}
+		return a
+	}
+	upload := version("m.obj", held("# the upload"), "", 20)
+	frame := version("clash_0001.png", held("rendered in the sandbox"), "anim", 5)
+	files := sessionFiles{byName: map[string][]*cpv1.Artifact{
+		"m.obj":          {upload, version("m.obj", held("# the export"), "exp", 10)},
+		"clash_0001.png": {frame, version("clash_0001.png", held("rendered on a fork"), "fan", 30)},
+		"fan_0001.png":   {version("fan_0001.png", held("on a fork only"), "fan", 30)},
+		"big.png":        {version("big.png", held("an older render"), "shot", 5), version("big.png", "left-on-the-agent", "shot", 40)},
+	}, uploads: []string{"m.obj"}}
+	f := &replayFiles{app: a, sessionID: "s", target: "s", onAgent: map[string]string{}}
+	names := func(whole bool) []string {
+		t.Helper()
+		arts, err := f.sandboxContent(files, whole)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, art := range arts {
+			out = append(out, art.GetName()+"@"+art.GetSha256()[:8])
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := []string{"clash_0001.png@" + frame.GetSha256()[:8], "m.obj@" + upload.GetSha256()[:8]}
+	if got := names(true); !slices.Equal(got, want) {
+		t.Fatalf("the new sandbox: %v, want %v", got, want)
+	}
+	if got := names(false); !slices.Equal(got, want[1:]) {
+		t.Fatalf("a fork: %v, want %v", got, want[1:])
 	}
 }

@@ -3,11 +3,13 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"github.com/blendplane/blendplane/internal/receiptwire"
@@ -18,8 +20,7 @@ import (
 // the files it read the first time (its receipt's result names them: the
 // model and the files it refers to), older uploads or files the session
 // exported itself, and no file it did not find then. After the replay the
-// target's sandbox holds what the session's did: each name uploaded or
-// pushed at its newest version the control plane holds. Before, every
+// target's sandbox holds what the session's did (settle). Before, every
 // upload's newest version was pushed first, and an import replayed after
 // its file was uploaded again read the new content and broke the session.
 type replayFiles struct {
@@ -76,12 +77,11 @@ func (a *App) sessionFiles(sessionID string) (sessionFiles, error) {
 	}
 }
 
-// newestHeld is the newest version of name whose content the control
-// plane holds (uploadsOnly: of those clients uploaded), or nil.
-func (a *App) newestHeld(f sessionFiles, name string, uploadsOnly bool) *cpv1.Artifact {
+// newestUpload is the newest version of name a client uploaded, or nil.
+func newestUpload(f sessionFiles, name string) *cpv1.Artifact {
 	var newest *cpv1.Artifact
 	for _, v := range f.byName[name] { // in the order recorded, as the store's newest
-		if (!uploadsOnly || v.GetRequestId() == "") && a.blobs.Has(v.GetSha256()) && (newest == nil || store.Supersedes(v, newest)) {
+		if v.GetRequestId() == "" && (newest == nil || store.Supersedes(v, newest)) {
 			newest = v
 		}
 	}
@@ -109,7 +109,7 @@ func (f *replayFiles) beforeImport(ref store.PlanRef, opID string) ([]*cpv1.Arti
 		}
 		f.legacy = true
 		for _, name := range f.files.uploads {
-			if art := f.app.newestHeld(f.files, name, true); art != nil && f.onAgent[name] != art.GetSha256() {
+			if art := newestUpload(f.files, name); art != nil && f.onAgent[name] != art.GetSha256() && f.app.blobs.Has(art.GetSha256()) {
 				out = append(out, art)
 			}
 		}
@@ -157,28 +157,134 @@ func (f *replayFiles) importsRead(ref store.PlanRef) (map[string]map[string]stri
 	}
 }
 
-// settle gives the target what the session's sandbox holds: every name
-// uploaded or pushed at its newest version the control plane holds (read
-// again: an upload may have come meanwhile).
-func (f *replayFiles) settle(ctx context.Context) error {
+// settle gives the target what the session's sandbox held: each name at
+// its newest version (read again: an upload may have come meanwhile). A
+// fork gets the names uploaded or pushed for its replay; the session's own
+// new home (whole) gets every name its calls wrote too (renders, exports),
+// which a later import or python.exec may read. A name whose newest
+// version the control plane does not hold, or that the target refuses
+// (its ceiling, a directory of that name), is left out and logged: the
+// session goes on without that one file.
+func (f *replayFiles) settle(ctx context.Context, whole bool) error {
 	files, err := f.app.sessionFiles(f.sessionID)
 	if err != nil {
 		return err
 	}
-	names := slices.Sorted(maps.Keys(f.onAgent))
-	for _, name := range files.uploads {
-		if _, pushed := f.onAgent[name]; !pushed {
-			names = append(names, name)
-		}
+	arts, err := f.sandboxContent(files, whole)
+	if err != nil {
+		return err
 	}
-	for _, name := range names {
-		if art := f.app.newestHeld(files, name, false); art != nil {
-			if err := f.push(ctx, art); err != nil {
-				return err
-			}
+	for _, art := range arts {
+		err := f.push(ctx, art)
+		if errors.Is(err, ErrQuotaExceeded) || errors.Is(err, ErrArtifactConflict) {
+			f.app.log.Warn("a file of the session does not fit its new sandbox; the session goes on without it",
+				"session_id", f.sessionID, "target", f.target, "name", art.GetName(), "err", err)
+			continue
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// sandboxContent is what settle pushes: for each name it gives the target,
+// in order, the newest version that was in the session's sandbox, when the
+// control plane holds it.
+func (f *replayFiles) sandboxContent(files sessionFiles, whole bool) ([]*cpv1.Artifact, error) {
+	names := slices.Sorted(maps.Keys(f.onAgent))
+	listed := maps.Clone(f.onAgent)
+	add := func(name string) {
+		if _, ok := listed[name]; !ok {
+			listed[name] = ""
+			names = append(names, name)
+		}
+	}
+	for _, name := range files.uploads {
+		add(name)
+	}
+	if whole {
+		for _, name := range slices.Sorted(maps.Keys(files.byName)) {
+			add(name)
+		}
+	}
+	inSandbox := f.app.sandboxed(f.sessionID)
+	var out []*cpv1.Artifact
+	for _, name := range names {
+		var art *cpv1.Artifact
+		for _, v := range files.byName[name] {
+			in, err := inSandbox(v)
+			if err != nil {
+				return nil, err
+			}
+			if in && (art == nil || store.Supersedes(v, art)) {
+				art = v
+			}
+		}
+		switch {
+		case art == nil: // only a distributed render's frames
+		case !f.app.blobs.Has(art.GetSha256()):
+			// Left on the old agent (over the artifact quota, or not taken):
+			// an older version would be a file the session never had then.
+			f.app.log.Warn("the control plane does not hold the newest version of a session's file; its new sandbox goes without it",
+				"session_id", f.sessionID, "target", f.target, "name", name, "sha256", art.GetSha256())
+		default:
+			out = append(out, art)
+		}
+	}
+	return out, nil
+}
+
+// sandboxed tells the versions of a session's files that were in its
+// sandbox: uploads and what its calls wrote, not a distributed render's
+// frames (rendered on forks, kept by the control plane only). A version's
+// plan is read under each owner of a plan of the session with its request
+// id (an admin may run plans in another's session), once per request id.
+func (a *App) sandboxed(sessionID string) func(*cpv1.Artifact) (bool, error) {
+	var owners map[string][]string // request id → owners of plans of the session
+	distributed := map[string]map[string]bool{}
+	return func(v *cpv1.Artifact) (bool, error) {
+		rid := v.GetRequestId()
+		if rid == "" {
+			return true, nil // an upload
+		}
+		if owners == nil {
+			owners = map[string][]string{}
+			for before := uint64(0); ; {
+				plans, next, err := a.store.SessionPlans(sessionID, "", before, 1000)
+				if err != nil {
+					return false, err
+				}
+				for _, p := range plans {
+					owners[p.GetRequestId()] = append(owners[p.GetRequestId()], p.GetOwner())
+				}
+				if next == 0 {
+					break
+				}
+				before = next
+			}
+		}
+		ops, ok := distributed[rid]
+		if !ok {
+			ops = map[string]bool{}
+			for _, owner := range owners[rid] {
+				_, req, _, err := a.store.PlanWork(store.PlanRef{Owner: owner, RequestID: rid})
+				if errors.Is(err, store.ErrPlanNotFound) {
+					continue
+				}
+				if err != nil {
+					return false, err
+				}
+				for _, op := range req.GetOperations() {
+					if executor.Distributed(op) {
+						ops[op.GetOperationId()] = true
+					}
+				}
+			}
+			distributed[rid] = ops
+		}
+		return !ops[v.GetOperationId()], nil
+	}
 }
 
 // push copies one version to the target unless the target holds it.
