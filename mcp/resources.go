@@ -27,7 +27,10 @@ const (
 	uriSummary  = "blendplane://session/summary"
 	uriSnapshot = "blendplane://session/snapshot"
 	uriRegistry = "blendplane://session/registry"
-	uriArtifact = "blendplane://session/artifacts/{name}"
+	// A file by name (its newest version), or one version of it by its
+	// SHA-256 (the link a call returns: what that call wrote).
+	uriArtifacts = "blendplane://session/artifacts/"
+	uriArtifact  = uriArtifacts + "{name}{?sha256}"
 )
 
 // maxInlineImage is the largest render returned inline as image content;
@@ -45,7 +48,7 @@ func (s *Session) addResources() {
 		Description: "The session's tool registry: every tool with its schema, safety level, determinism and rollback."},
 		s.readRegistry)
 	s.server.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: uriArtifact, Name: "artifact",
-		Description: "A file of the session: a render, an export or an upload, by name."}, s.readArtifact)
+		Description: "A file of the session: a render, an export or an upload, by name (its newest version), or one version by ?sha256=."}, s.readArtifact)
 }
 
 // readTool reads a resource by running a read-only tool as a plan, so the
@@ -84,17 +87,19 @@ func (s *Session) readRegistry(ctx context.Context, req *sdk.ReadResourceRequest
 	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}}, nil
 }
 
-// readArtifact reads an artifact, by its plain name, of at most
-// maxResourceBytes: a larger one is for blendctl download or REST, not for
-// one JSON-RPC message in the server's memory.
+// readArtifact reads an artifact, by its plain name (and SHA-256, for one
+// version), of at most maxResourceBytes: a larger one is for blendctl
+// download or REST, not for one JSON-RPC message in the server's memory.
 func (s *Session) readArtifact(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
-	escaped, ok := strings.CutPrefix(req.Params.URI, strings.TrimSuffix(uriArtifact, "{name}"))
+	rest, ok := strings.CutPrefix(req.Params.URI, uriArtifacts)
+	escaped, rawQuery, _ := strings.Cut(rest, "?")
 	name, err := url.PathUnescape(escaped)
-	if !ok || err != nil || name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\") {
+	query, qerr := url.ParseQuery(rawQuery)
+	if !ok || err != nil || qerr != nil || name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\") {
 		return nil, sdk.ResourceNotFoundError(req.Params.URI)
 	}
-	data, err := s.downloadUpTo(ctx, name, "", maxResourceBytes)
-	if status.Code(err) == codes.NotFound {
+	data, err := s.downloadUpTo(ctx, name, query.Get("sha256"), maxResourceBytes)
+	if c := status.Code(err); c == codes.NotFound || c == codes.InvalidArgument { // no such name, or no such version
 		return nil, sdk.ResourceNotFoundError(req.Params.URI)
 	}
 	if err != nil {
@@ -107,15 +112,16 @@ func (s *Session) readArtifact(ctx context.Context, req *sdk.ReadResourceRequest
 const maxResourceBytes = 16 << 20
 
 // artifactContent is what a call returns for a file it made (by is its
-// receipt, which names the plan and operation): a link to the
-// artifact and, for a PNG, the image itself, so a model can look at it. The
-// artifact is listed among the session's resources from then on.
+// receipt, which names the plan and operation): a link to the version it
+// wrote (a later call may write the name again) and, for a PNG, the image
+// itself, so a model can look at it. The artifact is listed among the
+// session's resources from then on, by name.
 func (s *Session) artifactContent(ctx context.Context, a *cpv1.Artifact, by *cpv1.Receipt) []sdk.Content {
 	size := a.GetSizeBytes()
-	uri := strings.TrimSuffix(uriArtifact, "{name}") + url.PathEscape(a.GetName())
+	uri := uriArtifacts + url.PathEscape(a.GetName())
 	s.server.AddResource(&sdk.Resource{URI: uri, Name: a.GetName(), MIMEType: mimeOf(a.GetName()), Size: size,
-		Description: "A file the session made (plan " + by.GetRequestId() + ", operation " + by.GetOperationId() + ")."}, s.readArtifact)
-	out := []sdk.Content{&sdk.ResourceLink{URI: uri, Name: a.GetName(), MIMEType: mimeOf(a.GetName()), Size: &size}}
+		Description: "A file the session made (plan " + by.GetRequestId() + ", operation " + by.GetOperationId() + "); its newest version."}, s.readArtifact)
+	out := []sdk.Content{&sdk.ResourceLink{URI: uri + "?sha256=" + a.GetSha256(), Name: a.GetName(), MIMEType: mimeOf(a.GetName()), Size: &size}}
 	if mimeOf(a.GetName()) != "image/png" || size > maxInlineImage {
 		return out
 	}

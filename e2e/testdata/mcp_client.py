@@ -101,9 +101,11 @@ async def exercise(session, upload=None):
     check(not res.is_error and len(images) == 1 and images[0].mime_type == "image/png", "render.still returns the image", res.content)
     data = images[0].data if isinstance(images[0].data, bytes) else base64.b64decode(images[0].data)
     check(data[:4] == b"\x89PNG", "the image is a PNG")
-    check(len(links) == 1 and links[0].uri.endswith("/mcp.png"), "render.still links its artifact", links)
+    by_name = "blendplane://session/artifacts/mcp.png"
+    check(len(links) == 1 and links[0].uri == by_name + "?sha256=" + res.structured_content["result"]["sha256"],
+          "render.still links the version it wrote", links)
     art = await session.read_resource(links[0].uri)
-    check(len(art.contents) == 1, "the artifact reads as a resource", art)
+    check(len(art.contents) == 1 and base64.b64decode(art.contents[0].blob) == data, "the artifact reads as a resource", art)
 
     # Two renders to one name in a plan: each receipt's image is its own.
     res = await session.call_tool("plan.submit", {"operations": [
@@ -115,12 +117,19 @@ async def exercise(session, upload=None):
     images = [c.data if isinstance(c.data, bytes) else base64.b64decode(c.data) for c in res.content if c.type == "image"]
     check(not res.is_error and len(set(shas)) == 2 and [hashlib.sha256(d).hexdigest() for d in images] == shas,
           "two renders to one name: each image is its receipt's version", shas)
+    read = []
+    for link in [c for c in res.content if c.type == "resource_link"]:
+        read.append(hashlib.sha256(base64.b64decode((await session.read_resource(link.uri)).contents[0].blob)).hexdigest())
+    newest = hashlib.sha256(base64.b64decode(
+        (await session.read_resource("blendplane://session/artifacts/twice.png")).contents[0].blob)).hexdigest()
+    check(read == shas and newest == shas[1], "two renders to one name: each link reads its receipt's version, the name the newest",
+          (read, newest, shas))
 
     listed = {str(r.uri): r for r in (await session.list_resources()).resources}
     check({"blendplane://session/summary", "blendplane://session/snapshot", "blendplane://session/registry",
-           links[0].uri} <= set(listed) and listed[links[0].uri].mime_type == "image/png",
+           by_name} <= set(listed) and listed[by_name].mime_type == "image/png",
           "resources: the scene, the registry and the render the session made", sorted(listed))
-    desc = listed[links[0].uri].description or ""
+    desc = listed[by_name].description or ""
     check(re.search(r"\(plan \S+, operation \S+\)", desc) is not None, "the render's resource names its plan and operation", desc)
     snapshot = json.loads((await session.read_resource("blendplane://session/snapshot")).contents[0].text)
     check(snapshot["scene_hash"] and "McpCube" in json.dumps(snapshot),
@@ -128,7 +137,7 @@ async def exercise(session, upload=None):
     registry = json.loads((await session.read_resource("blendplane://session/registry")).contents[0].text)
     check(any(t["name"] == "object.create" for t in registry["tools"]), "the registry resource lists the tools", list(registry))
     for uri in ("blendplane://session/artifacts/nope.png", "blendplane://session/artifacts/..%2F..%2Fetc%2Fpasswd",
-                "blendplane://session/artifacts/"):
+                "blendplane://session/artifacts/", by_name + "?sha256=" + "0" * 64, by_name + "?sha256=nope"):
         try:
             await session.read_resource(uri)
             raise AssertionError("read %s" % uri)
