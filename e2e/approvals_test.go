@@ -262,8 +262,9 @@ func TestApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	rpv := waitPreview(t, c, resp2.GetPlan().GetApprovalId()).GetPreview()
-	if rpv.GetRender().GetName() != "preview-"+resp2.GetPlan().GetApprovalId()+".png" {
-		t.Fatalf("a preview with a render: %v", rpv)
+	if rpv.GetRender().GetName() != "preview-"+resp2.GetPlan().GetApprovalId()+".png" || rpv.GetRender().GetRequestId() != "del-render" ||
+		rpv.GetRender().GetOperationId() != "" {
+		t.Fatalf("a preview with a render (its plan's, no operation's): %v", rpv)
 	}
 	if _, png, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: sid, Name: rpv.GetRender().GetName()}); err != nil ||
 		!strings.HasPrefix(string(png), "\x89PNG") {

@@ -766,7 +766,11 @@ func TestHostsFailover(t *testing.T) {
 		if onlyPlan.GetState() != cpv1.Plan_STATE_SUCCEEDED {
 			t.Fatalf("export only: %v %v", onlyPlan, onlyRs)
 		}
-		only := onlyRs[0].GetArtifacts()[slices.IndexFunc(onlyRs[0].GetArtifacts(), func(a *cpv1.Artifact) bool { return a.GetName() == "only.obj" })]
+		i := slices.IndexFunc(onlyRs[0].GetArtifacts(), func(a *cpv1.Artifact) bool { return a.GetName() == "only.obj" })
+		if i < 0 {
+			t.Fatalf("export only: no only.obj among %v", onlyRs[0].GetArtifacts())
+		}
+		only := onlyRs[0].GetArtifacts()[i]
 		if p, rs := s.cp.run(t, id, "fan", op("fan", "render.animation", map[string]any{"output_prefix": "fan", "frame_start": 1, "frame_end": 2,
 			"resolution": []any{32, 32}, "samples": 1, "distribute": true})); p.GetState() != cpv1.Plan_STATE_SUCCEEDED || len(rs[0].GetArtifacts()) != 2 {
 			t.Fatalf("distributed render: %v %v", p, rs)
@@ -817,7 +821,10 @@ func TestHostsFailover(t *testing.T) {
 			t.Fatalf("late.mtl, uploaded after every import of it, on the new agent: %v", err)
 		}
 		if got, err := os.ReadFile(filepath.Join(sandbox, "only.obj")); err != nil || hexSHA(got) != only.GetSha256() {
-			t.Fatalf("only.obj, exported and never imported, on the new agent: %v", err)
+			t.Fatalf("only.obj, exported and never imported, on the new agent: sha256 %s (%v), the export's %s", hexSHA(got), err, only.GetSha256())
+		}
+		if p, rs := s.cp.run(t, id, "import-only", imp("only.obj")); p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+			t.Fatalf("an import after the move of a file exported before it: %v %v", p, rs)
 		}
 		if _, err := os.Stat(filepath.Join(sandbox, "fan_0001.png")); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("a distributed render's frame in the new sandbox: %v", err)

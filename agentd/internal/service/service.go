@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -290,6 +291,13 @@ func toStatus(err error) error {
 	case errors.Is(err, sessions.ErrUnknownRuntime), errors.Is(err, sessions.ErrBadFileName), errors.Is(err, sessions.ErrFileMismatch),
 		errors.Is(err, sessions.ErrBadSessionID):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, sessions.ErrDiskFloor): // the host's shortage, which the control plane tells from the session's
+		st, derr := status.New(codes.ResourceExhausted, err.Error()).WithDetails(&errdetails.ErrorInfo{
+			Reason: agentv1.FileRefusal_FILE_REFUSAL_DISK_FLOOR.String(), Domain: "agent.blendplane"})
+		if derr != nil {
+			return status.Error(codes.ResourceExhausted, err.Error())
+		}
+		return st.Err()
 	case errors.Is(err, sessions.ErrCapacity), errors.Is(err, blender.ErrMemoryExceeded), // a ceiling too low to start Blender
 		errors.Is(err, sessions.ErrQuotaExceeded):
 		return status.Error(codes.ResourceExhausted, err.Error())

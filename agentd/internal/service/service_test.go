@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -48,5 +49,28 @@ func TestStatusOfAMemoryCeiling(t *testing.T) {
 		if got := status.Code(toStatus(c.err)); got != c.want {
 			t.Errorf("%v: %s, want %s", c.err, got, c.want)
 		}
+	}
+}
+
+// TestStatusOfAFullDisk: a file refused for the agent's free disk says so
+// in its status (ErrorInfo reason FILE_REFUSAL_DISK_FLOOR), so the control
+// plane can tell the host's shortage from the session's ceiling, whose
+// refusal carries no reason.
+func TestStatusOfAFullDisk(t *testing.T) {
+	reason := func(err error) string {
+		for _, d := range status.Convert(err).Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok {
+				return info.GetReason()
+			}
+		}
+		return ""
+	}
+	floor := toStatus(fmt.Errorf("%w: a.png (5 bytes) would leave the agent's disk 1.0 MiB free", sessions.ErrDiskFloor))
+	if status.Code(floor) != codes.ResourceExhausted || reason(floor) != agentv1.FileRefusal_FILE_REFUSAL_DISK_FLOOR.String() {
+		t.Errorf("the disk floor: %v, reason %q", floor, reason(floor))
+	}
+	ceiling := toStatus(fmt.Errorf("%w: a.png over its temp_storage_mib", sessions.ErrQuotaExceeded))
+	if status.Code(ceiling) != codes.ResourceExhausted || reason(ceiling) != "" {
+		t.Errorf("the session's ceiling: %v, reason %q", ceiling, reason(ceiling))
 	}
 }

@@ -35,6 +35,9 @@ var (
 	// disk ceiling (blender.Limits.StorageMiB), or leave less disk free
 	// than agentd keeps (Config.MinFreeDiskMiB).
 	ErrQuotaExceeded = errors.New("no room for the session's files")
+	// ErrDiskFloor: ErrQuotaExceeded for the agent's free disk, not the
+	// session's ceiling.
+	ErrDiskFloor = fmt.Errorf("%w on the agent's disk", ErrQuotaExceeded)
 )
 
 // checkFileName applies the plain-name rules (filename.Problem; the
@@ -249,7 +252,7 @@ func (m *Manager) checkRoom(s *session, name string, size, unwritten int64) erro
 	return nil
 }
 
-// checkFloor is ErrQuotaExceeded unless size more bytes in dir leave the
+// checkFloor is ErrDiskFloor unless size more bytes in dir leave the
 // disk agentd keeps free (Config.MinFreeDiskMiB); what names them.
 func (m *Manager) checkFloor(dir, what string, size int64) error {
 	floor := m.cfg.MinFreeDiskMiB << 20
@@ -262,7 +265,7 @@ func (m *Manager) checkFloor(dir, what string, size int64) error {
 	}
 	if free -= size; free < floor {
 		return fmt.Errorf("%w: %s (%d bytes) would leave the agent's disk %.1f MiB free, under the %d MiB it keeps for its journal",
-			ErrQuotaExceeded, what, size, float64(free)/(1<<20), m.cfg.MinFreeDiskMiB)
+			ErrDiskFloor, what, size, float64(free)/(1<<20), m.cfg.MinFreeDiskMiB)
 	}
 	return nil
 }

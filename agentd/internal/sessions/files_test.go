@@ -40,7 +40,7 @@ func TestSessionStorageCeiling(t *testing.T) {
 	refused := func(m *Manager) {
 		t.Helper()
 		_, err := m.PutFile("s1", "small.bin", int64(len(small)), sha(small), bytes.NewReader(small))
-		if !errors.Is(err, ErrQuotaExceeded) || !strings.Contains(err.Error(), "temp_storage_mib of 1 MiB") {
+		if !errors.Is(err, ErrQuotaExceeded) || errors.Is(err, ErrDiskFloor) || !strings.Contains(err.Error(), "temp_storage_mib of 1 MiB") {
 			t.Fatalf("an upload over the ceiling: %v, want ErrQuotaExceeded naming it", err)
 		}
 	}
@@ -80,8 +80,8 @@ func TestDiskFloor(t *testing.T) {
 	open(t, m, rt, "s1")
 	content := []byte("v 0 0 0\n")
 	_, err := m.PutFile("s1", "a.obj", int64(len(content)), sha(content), bytes.NewReader(content))
-	if !errors.Is(err, ErrQuotaExceeded) || !strings.Contains(err.Error(), "keeps for its journal") {
-		t.Fatalf("an upload under the disk floor: %v, want ErrQuotaExceeded saying why", err)
+	if !errors.Is(err, ErrDiskFloor) || !strings.Contains(err.Error(), "keeps for its journal") {
+		t.Fatalf("an upload under the disk floor: %v, want ErrDiskFloor saying why", err)
 	}
 	if entries, _ := os.ReadDir(filepath.Join(m.cfg.DataDir, "sessions", "s1", "output")); len(entries) != 0 {
 		t.Errorf("the refused upload left %v", entries)

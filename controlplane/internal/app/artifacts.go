@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -192,6 +193,9 @@ func (a *App) push(ctx context.Context, agentID string, art *cpv1.Artifact, f *o
 		case codes.FailedPrecondition:
 			return fmt.Errorf("%w: %s: %s", ErrArtifactConflict, art.GetName(), status.Convert(err).Message())
 		case codes.ResourceExhausted:
+			if refusal(err) == agentv1.FileRefusal_FILE_REFUSAL_DISK_FLOOR.String() {
+				return fmt.Errorf("%w: %w: %s", ErrQuotaExceeded, errAgentDiskShort, status.Convert(err).Message())
+			}
 			return fmt.Errorf("%w: %s", ErrQuotaExceeded, status.Convert(err).Message())
 		}
 		return fmt.Errorf("%w: put %s: %w", ErrAgentUnavailable, art.GetName(), err)
@@ -201,6 +205,20 @@ func (a *App) push(ctx context.Context, agentID string, art *cpv1.Artifact, f *o
 	// running call that writes its name); an older agent says nothing.
 	art.CreateTime = cmp.Or(resp.GetLandTime(), timestamppb.Now())
 	return nil
+}
+
+// errAgentDiskShort: an agent refused a file for its own free disk (its
+// --min-free-disk-mib), not for the session's ceiling: the host is short.
+var errAgentDiskShort = errors.New("the agent's disk is short")
+
+// refusal is the ErrorInfo reason of an agent's refusal, or "".
+func refusal(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
 }
 
 // Download sends an artifact of one of the caller's sessions (the newest

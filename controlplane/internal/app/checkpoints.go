@@ -143,8 +143,9 @@ func changesScene(rec *cpv1.AuditRecord) bool {
 
 // restore opens target (the session itself under epoch, or a fork, epoch
 // 0) on an agent and brings it to the session's committed scene: from the
-// control plane's checkpoint when it may, then the files clients uploaded,
-// then the log after the checkpoint. It returns the replayer, whose hash is
+// control plane's checkpoint when it may, then the log after the
+// checkpoint, each replayed import given the files it read, then the files
+// the session's sandbox held (replayFiles). It returns the replayer, whose hash is
 // the scene reached.
 func (a *App) restore(ctx context.Context, agentID string, sess store.Session, target, runtimeID string, epoch int64) (*replayer, error) {
 	agent, err := a.fleet.Client(agentID)

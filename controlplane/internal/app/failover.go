@@ -183,8 +183,8 @@ func replays(sess store.Session) func(*cpv1.Runtime) bool {
 	}
 }
 
-// rebuild opens the session on its (new) agent under its epoch, pushes the
-// files clients uploaded to it, and replays its redo log there.
+// rebuild opens the session on its (new) agent under its epoch, replays its
+// redo log there and gives it the files its sandbox held (restore).
 func (a *App) rebuild(ctx context.Context, sess store.Session) error {
 	id, agentID, epoch := sess.Info.GetSessionId(), sess.Info.GetAgentId(), sess.Info.GetEpoch()
 	log := a.log.With("session_id", id, "agent_id", agentID, "epoch", epoch)

@@ -156,7 +156,7 @@ func (a *App) preview(ctx context.Context, ref store.PlanRef, ap *cpv1.Approval)
 		p.State = cpv1.Preview_STATE_FAILED
 	}
 	if png := resp.GetRenderPng(); len(png) > 0 {
-		if p.Render, err = a.storeBytes(ap.GetSessionId(), fmt.Sprintf("preview-%s.png", ap.GetApprovalId()), png); err != nil {
+		if p.Render, err = a.storeBytes(ap.GetSessionId(), ref.RequestID, fmt.Sprintf("preview-%s.png", ap.GetApprovalId()), png); err != nil {
 			a.log.Warn("storing a preview render failed", "approval_id", ap.GetApprovalId(), "err", err)
 		}
 	}
@@ -165,9 +165,10 @@ func (a *App) preview(ctx context.Context, ref store.PlanRef, ap *cpv1.Approval)
 	return p
 }
 
-// storeBytes keeps content made by the control plane as an artifact of a
-// session (its content in the blob store only).
-func (a *App) storeBytes(sessionID, name string, content []byte) (*cpv1.Artifact, error) {
+// storeBytes keeps content the control plane made for a plan (requestID)
+// as an artifact of its session, naming the plan and no operation: its
+// content is in the blob store only, never in the session's sandbox.
+func (a *App) storeBytes(sessionID, requestID, name string, content []byte) (*cpv1.Artifact, error) {
 	w, err := a.blobs.Create(int64(len(content)))
 	if err != nil {
 		return nil, err
@@ -181,7 +182,7 @@ func (a *App) storeBytes(sessionID, name string, content []byte) (*cpv1.Artifact
 		return nil, err
 	}
 	return a.store.PutArtifact(&cpv1.Artifact{SessionId: sessionID, Name: name, SizeBytes: int64(len(content)),
-		Sha256: sum, CreateTime: timestamppb.Now()})
+		Sha256: sum, RequestId: requestID, CreateTime: timestamppb.Now()})
 }
 
 // resumePreviews restarts the previews a stopped control plane left

@@ -214,9 +214,10 @@ func TestOverQuotaSays(t *testing.T) {
 // name at the version its old one held: the one that landed last (an
 // upload that landed after an export of its name, recorded before it);
 // never a distributed render's frame, which no sandbox held, whoever ran
-// its plan (an admin's plan in alice's session); nothing for a name whose
-// newest version the control plane does not hold (not an older one). A
-// fork gets the uploads only.
+// its plan (an admin's plan in alice's session), nor a preview's render;
+// an export whose request id an admin used for a distributed render too;
+// nothing for a name whose newest version the control plane does not hold
+// (not an older one). A fork gets the uploads only.
 func TestSandboxContent(t *testing.T) {
 	a := newTestApp(t)
 	blobs, err := blob.Open(t.TempDir(), 0)
@@ -234,8 +235,9 @@ func TestSandboxContent(t *testing.T) {
 	}
 	for _, p := range []struct{ owner, rid, tool string }{
 		{"alice", "exp", "scene.export"}, {"alice", "anim", "render.animation"}, {"root", "fan", "render.animation"}, {"alice", "shot", "render.still"},
+		{"alice", "dup", "scene.export"}, {"root", "dup", "render.animation"},
 	} {
-		args, _ := structpb.NewStruct(map[string]any{"distribute": p.rid == "fan"})
+		args, _ := structpb.NewStruct(map[string]any{"distribute": p.tool == "render.animation" && p.owner == "root"})
 		if _, err := a.store.CreatePlan(store.NewPlan{Owner: p.owner, Digest: "d", Schedule: []int{0},
 			Plan:    &cpv1.Plan{RequestId: p.rid, SessionId: "s", Owner: p.owner, State: cpv1.Plan_STATE_PENDING},
 			Request: &cpv1.SubmitPlanRequest{SessionId: "s", RequestId: p.rid, Operations: []*cpv1.Operation{{OperationId: "o", ToolName: p.tool, Args: args}}}}); err != nil {
@@ -251,11 +253,16 @@ func TestSandboxContent(t *testing.T) {
 	}
 	upload := version("m.obj", held("# the upload"), "", 20)
 	frame := version("clash_0001.png", held("rendered in the sandbox"), "anim", 5)
+	dup := version("dup.obj", held("# an export"), "dup", 5)
+	preview := version("preview-a.png", held("a preview's render"), "exp", 50)
+	preview.OperationId = ""
 	files := sessionFiles{byName: map[string][]*cpv1.Artifact{
 		"m.obj":          {upload, version("m.obj", held("# the export"), "exp", 10)},
 		"clash_0001.png": {frame, version("clash_0001.png", held("rendered on a fork"), "fan", 30)},
 		"fan_0001.png":   {version("fan_0001.png", held("on a fork only"), "fan", 30)},
 		"big.png":        {version("big.png", held("an older render"), "shot", 5), version("big.png", "left-on-the-agent", "shot", 40)},
+		"dup.obj":        {dup},
+		"preview-a.png":  {preview},
 	}, uploads: []string{"m.obj"}}
 	f := &replayFiles{app: a, sessionID: "s", target: "s", onAgent: map[string]string{}}
 	names := func(whole bool) []string {
@@ -271,11 +278,11 @@ func TestSandboxContent(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	want := []string{"clash_0001.png@" + frame.GetSha256()[:8], "m.obj@" + upload.GetSha256()[:8]}
+	want := []string{"clash_0001.png@" + frame.GetSha256()[:8], "dup.obj@" + dup.GetSha256()[:8], "m.obj@" + upload.GetSha256()[:8]}
 	if got := names(true); !slices.Equal(got, want) {
 		t.Fatalf("the new sandbox: %v, want %v", got, want)
 	}
-	if got := names(false); !slices.Equal(got, want[1:]) {
-		t.Fatalf("a fork: %v, want %v", got, want[1:])
+	if got := names(false); !slices.Equal(got, want[2:]) {
+		t.Fatalf("a fork: %v, want %v", got, want[2:])
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
@@ -161,10 +163,13 @@ func (f *replayFiles) importsRead(ref store.PlanRef) (map[string]map[string]stri
 // its newest version (read again: an upload may have come meanwhile). A
 // fork gets the names uploaded or pushed for its replay; the session's own
 // new home (whole) gets every name its calls wrote too (renders, exports),
-// which a later import or python.exec may read. A name whose newest
-// version the control plane does not hold, or that the target refuses
-// (its ceiling, a directory of that name), is left out and logged: the
-// session goes on without that one file.
+// which a later import may read. A name whose newest version the control
+// plane does not hold is left out (sandboxContent), and so is a file the
+// target refuses for itself (the session's ceiling, a directory or a name
+// it does not take), logged: the session goes on without that one file.
+// A refusal for the agent's disk fails the rebuild, as an agent that does
+// not answer does: the host is short, and the session goes elsewhere or
+// waits.
 func (f *replayFiles) settle(ctx context.Context, whole bool) error {
 	files, err := f.app.sessionFiles(f.sessionID)
 	if err != nil {
@@ -176,8 +181,9 @@ func (f *replayFiles) settle(ctx context.Context, whole bool) error {
 	}
 	for _, art := range arts {
 		err := f.push(ctx, art)
-		if errors.Is(err, ErrQuotaExceeded) || errors.Is(err, ErrArtifactConflict) {
-			f.app.log.Warn("a file of the session does not fit its new sandbox; the session goes on without it",
+		if !errors.Is(err, errAgentDiskShort) && (errors.Is(err, ErrQuotaExceeded) || errors.Is(err, ErrArtifactConflict) ||
+			status.Code(err) == codes.InvalidArgument) {
+			f.app.log.Warn("the new sandbox refuses a file of the session; the session goes on without it",
 				"session_id", f.sessionID, "target", f.target, "name", art.GetName(), "err", err)
 			continue
 		}
@@ -222,12 +228,16 @@ func (f *replayFiles) sandboxContent(files sessionFiles, whole bool) ([]*cpv1.Ar
 			}
 		}
 		switch {
-		case art == nil: // only a distributed render's frames
+		case art == nil: // only a distributed render's frames, or previews
 		case !f.app.blobs.Has(art.GetSha256()):
 			// Left on the old agent (over the artifact quota, or not taken):
-			// an older version would be a file the session never had then.
-			f.app.log.Warn("the control plane does not hold the newest version of a session's file; its new sandbox goes without it",
-				"session_id", f.sessionID, "target", f.target, "name", name, "sha256", art.GetSha256())
+			// an older version would be a file the sandbox did not hold then.
+			// One a replayed import read stays, though (agents remove no file).
+			msg := "the control plane does not hold the newest version of a session's file; its new sandbox goes without it"
+			if _, pushed := f.onAgent[name]; pushed {
+				msg = "the control plane does not hold the newest version of a session's file; its new sandbox keeps the older one a replayed import read"
+			}
+			f.app.log.Warn(msg, "session_id", f.sessionID, "target", f.target, "name", name, "sha256", art.GetSha256())
 		default:
 			out = append(out, art)
 		}
@@ -236,17 +246,24 @@ func (f *replayFiles) sandboxContent(files sessionFiles, whole bool) ([]*cpv1.Ar
 }
 
 // sandboxed tells the versions of a session's files that were in its
-// sandbox: uploads and what its calls wrote, not a distributed render's
-// frames (rendered on forks, kept by the control plane only). A version's
-// plan is read under each owner of a plan of the session with its request
-// id (an admin may run plans in another's session), once per request id.
+// sandbox: uploads and what its calls wrote; not a distributed render's
+// frames (rendered on forks, kept by the control plane only), nor a
+// preview's render (a plan's, no operation's). A version's plan is read
+// under each owner of a plan of the session with its request id (an admin
+// may run plans in another's session), once per request id; when two
+// owners used one request id, a version is in the sandbox unless no plan
+// of them has its operation but a distributed render.
 func (a *App) sandboxed(sessionID string) func(*cpv1.Artifact) (bool, error) {
 	var owners map[string][]string // request id → owners of plans of the session
-	distributed := map[string]map[string]bool{}
+	type ops struct{ distributed, other map[string]bool }
+	byPlan := map[string]ops{}
 	return func(v *cpv1.Artifact) (bool, error) {
-		rid := v.GetRequestId()
-		if rid == "" {
+		rid, opID := v.GetRequestId(), v.GetOperationId()
+		switch {
+		case rid == "":
 			return true, nil // an upload
+		case opID == "":
+			return false, nil // a preview's render
 		}
 		if owners == nil {
 			owners = map[string][]string{}
@@ -264,26 +281,25 @@ func (a *App) sandboxed(sessionID string) func(*cpv1.Artifact) (bool, error) {
 				before = next
 			}
 		}
-		ops, ok := distributed[rid]
+		o, ok := byPlan[rid]
 		if !ok {
-			ops = map[string]bool{}
+			o = ops{distributed: map[string]bool{}, other: map[string]bool{}}
 			for _, owner := range owners[rid] {
 				_, req, _, err := a.store.PlanWork(store.PlanRef{Owner: owner, RequestID: rid})
-				if errors.Is(err, store.ErrPlanNotFound) {
-					continue
-				}
 				if err != nil {
 					return false, err
 				}
 				for _, op := range req.GetOperations() {
 					if executor.Distributed(op) {
-						ops[op.GetOperationId()] = true
+						o.distributed[op.GetOperationId()] = true
+					} else {
+						o.other[op.GetOperationId()] = true
 					}
 				}
 			}
-			distributed[rid] = ops
+			byPlan[rid] = o
 		}
-		return !ops[v.GetOperationId()], nil
+		return !o.distributed[opID] || o.other[opID], nil
 	}
 }
 

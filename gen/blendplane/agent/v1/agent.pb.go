@@ -25,6 +25,57 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// FileRefusal names, as the ErrorInfo reason of a RESOURCE_EXHAUSTED
+// answer to PutFile, a refusal that is not the session's own ceiling
+// (temp_storage_mib), which carries no reason.
+type FileRefusal int32
+
+const (
+	FileRefusal_FILE_REFUSAL_UNSPECIFIED FileRefusal = 0
+	// The file would leave the agent's disk with less free than it keeps
+	// (--min-free-disk-mib): the host is short, not the session.
+	FileRefusal_FILE_REFUSAL_DISK_FLOOR FileRefusal = 1
+)
+
+// Enum value maps for FileRefusal.
+var (
+	FileRefusal_name = map[int32]string{
+		0: "FILE_REFUSAL_UNSPECIFIED",
+		1: "FILE_REFUSAL_DISK_FLOOR",
+	}
+	FileRefusal_value = map[string]int32{
+		"FILE_REFUSAL_UNSPECIFIED": 0,
+		"FILE_REFUSAL_DISK_FLOOR":  1,
+	}
+)
+
+func (x FileRefusal) Enum() *FileRefusal {
+	p := new(FileRefusal)
+	*p = x
+	return p
+}
+
+func (x FileRefusal) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FileRefusal) Descriptor() protoreflect.EnumDescriptor {
+	return file_blendplane_agent_v1_agent_proto_enumTypes[0].Descriptor()
+}
+
+func (FileRefusal) Type() protoreflect.EnumType {
+	return &file_blendplane_agent_v1_agent_proto_enumTypes[0]
+}
+
+func (x FileRefusal) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FileRefusal.Descriptor instead.
+func (FileRefusal) EnumDescriptor() ([]byte, []int) {
+	return file_blendplane_agent_v1_agent_proto_rawDescGZIP(), []int{0}
+}
+
 type GetCheckpointRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1807,7 +1858,10 @@ const file_blendplane_agent_v1_agent_proto_rawDesc = "" +
 	"\x13failed_operation_id\x18\x04 \x01(\tR\x11failedOperationId\x12=\n" +
 	"\afailure\x18\x05 \x01(\v2#.blendplane.controlplane.v1.FailureR\afailure\x12\x1d\n" +
 	"\n" +
-	"render_png\x18\x06 \x01(\fR\trenderPng2\x8e\b\n" +
+	"render_png\x18\x06 \x01(\fR\trenderPng*H\n" +
+	"\vFileRefusal\x12\x1c\n" +
+	"\x18FILE_REFUSAL_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17FILE_REFUSAL_DISK_FLOOR\x10\x012\x8e\b\n" +
 	"\fAgentService\x12W\n" +
 	"\bDescribe\x12$.blendplane.agent.v1.DescribeRequest\x1a%.blendplane.agent.v1.DescribeResponse\x12`\n" +
 	"\vOpenSession\x12'.blendplane.agent.v1.OpenSessionRequest\x1a(.blendplane.agent.v1.OpenSessionResponse\x12V\n" +
@@ -1833,84 +1887,86 @@ func file_blendplane_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_blendplane_agent_v1_agent_proto_rawDescData
 }
 
+var file_blendplane_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_blendplane_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_blendplane_agent_v1_agent_proto_goTypes = []any{
-	(*GetCheckpointRequest)(nil),  // 0: blendplane.agent.v1.GetCheckpointRequest
-	(*CheckpointHeader)(nil),      // 1: blendplane.agent.v1.CheckpointHeader
-	(*GetCheckpointResponse)(nil), // 2: blendplane.agent.v1.GetCheckpointResponse
-	(*PutCheckpointRequest)(nil),  // 3: blendplane.agent.v1.PutCheckpointRequest
-	(*PutCheckpointResponse)(nil), // 4: blendplane.agent.v1.PutCheckpointResponse
-	(*DescribeRequest)(nil),       // 5: blendplane.agent.v1.DescribeRequest
-	(*DescribeResponse)(nil),      // 6: blendplane.agent.v1.DescribeResponse
-	(*OpenSessionRequest)(nil),    // 7: blendplane.agent.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),   // 8: blendplane.agent.v1.OpenSessionResponse
-	(*ExecuteRequest)(nil),        // 9: blendplane.agent.v1.ExecuteRequest
-	(*OperationCall)(nil),         // 10: blendplane.agent.v1.OperationCall
-	(*ExecuteResponse)(nil),       // 11: blendplane.agent.v1.ExecuteResponse
-	(*RollbackRequest)(nil),       // 12: blendplane.agent.v1.RollbackRequest
-	(*RollbackResponse)(nil),      // 13: blendplane.agent.v1.RollbackResponse
-	(*CancelRequest)(nil),         // 14: blendplane.agent.v1.CancelRequest
-	(*CancelResponse)(nil),        // 15: blendplane.agent.v1.CancelResponse
-	(*CloseSessionRequest)(nil),   // 16: blendplane.agent.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 17: blendplane.agent.v1.CloseSessionResponse
-	(*PutFileRequest)(nil),        // 18: blendplane.agent.v1.PutFileRequest
-	(*FileHeader)(nil),            // 19: blendplane.agent.v1.FileHeader
-	(*PutFileResponse)(nil),       // 20: blendplane.agent.v1.PutFileResponse
-	(*GetFileRequest)(nil),        // 21: blendplane.agent.v1.GetFileRequest
-	(*GetFileResponse)(nil),       // 22: blendplane.agent.v1.GetFileResponse
-	(*PreviewRequest)(nil),        // 23: blendplane.agent.v1.PreviewRequest
-	(*PreviewResponse)(nil),       // 24: blendplane.agent.v1.PreviewResponse
-	(*v1.Runtime)(nil),            // 25: blendplane.controlplane.v1.Runtime
-	(*v1.Resources)(nil),          // 26: blendplane.controlplane.v1.Resources
-	(*v1.BlenderProfile)(nil),     // 27: blendplane.controlplane.v1.BlenderProfile
-	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
-	(v1.SafetyLevel)(0),           // 29: blendplane.controlplane.v1.SafetyLevel
-	(*v1.Receipt)(nil),            // 30: blendplane.controlplane.v1.Receipt
-	(*v1.Progress)(nil),           // 31: blendplane.controlplane.v1.Progress
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(*v1.DatablockChange)(nil),    // 33: blendplane.controlplane.v1.DatablockChange
-	(*v1.Failure)(nil),            // 34: blendplane.controlplane.v1.Failure
+	(FileRefusal)(0),              // 0: blendplane.agent.v1.FileRefusal
+	(*GetCheckpointRequest)(nil),  // 1: blendplane.agent.v1.GetCheckpointRequest
+	(*CheckpointHeader)(nil),      // 2: blendplane.agent.v1.CheckpointHeader
+	(*GetCheckpointResponse)(nil), // 3: blendplane.agent.v1.GetCheckpointResponse
+	(*PutCheckpointRequest)(nil),  // 4: blendplane.agent.v1.PutCheckpointRequest
+	(*PutCheckpointResponse)(nil), // 5: blendplane.agent.v1.PutCheckpointResponse
+	(*DescribeRequest)(nil),       // 6: blendplane.agent.v1.DescribeRequest
+	(*DescribeResponse)(nil),      // 7: blendplane.agent.v1.DescribeResponse
+	(*OpenSessionRequest)(nil),    // 8: blendplane.agent.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),   // 9: blendplane.agent.v1.OpenSessionResponse
+	(*ExecuteRequest)(nil),        // 10: blendplane.agent.v1.ExecuteRequest
+	(*OperationCall)(nil),         // 11: blendplane.agent.v1.OperationCall
+	(*ExecuteResponse)(nil),       // 12: blendplane.agent.v1.ExecuteResponse
+	(*RollbackRequest)(nil),       // 13: blendplane.agent.v1.RollbackRequest
+	(*RollbackResponse)(nil),      // 14: blendplane.agent.v1.RollbackResponse
+	(*CancelRequest)(nil),         // 15: blendplane.agent.v1.CancelRequest
+	(*CancelResponse)(nil),        // 16: blendplane.agent.v1.CancelResponse
+	(*CloseSessionRequest)(nil),   // 17: blendplane.agent.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 18: blendplane.agent.v1.CloseSessionResponse
+	(*PutFileRequest)(nil),        // 19: blendplane.agent.v1.PutFileRequest
+	(*FileHeader)(nil),            // 20: blendplane.agent.v1.FileHeader
+	(*PutFileResponse)(nil),       // 21: blendplane.agent.v1.PutFileResponse
+	(*GetFileRequest)(nil),        // 22: blendplane.agent.v1.GetFileRequest
+	(*GetFileResponse)(nil),       // 23: blendplane.agent.v1.GetFileResponse
+	(*PreviewRequest)(nil),        // 24: blendplane.agent.v1.PreviewRequest
+	(*PreviewResponse)(nil),       // 25: blendplane.agent.v1.PreviewResponse
+	(*v1.Runtime)(nil),            // 26: blendplane.controlplane.v1.Runtime
+	(*v1.Resources)(nil),          // 27: blendplane.controlplane.v1.Resources
+	(*v1.BlenderProfile)(nil),     // 28: blendplane.controlplane.v1.BlenderProfile
+	(*structpb.Struct)(nil),       // 29: google.protobuf.Struct
+	(v1.SafetyLevel)(0),           // 30: blendplane.controlplane.v1.SafetyLevel
+	(*v1.Receipt)(nil),            // 31: blendplane.controlplane.v1.Receipt
+	(*v1.Progress)(nil),           // 32: blendplane.controlplane.v1.Progress
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(*v1.DatablockChange)(nil),    // 34: blendplane.controlplane.v1.DatablockChange
+	(*v1.Failure)(nil),            // 35: blendplane.controlplane.v1.Failure
 }
 var file_blendplane_agent_v1_agent_proto_depIdxs = []int32{
-	1,  // 0: blendplane.agent.v1.GetCheckpointResponse.header:type_name -> blendplane.agent.v1.CheckpointHeader
-	1,  // 1: blendplane.agent.v1.PutCheckpointRequest.header:type_name -> blendplane.agent.v1.CheckpointHeader
-	25, // 2: blendplane.agent.v1.DescribeResponse.runtimes:type_name -> blendplane.controlplane.v1.Runtime
-	26, // 3: blendplane.agent.v1.DescribeResponse.resources:type_name -> blendplane.controlplane.v1.Resources
-	27, // 4: blendplane.agent.v1.OpenSessionResponse.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
-	10, // 5: blendplane.agent.v1.ExecuteRequest.operations:type_name -> blendplane.agent.v1.OperationCall
-	28, // 6: blendplane.agent.v1.OperationCall.args:type_name -> google.protobuf.Struct
-	29, // 7: blendplane.agent.v1.OperationCall.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
-	30, // 8: blendplane.agent.v1.ExecuteResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	31, // 9: blendplane.agent.v1.ExecuteResponse.progress:type_name -> blendplane.controlplane.v1.Progress
-	30, // 10: blendplane.agent.v1.RollbackResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
-	19, // 11: blendplane.agent.v1.PutFileRequest.header:type_name -> blendplane.agent.v1.FileHeader
-	32, // 12: blendplane.agent.v1.PutFileResponse.land_time:type_name -> google.protobuf.Timestamp
-	19, // 13: blendplane.agent.v1.GetFileResponse.header:type_name -> blendplane.agent.v1.FileHeader
-	10, // 14: blendplane.agent.v1.PreviewRequest.operations:type_name -> blendplane.agent.v1.OperationCall
-	33, // 15: blendplane.agent.v1.PreviewResponse.changes:type_name -> blendplane.controlplane.v1.DatablockChange
-	34, // 16: blendplane.agent.v1.PreviewResponse.failure:type_name -> blendplane.controlplane.v1.Failure
-	5,  // 17: blendplane.agent.v1.AgentService.Describe:input_type -> blendplane.agent.v1.DescribeRequest
-	7,  // 18: blendplane.agent.v1.AgentService.OpenSession:input_type -> blendplane.agent.v1.OpenSessionRequest
-	9,  // 19: blendplane.agent.v1.AgentService.Execute:input_type -> blendplane.agent.v1.ExecuteRequest
-	12, // 20: blendplane.agent.v1.AgentService.Rollback:input_type -> blendplane.agent.v1.RollbackRequest
-	14, // 21: blendplane.agent.v1.AgentService.Cancel:input_type -> blendplane.agent.v1.CancelRequest
-	16, // 22: blendplane.agent.v1.AgentService.CloseSession:input_type -> blendplane.agent.v1.CloseSessionRequest
-	18, // 23: blendplane.agent.v1.AgentService.PutFile:input_type -> blendplane.agent.v1.PutFileRequest
-	21, // 24: blendplane.agent.v1.AgentService.GetFile:input_type -> blendplane.agent.v1.GetFileRequest
-	23, // 25: blendplane.agent.v1.AgentService.Preview:input_type -> blendplane.agent.v1.PreviewRequest
-	0,  // 26: blendplane.agent.v1.AgentService.GetCheckpoint:input_type -> blendplane.agent.v1.GetCheckpointRequest
-	3,  // 27: blendplane.agent.v1.AgentService.PutCheckpoint:input_type -> blendplane.agent.v1.PutCheckpointRequest
-	6,  // 28: blendplane.agent.v1.AgentService.Describe:output_type -> blendplane.agent.v1.DescribeResponse
-	8,  // 29: blendplane.agent.v1.AgentService.OpenSession:output_type -> blendplane.agent.v1.OpenSessionResponse
-	11, // 30: blendplane.agent.v1.AgentService.Execute:output_type -> blendplane.agent.v1.ExecuteResponse
-	13, // 31: blendplane.agent.v1.AgentService.Rollback:output_type -> blendplane.agent.v1.RollbackResponse
-	15, // 32: blendplane.agent.v1.AgentService.Cancel:output_type -> blendplane.agent.v1.CancelResponse
-	17, // 33: blendplane.agent.v1.AgentService.CloseSession:output_type -> blendplane.agent.v1.CloseSessionResponse
-	20, // 34: blendplane.agent.v1.AgentService.PutFile:output_type -> blendplane.agent.v1.PutFileResponse
-	22, // 35: blendplane.agent.v1.AgentService.GetFile:output_type -> blendplane.agent.v1.GetFileResponse
-	24, // 36: blendplane.agent.v1.AgentService.Preview:output_type -> blendplane.agent.v1.PreviewResponse
-	2,  // 37: blendplane.agent.v1.AgentService.GetCheckpoint:output_type -> blendplane.agent.v1.GetCheckpointResponse
-	4,  // 38: blendplane.agent.v1.AgentService.PutCheckpoint:output_type -> blendplane.agent.v1.PutCheckpointResponse
+	2,  // 0: blendplane.agent.v1.GetCheckpointResponse.header:type_name -> blendplane.agent.v1.CheckpointHeader
+	2,  // 1: blendplane.agent.v1.PutCheckpointRequest.header:type_name -> blendplane.agent.v1.CheckpointHeader
+	26, // 2: blendplane.agent.v1.DescribeResponse.runtimes:type_name -> blendplane.controlplane.v1.Runtime
+	27, // 3: blendplane.agent.v1.DescribeResponse.resources:type_name -> blendplane.controlplane.v1.Resources
+	28, // 4: blendplane.agent.v1.OpenSessionResponse.blender_profile:type_name -> blendplane.controlplane.v1.BlenderProfile
+	11, // 5: blendplane.agent.v1.ExecuteRequest.operations:type_name -> blendplane.agent.v1.OperationCall
+	29, // 6: blendplane.agent.v1.OperationCall.args:type_name -> google.protobuf.Struct
+	30, // 7: blendplane.agent.v1.OperationCall.safety_level:type_name -> blendplane.controlplane.v1.SafetyLevel
+	31, // 8: blendplane.agent.v1.ExecuteResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	32, // 9: blendplane.agent.v1.ExecuteResponse.progress:type_name -> blendplane.controlplane.v1.Progress
+	31, // 10: blendplane.agent.v1.RollbackResponse.receipt:type_name -> blendplane.controlplane.v1.Receipt
+	20, // 11: blendplane.agent.v1.PutFileRequest.header:type_name -> blendplane.agent.v1.FileHeader
+	33, // 12: blendplane.agent.v1.PutFileResponse.land_time:type_name -> google.protobuf.Timestamp
+	20, // 13: blendplane.agent.v1.GetFileResponse.header:type_name -> blendplane.agent.v1.FileHeader
+	11, // 14: blendplane.agent.v1.PreviewRequest.operations:type_name -> blendplane.agent.v1.OperationCall
+	34, // 15: blendplane.agent.v1.PreviewResponse.changes:type_name -> blendplane.controlplane.v1.DatablockChange
+	35, // 16: blendplane.agent.v1.PreviewResponse.failure:type_name -> blendplane.controlplane.v1.Failure
+	6,  // 17: blendplane.agent.v1.AgentService.Describe:input_type -> blendplane.agent.v1.DescribeRequest
+	8,  // 18: blendplane.agent.v1.AgentService.OpenSession:input_type -> blendplane.agent.v1.OpenSessionRequest
+	10, // 19: blendplane.agent.v1.AgentService.Execute:input_type -> blendplane.agent.v1.ExecuteRequest
+	13, // 20: blendplane.agent.v1.AgentService.Rollback:input_type -> blendplane.agent.v1.RollbackRequest
+	15, // 21: blendplane.agent.v1.AgentService.Cancel:input_type -> blendplane.agent.v1.CancelRequest
+	17, // 22: blendplane.agent.v1.AgentService.CloseSession:input_type -> blendplane.agent.v1.CloseSessionRequest
+	19, // 23: blendplane.agent.v1.AgentService.PutFile:input_type -> blendplane.agent.v1.PutFileRequest
+	22, // 24: blendplane.agent.v1.AgentService.GetFile:input_type -> blendplane.agent.v1.GetFileRequest
+	24, // 25: blendplane.agent.v1.AgentService.Preview:input_type -> blendplane.agent.v1.PreviewRequest
+	1,  // 26: blendplane.agent.v1.AgentService.GetCheckpoint:input_type -> blendplane.agent.v1.GetCheckpointRequest
+	4,  // 27: blendplane.agent.v1.AgentService.PutCheckpoint:input_type -> blendplane.agent.v1.PutCheckpointRequest
+	7,  // 28: blendplane.agent.v1.AgentService.Describe:output_type -> blendplane.agent.v1.DescribeResponse
+	9,  // 29: blendplane.agent.v1.AgentService.OpenSession:output_type -> blendplane.agent.v1.OpenSessionResponse
+	12, // 30: blendplane.agent.v1.AgentService.Execute:output_type -> blendplane.agent.v1.ExecuteResponse
+	14, // 31: blendplane.agent.v1.AgentService.Rollback:output_type -> blendplane.agent.v1.RollbackResponse
+	16, // 32: blendplane.agent.v1.AgentService.Cancel:output_type -> blendplane.agent.v1.CancelResponse
+	18, // 33: blendplane.agent.v1.AgentService.CloseSession:output_type -> blendplane.agent.v1.CloseSessionResponse
+	21, // 34: blendplane.agent.v1.AgentService.PutFile:output_type -> blendplane.agent.v1.PutFileResponse
+	23, // 35: blendplane.agent.v1.AgentService.GetFile:output_type -> blendplane.agent.v1.GetFileResponse
+	25, // 36: blendplane.agent.v1.AgentService.Preview:output_type -> blendplane.agent.v1.PreviewResponse
+	3,  // 37: blendplane.agent.v1.AgentService.GetCheckpoint:output_type -> blendplane.agent.v1.GetCheckpointResponse
+	5,  // 38: blendplane.agent.v1.AgentService.PutCheckpoint:output_type -> blendplane.agent.v1.PutCheckpointResponse
 	28, // [28:39] is the sub-list for method output_type
 	17, // [17:28] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
@@ -1948,13 +2004,14 @@ func file_blendplane_agent_v1_agent_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_blendplane_agent_v1_agent_proto_rawDesc), len(file_blendplane_agent_v1_agent_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_blendplane_agent_v1_agent_proto_goTypes,
 		DependencyIndexes: file_blendplane_agent_v1_agent_proto_depIdxs,
+		EnumInfos:         file_blendplane_agent_v1_agent_proto_enumTypes,
 		MessageInfos:      file_blendplane_agent_v1_agent_proto_msgTypes,
 	}.Build()
 	File_blendplane_agent_v1_agent_proto = out.File

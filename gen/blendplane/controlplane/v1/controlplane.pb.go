@@ -4871,7 +4871,8 @@ type Artifact struct {
 	SizeBytes int64  `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	// Hex SHA-256 of the content.
 	Sha256 string `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
-	// The plan and operation whose receipt made it; empty for uploads.
+	// The plan and operation whose receipt made it; empty for uploads. A
+	// preview's render (preview_render) names its plan and no operation.
 	RequestId       string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	OperationId     string                 `protobuf:"bytes,6,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	ReceiptSequence int64                  `protobuf:"varint,7,opt,name=receipt_sequence,json=receiptSequence,proto3" json:"receipt_sequence,omitempty"`

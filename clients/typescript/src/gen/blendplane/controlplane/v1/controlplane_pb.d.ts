@@ -2553,7 +2553,8 @@ export declare type Artifact = Message<"blendplane.controlplane.v1.Artifact"> & 
   sha256: string;
 
   /**
-   * The plan and operation whose receipt made it; empty for uploads.
+   * The plan and operation whose receipt made it; empty for uploads. A
+   * preview's render (preview_render) names its plan and no operation.
    *
    * @generated from field: string request_id = 5;
    */
