@@ -289,13 +289,14 @@ func TestConsole(t *testing.T) {
 		until(`[...document.querySelectorAll('#plans tbody tr')].map(tr => tr.dataset.plan).join(',') === 'shot-1,setup'`),
 		chromedp.Click(chromedp.CSS(`#artifacts tr[data-artifact="after.png"] button[data-action=download]`)))
 	b.shot(t, "session")
+	// shot-1's artifacts: its preview's render and its operation's.
 	arts, err := c.client.ListArtifacts(ctxT(t, 10*time.Second), &cpv1.ListArtifactsRequest{SessionId: sid, RequestId: "shot-1"})
-	if err != nil || len(arts.GetArtifacts()) != 1 {
+	if err != nil || len(arts.GetArtifacts()) != 2 || arts.GetArtifacts()[1].GetName() != "after.png" {
 		t.Fatalf("shot-1's artifacts: %v %v", arts, err)
 	}
 	waitFor(t, "the downloaded render", func() bool {
 		raw, err := os.ReadFile(filepath.Join(downloads, "after.png"))
-		return err == nil && fmt.Sprintf("%x", sha256.Sum256(raw)) == arts.GetArtifacts()[0].GetSha256()
+		return err == nil && fmt.Sprintf("%x", sha256.Sum256(raw)) == arts.GetArtifacts()[1].GetSha256()
 	})
 
 	// The audit: by the mutation id of one receipt, and by principal.
