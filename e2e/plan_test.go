@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
@@ -356,9 +357,10 @@ func testDeterminism(t *testing.T, c *cluster) {
 		}
 	}
 	var runs [2][]*cpv1.Receipt
+	var sessions [2]string
 	for i := range runs {
-		s := c.negotiate(t)
-		p, rs := c.run(t, s.GetSessionId(), fmt.Sprintf("det-%d", i), plan()...)
+		sessions[i] = c.negotiate(t).GetSessionId()
+		p, rs := c.run(t, sessions[i], fmt.Sprintf("det-%d", i), plan()...)
 		if p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
 			t.Fatalf("run %d: %v", i, p.GetFailure())
 		}
@@ -374,18 +376,17 @@ func testDeterminism(t *testing.T, c *cluster) {
 	if ra["sha256"] != rb["sha256"] {
 		t.Fatalf("seeded renders differ: %v vs %v", ra["sha256"], rb["sha256"])
 	}
-	// The receipt's sha256 is the file's, and the file is in the sandbox.
-	path := ra["path"].(string)
-	raw, err := os.ReadFile(path)
+	// The result names the file by its plain name, so the two sessions'
+	// results are the same bytes; the receipt's sha256 is the file's.
+	if !proto.Equal(runs[0][3].GetResult(), runs[1][3].GetResult()) || ra["path"] != "det.png" {
+		t.Fatalf("the renders' results differ, or name more than the file: %v vs %v", ra, rb)
+	}
+	_, raw, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: sessions[0], Name: "det.png"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(raw)
-	if hex.EncodeToString(sum[:]) != ra["sha256"] {
-		t.Fatalf("sha256 of %s does not match the receipt", path)
-	}
-	if !strings.Contains(path, filepath.Join("sessions")) || !strings.HasSuffix(filepath.Dir(path), "output") {
-		t.Fatalf("render outside the session output dir: %s", path)
+	if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != ra["sha256"] {
+		t.Fatalf("sha256 of det.png does not match the receipt")
 	}
 }
 

@@ -2,6 +2,7 @@ package blender
 
 import (
 	"bytes"
+	"fmt"
 	"image"
 	"image/png"
 	"os"
@@ -33,11 +34,12 @@ func writePNG(t *testing.T, path string) {
 	writeFile(t, path, b.String())
 }
 
-// sandboxOf returns the sandbox directory of p (from a file a call wrote).
-func sandboxOf(t *testing.T, p *Process) string {
+// startInSandbox is startTestProcess with the path of its sandbox (results
+// name files by their plain names only).
+func startInSandbox(t *testing.T, rt Runtime) (*Process, string) {
 	t.Helper()
-	out := mustExecute(t, p, "scene.export", kv{"format": "obj", "output": "probe.obj"})
-	return filepath.Dir(out.Fields()["path"].(string))
+	p, dir := startWith(t, rt, func(*Options) {})
+	return p, filepath.Join(dir, "sandbox")
 }
 
 // TestImportReferenceParsing: scene.import reads OBJ and MTL files as
@@ -49,8 +51,7 @@ func sandboxOf(t *testing.T, p *Process) string {
 // that stay inside still import.
 func TestImportReferenceParsing(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
-		p := startTestProcess(t, rt)
-		sandbox := sandboxOf(t, p)
+		p, sandbox := startInSandbox(t, rt)
 		outside := filepath.Dir(sandbox) // "../" from the sandbox
 		writeFile(t, filepath.Join(outside, "evil.mtl"), "newmtl Evil\nKd 1 0 0\n")
 		writePNG(t, filepath.Join(outside, "evil.png"))
@@ -127,8 +128,7 @@ func TestImportReferenceParsing(t *testing.T) {
 // anything changes, by every tool that writes files.
 func TestOutputDirectoryConflict(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
-		p := startTestProcess(t, rt)
-		sandbox := sandboxOf(t, p)
+		p, sandbox := startInSandbox(t, rt)
 		for _, d := range []string{"still.png", "anim_0002.png", "shot.png.partial.png", "scene.obj", "comp.mtl", "scene.glb"} {
 			if err := os.Mkdir(filepath.Join(sandbox, d), 0o700); err != nil {
 				t.Fatal(err)
@@ -255,6 +255,32 @@ func TestFilesKept(t *testing.T) {
 			if err != nil || !os.SameFile(kept(f), fi) {
 				t.Errorf("%s kept is not the sandbox's file: %v", f.Name, err)
 			}
+		}
+	})
+}
+
+// TestFilesNamedPlainly: results and errors name a file of the sandbox by
+// its plain name, never by the agent's path to it (the host's layout,
+// which differs between hosts and sessions): an export's file and its
+// companions, and an error whose text (Blender's or a script's) holds
+// such a path.
+func TestFilesNamedPlainly(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p, sandbox := startInSandbox(t, rt)
+		mustExecute(t, p, "object.create", kv{"type": "cube", "name": "Box"})
+		mustExecute(t, p, "material.create", kv{"name": "Paint"})
+		mustExecute(t, p, "material.assign", kv{"object": "Box", "material": "Paint"})
+		out := mustExecute(t, p, "scene.export", kv{"format": "obj", "output": "box.obj"})
+		if got := fmt.Sprint(out.Fields()["path"], " ", out.Fields()["files"]); got != "box.obj [box.obj box.mtl]" {
+			t.Errorf("export result: path and files %s, want box.obj [box.obj box.mtl]", got)
+		}
+		in := mustExecute(t, p, "scene.import", kv{"format": "obj", "input": "box.obj"})
+		if in.Fields()["path"] != "box.obj" {
+			t.Errorf("import result: path %v, want box.obj", in.Fields()["path"])
+		}
+		te := wantToolError(t, p, "python.exec", kv{"code": `import os, sandbox; raise RuntimeError("cannot read " + os.path.join(sandbox.SANDBOX["dir"], "x.png"))`}, CodeInvalidInput)
+		if !strings.Contains(te.Message, "cannot read x.png") || strings.Contains(te.Message, sandbox) {
+			t.Errorf("an error naming a file of the sandbox: %q", te.Message)
 		}
 	})
 }

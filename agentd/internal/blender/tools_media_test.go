@@ -237,7 +237,7 @@ func TestMediaSceneTools(t *testing.T) {
 // across runs, the scene (animated) unchanged, sandbox refusals.
 func TestMediaRenderAnimation(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
-		p := startTestProcess(t, rt)
+		p, sandbox := startInSandbox(t, rt)
 		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Box"})
 		mustExecute(t, p, "keyframe.insert", map[string]any{"object": "Box", "data_path": "location", "frame": 1, "value": []any{0, 0, 0}})
 		mustExecute(t, p, "keyframe.insert", map[string]any{"object": "Box", "data_path": "location", "frame": 2, "value": []any{1, 0, 0}})
@@ -246,7 +246,6 @@ func TestMediaRenderAnimation(t *testing.T) {
 		mustExecute(t, p, "object.set_transform", map[string]any{"name": "Box", "location": []any{0.5, 0.5, 0.5}})
 		base := assertIncrementalMatchesFull(t, p)
 		var digests [][]any
-		var sandbox string
 		for i, prefix := range []string{"anim", "again"} {
 			var got []map[string]any
 			out, err := p.Execute(callCtx(t), Call{Tool: "render.animation", Args: map[string]any{
@@ -267,12 +266,11 @@ func TestMediaRenderAnimation(t *testing.T) {
 				t.Fatalf("result %v", out.Fields())
 			}
 			for k, pth := range paths {
-				if filepath.Base(pth.(string)) != fmt.Sprintf("%s_%04d.png", prefix, k+1) || fileSHA(t, pth.(string)) != sums[k] {
+				if pth != fmt.Sprintf("%s_%04d.png", prefix, k+1) || fileSHA(t, filepath.Join(sandbox, pth.(string))) != sums[k] {
 					t.Errorf("frame %d: %s / %s", k, pth, sums[k])
 				}
 			}
 			digests = append(digests, sums)
-			sandbox = filepath.Dir(paths[0].(string))
 			if i == 0 && sums[0] == sums[1] {
 				t.Errorf("frames 1 and 2 of a moving cube are identical")
 			}
@@ -314,8 +312,7 @@ func TestMediaRenderAnimation(t *testing.T) {
 // text layers only, their references checked through every layer).
 func TestMediaImportExport(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
-		p := startTestProcess(t, rt)
-		var sandbox string
+		p, sandbox := startInSandbox(t, rt)
 		mustExecute(t, p, "object.create", map[string]any{"type": "monkey", "name": "Suzanne", "location": []any{1, 0, 0}})
 		mustExecute(t, p, "keyframe.insert", map[string]any{"object": "Suzanne", "data_path": "location", "frame": 1})
 		mustExecute(t, p, "keyframe.insert", map[string]any{"object": "Suzanne", "data_path": "location", "frame": 5, "value": []any{0, 0, 2}})
@@ -339,8 +336,7 @@ func TestMediaImportExport(t *testing.T) {
 			if out.Mutated || out.Undo != nil || out.SceneHashAfter != base.SceneHash {
 				t.Errorf("export %s changed the scene: %+v", f, out)
 			}
-			sandbox = filepath.Dir(out.Fields()["path"].(string))
-			if fileSHA(t, out.Fields()["path"].(string)) != out.Fields()["sha256"] || out.Fields()["bytes"].(float64) < 100 {
+			if out.Fields()["path"] != formats[f] || fileSHA(t, filepath.Join(sandbox, formats[f])) != out.Fields()["sha256"] || out.Fields()["bytes"].(float64) < 100 {
 				t.Errorf("export %s result %v", f, out.Fields())
 			}
 			assertIncrementalMatchesFull(t, p)

@@ -134,7 +134,7 @@ func TestRenderStill(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		var perRuntime []string
 		for i := 0; i < 2; i++ { // two fresh processes
-			p := startTestProcess(t, rt)
+			p, sandbox := startInSandbox(t, rt)
 			mustExecute(t, p, "object.create", map[string]any{"type": "monkey"})
 			args := map[string]any{"output": "frame_1.png", "resolution": []any{64, 48}, "samples": 4, "seed": 7}
 			out := mustExecute(t, p, "render.still", args)
@@ -142,7 +142,10 @@ func TestRenderStill(t *testing.T) {
 				t.Errorf("render changed the scene: %+v", out)
 			}
 			path := out.Fields()["path"].(string)
-			b, err := os.ReadFile(path)
+			if path != "frame_1.png" {
+				t.Errorf("result path %q, want the file's plain name", path)
+			}
+			b, err := os.ReadFile(filepath.Join(sandbox, path))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +157,7 @@ func TestRenderStill(t *testing.T) {
 				t.Errorf("result = %v", out.Fields())
 			}
 			if i == 0 {
-				sandboxRefusals(t, p, filepath.Dir(path))
+				sandboxRefusals(t, p, sandbox)
 			}
 			assertIncrementalMatchesFull(t, p)
 			perRuntime = append(perRuntime, out.Fields()["sha256"].(string))

@@ -479,7 +479,7 @@ func TestCheckpointTiming(t *testing.T) {
 // checkpoint holds a discarded datablock, and python.exec never meets one.
 func TestUndoneCreatesFreedInBatches(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
-		p := startTestProcess(t, rt)
+		p, sandbox := startInSandbox(t, rt)
 		base := assertIncrementalMatchesFull(t, p).SceneHash
 		undoCreate := func(name string) {
 			t.Helper()
@@ -524,7 +524,7 @@ func TestUndoneCreatesFreedInBatches(t *testing.T) {
 		kc := Call{Tool: "keyframe.insert", Args: map[string]any{"object": "Anim", "data_path": "location", "frame": 1}, RequestID: "test"}
 		mustUndo(t, p, mustExecute(t, p, kc.Tool, kc.Args), kc)
 		fbx := mustExecute(t, p, "scene.export", map[string]any{"format": "fbx", "output": "anim.fbx"})
-		if raw, err := os.ReadFile(fbx.Fields()["path"].(string)); err != nil || bytes.Contains(raw, []byte("bp_tomb_")) {
+		if raw, err := os.ReadFile(filepath.Join(sandbox, fbx.Fields()["path"].(string))); err != nil || bytes.Contains(raw, []byte("bp_tomb_")) {
 			t.Errorf("the FBX export holds a discarded datablock (or cannot be read: %v)", err)
 		}
 		undoCreate("Gone") // pending when python.exec runs

@@ -583,7 +583,7 @@ REQUEST_ID = re.compile(rb'\s*\{\s*"id"\s*:\s*(\d+)\s*[,}]')
 
 
 def error_response(rid, code, message):
-    return {"id": rid, "ok": False, "error": {"code": code, "message": message, "scene_hash": STATE.scene_hash()}}
+    return {"id": rid, "ok": False, "error": {"code": code, "message": sandbox.hide_sandbox(message), "scene_hash": STATE.scene_hash()}}
 
 
 def emit_progress(info):

@@ -194,6 +194,24 @@ def sandbox_path(name, pattern=None, what="a plain file name"):
     return path
 
 
+def plain(path):
+    """How a result names a file of the sandbox: its plain name, never the
+    agent's own path (which says how the host is laid out, and differs
+    from host to host and session to session)."""
+    return os.path.basename(path)
+
+
+def hide_sandbox(text):
+    """text (an error message, Blender's among them) with the sandbox's path
+    left out, so a file of it reads as its plain name."""
+    root = SANDBOX["dir"]
+    if not root or not isinstance(text, str):
+        return text
+    for r in {root, os.path.realpath(root)}:
+        text = text.replace(r.rstrip(os.sep) + os.sep, "")
+    return text
+
+
 def output_path(name, what):
     """sandbox_path of a file a tool is going to write; conflict when the
     name is taken by a directory. what names the argument in the message

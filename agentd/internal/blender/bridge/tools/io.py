@@ -67,7 +67,7 @@ from common import is_tomb, one_line, sha256_file
 from compat import io_operators
 from compat import remove_ids as compat_remove_ids
 from registry import ToolError, field, tool, undoer
-from sandbox import SANDBOX, file_name_schema, output_path, sandbox_path
+from sandbox import SANDBOX, file_name_schema, output_path, plain, sandbox_path
 from baseline import active_view_layer, current_scene
 from index import INDEX
 from layers import active_of, set_active
@@ -246,8 +246,8 @@ def tool_scene_export(tx, args):
         changed = changed_keys(snap)
         STATE.rebuild()
         raise ToolError("internal_error", "the %s exporter changed the scene (%s)" % (fmt, ", ".join(changed[:5])))
-    files = [path] + [p for p in extra if os.path.isfile(p)]
-    return {"path": path, "sha256": tx.sha256(path), "bytes": os.path.getsize(path), "format": fmt, "files": files}
+    files = [plain(p) for p in [path] + extra if os.path.isfile(p)]
+    return {"path": plain(path), "sha256": tx.sha256(path), "bytes": os.path.getsize(path), "format": fmt, "files": files}
 
 
 # ---------------------------------------------------------------------------
@@ -559,7 +559,7 @@ def tool_scene_import(tx, args):
         "touched": touched, "scene": sc.name, "view_layer": vl.name if vl is not None else None,
     })
     objects = sorted(db.name for db in created.get("objects", []))
-    return {"objects": objects, "format": fmt, "path": path, "files_read": read,
+    return {"objects": objects, "format": fmt, "path": plain(path), "files_read": read,
             "created": {attr: len(dbs) for attr, dbs in sorted(created.items())}}
 
 

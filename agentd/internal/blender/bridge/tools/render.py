@@ -30,7 +30,7 @@ from animation import animated_values, restore_animated
 from common import log
 from compat import eevee_engine, has_cycles, stamp_flags
 from registry import ToolError, field, tool, undoer
-from sandbox import MAX_FILE_NAME, SANDBOX_PATH, check_storage, file_name_schema, output_path, require_plain_name
+from sandbox import MAX_FILE_NAME, SANDBOX_PATH, check_storage, file_name_schema, output_path, plain, require_plain_name
 from baseline import current_scene, live_scene
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -195,7 +195,7 @@ def tool_render_still(tx, args):
         restore_animated(animated)
         if os.path.exists(tmp):
             os.remove(tmp)
-    return {"path": path, "sha256": tx.sha256(path), "seed": seed, "samples": samples, "resolution": [w, h]}
+    return {"path": plain(path), "sha256": tx.sha256(path), "seed": seed, "samples": samples, "resolution": [w, h]}
 
 
 # ---------------------------------------------------------------------------
@@ -437,5 +437,5 @@ def tool_render_animation(tx, args):
             for tmp in tmps:
                 if os.path.exists(tmp):
                     os.remove(tmp)
-    return {"paths": paths, "sha256": [tx.sha256(p) for p in paths], "frames": list(range(start, end + 1)),
+    return {"paths": [plain(p) for p in paths], "sha256": [tx.sha256(p) for p in paths], "frames": list(range(start, end + 1)),
             "seed": seed, "samples": samples, "resolution": [w, h]}
