@@ -8,6 +8,8 @@ import (
 	"time"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestMemoryCeiling: a session's negotiated max_memory_mib holds on its
@@ -50,24 +52,37 @@ func TestMemoryCeiling(t *testing.T) {
 	}
 }
 
-// TestDistributedRenderFrameLimit: render.animation renders at most 500
-// frames in one operation, distributed too. Each agent checked only its own
-// share, so two agents took 900 frames (450 each), ten 5,000.
-func TestDistributedRenderFrameLimit(t *testing.T) {
+// TestRenderFrameRange: a frame range its end before its start, or of more
+// than 500 frames (render.animation, distributed too), is refused with the
+// plan, SCHEMA_INVALID naming frame_end, before anything runs (the
+// registry's "x-span"). Before, the plan ran up to the render, which
+// failed; and each agent of a distributed render checked only its own
+// share, so two agents took 900 frames, ten 5,000.
+func TestRenderFrameRange(t *testing.T) {
 	c := startCluster(t)
-	startDaemon(t, "agentd", append([]string{"--listen", freeAddr(t), "--control-plane", c.cpAddr, "--data-dir", filepath.Join(c.dir, "agent2"),
-		"--token-file", filepath.Join(c.dir, "agent.token")}, blenderFlags()...)...)
-	waitFor(t, "a second agent", func() bool {
-		resp, err := c.client.ListAgents(ctxT(t, 5*time.Second), &cpv1.ListAgentsRequest{})
-		return err == nil && len(resp.GetAgents()) == 2 && resp.GetAgents()[0].GetState() == cpv1.Agent_STATE_READY &&
-			resp.GetAgents()[1].GetState() == cpv1.Agent_STATE_READY
-	})
 	id := c.negotiate(t).GetSessionId()
-	_, rs := c.run(t, id, "many-frames", op("render", "render.animation", map[string]any{"output_prefix": "f", "frame_start": 1, "frame_end": 900,
-		"resolution": []any{16, 16}, "samples": 1, "seed": 1, "distribute": true}))
-	if r := rs[0]; r.GetStatus() != cpv1.Receipt_STATUS_FAILED || r.GetError().GetErrorCode() != "INVALID_INPUT" ||
-		!strings.Contains(r.GetError().GetMessage(), "at most 500") || len(r.GetArtifacts()) != 0 {
-		t.Fatalf("900 frames, distributed: %v", r)
+	type call struct {
+		tool string
+		args map[string]any
+	}
+	for name, o := range map[string]call{
+		"900 frames, distributed": {"render.animation", map[string]any{"output_prefix": "f", "frame_start": 1, "frame_end": 900,
+			"resolution": []any{16, 16}, "samples": 1, "seed": 1, "distribute": true}},
+		"900 frames": {"render.animation", map[string]any{"output_prefix": "f", "frame_start": 1, "frame_end": 900}},
+		"backwards":  {"render.animation", map[string]any{"output_prefix": "f", "frame_start": 20, "frame_end": 10}},
+		"settings":   {"render.settings", map[string]any{"frame_start": 20, "frame_end": 10}},
+	} {
+		rid := "range-" + strings.ReplaceAll(strings.ReplaceAll(name, " ", "-"), ",", "")
+		_, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: id, RequestId: rid,
+			Operations: []*cpv1.Operation{cubeOp("cube", "Before", 0), op("frames", o.tool, o.args, "cube")}})
+		st := status.Convert(err)
+		info, fields := details(st)
+		if st.Code() != codes.InvalidArgument || info.GetReason() != "SCHEMA_INVALID" || len(fields) != 1 || fields[0].GetField() != "operations[1].args.frame_end" {
+			t.Errorf("%s: %v (%v), want SCHEMA_INVALID naming operations[1].args.frame_end", name, err, fields)
+		}
+		if _, err := c.client.GetPlan(ctxT(t, time.Minute), &cpv1.GetPlanRequest{RequestId: rid}); status.Code(err) != codes.NotFound {
+			t.Errorf("%s: the refused plan was stored: %v", name, err)
+		}
 	}
 }
 

@@ -118,7 +118,7 @@ const maxResourceBytes = 16 << 20
 // session's resources from then on, by name.
 func (s *Session) artifactContent(ctx context.Context, a *cpv1.Artifact, by *cpv1.Receipt) []sdk.Content {
 	size := a.GetSizeBytes()
-	uri := uriArtifacts + url.PathEscape(a.GetName())
+	uri := uriArtifacts + escapeName(a.GetName())
 	s.server.AddResource(&sdk.Resource{URI: uri, Name: a.GetName(), MIMEType: mimeOf(a.GetName()), Size: size,
 		Description: "A file the session made (plan " + by.GetRequestId() + ", operation " + by.GetOperationId() + "); its newest version."}, s.readArtifact)
 	out := []sdk.Content{&sdk.ResourceLink{URI: uri + "?sha256=" + a.GetSha256(), Name: a.GetName(), MIMEType: mimeOf(a.GetName()), Size: &size}}
@@ -205,4 +205,21 @@ If recoverable is false, tell the user instead of retrying.`), nil
 
 func promptResult(text string) *sdk.GetPromptResult {
 	return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: text}}}}
+}
+
+// escapeName percent-encodes every byte of a file name but the URI
+// template's unreserved characters (RFC 6570 simple expansion): the SDK
+// matches a read against uriArtifact's template, whose {name} takes no
+// '+', '&', '=', ':', '@' or '$' as they are (url.PathEscape leaves them).
+func escapeName(name string) string {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }

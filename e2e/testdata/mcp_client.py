@@ -124,6 +124,11 @@ async def exercise(session, upload=None):
         (await session.read_resource("blendplane://session/artifacts/twice.png")).contents[0].blob)).hexdigest()
     check(read == shas and newest == shas[1], "two renders to one name: each link reads its receipt's version, the name the newest",
           (read, newest, shas))
+    # A name with characters a URI template's {name} takes only encoded.
+    res = await session.call_tool("render.still", {"output": "a+b&c=d@e$f:g.png", "resolution": [16, 16], "samples": 1, "seed": 3})
+    link = [c for c in res.content if c.type == "resource_link"][0]
+    got = hashlib.sha256(base64.b64decode((await session.read_resource(link.uri)).contents[0].blob)).hexdigest()
+    check(not res.is_error and got == res.structured_content["result"]["sha256"], "a link to a name with + & = @ $ : reads", link.uri)
 
     listed = {str(r.uri): r for r in (await session.list_resources()).resources}
     check({"blendplane://session/summary", "blendplane://session/snapshot", "blendplane://session/registry",

@@ -486,3 +486,27 @@ func TestMediaSpecialTools(t *testing.T) {
 		mustExecute(t, p, "scene.get_summary", nil)
 	})
 }
+
+// TestFrameRangeInSchema: the bridge's own schema check refuses what the
+// registry's "x-span" says (a range backwards, render.animation's over 500
+// frames), naming the range's end, before the tool runs; a range with an
+// end from the scene is the tool's to check.
+func TestFrameRangeInSchema(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p := startTestProcess(t, rt)
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+			want string
+		}{
+			{"render.animation", map[string]any{"output_prefix": "f", "frame_start": 20, "frame_end": 10}, "args.frame_end: frame_end 10 is before frame_start 20"},
+			{"render.animation", map[string]any{"output_prefix": "f", "frame_start": 1, "frame_end": 501}, "args.frame_end: frame_start 1 to frame_end 501 is 501 values, at most 500"},
+			{"render.settings", map[string]any{"frame_start": 20, "frame_end": 10}, "args.frame_end: frame_end 10 is before frame_start 20"},
+			{"render.settings", map[string]any{"frame_start": 400}, "frame_start 400 is after frame_end 250"}, // the scene's end
+		} {
+			if te := wantToolError(t, p, c.tool, c.args, CodeInvalidInput); !strings.Contains(te.Message, c.want) {
+				t.Errorf("%s %v: %q, want %q", c.tool, c.args, te.Message, c.want)
+			}
+		}
+	})
+}

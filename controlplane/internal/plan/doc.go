@@ -15,7 +15,8 @@
 //
 // An operation that depends on itself is a cycle of one, not a missing
 // dependency. A tool's schema is JSON Schema plus [MaxBytesKeyword]
-// ("x-max-bytes"), which the agent's tools use for Blender's 63-byte names.
+// ("x-max-bytes"), which the agent's tools use for Blender's 63-byte names,
+// and [SpanKeyword] ("x-span"), for their frame ranges.
 // A schema that uses only the keywords the agent's tools use is compiled a
 // second time into a quick check that passes valid args without the JSON
 // Schema validator (a tenth of its cost); whatever it does not pass, the

@@ -30,6 +30,7 @@ type quickSchema struct {
 	minProps, minItems, maxItems, minLen, maxLen, maxBytes int // -1: none
 	minimum, maximum, exclMin, exclMax                     bound
 	pattern                                                *regexp.Regexp
+	span                                                   *span
 }
 
 // bound is a number keyword's value, if the schema has it.
@@ -57,7 +58,7 @@ const draft2020 = "https://json-schema.org/draft/2020-12/schema"
 
 // annotations are keywords that assert nothing (draft 2020-12's meta-data
 // vocabulary, and "$comment"); so are vendor keywords ("x-…") but
-// x-max-bytes, which Blendplane's vocabulary asserts.
+// x-max-bytes and x-span, which Blendplane's vocabulary asserts.
 var annotations = map[string]bool{"title": true, "description": true, "default": true, "examples": true,
 	"deprecated": true, "readOnly": true, "writeOnly": true, "$comment": true}
 
@@ -140,6 +141,9 @@ func compileQuick(doc map[string]any) *quickSchema {
 				q.maxLen, ok = quickCount(v)
 			case MaxBytesKeyword:
 				q.maxBytes, ok = quickCount(v)
+			case SpanKeyword:
+				s, err := compileSpan(v)
+				ok, q.span = err == nil, &s
 			case "minimum":
 				q.minimum, ok = quickBound(v)
 			case "maximum":
@@ -244,6 +248,9 @@ func (q *quickSchema) valid(v any) bool {
 				if _, ok := x[r]; !ok {
 					return false
 				}
+			}
+			if q.span != nil && q.span.violation(x) != "" {
+				return false
 			}
 			for k, item := range x {
 				sub, known := q.props[k]

@@ -242,6 +242,8 @@ func schemaViolations(i int, id string, args map[string]any, err error) []Violat
 			for _, p := range k.Properties {
 				add(e.InstanceLocation, p, "property is not allowed")
 			}
+		case *spanError:
+			add(e.InstanceLocation, k.end, k.msg)
 		case *kind.Pattern:
 			// The library quotes the pattern like a Go string, doubling
 			// its backslashes: '^[^\\x00-\\x1f]+$'. Show it as written.

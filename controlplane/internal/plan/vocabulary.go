@@ -18,6 +18,15 @@ import (
 // schema does not compile.
 const MaxBytesKeyword = "x-max-bytes"
 
+// SpanKeyword bounds, in an object's schema, a range two of its number
+// properties give ("x-span": {"start": "frame_start", "end": "frame_end",
+// "max": 500}): when the object has both, end is not before start, and the
+// range holds at most max whole values, both ends counted ("max" is
+// optional). A JSON Schema cannot compare two values; a tool that reads
+// such a pair would refuse it only when it runs. Either end left out is the
+// tool's default (the scene's), known only then.
+const SpanKeyword = "x-span"
+
 // vocabularyURL names Blendplane's JSON Schema vocabulary. Schemas never
 // list it in a "$vocabulary": the compiler asserts it for every schema.
 const vocabularyURL = "urn:blendplane:vocabulary:v1"
@@ -26,21 +35,44 @@ const vocabularyURL = "urn:blendplane:vocabulary:v1"
 // control plane asserts on top of the draft's. ("x-sandbox-path" is not one:
 // it is a policy, checked by the contract gate.)
 func vocabulary() *jsonschema.Vocabulary {
-	return &jsonschema.Vocabulary{URL: vocabularyURL, Compile: compileMaxBytes}
+	return &jsonschema.Vocabulary{URL: vocabularyURL, Compile: compileVocabulary}
 }
 
-// compileMaxBytes compiles "x-max-bytes" in one schema object. It checks
-// the keyword's value itself, since the vocabulary has no metaschema.
-func compileMaxBytes(_ *jsonschema.CompilerContext, obj map[string]any) (jsonschema.SchemaExt, error) {
-	v, ok := obj[MaxBytesKeyword]
-	if !ok {
+// compileVocabulary compiles the vocabulary's keywords in one schema
+// object. It checks their values itself, since the vocabulary has no
+// metaschema.
+func compileVocabulary(_ *jsonschema.CompilerContext, obj map[string]any) (jsonschema.SchemaExt, error) {
+	var exts keywords
+	if v, ok := obj[MaxBytesKeyword]; ok {
+		n, ok := nonNegativeInt(v)
+		if !ok {
+			return nil, fmt.Errorf("%q must be a non-negative integer, not %v", MaxBytesKeyword, v)
+		}
+		exts = append(exts, maxBytes(n))
+	}
+	if v, ok := obj[SpanKeyword]; ok {
+		s, err := compileSpan(v)
+		if err != nil {
+			return nil, err
+		}
+		exts = append(exts, s)
+	}
+	switch len(exts) {
+	case 0:
 		return nil, nil
+	case 1:
+		return exts[0], nil
 	}
-	n, ok := nonNegativeInt(v)
-	if !ok {
-		return nil, fmt.Errorf("%q must be a non-negative integer, not %v", MaxBytesKeyword, v)
+	return exts, nil
+}
+
+// keywords are the vocabulary's keywords of one schema object.
+type keywords []jsonschema.SchemaExt
+
+func (ks keywords) Validate(ctx *jsonschema.ValidatorContext, v any) {
+	for _, k := range ks {
+		k.Validate(ctx, v)
 	}
-	return maxBytes(n), nil
 }
 
 // nonNegativeInt accepts the integers JSON decoders produce: float64
@@ -90,3 +122,79 @@ func (*maxBytesError) KeywordPath() []string { return []string{MaxBytesKeyword} 
 func (k *maxBytesError) LocalizedString(*message.Printer) string {
 	return fmt.Sprintf("is %d bytes in UTF-8, at most %d", k.got, k.want)
 }
+
+// span is a compiled "x-span".
+type span struct {
+	start, end string
+	max        int // 0: no bound
+}
+
+// compileSpan reads "x-span"'s value: start and end, two different
+// property names, and max, a positive integer, if given.
+func compileSpan(v any) (span, error) {
+	m, ok := v.(map[string]any)
+	var s span
+	if ok {
+		s.start, _ = m["start"].(string)
+		s.end, _ = m["end"].(string)
+	}
+	bad := !ok || s.start == "" || s.end == "" || s.start == s.end
+	for k, x := range m {
+		switch k {
+		case "start", "end":
+		case "max":
+			n, isInt := nonNegativeInt(x)
+			bad, s.max = bad || !isInt || n == 0, n
+		default:
+			bad = true
+		}
+	}
+	if bad {
+		return span{}, fmt.Errorf(`%q must be {"start": <property>, "end": <another property>, "max": <positive integer, optional>}, not %v`, SpanKeyword, v)
+	}
+	return s, nil
+}
+
+// violation says how obj breaks the span, or "" when it does not (or has
+// not both ends as numbers: their types are for the draft's keywords).
+func (s span) violation(obj map[string]any) string {
+	a, aok := number(obj[s.start])
+	b, bok := number(obj[s.end])
+	switch {
+	case !aok || !bok:
+		return ""
+	case b < a:
+		return fmt.Sprintf("%s %v is before %s %v", s.end, b, s.start, a)
+	case s.max > 0 && b-a+1 > float64(s.max):
+		return fmt.Sprintf("%s %v to %s %v is %v values, at most %d", s.start, a, s.end, b, b-a+1, s.max)
+	}
+	return ""
+}
+
+// number is a JSON number as the decoders give it.
+func number(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func (s span) Validate(ctx *jsonschema.ValidatorContext, v any) {
+	if obj, ok := v.(map[string]any); ok {
+		if msg := s.violation(obj); msg != "" {
+			ctx.AddError(&spanError{end: s.end, msg: msg})
+		}
+	}
+}
+
+// spanError is the jsonschema.ErrorKind of a range its "x-span" refuses;
+// schemaViolations names the range's end as the field.
+type spanError struct{ end, msg string }
+
+func (*spanError) KeywordPath() []string { return []string{SpanKeyword} }
+
+func (k *spanError) LocalizedString(*message.Printer) string { return k.msg }

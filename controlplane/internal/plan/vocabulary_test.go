@@ -98,3 +98,62 @@ func TestControlCharacterPatterns(t *testing.T) {
 		}
 	}
 }
+
+// TestSpan: "x-span" refuses a range whose end is before its start, or
+// that holds more than max values, naming the end as the field (in the
+// whole check and the quick one alike); a range with an end left out, or
+// not a number, is not its business.
+func TestSpan(t *testing.T) {
+	schema := `{"type": "object", "properties": {"from": {"type": "integer"}, "to": {"type": "integer"}, "max": {"type": "string"}},
+		"x-span": {"start": "from", "end": "to", "max": 500}}`
+	reg, err := NewRegistry([]ToolDef{{Name: "t", Safety: SafetyReadOnly, InputSchema: decodeJSON(t, schema)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for args, want := range map[string]string{
+		`{"from": 1, "to": 500}`:           "",
+		`{"from": 7, "to": 7}`:             "",
+		`{"from": 10}`:                     "",
+		`{"to": 3}`:                        "",
+		`{"from": 10, "to": 5}`:            "to 5 is before from 10",
+		`{"from": 1, "to": 501}`:           "from 1 to to 501 is 501 values, at most 500",
+		`{"from": -300, "to": 300}`:        "from -300 to to 300 is 601 values, at most 500",
+		`{"from": 10, "to": 5, "max": ""}`: "to 5 is before from 10",
+	} {
+		ops := []Operation{{ID: "a", Tool: "t", Args: decodeJSON(t, args), Safety: SafetyReadOnly}}
+		_, err := Check(ops, reg)
+		if want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", args, err)
+			}
+			continue
+		}
+		pe := asPlanError(t, err)
+		if pe.Reason != ReasonSchemaInvalid || len(pe.Violations) != 1 || pe.Violations[0].Field != "operations[0].args.to" ||
+			!strings.HasSuffix(pe.Violations[0].Description, want) {
+			t.Errorf("%s: %s %q, want a violation of operations[0].args.to saying %q", args, pe.Reason, pe.Violations, want)
+		}
+	}
+	if q := compileQuick(decodeJSON(t, schema)); q == nil || q.valid(decodeJSON(t, `{"from": 10, "to": 5}`)) || !q.valid(decodeJSON(t, `{"from": 1, "to": 5}`)) {
+		t.Errorf("the quick check of x-span: %v", q)
+	}
+}
+
+func TestSpanMalformed(t *testing.T) {
+	for _, v := range []string{`true`, `{}`, `{"start": "a"}`, `{"start": "a", "end": "a"}`, `{"start": "a", "end": 5}`,
+		`{"start": "a", "end": "b", "max": 0}`, `{"start": "a", "end": "b", "max": 1.5}`, `{"start": "a", "end": "b", "step": 1}`} {
+		_, err := NewRegistry([]ToolDef{{Name: "t", Safety: SafetyReadOnly, InputSchema: decodeJSON(t, `{"x-span": `+v+`}`)}})
+		if err == nil || !strings.Contains(err.Error(), `"x-span" must be {"start"`) {
+			t.Errorf("x-span %s: err = %v", v, err)
+		}
+	}
+	// Beside x-max-bytes in one schema object, both hold.
+	reg, err := NewRegistry([]ToolDef{{Name: "t", Safety: SafetyReadOnly,
+		InputSchema: decodeJSON(t, `{"x-span": {"start": "a", "end": "b"}, "x-max-bytes": 1}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Check([]Operation{{ID: "a", Tool: "t", Args: decodeJSON(t, `{"a": 2, "b": 1}`), Safety: SafetyReadOnly}}, reg); err == nil {
+		t.Error("x-span beside x-max-bytes refused nothing")
+	}
+}

@@ -5,7 +5,8 @@ Supported keywords: type (object, array, number, integer, string, boolean,
 null, or a list of these: the value's own type's keywords then apply),
 properties, required, additionalProperties (false only), minProperties,
 items, minItems, maxItems, minimum, maximum, exclusiveMinimum, minLength,
-maxLength, pattern, enum, and the vendor keyword ``x-max-bytes`` (below).
+maxLength, pattern, enum, and the vendor keywords ``x-max-bytes`` and
+``x-span`` (below).
 Others (description, default) are ignored here, and so are the other vendor
 keywords starting with ``x-`` (``x-sandbox-path``, read by the control
 plane's path gate and by sandbox.py's users, not by this checker). Failures
@@ -16,6 +17,12 @@ non-negative integer; other types ignore it). maxLength counts characters,
 but Blender names are at most 63 bytes (NAME): 63 "é" pass maxLength and
 fail x-max-bytes; file names are at most sandbox.MAX_FILE_BYTES. The
 control plane's checker enforces the same keyword.
+
+``"x-span": {"start": a, "end": b, "max": n}`` on an object: when it has
+both number properties a and b, b is not below a and (with "max") the range
+holds at most n values, both ends counted. A tool that reads either from
+the scene when it is left out checks the range again when it runs. The
+control plane's checker enforces it too (plan.SpanKeyword).
 
 ``pattern`` is an ECMA-262 regex, as JSON Schema says, and the control plane
 checks it with Go's RE2: the patterns here use only syntax that means the
@@ -130,6 +137,10 @@ def explain(schema, value, path):
         for k in sorted(value):
             if k in props:
                 explain(props[k], value[k], path + "." + k)
+        if "x-span" in schema:
+            bad = span_violation(schema["x-span"], value)
+            if bad is not None:
+                raise ToolError("invalid_input", "%s.%s: %s" % (path, schema["x-span"]["end"], bad))
     elif t == "array":
         if not isinstance(value, list):
             raise ToolError("invalid_input", "%s: must be an array" % path)
@@ -229,6 +240,7 @@ def _quick_type(schema, t):
         required = list(schema.get("required", []))
         closed = schema.get("additionalProperties") is False
         fewest = schema.get("minProperties", 0)
+        span = schema.get("x-span")
 
         def obj(value):
             if not isinstance(value, dict) or len(value) < fewest:
@@ -236,6 +248,8 @@ def _quick_type(schema, t):
             for r in required:
                 if r not in value:
                     return False
+            if span is not None and span_violation(span, value) is not None:
+                return False
             for k, v in value.items():
                 f = props.get(k)
                 if f is None:
@@ -284,6 +298,19 @@ def _quick_type(schema, t):
     if t == "boolean":
         return lambda value: isinstance(value, bool)
     return _always
+
+
+def span_violation(span, value):
+    """How the object value breaks its x-span, or None."""
+    a, b = value.get(span["start"]), value.get(span["end"])
+    if not (is_number(a) and is_number(b)):
+        return None
+    if b < a:
+        return "%s %s is before %s %s" % (span["end"], b, span["start"], a)
+    most = span.get("max")
+    if most is not None and b - a + 1 > most:
+        return "%s %s to %s %s is %s values, at most %d" % (span["start"], a, span["end"], b, b - a + 1, most)
+    return None
 
 
 def check_name(name):
