@@ -287,6 +287,8 @@ func TestConsole(t *testing.T) {
 	b.run(t, "the session",
 		open("#/sessions/"+sid),
 		until(`[...document.querySelectorAll('#plans tbody tr')].map(tr => tr.dataset.plan).join(',') === 'shot-1,setup'`),
+		// The preview's render: its plan's, no operation's.
+		until(`document.querySelector('#artifacts tr[data-artifact^="preview-"]')?.textContent.includes('shot-1 preview')`),
 		chromedp.Click(chromedp.CSS(`#artifacts tr[data-artifact="after.png"] button[data-action=download]`)))
 	b.shot(t, "session")
 	// shot-1's artifacts: its preview's render and its operation's.

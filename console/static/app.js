@@ -369,7 +369,9 @@ async function sessionView(main, ctx, id) {
       h('td', null, a.name),
       h('td', null, fmtBytes(a.sizeBytes)),
       h('td', null, short(a.sha256)),
-      h('td', null, a.requestId ? h('span', null, h('code', null, a.requestId), ' / ', h('code', null, a.operationId)) : h('span', { class: 'muted', title: 'uploaded, or the render of an approval\'s preview' }, 'upload or preview')),
+      h('td', null, !a.requestId ? h('span', { class: 'muted', title: 'uploaded by a client' }, 'upload')
+        : a.operationId ? h('span', null, h('code', null, a.requestId), ' / ', h('code', null, a.operationId))
+        : h('span', null, h('code', null, a.requestId), ' ', h('span', { class: 'muted', title: 'the render of the plan\'s preview, before its approval' }, 'preview'))),
       h('td', null, fmtTime(a.createTime)),
       h('td', null, artifactActions(a, ctx))));
     artifacts.replaceChildren(arow.length

@@ -284,3 +284,43 @@ func TestFilesNamedPlainly(t *testing.T) {
 		}
 	})
 }
+
+// TestExportsNameNoAgentPath: an OBJ's .mtl names its texture by its name,
+// and its header names no checkpoint file, in a session restored from one
+// as in a fresh one. (An FBX's texture has the agent's path too: the format
+// writes the absolute FileName whatever its path mode; and an image a
+// checkpoint holds keeps the path it had where the checkpoint was made.)
+func TestExportsNameNoAgentPath(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p, sandbox := startInSandbox(t, rt)
+		writePNG(t, filepath.Join(sandbox, "shot.png"))
+		writeFile(t, filepath.Join(sandbox, "tex.obj"), "mtllib tex.mtl\no Tex\nv 0 0 0\nv 1 0 0\nv 0 1 0\nvt 0 0\nvt 1 0\nvt 0 1\nusemtl Paint\nf 1/1 2/2 3/3\n")
+		writeFile(t, filepath.Join(sandbox, "tex.mtl"), "newmtl Paint\nKd 1 0 0\nmap_Kd shot.png\n")
+		mustExecute(t, p, "scene.import", kv{"format": "obj", "input": "tex.obj"})
+		mtl := func(p *Process, dir string) []byte {
+			t.Helper()
+			mustExecute(t, p, "scene.export", kv{"format": "obj", "output": "same.obj"})
+			raw, err := os.ReadFile(filepath.Join(dir, "same.mtl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return raw
+		}
+		fresh := mtl(p, sandbox)
+		if bytes.Contains(fresh, []byte(sandbox)) || !bytes.Contains(fresh, []byte("map_Kd shot.png")) {
+			t.Errorf("the .mtl names the agent's path, or not its texture:\n%s", fresh)
+		}
+		q, dir := startWith(t, rt, func(*Options) {})
+		path := filepath.Join(t.TempDir(), "checkpoint-00000007.blend")
+		if _, err := p.SaveCheckpoint(callCtx(t), path); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.LoadCheckpoint(callCtx(t), path); err != nil {
+			t.Fatal(err)
+		}
+		header := func(raw []byte) string { line, _, _ := bytes.Cut(raw, []byte("\n")); return string(line) }
+		if restored := mtl(q, filepath.Join(dir, "sandbox")); header(restored) != header(fresh) || !strings.HasSuffix(header(fresh), "MTL File: 'None'") {
+			t.Errorf("a restored session's .mtl header %q, a fresh one's %q", header(restored), header(fresh))
+		}
+	})
+}

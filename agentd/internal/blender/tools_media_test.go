@@ -1,6 +1,7 @@
 package blender
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -507,6 +508,31 @@ func TestFrameRangeInSchema(t *testing.T) {
 			if te := wantToolError(t, p, c.tool, c.args, CodeInvalidInput); !strings.Contains(te.Message, c.want) {
 				t.Errorf("%s %v: %q, want %q", c.tool, c.args, te.Message, c.want)
 			}
+		}
+	})
+}
+
+// TestExportSeparateGLTF: a glTF export to a .gltf name writes the JSON and
+// its .bin on both Blenders. On 4.5, whose exporter makes its formats when
+// it runs, the format was dropped as unknown: it wrote its default, a .glb,
+// and the call failed.
+func TestExportSeparateGLTF(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p, sandbox := startInSandbox(t, rt)
+		mustExecute(t, p, "object.create", map[string]any{"type": "cube", "name": "Box"})
+		out, err := p.Execute(callCtx(t), Call{Tool: "scene.export", Args: map[string]any{"format": "gltf", "output": "box.gltf"}})
+		if isCode(err, CodeCapabilityMissing) && rt.Kind == RuntimeBinary {
+			t.Skipf("this Blender has no glTF exporter: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(filepath.Join(sandbox, "box.gltf"))
+		if fmt.Sprint(out.Fields()["files"]) != "[box.gltf box.bin]" || err != nil || !bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
+			t.Fatalf("export to box.gltf: files %v, box.gltf %.20q (%v)", out.Fields()["files"], raw, err)
+		}
+		if _, err := os.Stat(filepath.Join(sandbox, "box.glb")); err == nil {
+			t.Error("a .glb beside the .gltf")
 		}
 	})
 }

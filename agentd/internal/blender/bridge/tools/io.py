@@ -117,7 +117,9 @@ def restore_settings(settings):
 
 
 def op_call(idname, **kw):
-    """bpy.ops.<idname>(**kw), passing only the keywords this version knows."""
+    """bpy.ops.<idname>(**kw), passing only the keywords and enum values
+    this version knows. An enum whose items are made when the operator runs
+    (4.5's glTF export_format) lists none here: its value is passed."""
     mod, _, name = idname.partition(".")
     op = getattr(getattr(bpy.ops, mod), name)
     props = op.get_rna_type().properties
@@ -125,7 +127,7 @@ def op_call(idname, **kw):
     window.wake()
     for k, v in list(kw.items()):
         p = props[k]
-        if p.type == "ENUM" and v not in p.enum_items.keys():
+        if p.type == "ENUM" and len(p.enum_items) and v not in p.enum_items.keys():
             del kw[k]
     return op(**kw)
 
@@ -241,6 +243,8 @@ def tool_scene_export(tx, args):
                 ob.data = ob.data  # re-runs Blender's slot-count sync with the data
     if "FINISHED" not in res or not os.path.isfile(path):
         raise ToolError("internal_error", "the %s exporter wrote no file" % fmt)
+    if fmt == "obj" and os.path.isfile(extra[0]):
+        forget_blend_name(extra[0])
     snap, full = full_snapshot()
     if full != before:
         changed = changed_keys(snap)
@@ -248,6 +252,23 @@ def tool_scene_export(tx, args):
         raise ToolError("internal_error", "the %s exporter changed the scene (%s)" % (fmt, ", ".join(changed[:5])))
     files = [plain(p) for p in [path] + extra if os.path.isfile(p)]
     return {"path": plain(path), "sha256": tx.sha256(path), "bytes": os.path.getsize(path), "format": fmt, "files": files}
+
+
+# The OBJ exporter names the open .blend in its .mtl's first line ("# Blender
+# 4.5.15 MTL File: 'checkpoint-00000003.blend'"; 'None' before any load).
+MTL_HEADER = re.compile(rb"\A(# Blender [^\n]* MTL File: )'[^\n]*'")
+
+
+def forget_blend_name(mtl):
+    """Write the .mtl's header as a fresh session's exporter does: the same
+    scene exports the same bytes whether its session was restored from a
+    checkpoint or not, and the agent's file name stays on the agent."""
+    with open(mtl, "rb") as f:
+        data = f.read()
+    fixed = MTL_HEADER.sub(rb"\1'None'", data, count=1)
+    if fixed != data:
+        with open(mtl, "wb") as f:
+            f.write(fixed)
 
 
 # ---------------------------------------------------------------------------
