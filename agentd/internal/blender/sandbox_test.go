@@ -282,6 +282,10 @@ func TestFilesNamedPlainly(t *testing.T) {
 		if !strings.Contains(te.Message, "cannot read x.png") || strings.Contains(te.Message, sandbox) {
 			t.Errorf("an error naming a file of the sandbox: %q", te.Message)
 		}
+		te = wantToolError(t, p, "python.exec", kv{"code": `import os, sandbox; raise RuntimeError("cannot load " + os.path.join(os.path.dirname(sandbox.SANDBOX["dir"]), "checkpoint-00000001.blend"))`}, CodeInvalidInput)
+		if !strings.Contains(te.Message, "cannot load checkpoint-00000001.blend") || strings.Contains(te.Message, filepath.Dir(sandbox)) {
+			t.Errorf("an error naming a file of the session's directory: %q", te.Message)
+		}
 	})
 }
 

@@ -103,10 +103,11 @@ func (m *Manager) rebuild(ctx context.Context, p *blender.Process, id, hash stri
 	if cp != nil {
 		var err error
 		if hash, err = p.LoadCheckpoint(ctx, path); err != nil {
-			return "", 0, fmt.Errorf("load checkpoint %s: %w", cp.Path, err)
+			// The file's name only: the message reaches clients in a receipt.
+			return "", 0, fmt.Errorf("load checkpoint %s: %w", filepath.Base(cp.Path), err)
 		}
 		if hash != cp.SceneHash {
-			return "", 0, fmt.Errorf("checkpoint %s hashes to %s, journal says %s", cp.Path, hash, cp.SceneHash)
+			return "", 0, fmt.Errorf("checkpoint %s hashes to %s, journal says %s", filepath.Base(cp.Path), hash, cp.SceneHash)
 		}
 		from = cp.Index
 	}

@@ -203,12 +203,14 @@ def plain(path):
 
 def hide_sandbox(text):
     """text (an error message, Blender's among them) with the sandbox's path
-    left out, so a file of it reads as its plain name."""
+    left out, so a file of it reads as its plain name, and so does a file of
+    the session's own directory (its checkpoints, beside the sandbox)."""
     root = SANDBOX["dir"]
     if not root or not isinstance(text, str):
         return text
     for r in {root, os.path.realpath(root)}:
-        text = text.replace(r.rstrip(os.sep) + os.sep, "")
+        r = r.rstrip(os.sep)
+        text = text.replace(r + os.sep, "").replace(os.path.dirname(r) + os.sep, "")
     return text
 
 
