@@ -119,8 +119,10 @@ const maxResourceBytes = 16 << 20
 func (s *Session) artifactContent(ctx context.Context, a *cpv1.Artifact, by *cpv1.Receipt) []sdk.Content {
 	size := a.GetSizeBytes()
 	uri := uriArtifacts + escapeName(a.GetName())
-	s.server.AddResource(&sdk.Resource{URI: uri, Name: a.GetName(), MIMEType: mimeOf(a.GetName()), Size: size,
-		Description: "A file the session made (plan " + by.GetRequestId() + ", operation " + by.GetOperationId() + "); its newest version."}, s.readArtifact)
+	// Listed by name, without a size: it reads the newest version, which a
+	// later call or an upload may replace.
+	s.server.AddResource(&sdk.Resource{URI: uri, Name: a.GetName(), MIMEType: mimeOf(a.GetName()),
+		Description: "A file the session made (last by plan " + by.GetRequestId() + ", operation " + by.GetOperationId() + "), at its newest version."}, s.readArtifact)
 	out := []sdk.Content{&sdk.ResourceLink{URI: uri + "?sha256=" + a.GetSha256(), Name: a.GetName(), MIMEType: mimeOf(a.GetName()), Size: &size}}
 	if mimeOf(a.GetName()) != "image/png" || size > maxInlineImage {
 		return out

@@ -135,7 +135,8 @@ async def exercise(session, upload=None):
            by_name} <= set(listed) and listed[by_name].mime_type == "image/png",
           "resources: the scene, the registry and the render the session made", sorted(listed))
     desc = listed[by_name].description or ""
-    check(re.search(r"\(plan \S+, operation \S+\)", desc) is not None, "the render's resource names its plan and operation", desc)
+    check(re.search(r"\(last by plan \S+, operation \S+\)", desc) is not None and listed[by_name].size is None,
+          "the render's resource names the plan and operation that made it last, and no size (its newest may change)", desc)
     snapshot = json.loads((await session.read_resource("blendplane://session/snapshot")).contents[0].text)
     check(snapshot["scene_hash"] and "McpCube" in json.dumps(snapshot),
           "the snapshot resource: the canonical scene and its hash", json.dumps(snapshot)[:300])
