@@ -144,7 +144,7 @@ func printPreview(out io.Writer, p *cpv1.Preview) {
 		}
 	}
 	if r := p.GetRender(); r != nil {
-		fmt.Fprintf(out, "  preview render: %s (blendctl download %s --session %s)\n", r.GetName(), r.GetName(), r.GetSessionId())
+		fmt.Fprintf(out, "  preview render: %s (blendctl download %s --session %s --sha256 %s)\n", r.GetName(), r.GetName(), r.GetSessionId(), r.GetSha256())
 	}
 }
 

@@ -167,9 +167,21 @@ func (a *App) preview(ctx context.Context, ref store.PlanRef, ap *cpv1.Approval)
 
 // storeBytes keeps content the control plane made for a plan (requestID)
 // as an artifact of its session, naming the plan and no operation: its
-// content is in the blob store only, never in the session's sandbox.
+// content is in the blob store only, never in the session's sandbox. It
+// counts under the session owner's artifact quota, as any artifact does.
 func (a *App) storeBytes(sessionID, requestID, name string, content []byte) (*cpv1.Artifact, error) {
-	w, err := a.blobs.Create(int64(len(content)))
+	owner, err := a.store.SessionOwner(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(len(content))
+	if ok, err := a.reserve(owner, n); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, a.overQuota(owner, n)
+	}
+	defer a.unreserve(owner, n)
+	w, err := a.blobs.Create(n)
 	if err != nil {
 		return nil, err
 	}

@@ -286,3 +286,33 @@ func TestSandboxContent(t *testing.T) {
 		t.Fatalf("a fork: %v, want %v", got, want[2:])
 	}
 }
+
+// TestPreviewRenderUnderQuota: a preview's render counts under its session
+// owner's artifact quota like any artifact: kept while it fits, refused
+// (and not recorded) once the owner is over it. It was kept whatever the
+// owner held (found by exploratory QA).
+func TestPreviewRenderUnderQuota(t *testing.T) {
+	a := newTestApp(t)
+	a.cfg.ArtifactQuotaMiB = 1
+	blobs, err := blob.Open(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.blobs = blobs
+	err = a.store.PutSession(store.Session{Owner: "alice", Info: &cpv1.Session{SessionId: "s", State: cpv1.Session_STATE_OPEN,
+		Contract: &cpv1.SessionContract{SessionId: "s", ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}}},
+		&cpv1.ToolRegistry{Fingerprint: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	png := bytes.Repeat([]byte{0x89}, 600<<10)
+	if art, err := a.storeBytes("s", "r1", "preview-a.png", png); err != nil || art.GetRequestId() != "r1" || art.GetOperationId() != "" {
+		t.Fatalf("a preview's render within the quota: %v %v", art, err)
+	}
+	if art, err := a.storeBytes("s", "r2", "preview-b.png", png[1:]); !errors.Is(err, ErrQuotaExceeded) || art != nil {
+		t.Fatalf("a preview's render over the quota: %v %v", art, err)
+	}
+	if arts, _, err := a.store.ListArtifacts("s", "", 0, 10); err != nil || len(arts) != 1 {
+		t.Fatalf("the session's artifacts: %v %v", arts, err)
+	}
+}
