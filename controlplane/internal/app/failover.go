@@ -188,7 +188,7 @@ func replays(sess store.Session) func(*cpv1.Runtime) bool {
 func (a *App) rebuild(ctx context.Context, sess store.Session) error {
 	id, agentID, epoch := sess.Info.GetSessionId(), sess.Info.GetAgentId(), sess.Info.GetEpoch()
 	log := a.log.With("session_id", id, "agent_id", agentID, "epoch", epoch)
-	log.Info("rebuilding the session from the control plane's log", "from_checkpoint", sess.Checkpoint != nil)
+	log.Info("rebuilding the session from the control plane's log", "checkpoint_held", sess.Checkpoint != nil) // used unless the log after it must be replayed whole
 	r, err := a.restore(ctx, agentID, sess, id, sess.Info.GetRuntimeId(), epoch)
 	if err != nil {
 		return err
