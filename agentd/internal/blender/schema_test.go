@@ -86,6 +86,10 @@ extra = {
         "o": {"type": "object", "minProperties": 1, "properties": {"deep": {"type": "array", "maxItems": 2, "items": {"type": "integer"}}}},
         "z": {"type": "null"},
         "x": {"description": "no type: anything"}}},
+    # x-span wherever the value is an object, whatever the schema's type.
+    "span": {"type": "object", "required": ["v"], "properties": {"v": {
+        "type": ["object", "string"], "required": ["a", "b"], "x-span": {"start": "a", "end": "b", "max": 4},
+        "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9}, "b": {"type": "integer", "minimum": 0, "maximum": 9}}}}},
 }
 schemas = {name: t["input_schema"] for name, t in registry.TOOLS.items()}
 schemas.update(extra)

@@ -187,6 +187,9 @@ func (a *App) push(ctx context.Context, agentID string, art *cpv1.Artifact, f *o
 		})
 	}
 	resp, cerr := stream.CloseAndRecv()
+	if errors.Is(err, errReadLocal) {
+		return err // the agent refuses the part it got; the fault is here
+	}
 	if err != nil || cerr != nil {
 		err = cmp.Or(cerr, err) // the agent's refusal says more than a failed send
 		switch status.Code(err) {
@@ -320,10 +323,13 @@ func sendChunks(f *os.File, send func([]byte) error) error {
 			return nil
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: %w", errReadLocal, err)
 		}
 	}
 }
+
+// errReadLocal: sendChunks could not read the control plane's own copy.
+var errReadLocal = errors.New("reading the control plane's copy")
 
 // Artifacts lists the artifacts of one of the caller's sessions (of one
 // plan if requestID is set), oldest first, a page at a time.

@@ -98,7 +98,9 @@ func (a *App) distribute(ctx context.Context, ref store.PlanRef, sessionID strin
 	}
 	if n := int64(last-first) + 1; n > maxAnimationFrames {
 		// The tool's own limit is per call, and each agent's share is one:
-		// the whole range must keep to it too.
+		// the whole range must keep to it too. (A registry with x-span on
+		// render.animation refuses such a plan before it runs; this is for
+		// agents whose registry predates it.)
 		out := fail("INVALID_INPUT", fmt.Sprintf("render at most %d frames in one operation", maxAnimationFrames),
 			fmt.Errorf("a render.animation of %d frames: at most %d", n, maxAnimationFrames))
 		out.Error.MinimalRepairPlan[0].Action = cpv1.RepairStep_ACTION_REPLACE_ARGS

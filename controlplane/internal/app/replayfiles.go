@@ -79,16 +79,24 @@ func (a *App) sessionFiles(sessionID string) (sessionFiles, error) {
 	}
 }
 
-// newestUpload is the newest version of name a client uploaded, or nil.
-func newestUpload(f sessionFiles, name string) *cpv1.Artifact {
-	var newest *cpv1.Artifact
-	for _, v := range f.byName[name] { // in the order recorded, as the store's newest
-		if v.GetRequestId() == "" && (newest == nil || store.Supersedes(v, newest)) {
-			newest = v
+// newest is the newest of versions (in the order recorded) that keep
+// accepts, as the store orders a name's versions (store.Supersedes), or nil.
+func newest(versions []*cpv1.Artifact, keep func(*cpv1.Artifact) (bool, error)) (*cpv1.Artifact, error) {
+	var out *cpv1.Artifact
+	for _, v := range versions {
+		ok, err := keep(v)
+		if err != nil {
+			return nil, err
+		}
+		if ok && (out == nil || store.Supersedes(v, out)) {
+			out = v
 		}
 	}
-	return newest
+	return out, nil
 }
+
+// uploaded accepts the versions clients uploaded.
+func uploaded(v *cpv1.Artifact) (bool, error) { return v.GetRequestId() == "", nil }
 
 // beforeImport lists the versions of files that operation opID of plan ref
 // (a scene.import) read the first time and the target does not hold. An
@@ -111,7 +119,7 @@ func (f *replayFiles) beforeImport(ref store.PlanRef, opID string) ([]*cpv1.Arti
 		}
 		f.legacy = true
 		for _, name := range f.files.uploads {
-			if art := newestUpload(f.files, name); art != nil && f.onAgent[name] != art.GetSha256() && f.app.blobs.Has(art.GetSha256()) {
+			if art, _ := newest(f.files.byName[name], uploaded); art != nil && f.onAgent[name] != art.GetSha256() && f.app.blobs.Has(art.GetSha256()) {
 				out = append(out, art)
 			}
 		}
@@ -168,8 +176,8 @@ func (f *replayFiles) importsRead(ref store.PlanRef) (map[string]map[string]stri
 // target refuses for itself (the session's ceiling, a directory or a name
 // it does not take), logged: the session goes on without that one file.
 // A refusal for the agent's disk fails the rebuild, as an agent that does
-// not answer does: the host is short, and the session goes elsewhere or
-// waits.
+// not answer does (the host is short), and so does a copy the control plane
+// cannot read: the rebuild is tried again.
 func (f *replayFiles) settle(ctx context.Context, whole bool) error {
 	files, err := f.app.sessionFiles(f.sessionID)
 	if err != nil {
@@ -217,15 +225,9 @@ func (f *replayFiles) sandboxContent(files sessionFiles, whole bool) ([]*cpv1.Ar
 	inSandbox := f.app.sandboxed(f.sessionID)
 	var out []*cpv1.Artifact
 	for _, name := range names {
-		var art *cpv1.Artifact
-		for _, v := range files.byName[name] {
-			in, err := inSandbox(v)
-			if err != nil {
-				return nil, err
-			}
-			if in && (art == nil || store.Supersedes(v, art)) {
-				art = v
-			}
+		art, err := newest(files.byName[name], inSandbox)
+		if err != nil {
+			return nil, err
 		}
 		switch {
 		case art == nil: // only a distributed render's frames, or previews

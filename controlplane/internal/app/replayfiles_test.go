@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -36,13 +38,18 @@ func (r *refusingAgent) PutFile(s grpc.ClientStreamingServer[agentv1.PutFileRequ
 	if err != nil {
 		return err
 	}
-	name := first.GetHeader().GetName()
+	name, got := first.GetHeader().GetName(), int64(0)
 	for {
-		if _, err := s.Recv(); err == io.EOF {
+		req, err := s.Recv()
+		if err == io.EOF {
 			break
 		} else if err != nil {
 			return err
 		}
+		got += int64(len(req.GetChunk()))
+	}
+	if got != first.GetHeader().GetSizeBytes() { // as agentd's ErrFileMismatch
+		return status.Errorf(codes.InvalidArgument, "%s: %d bytes, the header says %d", name, got, first.GetHeader().GetSizeBytes())
 	}
 	if r.floor {
 		st, _ := status.New(codes.ResourceExhausted, name+" would leave the agent's disk short").WithDetails(
@@ -61,10 +68,13 @@ func (r *refusingAgent) PutFile(s grpc.ClientStreamingServer[agentv1.PutFileRequ
 // TestSettleRefusals: a rebuilt session's new sandbox that refuses a file
 // for itself (the session's ceiling, a directory of that name, a name it
 // does not take) goes on without that file, logged; one whose agent's disk
-// is short fails the rebuild, which is tried again elsewhere or later.
+// is short fails the rebuild, which is tried again; so does a copy the
+// control plane cannot read (whose truncated content the agent refuses as
+// not matching its header: the fault is not the sandbox's).
 func TestSettleRefusals(t *testing.T) {
 	a := newTestApp(t)
-	blobs, err := blob.Open(t.TempDir(), 0)
+	blobDir := t.TempDir()
+	blobs, err := blob.Open(blobDir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,5 +124,27 @@ func TestSettleRefusals(t *testing.T) {
 	}
 	if err := f.settle(context.Background(), true); !errors.Is(err, errAgentDiskShort) {
 		t.Fatalf("settle on an agent short of disk: %v, want the rebuild to fail", err)
+	}
+
+	agent.floor = false
+	sum, size, err := blobs.CopyFrom(strings.NewReader("# a copy that cannot be read"), 1<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.PutArtifact(&cpv1.Artifact{SessionId: "s", Name: "unread.obj", Sha256: sum, SizeBytes: size}); err != nil {
+		t.Fatal(err)
+	}
+	copyPath := filepath.Join(blobDir, "sha256", sum[:2], sum) // blob's layout
+	if err := os.Remove(copyPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(copyPath, 0o700); err != nil { // opens, and fails to read
+		t.Fatal(err)
+	}
+	if f, err = a.newReplayFiles("s", "a1", "s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.settle(context.Background(), true); !errors.Is(err, errReadLocal) {
+		t.Fatalf("settle with a copy the control plane cannot read: %v, want the rebuild to fail", err)
 	}
 }

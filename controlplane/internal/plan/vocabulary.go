@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/message"
@@ -20,9 +21,9 @@ const MaxBytesKeyword = "x-max-bytes"
 
 // SpanKeyword bounds, in an object's schema, a range two of its number
 // properties give ("x-span": {"start": "frame_start", "end": "frame_end",
-// "max": 500}): when the object has both, end is not before start, and the
-// range holds at most max whole values, both ends counted ("max" is
-// optional). A JSON Schema cannot compare two values; a tool that reads
+// "max": 500}): when the object has both, end is not before start, and
+// end − start + 1 (the frames of a range of whole frames) is at most max
+// ("max" is optional). A JSON Schema cannot compare two values; a tool that reads
 // such a pair would refuse it only when it runs. Either end left out is the
 // tool's default (the scene's), known only then.
 const SpanKeyword = "x-span"
@@ -164,24 +165,22 @@ func (s span) violation(obj map[string]any) string {
 	case !aok || !bok:
 		return ""
 	case b < a:
-		return fmt.Sprintf("%s %v is before %s %v", s.end, b, s.start, a)
+		return fmt.Sprintf("%s %s is before %s %s", s.end, plain(b), s.start, plain(a))
 	case s.max > 0 && b-a+1 > float64(s.max):
-		return fmt.Sprintf("%s %v to %s %v is %v values, at most %d", s.start, a, s.end, b, b-a+1, s.max)
+		return fmt.Sprintf("%s %s to %s %s is %s values, at most %d", s.start, plain(a), s.end, plain(b), plain(b-a+1), s.max)
 	}
 	return ""
 }
 
-// number is a JSON number as the decoders give it.
+// number is a JSON number of args (float64: json.Number is refused before
+// any schema sees it).
 func number(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil
-	}
-	return 0, false
+	f, ok := v.(float64)
+	return f, ok
 }
+
+// plain writes a number as the bridge's Python does: 1000000, not 1e+06.
+func plain(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 func (s span) Validate(ctx *jsonschema.ValidatorContext, v any) {
 	if obj, ok := v.(map[string]any); ok {

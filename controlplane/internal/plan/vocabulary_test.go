@@ -101,8 +101,8 @@ func TestControlCharacterPatterns(t *testing.T) {
 
 // TestSpan: "x-span" refuses a range whose end is before its start, or
 // that holds more than max values, naming the end as the field (in the
-// whole check and the quick one alike); a range with an end left out, or
-// not a number, is not its business.
+// whole check and the quick one alike); a range with an end left out is
+// not its business. Numbers print as the bridge's do (1000000, not 1e+06).
 func TestSpan(t *testing.T) {
 	schema := `{"type": "object", "properties": {"from": {"type": "integer"}, "to": {"type": "integer"}, "max": {"type": "string"}},
 		"x-span": {"start": "from", "end": "to", "max": 500}}`
@@ -119,6 +119,7 @@ func TestSpan(t *testing.T) {
 		`{"from": 1, "to": 501}`:           "from 1 to to 501 is 501 values, at most 500",
 		`{"from": -300, "to": 300}`:        "from -300 to to 300 is 601 values, at most 500",
 		`{"from": 10, "to": 5, "max": ""}`: "to 5 is before from 10",
+		`{"from": 1000000, "to": 999999}`:  "to 999999 is before from 1000000",
 	} {
 		ops := []Operation{{ID: "a", Tool: "t", Args: decodeJSON(t, args), Safety: SafetyReadOnly}}
 		_, err := Check(ops, reg)
@@ -134,8 +135,19 @@ func TestSpan(t *testing.T) {
 			t.Errorf("%s: %s %q, want a violation of operations[0].args.to saying %q", args, pe.Reason, pe.Violations, want)
 		}
 	}
-	if q := compileQuick(decodeJSON(t, schema)); q == nil || q.valid(decodeJSON(t, `{"from": 10, "to": 5}`)) || !q.valid(decodeJSON(t, `{"from": 1, "to": 5}`)) {
-		t.Errorf("the quick check of x-span: %v", q)
+	// Check stops at the quick check's "valid": each of the two alone.
+	sch, err := compileSchema("t", decodeJSON(t, schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := compileQuick(decodeJSON(t, schema))
+	for args, valid := range map[string]bool{`{"from": 1, "to": 500}`: true, `{"from": 10}`: true, `{"from": 10, "to": 5}`: false, `{"from": 1, "to": 501}`: false} {
+		if got := sch.Validate(decodeJSON(t, args)) == nil; got != valid {
+			t.Errorf("jsonschema with x-span, %s: valid %v", args, got)
+		}
+		if q == nil || q.valid(decodeJSON(t, args)) != valid {
+			t.Errorf("the quick check of x-span, %s: want valid %v", args, valid)
+		}
 	}
 }
 
@@ -148,12 +160,14 @@ func TestSpanMalformed(t *testing.T) {
 		}
 	}
 	// Beside x-max-bytes in one schema object, both hold.
-	reg, err := NewRegistry([]ToolDef{{Name: "t", Safety: SafetyReadOnly,
-		InputSchema: decodeJSON(t, `{"x-span": {"start": "a", "end": "b"}, "x-max-bytes": 1}`)}})
+	reg, err := NewRegistry([]ToolDef{{Name: "t", Safety: SafetyReadOnly, InputSchema: decodeJSON(t, `{"properties": {"v":
+		{"type": ["object", "string"], "x-span": {"start": "a", "end": "b"}, "x-max-bytes": 1}}}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Check([]Operation{{ID: "a", Tool: "t", Args: decodeJSON(t, `{"a": 2, "b": 1}`), Safety: SafetyReadOnly}}, reg); err == nil {
-		t.Error("x-span beside x-max-bytes refused nothing")
+	for _, v := range []string{`{"a": 2, "b": 1}`, `"ab"`} {
+		if _, err := Check([]Operation{{ID: "a", Tool: "t", Args: decodeJSON(t, `{"v": `+v+`}`), Safety: SafetyReadOnly}}, reg); err == nil {
+			t.Errorf("x-span beside x-max-bytes: %s refused by neither", v)
+		}
 	}
 }

@@ -208,9 +208,10 @@ def hide_sandbox(text):
     root = SANDBOX["dir"]
     if not root or not isinstance(text, str):
         return text
-    for r in {root, os.path.realpath(root)}:
-        r = r.rstrip(os.sep)
-        text = text.replace(r + os.sep, "").replace(os.path.dirname(r) + os.sep, "")
+    roots = {r.rstrip(os.sep) for r in (root, os.path.realpath(root))}
+    # The longest first: a path through a symlink may end with another.
+    for prefix in sorted({r + os.sep for r in roots} | {os.path.dirname(r) + os.sep for r in roots}, key=len, reverse=True):
+        text = text.replace(prefix, "")
     return text
 
 

@@ -110,6 +110,10 @@ def check(schema, value, path="args"):
 
 
 def explain(schema, value, path):
+    if "x-span" in schema and isinstance(value, dict):  # whatever the schema's type, as the control plane's
+        bad = span_violation(schema["x-span"], value)
+        if bad is not None:
+            raise ToolError("invalid_input", "%s.%s: %s" % (path, schema["x-span"]["end"], bad))
     t = schema.get("type")
     if isinstance(t, list):
         vt = json_type(value)
@@ -137,10 +141,6 @@ def explain(schema, value, path):
         for k in sorted(value):
             if k in props:
                 explain(props[k], value[k], path + "." + k)
-        if "x-span" in schema:
-            bad = span_violation(schema["x-span"], value)
-            if bad is not None:
-                raise ToolError("invalid_input", "%s.%s: %s" % (path, schema["x-span"]["end"], bad))
     elif t == "array":
         if not isinstance(value, list):
             raise ToolError("invalid_input", "%s: must be an array" % path)
@@ -225,10 +225,17 @@ def compile_quick(schema):
     else:
         typed = _quick_type(schema, t)
     if "enum" not in schema:
-        return typed or _always
-    if typed is None:
-        return lambda value: value in enum
-    return lambda value: typed(value) and value in enum
+        f = typed or _always
+    elif typed is None:
+        def f(value):
+            return value in enum
+    else:
+        def f(value):
+            return typed(value) and value in enum
+    span = schema.get("x-span")
+    if span is None:
+        return f
+    return lambda value: f(value) and not (isinstance(value, dict) and span_violation(span, value) is not None)
 
 
 def _quick_type(schema, t):
@@ -240,7 +247,6 @@ def _quick_type(schema, t):
         required = list(schema.get("required", []))
         closed = schema.get("additionalProperties") is False
         fewest = schema.get("minProperties", 0)
-        span = schema.get("x-span")
 
         def obj(value):
             if not isinstance(value, dict) or len(value) < fewest:
@@ -248,8 +254,6 @@ def _quick_type(schema, t):
             for r in required:
                 if r not in value:
                     return False
-            if span is not None and span_violation(span, value) is not None:
-                return False
             for k, v in value.items():
                 f = props.get(k)
                 if f is None:

@@ -26,8 +26,9 @@ const (
 )
 
 // FileRefusal names, as the ErrorInfo reason of a RESOURCE_EXHAUSTED
-// answer to PutFile, a refusal that is not the session's own ceiling
-// (temp_storage_mib), which carries no reason.
+// answer (to PutFile, or to Preview, which copies the session's files), a
+// refusal that is not the session's own ceiling (temp_storage_mib), which
+// carries no reason.
 type FileRefusal int32
 
 const (
