@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -501,7 +503,7 @@ func TestFrameRangeInSchema(t *testing.T) {
 			want string
 		}{
 			{"render.animation", map[string]any{"output_prefix": "f", "frame_start": 20, "frame_end": 10}, "args.frame_end: frame_end 10 is before frame_start 20"},
-			{"render.animation", map[string]any{"output_prefix": "f", "frame_start": 1, "frame_end": 501}, "args.frame_end: frame_start 1 to frame_end 501 is 501 values, at most 500"},
+			{"render.animation", map[string]any{"output_prefix": "f", "frame_start": 1, "frame_end": 501}, "args.frame_end: frame_start 1 to frame_end 501 is 501 frames, at most 500"},
 			{"render.settings", map[string]any{"frame_start": 20, "frame_end": 10}, "args.frame_end: frame_end 10 is before frame_start 20"},
 			{"render.settings", map[string]any{"frame_start": 400}, "frame_start 400 is after frame_end 250"}, // the scene's end
 		} {
@@ -533,6 +535,26 @@ func TestExportSeparateGLTF(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(sandbox, "box.glb")); err == nil {
 			t.Error("a .glb beside the .gltf")
+		}
+	})
+}
+
+// TestImportErrorSaysWhy: an importer written in Python that fails raises
+// a RuntimeError whose first line is "Error: Python: Traceback (most recent
+// call last):"; the error names the exception the traceback ends with, which
+// says what is wrong with the file.
+func TestImportErrorSaysWhy(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p, sandbox := startInSandbox(t, rt)
+		writeFile(t, filepath.Join(sandbox, "badidx.gltf"), `{"asset":{"version":"2.0"},"scenes":[{"nodes":[5]}],"scene":0}`)
+		_, err := p.Execute(callCtx(t), Call{Tool: "scene.import", Args: map[string]any{"format": "gltf", "input": "badidx.gltf"}})
+		if isCode(err, CodeCapabilityMissing) && rt.Kind == RuntimeBinary {
+			t.Skipf("this Blender has no glTF importer: %v", err)
+		}
+		var te *ToolError
+		if !errors.As(err, &te) || te.Code != CodeInvalidInput || strings.Contains(te.Message, "Traceback") ||
+			!regexp.MustCompile(`could not import 'badidx.gltf': \w+Error: `).MatchString(te.Message) {
+			t.Fatalf("import of a glTF naming a node it lacks: %v", err)
 		}
 	})
 }

@@ -23,7 +23,8 @@ const MaxBytesKeyword = "x-max-bytes"
 // properties give ("x-span": {"start": "frame_start", "end": "frame_end",
 // "max": 500}): when the object has both, end is not before start, and
 // end − start + 1 (the frames of a range of whole frames) is at most max
-// ("max" is optional). A JSON Schema cannot compare two values; a tool that reads
+// ("max" is optional; "unit", optional too, names what the range counts in
+// the refusal: "frames"). A JSON Schema cannot compare two values; a tool that reads
 // such a pair would refuse it only when it runs. Either end left out is the
 // tool's default (the scene's), known only then.
 const SpanKeyword = "x-span"
@@ -127,11 +128,12 @@ func (k *maxBytesError) LocalizedString(*message.Printer) string {
 // span is a compiled "x-span".
 type span struct {
 	start, end string
-	max        int // 0: no bound
+	max        int    // 0: no bound
+	unit       string // what it counts ("values" if not given)
 }
 
 // compileSpan reads "x-span"'s value: start and end, two different
-// property names, and max, a positive integer, if given.
+// property names, max, a positive integer, and unit, a word, if given.
 func compileSpan(v any) (span, error) {
 	m, ok := v.(map[string]any)
 	var s span
@@ -140,9 +142,13 @@ func compileSpan(v any) (span, error) {
 		s.end, _ = m["end"].(string)
 	}
 	bad := !ok || s.start == "" || s.end == "" || s.start == s.end
+	s.unit = "values"
 	for k, x := range m {
 		switch k {
 		case "start", "end":
+		case "unit":
+			u, isString := x.(string)
+			bad, s.unit = bad || !isString || u == "", u
 		case "max":
 			n, isInt := nonNegativeInt(x)
 			bad, s.max = bad || !isInt || n == 0, n
@@ -151,7 +157,7 @@ func compileSpan(v any) (span, error) {
 		}
 	}
 	if bad {
-		return span{}, fmt.Errorf(`%q must be {"start": <property>, "end": <another property>, "max": <positive integer, optional>}, not %v`, SpanKeyword, v)
+		return span{}, fmt.Errorf(`%q must be {"start": <property>, "end": <another property>, "max": <positive integer, optional>, "unit": <word, optional>}, not %v`, SpanKeyword, v)
 	}
 	return s, nil
 }
@@ -167,7 +173,7 @@ func (s span) violation(obj map[string]any) string {
 	case b < a:
 		return fmt.Sprintf("%s %s is before %s %s", s.end, plain(b), s.start, plain(a))
 	case s.max > 0 && b-a+1 > float64(s.max):
-		return fmt.Sprintf("%s %s to %s %s is %s values, at most %d", s.start, plain(a), s.end, plain(b), plain(b-a+1), s.max)
+		return fmt.Sprintf("%s %s to %s %s is %s %s, at most %d", s.start, plain(a), s.end, plain(b), plain(b-a+1), s.unit, s.max)
 	}
 	return ""
 }

@@ -135,6 +135,11 @@ func TestSpan(t *testing.T) {
 			t.Errorf("%s: %s %q, want a violation of operations[0].args.to saying %q", args, pe.Reason, pe.Violations, want)
 		}
 	}
+	// "unit" names what the range counts.
+	if frames, err := compileSpan(map[string]any{"start": "a", "end": "b", "max": 500.0, "unit": "frames"}); err != nil ||
+		frames.violation(map[string]any{"a": 1.0, "b": 501.0}) != "a 1 to b 501 is 501 frames, at most 500" {
+		t.Errorf("x-span with a unit: %v %q", err, frames.violation(map[string]any{"a": 1.0, "b": 501.0}))
+	}
 	// Check stops at the quick check's "valid": each of the two alone.
 	sch, err := compileSchema("t", decodeJSON(t, schema))
 	if err != nil {
@@ -153,7 +158,8 @@ func TestSpan(t *testing.T) {
 
 func TestSpanMalformed(t *testing.T) {
 	for _, v := range []string{`true`, `{}`, `{"start": "a"}`, `{"start": "a", "end": "a"}`, `{"start": "a", "end": 5}`,
-		`{"start": "a", "end": "b", "max": 0}`, `{"start": "a", "end": "b", "max": 1.5}`, `{"start": "a", "end": "b", "step": 1}`} {
+		`{"start": "a", "end": "b", "max": 0}`, `{"start": "a", "end": "b", "max": 1.5}`, `{"start": "a", "end": "b", "step": 1}`,
+		`{"start": "a", "end": "b", "unit": ""}`, `{"start": "a", "end": "b", "unit": 3}`} {
 		_, err := NewRegistry([]ToolDef{{Name: "t", Safety: SafetyReadOnly, InputSchema: decodeJSON(t, `{"x-span": `+v+`}`)}})
 		if err == nil || !strings.Contains(err.Error(), `"x-span" must be {"start"`) {
 			t.Errorf("x-span %s: err = %v", v, err)

@@ -6,6 +6,7 @@ Imports nothing from Blender, so every other module can import it.
 
 import hashlib
 import json
+import re
 import sys
 
 PROTOCOL_VERSION = 1
@@ -165,9 +166,24 @@ def sha256_file(path):
     return h.hexdigest()
 
 
+# The line a Python traceback ends with: "KeyError: 5".
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
+
+
 def one_line(e):
+    """e on one line: its type and first line; of an error that wraps a
+    traceback (Blender's "Error: Python: Traceback ..." from an importer
+    written in Python), the exception the traceback ends with, which says
+    what was wrong (its first line says nothing)."""
     msg = ("%s: %s" % (type(e).__name__, e)).strip()
-    return msg.splitlines()[0][:500] if msg else type(e).__name__
+    if not msg:
+        return type(e).__name__
+    lines = [line.strip() for line in msg.splitlines() if line.strip()]
+    if "Traceback (most recent call last)" in lines[0]:
+        for line in reversed(lines[1:]):
+            if EXCEPTION_LINE.match(line):
+                return line[:500]
+    return lines[0][:500]
 
 
 def tomb_key(name):

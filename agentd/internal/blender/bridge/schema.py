@@ -18,9 +18,10 @@ but Blender names are at most 63 bytes (NAME): 63 "é" pass maxLength and
 fail x-max-bytes; file names are at most sandbox.MAX_FILE_BYTES. The
 control plane's checker enforces the same keyword.
 
-``"x-span": {"start": a, "end": b, "max": n}`` on an object: when it has
-both number properties a and b, b is not below a and (with "max") the range
-holds at most n values, both ends counted. A tool that reads either from
+``"x-span": {"start": a, "end": b, "max": n, "unit": "frames"}`` on an
+object: when it has both number properties a and b, b is not below a and
+(with "max") b - a + 1 is at most n ("unit" names what that counts in the
+message; "values" if not given). A tool that reads either from
 the scene when it is left out checks the range again when it runs. The
 control plane's checker enforces it too (plan.SpanKeyword).
 
@@ -313,7 +314,7 @@ def span_violation(span, value):
         return "%s %s is before %s %s" % (span["end"], b, span["start"], a)
     most = span.get("max")
     if most is not None and b - a + 1 > most:
-        return "%s %s to %s %s is %s values, at most %d" % (span["start"], a, span["end"], b, b - a + 1, most)
+        return "%s %s to %s %s is %s %s, at most %d" % (span["start"], a, span["end"], b, b - a + 1, span.get("unit", "values"), most)
     return None
 
 

@@ -389,7 +389,7 @@ MAX_ANIMATION_FRAMES = 500
         },
         "required": ["output_prefix"],
         "additionalProperties": False,
-        "x-span": {"start": "frame_start", "end": "frame_end", "max": MAX_ANIMATION_FRAMES},
+        "x-span": {"start": "frame_start", "end": "frame_end", "max": MAX_ANIMATION_FRAMES, "unit": "frames"},
     },
     safety_level="safe_write",
     idempotence_class="idempotent",
