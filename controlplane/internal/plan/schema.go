@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -244,6 +245,14 @@ func schemaViolations(i int, id string, args map[string]any, err error) []Violat
 			}
 		case *spanError:
 			add(e.InstanceLocation, k.end, k.msg)
+		case *kind.Minimum:
+			add(e.InstanceLocation, "", boundRefusal("minimum", k.Got, k.Want))
+		case *kind.Maximum:
+			add(e.InstanceLocation, "", boundRefusal("maximum", k.Got, k.Want))
+		case *kind.ExclusiveMinimum:
+			add(e.InstanceLocation, "", boundRefusal("exclusiveMinimum", k.Got, k.Want))
+		case *kind.ExclusiveMaximum:
+			add(e.InstanceLocation, "", boundRefusal("exclusiveMaximum", k.Got, k.Want))
 		case *kind.Pattern:
 			// The library quotes the pattern like a Go string, doubling
 			// its backslashes: '^[^\\x00-\\x1f]+$'. Show it as written.
@@ -293,4 +302,18 @@ func instanceField(i int, args map[string]any, loc []string, member string) stri
 		appendPathToken(&b, member, false)
 	}
 	return b.String()
+}
+
+// boundRefusal words a number's refusal as the library does, with the numbers as
+// written (its printer writes 2000000 as 2×10⁰⁶).
+func boundRefusal(keyword string, got, want *big.Rat) string {
+	return fmt.Sprintf("%s: got %s, want %s", keyword, ratPlain(got), ratPlain(want))
+}
+
+func ratPlain(r *big.Rat) string {
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	f, _ := r.Float64()
+	return plain(f)
 }

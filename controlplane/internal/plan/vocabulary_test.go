@@ -177,3 +177,24 @@ func TestSpanMalformed(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundsAsWritten: a number over or under its bound is refused with the
+// numbers as JSON writes them (the library's printer wrote 2×10⁰⁶).
+func TestBoundsAsWritten(t *testing.T) {
+	reg, err := NewRegistry([]ToolDef{{Name: "t", Safety: SafetyReadOnly, InputSchema: decodeJSON(t,
+		`{"properties": {"n": {"maximum": 1048574}, "m": {"minimum": 0.5}, "x": {"exclusiveMinimum": 0}, "y": {"exclusiveMaximum": 10}}}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Check([]Operation{{ID: "a", Tool: "t", Args: decodeJSON(t, `{"n": 2000000, "m": 0.25, "x": 0, "y": 1e7}`), Safety: SafetyReadOnly}}, reg)
+	pe := asPlanError(t, err)
+	var got []string
+	for _, v := range pe.Violations {
+		got = append(got, v.Field+": "+v.Description[strings.Index(v.Description, ": ")+2:])
+	}
+	want := []string{"operations[0].args.m: minimum: got 0.25, want 0.5", "operations[0].args.n: maximum: got 2000000, want 1048574",
+		"operations[0].args.x: exclusiveMinimum: got 0, want 0", "operations[0].args.y: exclusiveMaximum: got 10000000, want 10"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
