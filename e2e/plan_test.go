@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -412,7 +413,8 @@ func testBlendctl(t *testing.T, c *cluster) {
 		t.Fatalf("blendctl on a cycle: %v\n%s", err, out)
 	}
 	out, err = c.blendctl("plan", "hello-1").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "SUCCEEDED") {
+	if m := regexp.MustCompile(`receipts:\s+(\d+) \((\d+) operations\)`).FindStringSubmatch(string(out)); err != nil ||
+		!strings.Contains(string(out), "SUCCEEDED") || m == nil || m[1] != m[2] {
 		t.Fatalf("blendctl plan: %v\n%s", err, out)
 	}
 	out, err = c.blendctl("audit", "hello-1").CombinedOutput()

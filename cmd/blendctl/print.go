@@ -209,7 +209,8 @@ func (p *progress) done(plan *cpv1.Plan) {
 }
 
 func printPlan(out io.Writer, p *cpv1.Plan) {
-	fmt.Fprintf(out, "plan %s\n  session:   %s\n  state:     %s\n  receipts:  %d of %d\n  registry:  %s\n  schedule:  %s\n",
+	// Receipts, not operations done: an undone operation has a second.
+	fmt.Fprintf(out, "plan %s\n  session:   %s\n  state:     %s\n  receipts:  %d (%d operations)\n  registry:  %s\n  schedule:  %s\n",
 		p.GetRequestId(), p.GetSessionId(), stateName(p.GetState()), p.GetReceiptCount(), len(p.GetSchedule()),
 		short(p.GetRegistryFingerprint()), abbreviate(p.GetSchedule(), 12))
 	if f := p.GetFailure(); f != nil {
