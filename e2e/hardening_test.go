@@ -55,7 +55,7 @@ func TestMemoryCeiling(t *testing.T) {
 // TestRenderFrameRange: a frame range its end before its start, or of more
 // than 500 frames (render.animation, distributed too), is refused with the
 // plan, SCHEMA_INVALID naming frame_end, before anything runs (the
-// registry's "x-span"). Before, the plan ran up to the render, which
+// registry's "x-span"); so is a distributed render without its end. Before, the plan ran up to the render, which
 // failed; and each agent of a distributed render checked only its own
 // share, so two agents took 900 frames, ten 5,000.
 func TestRenderFrameRange(t *testing.T) {
@@ -71,6 +71,8 @@ func TestRenderFrameRange(t *testing.T) {
 		"900 frames": {"render.animation", map[string]any{"output_prefix": "f", "frame_start": 1, "frame_end": 900}},
 		"backwards":  {"render.animation", map[string]any{"output_prefix": "f", "frame_start": 20, "frame_end": 10}},
 		"settings":   {"render.settings", map[string]any{"frame_start": 20, "frame_end": 10}},
+		// The control plane splits only a range it is given.
+		"distributed, no end": {"render.animation", map[string]any{"output_prefix": "f", "frame_start": 1, "distribute": true}},
 	} {
 		rid := "range-" + strings.ReplaceAll(strings.ReplaceAll(name, " ", "-"), ",", "")
 		_, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: id, RequestId: rid,

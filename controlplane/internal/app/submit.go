@@ -74,6 +74,9 @@ func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanReq
 	if err := plan.CheckContract(ops, reg, gate); err != nil {
 		return nil, err
 	}
+	if err := distributedRanges(ops); err != nil {
+		return nil, err
+	}
 	g, err := a.decide(who, req.GetSessionId(), req.GetRequestId(), ops, reg)
 	if err != nil {
 		return nil, err
@@ -173,4 +176,36 @@ func scheduleIDs(ops []*cpv1.Operation, sched []int) []string {
 func planDigest(sessionID string, ops []plan.Operation, atomic bool) string {
 	h := sha256.Sum256([]byte(sessionID + "\x00" + plan.Digest(ops, atomic)))
 	return hex.EncodeToString(h[:])
+}
+
+// distributedRanges refuses a render.animation to distribute
+// (executor.Distributed) without both ends of its range: the control plane
+// splits the range it is given, and an end left to the scene is known only
+// on an agent. Checked with the plan, so that nothing before it runs.
+func distributedRanges(ops []plan.Operation) error {
+	var e *plan.Error
+	for i, op := range ops {
+		if op.Tool != "render.animation" || op.Args["distribute"] != true {
+			continue
+		}
+		missing := false
+		for _, end := range []string{"frame_start", "frame_end"} {
+			if _, ok := op.Args[end]; !ok {
+				if e == nil {
+					e = &plan.Error{Reason: plan.ReasonSchemaInvalid,
+						Message: "a render.animation with distribute: true needs frame_start and frame_end (the control plane splits the range it is given); add them"}
+				}
+				e.Violations = append(e.Violations, plan.Violation{Field: fmt.Sprintf("operations[%d].args.%s", i, end),
+					Description: fmt.Sprintf("operation %q: required with distribute: true", op.ID)})
+				missing = true
+			}
+		}
+		if missing {
+			e.Repair = append(e.Repair, plan.RepairStep{OperationID: op.ID, Action: plan.ActionReplaceArgs})
+		}
+	}
+	if e == nil {
+		return nil
+	}
+	return e
 }
