@@ -15,12 +15,7 @@ import (
 // int64 passed the frame limit and then sized a slice negatively.
 func TestDistributeFrameBounds(t *testing.T) {
 	a := newTestApp(t)
-	err := a.store.PutSession(store.Session{Owner: "alice", Info: &cpv1.Session{SessionId: "s", State: cpv1.Session_STATE_OPEN,
-		Contract: &cpv1.SessionContract{SessionId: "s", ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}}},
-		&cpv1.ToolRegistry{Fingerprint: "f"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	openSession(t, a, "s", "alice", "")
 	for _, r := range [][2]float64{{-1e19, 1e19}, {-1, 3}, {1.5, 3}, {1, 2e6}} {
 		args, _ := structpb.NewStruct(map[string]any{"output_prefix": "f", "frame_start": r[0], "frame_end": r[1], "distribute": true})
 		op := &cpv1.Operation{OperationId: "anim", ToolName: "render.animation", Args: args}

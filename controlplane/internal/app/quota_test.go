@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/blendplane/blendplane/controlplane/internal/auth"
-	"github.com/blendplane/blendplane/controlplane/internal/blob"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -25,12 +24,7 @@ import (
 func TestReserve(t *testing.T) {
 	a := newTestApp(t)
 	a.cfg.ArtifactQuotaMiB = 1
-	err := a.store.PutSession(store.Session{Owner: "alice", Info: &cpv1.Session{SessionId: "s", State: cpv1.Session_STATE_OPEN,
-		Contract: &cpv1.SessionContract{SessionId: "s", ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}}},
-		&cpv1.ToolRegistry{Fingerprint: "f"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	openSession(t, a, "s", "alice", "")
 	if _, err := a.store.PutArtifact(&cpv1.Artifact{SessionId: "s", Name: "a", Sha256: "1", SizeBytes: 512 << 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -90,17 +84,8 @@ func TestReserve(t *testing.T) {
 func TestCollectWithoutItsAgent(t *testing.T) {
 	a := newTestApp(t)
 	a.cfg.ArtifactQuotaMiB = 1 // the room a file not fetched took is given back
-	blobs, err := blob.Open(t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.blobs = blobs
-	err = a.store.PutSession(store.Session{Owner: "alice", Info: &cpv1.Session{SessionId: "s", State: cpv1.Session_STATE_OPEN,
-		Contract: &cpv1.SessionContract{SessionId: "s", ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}}},
-		&cpv1.ToolRegistry{Fingerprint: "f"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	blobs := withBlobs(t, a)
+	openSession(t, a, "s", "alice", "")
 	held, _, err := blobs.CopyFrom(bytes.NewReader([]byte("frame")), 1<<10)
 	if err != nil {
 		t.Fatal(err)
@@ -149,26 +134,15 @@ func TestUploadToAClosedMovedSession(t *testing.T) {
 // when it would be kept and when it would be relayed (over the quota).
 func TestDownloadWhileItsAgentIsDown(t *testing.T) {
 	a := newTestApp(t)
-	blobs, err := blob.Open(t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.blobs = blobs
+	withBlobs(t, a)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	down := lis.Addr().String()
 	lis.Close() // nothing answers there
-	if err := a.fleet.Register(&cpv1.RegisterAgentRequest{AgentId: "a1", Address: down, Runtimes: []*cpv1.Runtime{{RuntimeId: "rt"}}}, "agent"); err != nil {
-		t.Fatal(err)
-	}
-	err = a.store.PutSession(store.Session{Owner: "alice", Info: &cpv1.Session{SessionId: "s", State: cpv1.Session_STATE_OPEN, AgentId: "a1",
-		Contract: &cpv1.SessionContract{SessionId: "s", ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}}},
-		&cpv1.ToolRegistry{Fingerprint: "f"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	registerAgent(t, a, "a1", down)
+	openSession(t, a, "s", "alice", "a1")
 	if _, err := a.store.PutArtifact(&cpv1.Artifact{SessionId: "s", Name: "k.png", Sha256: strings.Repeat("ab", 32), SizeBytes: 5 << 20}); err != nil {
 		t.Fatal(err)
 	}
@@ -220,11 +194,7 @@ func TestOverQuotaSays(t *testing.T) {
 // (not an older one). A fork gets the uploads only.
 func TestSandboxContent(t *testing.T) {
 	a := newTestApp(t)
-	blobs, err := blob.Open(t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.blobs = blobs
+	blobs := withBlobs(t, a)
 	held := func(content string) string {
 		t.Helper()
 		sum, _, err := blobs.CopyFrom(strings.NewReader(content), 1<<10)
@@ -294,17 +264,8 @@ func TestSandboxContent(t *testing.T) {
 func TestPreviewRenderUnderQuota(t *testing.T) {
 	a := newTestApp(t)
 	a.cfg.ArtifactQuotaMiB = 1
-	blobs, err := blob.Open(t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.blobs = blobs
-	err = a.store.PutSession(store.Session{Owner: "alice", Info: &cpv1.Session{SessionId: "s", State: cpv1.Session_STATE_OPEN,
-		Contract: &cpv1.SessionContract{SessionId: "s", ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}}},
-		&cpv1.ToolRegistry{Fingerprint: "f"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	withBlobs(t, a)
+	openSession(t, a, "s", "alice", "")
 	png := bytes.Repeat([]byte{0x89}, 600<<10)
 	if art, err := a.storeBytes("s", "r1", "preview-a.png", png); err != nil || art.GetRequestId() != "r1" || art.GetOperationId() != "" {
 		t.Fatalf("a preview's render within the quota: %v %v", art, err)

@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/blendplane/blendplane/controlplane/internal/blob"
-	"github.com/blendplane/blendplane/controlplane/internal/store"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
@@ -92,15 +91,8 @@ func TestSettleRefusals(t *testing.T) {
 	agentv1.RegisterAgentServiceServer(srv, agent)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
-	if err := a.fleet.Register(&cpv1.RegisterAgentRequest{AgentId: "a1", Address: lis.Addr().String(), Runtimes: []*cpv1.Runtime{{RuntimeId: "rt"}}}, "agent"); err != nil {
-		t.Fatal(err)
-	}
-	err = a.store.PutSession(store.Session{Owner: "alice", Info: &cpv1.Session{SessionId: "s", State: cpv1.Session_STATE_OPEN, AgentId: "a1",
-		Contract: &cpv1.SessionContract{SessionId: "s", ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}}},
-		&cpv1.ToolRegistry{Fingerprint: "f"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	registerAgent(t, a, "a1", lis.Addr().String())
+	openSession(t, a, "s", "alice", "a1")
 	for _, name := range []string{"ceiling.obj", "dir.obj", "name.obj", "ok.obj"} {
 		sum, size, err := blobs.CopyFrom(strings.NewReader("# "+name), 1<<10)
 		if err != nil {

@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/blendplane/blendplane/controlplane/internal/auth"
+	"github.com/blendplane/blendplane/controlplane/internal/blob"
 	"github.com/blendplane/blendplane/controlplane/internal/executor"
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
+	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
 
 // newTestApp is an App on a real store in a temporary directory, with no
@@ -29,6 +31,36 @@ func newTestApp(t *testing.T) *App {
 	fl := fleet.New(time.Second, 0, nil)
 	t.Cleanup(fl.Close)
 	return New(Config{}, st, nil, fl, nil, executor.Config{}, slog.New(slog.DiscardHandler))
+}
+
+// withBlobs gives a a blob store of its own.
+func withBlobs(t *testing.T, a *App) *blob.Store {
+	t.Helper()
+	blobs, err := blob.Open(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.blobs = blobs
+	return blobs
+}
+
+// openSession stores an open session id of owner on agentID ("": none).
+func openSession(t *testing.T, a *App, id, owner, agentID string) {
+	t.Helper()
+	err := a.store.PutSession(store.Session{Owner: owner, Info: &cpv1.Session{SessionId: id, State: cpv1.Session_STATE_OPEN, AgentId: agentID,
+		Contract: &cpv1.SessionContract{SessionId: id, ToolRegistryRef: &cpv1.ToolRegistryRef{Fingerprint: "f"}}}},
+		&cpv1.ToolRegistry{Fingerprint: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// registerAgent adds agent id, at addr, to a's fleet.
+func registerAgent(t *testing.T, a *App, id, addr string) {
+	t.Helper()
+	if err := a.fleet.Register(&cpv1.RegisterAgentRequest{AgentId: id, Address: addr, Runtimes: []*cpv1.Runtime{{RuntimeId: "rt"}}}, "agent"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestAuthenticate: a token authenticates as its principal until it is
