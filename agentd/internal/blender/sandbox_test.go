@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"image"
+	"image/color"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -327,4 +328,55 @@ func TestExportsNameNoAgentPath(t *testing.T) {
 			t.Errorf("a restored session's .mtl header %q, a fresh one's %q", header(restored), header(fresh))
 		}
 	})
+}
+
+// TestImportedImagesTravel: the pixels of a texture an import read are in
+// the scene (packed), so a checkpoint loaded where the texture's file is
+// gone (another agent, a fork whose parent closed) still has them, and so
+// do its exports.
+func TestImportedImagesTravel(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p, sandbox := startInSandbox(t, rt)
+		writeColorPNG(t, filepath.Join(sandbox, "shot.png"), color.RGBA{R: 255, A: 255})
+		writeFile(t, filepath.Join(sandbox, "tex.obj"), "mtllib tex.mtl\no Tex\nv 0 0 0\nv 1 0 0\nv 0 1 0\nvt 0 0\nvt 1 0\nvt 0 1\nusemtl Paint\nf 1/1 2/2 3/3\n")
+		writeFile(t, filepath.Join(sandbox, "tex.mtl"), "newmtl Paint\nKd 1 0 0\nmap_Kd shot.png\n")
+		mustExecute(t, p, "scene.import", kv{"format": "obj", "input": "tex.obj"})
+		if err := os.Remove(filepath.Join(sandbox, "shot.png")); err != nil {
+			t.Fatal(err)
+		}
+
+		path := filepath.Join(t.TempDir(), "checkpoint-00000003.blend")
+		if _, err := p.SaveCheckpoint(callCtx(t), path); err != nil {
+			t.Fatal(err)
+		}
+		q, dir := startWith(t, rt, func(*Options) {})
+		if _, err := q.LoadCheckpoint(callCtx(t), path); err != nil {
+			t.Fatal(err)
+		}
+		pixel := string(execResult(t, q, `result = [round(v, 3) for v in bpy.data.images["shot.png"].pixels[:4]]`))
+		if red := "[1,0,0,1]"; pixel != red {
+			t.Errorf("loaded where the texture's file is gone, the image reads %s, want %s", pixel, red)
+		}
+		mustExecute(t, q, "scene.export", kv{"format": "gltf", "output": "moved.glb"})
+		raw, err := os.ReadFile(filepath.Join(dir, "sandbox", "moved.glb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(raw, []byte("image/png")) {
+			t.Errorf("a .glb exported after the move holds no image")
+		}
+	})
+}
+
+func writeColorPNG(t *testing.T, path string, c color.RGBA) {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 2, 2))
+	for i := 0; i < 4; i++ {
+		img.Set(i%2, i/2, c)
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, b.String())
 }

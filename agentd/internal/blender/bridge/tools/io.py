@@ -41,7 +41,8 @@ inside the sandbox (or a data: URI), else policy_refused; a USD layer must be
 text (binary crate or .usdz layers can name files the bridge cannot read the
 names of: policy_refused); after importing, every file path of a new image,
 library, sound, movie clip, volume or cache file must resolve inside the
-sandbox too (.fbx is only checked this way).
+sandbox too (.fbx is only checked this way). The images it read are then
+packed into the scene (pack_images): a checkpoint carries their pixels.
 
 scene.export refuses an output (or companion) name that a directory in the
 sandbox has (conflict), removes stale copies of the output and its
@@ -563,6 +564,7 @@ def tool_scene_import(tx, args):
         for db in created.get(attr, []):
             if getattr(db, "packed_file", None) is None and outside_sandbox(getattr(db, "filepath", "")):
                 raise ToolError("policy_refused", "%r refers to a file outside the sandbox (%s %r)" % (name, attr, db.name))
+    pack_images(name, created.get("images", []))
     tx.checkpoint("scene.import:imported")
 
     # Pre-existing records that changed anyway (a new collection linked under
@@ -582,6 +584,26 @@ def tool_scene_import(tx, args):
     objects = sorted(db.name for db in created.get("objects", []))
     return {"objects": objects, "format": fmt, "path": plain(path), "files_read": read,
             "created": {attr: len(dbs) for attr, dbs in sorted(created.items())}}
+
+
+def pack_images(name, images):
+    """Take the pixels of every image the import of file name read from the
+    sandbox into the scene (pack them), as a .glb's already are: the scene
+    is then what the import read, and a checkpoint holds it whole, so it
+    renders the same when loaded on an agent with another data directory,
+    in a fork whose parent closed, and after the texture's name was
+    uploaded again. An image whose file is not there (a texture the model
+    names but no one uploaded) stays a reference, as do the other kinds of
+    FILE_IDS, which Blender cannot pack."""
+    for im in images:
+        if im.packed_file is not None or im.source not in ("FILE", "TILED"):
+            continue
+        if not os.path.isfile(bpy.path.abspath(im.filepath)):
+            continue
+        try:
+            im.pack()
+        except RuntimeError as e:
+            raise ToolError("invalid_input", "could not read image %r of %r: %s" % (im.name, name, one_line(e)))
 
 
 @undoer("scene.import")
