@@ -597,6 +597,17 @@ func TestArtifactQuota(t *testing.T) {
 	if err := upload(full, "big.obj", big, true); err != nil { // the same again: nothing new to keep
 		t.Fatalf("the newest upload again, at the quota: %v", err)
 	}
+	// A version of a name sent again after another (the 112 bytes left
+	// would not take it twice): nothing new to keep, and it is the newest.
+	first, second := bytes.Repeat([]byte("#1\n"), 200/3), bytes.Repeat([]byte("#2\n"), 200/3)
+	for i, content := range [][]byte{first, second, first} {
+		if err := upload(full, "x.obj", content, true); err != nil {
+			t.Fatalf("upload %d of x.obj, near the quota: %v", i+1, err)
+		}
+	}
+	if _, content, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: full, Name: "x.obj"}); err != nil || !bytes.Equal(content, first) {
+		t.Fatalf("x.obj after its first version was sent again: %q %v", content, err)
+	}
 
 	blobs := filepath.Join(c.dir, "cp", "blobs", "sha256")
 	p, rs := c.run(t, id, "shot", op("shot", "render.still", map[string]any{"output": "shot.png", "resolution": []any{64, 48}, "samples": 1, "seed": 3}))

@@ -67,12 +67,13 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 	}
 	// The room under the owner's quota is taken as the content comes (all
 	// at once when the header declares its size), given back once the
-	// artifact is recorded or refused; none for the name's newest upload
-	// again, which records nothing new (its header must say its SHA-256).
+	// artifact is recorded or refused; none for a version of the name the
+	// session holds already, which counts nothing new (its header must say
+	// its SHA-256).
 	again := false
 	if h.GetSha256() != "" {
-		newest, err := a.store.Artifact(h.GetSessionId(), h.GetName(), "")
-		again = err == nil && newest.GetSha256() == h.GetSha256() && newest.GetRequestId() == "" && newest.GetOperationId() == ""
+		_, err := a.store.Artifact(h.GetSessionId(), h.GetName(), h.GetSha256())
+		again = err == nil
 	}
 	var reserved int64
 	defer func() { a.unreserve(sess.Owner, reserved) }()

@@ -16,7 +16,10 @@ import (
 // stored one is returned, so replays and retries add nothing, with the
 // later of the two landing times (the same upload sent again landed
 // anew). It becomes the name's newest unless it landed before that one
-// (Supersedes).
+// (Supersedes). A version recorded again while another is the newest (the
+// same upload sent after an export, a receipt collected again) is a new
+// record, listed where it landed, but its bytes count once toward its
+// owner's quota: a version is a name and its content.
 func (s *Store) PutArtifact(a *cpv1.Artifact) (*cpv1.Artifact, error) {
 	out := a
 	err := s.update(func(tx *bolt.Tx) error {
@@ -25,6 +28,10 @@ func (s *Store) PutArtifact(a *cpv1.Artifact) (*cpv1.Artifact, error) {
 			return err
 		}
 		names, err := tx.Bucket(bucketArtifactNames).CreateBucketIfNotExists([]byte(a.GetSessionId()))
+		if err != nil {
+			return err
+		}
+		versions, err := tx.Bucket(bucketArtifactVersion).CreateBucketIfNotExists([]byte(a.GetSessionId()))
 		if err != nil {
 			return err
 		}
@@ -53,7 +60,7 @@ func (s *Store) PutArtifact(a *cpv1.Artifact) (*cpv1.Artifact, error) {
 		if err := addRef(tx, a.GetSha256(), 1); err != nil {
 			return err
 		}
-		if err := addOwnerBytes(tx, a.GetSessionId(), a.GetSizeBytes()); err != nil {
+		if err := addVersion(tx, versions, a, u64(seq)); err != nil {
 			return err
 		}
 		if newest != nil && !Supersedes(a, newest) {
@@ -74,6 +81,25 @@ func Supersedes(a, newest *cpv1.Artifact) bool {
 	return at == nil || nt == nil || !at.AsTime().Before(nt.AsTime())
 }
 
+// versionKey names a version of a session's file in its versions bucket
+// (file names hold no NUL).
+func versionKey(name, sha256 string) []byte {
+	return []byte(name + "\x00" + sha256)
+}
+
+// addVersion points a's version at its record at position seq, the last
+// one recorded, and counts its bytes toward its owner's quota the first
+// time the session records it.
+func addVersion(tx *bolt.Tx, versions *bolt.Bucket, a *cpv1.Artifact, seq []byte) error {
+	key := versionKey(a.GetName(), a.GetSha256())
+	if versions.Get(key) == nil {
+		if err := addOwnerBytes(tx, a.GetSessionId(), a.GetSizeBytes()); err != nil {
+			return err
+		}
+	}
+	return versions.Put(key, seq)
+}
+
 // addRef adds n to the count of artifact records naming blob sha256: a
 // blob named again is no garbage; one no record names any more is.
 func addRef(tx *bolt.Tx, sha256 string, n int) error {
@@ -91,7 +117,7 @@ func addRef(tx *bolt.Tx, sha256 string, n int) error {
 	return refs.Put([]byte(sha256), u64(uint64(count)))
 }
 
-// addOwnerBytes adds n to the bytes of artifact records of the principal
+// addOwnerBytes adds n to the bytes of artifact versions of the principal
 // that owns session sessionID.
 func addOwnerBytes(tx *bolt.Tx, sessionID string, n int64) error {
 	b, err := sessionBucket(tx, sessionID)
@@ -101,9 +127,9 @@ func addOwnerBytes(tx *bolt.Tx, sessionID string, n int64) error {
 	return addU64(tx.Bucket(bucketOwnerBytes), b.Get(keyOwner), n)
 }
 
-// ArtifactBytes is the sum of the sizes of the artifact records of the
-// sessions of principal owner (every version, as long as it is kept: an
-// expiry takes them off).
+// ArtifactBytes is the sum of the sizes of the artifact versions of the
+// sessions of principal owner (each once, as long as it is kept: an expiry
+// takes them off).
 func (s *Store) ArtifactBytes(owner string) (int64, error) {
 	var n int64
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -193,13 +219,16 @@ func (s *Store) ExpireArtifacts(closedBefore time.Time, most int) (expired int, 
 			done = append(done, k)
 			id := k[8:]
 			if list := tx.Bucket(bucketArtifacts).Bucket(id); list != nil {
-				err := list.ForEach(func(_, v []byte) error {
+				versions := tx.Bucket(bucketArtifactVersion).Bucket(id)
+				err := list.ForEach(func(k, v []byte) error {
 					a := &cpv1.Artifact{}
 					if err := proto.Unmarshal(v, a); err != nil {
 						return err
 					}
-					if err := addOwnerBytes(tx, string(id), -a.GetSizeBytes()); err != nil {
-						return err
+					if versions != nil && bytes.Equal(versions.Get(versionKey(a.GetName(), a.GetSha256())), k) { // once a version
+						if err := addOwnerBytes(tx, string(id), -a.GetSizeBytes()); err != nil {
+							return err
+						}
 					}
 					return addRef(tx, a.GetSha256(), -1)
 				})
@@ -210,9 +239,11 @@ func (s *Store) ExpireArtifacts(closedBefore time.Time, most int) (expired int, 
 					return err
 				}
 			}
-			if tx.Bucket(bucketArtifactNames).Bucket(id) != nil {
-				if err := tx.Bucket(bucketArtifactNames).DeleteBucket(id); err != nil {
-					return err
+			for _, b := range [][]byte{bucketArtifactNames, bucketArtifactVersion} {
+				if tx.Bucket(b).Bucket(id) != nil {
+					if err := tx.Bucket(b).DeleteBucket(id); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -241,24 +272,19 @@ func (s *Store) Artifact(sessionID, name, sha256 string) (*cpv1.Artifact, error)
 		if seq == nil {
 			return nil
 		}
-		if sha256 == "" {
-			out = &cpv1.Artifact{}
-			return getProto(list, seq, out)
-		}
-		// Every version, the last recorded first, so the latest receipt
-		// wins (one recorded after the newest may have landed before it).
-		c := list.Cursor()
-		for k, v := c.Last(); k != nil; k, v = c.Prev() {
-			a := &cpv1.Artifact{}
-			if err := proto.Unmarshal(v, a); err != nil {
-				return err
+		if sha256 != "" {
+			// The version's last record, so the latest receipt wins (one
+			// recorded after the newest may have landed before it).
+			versions := tx.Bucket(bucketArtifactVersion).Bucket([]byte(sessionID))
+			if seq = nil; versions != nil {
+				seq = versions.Get(versionKey(name, sha256))
 			}
-			if a.GetName() == name && a.GetSha256() == sha256 {
-				out = a
+			if seq == nil {
 				return nil
 			}
 		}
-		return nil
+		out = &cpv1.Artifact{}
+		return getProto(list, seq, out)
 	})
 	if err == nil && out == nil {
 		err = fmt.Errorf("%w: session %s has no file %q%s", ErrArtifactNotFound, sessionID, name, versionNote(sha256))

@@ -14,8 +14,9 @@ import (
 // time; a blob becomes garbage once no artifact record of any session
 // names it (a blob two sessions share outlives the first's expiry) and is
 // no garbage once named again; open sessions and the sessions themselves
-// are kept. A schema 9 database gets its counts and its index of closed
-// sessions from the migration, and expires the same.
+// are kept. A version recorded again after another counts its bytes once.
+// A schema 9, 10 or 11 database gets its counts and indexes from the
+// migrations, and expires the same.
 func TestExpireArtifacts(t *testing.T) {
 	t0 := time.Unix(2000, 0)
 	build := func() (*Store, string) {
@@ -30,6 +31,7 @@ func TestExpireArtifacts(t *testing.T) {
 			size               int64
 		}{
 			{"a", "x.png", "s1", 1}, {"a", "y.png", "s2", 2}, {"a", "x.png", "s3", 4}, {"a", "x.png", "s3", 4}, // the last one a retry: one record
+			{"a", "x.png", "s1", 1}, // a version again after another: a record, not more bytes
 			{"b", "z.png", "s2", 2}, {"c", "w.png", "s4", 8},
 		} {
 			if _, err := s.PutArtifact(&cpv1.Artifact{SessionId: a.session, Name: a.name, Sha256: a.sha, SizeBytes: a.size}); err != nil {
@@ -102,7 +104,9 @@ func TestExpireArtifacts(t *testing.T) {
 
 	// The same data at schema 9, before this bookkeeping, migrated.
 	s, path = build()
-	check(reopenAt(t, s, path, 9, bucketArtifactRefs, bucketClosedSessions, bucketBlobGarbage, bucketOwnerBytes), "migrated from schema 9")
+	check(reopenAt(t, s, path, 9, bucketArtifactRefs, bucketClosedSessions, bucketBlobGarbage, bucketOwnerBytes, bucketArtifactVersion), "migrated from schema 9")
 	s, path = build()
-	check(reopenAt(t, s, path, 10, bucketOwnerBytes), "migrated from schema 10")
+	check(reopenAt(t, s, path, 10, bucketOwnerBytes, bucketArtifactVersion), "migrated from schema 10")
+	s, path = build()
+	check(reopenAt(t, s, path, 11, bucketArtifactVersion), "migrated from schema 11")
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -48,6 +49,7 @@ var migrations = []func(tx *bolt.Tx) error{
 	migrateOpenSessions,
 	migrateArtifactRefs,
 	migrateOwnerBytes,
+	migrateArtifactVersions,
 }
 
 func migrate(db *bolt.DB) error {
@@ -357,6 +359,31 @@ func migrateOwnerBytes(tx *bolt.Tx) error {
 				return err
 			}
 			return addOwnerBytes(tx, a.GetSessionId(), a.GetSizeBytes())
+		})
+	})
+}
+
+// migrateArtifactVersions (11 → 12) indexes each session's artifact
+// versions (a name and its content) and counts each principal's bytes
+// again, a version once: migrateOwnerBytes counted every record.
+func migrateArtifactVersions(tx *bolt.Tx) error {
+	if err := tx.DeleteBucket(bucketOwnerBytes); err != nil {
+		return err
+	}
+	if err := createBuckets(tx, bucketOwnerBytes, bucketArtifactVersion); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketArtifacts).ForEachBucket(func(id []byte) error {
+		versions, err := tx.Bucket(bucketArtifactVersion).CreateBucketIfNotExists(id)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketArtifacts).Bucket(id).ForEach(func(k, v []byte) error {
+			a := &cpv1.Artifact{}
+			if err := proto.Unmarshal(v, a); err != nil {
+				return err
+			}
+			return addVersion(tx, versions, a, bytes.Clone(k))
 		})
 	})
 }

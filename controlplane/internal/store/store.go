@@ -123,11 +123,12 @@ var (
 	bucketAuditMutation   = []byte("audit_by_mutation") // schema 7; runs and a tail since 8
 	bucketMutationTail    = []byte("audit_by_mutation_tail")
 	bucketMutationRuns    = []byte("audit_by_mutation_runs")
-	bucketOpenSessions    = []byte("open_sessions")   // owner → session id: what a principal holds
-	bucketArtifactRefs    = []byte("artifact_refs")   // sha256 → how many artifact records name it
-	bucketClosedSessions  = []byte("closed_sessions") // close time (unix ns) + session id: what may expire
-	bucketBlobGarbage     = []byte("blob_garbage")    // sha256: blobs no artifact names since an expiry
-	bucketOwnerBytes      = []byte("artifact_bytes")  // owner → the bytes its sessions' artifact records declare
+	bucketOpenSessions    = []byte("open_sessions")     // owner → session id: what a principal holds
+	bucketArtifactRefs    = []byte("artifact_refs")     // sha256 → how many artifact records name it
+	bucketClosedSessions  = []byte("closed_sessions")   // close time (unix ns) + session id: what may expire
+	bucketBlobGarbage     = []byte("blob_garbage")      // sha256: blobs no artifact names since an expiry
+	bucketOwnerBytes      = []byte("artifact_bytes")    // owner → the bytes of its sessions' artifact versions
+	bucketArtifactVersion = []byte("artifact_versions") // session → name NUL sha256 → its last record's position
 
 	keySchemaVersion = []byte("schema_version")
 	keySession       = []byte("session")
