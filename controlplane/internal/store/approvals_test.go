@@ -131,3 +131,34 @@ func TestApprovalLifecycle(t *testing.T) {
 		}
 	}
 }
+
+// TestMigratesPreviewRenders: a preview's render recorded before renders
+// named their plan (no request id, no operation: it read as an upload)
+// names its approval's plan after the migration, in its artifact record
+// and in the approval's preview; uploads are left as they are.
+func TestMigratesPreviewRenders(t *testing.T) {
+	s, path := openTest(t)
+	if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {
+		t.Fatal(err)
+	}
+	id := waiting(t, s, "alice", "r1")
+	render := &cpv1.Artifact{SessionId: "s1", Name: fmt.Sprintf("preview-%s.png", id), Sha256: "pp", SizeBytes: 3}
+	for _, a := range []*cpv1.Artifact{render, {SessionId: "s1", Name: "in.obj", Sha256: "up", SizeBytes: 3}} {
+		if _, err := s.PutArtifact(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetPreview(id, &cpv1.Preview{Render: render}); err != nil {
+		t.Fatal(err)
+	}
+	s = reopenAt(t, s, path, 12)
+	if a, err := s.Artifact("s1", render.GetName(), ""); err != nil || a.GetRequestId() != "r1" || a.GetOperationId() != "" {
+		t.Errorf("the preview's render after the migration: %v %v", a, err)
+	}
+	if ap, err := s.Approval(id); err != nil || ap.GetPreview().GetRender().GetRequestId() != "r1" {
+		t.Errorf("the approval's preview after the migration: %v %v", ap, err)
+	}
+	if a, err := s.Artifact("s1", "in.obj", "up"); err != nil || a.GetRequestId() != "" {
+		t.Errorf("an upload after the migration: %v %v", a, err)
+	}
+}

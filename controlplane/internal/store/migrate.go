@@ -50,6 +50,7 @@ var migrations = []func(tx *bolt.Tx) error{
 	migrateArtifactRefs,
 	migrateOwnerBytes,
 	migrateArtifactVersions,
+	migratePreviewRenders,
 }
 
 func migrate(db *bolt.DB) error {
@@ -386,6 +387,59 @@ func migrateArtifactVersions(tx *bolt.Tx) error {
 			return addVersion(tx, versions, a, bytes.Clone(k))
 		})
 	})
+}
+
+// migratePreviewRenders (12 → 13) names, in the artifact record of each
+// preview's render made before renders named their plan, the plan its
+// approval is for: recorded with no plan and no operation, it read as an
+// upload (pushed into rebuilt and forked sandboxes, labelled so).
+func migratePreviewRenders(tx *bolt.Tx) error {
+	approvals := tx.Bucket(bucketApprovals)
+	var legacy [][]byte // updated after the walk: ForEach's bucket must not change under it
+	err := approvals.ForEach(func(k, v []byte) error {
+		ap := &cpv1.Approval{}
+		if err := proto.Unmarshal(v, ap); err != nil {
+			return err
+		}
+		if r := ap.GetPreview().GetRender(); r != nil && r.GetRequestId() == "" && r.GetOperationId() == "" {
+			legacy = append(legacy, bytes.Clone(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range legacy {
+		ap := &cpv1.Approval{}
+		if err := getProto(approvals, k, ap); err != nil {
+			return err
+		}
+		render := ap.GetPreview().GetRender()
+		render.RequestId = ap.GetRequestId()
+		if err := putProto(approvals, k, ap); err != nil {
+			return err
+		}
+		list := tx.Bucket(bucketArtifacts).Bucket([]byte(render.GetSessionId()))
+		versions := tx.Bucket(bucketArtifactVersion).Bucket([]byte(render.GetSessionId()))
+		if list == nil || versions == nil {
+			continue // expired
+		}
+		seq := versions.Get(versionKey(render.GetName(), render.GetSha256()))
+		if seq == nil {
+			continue
+		}
+		a := &cpv1.Artifact{}
+		if err := getProto(list, seq, a); err != nil {
+			return err
+		}
+		if a.GetRequestId() == "" && a.GetOperationId() == "" {
+			a.RequestId = ap.GetRequestId()
+			if err := putProto(list, bytes.Clone(seq), a); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // migrateArtifactRefs (9 → 10) counts the artifact records naming each
