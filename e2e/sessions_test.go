@@ -615,6 +615,17 @@ func TestArtifactQuota(t *testing.T) {
 		t.Fatalf("a render whose file passes the quota: %v %v", p, rs)
 	}
 	shot := rs[0].GetArtifacts()[0]
+	left := func() bool { // as listed
+		t.Helper()
+		resp, err := c.client.ListArtifacts(ctxT(t, time.Minute), &cpv1.ListArtifactsRequest{SessionId: id, RequestId: "shot"})
+		if err != nil || len(resp.GetArtifacts()) != 1 {
+			t.Fatalf("the render's artifacts: %v %v", resp, err)
+		}
+		return resp.GetArtifacts()[0].GetLeftOnAgent()
+	}
+	if !shot.GetLeftOnAgent() || !left() {
+		t.Errorf("a render's file over the quota is not said to be left on the agent: %v", shot)
+	}
 	kept := func() bool {
 		_, err := os.Stat(filepath.Join(blobs, shot.GetSha256()[:2], shot.GetSha256()))
 		return err == nil
@@ -648,6 +659,31 @@ func TestArtifactQuota(t *testing.T) {
 			t.Fatalf("download of %s's twice.png: %v %v", r.GetOperationId(), art, err)
 		}
 	}
+	// blendctl submit, in a session of its own, leaves open a session whose
+	// agent alone has a file, and says how to take it.
+	plan := filepath.Join(t.TempDir(), "over.json")
+	if err := os.WriteFile(plan, []byte(`{"request_id": "over", "operations": [{"operation_id": "r", "tool_name": "render.still",
+		"safety_level": "safe_write", "args": {"output": "over.png", "resolution": [64, 48], "samples": 1, "seed": 3}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := c.blendctl("submit", plan, "--watch")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("blendctl submit over the quota: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	m := regexp.MustCompile(`session (s-[0-9a-f]+) stays open: only its agent has over.png`).FindStringSubmatch(stderr.String())
+	if m == nil || strings.Contains(stdout.String(), "closed") || !strings.Contains(stdout.String(), "wrote over.png") ||
+		!strings.Contains(stdout.String(), "[left on the agent") {
+		t.Fatalf("blendctl submit of a render over the quota:\n%s\n%s", stdout.String(), stderr.String())
+	}
+	if out, err := c.blendctl("download", "over.png", "--session", m[1], "-o", t.TempDir()).CombinedOutput(); err != nil {
+		t.Fatalf("downloading the file left on the agent: %v\n%s", err, out)
+	}
+	if out, err := c.blendctl("close", m[1]).CombinedOutput(); err != nil {
+		t.Fatalf("closing the session kept open: %v\n%s", err, out)
+	}
+
 	_, rs = c.run(t, id, "frames", op("anim", "render.animation", map[string]any{"output_prefix": "f", "frame_start": 1, "frame_end": 2,
 		"resolution": []any{32, 24}, "samples": 1, "seed": 7, "distribute": true}))
 	if rs[0].GetError().GetErrorCode() != "QUOTA_EXCEEDED" || !strings.Contains(rs[0].GetError().GetRetryHint(), "without distribute") {
@@ -669,7 +705,7 @@ func TestArtifactQuota(t *testing.T) {
 		}
 	}
 	download(2)
-	if !kept() {
+	if !kept() || left() {
 		t.Fatal("a file within the quota was not kept at its download")
 	}
 }

@@ -34,8 +34,9 @@ Commands:
                       [--out DIR [--show]] [--keep-session] [--flag F]... [--blender RANGE] [--budget-ms N]
                       [--memory-mib N] [--disk-mib N]
                       submit a plan. Without --session it negotiates a session, waits for
-                      the plan to end and closes the session (--keep-session keeps it); a
-                      request_id from the file that is already taken is replaced by a fresh
+                      the plan to end and closes the session (--keep-session keeps it;
+                      so does a file of the plan only its agent has, over the artifact
+                      quota, without --out: it says so); a request_id from the file that is already taken is replaced by a fresh
                       one. --watch streams receipts with progress; --out saves the plan's
                       renders and exports into DIR, the last of each name (blendctl
                       download --sha256 takes an earlier one; --show draws PNGs)

@@ -157,7 +157,7 @@ func (p *progress) receipt(r *cpv1.Receipt) {
 	}
 	fmt.Fprintln(p.out, line)
 	for _, a := range r.GetArtifacts() {
-		fmt.Fprintf(p.out, "         wrote %s (%d bytes, sha256 %s)\n", a.GetName(), a.GetSizeBytes(), short(a.GetSha256()))
+		fmt.Fprintf(p.out, "         wrote %s (%d bytes, sha256 %s)%s\n", a.GetName(), a.GetSizeBytes(), short(a.GetSha256()), leftNote(a))
 	}
 	if e := r.GetError(); e != nil && r.GetStatus() == cpv1.Receipt_STATUS_FAILED {
 		fmt.Fprintf(p.out, "         %s: %s\n         hint: %s\n", e.GetErrorCode(), e.GetMessage(), e.GetRetryHint())
@@ -352,6 +352,14 @@ func printArtifacts(out io.Writer, list []*cpv1.Artifact) {
 		if plan == "" {
 			plan, op = "(upload)", ""
 		}
-		fmt.Fprintf(out, "%-32s %12d %-12s %-20s %s\n", a.GetName(), a.GetSizeBytes(), short(a.GetSha256()), plan, op)
+		fmt.Fprintf(out, "%-32s %12d %-12s %-20s %s%s\n", a.GetName(), a.GetSizeBytes(), short(a.GetSha256()), plan, op, leftNote(a))
 	}
+}
+
+// leftNote marks a file only its agent has: it goes with its session.
+func leftNote(a *cpv1.Artifact) string {
+	if !a.GetLeftOnAgent() {
+		return ""
+	}
+	return " [left on the agent: download it before the session closes]"
 }

@@ -59,7 +59,11 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 				contract.GetBlenderProfile().GetVersion(), contract.GetBlenderProfile().GetRuntime())
 		}
 		if !*keep {
-			defer c.closeSession(req.SessionId)
+			defer func() {
+				if !*keep {
+					c.closeSession(req.SessionId)
+				}
+			}()
 		}
 	}
 	p, err := c.submitPlan(ctx, req, renamable)
@@ -88,7 +92,11 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 	} else {
 		end = c.wait(ctx, p.GetRequestId())
 	}
-	if *out != "" && (end == nil || errors.Is(end, errPlanFailed)) {
+	ended := end == nil || errors.Is(end, errPlanFailed)
+	if ended && *out == "" && *session == "" && !*keep {
+		*keep = c.keepForLeftFiles(ctx, req.GetSessionId(), p.GetRequestId())
+	}
+	if *out != "" && ended {
 		saved, err := c.saveArtifacts(ctx, req.GetSessionId(), p.GetRequestId(), *out)
 		if err != nil {
 			return err
@@ -107,6 +115,38 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 		}
 	}
 	return end
+}
+
+// keepForLeftFiles says whether the session a plan ran in must stay open
+// for files only its agent has (the control plane did not keep them), which
+// would go with it, and if so how to take them.
+func (c *cli) keepForLeftFiles(ctx context.Context, session, requestID string) bool {
+	list, err := c.listArtifacts(ctx, session, requestID)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "blendctl: listing the plan's files: %s\n", describeError(err))
+		return false
+	}
+	var left []string
+	for _, a := range list {
+		if a.GetLeftOnAgent() && !slices.Contains(left, a.GetName()) {
+			left = append(left, a.GetName())
+		}
+	}
+	if len(left) == 0 {
+		return false
+	}
+	fmt.Fprintf(os.Stderr, "blendctl: session %s stays open: only its agent has %s (the control plane did not keep %s: "+
+		"over the artifact quota, or the agent did not answer), and closing the session would lose %s. "+
+		"Download with blendctl download NAME --session %s, then close it with blendctl close %s\n",
+		session, strings.Join(left, ", "), pronoun(len(left)), pronoun(len(left)), session, session)
+	return true
+}
+
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 // submitPlan submits a plan; if its request_id is taken by another plan and

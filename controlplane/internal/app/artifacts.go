@@ -246,16 +246,23 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 			return fmt.Errorf("%w: the control plane does not hold %s (sha256 %s) and cannot reach the session's agent: %w",
 				ErrAgentUnavailable, name, art.GetSha256(), cerr)
 		}
-		// Its bytes count already: kept only while the owner is within its
-		// quota.
-		left, qerr := a.quotaLeft(sess.Owner)
+		// Kept if it fits under the owner's quota (its bytes count from
+		// then on), else relayed.
+		ok, qerr := a.reserve(sess.Owner, art.GetSizeBytes())
 		if qerr != nil {
 			return qerr
 		}
-		if left < 0 {
+		if !ok {
 			return a.relay(ctx, agent, art, send)
 		}
-		if ferr := a.fetch(ctx, agent, art); errors.Is(ferr, blob.ErrDiskShort) {
+		defer a.unreserve(sess.Owner, art.GetSizeBytes()) // counted by then, if kept
+		ferr := a.fetch(ctx, agent, art)
+		if ferr == nil {
+			if ferr = a.store.Keep(sessionID, art.GetName(), art.GetSha256()); ferr == nil {
+				art.LeftOnAgent = false
+			}
+		}
+		if errors.Is(ferr, blob.ErrDiskShort) {
 			return ferr // the agent has it, the control plane has no room to keep it
 		} else if unreachable(ferr) && ctx.Err() == nil { // not the caller's own deadline
 			return fmt.Errorf("%w: the control plane does not hold %s (sha256 %s) and the session's agent does not answer: %w",
@@ -264,6 +271,12 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 			a.log.Warn("fetching an artifact from its agent", "session_id", sessionID, "name", name, "err", ferr)
 		}
 		f, err = a.blobs.Open(art.GetSha256())
+	} else if err == nil && art.GetLeftOnAgent() { // kept since, for another artifact
+		if err := a.store.Keep(sessionID, art.GetName(), art.GetSha256()); err != nil {
+			f.Close()
+			return err
+		}
+		art.LeftOnAgent = false
 	}
 	if errors.Is(err, blob.ErrNotFound) {
 		return fmt.Errorf("%w: the control plane did not keep %s (sha256 %s): its agent overwrote or removed it first, or it came "+
@@ -388,6 +401,10 @@ func (a *App) collect(ctx context.Context, agent agentv1.AgentServiceClient, ref
 					errs = append(errs, err)
 				}
 			}
+			// The receipt says so too: its client knows to download the
+			// file while the session lives.
+			art.LeftOnAgent = !a.blobs.Has(art.GetSha256())
+			f.LeftOnAgent = art.LeftOnAgent
 		}
 		if _, err := a.store.PutArtifact(art); err != nil {
 			errs = append(errs, err)

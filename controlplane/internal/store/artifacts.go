@@ -19,7 +19,9 @@ import (
 // (Supersedes). A version recorded again while another is the newest (the
 // same upload sent after an export, a receipt collected again) is a new
 // record, listed where it landed, but its bytes count once toward its
-// owner's quota: a version is a name and its content.
+// owner's quota: a version is a name and its content. They count once the
+// control plane keeps the content: a version left on its agent
+// (LeftOnAgent) counts when recorded kept, or at Keep.
 func (s *Store) PutArtifact(a *cpv1.Artifact) (*cpv1.Artifact, error) {
 	out := a
 	err := s.update(func(tx *bolt.Tx) error {
@@ -43,6 +45,12 @@ func (s *Store) PutArtifact(a *cpv1.Artifact) (*cpv1.Artifact, error) {
 			}
 			if newest.GetSha256() == a.GetSha256() && newest.GetRequestId() == a.GetRequestId() && newest.GetOperationId() == a.GetOperationId() {
 				out = newest
+				if v, ok := readVersion(versions, a.GetName(), a.GetSha256()); ok && !v.kept && !a.GetLeftOnAgent() { // kept this time
+					if err := putVersion(tx, versions, a, v); err != nil {
+						return err
+					}
+				}
+				withKept(versions, newest)
 				if newest.GetCreateTime() != nil && !Supersedes(newest, a) { // a landed later
 					newest.CreateTime = a.GetCreateTime()
 					return putProto(list, seq, newest)
@@ -87,17 +95,75 @@ func versionKey(name, sha256 string) []byte {
 	return []byte(name + "\x00" + sha256)
 }
 
-// addVersion points a's version at its record at position seq, the last
-// one recorded, and counts its bytes toward its owner's quota the first
-// time the session records it.
-func addVersion(tx *bolt.Tx, versions *bolt.Bucket, a *cpv1.Artifact, seq []byte) error {
-	key := versionKey(a.GetName(), a.GetSha256())
-	if versions.Get(key) == nil {
+// version is the index entry of a version of a session's file: the
+// position of its last record, and whether the control plane keeps its
+// content (its bytes count toward the owner's quota then).
+type version struct {
+	seq  []byte
+	kept bool
+}
+
+func readVersion(versions *bolt.Bucket, name, sha256 string) (version, bool) {
+	if versions == nil {
+		return version{}, false
+	}
+	v := versions.Get(versionKey(name, sha256))
+	if len(v) < 8 {
+		return version{}, false
+	}
+	return version{seq: v[:8], kept: len(v) > 8 && v[8] == 1}, true
+}
+
+// putVersion stores v as the entry of a's version, kept (its bytes
+// counted) when a's content is kept and v's was not yet.
+func putVersion(tx *bolt.Tx, versions *bolt.Bucket, a *cpv1.Artifact, v version) error {
+	if !v.kept && !a.GetLeftOnAgent() {
 		if err := addOwnerBytes(tx, a.GetSessionId(), a.GetSizeBytes()); err != nil {
 			return err
 		}
+		v.kept = true
 	}
-	return versions.Put(key, seq)
+	flag := byte(0)
+	if v.kept {
+		flag = 1
+	}
+	return versions.Put(versionKey(a.GetName(), a.GetSha256()), append(bytes.Clone(v.seq[:8]), flag))
+}
+
+// addVersion points a's version at its record at position seq, the last
+// one recorded.
+func addVersion(tx *bolt.Tx, versions *bolt.Bucket, a *cpv1.Artifact, seq []byte) error {
+	v, _ := readVersion(versions, a.GetName(), a.GetSha256())
+	v.seq = seq
+	return putVersion(tx, versions, a, v)
+}
+
+// withKept sets a's LeftOnAgent from its version's entry: what its record
+// said when it was recorded may have changed since (Keep).
+func withKept(versions *bolt.Bucket, a *cpv1.Artifact) *cpv1.Artifact {
+	v, ok := readVersion(versions, a.GetName(), a.GetSha256())
+	a.LeftOnAgent = ok && !v.kept
+	return a
+}
+
+// Keep records that the control plane now keeps the content of a version
+// of a session's file that was left on its agent: its bytes count from
+// now on.
+func (s *Store) Keep(sessionID, name, sha256 string) error {
+	return s.update(func(tx *bolt.Tx) error {
+		list := tx.Bucket(bucketArtifacts).Bucket([]byte(sessionID))
+		versions := tx.Bucket(bucketArtifactVersion).Bucket([]byte(sessionID))
+		v, ok := readVersion(versions, name, sha256)
+		if !ok || v.kept || list == nil {
+			return nil
+		}
+		a := &cpv1.Artifact{}
+		if err := getProto(list, v.seq, a); err != nil {
+			return err
+		}
+		a.LeftOnAgent = false
+		return putVersion(tx, versions, a, v)
+	})
 }
 
 // addRef adds n to the count of artifact records naming blob sha256: a
@@ -225,7 +291,7 @@ func (s *Store) ExpireArtifacts(closedBefore time.Time, most int) (expired int, 
 					if err := proto.Unmarshal(v, a); err != nil {
 						return err
 					}
-					if versions != nil && bytes.Equal(versions.Get(versionKey(a.GetName(), a.GetSha256())), k) { // once a version
+					if v, ok := readVersion(versions, a.GetName(), a.GetSha256()); ok && v.kept && bytes.Equal(v.seq, k) { // once a version
 						if err := addOwnerBytes(tx, string(id), -a.GetSizeBytes()); err != nil {
 							return err
 						}
@@ -272,19 +338,22 @@ func (s *Store) Artifact(sessionID, name, sha256 string) (*cpv1.Artifact, error)
 		if seq == nil {
 			return nil
 		}
+		versions := tx.Bucket(bucketArtifactVersion).Bucket([]byte(sessionID))
 		if sha256 != "" {
 			// The version's last record, so the latest receipt wins (one
 			// recorded after the newest may have landed before it).
-			versions := tx.Bucket(bucketArtifactVersion).Bucket([]byte(sessionID))
-			if seq = nil; versions != nil {
-				seq = versions.Get(versionKey(name, sha256))
-			}
-			if seq == nil {
+			v, ok := readVersion(versions, name, sha256)
+			if !ok {
 				return nil
 			}
+			seq = v.seq
 		}
-		out = &cpv1.Artifact{}
-		return getProto(list, seq, out)
+		a := &cpv1.Artifact{}
+		if err := getProto(list, seq, a); err != nil {
+			return err
+		}
+		out = withKept(versions, a)
+		return nil
 	})
 	if err == nil && out == nil {
 		err = fmt.Errorf("%w: session %s has no file %q%s", ErrArtifactNotFound, sessionID, name, versionNote(sha256))
@@ -308,6 +377,7 @@ func (s *Store) ListArtifacts(sessionID, requestID string, after uint64, limit i
 		if list == nil {
 			return nil
 		}
+		versions := tx.Bucket(bucketArtifactVersion).Bucket([]byte(sessionID))
 		var last uint64
 		c := list.Cursor()
 		for k, v := c.Seek(u64(after + 1)); k != nil; k, v = c.Next() {
@@ -322,7 +392,7 @@ func (s *Store) ListArtifacts(sessionID, requestID string, after uint64, limit i
 				next = last
 				return nil
 			}
-			out = append(out, a)
+			out = append(out, withKept(versions, a))
 			last = decodeU64(k)
 		}
 		return nil

@@ -110,3 +110,56 @@ func TestExpireArtifacts(t *testing.T) {
 	s, path = build()
 	check(reopenAt(t, s, path, 11, bucketArtifactVersion), "migrated from schema 11")
 }
+
+// TestArtifactLeftOnAgent: a version whose content the control plane did
+// not keep counts nothing toward its owner's quota and is listed as left on
+// its agent, until it is kept (Keep, or recorded again kept); then it
+// counts, once, and an expiry takes it off.
+func TestArtifactLeftOnAgent(t *testing.T) {
+	s, _ := openTest(t)
+	if err := s.PutSession(testSession("alice", "s1"), testRegistry); err != nil {
+		t.Fatal(err)
+	}
+	put := func(name, sha string, size int64, left bool) {
+		t.Helper()
+		if _, err := s.PutArtifact(&cpv1.Artifact{SessionId: "s1", Name: name, Sha256: sha, SizeBytes: size, RequestId: "r", OperationId: "op", LeftOnAgent: left}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func(what string, bytes int64, left map[string]bool) {
+		t.Helper()
+		if n, err := s.ArtifactBytes("alice"); err != nil || n != bytes {
+			t.Errorf("%s: alice's artifact bytes %d (%v), want %d", what, n, err, bytes)
+		}
+		list, _, err := s.ListArtifacts("s1", "", 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range list {
+			if a.GetLeftOnAgent() != left[a.GetName()] {
+				t.Errorf("%s: %s listed with left_on_agent %v", what, a.GetName(), a.GetLeftOnAgent())
+			}
+			if one, err := s.Artifact("s1", a.GetName(), a.GetSha256()); err != nil || one.GetLeftOnAgent() != left[a.GetName()] {
+				t.Errorf("%s: %s read with left_on_agent %v (%v)", what, a.GetName(), one.GetLeftOnAgent(), err)
+			}
+		}
+	}
+	put("x.png", "a", 10, true)
+	put("x.png", "a", 10, true) // collected again, left again
+	put("y.png", "b", 5, true)
+	state("left on the agent", 0, map[string]bool{"x.png": true, "y.png": true})
+	for range 2 {
+		if err := s.Keep("s1", "x.png", "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("y.png", "b", 5, false) // collected again, kept this time
+	state("kept", 15, nil)
+	if _, err := s.CloseSession("s1", time.Unix(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ExpireArtifacts(time.Unix(2, 0), 10); err != nil {
+		t.Fatal(err)
+	}
+	state("expired", 0, nil)
+}

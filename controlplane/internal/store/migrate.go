@@ -424,17 +424,17 @@ func migratePreviewRenders(tx *bolt.Tx) error {
 		if list == nil || versions == nil {
 			continue // expired
 		}
-		seq := versions.Get(versionKey(render.GetName(), render.GetSha256()))
-		if seq == nil {
+		v, ok := readVersion(versions, render.GetName(), render.GetSha256())
+		if !ok {
 			continue
 		}
 		a := &cpv1.Artifact{}
-		if err := getProto(list, seq, a); err != nil {
+		if err := getProto(list, v.seq, a); err != nil {
 			return err
 		}
 		if a.GetRequestId() == "" && a.GetOperationId() == "" {
 			a.RequestId = ap.GetRequestId()
-			if err := putProto(list, bytes.Clone(seq), a); err != nil {
+			if err := putProto(list, bytes.Clone(v.seq), a); err != nil {
 				return err
 			}
 		}

@@ -128,7 +128,7 @@ var (
 	bucketClosedSessions  = []byte("closed_sessions")   // close time (unix ns) + session id: what may expire
 	bucketBlobGarbage     = []byte("blob_garbage")      // sha256: blobs no artifact names since an expiry
 	bucketOwnerBytes      = []byte("artifact_bytes")    // owner → the bytes of its sessions' artifact versions
-	bucketArtifactVersion = []byte("artifact_versions") // session → name NUL sha256 → its last record's position
+	bucketArtifactVersion = []byte("artifact_versions") // session → name NUL sha256 → its last record's position, and 1 once its content is kept
 
 	keySchemaVersion = []byte("schema_version")
 	keySession       = []byte("session")

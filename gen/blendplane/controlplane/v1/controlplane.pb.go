@@ -4877,8 +4877,16 @@ type Artifact struct {
 	OperationId     string                 `protobuf:"bytes,6,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	ReceiptSequence int64                  `protobuf:"varint,7,opt,name=receipt_sequence,json=receiptSequence,proto3" json:"receipt_sequence,omitempty"`
 	CreateTime      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Only the session's agent has the content: the control plane did not
+	// keep it (it came while the owner's artifacts were over
+	// --artifact-quota-mib, or the agent could not be reached). A download
+	// relays it from the agent while the session lives, and keeps it once the
+	// owner is within its quota; once the session closes it is gone. Its
+	// bytes count under the quota only once kept. In a receipt, as its file
+	// was collected; ListArtifacts and DownloadArtifact say what holds now.
+	LeftOnAgent   bool `protobuf:"varint,9,opt,name=left_on_agent,json=leftOnAgent,proto3" json:"left_on_agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Artifact) Reset() {
@@ -4965,6 +4973,13 @@ func (x *Artifact) GetCreateTime() *timestamppb.Timestamp {
 		return x.CreateTime
 	}
 	return nil
+}
+
+func (x *Artifact) GetLeftOnAgent() bool {
+	if x != nil {
+		return x.LeftOnAgent
+	}
+	return false
 }
 
 type UploadArtifactRequest struct {
@@ -7456,7 +7471,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"STATE_OPEN\x10\x01\x12\x10\n" +
 	"\fSTATE_PARKED\x10\x02\x12\x10\n" +
 	"\fSTATE_CLOSED\x10\x03\x12\x10\n" +
-	"\fSTATE_BROKEN\x10\x04\"\x9e\x02\n" +
+	"\fSTATE_BROKEN\x10\x04\"\xc2\x02\n" +
 	"\bArtifact\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
@@ -7469,7 +7484,8 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\foperation_id\x18\x06 \x01(\tR\voperationId\x12)\n" +
 	"\x10receipt_sequence\x18\a \x01(\x03R\x0freceiptSequence\x12;\n" +
 	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\x90\x01\n" +
+	"createTime\x12\"\n" +
+	"\rleft_on_agent\x18\t \x01(\bR\vleftOnAgent\"\x90\x01\n" +
 	"\x15UploadArtifactRequest\x12D\n" +
 	"\x06header\x18\x01 \x01(\v2*.blendplane.controlplane.v1.ArtifactUploadH\x00R\x06header\x12\"\n" +
 	"\x05chunk\x18\x02 \x01(\fB\n" +

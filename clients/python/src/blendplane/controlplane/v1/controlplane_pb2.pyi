@@ -854,7 +854,7 @@ class Session(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., state: _Optional[_Union[Session.State, str]] = ..., contract: _Optional[_Union[SessionContract, _Mapping]] = ..., agent_id: _Optional[str] = ..., runtime_id: _Optional[str] = ..., scene_hash: _Optional[str] = ..., plan_count: _Optional[int] = ..., active_plan_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., close_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., owner: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class Artifact(_message.Message):
-    __slots__ = ("session_id", "name", "size_bytes", "sha256", "request_id", "operation_id", "receipt_sequence", "create_time")
+    __slots__ = ("session_id", "name", "size_bytes", "sha256", "request_id", "operation_id", "receipt_sequence", "create_time", "left_on_agent")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -863,6 +863,7 @@ class Artifact(_message.Message):
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     RECEIPT_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    LEFT_ON_AGENT_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     name: str
     size_bytes: int
@@ -871,7 +872,8 @@ class Artifact(_message.Message):
     operation_id: str
     receipt_sequence: int
     create_time: _timestamp_pb2.Timestamp
-    def __init__(self, session_id: _Optional[str] = ..., name: _Optional[str] = ..., size_bytes: _Optional[int] = ..., sha256: _Optional[str] = ..., request_id: _Optional[str] = ..., operation_id: _Optional[str] = ..., receipt_sequence: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    left_on_agent: bool
+    def __init__(self, session_id: _Optional[str] = ..., name: _Optional[str] = ..., size_bytes: _Optional[int] = ..., sha256: _Optional[str] = ..., request_id: _Optional[str] = ..., operation_id: _Optional[str] = ..., receipt_sequence: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., left_on_agent: _Optional[bool] = ...) -> None: ...
 
 class UploadArtifactRequest(_message.Message):
     __slots__ = ("header", "chunk")

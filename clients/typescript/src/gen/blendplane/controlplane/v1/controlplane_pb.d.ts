@@ -2574,6 +2574,19 @@ export declare type Artifact = Message<"blendplane.controlplane.v1.Artifact"> & 
    * @generated from field: google.protobuf.Timestamp create_time = 8;
    */
   createTime?: Timestamp | undefined;
+
+  /**
+   * Only the session's agent has the content: the control plane did not
+   * keep it (it came while the owner's artifacts were over
+   * --artifact-quota-mib, or the agent could not be reached). A download
+   * relays it from the agent while the session lives, and keeps it once the
+   * owner is within its quota; once the session closes it is gone. Its
+   * bytes count under the quota only once kept. In a receipt, as its file
+   * was collected; ListArtifacts and DownloadArtifact say what holds now.
+   *
+   * @generated from field: bool left_on_agent = 9;
+   */
+  leftOnAgent: boolean;
 };
 
 /**
