@@ -333,7 +333,8 @@ func TestExportsNameNoAgentPath(t *testing.T) {
 // TestImportedImagesTravel: the pixels of a texture an import read are in
 // the scene (packed), so a checkpoint loaded where the texture's file is
 // gone (another agent, a fork whose parent closed) still has them, and so
-// do its exports.
+// do its exports to formats that carry textures (.glb, .gltf, .fbx), in
+// the export's own files.
 func TestImportedImagesTravel(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		p, sandbox := startInSandbox(t, rt)
@@ -364,6 +365,43 @@ func TestImportedImagesTravel(t *testing.T) {
 		}
 		if !bytes.Contains(raw, []byte("image/png")) {
 			t.Errorf("a .glb exported after the move holds no image")
+		}
+		// A .gltf carries it too, as a data: URI, in its own two files; and
+		// imported again, it has the same pixels.
+		out := mustExecute(t, q, "scene.export", kv{"format": "gltf", "output": "moved.gltf"})
+		if fmt.Sprint(out.Fields()["files"]) != "[moved.gltf moved.bin]" {
+			t.Errorf("a .gltf export wrote %v", out.Fields()["files"])
+		}
+		entries, _ := os.ReadDir(filepath.Join(dir, "sandbox"))
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		if fmt.Sprint(names) != "[moved.bin moved.glb moved.gltf]" {
+			t.Errorf("the sandbox holds %v after the exports", names)
+		}
+		raw, err = os.ReadFile(filepath.Join(dir, "sandbox", "moved.gltf"))
+		if err != nil || !bytes.Contains(raw, []byte(`"uri":"data:image/png;base64,`)) {
+			t.Errorf("the .gltf holds no image (%v):\n%.600s", err, raw)
+		}
+		mustExecute(t, q, "scene.import", kv{"format": "gltf", "input": "moved.gltf"})
+		again := string(execResult(t, q, `result = sorted([im.name, [round(v, 3) for v in im.pixels[:4]]] for im in bpy.data.images if im.name != "shot.png" and im.type == "IMAGE")`))
+		if again != `[["shot",[1,0,0,1]]]` {
+			t.Errorf("the .gltf imported again has images %s, want shot, red", again)
+		}
+		// An .fbx embeds it, and writes no other file.
+		out = mustExecute(t, q, "scene.export", kv{"format": "fbx", "output": "moved.fbx"})
+		if fmt.Sprint(out.Fields()["files"]) != "[moved.fbx]" {
+			t.Errorf("an .fbx export wrote %v", out.Fields()["files"])
+		}
+		r, rdir := startWith(t, rt, func(*Options) {})
+		if err := os.Rename(filepath.Join(dir, "sandbox", "moved.fbx"), filepath.Join(rdir, "sandbox", "moved.fbx")); err != nil {
+			t.Fatal(err)
+		}
+		mustExecute(t, r, "scene.import", kv{"format": "fbx", "input": "moved.fbx"})
+		fromFBX := string(execResult(t, r, `result = sorted([round(v, 3) for v in im.pixels[:4]] for im in bpy.data.images if im.type == "IMAGE")`))
+		if fromFBX != `[[1,0,0,1],[1,0,0,1]]` { // the .obj's image and the .gltf's
+			t.Errorf("the .fbx imported in another session has images %s, want two, red", fromFBX)
 		}
 	})
 }

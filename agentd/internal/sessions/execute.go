@@ -526,7 +526,7 @@ func toolFailure(op Operation, e *blender.ToolError) *cpv1.Failure {
 	case e.Code == blender.CodeTimeout, e.Code == blender.CodeInternalError:
 		hint, action = "retry the operation", cpv1.RepairStep_ACTION_RETRY
 	case e.Code == blender.CodePolicyRefused:
-		hint = "name files by plain names in the session's output directory, and the files they refer to too; the message says what else is refused (a binary USD: export .usda; a glTF with its images apart: export .glb)"
+		hint = "name files by plain names in the session's output directory, and the files they refer to too; the message says what else is refused (a binary USD layer: export .usda)"
 	case e.Code == blender.CodeQuotaExceeded:
 		hint = "raise temp_storage_mib in the session contract (up to what the agent offers), or write fewer or smaller files (one of the same name replaces it); if the agent's disk is short, free some on it"
 	}

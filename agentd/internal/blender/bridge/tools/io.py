@@ -17,8 +17,10 @@ same on every runtime; the tool description lists the formats available).
 
 Files are plain names in the session sandbox (sandbox.py). Exports also write
 companion files next to the output, which must be plain sandbox names too:
-``<stem>.mtl`` (OBJ materials) and ``<stem>.bin`` (.gltf buffers; .gltf
-exports no images, use .glb for textures). Determinism: .glb/.gltf and .obj
+``<stem>.mtl`` (OBJ materials) and ``<stem>.bin`` (.gltf buffers). The
+textures travel inside glTF files (a .gltf's as data: URIs) and .fbx files
+(embedded); .obj and .usd write no texture files: an .mtl names each
+texture by the file name it was imported from. Determinism: .glb/.gltf and .obj
 are byte-identical for the same scene and Blender (they embed the Blender /
 add-on version; .obj names its .mtl); .fbx embeds the export time
 (CreationTime), and 4.5's USD exporter writes the prims in an order that
@@ -55,9 +57,11 @@ Undo record of scene.import (``v`` = UNDO_VERSION):
         -> remove every created datablock (bpy.data.batch_remove)
 """
 
+import base64
 import json
 import os
 import re
+import tempfile
 import urllib.parse
 
 import bpy
@@ -133,12 +137,6 @@ def op_call(idname, **kw):
     return op(**kw)
 
 
-def enum_has(idname, prop, value):
-    mod, _, name = idname.partition(".")
-    props = getattr(getattr(bpy.ops, mod), name).get_rna_type().properties
-    return prop in props and value in props[prop].enum_items.keys()
-
-
 def changed_keys(snap):
     """The state keys whose record in snap differs from the running state."""
     keys = []
@@ -159,7 +157,9 @@ def changed_keys(snap):
 @tool(
     "scene.export",
     description="Export the scene to a file in the session sandbox: gltf (.glb/.gltf), obj, fbx or usd (.usd/.usda/.usdc). "
-                "Formats on this Blender: %s. Leaves the scene unchanged." % ", ".join(available_formats()),
+                "Formats on this Blender: %s. Textures travel inside .glb, .gltf (as data: URIs) and .fbx files; "
+                ".obj (its .mtl) and .usd name them but write no texture files. Leaves the scene unchanged."
+                % ", ".join(available_formats()),
     schema={
         "type": "object",
         "properties": {
@@ -191,8 +191,6 @@ def tool_scene_export(tx, args):
         companions.append(stem + ".mtl")
     elif ext == "gltf":
         companions.append(stem + ".bin")
-        if not enum_has(exp, "export_image_format", "NONE") and len(bpy.data.images):
-            raise ToolError("policy_refused", "this glTF exporter would write images as separate files; export .glb")
     path = output_path(output, "output")
     extra = [output_path(c, "output: companion file") for c in companions]
     # The export rewrites the output and its companions: those there go
@@ -211,14 +209,22 @@ def tool_scene_export(tx, args):
     ob_slots = {ob.as_pointer(): len(ob.material_slots) for ob in bpy.data.objects}
     try:
         if fmt == "gltf":
-            res = op_call(exp, filepath=path, export_format="GLB" if ext == "glb" else "GLTF_SEPARATE",
-                          use_selection=False, export_image_format="NONE" if ext == "gltf" else "AUTO",
-                          export_extras=False, will_save_settings=False, export_cameras=False, export_lights=False)
+            # A .gltf's images go to a directory of the bridge's own first
+            # (outside the sandbox: their names are the images'), then into
+            # the .gltf as data: URIs.
+            with tempfile.TemporaryDirectory() as textures:
+                res = op_call(exp, filepath=path, export_format="GLB" if ext == "glb" else "GLTF_SEPARATE",
+                              use_selection=False, export_image_format="AUTO", export_texture_dir=textures,
+                              export_extras=False, will_save_settings=False, export_cameras=False, export_lights=False)
+                if ext == "gltf" and "FINISHED" in res and os.path.isfile(path):
+                    inline_images(path, textures)
         elif fmt == "obj":
             res = op_call(exp, filepath=path, export_selected_objects=False, export_animation=False,
                           export_materials=True, path_mode="AUTO")
         elif fmt == "fbx":
-            res = op_call(exp, filepath=path, use_selection=False, path_mode="AUTO", embed_textures=False)
+            # Textures inside the file, as glTF's: COPY is the mode that
+            # embeds (into the file, writing no .fbm directory).
+            res = op_call(exp, filepath=path, use_selection=False, path_mode="COPY", embed_textures=True)
         else:
             # No textures directory, no world dome-light image (4.5 writes
             # textures/ for both by default): exports stay one file.
@@ -253,6 +259,27 @@ def tool_scene_export(tx, args):
         raise ToolError("internal_error", "the %s exporter changed the scene (%s)" % (fmt, ", ".join(changed[:5])))
     files = [plain(p) for p in [path] + extra if os.path.isfile(p)]
     return {"path": plain(path), "sha256": tx.sha256(path), "bytes": os.path.getsize(path), "format": fmt, "files": files}
+
+
+def inline_images(path, textures):
+    """Put the images the .gltf at path refers to, which its exporter wrote
+    into directory textures, into the .gltf itself as data: URIs: the export
+    carries its textures (as a .glb does) in its own two files."""
+    with open(path, "rb") as f:
+        doc = json.loads(f.read().decode("utf-8"))
+    images = [im for im in doc.get("images") or [] if isinstance(im, dict) and "uri" in im]
+    if not images:
+        return
+    root = os.path.realpath(textures)
+    for im in images:
+        src = os.path.realpath(os.path.join(os.path.dirname(path), urllib.parse.unquote(im["uri"])))
+        if os.path.commonpath([root, src]) != root or not os.path.isfile(src):
+            raise ToolError("internal_error", "the glTF exporter wrote image %r where it was not asked to" % im["uri"])
+        with open(src, "rb") as f:
+            data = base64.b64encode(f.read()).decode("ascii")
+        im["uri"] = "data:%s;base64,%s" % (im.get("mimeType") or "application/octet-stream", data)
+    with open(path, "wb") as f:
+        f.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
 # The OBJ exporter names the open .blend in its .mtl's first line ("# Blender
