@@ -372,6 +372,9 @@ func TestImportedImagesTravel(t *testing.T) {
 		if fmt.Sprint(out.Fields()["files"]) != "[moved.gltf moved.bin]" {
 			t.Errorf("a .gltf export wrote %v", out.Fields()["files"])
 		}
+		if again := mustExecute(t, q, "scene.export", kv{"format": "gltf", "output": "moved.gltf"}); again.Fields()["sha256"] != out.Fields()["sha256"] {
+			t.Errorf("two .gltf exports of one scene differ: %v, %v", out.Fields()["sha256"], again.Fields()["sha256"])
+		}
 		entries, _ := os.ReadDir(filepath.Join(dir, "sandbox"))
 		var names []string
 		for _, e := range entries {
