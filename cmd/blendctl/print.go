@@ -148,7 +148,11 @@ func (p *progress) receipt(r *cpv1.Receipt) {
 	if p.tty {
 		fmt.Fprint(p.out, "\r\033[K")
 	}
-	line := fmt.Sprintf("[%*d/%d] %-24s %-22s %-18s", width, r.GetSequence(), p.total, r.GetOperationId(), r.GetToolName(), status)
+	counter := fmt.Sprintf("%*d/%d", width, r.GetSequence(), p.total)
+	if r.GetStatus() == cpv1.Receipt_STATUS_ROLLED_BACK { // the undo of an operation counted already
+		counter = fmt.Sprintf("%-*s", 2*width+1, "undo")
+	}
+	line := fmt.Sprintf("[%s] %-24s %-22s %-18s", counter, r.GetOperationId(), r.GetToolName(), status)
 	if r.GetSceneHashAfter() != "" {
 		line += " scene " + short(r.GetSceneHashAfter())
 	}
@@ -201,8 +205,8 @@ func (p *progress) done(plan *cpv1.Plan) {
 	if p.tty {
 		fmt.Fprint(p.out, "\r\033[K")
 	}
-	fmt.Fprintf(p.out, "plan %s %s: %d receipts in %s\n", plan.GetRequestId(), stateName(plan.GetState()),
-		plan.GetReceiptCount(), time.Since(p.start).Round(time.Millisecond))
+	fmt.Fprintf(p.out, "plan %s %s: %s in %s\n", plan.GetRequestId(), stateName(plan.GetState()),
+		plural(int(plan.GetReceiptCount()), "receipt"), time.Since(p.start).Round(time.Millisecond))
 	if f := plan.GetFailure(); f != nil {
 		fmt.Fprintf(p.out, "  %s: %s\n  hint: %s\n", f.GetErrorCode(), f.GetMessage(), f.GetRetryHint())
 	}
@@ -265,9 +269,12 @@ func printAgents(out io.Writer, agents []*cpv1.Agent) {
 			labels = append(labels, k+"="+v)
 		}
 		sort.Strings(labels)
+		blenders := fmt.Sprintf("%d/%d", a.GetLiveSessionCount(), a.GetMaxSessions())
+		if a.GetState() == cpv1.Agent_STATE_LOST { // what it said last: its Blenders are gone with it
+			blenders = "-"
+		}
 		fmt.Fprintf(out, "%-20s %-22s %-12s %-9d %-9s %-10s %-20s %s\n", a.GetAgentId(), a.GetAddress(),
-			strings.TrimPrefix(a.GetState().String(), "STATE_"), len(a.GetSessionIds()),
-			fmt.Sprintf("%d/%d", a.GetLiveSessionCount(), a.GetMaxSessions()),
+			strings.TrimPrefix(a.GetState().String(), "STATE_"), len(a.GetSessionIds()), blenders,
 			time.Since(a.GetLastSeenTime().AsTime()).Round(time.Second).String()+" ago", cmp.Or(strings.Join(labels, ","), "-"), strings.Join(rts, ", "))
 	}
 }

@@ -81,3 +81,30 @@ func TestBarOfAnyProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressOfARollback: the receipts of a rolled-back plan's undos are
+// counted as undos, not as steps past the plan's end ("[3/2]"), a file
+// left on its agent says so, and the end counts its receipts in English.
+func TestProgressOfARollback(t *testing.T) {
+	var out strings.Builder
+	p := newProgress(&out, 2, false)
+	p.receipt(&cpv1.Receipt{Sequence: 1, OperationId: "a", ToolName: "render.still", Status: cpv1.Receipt_STATUS_SUCCEEDED,
+		Artifacts: []*cpv1.Artifact{{Name: "big.png", SizeBytes: 5, Sha256: "ab", LeftOnAgent: true}}})
+	p.receipt(&cpv1.Receipt{Sequence: 2, OperationId: "b", ToolName: "scene.import", Status: cpv1.Receipt_STATUS_FAILED})
+	p.receipt(&cpv1.Receipt{Sequence: 3, OperationId: "a", ToolName: "render.still", Status: cpv1.Receipt_STATUS_ROLLED_BACK})
+	p.done(&cpv1.Plan{RequestId: "r", State: cpv1.Plan_STATE_FAILED, ReceiptCount: 3})
+	text := out.String()
+	for _, want := range []string{"[1/2] a ", "[2/2] b ", "[undo] a ", "wrote big.png (5 bytes, sha256 ab) [left on the agent", ": 3 receipts in "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "[3/2]") {
+		t.Errorf("an undo counted past the end:\n%s", text)
+	}
+	out.Reset()
+	p.done(&cpv1.Plan{RequestId: "r", State: cpv1.Plan_STATE_SUCCEEDED, ReceiptCount: 1})
+	if !strings.Contains(out.String(), ": 1 receipt in ") {
+		t.Errorf("one receipt: %s", out.String())
+	}
+}

@@ -86,7 +86,11 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 			return err
 		}
 		if !ok {
-			return a.overQuota(sess.Owner, n-reserved)
+			why := fmt.Sprintf("%s, %d bytes so far", h.GetName(), n)
+			if h.GetSha256() == "" {
+				why += " (a version of it the session holds counts nothing when the header gives its sha256)"
+			}
+			return fmt.Errorf("upload of %s: %w", why, a.overQuota(sess.Owner, n-reserved))
 		}
 		reserved = n
 		return nil

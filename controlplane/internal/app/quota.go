@@ -100,18 +100,33 @@ func (a *App) overQuota(owner string, n int64) error {
 	a.quotas.mu.Unlock()
 	taking := ""
 	if reserved > 0 {
-		taking = fmt.Sprintf(" (and %.1f MiB more that uploads and fetches under way are taking)", float64(reserved)/(1<<20))
+		taking = fmt.Sprintf(" (and %s more that uploads and fetches under way are taking)", bytesText(reserved))
 	}
 	hint := "ask an admin to raise it (without --artifact-retention, nothing a principal keeps is forgotten)"
 	if a.cfg.ArtifactRetention > 0 {
 		hint = fmt.Sprintf("close sessions you are done with (their artifacts are forgotten %s after), or ask an admin to raise it", a.cfg.ArtifactRetention)
 	}
-	more := fmt.Sprintf("%d bytes (%.1f MiB) more would pass its quota of %d MiB", n, float64(n)/(1<<20), a.cfg.ArtifactQuotaMiB)
+	more := fmt.Sprintf("%d bytes more would pass its quota of %d MiB", n, a.cfg.ArtifactQuotaMiB)
+	if n >= 1<<10 {
+		more = fmt.Sprintf("%d bytes (%s) more would pass its quota of %d MiB", n, bytesText(n), a.cfg.ArtifactQuotaMiB)
+	}
 	if n <= 0 {
 		more = fmt.Sprintf("its quota is %d MiB", a.cfg.ArtifactQuotaMiB)
 	}
-	return fmt.Errorf("%w (%w): %q keeps %.1f MiB of artifacts%s; %s: %s",
-		ErrQuotaExceeded, errArtifactQuota, owner, float64(used)/(1<<20), taking, more, hint)
+	return fmt.Errorf("%w (%w): %q keeps %s of artifacts%s; %s: %s",
+		ErrQuotaExceeded, errArtifactQuota, owner, bytesText(used), taking, more, hint)
+}
+
+// bytesText writes a size in the unit that shows it: 38100 bytes is
+// "37.2 KiB", not "0.0 MiB".
+func bytesText(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 // quotaLeft is the room under owner's quota, its reservations taken

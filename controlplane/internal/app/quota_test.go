@@ -182,6 +182,10 @@ func TestOverQuotaSays(t *testing.T) {
 			t.Errorf("without a retention: %q", msg)
 		}
 	}
+	// Sizes in the unit that shows them, not "(0.0 MiB)".
+	if msg := a.overQuota("bob", 38100).Error(); !strings.Contains(msg, `"bob" keeps 0 bytes of artifacts; 38100 bytes (37.2 KiB) more`) {
+		t.Errorf("a small file: %q", msg)
+	}
 }
 
 // TestSandboxContent: what a rebuild gives a session's new sandbox is each

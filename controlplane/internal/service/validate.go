@@ -157,11 +157,12 @@ func (val *Validation) validate(msg proto.Message, prefix string) ([]fieldViolat
 
 // describe is a violation's message, but for an enum left unset: the rule
 // (not_in [0]) says "must not be in list [0]", which names neither what is
-// missing nor what to send.
+// missing nor what to send; and one of a count says "1 character", not
+// protovalidate's "1 characters".
 func describe(v *protovalidate.Violation) string {
 	fd := v.FieldDescriptor
 	if v.Proto.GetRuleId() != "enum.not_in" || fd == nil || fd.Enum() == nil || fd.IsList() || v.FieldValue.Enum() != 0 {
-		return v.Proto.GetMessage()
+		return oneOfCount.ReplaceAllString(v.Proto.GetMessage(), "${1}1 $2")
 	}
 	var names []string
 	values := fd.Enum().Values()
@@ -202,7 +203,10 @@ func missingArgs(msg proto.Message) []fieldViolation {
 	return out
 }
 
-var operationIndex = regexp.MustCompile(`^operations\[(\d+)\]`)
+var (
+	operationIndex = regexp.MustCompile(`^operations\[(\d+)\]`)
+	oneOfCount     = regexp.MustCompile(`(^|[^\d.])1 (character|byte|item|rune|pair)s\b`)
+)
 
 // schemaRefusal names the operation (by id) of every violation inside a
 // plan, and proposes replacing its args.

@@ -3,6 +3,7 @@ package service
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
@@ -109,5 +110,25 @@ func TestNoRuleAcrossOperations(t *testing.T) {
 	want := &validate.FieldRules{Type: &validate.FieldRules_Repeated{Repeated: &validate.RepeatedRules{MinItems: proto.Uint64(1)}}}
 	if !proto.Equal(got, want) {
 		t.Fatalf("SubmitPlanRequest.operations has rules %v; the parallel validation (Validation.violations) assumes only min_items 1", got)
+	}
+}
+
+// TestViolationOfOne: a bound of one reads "at least 1 character", not
+// protovalidate's "at least 1 characters"; other counts stay plural.
+func TestViolationOfOne(t *testing.T) {
+	val, err := NewValidation(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := status.Convert(val.check(&cpv1.UploadArtifactRequest{Part: &cpv1.UploadArtifactRequest_Header{
+		Header: &cpv1.ArtifactUpload{SessionId: "s-1"}}})).Message()
+	if want := "header.name: must be at least 1 character"; !strings.Contains(msg, want) || strings.Contains(msg, "characters") {
+		t.Errorf("%q does not say %q", msg, want)
+	}
+	long := strings.Repeat("n", 161)
+	msg = status.Convert(val.check(&cpv1.UploadArtifactRequest{Part: &cpv1.UploadArtifactRequest_Header{
+		Header: &cpv1.ArtifactUpload{SessionId: "s-1", Name: long}}})).Message()
+	if want := "at most 160 characters"; !strings.Contains(msg, want) {
+		t.Errorf("%q does not say %q", msg, want)
 	}
 }
