@@ -341,7 +341,15 @@ func TestImportedImagesTravel(t *testing.T) {
 		writeColorPNG(t, filepath.Join(sandbox, "shot.png"), color.RGBA{R: 255, A: 255})
 		writeFile(t, filepath.Join(sandbox, "tex.obj"), "mtllib tex.mtl\no Tex\nv 0 0 0\nv 1 0 0\nv 0 1 0\nvt 0 0\nvt 1 0\nvt 0 1\nusemtl Paint\nf 1/1 2/2 3/3\n")
 		writeFile(t, filepath.Join(sandbox, "tex.mtl"), "newmtl Paint\nKd 1 0 0\nmap_Kd shot.png\n")
-		mustExecute(t, p, "scene.import", kv{"format": "obj", "input": "tex.obj"})
+		if out := mustExecute(t, p, "scene.import", kv{"format": "obj", "input": "tex.obj"}); fmt.Sprint(out.Fields()["textures_not_found"]) != "[]" {
+			t.Errorf("an import whose texture is there: textures_not_found %v", out.Fields()["textures_not_found"])
+		}
+		// A texture no one uploaded: the import says so.
+		writeFile(t, filepath.Join(sandbox, "bare.obj"), "mtllib bare.mtl\no Bare\nv 0 0 0\nv 1 0 0\nv 0 1 0\nusemtl Bare\nf 1 2 3\n")
+		writeFile(t, filepath.Join(sandbox, "bare.mtl"), "newmtl Bare\nmap_Kd missing.png\n")
+		if out := mustExecute(t, p, "scene.import", kv{"format": "obj", "input": "bare.obj"}); fmt.Sprint(out.Fields()["textures_not_found"]) != "[missing.png]" {
+			t.Errorf("an import whose texture is missing: textures_not_found %v", out.Fields()["textures_not_found"])
+		}
 		if err := os.Remove(filepath.Join(sandbox, "shot.png")); err != nil {
 			t.Fatal(err)
 		}
@@ -388,7 +396,7 @@ func TestImportedImagesTravel(t *testing.T) {
 			t.Errorf("the .gltf holds no image (%v):\n%.600s", err, raw)
 		}
 		mustExecute(t, q, "scene.import", kv{"format": "gltf", "input": "moved.gltf"})
-		again := string(execResult(t, q, `result = sorted([im.name, [round(v, 3) for v in im.pixels[:4]]] for im in bpy.data.images if im.name != "shot.png" and im.type == "IMAGE")`))
+		again := string(execResult(t, q, `result = sorted([im.name, [round(v, 3) for v in im.pixels[:4]]] for im in bpy.data.images if im.name not in ("shot.png", "missing.png") and im.type == "IMAGE")`))
 		if again != `[["shot",[1,0,0,1]]]` {
 			t.Errorf("the .gltf imported again has images %s, want shot, red", again)
 		}
@@ -403,8 +411,8 @@ func TestImportedImagesTravel(t *testing.T) {
 		}
 		mustExecute(t, r, "scene.import", kv{"format": "fbx", "input": "moved.fbx"})
 		fromFBX := string(execResult(t, r, `result = sorted([round(v, 3) for v in im.pixels[:4]] for im in bpy.data.images if im.type == "IMAGE")`))
-		if fromFBX != `[[1,0,0,1],[1,0,0,1]]` { // the .obj's image and the .gltf's
-			t.Errorf("the .fbx imported in another session has images %s, want two, red", fromFBX)
+		if fromFBX != `[[],[1,0,0,1],[1,0,0,1]]` { // missing.png's (no pixels), the .obj's image and the .gltf's
+			t.Errorf("the .fbx imported in another session has images %s, want two red and the missing one", fromFBX)
 		}
 	})
 }

@@ -591,7 +591,7 @@ def tool_scene_import(tx, args):
         for db in created.get(attr, []):
             if getattr(db, "packed_file", None) is None and outside_sandbox(getattr(db, "filepath", "")):
                 raise ToolError("policy_refused", "%r refers to a file outside the sandbox (%s %r)" % (name, attr, db.name))
-    pack_images(name, created.get("images", []))
+    missing = pack_images(name, created.get("images", []))
     tx.checkpoint("scene.import:imported")
 
     # Pre-existing records that changed anyway (a new collection linked under
@@ -610,7 +610,7 @@ def tool_scene_import(tx, args):
     })
     objects = sorted(db.name for db in created.get("objects", []))
     return {"objects": objects, "format": fmt, "path": plain(path), "files_read": read,
-            "created": {attr: len(dbs) for attr, dbs in sorted(created.items())}}
+            "created": {attr: len(dbs) for attr, dbs in sorted(created.items())}, "textures_not_found": missing}
 
 
 def pack_images(name, images):
@@ -620,17 +620,23 @@ def pack_images(name, images):
     renders the same when loaded on an agent with another data directory,
     in a fork whose parent closed, and after the texture's name was
     uploaded again. An image whose file is not there (a texture the model
-    names but no one uploaded) stays a reference, as do the other kinds of
-    FILE_IDS, which Blender cannot pack."""
+    names but no one uploaded, or a name Blender's parser read wrong) stays
+    a reference, as do the other kinds of FILE_IDS, which Blender cannot
+    pack: the file names of those images are returned, sorted, so the
+    import says which textures it did not find."""
+    missing = set()
     for im in images:
         if im.packed_file is not None or im.source not in ("FILE", "TILED"):
             continue
         if not os.path.isfile(bpy.path.abspath(im.filepath)):
+            if im.filepath:
+                missing.add(os.path.basename(im.filepath))
             continue
         try:
             im.pack()
         except RuntimeError as e:
             raise ToolError("invalid_input", "could not read image %r of %r: %s" % (im.name, name, one_line(e)))
+    return sorted(missing)
 
 
 @undoer("scene.import")
