@@ -274,23 +274,25 @@ func TestApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// blendctl: submit --watch says the plan waits, approvals shows its
-	// diff, approve (--always, after the id) resumes it and the watch ends
-	// with the receipt.
+	// blendctl: submit --watch says the plan waits (--preview-render: its
+	// preview has a render), approvals shows its diff, approve (--always,
+	// after the id) resumes it and the watch ends with the receipt.
 	submit("mk-cli", op("mk", "object.create", map[string]any{"type": "cube", "name": "Cli"}))
 	c.receipts(t, "mk-cli", 1)
 	file := filepath.Join(t.TempDir(), "del.json")
 	os.WriteFile(file, []byte(`{"request_id": "del-cli", "operations": [{"operation_id": "del", "tool_name": "object.delete",
 		"safety_level": "destructive", "args": {"name": "Cli"}}]}`), 0o600)
 	var out syncBuffer
-	watch := c.blendctl("submit", file, "--session", sid, "--watch")
+	watch := c.blendctl("submit", file, "--session", sid, "--preview-render", "--watch")
 	watch.Stdout, watch.Stderr = &out, &out
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "blendctl submit --watch to say the plan waits", func() bool { return strings.Contains(out.String(), "waiting for approval") })
 	id := c.plan(t, "del-cli").GetApprovalId()
-	waitPreview(t, c, id)
+	if pv := waitPreview(t, c, id).GetPreview(); pv.GetRender().GetName() != "preview-"+id+".png" {
+		t.Errorf("blendctl submit --preview-render: the preview %v has no render", pv)
+	}
 	listing, err := c.blendctl("approvals").CombinedOutput()
 	if err != nil || !strings.Contains(string(listing), id) || !strings.Contains(string(listing), "- objects/Cli") {
 		t.Fatalf("blendctl approvals: %v\n%s", err, listing)

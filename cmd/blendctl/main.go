@@ -30,7 +30,7 @@ Usage:
            [--max-message-bytes N] COMMAND [ARGS]     (these flags go before the command)
 
 Commands:
-  submit PLAN.json [--session ID] [--request-id ID] [--validate-only] [--atomic] [--watch]
+  submit PLAN.json [--session ID] [--request-id ID] [--validate-only] [--atomic] [--preview-render] [--watch]
                       [--out DIR [--show]] [--keep-session] [--flag F]... [--blender RANGE] [--budget-ms N]
                       [--memory-mib N] [--disk-mib N]
                       submit a plan. Without --session it negotiates a session, waits for

@@ -26,7 +26,8 @@ type fileOperation struct {
 
 // submitFlags are the request's fields that blendctl takes as flags, not
 // from the file.
-var submitFlags = map[string]string{"atomic": "--atomic", "validate_only": "--validate-only", "session_id": "--session"}
+var submitFlags = map[string]string{"atomic": "--atomic", "validate_only": "--validate-only", "session_id": "--session",
+	"preview_render": "--preview-render"}
 
 // readPlan reads a plan file. safety_level may be the seed's name
 // ("safe_write") or the API's ("SAFETY_LEVEL_SAFE_WRITE"). Everything else

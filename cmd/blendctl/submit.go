@@ -25,6 +25,7 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 	requestID := fs.String("request-id", "", "override the plan file's request_id")
 	validateOnly := fs.Bool("validate-only", false, "validate and schedule only; run nothing")
 	atomic := fs.Bool("atomic", false, "roll back the whole plan if an operation fails")
+	previewRender := fs.Bool("preview-render", false, "if the plan needs approval, render the previewed scene for the approver")
 	watch := fs.Bool("watch", false, "stream receipts with progress until the plan ends")
 	out := fs.String("out", "", "save the plan's renders and exports into this directory when it ends")
 	keep := fs.Bool("keep-session", false, "keep the negotiated session open after the plan ends")
@@ -43,7 +44,7 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 	if *requestID != "" {
 		req.RequestId = *requestID
 	}
-	req.ValidateOnly, req.Atomic = *validateOnly, *atomic
+	req.ValidateOnly, req.Atomic, req.PreviewRender = *validateOnly, *atomic, *previewRender
 	req.SessionId = *session
 	if req.SessionId == "" {
 		if *watch && !slices.Contains(sf.flags, "progress_events") {
