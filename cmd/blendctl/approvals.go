@@ -19,7 +19,7 @@ func (c *cli) approvals(ctx context.Context, args []string) error {
 	state := fs.String("state", "pending", "pending, approved, rejected, cancelled or all")
 	requestID := fs.String("request-id", "", "only the approval of this plan")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return usageErr(err)
 	}
 	st := cpv1.Approval_STATE_UNSPECIFIED
 	if *state != "all" {
@@ -51,7 +51,7 @@ func resolve(decision cpv1.Decision) func(c *cli, ctx context.Context, args []st
 		d := decision
 		if *always {
 			if d == cpv1.Decision_DECISION_REJECT {
-				return errors.New("--always is for approve")
+				return usageErr(errors.New("--always is for approve"))
 			}
 			d = cpv1.Decision_DECISION_APPROVE_AND_ALWAYS_ALLOW
 		}
@@ -87,7 +87,7 @@ func (c *cli) policy(ctx context.Context, args []string) error {
 			printRules(out, []*cpv1.PolicyRule{r})
 		})
 	}
-	return errors.New("usage: blendctl policy list | blendctl policy delete RULE_ID")
+	return usageErr(errors.New("usage: blendctl policy list | blendctl policy delete RULE_ID"))
 }
 
 func printRules(out io.Writer, list []*cpv1.PolicyRule) {

@@ -28,7 +28,7 @@ func (c *cli) upload(ctx context.Context, args []string) error {
 		return err
 	}
 	if *session == "" {
-		return errors.New("upload: --session is required")
+		return usageErr(errors.New("upload: --session is required"))
 	}
 	if *name == "" {
 		*name = filepath.Base(path)
@@ -98,7 +98,7 @@ func (c *cli) download(ctx context.Context, args []string) error {
 		return err
 	}
 	if *session == "" {
-		return errors.New("download: --session is required")
+		return usageErr(errors.New("download: --session is required"))
 	}
 	target := *out
 	switch fi, err := os.Stat(target); {
@@ -175,10 +175,10 @@ func (c *cli) artifacts(ctx context.Context, args []string) error {
 	session := fs.String("session", "", "session whose artifacts to list (required)")
 	requestID := fs.String("request-id", "", "only the artifacts of this plan")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return usageErr(err)
 	}
 	if *session == "" {
-		return errors.New("artifacts: --session is required")
+		return usageErr(errors.New("artifacts: --session is required"))
 	}
 	list, err := c.listArtifacts(ctx, *session, *requestID)
 	if err != nil {

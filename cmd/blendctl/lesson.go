@@ -16,7 +16,7 @@ import (
 // signs a lesson pack for POST /lesson.
 func (c *cli) lessonCmd(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: blendctl lesson keygen|sign ...")
+		return usageErr(errors.New("usage: blendctl lesson keygen|sign ..."))
 	}
 	switch args[0] {
 	case "keygen":

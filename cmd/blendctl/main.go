@@ -93,6 +93,8 @@ plane's first start writes <data-dir>/admin.token). A control plane that is
 not on loopback is reached over TLS: --ca-file is its <data-dir>/ca.pem.
 Environment: BLENDPLANE_<FLAG> sets a flag (BLENDPLANE_ADDR, BLENDPLANE_TOKEN,
 BLENDPLANE_TOKEN_FILE, BLENDPLANE_CA_FILE).
+Exit status: 0 done; 1 a call failed or a plan ended failed; 2 a command
+line blendctl does not take (a flag, an argument, a missing --session).
 `
 
 type cli struct {
@@ -113,12 +115,29 @@ func main() {
 		if !errors.Is(err, errPlanFailed) {
 			fmt.Fprintln(os.Stderr, "blendctl:", describeError(err))
 		}
+		if errors.As(err, new(usageError)) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
 
 // errPlanFailed: the plan ran and failed; its receipts already said why.
 var errPlanFailed = errors.New("plan failed")
+
+// usageError is a command line blendctl cannot take (exit status 2), not
+// a call that failed (1): a script can tell its own mistake from the
+// control plane's refusal.
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+func usageErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return usageError{err}
+}
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("blendctl", flag.ContinueOnError)
@@ -130,11 +149,11 @@ func run(args []string) error {
 	tokenFile := fs.String("token-file", "", "file holding the bearer token")
 	caFile := fs.String("ca-file", "", "the control plane's CA certificate, to reach it over TLS when it is not on loopback")
 	if err := flagenv.Parse(fs, args); err != nil {
-		return err
+		return usageErr(err)
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return errors.New("no command given")
+		return usageErr(errors.New("no command given"))
 	}
 	opts, err := dialOptions(*addr, *token, *tokenFile, *caFile)
 	if err != nil {
@@ -157,7 +176,7 @@ func run(args []string) error {
 	}
 	command, ok := commands[cmd]
 	if !ok {
-		return fmt.Errorf("unknown command %q (try: %s)", cmd, strings.Join(slices.Sorted(maps.Keys(commands)), ", "))
+		return usageErr(fmt.Errorf("unknown command %q (try: %s)", cmd, strings.Join(slices.Sorted(maps.Keys(commands)), ", ")))
 	}
 	err = command(c, ctx, rest)
 	if name := undefinedFlag(err); name != "" && fs.Lookup(name) != nil {
@@ -245,7 +264,7 @@ func (c *cli) negotiateCmd(ctx context.Context, args []string) error {
 	var sf sessionFlags
 	sf.register(fs)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return usageErr(err)
 	}
 	contract, err := c.negotiate(ctx, sf)
 	if err != nil {
@@ -271,7 +290,7 @@ func (c *cli) agents(ctx context.Context) error {
 
 func (c *cli) audit(ctx context.Context, args []string) error {
 	if len(args) > 1 {
-		return errors.New("usage: blendctl audit [REQUEST_ID]")
+		return usageErr(errors.New("usage: blendctl audit [REQUEST_ID]"))
 	}
 	requestID := ""
 	if len(args) == 1 {
@@ -308,7 +327,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 
 func (c *cli) cancel(ctx context.Context, args []string) error {
 	if len(args) != 1 {
-		return errors.New("usage: blendctl cancel REQUEST_ID")
+		return usageErr(errors.New("usage: blendctl cancel REQUEST_ID"))
 	}
 	return show(ctx, c, func(ctx context.Context) (*cpv1.Plan, error) {
 		resp, err := c.cp.CancelPlan(ctx, &cpv1.CancelPlanRequest{RequestId: args[0]})
@@ -321,7 +340,7 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 	session := fs.String("session", "", "list the registry of this session")
 	runtime := fs.String("runtime", "", "list the registry of this runtime")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return usageErr(err)
 	}
 	return show(ctx, c, func(ctx context.Context) (*cpv1.ListToolsResponse, error) {
 		return c.cp.ListTools(ctx, &cpv1.ListToolsRequest{SessionId: *session, RuntimeId: *runtime})
@@ -336,7 +355,7 @@ func (c *cli) macros(ctx context.Context) error {
 
 func (c *cli) plan(ctx context.Context, args []string) error {
 	if len(args) != 1 {
-		return errors.New("usage: blendctl plan REQUEST_ID")
+		return usageErr(errors.New("usage: blendctl plan REQUEST_ID"))
 	}
 	return show(ctx, c, func(ctx context.Context) (*cpv1.Plan, error) {
 		resp, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: args[0]})
@@ -366,7 +385,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return "", err
+			return "", usageErr(err)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -375,7 +394,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (string, error) {
 		args = fs.Args()[1:]
 	}
 	if len(pos) != 1 {
-		return "", fmt.Errorf("%s: want exactly one argument, got %d", fs.Name(), len(pos))
+		return "", usageErr(fmt.Errorf("%s: want exactly one argument, got %d", fs.Name(), len(pos)))
 	}
 	return pos[0], nil
 }

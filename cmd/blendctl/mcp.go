@@ -27,7 +27,7 @@ func (c *cli) mcp(ctx context.Context, args []string) error {
 	fs.Var(&flags, "flag", "feature flag to negotiate (repeatable): unsafe_ops, nondeterministic_tools")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error (to stderr)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return usageErr(err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -106,5 +107,19 @@ func TestProgressOfARollback(t *testing.T) {
 	p.done(&cpv1.Plan{RequestId: "r", State: cpv1.Plan_STATE_SUCCEEDED, ReceiptCount: 1})
 	if !strings.Contains(out.String(), ": 1 receipt in ") {
 		t.Errorf("one receipt: %s", out.String())
+	}
+}
+
+// TestUsageErrors: a command line blendctl cannot take is a usage error
+// (exit status 2), told apart from a call or a file that failed (1).
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{}, {"nope"}, {"download", "x.png"}, {"submit"}, {"sessions", "--bogus"},
+		{"approve"}, {"policy", "frob"}, {"--bogus"}} {
+		if err := run(args); !errors.As(err, new(usageError)) {
+			t.Errorf("blendctl %q: %v, want a usage error", args, err)
+		}
+	}
+	if err := run([]string{"submit", filepath.Join(t.TempDir(), "missing.json")}); err == nil || errors.As(err, new(usageError)) {
+		t.Errorf("a plan file that is not there: %v, want an error that is not a usage error", err)
 	}
 }

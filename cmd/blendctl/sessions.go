@@ -14,7 +14,7 @@ func (c *cli) sessions(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("sessions", flag.ContinueOnError)
 	state := fs.String("state", "", "open, parked, closed or all (default: all but closed)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return usageErr(err)
 	}
 	states := []cpv1.Session_State{cpv1.Session_STATE_UNSPECIFIED}
 	switch s := strings.ToLower(*state); s {
@@ -44,7 +44,7 @@ func (c *cli) sessions(ctx context.Context, args []string) error {
 
 func (c *cli) session(ctx context.Context, args []string) error {
 	if len(args) != 1 {
-		return errors.New("usage: blendctl session ID")
+		return usageErr(errors.New("usage: blendctl session ID"))
 	}
 	return show(ctx, c, func(ctx context.Context) (*cpv1.Session, error) {
 		resp, err := c.cp.GetSession(ctx, &cpv1.GetSessionRequest{SessionId: args[0]})
@@ -54,7 +54,7 @@ func (c *cli) session(ctx context.Context, args []string) error {
 
 func (c *cli) closeCmd(ctx context.Context, args []string) error {
 	if len(args) != 1 {
-		return errors.New("usage: blendctl close SESSION_ID")
+		return usageErr(errors.New("usage: blendctl close SESSION_ID"))
 	}
 	return show(ctx, c, func(ctx context.Context) (*cpv1.Session, error) {
 		resp, err := c.cp.CloseSession(ctx, &cpv1.CloseSessionRequest{SessionId: args[0]})
@@ -67,10 +67,10 @@ func (c *cli) plans(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("plans", flag.ContinueOnError)
 	session := fs.String("session", "", "session whose plans to list (required)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return usageErr(err)
 	}
 	if *session == "" || fs.NArg() != 0 {
-		return errors.New("usage: blendctl plans --session ID")
+		return usageErr(errors.New("usage: blendctl plans --session ID"))
 	}
 	list, err := allPages(ctx, func(ctx context.Context, token string) ([]*cpv1.Plan, string, error) {
 		resp, err := c.cp.ListPlans(ctx, &cpv1.ListPlansRequest{SessionId: *session, PageSize: 1000, PageToken: token})

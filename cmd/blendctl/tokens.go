@@ -17,7 +17,7 @@ import (
 
 func (c *cli) token(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: blendctl token create|list|revoke ...")
+		return usageErr(errors.New("usage: blendctl token create|list|revoke ..."))
 	}
 	switch args[0] {
 	case "create":
@@ -56,7 +56,7 @@ func (c *cli) token(ctx context.Context, args []string) error {
 		return printList(c, list, printTokens)
 	case "revoke":
 		if len(args) != 2 {
-			return errors.New("usage: blendctl token revoke NAME")
+			return usageErr(errors.New("usage: blendctl token revoke NAME"))
 		}
 		return show(ctx, c, func(ctx context.Context) (*cpv1.Token, error) {
 			resp, err := c.cp.RevokeToken(ctx, &cpv1.RevokeTokenRequest{Name: args[1]})
