@@ -395,13 +395,13 @@ func TestImportedImagesTravel(t *testing.T) {
 		if err != nil || !bytes.Contains(raw, []byte(`"uri":"data:image/png;base64,`)) {
 			t.Errorf("the .gltf holds no image (%v):\n%.600s", err, raw)
 		}
-		mustExecute(t, q, "scene.import", kv{"format": "gltf", "input": "moved.gltf"})
+		mustExecute(t, q, "scene.import", kv{"input": "moved.gltf"}) // its format, from its extension
 		again := string(execResult(t, q, `result = sorted([im.name, [round(v, 3) for v in im.pixels[:4]]] for im in bpy.data.images if im.name not in ("shot.png", "missing.png") and im.type == "IMAGE")`))
 		if again != `[["shot",[1,0,0,1]]]` {
 			t.Errorf("the .gltf imported again has images %s, want shot, red", again)
 		}
 		// An .fbx embeds it, and writes no other file.
-		out = mustExecute(t, q, "scene.export", kv{"format": "fbx", "output": "moved.fbx"})
+		out = mustExecute(t, q, "scene.export", kv{"output": "moved.fbx"})
 		if fmt.Sprint(out.Fields()["files"]) != "[moved.fbx]" {
 			t.Errorf("an .fbx export wrote %v", out.Fields()["files"])
 		}

@@ -89,6 +89,15 @@ SKIP_COLLECTIONS = ("window_managers", "screens", "workspaces")
 FILE_IDS = ("images", "libraries", "sounds", "movieclips", "volumes", "cache_files")
 
 
+def format_of(filename):
+    """The format a file's extension names."""
+    ext = filename.rsplit(".", 1)[-1].lower()
+    for f, exts in sorted(FORMATS.items()):
+        if ext in exts:
+            return f
+    raise ToolError("invalid_input", "%r: its extension names no format (take .%s)" % (filename, ", .".join(ALL_EXTS)))
+
+
 def available_formats():
     return [f for f in sorted(FORMATS) if io_operators(f)[2] is None]
 
@@ -156,7 +165,8 @@ def changed_keys(snap):
 
 @tool(
     "scene.export",
-    description="Export the scene to a file in the session sandbox: gltf (.glb/.gltf), obj, fbx or usd (.usd/.usda/.usdc). "
+    description="Export the scene to a file in the session sandbox: gltf (.glb/.gltf), obj, fbx or usd (.usd/.usda/.usdc); "
+                "format may be left out, the file's extension says it. "
                 "Formats on this Blender: %s. Textures travel inside .glb, .gltf (as data: URIs) and .fbx files; "
                 ".obj (its .mtl) and .usd name them but write no texture files. Leaves the scene unchanged."
                 % ", ".join(available_formats()),
@@ -166,7 +176,7 @@ def changed_keys(snap):
             "format": {"type": "string", "enum": sorted(FORMATS)},
             "output": file_name_schema(*ALL_EXTS),
         },
-        "required": ["format", "output"],
+        "required": ["output"],
         "additionalProperties": False,
     },
     safety_level="safe_write",
@@ -183,7 +193,8 @@ def tool_scene_export(tx, args):
     # animated properties as they are (a parked window's scene may have an
     # evaluation pending since the park, which would write them over).
     window.wake()
-    fmt, output = args["format"], args["output"]
+    output = args["output"]
+    fmt = args.get("format") or format_of(output)
     exp, _, ext, path = check_format(fmt, output, "output")
     stem = output[: -(len(ext) + 1)]
     companions = []
@@ -514,7 +525,8 @@ def remove_ids(ids):
 
 @tool(
     "scene.import",
-    description="Import a file from the session sandbox into the scene: gltf (.glb/.gltf), obj, fbx or usd (.usd/.usda/.usdc). "
+    description="Import a file from the session sandbox into the scene: gltf (.glb/.gltf), obj, fbx or usd (.usd/.usda/.usdc); "
+                "format may be left out, the file's extension says it. "
                 "Formats on this Blender: %s. Returns the new objects." % ", ".join(available_formats()),
     schema={
         "type": "object",
@@ -522,7 +534,7 @@ def remove_ids(ids):
             "format": {"type": "string", "enum": sorted(FORMATS)},
             "input": file_name_schema(*ALL_EXTS),
         },
-        "required": ["format", "input"],
+        "required": ["input"],
         "additionalProperties": False,
     },
     safety_level="safe_write",
@@ -531,7 +543,8 @@ def remove_ids(ids):
     blender_versions=">=3.4",
 )
 def tool_scene_import(tx, args):
-    fmt, name = args["format"], args["input"]
+    name = args["input"]
+    fmt = args.get("format") or format_of(name)
     _, imp, _, path = check_format(fmt, name, "input")
     if not os.path.isfile(path):
         raise ToolError("not_found", "no file %r in the sandbox" % name)
