@@ -597,7 +597,7 @@ func TestArtifactQuota(t *testing.T) {
 	if err := upload(full, "big.obj", big, true); err != nil { // the same again: nothing new to keep
 		t.Fatalf("the newest upload again, at the quota: %v", err)
 	}
-	// A version of a name sent again after another (the 112 bytes left
+	// A version of a name sent again after another (the 116 bytes left
 	// would not take it twice): nothing new to keep, and it is the newest.
 	first, second := bytes.Repeat([]byte("#1\n"), 200/3), bytes.Repeat([]byte("#2\n"), 200/3)
 	for i, content := range [][]byte{first, second, first} {
@@ -643,6 +643,13 @@ func TestArtifactQuota(t *testing.T) {
 			t.Fatal("the control plane kept a file over the quota")
 		}
 	}
+	// Uploaded as it is, the version only its agent had would be kept:
+	// checked against the quota like any new content.
+	_, content, err := c.download(t, &cpv1.DownloadArtifactRequest{SessionId: id, Name: "shot.png"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRefusal(t, "an upload of a version left on the agent, over the quota", upload(id, "shot.png", content, true), codes.ResourceExhausted, "QUOTA_EXCEEDED")
 	// Two renders to one name in a plan, both left on the agent: each
 	// version is relayed by its hash, the first too, which the second
 	// replaced in the sandbox.

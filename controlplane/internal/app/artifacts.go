@@ -69,11 +69,11 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 	// at once when the header declares its size), given back once the
 	// artifact is recorded or refused; none for a version of the name the
 	// session holds already, which counts nothing new (its header must say
-	// its SHA-256).
+	// its SHA-256), unless only its agent had it: kept now, it counts.
 	again := false
 	if h.GetSha256() != "" {
-		_, err := a.store.Artifact(h.GetSessionId(), h.GetName(), h.GetSha256())
-		again = err == nil
+		held, err := a.store.Artifact(h.GetSessionId(), h.GetName(), h.GetSha256())
+		again = err == nil && !held.GetLeftOnAgent()
 	}
 	var reserved int64
 	defer func() { a.unreserve(sess.Owner, reserved) }()
@@ -87,6 +87,9 @@ func (a *App) Upload(ctx context.Context, who Principal, h *cpv1.ArtifactUpload,
 		}
 		if !ok {
 			why := fmt.Sprintf("%s, %d bytes so far", h.GetName(), n)
+			if n == h.GetSizeBytes() && reserved == 0 {
+				why = fmt.Sprintf("%s, %d bytes declared", h.GetName(), n)
+			}
 			if h.GetSha256() == "" {
 				why += " (a version of it the session holds counts nothing when the header gives its sha256)"
 			}
@@ -250,18 +253,21 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 			return fmt.Errorf("%w: the control plane does not hold %s (sha256 %s) and cannot reach the session's agent: %w",
 				ErrAgentUnavailable, name, art.GetSha256(), cerr)
 		}
-		// Kept if it fits under the owner's quota (its bytes count from
-		// then on), else relayed.
-		ok, qerr := a.reserve(sess.Owner, art.GetSizeBytes())
-		if qerr != nil {
-			return qerr
+		// Left on the agent: kept if it fits under the owner's quota (its
+		// bytes count from then on), else relayed. Counted already (a
+		// record from before schema 12 that was never fetched): kept.
+		if art.GetLeftOnAgent() {
+			ok, qerr := a.reserve(sess.Owner, art.GetSizeBytes())
+			if qerr != nil {
+				return qerr
+			}
+			if !ok {
+				return a.relay(ctx, agent, art, send)
+			}
+			defer a.unreserve(sess.Owner, art.GetSizeBytes()) // counted by then, if kept
 		}
-		if !ok {
-			return a.relay(ctx, agent, art, send)
-		}
-		defer a.unreserve(sess.Owner, art.GetSizeBytes()) // counted by then, if kept
 		ferr := a.fetch(ctx, agent, art)
-		if ferr == nil {
+		if ferr == nil && art.GetLeftOnAgent() {
 			if ferr = a.store.Keep(sessionID, art.GetName(), art.GetSha256()); ferr == nil {
 				art.LeftOnAgent = false
 			}
@@ -304,11 +310,11 @@ func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha2
 func (a *App) relay(ctx context.Context, agent agentv1.AgentServiceClient, art *cpv1.Artifact, send func(*cpv1.DownloadArtifactResponse) error) error {
 	stream, err := getFile(ctx, agent, art)
 	if unreachable(err) && ctx.Err() == nil { // not the caller's own deadline
-		return fmt.Errorf("%w: the control plane did not keep %s (the session owner's artifacts are over its quota) and the session's agent does not answer: %w",
+		return fmt.Errorf("%w: the control plane did not keep %s (it would take the session owner's artifacts over its quota) and the session's agent does not answer: %w",
 			ErrAgentUnavailable, art.GetName(), err)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: the control plane did not keep %s (the session owner's artifacts are over its quota) and cannot take it from its agent: %w",
+		return fmt.Errorf("%w: the control plane did not keep %s (it would take the session owner's artifacts over its quota) and cannot take it from its agent: %w",
 			ErrArtifactUnavailable, art.GetName(), err)
 	}
 	if err := send(&cpv1.DownloadArtifactResponse{Part: &cpv1.DownloadArtifactResponse_Artifact{Artifact: art}}); err != nil {

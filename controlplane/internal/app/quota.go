@@ -12,8 +12,9 @@ import (
 // quotas holds the bytes being added to each principal's artifacts right
 // now (uploads streaming in, receipts' files and frames being fetched), so
 // that calls at once cannot each take the same room under its quota
-// (Config.ArtifactQuotaMiB). What counts is what a principal's sessions'
-// artifact records declare, every version, until an expiry forgets them.
+// (Config.ArtifactQuotaMiB). What counts is the size of each version (a
+// name and its content) of a principal's sessions' files that the control
+// plane keeps, once, until an expiry forgets it (store.ArtifactBytes).
 type quotas struct {
 	mu       sync.Mutex
 	reserved map[string]int64
