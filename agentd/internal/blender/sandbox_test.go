@@ -362,6 +362,21 @@ func TestImportedImagesTravel(t *testing.T) {
 		if _, err := q.LoadCheckpoint(callCtx(t), path); err != nil {
 			t.Fatal(err)
 		}
+		// Its images name this session's files now (a texture the import
+		// did not find is taken from here once uploaded).
+		named := string(execResult(t, q, `
+import os, sandbox
+result = sorted(im.filepath_raw == os.path.join(os.path.realpath(sandbox.SANDBOX["dir"]), os.path.basename(im.filepath_raw)) for im in bpy.data.images if im.filepath_raw)`))
+		if named != "[true,true]" {
+			t.Errorf("after the load, the images name this sandbox's files: %s, want [true,true]", named)
+		}
+		if rt.Kind != RuntimeBinary { // 3.4's OBJ importer makes a missing texture a generated image, which no file fills
+			writeColorPNG(t, filepath.Join(dir, "sandbox", "missing.png"), color.RGBA{G: 255, A: 255})
+			if late := string(execResult(t, q, `result = [round(v, 3) for v in bpy.data.images["missing.png"].pixels[:4]]`)); late != "[0,1,0,1]" {
+				t.Errorf("a missing texture uploaded after the move reads %s", late)
+			}
+			os.Remove(filepath.Join(dir, "sandbox", "missing.png"))
+		}
 		pixel := string(execResult(t, q, `result = [round(v, 3) for v in bpy.data.images["shot.png"].pixels[:4]]`))
 		if red := "[1,0,0,1]"; pixel != red {
 			t.Errorf("loaded where the texture's file is gone, the image reads %s, want %s", pixel, red)
@@ -428,4 +443,24 @@ func writeColorPNG(t *testing.T, path string, c color.RGBA) {
 		t.Fatal(err)
 	}
 	writeFile(t, path, b.String())
+}
+
+// TestImportAgainReadsTheFileAnew: importing a model again after its
+// texture was uploaded anew takes the new pixels, into images of its own;
+// the first import's keep theirs (Blender reuses an image loaded from the
+// same path, which the first import had packed as the file was then).
+func TestImportAgainReadsTheFileAnew(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt Runtime) {
+		p, sandbox := startInSandbox(t, rt)
+		writeFile(t, filepath.Join(sandbox, "tex.obj"), "mtllib tex.mtl\no Tex\nv 0 0 0\nv 1 0 0\nv 0 1 0\nvt 0 0\nvt 1 0\nvt 0 1\nusemtl Paint\nf 1/1 2/2 3/3\n")
+		writeFile(t, filepath.Join(sandbox, "tex.mtl"), "newmtl Paint\nKd 1 0 0\nmap_Kd shot.png\n")
+		for _, c := range []color.RGBA{{R: 255, A: 255}, {B: 255, A: 255}} {
+			writeColorPNG(t, filepath.Join(sandbox, "shot.png"), c)
+			mustExecute(t, p, "scene.import", kv{"input": "tex.obj"})
+		}
+		got := string(execResult(t, p, `result = sorted([im.name, [round(v, 3) for v in im.pixels[:4]]] for im in bpy.data.images if im.type == "IMAGE")`))
+		if want := `[["shot.png",[1,0,0,1]],["shot.png.001",[0,0,1,1]]]`; got != want {
+			t.Errorf("images after two imports of a texture uploaded anew between them: %s, want %s", got, want)
+		}
+	})
 }

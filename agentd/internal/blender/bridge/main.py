@@ -106,7 +106,9 @@ save, taken back after it and after the load (their names travel in the
 state as ``held``). Go writes ``path.tmp`` through this, fsyncs it, renames
 it over the target and fsyncs the directory.
 ``load_checkpoint`` ``{"path": abs}`` runs ``wm.open_mainfile(load_ui=True,
-use_scripts=False)``, takes the bridge state out of the scene, rebuilds the
+use_scripts=False)``, takes the bridge state out of the scene, points its
+images at files of the sandbox it was saved from (the state's ``sandbox``)
+at this session's sandbox (rebase_images), rebuilds the
 incremental hash from scratch, and fails with ``internal_error`` (scene loaded
 anyway) if the result differs from the hash recorded at save time. It loads the
 file's UI too, so the file's window manager replaces the running one, and with
@@ -171,6 +173,7 @@ import registry  # noqa: E402
 from animation import keep_animated, open_file_as_saved  # noqa: E402
 import sandbox  # noqa: E402
 import tools  # noqa: E402,F401  (registers every tool)
+from tools.io import rebase_images  # noqa: E402
 import window  # noqa: E402
 from common import (LOG, NOT_RUN, OLD_STATE, OLD_STATE_PROPS, OUT_OF_MEMORY, PROTOCOL_VERSION,  # noqa: E402
                     STATE_PROP, STATE_PROPS, Encoded, ToolError, canonical, clear_correlation, compact, debug,
@@ -429,7 +432,8 @@ def m_save_checkpoint(params):
     try:
         hold_unused(held)
         sc[STATE_PROP] = canonical({"schema": SCHEMA, "scene_hash": h, "tomb_counter": BRIDGE["tomb_counter"],
-                                    "trash_counter": trash_counter(), "trash": written(), "held": held})
+                                    "trash_counter": trash_counter(), "trash": written(), "held": held,
+                                    "sandbox": os.path.realpath(sandbox.SANDBOX["dir"]) if sandbox.SANDBOX["dir"] else ""})
         for prop in OLD_STATE_PROPS:
             sc[prop] = OLD_STATE
         # The file loads without evaluating the scene, and the window stays
@@ -515,6 +519,8 @@ def m_load_checkpoint(params):
     trash_counter(saved.get("trash_counter"))
     reclaim(saved.get("trash"))
     release([h for h in saved.get("held") or [] if isinstance(h, list) and len(h) == 2])
+    if isinstance(saved.get("sandbox"), str):
+        rebase_images(saved["sandbox"])
     STATE.rebuild()
     h = STATE.scene_hash()
     ms = round((time.time() - t0) * 1000, 3)

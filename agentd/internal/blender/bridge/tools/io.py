@@ -486,6 +486,23 @@ def check_usd_layer(path, name, seen):
     return named
 
 
+def rebase_images(old_root):
+    """Point the images of a loaded checkpoint that named files of the
+    sandbox it was saved from (old_root) at this session's sandbox, by their
+    plain names: a session moved to another agent, restored or forked
+    refers to its own files, not to another sandbox's, which another agent
+    lacks and a fork's parent may change. (Their pixels are packed, but for
+    a texture the import did not find; the path is what exports name.)"""
+    root = SANDBOX["dir"]
+    if not old_root or not root or os.path.realpath(root) == old_root:
+        return
+    root = os.path.realpath(root)
+    for im in bpy.data.images:
+        raw = im.filepath_raw
+        if raw and os.path.dirname(os.path.normpath(bpy.path.abspath(raw))) == old_root:
+            im.filepath_raw = os.path.join(root, os.path.basename(raw))
+
+
 def outside_sandbox(filepath):
     if not filepath:
         return False
@@ -569,7 +586,14 @@ def tool_scene_import(tx, args):
             set_active(vl, active)
     tx.on_undo(rollback)
     tx.touch("scene", sc.name)
+    # Importers reuse an image loaded before from the same file (Blender's
+    # "load exists"), which an earlier import packed as the file was then:
+    # the scene's images hide their paths meanwhile, so each import reads
+    # the files as they are now.
+    hidden = [(im, im.filepath_raw) for im in bpy.data.images if im.filepath_raw]
     try:
+        for im, _ in hidden:
+            im.filepath_raw = ""
         if fmt == "usd":
             res = op_call(imp, filepath=path, import_textures_mode="IMPORT_NONE")
         else:
@@ -577,6 +601,8 @@ def tool_scene_import(tx, args):
     except RuntimeError as e:
         raise ToolError("invalid_input", "could not import %r: %s" % (name, one_line(e)))
     finally:
+        for im, raw in hidden:
+            im.filepath_raw = raw
         # The importer linked objects (and maybe collections), and parented
         # some, behind INDEX's back: recompute every membership in one pass,
         # and the children when next asked.
