@@ -24,7 +24,7 @@ func (c *cli) lessonCmd(ctx context.Context, args []string) error {
 		priv := fs.String("private", "lesson-key.pem", "where to write the private key (PKCS #8 PEM, mode 0600)")
 		pub := fs.String("public", "lesson-key.pub.pem", "where to write the public key (PEM), for --lesson-public-key")
 		if err := fs.Parse(args[1:]); err != nil {
-			return err
+			return usageErr(err)
 		}
 		if err := lesson.GenerateKey(*priv, *pub); err != nil {
 			return err
@@ -74,5 +74,5 @@ func (c *cli) lessonCmd(ctx context.Context, args []string) error {
 		fmt.Fprintln(c.out, string(out))
 		return nil
 	}
-	return fmt.Errorf("unknown lesson command %q (try: keygen, sign)", args[0])
+	return usageErr(fmt.Errorf("unknown lesson command %q (try: keygen, sign)", args[0]))
 }

@@ -114,7 +114,8 @@ func TestProgressOfARollback(t *testing.T) {
 // (exit status 2), told apart from a call or a file that failed (1).
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{{}, {"nope"}, {"download", "x.png"}, {"submit"}, {"sessions", "--bogus"},
-		{"approve"}, {"policy", "frob"}, {"--bogus"}} {
+		{"approve"}, {"policy", "frob"}, {"--bogus"}, {"token", "frob"}, {"token", "create", "--bogus"}, {"lesson", "frob"},
+		{"prompt"}, {"sessions", "--state", "frob"}} {
 		if err := run(args); !errors.As(err, new(usageError)) {
 			t.Errorf("blendctl %q: %v, want a usage error", args, err)
 		}

@@ -21,7 +21,7 @@ func (c *cli) prompt(ctx context.Context, args []string) error {
 		return err
 	}
 	if text == "" {
-		return errors.New(`usage: blendctl prompt "TEXT" [--thread ID]`)
+		return usageErr(errors.New(`usage: blendctl prompt "TEXT" [--thread ID]`))
 	}
 	stream, err := plannerv1.NewPlannerServiceClient(c.conn).StreamRun(ctx, &plannerv1.StreamRunRequest{Prompt: text, ThreadId: *thread})
 	if err != nil {

@@ -24,7 +24,7 @@ func (c *cli) sessions(ctx context.Context, args []string) error {
 	default:
 		v, ok := cpv1.Session_State_value["STATE_"+strings.ToUpper(s)]
 		if !ok || v == 0 {
-			return fmt.Errorf("--state %q: want open, parked, closed or all", *state)
+			return usageErr(fmt.Errorf("--state %q: want open, parked, closed or all", *state))
 		}
 		states = []cpv1.Session_State{cpv1.Session_State(v)}
 	}

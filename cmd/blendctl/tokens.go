@@ -27,7 +27,7 @@ func (c *cli) token(ctx context.Context, args []string) error {
 		var scopes flagenv.Strings
 		fs.Var(&scopes, "scope", "plans, unsafe, approve, admin or agent (repeatable, at least one)")
 		if err := fs.Parse(args[1:]); err != nil {
-			return err
+			return usageErr(err)
 		}
 		req := &cpv1.CreateTokenRequest{Name: *name, Scopes: scopes}
 		if *ttl > 0 {
@@ -63,7 +63,7 @@ func (c *cli) token(ctx context.Context, args []string) error {
 			return resp.GetToken(), err
 		}, func(out io.Writer, t *cpv1.Token) { printTokens(out, []*cpv1.Token{t}) })
 	}
-	return fmt.Errorf("unknown token command %q (try: create, list, revoke)", args[0])
+	return usageErr(fmt.Errorf("unknown token command %q (try: create, list, revoke)", args[0]))
 }
 
 func printTokens(out io.Writer, list []*cpv1.Token) {
