@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -311,10 +312,11 @@ func Refusal(err error) map[string]any {
 	st := status.Convert(err)
 	out := map[string]any{"error_code": st.Code().String(), "recoverable": false, "message": st.Message()}
 	var violations, repair []any
+	reasoned := false // an ErrorInfo: the control plane's answer
 	for _, d := range st.Details() {
 		switch d := d.(type) {
 		case *errdetails.ErrorInfo:
-			out["error_code"] = d.GetReason()
+			out["error_code"], reasoned = d.GetReason(), true
 		case *errdetails.BadRequest:
 			for _, v := range d.GetFieldViolations() {
 				violations = append(violations, map[string]any{"field": v.GetField(), "description": v.GetDescription()})
@@ -332,7 +334,24 @@ func Refusal(err error) map[string]any {
 		out["field_violations"] = violations
 		out["minimal_repair_plan"] = repair
 	}
+	if !reasoned {
+		transportFailure(out, st.Code())
+	}
 	return out
+}
+
+// transportFailure names a failure that no control plane answered (no
+// ErrorInfo: the connection failed, or the call's own deadline passed) in
+// the contract's terms: worth the same call again, a little later.
+func transportFailure(out map[string]any, code codes.Code) {
+	switch code {
+	case codes.Unavailable:
+		out["error_code"], out["recoverable"] = "CONTROL_PLANE_UNAVAILABLE", true
+		out["retry_hint"] = "the control plane did not answer (restarting, or unreachable): make the same call again in a few seconds"
+	case codes.DeadlineExceeded:
+		out["error_code"], out["recoverable"] = "DEADLINE_EXCEEDED", true
+		out["retry_hint"] = "the call took longer than its deadline: make it again, or split the plan"
+	}
 }
 
 // Describe is an RPC error's message without the gRPC prefix.

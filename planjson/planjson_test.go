@@ -2,8 +2,13 @@ package planjson
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
@@ -38,5 +43,25 @@ func TestBadJSON(t *testing.T) {
 	}
 	if _, err := Args(json.RawMessage(`[1]`)); err == nil || err.Error() != "arguments: an object is expected, not a JSON array (line 1, column 1)" {
 		t.Errorf("Args([1]): %v", err)
+	}
+}
+
+// TestRefusalOfATransport: a call no control plane answered (connection
+// refused, its deadline passed) is recoverable, under a code of the
+// contract, with a hint to call again; an answer keeps its reason.
+func TestRefusalOfATransport(t *testing.T) {
+	for err, want := range map[error]string{
+		status.Error(codes.Unavailable, "connection error: connection refused"): "CONTROL_PLANE_UNAVAILABLE true",
+		status.Error(codes.DeadlineExceeded, "context deadline exceeded"):        "DEADLINE_EXCEEDED true",
+		status.Error(codes.Internal, "boom"):                                     "Internal false",
+	} {
+		got := Refusal(err)
+		if s := fmt.Sprint(got["error_code"], " ", got["recoverable"]); s != want || (want != "Internal false" && got["retry_hint"] == "") {
+			t.Errorf("%v: %v, want %s with a retry hint", err, got, want)
+		}
+	}
+	st, _ := status.New(codes.Unavailable, "no agent").WithDetails(&errdetails.ErrorInfo{Reason: "NO_AGENT_AVAILABLE"})
+	if got := Refusal(st.Err()); got["error_code"] != "NO_AGENT_AVAILABLE" {
+		t.Errorf("an answer's reason: %v", got)
 	}
 }
