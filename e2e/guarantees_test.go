@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -201,6 +202,49 @@ func TestControlPlaneRestartMidPlan(t *testing.T) {
 		c.cp = startDaemon(t, "controlplane", args...)
 	})
 	checkSameAsReference(t, rs, ref)
+}
+
+// TestBlendctlWatchAcrossRestart: blendctl submit --watch follows a plan
+// while the control plane is down for longer than a quick retry would wait
+// (stopped, 8 s, started again): it says the stream was interrupted, opens
+// it again once the control plane answers and ends with the plan's end.
+func TestBlendctlWatchAcrossRestart(t *testing.T) {
+	c := startCluster(t)
+	resp, err := c.client.Negotiate(ctxT(t, 2*time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) {
+		r.HostProfile.FeatureFlags = []string{"unsafe_ops", "nondeterministic_tools"}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := filepath.Join(t.TempDir(), "go")
+	plan, _ := json.Marshal(map[string]any{"request_id": "held", "operations": []map[string]any{
+		{"operation_id": "wait", "tool_name": "python.exec", "safety_level": "destructive",
+			"args": map[string]any{"code": fmt.Sprintf("import os, time\nwhile not os.path.exists(%q):\n    time.sleep(0.05)\n", gate)}},
+		{"operation_id": "after", "tool_name": "object.create", "safety_level": "safe_write", "depends_on": []string{"wait"},
+			"args": map[string]any{"type": "cube", "name": "After"}}}})
+	file := filepath.Join(t.TempDir(), "held.json")
+	if err := os.WriteFile(file, plan, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	watch := c.blendctl("submit", file, "--session", resp.GetContract().GetSessionId(), "--watch")
+	watch.Stdout, watch.Stderr = &out, &out
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "blendctl to follow the plan", func() bool { return strings.Contains(out.String(), "plan held ") })
+	time.Sleep(500 * time.Millisecond) // its stream open
+	args := c.cp.cmd.Args[1:]
+	c.cp.stop(t, syscall.SIGTERM)
+	time.Sleep(8 * time.Second)
+	c.cp = startDaemon(t, "controlplane", args...)
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Wait(); err != nil || !strings.Contains(out.String(), "SUCCEEDED") ||
+		!strings.Contains(out.String(), "once the control plane answers") || !strings.Contains(out.String(), "answers again") {
+		t.Fatalf("blendctl submit --watch across a restart: %v\n%s", err, out.String())
+	}
 }
 
 // TestAnimatedSessionRecovers: a session whose object stands where its

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
@@ -249,38 +250,73 @@ func (c *cli) wait(ctx context.Context, requestID string) error {
 // after a broken stream, then reports the plan as it ended.
 func (c *cli) follow(ctx context.Context, requestID string, from int64, each func(*cpv1.StreamReceiptsResponse) error, done func(*cpv1.Plan)) error {
 	cursor := from
-	for attempt := 0; ; attempt++ {
+	var down time.Time // since when the control plane has not answered; zero while it does
+	for {
 		stream, err := c.cp.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID, StartSequence: cursor})
-		if err != nil {
-			return err
-		}
-		for {
-			resp, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				return c.finish(ctx, requestID, done)
-			}
-			if err != nil {
-				if ctx.Err() != nil || attempt >= 5 {
-					return err
+		for err == nil {
+			var resp *cpv1.StreamReceiptsResponse
+			if resp, err = stream.Recv(); errors.Is(err, io.EOF) {
+				// The plan ended, or the control plane is stopping (its
+				// streams end cleanly then): its state says which.
+				var p *cpv1.Plan
+				if p, err = c.planState(ctx, requestID); err == nil && terminal(p.GetState()) {
+					return c.finish(p, done)
 				}
-				fmt.Fprintf(os.Stderr, "blendctl: stream interrupted (%v); resuming at receipt %d\n", describeError(err), cursor)
-				time.Sleep(time.Second)
+				if err == nil {
+					err = status.Error(codes.Unavailable, "the stream ended before the plan did")
+				}
 				break
+			} else if err != nil {
+				break
+			}
+			if !down.IsZero() {
+				fmt.Fprintf(os.Stderr, "blendctl: the control plane answers again; resumed at receipt %d\n", cursor)
+				down = time.Time{}
 			}
 			if r := resp.GetReceipt(); r != nil {
 				cursor = r.GetSequence() + 1
 			}
 			if ap := resp.GetAwaitingApproval(); ap != nil {
-				if err := c.showWait(ap); err != nil {
-					return err
-				}
-				continue
+				err = c.showWait(ap)
+			} else {
+				err = each(resp)
 			}
-			if err := each(resp); err != nil {
+			if err != nil {
 				return err
 			}
 		}
+		// A control plane restarting (or out of reach) ends the stream, or
+		// refuses to open it, for as long as it is down: the plan goes on
+		// without it, so the stream is opened again until it answers.
+		if ctx.Err() != nil || !transient(err) {
+			return err
+		}
+		if down.IsZero() {
+			down = time.Now()
+			fmt.Fprintf(os.Stderr, "blendctl: stream interrupted (%v); resuming at receipt %d once the control plane answers\n", describeError(err), cursor)
+		} else if time.Since(down) > followOutage {
+			return fmt.Errorf("the control plane has not answered for %s (the plan may still run: blendctl watch %s): %w", followOutage, requestID, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
+}
+
+// followOutage is how long follow waits for a control plane that does not
+// answer: a restart takes seconds.
+const followOutage = 5 * time.Minute
+
+// transient says whether a stream's error is its connection's (worth
+// opening it again), not the control plane's answer.
+func transient(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Internal, codes.Unknown, codes.Aborted:
+		return true
+	}
+	return false
 }
 
 // showWait says that a plan waits for approval, and what it would do
@@ -303,14 +339,18 @@ func (c *cli) showWait(ap *cpv1.Approval) error {
 	return nil
 }
 
-func (c *cli) finish(ctx context.Context, requestID string, done func(*cpv1.Plan)) error {
+func (c *cli) planState(ctx context.Context, requestID string) (*cpv1.Plan, error) {
 	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	defer cancel()
 	resp, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID})
-	if err != nil {
-		return err
-	}
-	p := resp.GetPlan()
+	return resp.GetPlan(), err
+}
+
+func terminal(st cpv1.Plan_State) bool {
+	return st == cpv1.Plan_STATE_SUCCEEDED || st == cpv1.Plan_STATE_FAILED || st == cpv1.Plan_STATE_CANCELLED || st == cpv1.Plan_STATE_VALIDATED
+}
+
+func (c *cli) finish(p *cpv1.Plan, done func(*cpv1.Plan)) error {
 	if !c.json {
 		done(p)
 	}
