@@ -205,8 +205,12 @@ func (p *progress) done(plan *cpv1.Plan) {
 	if p.tty {
 		fmt.Fprint(p.out, "\r\033[K")
 	}
+	took := time.Since(p.start) // the watch's own, for a plan that says nothing of its times
+	if plan.GetCreateTime() != nil && plan.GetUpdateTime() != nil {
+		took = plan.GetUpdateTime().AsTime().Sub(plan.GetCreateTime().AsTime()) // a plan watched after it ended too
+	}
 	fmt.Fprintf(p.out, "plan %s %s: %s in %s\n", plan.GetRequestId(), stateName(plan.GetState()),
-		plural(int(plan.GetReceiptCount()), "receipt"), time.Since(p.start).Round(time.Millisecond))
+		plural(int(plan.GetReceiptCount()), "receipt"), took.Round(time.Millisecond))
 	if f := plan.GetFailure(); f != nil {
 		fmt.Fprintf(p.out, "  %s: %s\n  hint: %s\n", f.GetErrorCode(), f.GetMessage(), f.GetRetryHint())
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	cpv1 "github.com/blendplane/blendplane/gen/blendplane/controlplane/v1"
 )
@@ -104,8 +105,9 @@ func TestProgressOfARollback(t *testing.T) {
 		t.Errorf("an undo counted past the end:\n%s", text)
 	}
 	out.Reset()
-	p.done(&cpv1.Plan{RequestId: "r", State: cpv1.Plan_STATE_SUCCEEDED, ReceiptCount: 1})
-	if !strings.Contains(out.String(), ": 1 receipt in ") {
+	p.done(&cpv1.Plan{RequestId: "r", State: cpv1.Plan_STATE_SUCCEEDED, ReceiptCount: 1,
+		CreateTime: &timestamppb.Timestamp{Seconds: 100}, UpdateTime: &timestamppb.Timestamp{Seconds: 102, Nanos: 5e8}})
+	if !strings.Contains(out.String(), ": 1 receipt in 2.5s") { // the plan's time, not the watch's
 		t.Errorf("one receipt: %s", out.String())
 	}
 }
