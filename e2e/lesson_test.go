@@ -358,4 +358,14 @@ func TestLessonsEndedAndAudit(t *testing.T) {
 	if code, out := lessonCall(t, "GET", base+"/audit?lesson_id=les-add&owner=alice", alice, ""); code != 403 {
 		t.Errorf("GET /audit as a non-admin naming an owner: %d %v", code, out)
 	}
+
+	// Without the plans scope, every route but /audit is refused, a lesson
+	// that never reaches Blender too.
+	rev := c.createToken(t, "rev", "approve")
+	for _, body := range []string{`{"lesson":[{"command":"SPEAK","params":{"text":"hi"}}],"metadata":{"id":"rev-1"}}`,
+		`{"lesson":[{"command":"ADD_CUBE","params":{"name":"RevCube"}}],"metadata":{"id":"rev-2"}}`} {
+		if code, out := lessonCall(t, "POST", base+"/lesson", rev, body); code != 403 || out["error_code"] != "PERMISSION_DENIED" {
+			t.Errorf("a lesson without the plans scope: %d %v", code, out)
+		}
+	}
 }

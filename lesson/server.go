@@ -33,6 +33,9 @@ import (
 type Caller struct {
 	Name  string
 	Admin bool
+	// Plans: the caller may run plans (the plans scope), which every route
+	// but /audit needs, whether or not its lesson reaches Blender.
+	Plans bool
 }
 
 // Options configure the lesson API.
@@ -90,9 +93,9 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 	})
-	mux.Handle("POST /lesson", s.handle(s.lesson))
-	mux.Handle("POST /run_operator", s.handle(s.runOperator))
-	mux.Handle("POST /scene_summary", s.handle(s.sceneSummary))
+	mux.Handle("POST /lesson", s.handle(plans(s.lesson)))
+	mux.Handle("POST /run_operator", s.handle(plans(s.runOperator)))
+	mux.Handle("POST /scene_summary", s.handle(plans(s.sceneSummary)))
 	mux.Handle("GET /audit", s.handle(s.audit))
 }
 
@@ -115,7 +118,7 @@ func (s *Server) handle(h func(c *call) (int, any, *Error)) http.Handler {
 				return
 			}
 		}
-		c := &call{ctx: r.Context(), r: r, caller: Caller{Name: "anonymous", Admin: true}}
+		c := &call{ctx: r.Context(), r: r, caller: Caller{Name: "anonymous", Admin: true, Plans: true}}
 		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if token = strings.TrimSpace(token); s.opts.Authenticate != nil {
 			who, err := s.opts.Authenticate(r.Context(), token)
@@ -144,6 +147,19 @@ func (s *Server) handle(h func(c *call) (int, any, *Error)) http.Handler {
 		}
 		writeJSON(w, code, out)
 	})
+}
+
+// plans refuses a caller without the plans scope before h runs: a lesson
+// that never reaches Blender (SPEAK, WAIT) answers without a call that
+// would check it.
+func plans(h func(c *call) (int, any, *Error)) func(c *call) (int, any, *Error) {
+	return func(c *call) (int, any, *Error) {
+		if !c.caller.Plans {
+			return 0, nil, &Error{Status: http.StatusForbidden, Code: "PERMISSION_DENIED",
+				Message: fmt.Sprintf("%q lacks the plans scope this route needs", c.caller.Name), RetryHint: "send a token with the plans scope"}
+		}
+		return h(c)
+	}
 }
 
 // lesson runs a lesson pack as one plan of the caller's lesson session.

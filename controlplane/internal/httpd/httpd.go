@@ -68,7 +68,7 @@ func Handler(ctx context.Context, cfg Config) (http.Handler, error) {
 	if !cfg.AuthOff {
 		lessons.Authenticate = func(ctx context.Context, token string) (lesson.Caller, error) {
 			who, err := cfg.App.Authenticate(ctx, token)
-			return lesson.Caller{Name: who.Name, Admin: who.Admin()}, err
+			return lesson.Caller{Name: who.Name, Admin: who.Admin(), Plans: who.Has(auth.ScopePlans)}, err
 		}
 	}
 	lesson.NewServer(cfg.API, lessons).Register(mux)
