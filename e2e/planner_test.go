@@ -63,7 +63,7 @@ func lastRequestText(t *testing.T, llm *llmreplay.Server) string {
 // policy (object.delete needs approval): a prompt that becomes a plan that
 // runs, a thread's second prompt seeing the first, the NDJSON stream in
 // order, a repair from the failure contract, a model that never produces a
-// valid plan, a provider error, an approved and a rejected destructive
+// valid plan, a provider error, a model that answers nothing, an approved and a rejected destructive
 // plan, a restart while a run waits, the routes' auth, blendctl prompt.
 // The provider key and the prompts never reach a response or the log.
 func TestPlannerOpenAI(t *testing.T) {
@@ -195,6 +195,16 @@ func TestPlannerOpenAI(t *testing.T) {
 		wantRun(t, code, run, "failed")
 		e, _ := run["error"].(map[string]any)
 		if e["type"] != "ModelError" || !strings.Contains(e["message"].(string), "HTTP 500") {
+			t.Fatalf("run: %v", run)
+		}
+	})
+
+	t.Run("a model that answers nothing", func(t *testing.T) {
+		llm.Push(llmreplay.Reply{}) // an empty stream
+		code, run := agentAPI(t, c, tok, "POST", "/api/agent/run", fmt.Sprintf(`{"prompt": "Anything", "threadId": %q}`, thread))
+		wantRun(t, code, run, "failed")
+		e, _ := run["error"].(map[string]any)
+		if e["type"] != "ModelError" || !strings.Contains(e["message"].(string), "answered nothing") {
 			t.Fatalf("run: %v", run)
 		}
 	})

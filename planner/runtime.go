@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -292,6 +293,14 @@ func (r *Runtime) drive(run *plannerv1.Run, transcript []Message) {
 		if err != nil {
 			r.log.Warn("model call failed", "run_id", rs.GetRunId(), "model", r.Model(), "err", err)
 			r.fail(rs, plannerv1.RunError_TYPE_MODEL, "the model provider failed: "+safeProviderError(err), "")
+			return
+		}
+		if strings.TrimSpace(turn.Text) == "" && len(turn.Calls) == 0 {
+			// Nothing usable: an empty stream, or a server that did not
+			// stream (the runtime asks for a streamed answer).
+			r.log.Warn("model answered nothing", "run_id", rs.GetRunId(), "model", r.Model())
+			r.fail(rs, plannerv1.RunError_TYPE_MODEL, "the model provider answered nothing: no text and no function call "+
+				"(a server that does not stream its answers gives none)", "")
 			return
 		}
 		rs.transcript = append(rs.transcript, Message{Role: RoleModel, Text: turn.Text, Calls: turn.Calls})
