@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -224,7 +225,29 @@ func TestConsole(t *testing.T) {
 		until(count(`#approvals button[data-action=approve]`)+` === 0`),
 		open("#/agents"),
 		until(`document.getElementById('main').innerText.includes('needs the admin scope')`),
-		open("#/sessions"))
+		// The menu offers what her scopes let her see; a plan's address
+		// without its request id, or with a stray %, says what is wrong.
+		until(`document.querySelector('#nav a[data-view=agents]').hidden && !document.querySelector('#nav a[data-view=sessions]').hidden`),
+		open("#/plans/alice"),
+		until(`document.getElementById('main').innerText.includes('names no request id')`),
+		open("#/plans/%"),
+		until(`document.getElementById('main').innerText.includes('is not valid')`),
+		open("#/sessions/bad%20id"),
+		until(`!!document.querySelector('#main .error') && document.querySelector('#main .error').innerText.includes('SCHEMA_INVALID')`))
+	if text := eval[string](t, b, `document.querySelector('#main .error').innerText`); strings.Contains(text, "SCHEMA_INVALID: SCHEMA_INVALID") {
+		t.Errorf("an error box repeats its code: %q", text)
+	}
+	b.run(t, "back to her sessions", open("#/sessions"))
+	// An approver's home is Approvals, and its menu offers nothing else.
+	rev := c.createToken(t, "rev", "approve")
+	b.tab(t).run(t, "an approver signs in", // a tab of its own: alice's stays signed in in hers
+		chromedp.Navigate(base+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS("#sign-in")),
+		chromedp.SendKeys(chromedp.CSS("#token"), rev),
+		chromedp.Click(chromedp.CSS("#sign-in button[type=submit]")),
+		until(`location.hash === '#/approvals'`),
+		until(`document.querySelectorAll('#approvals [data-approval]').length === 1`),
+		until(`['agents', 'sessions', 'audit'].every((v) => document.querySelector('#nav a[data-view=' + v + ']').hidden)`))
 	// Her token revoked, the next refresh of the view signs her out.
 	if _, err := c.client.RevokeToken(ctxT(t, 10*time.Second), &cpv1.RevokeTokenRequest{Name: "alice"}); err != nil {
 		t.Fatal(err)

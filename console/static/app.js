@@ -171,8 +171,11 @@ function badge(value, prefix) {
 
 function errorBox(err) {
   if (err instanceof APIError) {
+    // The control plane's messages start with their code, which the box
+    // shows apart: once.
+    const message = err.code && err.message.startsWith(err.code + ': ') ? err.message.slice(err.code.length + 2) : err.message;
     return h('div', { class: 'error', role: 'alert' },
-      err.code ? h('span', { class: 'code' }, err.code, ': ') : '', err.message,
+      err.code ? h('span', { class: 'code' }, err.code, ': ') : '', message,
       err.violations.length ? h('ul', null, err.violations.map((v) => h('li', null, h('code', null, v.field), ' ', v.description))) : '');
   }
   return h('div', { class: 'error', role: 'alert' }, String(err && err.message ? err.message : err));
@@ -594,7 +597,22 @@ async function whoami() {
   const who = document.getElementById('who');
   who.replaceChildren(state.caller.principal + ' · ' + (state.caller.scopes || []).join(', '),
     state.caller.authDisabled ? h('span', { class: 'badge warn' }, 'no tokens (--allow-insecure-local)') : h('button', { type: 'button', id: 'sign-out', onclick: signOut }, 'Sign out'));
+  // The menu offers what the caller's scopes let it see.
+  document.querySelectorAll('#nav a').forEach((a) => { a.hidden = !allowed(a.dataset.view); });
   document.getElementById('nav').hidden = false;
+}
+
+// views: the scopes (any one) each view needs (docs/SECURITY.md).
+const views = { sessions: ['plans'], approvals: ['approve', 'plans'], audit: ['plans'], agents: ['admin'] };
+
+function allowed(view) {
+  const held = (state.caller && state.caller.scopes) || [];
+  return (views[view] || []).some((s) => held.includes(s));
+}
+
+// home is the first view the caller may see: an approver's is Approvals.
+function home() {
+  return '#/' + (Object.keys(views).find(allowed) || 'sessions');
 }
 
 function signOut() {
@@ -607,10 +625,10 @@ function signOut() {
 }
 
 function signInView(main, err) {
-  const input = h('input', { type: 'password', id: 'token', name: 'token', autocomplete: 'off', placeholder: 'bp_…', required: true });
+  const input = h('input', { type: 'password', id: 'token', name: 'token', autocomplete: 'off', placeholder: 'bpt_…', required: true });
   const form = h('form', { class: 'panel signin', id: 'sign-in' },
     h('h1', null, 'Sign in'),
-    h('p', { class: 'muted' }, 'Paste a bearer token (blendctl tokens create, or the control plane\'s admin.token).'),
+    h('p', { class: 'muted' }, 'Paste a bearer token (blendctl token create, or the control plane\'s admin.token).'),
     input, err ? errorBox(err) : '',
     h('button', { type: 'submit', class: 'primary' }, 'Sign in'));
   form.addEventListener('submit', async (ev) => {
@@ -652,21 +670,37 @@ async function route() {
       return;
     }
   }
-  const [path, search] = (location.hash.slice(1) || '/sessions').split('?');
+  if (!location.hash || location.hash === '#' || location.hash === '#/') {
+    location.hash = home(); // routes again
+    return;
+  }
+  const [path, search] = location.hash.slice(1).split('?');
   const params = new URLSearchParams(search || '');
   try {
-    const parts = path.split('/').filter(Boolean).map(decodeURIComponent); // may throw on a stray %
+    let parts;
+    try {
+      parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+    } catch {
+      main.append(errorBox(`The address ${location.hash} is not valid: a % in it is not followed by two hex digits.`));
+      return;
+    }
     document.querySelectorAll('#nav a').forEach((a) => a.classList.toggle('active', a.dataset.view === parts[0]));
     switch (parts[0]) {
       case 'agents': await agentsView(main, ctx); break;
       case 'approvals': await approvalsView(main, ctx); break;
       case 'audit': await auditView(main, ctx, params); break;
-      case 'plans': await planView(main, ctx, parts[1], parts[2]); break;
+      case 'plans':
+        if (!parts[2]) {
+          main.append(errorBox(`A plan's address is #/plans/<owner>/<request id>; ${location.hash} names no request id.`));
+          break;
+        }
+        await planView(main, ctx, parts[1], parts[2]);
+        break;
       case 'sessions':
         if (parts[1]) await sessionView(main, ctx, parts[1]);
         else await sessionsView(main, ctx);
         break;
-      default: location.hash = '#/sessions';
+      default: location.hash = home();
     }
   } catch (err) {
     if (!ctx.signal.aborted) main.append(errorBox(err));
