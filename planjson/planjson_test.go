@@ -52,8 +52,8 @@ func TestBadJSON(t *testing.T) {
 func TestRefusalOfATransport(t *testing.T) {
 	for err, want := range map[error]string{
 		status.Error(codes.Unavailable, "connection error: connection refused"): "CONTROL_PLANE_UNAVAILABLE true",
-		status.Error(codes.DeadlineExceeded, "context deadline exceeded"):        "DEADLINE_EXCEEDED true",
-		status.Error(codes.Internal, "boom"):                                     "Internal false",
+		status.Error(codes.DeadlineExceeded, "context deadline exceeded"):       "DEADLINE_EXCEEDED true",
+		status.Error(codes.Internal, "boom"):                                    "Internal false",
 	} {
 		got := Refusal(err)
 		if s := fmt.Sprint(got["error_code"], " ", got["recoverable"]); s != want || (want != "Internal false" && got["retry_hint"] == "") {
