@@ -248,8 +248,12 @@ func TestConsole(t *testing.T) {
 		until(`location.hash === '#/approvals'`),
 		until(`document.querySelectorAll('#approvals [data-approval]').length === 1`),
 		until(`['agents', 'sessions', 'audit'].every((v) => document.querySelector('#nav a[data-view=' + v + ']').hidden)`))
-	// Her token revoked, the next refresh of the view signs her out.
-	if _, err := c.client.RevokeToken(ctxT(t, 10*time.Second), &cpv1.RevokeTokenRequest{Name: "alice"}); err != nil {
+	// She signs out; carol signs in, and her token revoked, the next
+	// refresh of the view signs her out. (Revoking alice's would close her
+	// session, and with it the waiting plan below.)
+	b.run(t, "alice signs out", js(`document.getElementById('sign-out').click()`), chromedp.WaitVisible(chromedp.CSS("#sign-in")))
+	b.signIn(t, base, c.createToken(t, "carol", "plans"), "carol")
+	if _, err := c.client.RevokeToken(ctxT(t, 10*time.Second), &cpv1.RevokeTokenRequest{Name: "carol"}); err != nil {
 		t.Fatal(err)
 	}
 	b.run(t, "signed out by a revoked token", chromedp.WaitVisible(chromedp.CSS("#sign-in")), until(`document.getElementById('who').innerText === ''`))

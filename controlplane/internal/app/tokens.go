@@ -133,7 +133,41 @@ func (a *App) RevokeToken(ctx context.Context, who Principal, name string) (*cpv
 		return nil, err
 	}
 	a.log.Info("token revoked", "name", name, "by", who.Name)
+	a.closeSessionsOf(name)
 	return t, nil
+}
+
+// closeSessionsOf closes the open sessions of a principal whose token was
+// revoked (a principal has one): nothing can use them any more but an
+// admin, and they held Blenders and files on their agents. Their plans end
+// and their agents release them in the background; plans, receipts, audit
+// and artifacts stay.
+func (a *App) closeSessionsOf(owner string) {
+	open, err := a.store.OpenSessionsWhere(func(s store.Session) bool { return s.Owner == owner })
+	if err != nil {
+		a.log.Warn("finding a revoked principal's sessions", "principal", owner, "err", err)
+		return
+	}
+	var closed []string
+	for _, s := range open {
+		id := s.Info.GetSessionId()
+		if _, err := a.store.CloseSession(id, time.Now()); err != nil {
+			a.log.Warn("closing a revoked principal's session", "session_id", id, "err", err)
+			continue
+		}
+		a.log.Info("session closed: its principal's token was revoked", "session_id", id, "owner", owner)
+		closed = append(closed, id)
+	}
+	if len(closed) == 0 || a.bg == nil {
+		return // not started: the releases wait for releaseLoop
+	}
+	a.stopped.Add(1)
+	go func() {
+		defer a.stopped.Done()
+		for _, id := range closed {
+			a.endClosed(a.bg, owner, id)
+		}
+	}()
 }
 
 // EnsureAdminToken creates the admin token on a control plane's first start

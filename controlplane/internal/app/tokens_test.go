@@ -64,7 +64,8 @@ func registerAgent(t *testing.T, a *App, id, addr string) {
 }
 
 // TestAuthenticate: a token authenticates as its principal until it is
-// revoked or expires; anything else is ErrUnauthenticated.
+// revoked or expires; anything else is ErrUnauthenticated. A revoked
+// principal's open sessions are closed; another's stay open.
 func TestAuthenticate(t *testing.T) {
 	a, ctx := newTestApp(t), context.Background()
 	admin := Principal{Name: "root", Scopes: []string{auth.ScopeAdmin}}
@@ -72,6 +73,8 @@ func TestAuthenticate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	openSession(t, a, "s-alice", "alice", "")
+	openSession(t, a, "s-bob", "bob", "")
 	_, brief, err := a.CreateToken(ctx, admin, "brief", []string{auth.ScopePlans}, time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +91,11 @@ func TestAuthenticate(t *testing.T) {
 	for name, secret := range map[string]string{"revoked": alice, "expired": brief, "unknown": unknown} {
 		if _, err := a.Authenticate(ctx, secret); !errors.Is(err, ErrUnauthenticated) {
 			t.Errorf("%s token: %v, want ErrUnauthenticated", name, err)
+		}
+	}
+	for id, closed := range map[string]bool{"s-alice": true, "s-bob": false} {
+		if s, err := a.store.Session(id); err != nil || s.Closed() != closed {
+			t.Errorf("%s after alice's token was revoked: closed %v (%v), want %v", id, s.Closed(), err, closed)
 		}
 	}
 }
