@@ -181,6 +181,9 @@ func addPrompts(server *sdk.Server) {
 	server.AddPrompt(&sdk.Prompt{Name: "plan-a-scene", Description: "Plan a scene from a description as one checked plan.",
 		Arguments: []*sdk.PromptArgument{{Name: "description", Description: "what the scene should show", Required: true}}},
 		func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			if err := required(req, "description"); err != nil {
+				return nil, err
+			}
 			return promptResult("Build this scene in Blendplane: " + req.Params.Arguments["description"] + `
 
 1. Read blendplane://session/summary (or call scene.get_summary) to see what is there.
@@ -194,6 +197,9 @@ func addPrompts(server *sdk.Server) {
 	server.AddPrompt(&sdk.Prompt{Name: "repair-a-failure", Description: "Repair a failed call from its failure contract.",
 		Arguments: []*sdk.PromptArgument{{Name: "failure", Description: "the failed call's structured content (JSON)", Required: true}}},
 		func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			if err := required(req, "failure"); err != nil {
+				return nil, err
+			}
 			return promptResult(`A Blendplane call failed with this failure contract:
 
 ` + req.Params.Arguments["failure"] + `
@@ -203,6 +209,16 @@ only that operation's args as retry_hint says; "insert_precondition" — add the
 what was not found) before it; "drop" — leave the operation out; "retry" — call it again as it was.
 If recoverable is false, tell the user instead of retrying.`), nil
 		})
+}
+
+// required refuses a prompt without its required argument (Invalid
+// params): the SDK does not check them, and the prompt made without it
+// says nothing.
+func required(req *sdk.GetPromptRequest, name string) error {
+	if strings.TrimSpace(req.Params.Arguments[name]) == "" {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("prompt %s: argument %q is required", req.Params.Name, name)}
+	}
+	return nil
 }
 
 func promptResult(text string) *sdk.GetPromptResult {

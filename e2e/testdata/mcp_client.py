@@ -187,6 +187,13 @@ async def exercise(session, upload=None):
 
     prompts = {p.name for p in (await session.list_prompts()).prompts}
     check({"plan-a-scene", "repair-a-failure"} <= prompts, "prompts", sorted(prompts))
+    got = await session.get_prompt("plan-a-scene", {"description": "a red cube on a floor"})
+    check("a red cube on a floor" in got.messages[0].content.text, "a prompt with its argument", got.messages[0].content.text[:200])
+    try:
+        await session.get_prompt("plan-a-scene", {})
+        raise AssertionError("a prompt without its required argument was made")
+    except MCPError as e:
+        check(e.code == -32602 and "description" in e.message, "a prompt without its required argument: invalid params", e.error)
     print("done", flush=True)
 
 
