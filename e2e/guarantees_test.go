@@ -247,6 +247,34 @@ func TestBlendctlWatchAcrossRestart(t *testing.T) {
 	}
 }
 
+// TestCloseSessionCancelsItsPlan: closing a session interrupts its running
+// plan, which ends CANCELLED saying its session was closed (not "by
+// CancelPlan", which no one called).
+func TestCloseSessionCancelsItsPlan(t *testing.T) {
+	c := startCluster(t)
+	resp, err := c.client.Negotiate(ctxT(t, 2*time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) {
+		r.HostProfile.FeatureFlags = []string{"unsafe_ops", "nondeterministic_tools"}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := resp.GetContract().GetSessionId()
+	if _, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: sid, RequestId: "closed-under", Operations: []*cpv1.Operation{
+		op("look", "scene.get_summary", map[string]any{}),
+		op("wait", "python.exec", map[string]any{"code": "import time\ntime.sleep(600)"}, "look")}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the plan's first receipt", func() bool { return c.plan(t, "closed-under").GetReceiptCount() == 1 })
+	time.Sleep(500 * time.Millisecond) // into its python.exec
+	if _, err := c.client.CloseSession(ctxT(t, time.Minute), &cpv1.CloseSessionRequest{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	p := c.plan(t, "closed-under")
+	if p.GetState() != cpv1.Plan_STATE_CANCELLED || p.GetFailure().GetMessage() != "cancelled: its session was closed" {
+		t.Fatalf("a plan whose session was closed under it: %v", p)
+	}
+}
+
 // TestAnimatedSessionRecovers: a session whose object stands where its
 // animation does not put it at the current frame (keyed at frame 24 with a
 // value, the scene at frame 1) is checkpointed, its Blender killed, and the

@@ -110,8 +110,11 @@ func printApprovals(out io.Writer, list []*cpv1.Approval) {
 		fmt.Fprintf(out, "%s  %s  plan %s (session %s) by %s at %s\n", a.GetApprovalId(), lower(a.GetState().String()),
 			a.GetRequestId(), a.GetSessionId(), a.GetRequestedBy(), a.GetCreateTime().AsTime().Local().Format(time.DateTime))
 		if a.GetResolvedBy() != "" {
-			fmt.Fprintf(out, "  %s by %s at %s\n", lower(strings.TrimPrefix(a.GetDecision().String(), "DECISION_")),
-				a.GetResolvedBy(), a.GetResolveTime().AsTime().Local().Format(time.DateTime))
+			how := lower(strings.TrimPrefix(a.GetDecision().String(), "DECISION_"))
+			if a.GetDecision() == cpv1.Decision_DECISION_UNSPECIFIED { // no one decided: cancelled with its plan
+				how = lower(a.GetState().String())
+			}
+			fmt.Fprintf(out, "  %s by %s at %s\n", how, a.GetResolvedBy(), a.GetResolveTime().AsTime().Local().Format(time.DateTime))
 		}
 		for _, d := range a.GetDecisions() {
 			fmt.Fprintf(out, "  needs approval: %s %s (%s): %s\n", d.GetOperationId(), d.GetToolName(), d.GetTarget(), d.GetReason())

@@ -533,7 +533,8 @@ async function approvalsView(main, ctx) {
           h('td', null, h('code', null, d.operationId)), h('td', null, h('code', null, d.toolName)), h('td', null, badge(d.mode, 'MODE_')),
           h('td', null, d.target), h('td', null, d.reason), h('td', null, d.rule)))),
         previewBlock(ap, ctx),
-        ap.resolvedBy ? h('p', { class: 'muted' }, `${strip(ap.decision, 'DECISION_').toLowerCase().replaceAll('_', ' ')} by ${ap.resolvedBy} at ${fmtTime(ap.resolveTime)}`) : '',
+        // No decision: cancelled with its plan (a closed session, a restart), not decided.
+        ap.resolvedBy ? h('p', { class: 'muted' }, `${(ap.decision && ap.decision !== 'DECISION_UNSPECIFIED' ? strip(ap.decision, 'DECISION_') : strip(ap.state, 'STATE_')).toLowerCase().replaceAll('_', ' ')} by ${ap.resolvedBy} at ${fmtTime(ap.resolveTime)}`) : '',
         buttons);
     });
     box.replaceChildren(...(cards.length ? cards : [h('p', { class: 'muted' }, filter.value ? 'Nothing waits for approval.' : 'No approvals.')]));

@@ -295,6 +295,10 @@ func (e *Executor) final(p *cpv1.Plan, pr *progress, total int) *cpv1.Plan {
 		final.State = cpv1.Plan_STATE_CANCELLED
 		final.Failure = &cpv1.Failure{ErrorCode: "CANCELLED", Recoverable: true, Message: "cancelled by CancelPlan",
 			RetryHint: "submit the operations that did not run under a new request_id"}
+		if at, err := e.store.Placement(p.GetSessionId()); err == nil && at.Closed() {
+			final.Failure.Message = "cancelled: its session was closed"
+			final.Failure.RetryHint = "negotiate a session and submit the operations that did not run there"
+		}
 	default:
 		final.State = cpv1.Plan_STATE_SUCCEEDED
 	}
