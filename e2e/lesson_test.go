@@ -175,7 +175,7 @@ func TestLessons(t *testing.T) {
 	if code != 200 || cubes != 1 || sum["active"] != "Sphere" {
 		t.Fatalf("scene_summary after the lesson and its repeat: %d %v", code, sum)
 	}
-	if code, out := lessonCall(t, "POST", base+"/scene_summary", admin, `{"detail_level":"everything"}`); code != 422 {
+	if code, out := lessonCall(t, "POST", base+"/scene_summary", admin, `{"detail_level":"everything"}`); code != 400 || out["error_code"] != "SCHEMA_INVALID" {
 		t.Errorf("an unknown detail level: %d %v", code, out)
 	}
 

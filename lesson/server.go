@@ -252,7 +252,9 @@ func (s *Server) sceneSummary(c *call) (int, any, *Error) {
 		req.DetailLevel = "minimal"
 	}
 	if !slices.Contains([]string{"minimal", "standard", "full"}, req.DetailLevel) {
-		return 0, nil, unprocessable(-1, "", "detail_level: minimal, standard or full")
+		e := badRequest(fmt.Sprintf("detail_level %q: minimal, standard or full", req.DetailLevel)) // the schema's enum
+		e.RetryHint = `send {"detail_level": "minimal"}, "standard" or "full"`
+		return 0, nil, e
 	}
 	id := "summary-" + randomID()
 	return s.run(c, id, []Action{{Command: "SCENE_SUMMARY", Tool: "scene.get_summary", Args: map[string]any{}}}, func(_ []any, rs []*cpv1.Receipt) any {
