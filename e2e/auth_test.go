@@ -153,6 +153,17 @@ func TestIdentities(t *testing.T) {
 		if resp, err := c.client.GetSession(ctxT(t, 10*time.Second), &cpv1.GetSessionRequest{SessionId: id}); err != nil || resp.GetSession().GetOwner() != "alice" {
 			t.Fatalf("admin reading alice's session: %v %v", resp, err)
 		}
+		// And so does blendctl, with --owner and sessions --all.
+		for _, args := range [][]string{{"plan", "mine", "--owner", "alice"}, {"watch", "mine", "--owner", "alice"},
+			{"audit", "mine", "--owner", "alice"}, {"sessions", "--all"}} {
+			out, err := c.blendctl(args...).CombinedOutput()
+			if want := map[string]string{"plan": "SUCCEEDED", "watch": "SUCCEEDED", "audit": "render.still", "sessions": id}[args[0]]; err != nil || !strings.Contains(string(out), want) {
+				t.Errorf("admin's blendctl %v: %v\n%s", args, err, out)
+			}
+		}
+		if out, err := c.blendctl("plan", "mine").CombinedOutput(); err == nil || !strings.Contains(string(out), "PLAN_NOT_FOUND") {
+			t.Errorf("admin's blendctl plan without --owner names its own plan: %v\n%s", err, out)
+		}
 		for name, client := range map[string]cpv1.ControlPlaneServiceClient{"alice": alice, "admin": c.client} {
 			plans, err := client.ListPlans(ctxT(t, 10*time.Second), &cpv1.ListPlansRequest{SessionId: id})
 			if err != nil || len(plans.GetPlans()) != 1 || plans.GetPlans()[0].GetRequestId() != "mine" || plans.GetPlans()[0].GetOwner() != "alice" {

@@ -40,18 +40,21 @@ Commands:
                       one. --watch streams receipts with progress; --out saves the plan's
                       renders and exports into DIR, the last of each name (blendctl
                       download --sha256 takes an earlier one; --show draws PNGs)
-  watch REQUEST_ID [--from N]
+  watch REQUEST_ID [--from N] [--owner NAME]
                       stream a plan's receipts from sequence N
-  plan REQUEST_ID     show a plan and its state
+  plan REQUEST_ID [--owner NAME]
+                      show a plan and its state (--owner: an admin names another
+                      principal's plan, with watch, cancel and audit too)
   plans --session ID  list a session's plans, newest first
   cancel REQUEST_ID   stop a plan (the running operation too); the session stays usable
-  audit [REQUEST_ID]  list audit records (of one plan, or all), oldest first
+  audit [REQUEST_ID] [--owner NAME]
+                      list audit records (of one plan, or all), oldest first
   tools [--session ID | --runtime ID]
                       list the tool registry (of a session, a runtime, or the first runtime)
   macros              list the macros, with their example args
   negotiate [--flag F]... [--blender RANGE] [--budget-ms N] [--memory-mib N] [--disk-mib N]
                       open a session and print its contract
-  sessions [--state open|parked|closed|all]
+  sessions [--state open|parked|closed|all] [--all]
                       list sessions (default: those not closed)
   session ID          show a session
   close ID            close a session: cancel its plans, stop its Blender, remove its scene files
@@ -104,6 +107,9 @@ type cli struct {
 	out  io.Writer
 	// waits are the approvals a watch has said it waits for.
 	waits map[string]bool
+	// owner: the principal whose plan a command names (--owner, an admin's
+	// reach; empty: the caller's own).
+	owner string
 }
 
 func main() {
@@ -289,15 +295,27 @@ func (c *cli) agents(ctx context.Context) error {
 }
 
 func (c *cli) audit(ctx context.Context, args []string) error {
-	if len(args) > 1 {
-		return usageErr(errors.New("usage: blendctl audit [REQUEST_ID]"))
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	fs.StringVar(&c.owner, "owner", "", ownerHelp)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return usageErr(err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+	if len(pos) > 1 {
+		return usageErr(errors.New("usage: blendctl audit [REQUEST_ID] [--owner NAME]"))
 	}
 	requestID := ""
-	if len(args) == 1 {
-		requestID = args[0]
+	if len(pos) == 1 {
+		requestID = pos[0]
 	}
 	records, err := allPages(ctx, func(ctx context.Context, token string) ([]*cpv1.AuditRecord, string, error) {
-		resp, err := c.cp.ListAuditRecords(ctx, &cpv1.ListAuditRecordsRequest{RequestId: requestID, PageSize: 500, PageToken: token})
+		resp, err := c.cp.ListAuditRecords(ctx, &cpv1.ListAuditRecordsRequest{RequestId: requestID, Owner: c.owner, PageSize: 500, PageToken: token})
 		return resp.GetAuditRecords(), resp.GetNextPageToken(), err
 	})
 	if err != nil {
@@ -306,7 +324,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 	if len(records) == 0 && requestID != "" {
 		// None for a plan that does not exist (a typo'd id) is an error,
 		// not an empty list: say so as plan does.
-		if _, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID}); err != nil {
+		if _, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID, Owner: c.owner}); err != nil {
 			return err
 		}
 	}
@@ -326,11 +344,14 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 }
 
 func (c *cli) cancel(ctx context.Context, args []string) error {
-	if len(args) != 1 {
-		return usageErr(errors.New("usage: blendctl cancel REQUEST_ID"))
+	fs := flag.NewFlagSet("cancel", flag.ContinueOnError)
+	fs.StringVar(&c.owner, "owner", "", ownerHelp)
+	id, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
 	return show(ctx, c, func(ctx context.Context) (*cpv1.Plan, error) {
-		resp, err := c.cp.CancelPlan(ctx, &cpv1.CancelPlanRequest{RequestId: args[0]})
+		resp, err := c.cp.CancelPlan(ctx, &cpv1.CancelPlanRequest{RequestId: id, Owner: c.owner})
 		return resp.GetPlan(), err
 	}, printPlan)
 }
@@ -353,12 +374,18 @@ func (c *cli) macros(ctx context.Context) error {
 	}, printMacros)
 }
 
+// ownerHelp is the help of --owner, which plan, watch, cancel and audit take.
+const ownerHelp = "the principal whose plan it is (admin; default: your own)"
+
 func (c *cli) plan(ctx context.Context, args []string) error {
-	if len(args) != 1 {
-		return usageErr(errors.New("usage: blendctl plan REQUEST_ID"))
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.StringVar(&c.owner, "owner", "", ownerHelp)
+	id, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
 	return show(ctx, c, func(ctx context.Context) (*cpv1.Plan, error) {
-		resp, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: args[0]})
+		resp, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: id, Owner: c.owner})
 		return resp.GetPlan(), err
 	}, printPlan)
 }

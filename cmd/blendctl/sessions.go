@@ -13,6 +13,7 @@ import (
 func (c *cli) sessions(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("sessions", flag.ContinueOnError)
 	state := fs.String("state", "", "open, parked, closed or all (default: all but closed)")
+	every := fs.Bool("all", false, "every principal's sessions (admin)")
 	if err := fs.Parse(args); err != nil {
 		return usageErr(err)
 	}
@@ -31,7 +32,7 @@ func (c *cli) sessions(ctx context.Context, args []string) error {
 	var all []*cpv1.Session
 	for _, st := range states {
 		list, err := allPages(ctx, func(ctx context.Context, token string) ([]*cpv1.Session, string, error) {
-			resp, err := c.cp.ListSessions(ctx, &cpv1.ListSessionsRequest{PageSize: 500, PageToken: token, State: st})
+			resp, err := c.cp.ListSessions(ctx, &cpv1.ListSessionsRequest{PageSize: 500, PageToken: token, State: st, AllPrincipals: *every})
 			return resp.GetSessions(), resp.GetNextPageToken(), err
 		})
 		if err != nil {

@@ -210,13 +210,14 @@ func (c *cli) closeSession(id string) {
 func (c *cli) watchCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
 	from := fs.Int64("from", 1, "first receipt sequence to show")
+	fs.StringVar(&c.owner, "owner", "", ownerHelp)
 	id, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
 	gctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	defer cancel()
-	resp, err := c.cp.GetPlan(gctx, &cpv1.GetPlanRequest{RequestId: id})
+	resp, err := c.cp.GetPlan(gctx, &cpv1.GetPlanRequest{RequestId: id, Owner: c.owner})
 	if err != nil {
 		return err
 	}
@@ -252,7 +253,7 @@ func (c *cli) follow(ctx context.Context, requestID string, from int64, each fun
 	cursor := from
 	var down time.Time // since when the control plane has not answered; zero while it does
 	for {
-		stream, err := c.cp.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID, StartSequence: cursor})
+		stream, err := c.cp.StreamReceipts(ctx, &cpv1.StreamReceiptsRequest{RequestId: requestID, StartSequence: cursor, Owner: c.owner})
 		for err == nil {
 			var resp *cpv1.StreamReceiptsResponse
 			if resp, err = stream.Recv(); errors.Is(err, io.EOF) {
@@ -342,7 +343,7 @@ func (c *cli) showWait(ap *cpv1.Approval) error {
 func (c *cli) planState(ctx context.Context, requestID string) (*cpv1.Plan, error) {
 	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	defer cancel()
-	resp, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID})
+	resp, err := c.cp.GetPlan(ctx, &cpv1.GetPlanRequest{RequestId: requestID, Owner: c.owner})
 	return resp.GetPlan(), err
 }
 
