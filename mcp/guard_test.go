@@ -52,3 +52,27 @@ func TestGuardedPanics(t *testing.T) {
 		}
 	}
 }
+
+// TestResultsArePrivate: lists and reads answer for the caller's own
+// session, so they may be cached by its client only (the SDK's default,
+// absent a decision, is "public").
+func TestResultsArePrivate(t *testing.T) {
+	ctx := context.Background()
+	s := NewBackend(nil, Options{Logger: slog.New(slog.DiscardHandler)}).NewSession("")
+	clientEnd, serverEnd := sdk.NewInMemoryTransports()
+	if _, err := s.Server().Connect(ctx, serverEnd, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, clientEnd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	prompts, err := cs.ListPrompts(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prompts.CacheScope != "private" {
+		t.Errorf("prompts/list cacheScope %q, want private", prompts.CacheScope)
+	}
+}

@@ -104,6 +104,9 @@ func (b *Backend) newSession(token string, ephemeral bool) *Session {
 		HasTools:     true,
 		HasResources: true,
 		HasPrompts:   true,
+		// Every list and read is of the caller's own session: no client or
+		// intermediary but the caller's may keep it (the SDK says public).
+		SetCacheable: func(_ context.Context, _ sdk.Request, c *sdk.Cacheable) { c.CacheScope = "private" },
 		// The Blendplane session ends with the MCP session.
 		InitializedHandler: func(_ context.Context, req *sdk.InitializedRequest) {
 			go func() {
