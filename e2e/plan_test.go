@@ -458,3 +458,28 @@ func testSymlinkEscape(t *testing.T, c *cluster) {
 		t.Fatalf("render escaped the sandbox: %v", err)
 	}
 }
+
+// TestMacrosWithTheirDefaults: every macro, called with its required
+// arguments only (its example's), passes the plan's checks: its defaults
+// reach its operations as JSON values (product_shot's samples was refused,
+// "int is not a JSON value"; turntable_camera's frames read 0).
+func TestMacrosWithTheirDefaults(t *testing.T) {
+	c := startCluster(t)
+	sid := c.negotiate(t).GetSessionId()
+	macros, err := c.client.ListMacros(ctxT(t, time.Minute), &cpv1.ListMacrosRequest{})
+	if err != nil || len(macros.GetMacros()) == 0 {
+		t.Fatalf("ListMacros: %v %v", macros, err)
+	}
+	for _, m := range macros.GetMacros() {
+		args := map[string]any{}
+		required, _ := m.GetInputSchema().AsMap()["required"].([]any)
+		for _, k := range required {
+			args[k.(string)] = m.GetExampleArgs().AsMap()[k.(string)]
+		}
+		_, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: sid, RequestId: "defaults-" + m.GetName(),
+			ValidateOnly: true, Operations: []*cpv1.Operation{op("m", m.GetName(), args)}})
+		if err != nil {
+			t.Errorf("%s with %v: %v", m.GetName(), args, err)
+		}
+	}
+}

@@ -121,17 +121,32 @@ func (m *Macro) Expand(args map[string]any) ([]Step, error) {
 	return m.expand(withDefaults(m.Schema, args)), nil
 }
 
-// withDefaults fills in the schema's top-level defaults.
+// withDefaults fills in the schema's top-level defaults, as JSON values
+// (a default written as a Go int is a float64 here, as an argument that
+// came as JSON is: the expansions and the plan's checks read those).
 func withDefaults(schema, args map[string]any) map[string]any {
 	out := map[string]any{}
 	props, _ := schema["properties"].(map[string]any)
 	for k, p := range props {
 		if d, ok := p.(map[string]any)["default"]; ok {
-			out[k] = d
+			out[k] = asJSON(d)
 		}
 	}
 	for k, v := range args {
 		out[k] = v
+	}
+	return out
+}
+
+// asJSON is v as encoding/json would decode it.
+func asJSON(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("a macro default that is not JSON: %v", err)) // a programming error in builtin.go
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic(err)
 	}
 	return out
 }

@@ -41,6 +41,55 @@ func TestBuiltinExamplesExpand(t *testing.T) {
 	}
 }
 
+// TestBuiltinDefaults: a macro called with its required arguments only
+// expands with its defaults, as JSON values the plan's checks take (64
+// written in Go was an int: "int is not a JSON value"; turntable's frames
+// read as 0), and passes the check an example does.
+func TestBuiltinDefaults(t *testing.T) {
+	for _, m := range Default().List() {
+		args := map[string]any{}
+		required, _ := m.Schema["required"].([]any)
+		for _, k := range required {
+			args[k.(string)] = m.Example[k.(string)]
+		}
+		steps, err := m.Expand(args)
+		if err != nil {
+			t.Fatalf("%s with %v: %v", m.Name, args, err)
+		}
+		for _, s := range steps {
+			if bad := notJSON(s.Args); bad != "" {
+				t.Errorf("%s step %s: %s", m.Name, s.ID, bad)
+			}
+			if s.Tool == "render.settings" && s.Args["frame_end"] != nil && s.Args["frame_end"] != 48.0 {
+				t.Errorf("%s step %s: frame_end %v, want the default 48", m.Name, s.ID, s.Args["frame_end"])
+			}
+		}
+	}
+}
+
+// notJSON names a value in v that encoding/json would not decode to.
+func notJSON(v any) string {
+	switch x := v.(type) {
+	case nil, bool, float64, string:
+		return ""
+	case []any:
+		for _, e := range x {
+			if bad := notJSON(e); bad != "" {
+				return bad
+			}
+		}
+		return ""
+	case map[string]any:
+		for k, e := range x {
+			if bad := notJSON(e); bad != "" {
+				return k + ": " + bad
+			}
+		}
+		return ""
+	}
+	return fmt.Sprintf("%T %v", v, v)
+}
+
 func TestExpandPlan(t *testing.T) {
 	r := Default()
 	ops := []plan.Operation{
