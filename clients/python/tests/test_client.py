@@ -86,6 +86,13 @@ def test_upload_import_render_download(bp, session, tmp_path):
     got = bp.download(session, "py.png", str(dest))
     assert got.sha256 == made.sha256 == hashlib.sha256(dest.read_bytes()).hexdigest()
     assert "py.png" in [a.name for a in bp.artifacts(session)]
+    # A failed download leaves the file it would have replaced as it was.
+    keep = tmp_path / "keep.txt"
+    keep.write_text("precious")
+    with pytest.raises(blendplane.BlendplaneError) as missing:
+        bp.download(session, "nope.png", str(keep))
+    assert missing.value.reason == "ARTIFACT_NOT_FOUND" and keep.read_text() == "precious"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".download-")) == []
 
 
 def test_cancel(bp, session):

@@ -6,8 +6,9 @@
 // control plane's structured refusal. Runs on Node 22 as TypeScript (type
 // stripping): no enums or namespaces here.
 
-import { readFileSync, createReadStream, createWriteStream, statSync } from "node:fs";
-import { basename } from "node:path";
+import { readFileSync, createReadStream, createWriteStream, renameSync, rmSync, statSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
+import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { create, fromBinary, type JsonObject } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client as Stub, type Interceptor } from "@connectrpc/connect";
@@ -225,22 +226,42 @@ export class Client {
     return (await call(() => this.stub.uploadArtifact(parts()))).artifact!;
   }
 
-  /** Saves an artifact (a render, an export, an upload) to dest, in chunks. */
+  /**
+   * Saves an artifact (a render, an export, an upload) to dest, in chunks.
+   * dest is replaced only by the whole content, checked against the
+   * artifact's SHA-256: a failed download leaves it as it was.
+   */
   async download(sessionId: string, name: string, dest: string): Promise<Artifact> {
-    const out = createWriteStream(dest);
+    const tmp = join(dirname(resolve(dest)), `.download-${process.pid}-${randomBytes(6).toString("hex")}`);
+    const out = createWriteStream(tmp, { mode: 0o600 });
+    const digest = createHash("sha256");
     let artifact: Artifact | undefined;
+    let done = false;
     try {
-      for await (const part of this.stub.downloadArtifact({ sessionId, name })) {
-        if (part.part.case === "artifact") artifact = part.part.value;
-        else if (part.part.case === "chunk" && !out.write(part.part.value)) await once(out, "drain");
+      try {
+        for await (const part of this.stub.downloadArtifact({ sessionId, name })) {
+          if (part.part.case === "artifact") artifact = part.part.value;
+          else if (part.part.case === "chunk") {
+            digest.update(part.part.value);
+            if (!out.write(part.part.value)) await once(out, "drain");
+          }
+        }
+      } catch (e) {
+        throw new BlendplaneError(ConnectError.from(e));
+      } finally {
+        out.end();
+        await once(out, "close");
       }
-    } catch (e) {
-      throw new BlendplaneError(ConnectError.from(e));
+      const sum = digest.digest("hex");
+      if (!artifact || sum !== artifact.sha256) {
+        throw new BlendplaneError(new ConnectError(`downloaded ${name}: sha256 ${sum}, the artifact says ${artifact?.sha256 ?? "nothing"}`, Code.DataLoss));
+      }
+      renameSync(tmp, dest);
+      done = true;
     } finally {
-      out.end();
-      await once(out, "close");
+      if (!done) rmSync(tmp, { force: true });
     }
-    return artifact!;
+    return artifact;
   }
 
   async approvals(state: "pending" | "approved" | "rejected" | "cancelled" = "pending"): Promise<Approval[]> {

@@ -6,7 +6,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BlendplaneError, Code, connect, pb, type Client } from "../src/client.ts";
@@ -80,6 +80,12 @@ test("upload, import, render, download", async () => {
   const got = await bp.download(session, "ts.png", dest);
   assert.equal(got.sha256, receipts[1].artifacts[0].sha256);
   assert.equal(createHash("sha256").update(readFileSync(dest)).digest("hex"), got.sha256);
+  // A failed download leaves the file it would have replaced as it was.
+  const keep = join(dir, "keep.txt");
+  writeFileSync(keep, "precious");
+  await assert.rejects(bp.download(session, "nope.png", keep), (err: BlendplaneError) => err.code === Code.NotFound);
+  assert.equal(readFileSync(keep, "utf8"), "precious");
+  assert.deepEqual(readdirSync(dir).filter((f) => f.startsWith(".download-")), []);
 });
 
 test("an approval", async () => {

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -212,19 +214,32 @@ class Client:
         return self._call(self.stub.UploadArtifact, parts(), timeout=None).artifact
 
     def download(self, session_id: str, name: str, dest: str, *, sha256: str = "") -> pb.Artifact:
-        """Saves an artifact (a render, an export, an upload) to dest, in chunks."""
+        """Saves an artifact (a render, an export, an upload) to dest, in
+        chunks. dest is replaced only by the whole content, checked against
+        the artifact's SHA-256: a failed download leaves it as it was."""
         artifact = None
+        digest = hashlib.sha256()
+        fd, tmp = tempfile.mkstemp(prefix=".download-", dir=os.path.dirname(os.path.abspath(dest)))
         try:
-            stream = self.stub.DownloadArtifact(pb.DownloadArtifactRequest(session_id=session_id, name=name, sha256=sha256),
-                                                metadata=self._metadata)
-            with open(dest, "wb") as f:
+            with os.fdopen(fd, "wb") as f:
+                stream = self.stub.DownloadArtifact(pb.DownloadArtifactRequest(session_id=session_id, name=name, sha256=sha256),
+                                                    metadata=self._metadata)
                 for part in stream:
                     if part.HasField("artifact"):
                         artifact = part.artifact
                     else:
                         f.write(part.chunk)
+                        digest.update(part.chunk)
+            if artifact is None or digest.hexdigest() != artifact.sha256:
+                raise BlendplaneError(code=grpc.StatusCode.DATA_LOSS, reason="CHECKSUM_MISMATCH",
+                                      message="downloaded %s: sha256 %s, the artifact says %s" % (
+                                          name, digest.hexdigest(), artifact.sha256 if artifact else "nothing"))
+            os.replace(tmp, dest)
         except grpc.RpcError as err:
             raise BlendplaneError.from_rpc(err) from None
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
         return artifact
 
     def artifacts(self, session_id: str, request_id: str = "") -> list:
