@@ -21,11 +21,17 @@ companion files next to the output, which must be plain sandbox names too:
 textures travel inside glTF files (a .gltf's as data: URIs) and .fbx files
 (embedded); .obj and .usd write no texture files: an .mtl names each
 texture by the file name it was imported from. Determinism: .glb/.gltf and .obj
-are byte-identical for the same scene and Blender (they embed the Blender /
-add-on version; .obj names its .mtl); .fbx embeds the export time
+are byte-identical for the same scene within one Blender process (they embed
+the Blender / add-on version; .obj names its .mtl). Across processes (another
+session, a restart, a replay) both Blenders order some of a mesh's data by
+memory address (an OBJ's normals, a glTF's indices of a sphere): with the
+address space randomized, as it is for the Blenders agentd starts (ASLR
+guards the importers, which parse untrusted files), the bytes of such a
+mesh's export may differ while its content is the same (checked: the same
+exports under `setarch -R` are byte-identical). .fbx embeds the export time
 (CreationTime), and 4.5's USD exporter writes the prims in an order that
-varies between exports (same content), so their bytes differ. The tool's
-determinism class is about the scene (unchanged) and, for glTF/OBJ, the bytes.
+varies between exports (same content). The tool's determinism class is
+about the scene, which it leaves unchanged.
 USD exports leave out textures and the world (4.5 would otherwise write a
 textures/ directory with the world's dome-light image).
 
