@@ -50,6 +50,7 @@ def test_refusal_carries_the_failure_contract(bp, session):
     err = refused.value
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT
     assert err.reason == "GRAPH_CYCLE"
+    assert str(err).startswith("INVALID_ARGUMENT GRAPH_CYCLE: ") and str(err).count("GRAPH_CYCLE") == 1, str(err)
     assert err.field_violations and err.field_violations[0][0].startswith("operations[0]")
     assert err.repair_plan is not None and err.repair_plan.steps
 

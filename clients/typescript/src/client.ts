@@ -58,7 +58,9 @@ export class BlendplaneError extends Error {
       this.fieldViolations = [{ field: err.field, description: err.description }];
       return;
     }
-    super(`${Code[err.code]} ${reasonOf(err)}: ${err.rawMessage}`);
+    const reason = reasonOf(err);
+    // The control plane's messages start with their reason: said once.
+    super(`${Code[err.code]} ${reason}: ${reason && err.rawMessage.startsWith(reason + ": ") ? err.rawMessage.slice(reason.length + 2) : err.rawMessage}`);
     this.name = "BlendplaneError";
     this.code = err.code;
     const info = detail(err, "google.rpc.ErrorInfo");

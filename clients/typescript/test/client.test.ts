@@ -47,6 +47,7 @@ test("a refusal carries the failure contract", async () => {
       assert.ok(err instanceof BlendplaneError);
       assert.equal(err.code, Code.InvalidArgument);
       assert.equal(err.reason, "GRAPH_CYCLE");
+      assert.ok(err.message.startsWith("InvalidArgument GRAPH_CYCLE: ") && err.message.split("GRAPH_CYCLE").length === 2, err.message);
       assert.ok(err.fieldViolations[0].field.startsWith("operations[0]"));
       assert.ok(err.repairPlan && err.repairPlan.steps.length > 0);
       return true;

@@ -45,7 +45,9 @@ class BlendplaneError(Exception):
     repair_plan: Optional[pb.RepairPlan] = None
 
     def __str__(self) -> str:
-        return f"{self.code.name} {self.reason}: {self.message}"
+        # The control plane's messages start with their reason: said once.
+        message = self.message[len(self.reason) + 2:] if self.reason and self.message.startswith(self.reason + ": ") else self.message
+        return f"{self.code.name} {self.reason}: {message}"
 
     @classmethod
     def from_rpc(cls, err: grpc.RpcError) -> "BlendplaneError":
