@@ -454,6 +454,18 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
+// negotiateUnsafe negotiates a session that may run python.exec.
+func (c *cluster) negotiateUnsafe(t testing.TB) *cpv1.SessionContract {
+	t.Helper()
+	resp, err := c.client.Negotiate(ctxT(t, 2*time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) {
+		r.HostProfile.FeatureFlags = []string{"unsafe_ops", "nondeterministic_tools"}
+	}))
+	if err != nil {
+		t.Fatalf("negotiate: %v", err)
+	}
+	return resp.GetContract()
+}
+
 func (c *cluster) negotiate(t testing.TB) *cpv1.SessionContract {
 	t.Helper()
 	resp, err := c.client.Negotiate(ctxT(t, 2*time.Minute), &cpv1.NegotiateRequest{

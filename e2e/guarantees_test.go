@@ -210,12 +210,7 @@ func TestControlPlaneRestartMidPlan(t *testing.T) {
 // it again once the control plane answers and ends with the plan's end.
 func TestBlendctlWatchAcrossRestart(t *testing.T) {
 	c := startCluster(t)
-	resp, err := c.client.Negotiate(ctxT(t, 2*time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) {
-		r.HostProfile.FeatureFlags = []string{"unsafe_ops", "nondeterministic_tools"}
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sid := c.negotiateUnsafe(t).GetSessionId()
 	gate := filepath.Join(t.TempDir(), "go")
 	plan, _ := json.Marshal(map[string]any{"request_id": "held", "operations": []map[string]any{
 		{"operation_id": "wait", "tool_name": "python.exec", "safety_level": "destructive",
@@ -227,7 +222,7 @@ func TestBlendctlWatchAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out syncBuffer
-	watch := c.blendctl("submit", file, "--session", resp.GetContract().GetSessionId(), "--watch")
+	watch := c.blendctl("submit", file, "--session", sid, "--watch")
 	watch.Stdout, watch.Stderr = &out, &out
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
@@ -252,13 +247,7 @@ func TestBlendctlWatchAcrossRestart(t *testing.T) {
 // CancelPlan", which no one called).
 func TestCloseSessionCancelsItsPlan(t *testing.T) {
 	c := startCluster(t)
-	resp, err := c.client.Negotiate(ctxT(t, 2*time.Minute), negotiateReq(func(r *cpv1.NegotiateRequest) {
-		r.HostProfile.FeatureFlags = []string{"unsafe_ops", "nondeterministic_tools"}
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := resp.GetContract().GetSessionId()
+	sid := c.negotiateUnsafe(t).GetSessionId()
 	if _, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: sid, RequestId: "closed-under", Operations: []*cpv1.Operation{
 		op("look", "scene.get_summary", map[string]any{}),
 		op("wait", "python.exec", map[string]any{"code": "import time\ntime.sleep(600)"}, "look")}}); err != nil {
