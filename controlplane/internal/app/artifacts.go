@@ -394,7 +394,8 @@ func (a *App) collect(ctx context.Context, agent agentv1.AgentServiceClient, ref
 		art := &cpv1.Artifact{SessionId: sessionID, Name: f.GetName(), SizeBytes: f.GetSizeBytes(), Sha256: f.GetSha256(),
 			RequestId: ref.RequestID, OperationId: r.GetOperationId(), ReceiptSequence: r.GetSequence(), CreateTime: r.GetCompleteTime()}
 		var reserved int64
-		if !a.blobs.Has(art.GetSha256()) {
+		held := a.blobs.Has(art.GetSha256())
+		if !held {
 			ok, err := a.reserve(owner, art.GetSizeBytes())
 			if ok {
 				reserved = art.GetSizeBytes() // given back below, fetched or not
@@ -409,13 +410,14 @@ func (a *App) collect(ctx context.Context, agent agentv1.AgentServiceClient, ref
 			default:
 				if err := a.fetch(ctx, agent, art); err != nil {
 					errs = append(errs, err)
+				} else {
+					held = true
 				}
 			}
-			// The receipt says so too: its client knows to download the
-			// file while the session lives.
-			art.LeftOnAgent = !a.blobs.Has(art.GetSha256())
-			f.LeftOnAgent = art.LeftOnAgent
 		}
+		// The receipt says so too: its client knows to download the file
+		// while the session lives.
+		art.LeftOnAgent, f.LeftOnAgent = !held, !held
 		if _, err := a.store.PutArtifact(art); err != nil {
 			errs = append(errs, err)
 		}

@@ -80,7 +80,8 @@ func TestReserve(t *testing.T) {
 
 // TestCollectWithoutItsAgent: a receipt's files are recorded when its
 // agent cannot be reached: what the control plane holds (a distributed
-// render's frames) is kept, the rest is said to be left on the agent.
+// render's frames) is kept, the rest is marked left on the agent, in the
+// record and in the receipt.
 func TestCollectWithoutItsAgent(t *testing.T) {
 	a := newTestApp(t)
 	a.cfg.ArtifactQuotaMiB = 1 // the room a file not fetched took is given back
@@ -96,9 +97,12 @@ func TestCollectWithoutItsAgent(t *testing.T) {
 	if !errors.Is(err, ErrAgentUnavailable) {
 		t.Fatalf("collect without an agent: %v", err)
 	}
-	for _, name := range []string{"f_0001.png", "gone.png"} {
-		if _, err := a.store.Artifact("s", name, ""); err != nil {
-			t.Errorf("%s not recorded: %v", name, err)
+	for name, left := range map[string]bool{"f_0001.png": false, "gone.png": true} {
+		if art, err := a.store.Artifact("s", name, ""); err != nil || art.GetLeftOnAgent() != left {
+			t.Errorf("%s: recorded %v (%v), want left on the agent: %v", name, art, err, left)
+		}
+		if i := slices.IndexFunc(r.GetArtifacts(), func(f *cpv1.Artifact) bool { return f.GetName() == name }); r.GetArtifacts()[i].GetLeftOnAgent() != left {
+			t.Errorf("%s in the receipt: left on the agent %v, want %v", name, !left, left)
 		}
 	}
 	if len(a.quotas.reserved) != 0 {

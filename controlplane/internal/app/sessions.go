@@ -150,20 +150,29 @@ func (a *App) endClosed(ctx context.Context, by, id string) {
 // which ended with it), before their plans could resume. It returns them,
 // for endClosed once the executor runs.
 func (a *App) closeEphemeral() ([]store.Session, error) {
-	orphans, err := a.store.OpenSessionsWhere(func(s store.Session) bool {
+	return a.closeWhere(func(s store.Session) bool {
 		return slices.Contains(s.Info.GetContract().GetHostProfile().GetCapabilities(), contract.CapabilityEphemeral)
-	})
+	}, "its client ended with the control plane's last run")
+}
+
+// closeWhere closes every open session keep selects (why says why, in the
+// log) and returns those it closed, for endClosed: it ends their plans and
+// has their agents release them.
+func (a *App) closeWhere(keep func(store.Session) bool, why string) ([]store.Session, error) {
+	open, err := a.store.OpenSessionsWhere(keep)
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range orphans {
+	var closed []store.Session
+	for _, s := range open {
 		if _, err := a.store.CloseSession(s.Info.GetSessionId(), time.Now()); err != nil {
-			return nil, err
+			return closed, err
 		}
-		a.log.Info("session closed: its client ended with the control plane's last run", "session_id", s.Info.GetSessionId(),
+		a.log.Info("session closed: "+why, "session_id", s.Info.GetSessionId(),
 			"owner", s.Owner, "client", s.Info.GetContract().GetHostProfile().GetClientName())
+		closed = append(closed, s)
 	}
-	return orphans, nil
+	return closed, nil
 }
 
 // cancelSessionPlans cancels every unfinished plan of a session and waits

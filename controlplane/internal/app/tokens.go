@@ -143,20 +143,9 @@ func (a *App) RevokeToken(ctx context.Context, who Principal, name string) (*cpv
 // and their agents release them in the background; plans, receipts, audit
 // and artifacts stay.
 func (a *App) closeSessionsOf(owner string) {
-	open, err := a.store.OpenSessionsWhere(func(s store.Session) bool { return s.Owner == owner })
+	closed, err := a.closeWhere(func(s store.Session) bool { return s.Owner == owner }, "its principal's token was revoked")
 	if err != nil {
-		a.log.Warn("finding a revoked principal's sessions", "principal", owner, "err", err)
-		return
-	}
-	var closed []string
-	for _, s := range open {
-		id := s.Info.GetSessionId()
-		if _, err := a.store.CloseSession(id, time.Now()); err != nil {
-			a.log.Warn("closing a revoked principal's session", "session_id", id, "err", err)
-			continue
-		}
-		a.log.Info("session closed: its principal's token was revoked", "session_id", id, "owner", owner)
-		closed = append(closed, id)
+		a.log.Warn("closing a revoked principal's sessions", "principal", owner, "err", err)
 	}
 	if len(closed) == 0 || a.bg == nil {
 		return // not started: the releases wait for releaseLoop
@@ -164,8 +153,8 @@ func (a *App) closeSessionsOf(owner string) {
 	a.stopped.Add(1)
 	go func() {
 		defer a.stopped.Done()
-		for _, id := range closed {
-			a.endClosed(a.bg, owner, id)
+		for _, s := range closed {
+			a.endClosed(a.bg, owner, s.Info.GetSessionId())
 		}
 	}()
 }
