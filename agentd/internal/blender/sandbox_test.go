@@ -292,9 +292,8 @@ func TestFilesNamedPlainly(t *testing.T) {
 
 // TestExportsNameNoAgentPath: an OBJ's .mtl names its texture by its name,
 // and its header names no checkpoint file, in a session restored from one
-// as in a fresh one. (An FBX's texture has the agent's path too: the format
-// writes the absolute FileName whatever its path mode; and an image a
-// checkpoint holds keeps the path it had where the checkpoint was made.)
+// as in a fresh one; an FBX names its texture by its name too (the
+// exporter writes an absolute FileName whatever its path mode).
 func TestExportsNameNoAgentPath(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt Runtime) {
 		p, sandbox := startInSandbox(t, rt)
@@ -314,6 +313,10 @@ func TestExportsNameNoAgentPath(t *testing.T) {
 		fresh := mtl(p, sandbox)
 		if bytes.Contains(fresh, []byte(sandbox)) || !bytes.Contains(fresh, []byte("map_Kd shot.png")) {
 			t.Errorf("the .mtl names the agent's path, or not its texture:\n%s", fresh)
+		}
+		mustExecute(t, p, "scene.export", kv{"output": "same.fbx"})
+		if raw, err := os.ReadFile(filepath.Join(sandbox, "same.fbx")); err != nil || bytes.Contains(raw, []byte(filepath.Dir(sandbox))) || !bytes.Contains(raw, []byte("shot.png")) {
+			t.Errorf("the .fbx names the agent's path, or not its texture (%v)", err)
 		}
 		q, dir := startWith(t, rt, func(*Options) {})
 		path := filepath.Join(t.TempDir(), "checkpoint-00000007.blend")

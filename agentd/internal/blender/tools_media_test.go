@@ -310,7 +310,7 @@ func TestMediaRenderAnimation(t *testing.T) {
 }
 
 // TestMediaImportExport: export leaves the scene alone and is deterministic
-// (glTF, OBJ); export -> import round trips for glTF and OBJ; import undo
+// (every format); export -> import round trips for glTF and OBJ; import undo
 // removes everything it created; sandbox and reference refusals (USD:
 // text layers only, their references checked through every layer).
 func TestMediaImportExport(t *testing.T) {
@@ -343,11 +343,9 @@ func TestMediaImportExport(t *testing.T) {
 				t.Errorf("export %s result %v", f, out.Fields())
 			}
 			assertIncrementalMatchesFull(t, p)
-			if f == "obj" || f == "gltf" { // byte-deterministic formats (fbx: timestamp; usd: prim order varies)
-				again := mustExecute(t, p, "scene.export", map[string]any{"format": f, "output": formats[f]})
-				if again.Fields()["sha256"] != out.Fields()["sha256"] {
-					t.Errorf("export %s twice: different bytes", f)
-				}
+			again := mustExecute(t, p, "scene.export", map[string]any{"format": f, "output": formats[f]})
+			if again.Fields()["sha256"] != out.Fields()["sha256"] {
+				t.Errorf("export %s twice: different bytes", f)
 			}
 			imp := mediaStep(t, p, "scene.import", map[string]any{"format": f, "input": formats[f]})
 			// What it read, for a control plane that replays it elsewhere:

@@ -20,18 +20,18 @@ companion files next to the output, which must be plain sandbox names too:
 ``<stem>.mtl`` (OBJ materials) and ``<stem>.bin`` (.gltf buffers). The
 textures travel inside glTF files (a .gltf's as data: URIs) and .fbx files
 (embedded); .obj and .usd write no texture files: an .mtl names each
-texture by the file name it was imported from. Determinism: .glb/.gltf and .obj
-are byte-identical for the same scene within one Blender process (they embed
-the Blender / add-on version; .obj names its .mtl). Across processes (another
-session, a restart, a replay) both Blenders order some of a mesh's data by
-memory address (an OBJ's normals, a glTF's indices of a sphere): with the
-address space randomized, as it is for the Blenders agentd starts (ASLR
-guards the importers, which parse untrusted files), the bytes of such a
-mesh's export may differ while its content is the same (checked: the same
-exports under `setarch -R` are byte-identical). .fbx embeds the export time
-(CreationTime), and 4.5's USD exporter writes the prims in an order that
-varies between exports (same content). The tool's determinism class is
-about the scene, which it leaves unchanged.
+texture by the file name it was imported from. Determinism: the same calls
+export the same bytes, in one Blender process and across processes
+(another session, a restart, a replay on another agent) of the same
+Blender version (the files embed the version), in every format but binary
+USD (.usd, .usdc). Three things made them differ between processes, each
+fixed where it arises: create_uvsphere ordered a sphere's faces by memory
+address (object.create builds its primitives in one canonical face order),
+the USD exporter orders sibling prims by address (sort_usda_prims sorts a
+.usda's by name; a binary layer keeps the exporter's order), and the FBX
+exporter took ids from Python's salted string hashes, the time of day and
+the agent's path of each texture (fbx_stable). The tool's determinism
+class is about the scene, which it leaves unchanged.
 USD exports leave out textures and the world (4.5 would otherwise write a
 textures/ directory with the world's dome-light image).
 
@@ -64,6 +64,9 @@ Undo record of scene.import (``v`` = UNDO_VERSION):
 """
 
 import base64
+import contextlib
+import datetime
+import hashlib
 import json
 import os
 import re
@@ -241,7 +244,8 @@ def tool_scene_export(tx, args):
         elif fmt == "fbx":
             # Textures inside the file, as glTF's: COPY is the mode that
             # embeds (into the file, writing no .fbm directory).
-            res = op_call(exp, filepath=path, use_selection=False, path_mode="COPY", embed_textures=True)
+            with fbx_stable():
+                res = op_call(exp, filepath=path, use_selection=False, path_mode="COPY", embed_textures=True)
         else:
             # No textures directory, no world dome-light image (4.5 writes
             # textures/ for both by default): exports stay one file.
@@ -269,6 +273,8 @@ def tool_scene_export(tx, args):
         raise ToolError("internal_error", "the %s exporter wrote no file" % fmt)
     if fmt == "obj" and os.path.isfile(extra[0]):
         forget_blend_name(extra[0])
+    elif ext == "usda":
+        sort_usda_prims(path)
     snap, full = full_snapshot()
     if full != before:
         changed = changed_keys(snap)
@@ -297,6 +303,119 @@ def inline_images(path, textures):
         im["uri"] = "data:%s;base64,%s" % (im.get("mimeType") or "application/octet-stream", data)
     with open(path, "wb") as f:
         f.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+@contextlib.contextmanager
+def fbx_stable():
+    """The FBX exporter with the same bytes for the same scene in every
+    process and session. It derives an object's id from Python's hash() of
+    a string key, which Python salts per process (hash randomization; the
+    bpy module runs isolated from the environment, so PYTHONHASHSEED cannot
+    pin it), stamps the file with the time of day, and names each texture
+    by its absolute path (the agent's sandbox) as well as by its relative
+    one. For the length of one export, each key's id starts from a SHA-256
+    of the key instead (the exporter's own collision handling kept: integer
+    keys are used as ids), the time is the exporter's own placeholder
+    epoch, which its other date fields already carry, and a texture's
+    FileName is its relative name (its pixels are embedded). Where the
+    add-on lacks one of these functions (a Blender not tested here), the
+    export runs as the add-on wrote it."""
+    try:
+        from io_scene_fbx import export_fbx_bin, fbx_utils
+    except ImportError:
+        yield
+        return
+    key_to_uuid = getattr(fbx_utils, "_key_to_uuid", None)
+    header = getattr(export_fbx_bin, "fbx_header_elements", None)
+    vid_path = getattr(export_fbx_bin, "_gen_vid_path", None)
+    if key_to_uuid is None or header is None or vid_path is None:
+        yield
+        return
+
+    def stable_uuid(uuids, key):
+        if not (isinstance(key, int) and 0 <= key < 2**63):
+            digest = hashlib.sha256(repr(key).encode("utf-8", "surrogatepass")).digest()
+            key = int.from_bytes(digest[:8], "big") >> 1
+        return key_to_uuid(uuids, key)
+
+    def stable_header(root, scene_data, time=None):
+        return header(root, scene_data, datetime.datetime(1970, 1, 1))
+
+    def relative_vid_path(img, scene_data):
+        _, rel = vid_path(img, scene_data)
+        return rel, rel
+
+    saved = (key_to_uuid, header, vid_path)
+    fbx_utils._key_to_uuid, export_fbx_bin.fbx_header_elements, export_fbx_bin._gen_vid_path = (
+        stable_uuid, stable_header, relative_vid_path)
+    try:
+        yield
+    finally:
+        fbx_utils._key_to_uuid, export_fbx_bin.fbx_header_elements, export_fbx_bin._gen_vid_path = saved
+
+
+_USDA_PRIM = re.compile(r'( *)(?:def|over|class) [^"\n]*"([^"]*)"')
+
+
+class _Prim:
+    def __init__(self, name, indent):
+        self.name, self.indent = name, indent
+        self.head, self.children, self.tail = [], [], []
+
+    def lines(self):
+        out = list(self.head)
+        for k, child in enumerate(sorted(self.children, key=lambda c: c.name)):
+            if k:
+                out.append("")
+            out.extend(child.lines())
+        return out + self.tail
+
+
+def sort_usda_prims(path):
+    """Write the sibling prims of the .usda at path in the order of their
+    names. Blender's USD exporter orders them by memory address (a set of
+    pointers), which differs from one process to the next; the order of a
+    layer's children means nothing to USD. The file is Blender's own text:
+    a prim is a line '<indent>def|over|class ... "name"' whose block closes
+    at '<indent>}', its properties before its children, the children
+    separated by one blank line. A file that is not so, or that holds a
+    multi-line string (where such lines could be text), is left as it was."""
+    with open(path, "r", encoding="utf-8", newline="") as f:
+        text = f.read()
+    if '"""' in text or "'''" in text or "\r" in text or not text.endswith("\n"):
+        return
+    top = _Prim("", -4)  # the layer: its header, then its root prims
+    stack = [top]
+    body = text.rstrip("\n")
+    for line in body.split("\n"):
+        cur = stack[-1]
+        m = _USDA_PRIM.match(line)
+        if m and len(m.group(1)) == cur.indent + 4:
+            prim = _Prim(m.group(2), len(m.group(1)))
+            prim.head.append(line)
+            cur.children.append(prim)
+            stack.append(prim)
+        elif cur is not top and line == " " * cur.indent + "}":
+            cur.tail.append(line)
+            stack.pop()
+        elif not cur.children:
+            cur.head.append(line)
+        elif line != "":
+            return  # text after a prim's children
+    if len(stack) != 1 or any(len({c.name for c in p.children}) != len(p.children) for p in _prims(top)):
+        return
+    canonical = "\n".join(top.lines()) + text[len(body):]
+    if canonical != text:
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(canonical)
+
+
+def _prims(prim):
+    todo = [prim]
+    while todo:
+        p = todo.pop()
+        yield p
+        todo.extend(p.children)
 
 
 # The OBJ exporter names the open .blend in its .mtl's first line ("# Blender

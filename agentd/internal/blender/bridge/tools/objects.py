@@ -124,17 +124,42 @@ def build_primitive(bm, kind, size):
         raise ToolError("invalid_input", "unknown primitive type %r" % kind)
 
 
+def canonical(bm):
+    """A copy of primitive bm with its faces in the order of the geometry
+    digest (records.geometry_digest): sorted, each from its lowest vertex,
+    winding kept; the edges follow from the faces. create_uvsphere orders
+    its faces (and so its edges) by memory address, which differs from one
+    Blender process to the next; its vertices, and every other primitive's
+    whole mesh, come out the same each time. The digest never saw the
+    difference, but exports did: a sphere's OBJ and glTF differed between
+    two sessions. Canonical faces make the mesh, and so every export of it,
+    the same in every process and on both Blenders (their primitives'
+    faces differed in order too)."""
+    bm.verts.index_update()
+    faces = []
+    for f in bm.faces:
+        vs = [v.index for v in f.verts]
+        k = vs.index(min(vs))
+        faces.append(vs[k:] + vs[:k])
+    faces.sort()
+    out = bmesh.new()
+    verts = [out.verts.new(v.co) for v in bm.verts]
+    for f in faces:
+        out.faces.new([verts[i] for i in f])
+    return out
+
+
 def transform_of(ob):
     return {"location": qv(ob.location), "rotation_euler": qv(ob.rotation_euler), "scale": qv(ob.scale)}
 
 
-# Prototypes of the primitives: bmesh output is a function of (type, size)
-# alone, so each is built once and written into every new mesh of that kind
-# (BMesh.to_mesh leaves the BMesh as it was), and the mesh record's counts and
-# geometry digest are computed once, from the first mesh made, with
-# records.mesh_geometry_digest itself. Keyed on the exact float size; at most
-# PROTO_MAX entries (oldest dropped). The BMesh belongs to no Main, so a
-# reset or a checkpoint load does not touch it.
+# Prototypes of the primitives: canonical(bmesh output) is a function of
+# (type, size) alone, so each is built once and written into every new mesh
+# of that kind (BMesh.to_mesh leaves the BMesh as it was), and the mesh
+# record's counts and geometry digest are computed once, from the first mesh
+# made, with records.mesh_geometry_digest itself. Keyed on the exact float
+# size; at most PROTO_MAX entries (oldest dropped). The BMesh belongs to no
+# Main, so a reset or a checkpoint load does not touch it.
 PROTO = {}  # (type, size) -> [BMesh, (vertices, edges, polygons, loops, geometry_sha256) | None]
 PROTO_MAX = 32
 
@@ -143,12 +168,12 @@ def primitive_proto(kind, size):
     key = (kind, size)
     p = PROTO.get(key)
     if p is None:
-        bm = bmesh.new()
+        raw = bmesh.new()
         try:
-            build_primitive(bm, kind, size)
-        except BaseException:
-            bm.free()
-            raise
+            build_primitive(raw, kind, size)
+            bm = canonical(raw)
+        finally:
+            raw.free()
         while len(PROTO) >= PROTO_MAX:
             PROTO.pop(next(iter(PROTO)))[0].free()
         p = PROTO[key] = [bm, None]
