@@ -379,6 +379,56 @@ func TestAtomicRollback(t *testing.T) {
 	}
 }
 
+// TestAtomicCancelRollsBack: CancelPlan of an atomic plan stops it where it
+// is and rolls back what ran, newest first: the scene returns to the
+// pre-plan hash, the plan ends CANCELLED saying so. (Until 2026-11-30 a
+// cancelled atomic plan kept what ran.)
+func TestAtomicCancelRollsBack(t *testing.T) {
+	c := startCluster(t)
+	s := c.negotiate(t)
+	_, pre := c.run(t, s.GetSessionId(), "pre", op("keep", "object.create", map[string]any{"type": "cube", "name": "Keep"}))
+	prePlan := pre[0].GetSceneHashAfter()
+	slow := map[string]any{"output": "slow.png", "resolution": []any{1280, 960}, "samples": 4096, "seed": 1}
+	if _, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: s.GetSessionId(), RequestId: "atomic-cancel", Atomic: true,
+		Operations: []*cpv1.Operation{
+			op("a1", "object.create", map[string]any{"type": "uv_sphere", "name": "Temp"}),
+			op("a2", "object.set_transform", map[string]any{"name": "Keep", "location": []any{3, 3, 3}}, "a1"),
+			op("a3", "render.still", slow, "a2"),
+			op("a4", "object.delete", map[string]any{"name": "Keep"}, "a3"),
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the plan's first two receipts", func() bool { return c.plan(t, "atomic-cancel").GetReceiptCount() == 2 })
+	time.Sleep(300 * time.Millisecond) // into its render
+	cresp, err := c.client.CancelPlan(ctxT(t, time.Minute), &cpv1.CancelPlanRequest{RequestId: "atomic-cancel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cresp.GetPlan(); p.GetState() != cpv1.Plan_STATE_CANCELLED || !strings.Contains(p.GetFailure().GetMessage(), "rolled back") {
+		t.Fatalf("the cancelled atomic plan: %v", p)
+	}
+	rs := c.receipts(t, "atomic-cancel", 1)
+	var statuses []string
+	for _, r := range rs {
+		statuses = append(statuses, r.GetOperationId()+":"+strings.TrimPrefix(r.GetStatus().String(), "STATUS_"))
+	}
+	// The interrupted render, the undos, then what did not run, as after a
+	// failure.
+	if want := "[a1:SUCCEEDED a2:SUCCEEDED a3:NOT_RUN a2:ROLLED_BACK a1:ROLLED_BACK a4:NOT_RUN]"; fmt.Sprint(statuses) != want {
+		t.Fatalf("receipts %v\nwant     %s", statuses, want)
+	}
+	if code := rs[2].GetError().GetErrorCode(); code != "CANCELLED" {
+		t.Errorf("the interrupted render: %s", code)
+	}
+	if last := rs[4]; last.GetSceneHashAfter() != prePlan {
+		t.Fatalf("after the rollback the scene is %s, before the plan it was %s", last.GetSceneHashAfter(), prePlan)
+	}
+	_, after := c.run(t, s.GetSessionId(), "after-cancel", op("s", "scene.get_summary", map[string]any{}))
+	if after[0].GetSceneHashBefore() != prePlan {
+		t.Fatalf("the session's scene after the cancel %s, want %s", after[0].GetSceneHashBefore(), prePlan)
+	}
+}
+
 // TestRollbackFailure: with a fault injected into the bridge's compensation,
 // the plan reports ROLLBACK_FAILED with the last consistent checkpoint,
 // never success, and the session stays usable. The agentd as shipped

@@ -25,7 +25,7 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 	session := fs.String("session", "", "session to run in (default: negotiate one, closed when the plan ends)")
 	requestID := fs.String("request-id", "", "override the plan file's request_id")
 	validateOnly := fs.Bool("validate-only", false, "validate and schedule only; run nothing")
-	atomic := fs.Bool("atomic", false, "roll back the whole plan if an operation fails")
+	atomic := fs.Bool("atomic", false, "roll back the whole plan if an operation fails or it is cancelled")
 	previewRender := fs.Bool("preview-render", false, "if the plan needs approval, render the previewed scene for the approver")
 	watch := fs.Bool("watch", false, "stream receipts with progress until the plan ends")
 	out := fs.String("out", "", "save the plan's renders and exports into this directory when it ends")

@@ -89,8 +89,9 @@ func (e *Executor) planWork(ref store.PlanRef, work *Work) (*cpv1.Plan, *cpv1.Su
 }
 
 // run executes a plan, or resumes it after its last committed receipt:
-// operations in schedule order, then, if one failed, the rollback of the
-// plan's operations (atomic plans) and NOT_RUN receipts for the rest.
+// operations in schedule order, then, if one failed or the plan was
+// cancelled, the rollback of the plan's operations (atomic plans) and
+// NOT_RUN receipts for the rest.
 func (e *Executor) run(ref store.PlanRef, work *Work) error {
 	p, req, sched, err := e.planWork(ref, work)
 	if err != nil {
@@ -179,7 +180,7 @@ func (e *Executor) run(ref store.PlanRef, work *Work) error {
 	}()
 
 	budget := terms.Constraints.GetToolTimeBudgetMs()
-	for pr.failed == nil && !pr.cancelled && pr.next < len(sched) && !e.isCancelled(ref) {
+	for pr.failed == nil && !pr.cancelled && len(pr.rolledBack) == 0 && pr.next < len(sched) && !e.isCancelled(ref) {
 		if op := req.GetOperations()[sched[pr.next]]; e.cfg.Distribute != nil && Distributed(op) {
 			ctx, cancel := context.WithCancel(e.ctx)
 			dmu.Lock()
@@ -216,7 +217,7 @@ func (e *Executor) run(ref store.PlanRef, work *Work) error {
 			return fmt.Errorf("commit receipts: %w", err)
 		}
 	}
-	if pr.failed != nil && p.GetAtomic() && pr.rollback == nil {
+	if p.GetAtomic() && pr.rollback == nil && !finished && e.undoes(ref, sessionID, pr, len(sched)) {
 		var keys []string
 		for i := len(pr.done) - 1; i >= 0; i-- {
 			if k := pr.done[i]; !pr.rolledBack[k] {
@@ -259,6 +260,22 @@ func (e *Executor) run(ref store.PlanRef, work *Work) error {
 	return nil
 }
 
+// undoes reports whether an atomic plan that stopped before its end is to
+// be rolled back: one of its operations failed, or it was cancelled
+// (CancelPlan) while its session stays open (a closed session's Blender
+// goes, rolled back or not), or its rollback had begun before a restart
+// (its receipts say so; an in-memory cancel mark is gone then).
+func (e *Executor) undoes(ref store.PlanRef, sessionID string, pr *progress, total int) bool {
+	if pr.failed != nil || len(pr.rolledBack) > 0 {
+		return true
+	}
+	if !pr.cancelled && !(e.isCancelled(ref) && pr.next < total) {
+		return false
+	}
+	at, err := e.store.Placement(sessionID)
+	return err == nil && !at.Closed()
+}
+
 // collectFiles has the files a receipt names taken from the agent before
 // the receipt is committed, so that whoever sees the receipt can download
 // them; with no agent at hand (nil), those the control plane holds
@@ -295,9 +312,16 @@ func (e *Executor) final(p *cpv1.Plan, pr *progress, total int) *cpv1.Plan {
 		final.State = cpv1.Plan_STATE_CANCELLED
 		final.Failure = &cpv1.Failure{ErrorCode: "CANCELLED", Recoverable: true, Message: "cancelled by CancelPlan",
 			RetryHint: "submit the operations that did not run under a new request_id"}
+		if len(pr.rolledBack) > 0 {
+			final.Failure.Message = "cancelled by CancelPlan; the operations that ran were rolled back"
+			final.Failure.RetryHint = "submit the plan again under a new request_id"
+		}
 		if at, err := e.store.Placement(p.GetSessionId()); err == nil && at.Closed() {
 			final.Failure.Message = "cancelled: its session was closed"
 			final.Failure.RetryHint = "negotiate a session and submit the operations that did not run there"
+		}
+		if pr.rollback != nil {
+			final.Failure = pr.rollback
 		}
 	default:
 		final.State = cpv1.Plan_STATE_SUCCEEDED

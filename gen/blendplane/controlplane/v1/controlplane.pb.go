@@ -1708,7 +1708,8 @@ type SubmitPlanRequest struct {
 	Operations []*Operation `protobuf:"bytes,3,rep,name=operations,proto3" json:"operations,omitempty"`
 	// Validate and schedule only; run nothing and store nothing.
 	ValidateOnly bool `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
-	// Roll back every operation of the plan when one fails.
+	// Roll back every operation of the plan that ran when one fails or the
+	// plan is cancelled (CancelPlan).
 	Atomic bool `protobuf:"varint,5,opt,name=atomic,proto3" json:"atomic,omitempty"`
 	// When the plan needs approval, render a small image of the previewed
 	// scene for the approver (Approval.preview.render).

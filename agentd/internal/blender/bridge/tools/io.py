@@ -529,7 +529,7 @@ def check_file_ref(keyword, arg, what):
                         (what, keyword, arg.decode("utf-8", "replace")[:200]))
     root = os.path.realpath(SANDBOX["dir"])
     paths = []
-    for name in set(words + [whole]):
+    for name in sorted(set(words + [whole])):  # sorted: the same name refused first in every process
         if not name:
             continue
         p = os.path.join(root, os.fsdecode(name))

@@ -628,7 +628,8 @@ export declare type SubmitPlanRequest = Message<"blendplane.controlplane.v1.Subm
   validateOnly: boolean;
 
   /**
-   * Roll back every operation of the plan when one fails.
+   * Roll back every operation of the plan that ran when one fails or the
+   * plan is cancelled (CancelPlan).
    *
    * @generated from field: bool atomic = 5;
    */
