@@ -198,8 +198,24 @@ func TestApprovals(t *testing.T) {
 	if rs := c.receipts(t, "del-tmp-2", 1); len(rs) != 1 || rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
 		t.Fatalf("the always-allowed delete: %v", rs)
 	}
-	if p := del("del-other", "Other"); p.GetState() != cpv1.Plan_STATE_AWAITING_APPROVAL {
-		t.Fatalf("another target after always-allow: %v", p)
+	other := del("del-other", "Other")
+	if other.GetState() != cpv1.Plan_STATE_AWAITING_APPROVAL {
+		t.Fatalf("another target after always-allow: %v", other)
+	}
+	// A plan waiting for approval holds its place in its session's queue:
+	// a plan submitted after it waits behind it (else it could change the
+	// scene the approver judges, renaming another object "Other"), and
+	// runs once the waiting one is decided.
+	submit("behind", op("mk", "object.create", map[string]any{"type": "cube", "name": "Behind"}))
+	time.Sleep(time.Second)
+	if p := c.plan(t, "behind"); p.GetState() != cpv1.Plan_STATE_PENDING || p.GetReceiptCount() != 0 {
+		t.Fatalf("a plan submitted behind one waiting for approval: %v", p)
+	}
+	if _, err := resolve(approver, other.GetApprovalId(), cpv1.Decision_DECISION_REJECT); err != nil {
+		t.Fatal(err)
+	}
+	if rs := c.receipts(t, "behind", 1); len(rs) != 1 || rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("the plan behind, once the approval was decided: %v", rs)
 	}
 	rules, err := approver.ListPolicyRules(ctxT(t, 10*time.Second), &cpv1.ListPolicyRulesRequest{})
 	if err != nil || len(rules.GetRules()) != 1 {
@@ -358,19 +374,22 @@ func drainStream(t *testing.T, s interface {
 	}
 }
 
-// TestManyPreviews: more approvals than previews run at once (two on an agent) all get
-// their preview: the rest wait for a slot and read their plans when it
-// comes; a plan cancelled while its preview waits is not previewed.
+// TestManyPreviews: more approvals than previews run at once (two on an
+// agent), each at its turn in its own session, all get their preview: the
+// rest wait for a slot and read their plans when it comes; a plan
+// cancelled while its preview waits is not previewed. In one session, a
+// plan's preview waits for the plans before it: it is computed on the
+// scene the plan will run on.
 func TestManyPreviews(t *testing.T) {
 	c := startClusterOpts(t, clusterOpts{policy: approvalsPolicy})
-	sid := c.negotiate(t).GetSessionId()
-	var ops []*cpv1.Operation
-	for i := range 10 {
-		ops = append(ops, op(fmt.Sprintf("c%d", i), "object.create", map[string]any{"type": "cube", "name": fmt.Sprintf("Box%d", i)}))
+	const n = 5
+	var sids, ids []string
+	for i := range n {
+		sid := c.negotiate(t).GetSessionId()
+		c.run(t, sid, fmt.Sprintf("setup-%d", i), op("c", "object.create", map[string]any{"type": "cube", "name": fmt.Sprintf("Box%d", i)}))
+		sids = append(sids, sid)
 	}
-	c.run(t, sid, "setup", ops...)
-	var ids []string
-	for i := range 10 {
+	for i, sid := range sids {
 		resp, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: sid, RequestId: fmt.Sprintf("del-%d", i),
 			Operations: []*cpv1.Operation{op("del", "object.delete", map[string]any{"name": fmt.Sprintf("Box%d", i)})}})
 		if err != nil || resp.GetPlan().GetApprovalId() == "" {
@@ -378,10 +397,10 @@ func TestManyPreviews(t *testing.T) {
 		}
 		ids = append(ids, resp.GetPlan().GetApprovalId())
 	}
-	if _, err := c.client.CancelPlan(ctxT(t, 10*time.Second), &cpv1.CancelPlanRequest{RequestId: "del-9"}); err != nil {
+	if _, err := c.client.CancelPlan(ctxT(t, 10*time.Second), &cpv1.CancelPlanRequest{RequestId: fmt.Sprintf("del-%d", n-1)}); err != nil {
 		t.Fatal(err)
 	}
-	for i, id := range ids[:9] {
+	for i, id := range ids[:n-1] {
 		ap := waitPreview(t, c, id)
 		pv := ap.GetPreview()
 		if pv.GetState() != cpv1.Preview_STATE_READY || !slices.ContainsFunc(pv.GetChanges(), func(ch *cpv1.DatablockChange) bool {
@@ -390,11 +409,36 @@ func TestManyPreviews(t *testing.T) {
 			t.Fatalf("preview %d: %v", i, pv)
 		}
 	}
-	// The cancelled plan's preview waited behind the others (two at once on
-	// an agent): it was never run.
 	list, err := c.client.ListApprovals(ctxT(t, 10*time.Second), &cpv1.ListApprovalsRequest{State: cpv1.Approval_STATE_CANCELLED})
-	if err != nil || len(list.GetApprovals()) != 1 || list.GetApprovals()[0].GetApprovalId() != ids[9] ||
-		list.GetApprovals()[0].GetPreview().GetState() != cpv1.Preview_STATE_PENDING {
+	if err != nil || len(list.GetApprovals()) != 1 || list.GetApprovals()[0].GetApprovalId() != ids[n-1] {
 		t.Fatalf("the cancelled plan's approval: %v %v", list, err)
+	}
+
+	// In one session: a plan that renames Box0 is submitted before the
+	// approval plan that deletes "Moved"; the preview is of the scene after
+	// the rename (else it would fail: no "Moved" yet), which the plan before
+	// it may take its time to reach.
+	if _, err := c.client.CancelPlan(ctxT(t, 10*time.Second), &cpv1.CancelPlanRequest{RequestId: "del-0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: sids[0], RequestId: "slow-rename",
+		Operations: []*cpv1.Operation{
+			op("wait", "render.still", map[string]any{"output": "slow.png", "resolution": []any{320, 240}, "samples": 64, "seed": 1}),
+			op("ren", "object.rename", map[string]any{"name": "Box0", "new_name": "Moved"}, "wait")}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: sids[0], RequestId: "del-moved",
+		Operations: []*cpv1.Operation{op("del", "object.delete", map[string]any{"name": "Moved"})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv := waitPreview(t, c, resp.GetPlan().GetApprovalId()).GetPreview()
+	if pv.GetState() != cpv1.Preview_STATE_READY || !slices.ContainsFunc(pv.GetChanges(), func(ch *cpv1.DatablockChange) bool {
+		return ch.GetKind() == cpv1.DatablockChange_KIND_REMOVED && ch.GetName() == "Moved"
+	}) {
+		t.Fatalf("the preview of a plan behind another: %v", pv)
+	}
+	if c.plan(t, "slow-rename").GetState() != cpv1.Plan_STATE_SUCCEEDED {
+		t.Fatalf("previewed before the plan ahead of it ended: %v", c.plan(t, "slow-rename"))
 	}
 }

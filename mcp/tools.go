@@ -299,6 +299,9 @@ func (s *Session) follow(ctx context.Context, req *sdk.CallToolRequest, requestI
 			if f := p.GetDetail().GetFields(); f["waiting_for_agent"].GetStringValue() != "" {
 				msg = fmt.Sprintf("waiting for agent %s to answer (%s); retrying until %s", f["waiting_for_agent"].GetStringValue(),
 					f["reason"].GetStringValue(), f["retry_until"].GetStringValue())
+			} else if f["waiting_behind"].GetStringValue() != "" {
+				msg = fmt.Sprintf("waiting behind plan %s, which waits for approval %s", f["waiting_behind"].GetStringValue(),
+					f["approval_id"].GetStringValue())
 			}
 			s.progress(ctx, req, float64(len(receipts)), float64(scheduled), msg)
 		}

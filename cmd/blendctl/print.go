@@ -172,8 +172,17 @@ func (p *progress) receipt(r *cpv1.Receipt) {
 }
 
 // step shows a running operation's progress (e.g. frames rendered), or
-// that the plan waits for its agent to answer again (told once per wait).
+// that the plan waits for its agent to answer again, or behind a plan that
+// waits for approval (told once per wait).
 func (p *progress) step(pg *cpv1.Progress) {
+	if f := pg.GetDetail().GetFields(); f["waiting_behind"].GetStringValue() != "" {
+		if key := "behind " + f["waiting_behind"].GetStringValue(); key != p.waiting {
+			p.waiting = key
+			fmt.Fprintf(p.out, "         waiting behind plan %s, which waits for approval %s\n", f["waiting_behind"].GetStringValue(),
+				f["approval_id"].GetStringValue())
+		}
+		return
+	}
 	if f := pg.GetDetail().GetFields(); f["waiting_for_agent"].GetStringValue() != "" {
 		agent, until := f["waiting_for_agent"].GetStringValue(), f["retry_until"].GetStringValue()
 		if agent+until == p.waiting {

@@ -56,6 +56,19 @@ func TestProgressWaitingForAgent(t *testing.T) {
 	}
 }
 
+// TestProgressWaitingBehind: a plan queued behind one that waits for
+// approval is told so once.
+func TestProgressWaitingBehind(t *testing.T) {
+	var out strings.Builder
+	p := newProgress(&out, 1, false)
+	d, _ := structpb.NewStruct(map[string]any{"waiting_behind": "del-1", "approval_id": "apr-3"})
+	p.step(&cpv1.Progress{Detail: d})
+	p.step(&cpv1.Progress{Detail: d})
+	if want := "         waiting behind plan del-1, which waits for approval apr-3\n"; out.String() != want {
+		t.Errorf("got\n%q\nwant\n%q", out.String(), want)
+	}
+}
+
 // TestUndefinedFlag: the flag a command did not know, wrapped or not.
 func TestUndefinedFlag(t *testing.T) {
 	for err, want := range map[error]string{

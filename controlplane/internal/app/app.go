@@ -109,15 +109,15 @@ func New(cfg Config, st *store.Store, blobs *blob.Store, fl *fleet.Fleet, ca *au
 	a.previewCtx, a.stopPreview = context.WithCancel(context.Background())
 	a.previewSlots = newPreviewSlots()
 	a.rebuilds.running, a.pulls.running = map[string]*rebuild{}, map[string]bool{}
-	exCfg.Place, exCfg.Distribute = a.placement, a.distribute
+	exCfg.Place, exCfg.Distribute, exCfg.AwaitApproval = a.placement, a.distribute, a.awaitApproval
 	a.exec = executor.New(exCfg, st, fl, a.collect, log.With("component", "executor"))
 	return a
 }
 
 // Start closes the sessions whose clients ended with the previous run
-// (ephemeral ones), resumes the plans the store holds as unfinished and the
-// previews of pending approvals, and starts releasing closed sessions on
-// their agents.
+// (ephemeral ones), resumes the plans the store holds as unfinished (those
+// waiting for approval wait on, previewed at their turn), and starts
+// releasing closed sessions on their agents.
 func (a *App) Start() error {
 	held, err := a.store.SessionsByAgent()
 	if err != nil {
@@ -131,9 +131,6 @@ func (a *App) Start() error {
 		return err
 	}
 	if err := a.exec.Resume(); err != nil {
-		return err
-	}
-	if err := a.resumePreviews(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

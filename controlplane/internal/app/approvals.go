@@ -95,9 +95,10 @@ func (a *App) Approvals(ctx context.Context, who Principal, st cpv1.Approval_Sta
 	return list, encodePageToken("approvals", next, query), nil
 }
 
-// ResolveApproval rejects or approves a waiting plan. An approved plan is
-// queued at once; "always allow" persists one rule per operation that
-// needed approval (its principal, tool and target).
+// ResolveApproval rejects or approves a waiting plan. An approved plan runs
+// at once (it waited at its turn in its session's queue); "always allow"
+// persists one rule per operation that needed approval (its principal,
+// tool and target).
 func (a *App) ResolveApproval(ctx context.Context, who Principal, id string, decision cpv1.Decision) (*cpv1.Approval, []*cpv1.PolicyRule, error) {
 	pending, err := a.store.Approval(id)
 	if err != nil {
@@ -114,9 +115,6 @@ func (a *App) ResolveApproval(ctx context.Context, who Principal, id string, dec
 	ap, ref, err := a.store.Resolve(res)
 	if err != nil {
 		return nil, nil, err
-	}
-	if ap.GetState() == cpv1.Approval_STATE_APPROVED {
-		a.exec.Enqueue(ap.GetSessionId(), ref, nil)
 	}
 	a.log.Info("approval resolved", "approval_id", id, "request_id", ref.RequestID, "owner", ref.Owner,
 		"decision", strings.ToLower(strings.TrimPrefix(decision.String(), "DECISION_")), "by", who.Name, "rules", len(res.Rules))

@@ -197,18 +197,16 @@ func (a *App) storeBytes(sessionID, requestID, name string, content []byte) (*cp
 		Sha256: sum, RequestId: requestID, CreateTime: timestamppb.Now()})
 }
 
-// resumePreviews restarts the previews a stopped control plane left
-// pending.
-func (a *App) resumePreviews() error {
-	pending, _, err := a.store.Approvals(store.ApprovalFilter{State: cpv1.Approval_STATE_PENDING}, 0, 1<<30)
+// awaitApproval starts the preview of a plan waiting for approval, now at
+// its turn in its session's queue (executor.Config.AwaitApproval), unless
+// it has one (computed before a restart).
+func (a *App) awaitApproval(ref store.PlanRef, approvalID, sessionID string) {
+	ap, err := a.store.Approval(approvalID)
 	if err != nil {
-		return err
+		a.log.Warn("reading an approval to preview failed", "approval_id", approvalID, "err", err)
+		return
 	}
-	for _, ap := range pending {
-		if ap.GetPreview().GetState() != cpv1.Preview_STATE_PENDING {
-			continue
-		}
-		a.startPreview(store.PlanRef{Owner: ap.GetRequestedBy(), RequestID: ap.GetRequestId()}, ap.GetApprovalId(), ap.GetSessionId())
+	if ap.GetState() == cpv1.Approval_STATE_PENDING && ap.GetPreview().GetState() == cpv1.Preview_STATE_PENDING {
+		a.startPreview(ref, approvalID, sessionID)
 	}
-	return nil
 }

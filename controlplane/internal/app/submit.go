@@ -116,12 +116,14 @@ func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanReq
 	case err != nil:
 		return nil, err
 	}
+	// A plan that needs approval takes its place in the session's queue
+	// too: it is previewed at its turn and waits there (executor.Config's
+	// AwaitApproval).
+	a.exec.Enqueue(req.GetSessionId(), ref, &executor.Work{Request: req, Schedule: sched})
 	if g.approval != nil {
 		a.log.Info("plan awaits approval", "request_id", req.GetRequestId(), "owner", who.Name, "session_id", req.GetSessionId(),
 			"approval_id", g.approval.GetApprovalId(), "operations", len(g.approval.GetDecisions()))
-		a.startPreview(ref, g.approval.GetApprovalId(), req.GetSessionId())
 	} else {
-		a.exec.Enqueue(req.GetSessionId(), ref, &executor.Work{Request: req, Schedule: sched})
 		a.log.Info("plan accepted", "request_id", req.GetRequestId(), "owner", who.Name, "session_id", req.GetSessionId(), "operations", len(ops))
 	}
 	p.Schedule = scheduleIDs(req.GetOperations(), sched)

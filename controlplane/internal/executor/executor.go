@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/blendplane/blendplane/controlplane/internal/fleet"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
 	agentv1 "github.com/blendplane/blendplane/gen/blendplane/agent/v1"
@@ -48,6 +50,11 @@ type Config struct {
 	// failed or not; ctx ends when the plan is cancelled. nil: such
 	// operations run on the session's agent like any other.
 	Distribute func(ctx context.Context, ref store.PlanRef, sessionID string, op *cpv1.Operation) *cpv1.Receipt
+	// AwaitApproval is called when a plan waiting for approval comes to its
+	// turn in its session's queue. It waits there, holding back the plans
+	// submitted after it, until its approval is resolved: the scene it is
+	// previewed on now is the one it will run on. nil: nothing is called.
+	AwaitApproval func(ref store.PlanRef, approvalID, sessionID string)
 }
 
 // Distributed reports whether an operation is one for Config.Distribute.
@@ -92,6 +99,9 @@ type attempt struct {
 type queue struct {
 	pending []queued
 	running bool
+	// held is the progress of the plans behind one that waits for
+	// approval, while it waits (nil otherwise).
+	held *cpv1.Progress
 }
 
 // queued is a plan in a session's queue, with its work when Enqueue kept it.
@@ -116,7 +126,7 @@ func New(cfg Config, st *store.Store, fl *fleet.Fleet, collect Collect, log *slo
 
 // Resume queues every plan the store holds as not yet terminal, in
 // submission order, so a restarted control plane finishes them; plans
-// waiting for approval wait on.
+// waiting for approval wait on, at their turn.
 func (e *Executor) Resume() error {
 	refs, err := e.store.ActivePlans()
 	if err != nil {
@@ -127,10 +137,8 @@ func (e *Executor) Resume() error {
 		if err != nil {
 			return err
 		}
-		if p.GetState() == cpv1.Plan_STATE_AWAITING_APPROVAL {
-			continue // queued when its approval is resolved
-		}
-		e.log.Info("resuming plan", "request_id", ref.RequestID, "owner", ref.Owner, "session_id", p.GetSessionId(), "receipts", p.GetReceiptCount())
+		e.log.Info("resuming plan", "request_id", ref.RequestID, "owner", ref.Owner, "session_id", p.GetSessionId(),
+			"receipts", p.GetReceiptCount(), "state", p.GetState().String())
 		e.Enqueue(p.GetSessionId(), ref, nil)
 	}
 	return nil
@@ -154,6 +162,9 @@ func (e *Executor) Enqueue(sessionID string, ref store.PlanRef, work *Work) {
 		work = nil
 	}
 	q.pending = append(q.pending, queued{ref, work})
+	if q.held != nil {
+		e.store.PublishProgress(ref, q.held)
+	}
 	if !q.running {
 		q.running = true
 		e.wg.Add(1)
@@ -207,6 +218,45 @@ func (e *Executor) forget(ref store.PlanRef) {
 	defer e.mu.Unlock()
 	if e.running[ref] == nil {
 		delete(e.cancelled, ref)
+	}
+}
+
+// awaitApproval holds a plan waiting for approval (and its session's queue)
+// until its approval is resolved, and returns its state then.
+func (e *Executor) awaitApproval(ref store.PlanRef, p *cpv1.Plan) (*cpv1.Plan, error) {
+	if e.cfg.AwaitApproval != nil {
+		e.cfg.AwaitApproval(ref, p.GetApprovalId(), p.GetSessionId())
+	}
+	e.log.Info("plan waits for its approval", "request_id", ref.RequestID, "session_id", p.GetSessionId(), "approval_id", p.GetApprovalId())
+	detail, _ := structpb.NewStruct(map[string]any{"waiting_behind": ref.RequestID, "approval_id": p.GetApprovalId()})
+	e.hold(p.GetSessionId(), &cpv1.Progress{Detail: detail})
+	defer e.hold(p.GetSessionId(), nil)
+	for {
+		wake := e.store.Watch(ref)
+		p, err := e.store.PlanState(ref)
+		if err != nil || p.GetState() != cpv1.Plan_STATE_AWAITING_APPROVAL {
+			return p, err
+		}
+		select {
+		case <-wake:
+		case <-e.ctx.Done():
+			return nil, e.ctx.Err() // stopping: it waits again at the next start
+		}
+	}
+}
+
+// hold tells the plans queued in a session, and those queued later, that
+// they wait behind a plan waiting for approval (pg), or no more (nil).
+func (e *Executor) hold(sessionID string, pg *cpv1.Progress) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q := e.queues[sessionID]
+	if q == nil {
+		return
+	}
+	q.held = pg
+	for _, next := range q.pending {
+		e.store.PublishProgress(next.ref, pg)
 	}
 }
 

@@ -97,6 +97,11 @@ func (e *Executor) run(ref store.PlanRef, work *Work) error {
 	if err != nil {
 		return err
 	}
+	if p.GetState() == cpv1.Plan_STATE_AWAITING_APPROVAL {
+		if p, err = e.awaitApproval(ref, p); err != nil {
+			return err
+		}
+	}
 	if store.IsTerminal(p.GetState()) {
 		return nil
 	}
