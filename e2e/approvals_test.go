@@ -286,6 +286,17 @@ func TestApprovals(t *testing.T) {
 		!strings.HasPrefix(string(png), "\x89PNG") {
 		t.Fatalf("the preview render: %v (%d bytes)", err, len(png))
 	}
+	// Approvers see it too, with the approve scope alone or beside plans
+	// (not the owners of the session), and nothing else of the session.
+	for name, client := range map[string]cpv1.ControlPlaneServiceClient{"reviewer": onlyApprove, "lead": approver} {
+		if _, png, err := downloadAs(t, client, &cpv1.DownloadArtifactRequest{SessionId: sid, Name: rpv.GetRender().GetName()}); err != nil ||
+			!strings.HasPrefix(string(png), "\x89PNG") {
+			t.Errorf("the preview render, downloaded by the approver %s: %v (%d bytes)", name, err, len(png))
+		}
+		if _, _, err := downloadAs(t, client, &cpv1.DownloadArtifactRequest{SessionId: sid, Name: "shot_010.obj"}); status.Code(err) != codes.NotFound {
+			t.Errorf("another artifact of the session, downloaded by the approver %s: %v", name, err)
+		}
+	}
 	if _, err := resolve(approver, resp2.GetPlan().GetApprovalId(), cpv1.Decision_DECISION_REJECT); err != nil {
 		t.Fatal(err)
 	}

@@ -242,7 +242,13 @@ func (c *cluster) upload(t testing.TB, header *cpv1.ArtifactUpload, content []by
 // header says.
 func (c *cluster) download(t testing.TB, req *cpv1.DownloadArtifactRequest) (*cpv1.Artifact, []byte, error) {
 	t.Helper()
-	stream, err := c.client.DownloadArtifact(ctxT(t, time.Minute), req)
+	return downloadAs(t, c.client, req)
+}
+
+// downloadAs is cluster.download by another client.
+func downloadAs(t testing.TB, client cpv1.ControlPlaneServiceClient, req *cpv1.DownloadArtifactRequest) (*cpv1.Artifact, []byte, error) {
+	t.Helper()
+	stream, err := client.DownloadArtifact(ctxT(t, time.Minute), req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/blendplane/blendplane/controlplane/internal/auth"
 	"github.com/blendplane/blendplane/controlplane/internal/blob"
 	"github.com/blendplane/blendplane/controlplane/internal/plan"
 	"github.com/blendplane/blendplane/controlplane/internal/store"
@@ -237,8 +239,30 @@ func refusal(err error) string {
 // content in chunks. Content the control plane does not hold yet is
 // fetched from the session's agent first, or, while the session owner's
 // artifacts are over its quota, relayed from the agent and not kept.
+// downloadSession is the session a caller downloads name from: with the
+// plans scope, its own (any, for an admin); with the approve scope, any
+// session's render of an approval's preview, which approvers are shown
+// (they see every approval), and nothing else of it.
+func (a *App) downloadSession(who Principal, sessionID, name string) (store.Session, error) {
+	if who.Has(auth.ScopePlans) {
+		sess, err := a.session(who, sessionID)
+		if err == nil || !who.Has(auth.ScopeApprove) {
+			return sess, err
+		}
+	} else if !who.Has(auth.ScopeApprove) {
+		return store.Session{}, &ScopeError{Scope: auth.ScopePlans, Action: "downloading an artifact"}
+	}
+	if id, ok := strings.CutPrefix(name, "preview-"); ok {
+		ap, err := a.store.Approval(strings.TrimSuffix(id, ".png"))
+		if err == nil && ap.GetSessionId() == sessionID && ap.GetPreview().GetRender().GetName() == name {
+			return a.store.Session(sessionID)
+		}
+	}
+	return store.Session{}, fmt.Errorf("session %q: %w", sessionID, store.ErrSessionNotFound)
+}
+
 func (a *App) Download(ctx context.Context, who Principal, sessionID, name, sha256 string, send func(*cpv1.DownloadArtifactResponse) error) error {
-	sess, err := a.session(who, sessionID)
+	sess, err := a.downloadSession(who, sessionID, name)
 	if err != nil {
 		return err
 	}

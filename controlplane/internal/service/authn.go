@@ -41,7 +41,7 @@ var methodScopes = map[string]string{
 	cpv1.ControlPlaneService_ListSessions_FullMethodName:     auth.ScopePlans,
 	cpv1.ControlPlaneService_CloseSession_FullMethodName:     auth.ScopePlans,
 	cpv1.ControlPlaneService_UploadArtifact_FullMethodName:   auth.ScopePlans,
-	cpv1.ControlPlaneService_DownloadArtifact_FullMethodName: auth.ScopePlans,
+	cpv1.ControlPlaneService_DownloadArtifact_FullMethodName: plansOrApprove, // approvers: previews' renders only
 	cpv1.ControlPlaneService_ListArtifacts_FullMethodName:    auth.ScopePlans,
 	cpv1.ControlPlaneService_ListAgents_FullMethodName:       auth.ScopeAdmin,
 	cpv1.ControlPlaneService_CreateToken_FullMethodName:      auth.ScopeAdmin,
