@@ -56,7 +56,8 @@ func TestREST(t *testing.T) {
 	if out, err := validator.CombinedOutput(); err != nil || !strings.Contains(string(out), "valid") {
 		t.Fatalf("openapi-spec-validator: %v\n%s", err, out)
 	}
-	// A client generated from the document (openapi-python-client) calls a route.
+	// A client generated from the document (openapi-python-client), which
+	// calls its routes below.
 	gen := t.TempDir()
 	specFile := filepath.Join(gen, "openapi.json")
 	os.WriteFile(specFile, doc, 0o600)
@@ -71,10 +72,6 @@ func TestREST(t *testing.T) {
 	os.MkdirAll(pkg, 0o700)
 	if err := os.Rename(filepath.Join(gen, "client"), filepath.Join(pkg, "blendplane_rest_client")); err != nil {
 		t.Fatal(err)
-	}
-	if out, err := exec.Command(filepath.Join(py, "python"), filepath.Join("testdata", "openapi_client.py"), pkg, base, c.adminToken).CombinedOutput(); err != nil ||
-		!strings.Contains(string(out), "done") {
-		t.Fatalf("the generated client: %v\n%s", err, out)
 	}
 
 	if code, body := curl(t, "POST", base+"/v1/sessions:negotiate", "", `{"contractVersion":"1.0.0","hostProfile":{"clientName":"curl"}}`); code != "401" {
@@ -118,6 +115,10 @@ func TestREST(t *testing.T) {
 	}
 	if code, body := curl(t, "GET", base+"/v1/plans/rest-1", c.adminToken, ""); code != "200" || !strings.Contains(string(body), `"state":"STATE_SUCCEEDED"`) {
 		t.Fatalf("get plan: %s %s", code, body)
+	}
+	if out, err := exec.Command(filepath.Join(py, "python"), filepath.Join("testdata", "openapi_client.py"), pkg, base, c.adminToken, sid, "rest-1").CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "done") {
+		t.Fatalf("the generated client: %v\n%s", err, out)
 	}
 	// Another principal: its session does not exist for them; a bad plan is
 	// refused with the failure contract's details.

@@ -127,8 +127,11 @@ func (b *limitedBody) tooLarge() error {
 // name: the gateway's default drops them, so a misspelt "validate_only" or
 // "depends_on" ran a plan other than the one sent. They are refused
 // (SCHEMA_INVALID, naming the field), as gRPC's binary cannot carry them.
+// Answers hold every field but an unset message (EmitDefaultValues): the
+// OpenAPI document types no message as nullable, and the null of
+// EmitUnpopulated broke clients generated from it.
 var restJSON = &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
-	MarshalOptions: protojson.MarshalOptions{EmitUnpopulated: true},
+	MarshalOptions: protojson.MarshalOptions{EmitDefaultValues: true},
 }}
 
 // restError is the gateway's error answer, with what its default lacks: a
