@@ -189,6 +189,41 @@ func TestAgentdKilledMidPlan(t *testing.T) {
 	}
 }
 
+// TestRetryWindowFromTheOutage: --agent-retry-window counts from when the
+// agent stopped answering, not from the start of the batch: agentd killed
+// later than the window into one long batch, and back within the window,
+// and the plan goes on. (It was counted from the batch's start: such a
+// kill failed the plan at once, AGENT_UNAVAILABLE, found by QA.)
+func TestRetryWindowFromTheOutage(t *testing.T) {
+	const window = 4 * time.Second
+	c := startClusterOpts(t, clusterOpts{cpArgs: []string{"--agent-retry-window", window.String()}})
+	s := c.negotiate(t)
+	var ops []*cpv1.Operation
+	prev := ""
+	for i := range 60 {
+		o := op(fmt.Sprintf("r%02d", i), "render.still", map[string]any{"output": "r.png", "resolution": []any{320, 240}, "samples": 32, "seed": i})
+		if prev != "" {
+			o.DependsOn = []string{prev}
+		}
+		prev = o.GetOperationId()
+		ops = append(ops, o)
+	}
+	start := time.Now()
+	if _, err := c.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: s.GetSessionId(), RequestId: "long", Operations: ops}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the batch to run longer than the retry window", func() bool { return time.Since(start) > window+time.Second })
+	if n := c.plan(t, "long").GetReceiptCount(); n == 0 || n >= int64(len(ops)) {
+		t.Skipf("%d receipts %s into the plan: the kill would not land inside its batch", n, time.Since(start))
+	}
+	c.agent.stop(t, syscall.SIGKILL)
+	c.restartAgent(t)
+	rs := c.receipts(t, "long", 1)
+	if p := c.plan(t, "long"); p.GetState() != cpv1.Plan_STATE_SUCCEEDED || len(rs) != len(ops) {
+		t.Fatalf("a plan whose agent was killed %s into its batch and came back: %v (%d receipts)", window, p, len(rs))
+	}
+}
+
 // TestControlPlaneRestartMidPlan: the control plane is killed mid-plan and
 // restarted on its data dir; it resumes the plan from its own store.
 func TestControlPlaneRestartMidPlan(t *testing.T) {

@@ -190,7 +190,8 @@ type target struct {
 }
 
 // retry runs attempt until it completes, retrying while the session's agent
-// is unreachable (within AgentRetryWindow, counted afresh whenever the
+// is unreachable (within AgentRetryWindow from the start of the outage: the
+// first failure after the agent last answered; counted afresh whenever the
 // session is placed on another agent). Each attempt goes to where the
 // session runs now (Config.Place), which waits while a lost agent's session
 // is rebuilt elsewhere. An attempt that hears nothing from the agent for
@@ -201,7 +202,7 @@ type target struct {
 // silent stream for minutes.
 func (e *Executor) retry(sessionID string, ref store.PlanRef, waitingOp func() string, log *slog.Logger,
 	attempt func(ctx context.Context, to target, alive func()) (bool, error), giveUp func(target, error)) error {
-	deadline := time.Now().Add(e.cfg.AgentRetryWindow)
+	var deadline time.Time // of the outage under way; zero while the agent answers
 	backoff := 100 * time.Millisecond
 	defer func() {
 		e.mu.Lock()
@@ -228,7 +229,10 @@ func (e *Executor) retry(sessionID string, ref store.PlanRef, waitingOp func() s
 			}
 			e.trackAttempt(sessionID, to, cancel)
 			watchdog := time.AfterFunc(e.cfg.OperationTimeout, cancel)
-			ok, err = attempt(ctx, to, func() { watchdog.Reset(e.cfg.OperationTimeout) })
+			ok, err = attempt(ctx, to, func() {
+				watchdog.Reset(e.cfg.OperationTimeout)
+				deadline, backoff = time.Time{}, 100*time.Millisecond // it answered: a failure after is a new outage
+			})
 			watchdog.Stop()
 			e.trackAttempt(sessionID, target{}, nil)
 			if err != nil && ctx.Err() != nil && e.ctx.Err() == nil {
@@ -251,6 +255,9 @@ func (e *Executor) retry(sessionID string, ref store.PlanRef, waitingOp func() s
 		}
 		if err == nil {
 			err = status.Error(codes.Unavailable, "the attempt ended without an answer")
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(e.cfg.AgentRetryWindow)
 		}
 		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
 			log.Warn("agent call failed", "err", err)
@@ -361,7 +368,7 @@ func (e *Executor) movedSignal(sessionID string) <-chan struct{} {
 
 func transportFailure(requestID string, op *cpv1.Operation, call *agentv1.OperationCall, err error) *cpv1.Receipt {
 	st := status.Convert(err)
-	code, hint, action := "AGENT_UNAVAILABLE", "resubmit the plan with the same request_id once the agent is back", cpv1.RepairStep_ACTION_RETRY
+	code, hint, action := "AGENT_UNAVAILABLE", "once the agent is back (READY in ListAgents), submit the operations that did not run under a new request_id", cpv1.RepairStep_ACTION_RETRY
 	switch st.Code() {
 	case codes.DeadlineExceeded:
 		code, hint = "TOOL_TIMEOUT", "retry the operation or lower its cost (resolution, samples)"
