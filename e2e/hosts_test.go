@@ -920,6 +920,32 @@ func TestHostsRenderFanOut(t *testing.T) {
 		t.Fatalf("a render changed the scene: %v", rs[0])
 	}
 
+	// After a change in the same plan: the forks render the scene as of the
+	// render's place in the plan, as one agent would. (They replayed the
+	// session from the store before the change's receipt was committed:
+	// the frames were of the scene before it, or the render failed, and the
+	// session's hash went back, found by QA.)
+	move := op("move", "keyframe.insert", map[string]any{"object": "Mover", "data_path": "location", "frame": 12, "value": []any{0, 0, 3}})
+	after := render("after", true, 12, small)
+	after.DependsOn = []string{"move"}
+	p, rs = s.cp.run(t, id, "fanout-after-change", move, after)
+	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED || len(rs) != 2 || rs[1].GetSceneHashBefore() != rs[0].GetSceneHashAfter() {
+		t.Fatalf("a distributed render after a change in its plan: %v %v", p, rs)
+	}
+	moved, _ := framesOf(rs[1])
+	p, rs = s.cp.run(t, id, "single-after-change", render("one-after", false, 12, small))
+	if p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+		t.Fatalf("single-agent render after the change: %v %v", p, rs)
+	}
+	for i, sum := range rs[0].GetResult().GetFields()["sha256"].GetListValue().GetValues() {
+		if moved[i+1] != sum.GetStringValue() {
+			t.Fatalf("frame %d after the change: distributed %s, single %s", i+1, moved[i+1], sum.GetStringValue())
+		}
+	}
+	if moved[12] == single[12] {
+		t.Fatal("frame 12 is the same before and after the change")
+	}
+
 	// An agent killed halfway: its frames are rendered by the others.
 	var victim *studioAgent
 	for _, a := range s.agents {

@@ -20,6 +20,7 @@ type committer struct {
 	more    bool // the last item said more follow at once
 	plan    *cpv1.Plan
 	closing bool
+	writing bool // a batch taken from the queue is being committed
 	err     error
 	done    chan struct{}
 }
@@ -68,6 +69,7 @@ func (c *committer) loop() {
 		batch := c.queue
 		c.queue = nil
 		failed := c.err != nil
+		c.writing = true
 		c.mu.Unlock()
 		if failed {
 			continue // nothing more is written after a failed commit
@@ -81,12 +83,29 @@ func (c *committer) loop() {
 				c.plan = p.final
 			}
 		}
-		if err := c.st.Commit(c.ref, c.plan, receipts); err != nil {
-			c.mu.Lock()
+		err := c.st.Commit(c.ref, c.plan, receipts)
+		c.mu.Lock()
+		if err != nil {
 			c.err = err
-			c.mu.Unlock()
 		}
+		c.writing = false
+		c.cond.Broadcast() // for flush
+		c.mu.Unlock()
 	}
+}
+
+// flush waits until everything added so far is committed: what reads the
+// store next (a distributed render's forks replay the session from it)
+// sees the receipts before it.
+func (c *committer) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.more = false // nothing follows at once: commit without lingering
+	c.cond.Broadcast()
+	for (len(c.queue) > 0 || c.writing) && c.err == nil {
+		c.cond.Wait()
+	}
+	return c.err
 }
 
 func (c *committer) failure() error {

@@ -187,6 +187,12 @@ func (e *Executor) run(ref store.PlanRef, work *Work) error {
 	budget := terms.Constraints.GetToolTimeBudgetMs()
 	for pr.failed == nil && !pr.cancelled && len(pr.rolledBack) == 0 && pr.next < len(sched) && !e.isCancelled(ref) {
 		if op := req.GetOperations()[sched[pr.next]]; e.cfg.Distribute != nil && Distributed(op) {
+			// The forks replay the session from the store, and the receipt
+			// takes its scene hash from it: the plan's receipts so far first.
+			if err := c.flush(); err != nil {
+				c.close()
+				return fmt.Errorf("commit receipts: %w", err)
+			}
 			ctx, cancel := context.WithCancel(e.ctx)
 			dmu.Lock()
 			stopDistributed = cancel
