@@ -39,6 +39,7 @@ var errorTable = []struct {
 	{store.ErrStaleEpoch, codes.FailedPrecondition, "STALE_EPOCH"},
 	{store.ErrTokenNotFound, codes.NotFound, "TOKEN_NOT_FOUND"},
 	{store.ErrTokenExists, codes.AlreadyExists, "TOKEN_EXISTS"},
+	{store.ErrLastAdmin, codes.FailedPrecondition, "LAST_ADMIN"},
 	{store.ErrApprovalNotFound, codes.NotFound, "APPROVAL_NOT_FOUND"},
 	{store.ErrApprovalResolved, codes.FailedPrecondition, "APPROVAL_RESOLVED"},
 	{store.ErrRuleNotFound, codes.NotFound, "POLICY_RULE_NOT_FOUND"},

@@ -672,6 +672,35 @@ func TestTokens(t *testing.T) {
 	}
 }
 
+// TestLastAdmin: the last usable admin token cannot be revoked (no one
+// could create tokens again); with another usable one it can, and an
+// expired or revoked one does not count.
+func TestLastAdmin(t *testing.T) {
+	s, _ := openTest(t)
+	now := time.Unix(10000, 0)
+	for _, tok := range []*cpv1.Token{
+		{Name: "admin", Scopes: []string{"admin"}},
+		{Name: "old", Scopes: []string{"admin"}, ExpireTime: timestamppb.New(now.Add(-time.Hour))},
+		{Name: "ops", Scopes: []string{"admin"}},
+	} {
+		if err := s.PutToken(tok, "h-"+tok.GetName()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.RevokeToken("admin", now); err != nil {
+		t.Fatalf("revoking an admin token beside another: %v", err)
+	}
+	if _, err := s.RevokeToken("ops", now); !errors.Is(err, ErrLastAdmin) {
+		t.Fatalf("revoking the last usable admin token (another expired, another revoked): %v", err)
+	}
+	if tok, _ := s.TokenByHash("h-ops"); tok.GetRevokeTime() != nil {
+		t.Fatal("the refused revocation was stored")
+	}
+	if _, err := s.RevokeToken("old", now); err != nil {
+		t.Fatalf("revoking an expired admin token: %v", err)
+	}
+}
+
 // An agent id belongs to the first principal that registers it; the
 // heartbeats after that only read (no durable commit each second per agent).
 func TestBindAgent(t *testing.T) {

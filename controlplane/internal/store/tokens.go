@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -17,6 +18,9 @@ var (
 	ErrTokenExists = errors.New("token exists")
 	// ErrTokenNotFound: no token with that name or hash.
 	ErrTokenNotFound = errors.New("token not found")
+	// ErrLastAdmin: revoking the token would leave no usable admin token,
+	// and so no one who could create tokens again.
+	ErrLastAdmin = errors.New("the last admin token")
 )
 
 // PutToken stores a new token and the hash of its secret.
@@ -73,10 +77,32 @@ func (s *Store) RevokeToken(name string, now time.Time) (*cpv1.Token, error) {
 		if t.GetRevokeTime() != nil {
 			return nil
 		}
+		if usableAdmin(t, now) && !otherAdmin(tokens, name, now) {
+			return fmt.Errorf("token %q: %w: create another admin token first (blendctl token create --name NAME --scope admin)", name, ErrLastAdmin)
+		}
 		t.RevokeTime = timestamppb.New(now)
 		return putProto(tokens, []byte(name), t)
 	})
 	return t, err
+}
+
+// usableAdmin reports whether t is an admin token that can still be used.
+func usableAdmin(t *cpv1.Token, now time.Time) bool {
+	return slices.Contains(t.GetScopes(), "admin") && t.GetRevokeTime() == nil &&
+		(t.GetExpireTime() == nil || now.Before(t.GetExpireTime().AsTime()))
+}
+
+// otherAdmin reports whether a usable admin token other than name exists.
+func otherAdmin(tokens *bolt.Bucket, name string, now time.Time) bool {
+	found := false
+	tokens.ForEach(func(k, v []byte) error {
+		t := &cpv1.Token{}
+		if string(k) != name && unmarshal(v, t) == nil && usableAdmin(t, now) {
+			found = true
+		}
+		return nil
+	})
+	return found
 }
 
 // ListTokens returns up to limit tokens with names after after, by name.
