@@ -588,7 +588,13 @@ func (s *studio) agentOf(t *testing.T, sessionID string) *studioAgent {
 // uninterrupted run.
 func TestHostsFailover(t *testing.T) {
 	const n = 2000
-	s := startStudio(t, 3, nil, "--agent-lost-after", "4s")
+	// Allow all, but a delete of "Doomed" waits for approval ("preview").
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, []byte("rules:\n  - name: doomed\n    tools: [object.delete]\n    args: {name: Doomed}\n"+
+		"    decision: require_approval\n    reason: e2e\n  - name: e2e-allow-all\n    decision: allow\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startStudio(t, 3, nil, "--agent-lost-after", "4s", "--policy", policy)
 	for _, a := range s.agents {
 		s.agent(t, a) // learn the ids
 	}
@@ -652,6 +658,36 @@ func TestHostsFailover(t *testing.T) {
 			t.Fatalf("the rebuild did not start from the checkpoint: %v", rebuilt)
 		}
 		t.Logf("rebuilds: %v", rebuilt)
+		s.restartAgent(t, victim)
+	})
+
+	t.Run("preview", func(t *testing.T) {
+		// A session moved off a lost agent, before any plan ran where it is
+		// now: the preview of a plan waiting for approval rebuilds it there
+		// first. (It failed, PREVIEW_UNAVAILABLE "session not found", until
+		// a plan had run there; found by QA.)
+		id := s.cp.negotiate(t).GetSessionId()
+		victim := s.agentOf(t, id)
+		if p, _ := s.cp.run(t, id, "made", cubeOp("cube", "Doomed", 0)); p.GetState() != cpv1.Plan_STATE_SUCCEEDED {
+			t.Fatalf("a cube: %v", p)
+		}
+		victim.kill()
+		s.waitAgentState(t, victim, cpv1.Agent_STATE_LOST, 30*time.Second)
+		waitFor(t, "the session to move", func() bool { return s.agentOf(t, id) != victim })
+		resp, err := s.cp.client.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: id, RequestId: "del-moved",
+			Operations: []*cpv1.Operation{op("del", "object.delete", map[string]any{"name": "Doomed"})}})
+		if err != nil || resp.GetPlan().GetApprovalId() == "" {
+			t.Fatalf("a delete: %v %v", resp, err)
+		}
+		pv := waitPreview(t, s.cp, resp.GetPlan().GetApprovalId()).GetPreview()
+		if pv.GetState() != cpv1.Preview_STATE_READY || !slices.ContainsFunc(pv.GetChanges(), func(ch *cpv1.DatablockChange) bool {
+			return ch.GetKind() == cpv1.DatablockChange_KIND_REMOVED && ch.GetName() == "Doomed"
+		}) {
+			t.Fatalf("the preview in a moved session: %v", pv)
+		}
+		if _, err := s.cp.client.CancelPlan(ctxT(t, time.Minute), &cpv1.CancelPlanRequest{RequestId: "del-moved"}); err != nil {
+			t.Fatal(err)
+		}
 		s.restartAgent(t, victim)
 	})
 

@@ -111,10 +111,6 @@ func (a *App) preview(ctx context.Context, ref store.PlanRef, ap *cpv1.Approval)
 		return &cpv1.Preview{State: cpv1.Preview_STATE_FAILED, Failure: &cpv1.Failure{ErrorCode: "PREVIEW_UNAVAILABLE",
 			Recoverable: true, Message: "no preview: " + err.Error(), RetryHint: "decide without a preview, or cancel and submit the plan again"}}
 	}
-	sess, err := a.store.Session(ap.GetSessionId())
-	if err != nil {
-		return failed(err)
-	}
 	_, req, sched, err := a.store.PlanWork(ref)
 	if err != nil {
 		return failed(err)
@@ -130,10 +126,16 @@ func (a *App) preview(ctx context.Context, ref store.PlanRef, ap *cpv1.Approval)
 	defer cancel()
 	start := time.Now()
 	// The agent may not be back yet (a restart of either daemon): retry
-	// while it is unknown or unreachable.
+	// while it is unknown or unreachable. The session may have moved to
+	// another agent since its last plan: it is rebuilt there first (as a
+	// plan's first batch would have it), else that agent does not know it.
 	var resp *agentv1.PreviewResponse
 	for {
-		agent, err := a.fleet.Client(sess.Info.GetAgentId())
+		agentID, _, err := a.placement(ctx, ap.GetSessionId())
+		var agent agentv1.AgentServiceClient
+		if err == nil {
+			agent, err = a.fleet.Client(agentID)
+		}
 		if err == nil {
 			resp, err = agent.Preview(ctx, &agentv1.PreviewRequest{SessionId: ap.GetSessionId(), Operations: ops, Render: req.GetPreviewRender()})
 			if err == nil {
