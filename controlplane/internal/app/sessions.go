@@ -238,7 +238,9 @@ func (a *App) releaseLoop(ctx context.Context) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	expired := map[string]bool{} // tokens whose sessions closeExpired closed
 	for {
+		a.closeExpired(expired)
 		ids, err := a.store.Releasing()
 		if err != nil {
 			a.log.Warn("listing closed sessions", "err", err)

@@ -133,17 +133,42 @@ func (a *App) RevokeToken(ctx context.Context, who Principal, name string) (*cpv
 		return nil, err
 	}
 	a.log.Info("token revoked", "name", name, "by", who.Name)
-	a.closeSessionsOf(name)
+	a.closeSessionsOf(name, "its principal's token was revoked")
 	return t, nil
 }
 
+// closeExpired closes the sessions of principals whose tokens expired
+// since it last looked (at start: all expired ones), as a revocation does:
+// their plans, those waiting for approval too, end. (An expired token's
+// sessions stayed open, and an approver could still run its plans.)
+func (a *App) closeExpired(done map[string]bool) {
+	now := time.Now()
+	for after := ""; ; {
+		page, next, err := a.store.ListTokens(after, 1000)
+		if err != nil {
+			a.log.Warn("listing tokens for their expiry", "err", err)
+			return
+		}
+		for _, t := range page {
+			if exp := t.GetExpireTime(); exp != nil && !exp.AsTime().After(now) && t.GetRevokeTime() == nil && !done[t.GetName()] {
+				done[t.GetName()] = true
+				a.closeSessionsOf(t.GetName(), "its principal's token expired")
+			}
+		}
+		if next == "" {
+			return
+		}
+		after = next
+	}
+}
+
 // closeSessionsOf closes the open sessions of a principal whose token was
-// revoked (a principal has one): nothing can use them any more but an
-// admin, and they held Blenders and files on their agents. Their plans end
-// and their agents release them in the background; plans, receipts, audit
-// and artifacts stay.
-func (a *App) closeSessionsOf(owner string) {
-	closed, err := a.closeWhere(func(s store.Session) bool { return s.Owner == owner }, "its principal's token was revoked")
+// revoked or expired (a principal has one), for why: nothing can use them
+// any more but an admin, and they held Blenders and files on their agents.
+// Their plans end and their agents release them in the background; plans,
+// receipts, audit and artifacts stay.
+func (a *App) closeSessionsOf(owner, why string) {
+	closed, err := a.closeWhere(func(s store.Session) bool { return s.Owner == owner }, why)
 	if err != nil {
 		a.log.Warn("closing a revoked principal's sessions", "principal", owner, "err", err)
 	}

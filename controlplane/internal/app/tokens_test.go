@@ -158,3 +158,31 @@ func TestEnsureAdminToken(t *testing.T) {
 		t.Fatal("a second start rewrote admin.token")
 	}
 }
+
+// TestExpiredTokenClosesSessions: once a principal's token expired, its open
+// sessions are closed, as after a revocation (their waiting plans end with
+// them); another principal's stay open; a second look changes nothing.
+func TestExpiredTokenClosesSessions(t *testing.T) {
+	a, ctx := newTestApp(t), context.Background()
+	if _, _, err := a.CreateToken(ctx, Principal{Name: "admin"}, "temp", []string{auth.ScopePlans}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.CreateToken(ctx, Principal{Name: "admin"}, "lasting", []string{auth.ScopePlans}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	openSession(t, a, "s-temp", "temp", "")
+	openSession(t, a, "s-lasting", "lasting", "")
+	time.Sleep(5 * time.Millisecond)
+	done := map[string]bool{}
+	a.closeExpired(done)
+	a.closeExpired(done)
+	for id, closed := range map[string]bool{"s-temp": true, "s-lasting": false} {
+		sess, err := a.store.Session(id)
+		if err != nil || sess.Closed() != closed {
+			t.Errorf("session %s: closed %v, want %v (%v)", id, sess.Closed(), closed, err)
+		}
+	}
+	if !done["temp"] || done["lasting"] {
+		t.Errorf("tokens handled: %v", done)
+	}
+}
