@@ -439,6 +439,11 @@ func TestSessionStorage(t *testing.T) {
 		!strings.Contains(string(out), "offers a session at most 64 MiB") {
 		t.Fatalf("blendctl negotiate --disk-mib 65 on an agent offering 64: %v\n%s", err, out)
 	}
+	// --selector: the labels the session's agent must carry (this one has none).
+	if out, err := c.blendctl("negotiate", "--selector", "gpu=true").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "gpu=true") || !strings.Contains(string(out), "CONTRACT_VIOLATION") {
+		t.Fatalf("blendctl negotiate --selector gpu=true with no such agent: %v\n%s", err, out)
+	}
 
 	resp, err := c.client.Negotiate(ctxT(t, time.Minute), &cpv1.NegotiateRequest{ContractVersion: "1.0.0",
 		HostProfile: &cpv1.HostProfile{ClientName: "e2e"}, Constraints: &cpv1.Constraints{TempStorageMib: 1}})

@@ -17,6 +17,9 @@ import (
 // labelKey is the pattern of a label key (as RegisterAgentRequest.labels).
 var labelKey = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,63}$`)
 
+// maxLabels is how many labels RegisterAgentRequest takes (its max_pairs).
+const maxLabels = 32
+
 func main() {
 	cfg := agentd.Defaults()
 	fs := flag.NewFlagSet("agentd", flag.ExitOnError)
@@ -43,6 +46,9 @@ func main() {
 		}
 		if cfg.Labels == nil {
 			cfg.Labels = map[string]string{}
+		}
+		if _, again := cfg.Labels[k]; !again && len(cfg.Labels) == maxLabels {
+			return fmt.Errorf("at most %d labels (the control plane takes no more); %q is one more", maxLabels, v)
 		}
 		cfg.Labels[k] = val
 		return nil

@@ -18,14 +18,14 @@ func (c *cli) approvals(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("approvals", flag.ContinueOnError)
 	state := fs.String("state", "pending", "pending, approved, rejected, cancelled or all")
 	requestID := fs.String("request-id", "", "only the approval of this plan")
-	if err := fs.Parse(args); err != nil {
-		return usageErr(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	st := cpv1.Approval_STATE_UNSPECIFIED
 	if *state != "all" {
 		v, ok := cpv1.Approval_State_value["STATE_"+strings.ToUpper(*state)]
-		if !ok {
-			return fmt.Errorf("--state %q: want pending, approved, rejected, cancelled or all", *state)
+		if !ok || v == 0 {
+			return usageErr(fmt.Errorf("--state %q: want pending, approved, rejected, cancelled or all", *state))
 		}
 		st = cpv1.Approval_State(v)
 	}

@@ -31,9 +31,10 @@ Usage:
 
 Commands:
   submit PLAN.json [--session ID] [--request-id ID] [--validate-only] [--atomic] [--preview-render] [--watch]
-                      [--out DIR [--show]] [--keep-session] [--flag F]... [--blender RANGE] [--budget-ms N]
-                      [--memory-mib N] [--disk-mib N]
-                      submit a plan. Without --session it negotiates a session, waits for
+                      [--out DIR [--show]] [--keep-session] [--flag F]... [--selector KEY=VALUE]...
+                      [--blender RANGE] [--budget-ms N] [--memory-mib N] [--disk-mib N]
+                      submit a plan. Without --session it negotiates a session (the
+                      flags from --flag on are its terms; not with --session), waits for
                       the plan to end and closes the session (--keep-session keeps it;
                       so does a file of the plan only its agent has, over the artifact
                       quota, without --out: it says so); a request_id from the file that is already taken is replaced by a fresh
@@ -52,8 +53,10 @@ Commands:
   tools [--session ID | --runtime ID]
                       list the tool registry (of a session, a runtime, or the first runtime)
   macros              list the macros, with their example args
-  negotiate [--flag F]... [--blender RANGE] [--budget-ms N] [--memory-mib N] [--disk-mib N]
-                      open a session and print its contract
+  negotiate [--flag F]... [--selector KEY=VALUE]... [--blender RANGE] [--budget-ms N] [--memory-mib N]
+            [--disk-mib N]
+                      open a session and print its contract (--selector: on an agent
+                      carrying that label, e.g. gpu=true)
   sessions [--state open|parked|closed|all] [--all]
                       list sessions (default: those not closed)
   session ID          show a session
@@ -218,9 +221,9 @@ var commands = map[string]func(c *cli, ctx context.Context, args []string) error
 	"audit":     (*cli).audit,
 	"cancel":    (*cli).cancel,
 	"tools":     (*cli).tools,
-	"macros":    func(c *cli, ctx context.Context, _ []string) error { return c.macros(ctx) },
+	"macros":    noArgs("macros", (*cli).macros),
 	"negotiate": (*cli).negotiateCmd,
-	"agents":    func(c *cli, ctx context.Context, _ []string) error { return c.agents(ctx) },
+	"agents":    noArgs("agents", (*cli).agents),
 	"sessions":  (*cli).sessions,
 	"session":   (*cli).session,
 	"close":     (*cli).closeCmd,
@@ -236,21 +239,45 @@ const rpcTimeout = 2 * time.Minute
 // sessionFlags are the negotiation options of submit and negotiate.
 type sessionFlags struct {
 	flags        flagenv.Strings
+	selector     flagenv.Strings // KEY=VALUE labels the session's agent must carry
 	blenderRange string
 	budgetMs     int64
 	memoryMiB    int64
 	diskMiB      int64
+	fs           *flag.FlagSet
 }
 
 func (sf *sessionFlags) register(fs *flag.FlagSet) {
+	sf.fs = fs
 	fs.Var(&sf.flags, "flag", "feature flag to negotiate, e.g. unsafe_ops or progress_events (repeatable)")
+	fs.Var(&sf.selector, "selector", "KEY=VALUE: a label the session's agent must carry, e.g. gpu=true (repeatable)")
 	fs.StringVar(&sf.blenderRange, "blender", "", `Blender version range, e.g. ">=4.2" or "<4"`)
 	fs.Int64Var(&sf.budgetMs, "budget-ms", 0, "time budget of one tool call in ms (0: the default)")
 	fs.Int64Var(&sf.memoryMiB, "memory-mib", 0, "memory the session's Blender may use, in MiB (0: all the agent has)")
 	fs.Int64Var(&sf.diskMiB, "disk-mib", 0, "disk the session's files (uploads, renders, exports) may take, in MiB (0: all the agent offers)")
 }
 
+// set names the session flags given on the command line ("" when none):
+// they apply only to a session blendctl negotiates.
+func (sf *sessionFlags) set() string {
+	var names []string
+	sf.fs.Visit(func(f *flag.Flag) {
+		if slices.Contains([]string{"flag", "selector", "blender", "budget-ms", "memory-mib", "disk-mib"}, f.Name) {
+			names = append(names, "--"+f.Name)
+		}
+	})
+	return strings.Join(names, ", ")
+}
+
 func (c *cli) negotiate(ctx context.Context, sf sessionFlags) (*cpv1.SessionContract, error) {
+	selector := map[string]string{}
+	for _, kv := range sf.selector {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageErr(fmt.Errorf("--selector %q: want KEY=VALUE", kv))
+		}
+		selector[k] = v
+	}
 	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	defer cancel()
 	resp, err := c.cp.Negotiate(ctx, &cpv1.NegotiateRequest{
@@ -258,6 +285,7 @@ func (c *cli) negotiate(ctx context.Context, sf sessionFlags) (*cpv1.SessionCont
 		HostProfile:         &cpv1.HostProfile{ClientName: "blendctl", ClientVersion: "0.1.0", FeatureFlags: sf.flags},
 		BlenderVersionRange: sf.blenderRange,
 		Constraints:         &cpv1.Constraints{ToolTimeBudgetMs: sf.budgetMs, MaxMemoryMib: sf.memoryMiB, TempStorageMib: sf.diskMiB},
+		AgentSelector:       selector,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("negotiate: %w", err)
@@ -269,8 +297,8 @@ func (c *cli) negotiateCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("negotiate", flag.ContinueOnError)
 	var sf sessionFlags
 	sf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return usageErr(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	contract, err := c.negotiate(ctx, sf)
 	if err != nil {
@@ -360,8 +388,8 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("tools", flag.ContinueOnError)
 	session := fs.String("session", "", "list the registry of this session")
 	runtime := fs.String("runtime", "", "list the registry of this runtime")
-	if err := fs.Parse(args); err != nil {
-		return usageErr(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	return show(ctx, c, func(ctx context.Context) (*cpv1.ListToolsResponse, error) {
 		return c.cp.ListTools(ctx, &cpv1.ListToolsRequest{SessionId: *session, RuntimeId: *runtime})
@@ -404,6 +432,28 @@ func show[M proto.Message](ctx context.Context, c *cli, call func(context.Contex
 	}
 	text(c.out, resp)
 	return nil
+}
+
+// parseFlags parses a command line of flags only: a stray argument is a
+// usage error too (exit status 2), not ignored.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	if fs.NArg() > 0 {
+		return usageErr(fmt.Errorf("%s: unexpected argument %q (it takes flags only)", fs.Name(), fs.Arg(0)))
+	}
+	return nil
+}
+
+// noArgs is a command of no arguments, refusing any.
+func noArgs(name string, run func(c *cli, ctx context.Context) error) func(c *cli, ctx context.Context, args []string) error {
+	return func(c *cli, ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usageErr(fmt.Errorf("%s: unexpected argument %q (it takes none)", name, args[0]))
+		}
+		return run(c, ctx)
+	}
 }
 
 // parseInterspersed parses flags placed before or after the one positional

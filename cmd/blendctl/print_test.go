@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -130,10 +131,18 @@ func TestProgressOfARollback(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{{}, {"nope"}, {"download", "x.png"}, {"submit"}, {"sessions", "--bogus"},
 		{"approve"}, {"policy", "frob"}, {"--bogus"}, {"token", "frob"}, {"token", "create", "--bogus"}, {"lesson", "frob"},
-		{"prompt"}, {"sessions", "--state", "frob"}} {
+		{"prompt"}, {"sessions", "--state", "frob"}, {"agents", "extra"}, {"sessions", "extra"}, {"tools", "extra"},
+		{"macros", "extra"}, {"negotiate", "extra"}, {"approvals", "--state", "bogus"}, {"approvals", "extra"},
+		{"negotiate", "--selector", "gpu"}} {
 		if err := run(args); !errors.As(err, new(usageError)) {
 			t.Errorf("blendctl %q: %v, want a usage error", args, err)
 		}
+	}
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	os.WriteFile(plan, []byte(`{"request_id": "r", "operations": [{"operation_id": "a", "tool_name": "scene.get_summary", "safety_level": "read_only"}]}`), 0o600)
+	if err := run([]string{"submit", plan, "--session", "s-1", "--flag", "progress_events"}); !errors.As(err, new(usageError)) ||
+		!strings.Contains(err.Error(), "--flag") {
+		t.Errorf("session terms with --session: %v, want a usage error naming --flag", err)
 	}
 	if err := run([]string{"submit", filepath.Join(t.TempDir(), "missing.json")}); err == nil || errors.As(err, new(usageError)) {
 		t.Errorf("a plan file that is not there: %v, want an error that is not a usage error", err)

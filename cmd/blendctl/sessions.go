@@ -14,8 +14,8 @@ func (c *cli) sessions(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("sessions", flag.ContinueOnError)
 	state := fs.String("state", "", "open, parked, closed or all (default: all but closed)")
 	every := fs.Bool("all", false, "every principal's sessions (admin)")
-	if err := fs.Parse(args); err != nil {
-		return usageErr(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	states := []cpv1.Session_State{cpv1.Session_STATE_UNSPECIFIED}
 	switch s := strings.ToLower(*state); s {

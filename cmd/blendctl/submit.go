@@ -47,6 +47,9 @@ func (c *cli) submit(ctx context.Context, args []string) error {
 	}
 	req.ValidateOnly, req.Atomic, req.PreviewRender = *validateOnly, *atomic, *previewRender
 	req.SessionId = *session
+	if given := sf.set(); req.SessionId != "" && given != "" {
+		return usageErr(fmt.Errorf("%s: only for a session blendctl negotiates; --session names one negotiated already", given))
+	}
 	if req.SessionId == "" {
 		if *watch && !slices.Contains(sf.flags, "progress_events") {
 			sf.flags = append(sf.flags, "progress_events") // what --watch shows besides receipts
