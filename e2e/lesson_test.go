@@ -368,4 +368,31 @@ func TestLessonsEndedAndAudit(t *testing.T) {
 			t.Errorf("a lesson without the plans scope: %d %v", code, out)
 		}
 	}
+
+	// alice's token revoked while her lesson waits for approval: her
+	// session closes and the audit names the admin who cancelled it (it
+	// named alice).
+	if code, out := lessonCall(t, "POST", base+"/lesson", alice, `{"lesson":[{"command":"DELETE_OBJECT","params":{"name":"L3"}}],"metadata":{"id":"les-rev"}}`); code != 202 {
+		t.Fatalf("a destructive lesson: %d %v", code, out)
+	}
+	if _, err := c.client.RevokeToken(ctxT(t, 10*time.Second), &cpv1.RevokeTokenRequest{Name: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the revoked principal's waiting plan to end", func() bool {
+		p, err := c.client.GetPlan(ctxT(t, 10*time.Second), &cpv1.GetPlanRequest{RequestId: "les-rev", Owner: "alice"})
+		return err == nil && p.GetPlan().GetState() == cpv1.Plan_STATE_CANCELLED
+	})
+	trail, err := c.client.ListAuditRecords(ctxT(t, 10*time.Second), &cpv1.ListAuditRecordsRequest{RequestId: "les-rev", Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	for _, r := range trail.GetAuditRecords() {
+		if r.GetEvent() != "" {
+			events = append(events, r.GetEvent()+" by "+r.GetPrincipal())
+		}
+	}
+	if fmt.Sprint(events) != "[approval.cancelled by admin]" {
+		t.Errorf("the audit of a plan cancelled by its principal's revocation: %v", events)
+	}
 }

@@ -133,7 +133,7 @@ func (a *App) RevokeToken(ctx context.Context, who Principal, name string) (*cpv
 		return nil, err
 	}
 	a.log.Info("token revoked", "name", name, "by", who.Name)
-	a.closeSessionsOf(name, "its principal's token was revoked")
+	a.closeSessionsOf(name, who.Name, "its principal's token was revoked")
 	return t, nil
 }
 
@@ -152,7 +152,7 @@ func (a *App) closeExpired(done map[string]bool) {
 		for _, t := range page {
 			if exp := t.GetExpireTime(); exp != nil && !exp.AsTime().After(now) && t.GetRevokeTime() == nil && !done[t.GetName()] {
 				done[t.GetName()] = true
-				a.closeSessionsOf(t.GetName(), "its principal's token expired")
+				a.closeSessionsOf(t.GetName(), t.GetName(), "its principal's token expired")
 			}
 		}
 		if next == "" {
@@ -165,9 +165,10 @@ func (a *App) closeExpired(done map[string]bool) {
 // closeSessionsOf closes the open sessions of a principal whose token was
 // revoked or expired (a principal has one), for why: nothing can use them
 // any more but an admin, and they held Blenders and files on their agents.
-// Their plans end and their agents release them in the background; plans,
-// receipts, audit and artifacts stay.
-func (a *App) closeSessionsOf(owner, why string) {
+// Their plans end, cancelled by by (the audit names who), and their agents
+// release them in the background; plans, receipts, audit and artifacts
+// stay.
+func (a *App) closeSessionsOf(owner, by, why string) {
 	closed, err := a.closeWhere(func(s store.Session) bool { return s.Owner == owner }, why)
 	if err != nil {
 		a.log.Warn("closing a revoked principal's sessions", "principal", owner, "err", err)
@@ -179,7 +180,7 @@ func (a *App) closeSessionsOf(owner, why string) {
 	go func() {
 		defer a.stopped.Done()
 		for _, s := range closed {
-			a.endClosed(a.bg, owner, s.Info.GetSessionId())
+			a.endClosed(a.bg, by, s.Info.GetSessionId())
 		}
 	}()
 }
