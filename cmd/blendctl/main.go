@@ -356,16 +356,13 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if len(records) == 0 && !c.json {
+	if c.json {
+		return printJSONList(c, records)
+	}
+	if len(records) == 0 {
 		fmt.Fprintln(c.out, "no audit records")
 	}
 	for i, r := range records {
-		if c.json {
-			if err := c.printJSON(r); err != nil {
-				return err
-			}
-			continue
-		}
 		printAudit(c.out, r, i == 0)
 	}
 	return nil

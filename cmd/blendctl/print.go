@@ -29,19 +29,34 @@ func (c *cli) printJSON(m proto.Message) error {
 	return err
 }
 
-// printList prints a list as JSON objects, one after another, with --json,
-// else as table draws it.
+// printList prints a list as one JSON array with --json (objects one after
+// another were no JSON document a parser takes), else as table draws it.
 func printList[T proto.Message](c *cli, list []T, table func(io.Writer, []T)) error {
 	if !c.json {
 		table(c.out, list)
 		return nil
 	}
-	for _, m := range list {
-		if err := c.printJSON(m); err != nil {
+	return printJSONList(c, list)
+}
+
+// printJSONList prints list as one JSON array, an element per line.
+func printJSONList[T proto.Message](c *cli, list []T) error {
+	var b strings.Builder
+	b.WriteString("[")
+	for i, m := range list {
+		raw, err := protojson.Marshal(m)
+		if err != nil {
 			return err
 		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n  ")
+		b.Write(raw)
 	}
-	return nil
+	b.WriteString("\n]\n")
+	_, err := io.WriteString(c.out, b.String())
+	return err
 }
 
 // describeError renders a gRPC error with its reason, field violations and
@@ -344,16 +359,16 @@ func printSessions(out io.Writer, sessions []*cpv1.Session) {
 		fmt.Fprintln(out, "no sessions")
 		return
 	}
-	fmt.Fprintf(out, "%-28s %-8s %-20s %-26s %-6s %-12s %s\n", "SESSION", "STATE", "AGENT", "RUNTIME", "PLANS", "SCENE", "LAST USED")
+	fmt.Fprintf(out, "%-28s %-8s %-12s %-20s %-26s %-6s %-12s %s\n", "SESSION", "STATE", "OWNER", "AGENT", "RUNTIME", "PLANS", "SCENE", "LAST USED")
 	for _, s := range sessions {
-		fmt.Fprintf(out, "%-28s %-8s %-20s %-26s %-6d %-12s %s\n", s.GetSessionId(), sessionState(s.GetState()), s.GetAgentId(),
+		fmt.Fprintf(out, "%-28s %-8s %-12s %-20s %-26s %-6d %-12s %s\n", s.GetSessionId(), sessionState(s.GetState()), s.GetOwner(), s.GetAgentId(),
 			s.GetRuntimeId(), s.GetPlanCount(), short(s.GetSceneHash()), s.GetUpdateTime().AsTime().Local().Format(time.DateTime))
 	}
 }
 
 func printSession(out io.Writer, s *cpv1.Session) {
-	fmt.Fprintf(out, "session %s\n  state:     %s\n  agent:     %s\n  runtime:   %s\n  scene:     %s\n  plans:     %d (%d unfinished)\n  created:   %s\n  last used: %s\n",
-		s.GetSessionId(), sessionState(s.GetState()), s.GetAgentId(), s.GetRuntimeId(), s.GetSceneHash(),
+	fmt.Fprintf(out, "session %s\n  owner:     %s\n  state:     %s\n  agent:     %s\n  runtime:   %s\n  scene:     %s\n  plans:     %d (%d unfinished)\n  created:   %s\n  last used: %s\n",
+		s.GetSessionId(), s.GetOwner(), sessionState(s.GetState()), s.GetAgentId(), s.GetRuntimeId(), s.GetSceneHash(),
 		s.GetPlanCount(), s.GetActivePlanCount(), s.GetCreateTime().AsTime().Local().Format(time.DateTime),
 		s.GetUpdateTime().AsTime().Local().Format(time.DateTime))
 	if s.GetCloseTime() != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -146,5 +147,25 @@ func TestUsageErrors(t *testing.T) {
 	}
 	if err := run([]string{"submit", filepath.Join(t.TempDir(), "missing.json")}); err == nil || errors.As(err, new(usageError)) {
 		t.Errorf("a plan file that is not there: %v, want an error that is not a usage error", err)
+	}
+}
+
+// TestJSONList: --json prints a list as one JSON array, which a JSON parser
+// takes whole (it printed objects one after another), an empty one as [].
+func TestJSONList(t *testing.T) {
+	for _, n := range []int{0, 1, 3} {
+		var out strings.Builder
+		c := &cli{json: true, out: &out}
+		var list []*cpv1.Session
+		for i := range n {
+			list = append(list, &cpv1.Session{SessionId: fmt.Sprint("s-", i), Owner: "ana"})
+		}
+		if err := printList(c, list, printSessions); err != nil {
+			t.Fatal(err)
+		}
+		var got []map[string]any
+		if err := json.Unmarshal([]byte(out.String()), &got); err != nil || len(got) != n || n > 0 && got[n-1]["sessionId"] != fmt.Sprint("s-", n-1) {
+			t.Errorf("%d sessions: %v %v\n%s", n, got, err, out.String())
+		}
 	}
 }
