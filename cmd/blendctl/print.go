@@ -129,7 +129,8 @@ func short(hash string) string {
 type progress struct {
 	out    io.Writer
 	total  int
-	seen   int
+	seen   int // operations' receipts (not undos)
+	undos  int // ROLLED_BACK receipts
 	failed int
 	start  time.Time
 	tty    bool
@@ -154,7 +155,12 @@ func isTerminal(out io.Writer) bool {
 }
 
 func (p *progress) receipt(r *cpv1.Receipt) {
-	p.seen++
+	undo := r.GetStatus() == cpv1.Receipt_STATUS_ROLLED_BACK // of an operation counted already
+	if undo {
+		p.undos++
+	} else {
+		p.seen++
+	}
 	status := strings.TrimPrefix(r.GetStatus().String(), "STATUS_")
 	if r.GetStatus() == cpv1.Receipt_STATUS_FAILED || r.GetStatus() == cpv1.Receipt_STATUS_NOT_RUN {
 		p.failed++
@@ -163,8 +169,10 @@ func (p *progress) receipt(r *cpv1.Receipt) {
 	if p.tty {
 		fmt.Fprint(p.out, "\r\033[K")
 	}
-	counter := fmt.Sprintf("%*d/%d", width, r.GetSequence(), p.total)
-	if r.GetStatus() == cpv1.Receipt_STATUS_ROLLED_BACK { // the undo of an operation counted already
+	// The operation's place: its receipt's sequence less the undos before
+	// it (the receipts after a rollback's numbered past the total).
+	counter := fmt.Sprintf("%*d/%d", width, r.GetSequence()-int64(p.undos), p.total)
+	if undo {
 		counter = fmt.Sprintf("%-*s", 2*width+1, "undo")
 	}
 	line := fmt.Sprintf("[%s] %-24s %-22s %-18s", counter, r.GetOperationId(), r.GetToolName(), status)

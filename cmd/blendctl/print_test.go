@@ -104,20 +104,21 @@ func TestBarOfAnyProgress(t *testing.T) {
 // left on its agent says so, and the end counts its receipts in English.
 func TestProgressOfARollback(t *testing.T) {
 	var out strings.Builder
-	p := newProgress(&out, 2, false)
+	p := newProgress(&out, 3, false)
 	p.receipt(&cpv1.Receipt{Sequence: 1, OperationId: "a", ToolName: "render.still", Status: cpv1.Receipt_STATUS_SUCCEEDED,
 		Artifacts: []*cpv1.Artifact{{Name: "big.png", SizeBytes: 5, Sha256: "ab", LeftOnAgent: true}}})
 	p.receipt(&cpv1.Receipt{Sequence: 2, OperationId: "b", ToolName: "scene.import", Status: cpv1.Receipt_STATUS_FAILED})
 	p.receipt(&cpv1.Receipt{Sequence: 3, OperationId: "a", ToolName: "render.still", Status: cpv1.Receipt_STATUS_ROLLED_BACK})
-	p.done(&cpv1.Plan{RequestId: "r", State: cpv1.Plan_STATE_FAILED, ReceiptCount: 3})
+	p.receipt(&cpv1.Receipt{Sequence: 4, OperationId: "c", ToolName: "object.create", Status: cpv1.Receipt_STATUS_NOT_RUN})
+	p.done(&cpv1.Plan{RequestId: "r", State: cpv1.Plan_STATE_FAILED, ReceiptCount: 4})
 	text := out.String()
-	for _, want := range []string{"[1/2] a ", "[2/2] b ", "[undo] a ", "wrote big.png (5 bytes, sha256 ab) [left on the agent", ": 3 receipts in "} {
+	for _, want := range []string{"[1/3] a ", "[2/3] b ", "[undo] a ", "[3/3] c ", "wrote big.png (5 bytes, sha256 ab) [left on the agent", ": 4 receipts in "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("lacks %q:\n%s", want, text)
 		}
 	}
-	if strings.Contains(text, "[3/2]") {
-		t.Errorf("an undo counted past the end:\n%s", text)
+	if strings.Contains(text, "[4/3]") || strings.Contains(text, "[3/2]") {
+		t.Errorf("a receipt counted past the end:\n%s", text)
 	}
 	out.Reset()
 	p.done(&cpv1.Plan{RequestId: "r", State: cpv1.Plan_STATE_SUCCEEDED, ReceiptCount: 1,
