@@ -205,6 +205,20 @@ func TestIdentities(t *testing.T) {
 		}
 		_, err := carol.ListSessions(ctxT(t, 10*time.Second), &cpv1.ListSessionsRequest{})
 		wantRefusal(t, "a revoked token", err, codes.Unauthenticated, "UNAUTHENTICATED")
+		// The admin's audit says who made and revoked carol's token.
+		trail, err := c.client.ListAuditRecords(ctxT(t, 10*time.Second), &cpv1.ListAuditRecordsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var events []string
+		for _, r := range trail.GetAuditRecords() {
+			if r.GetSubject() == "carol" {
+				events = append(events, r.GetEvent()+" by "+r.GetPrincipal())
+			}
+		}
+		if fmt.Sprint(events) != "[token.created by admin token.revoked by admin]" {
+			t.Errorf("the audit of carol's token: %v", events)
+		}
 		resp, err := c.client.CreateToken(ctxT(t, 10*time.Second), &cpv1.CreateTokenRequest{Name: "dave", Scopes: []string{"plans"},
 			Ttl: durationOf(time.Second)})
 		if err != nil {

@@ -325,7 +325,7 @@ func printAudit(out io.Writer, r *cpv1.AuditRecord, header bool) {
 	}
 	what, detail := strings.TrimPrefix(r.GetStatus().String(), "STATUS_"), strings.TrimSpace(r.GetBlenderMutationId()+" "+r.GetMcpCallId())
 	if r.GetEvent() != "" {
-		what, detail = r.GetEvent(), r.GetApprovalId()
+		what, detail = r.GetEvent(), strings.TrimSpace(r.GetApprovalId()+" "+r.GetSubject())
 		if by := r.GetApprovedBy(); by != "" {
 			detail += " by " + by
 		}

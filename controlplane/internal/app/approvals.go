@@ -137,7 +137,7 @@ func (a *App) PolicyRules(ctx context.Context, size int32, token string) ([]*cpv
 // DeletePolicyRule removes a persisted rule: the next such operation needs
 // approval again.
 func (a *App) DeletePolicyRule(ctx context.Context, who Principal, id string) (*cpv1.PolicyRule, error) {
-	r, err := a.store.DeleteRule(id)
+	r, err := a.store.DeleteRule(id, who.Name)
 	if err != nil {
 		return nil, err
 	}

@@ -128,7 +128,7 @@ func (a *App) Tokens(ctx context.Context, size int32, token string) ([]*cpv1.Tok
 
 // RevokeToken revokes a token: calls with it fail from the next one on.
 func (a *App) RevokeToken(ctx context.Context, who Principal, name string) (*cpv1.Token, error) {
-	t, err := a.store.RevokeToken(name, time.Now())
+	t, err := a.store.RevokeToken(name, who.Name, time.Now())
 	if err != nil {
 		return nil, err
 	}

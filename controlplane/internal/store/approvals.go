@@ -320,7 +320,7 @@ func (s *Store) Rules(after uint64, limit int) (out []*cpv1.PolicyRule, next uin
 }
 
 // DeleteRule removes a persisted rule.
-func (s *Store) DeleteRule(id string) (*cpv1.PolicyRule, error) {
+func (s *Store) DeleteRule(id, by string) (*cpv1.PolicyRule, error) {
 	r := &cpv1.PolicyRule{}
 	err := s.update(func(tx *bolt.Tx) error {
 		n, err := strconv.ParseUint(strings.TrimPrefix(id, "rule-"), 10, 64)
@@ -332,6 +332,9 @@ func (s *Store) DeleteRule(id string) (*cpv1.PolicyRule, error) {
 			return err
 		}
 		if err := tx.Bucket(bucketRuleIndex).Delete(ruleIndexKey(r.GetPrincipal(), r.GetToolName(), r.GetTarget())); err != nil {
+			return err
+		}
+		if err := putEvent(tx, by, "policy_rule.deleted", id, timestamppb.Now()); err != nil {
 			return err
 		}
 		return b.Delete(u64(n))

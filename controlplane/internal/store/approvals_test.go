@@ -114,14 +114,18 @@ func TestApprovalLifecycle(t *testing.T) {
 	if len(rules) != 1 {
 		t.Fatalf("rules: %v", rules)
 	}
-	if _, err := s.DeleteRule(rules[0].GetRuleId()); err != nil {
+	if _, err := s.DeleteRule(rules[0].GetRuleId(), "lead"); err != nil {
 		t.Fatal(err)
 	}
 	if id, _ := s.RuleFor("alice", "object.create", "name=A"); id != "" {
 		t.Fatalf("a deleted rule still allows: %q", id)
 	}
+	if recs, _, err := s.AuditRecords(AuditFilter{Owner: "lead"}, 0, 10); err != nil || len(recs) != 1 ||
+		recs[0].GetEvent() != "policy_rule.deleted" || recs[0].GetSubject() != rules[0].GetRuleId() {
+		t.Fatalf("the deletion's audit record: %v %v", recs, err)
+	}
 	for _, id := range []string{rules[0].GetRuleId(), "rule-x", "x"} {
-		if _, err := s.DeleteRule(id); !errors.Is(err, ErrRuleNotFound) {
+		if _, err := s.DeleteRule(id, "lead"); !errors.Is(err, ErrRuleNotFound) {
 			t.Errorf("DeleteRule(%q): %v", id, err)
 		}
 	}

@@ -43,6 +43,12 @@ func appendDecisionAudit(tx *bolt.Tx, ref PlanRef, a *cpv1.Approval, event, by s
 	return putAudit(tx, ref, rec)
 }
 
+// putEvent records an action of principal by on a token or a policy rule
+// (subject): an audit record of no plan, listed with by's.
+func putEvent(tx *bolt.Tx, by, event, subject string, at *timestamppb.Timestamp) error {
+	return putAudit(tx, PlanRef{Owner: by}, &cpv1.AuditRecord{Timestamp: at, Principal: by, Event: event, Subject: subject})
+}
+
 // putAudit appends rec to the audit log, indexed by its plan, its plan's
 // owner and its session.
 func putAudit(tx *bolt.Tx, ref PlanRef, rec *cpv1.AuditRecord) error {
@@ -55,16 +61,18 @@ func putAudit(tx *bolt.Tx, ref PlanRef, rec *cpv1.AuditRecord) error {
 	if err := putProto(audit, u64(seq), rec); err != nil {
 		return err
 	}
-	owner, err := tx.Bucket(bucketAuditIdx).CreateBucketIfNotExists([]byte(ref.Owner))
-	if err != nil {
-		return err
-	}
-	idx, err := owner.CreateBucketIfNotExists([]byte(ref.RequestID))
-	if err != nil {
-		return err
-	}
-	if err := appending(idx).Put(u64(seq), nil); err != nil {
-		return err
+	if ref.RequestID != "" { // an event of no plan (putEvent) is the actor's only
+		owner, err := tx.Bucket(bucketAuditIdx).CreateBucketIfNotExists([]byte(ref.Owner))
+		if err != nil {
+			return err
+		}
+		idx, err := owner.CreateBucketIfNotExists([]byte(ref.RequestID))
+		if err != nil {
+			return err
+		}
+		if err := appending(idx).Put(u64(seq), nil); err != nil {
+			return err
+		}
 	}
 	byOwner, err := tx.Bucket(bucketAuditOwner).CreateBucketIfNotExists([]byte(ref.Owner))
 	if err != nil {

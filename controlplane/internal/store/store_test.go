@@ -639,17 +639,17 @@ func TestTokens(t *testing.T) {
 	if _, err := s.TokenByHash("h-nobody"); !errors.Is(err, ErrTokenNotFound) {
 		t.Fatalf("unknown hash: %v", err)
 	}
-	revoked, err := s.RevokeToken("bob", time.Unix(5000, 0))
+	revoked, err := s.RevokeToken("bob", "root", time.Unix(5000, 0))
 	if err != nil || revoked.GetRevokeTime().AsTime().Unix() != 5000 {
 		t.Fatalf("revoke: %v %v", revoked, err)
 	}
-	if again, _ := s.RevokeToken("bob", time.Unix(6000, 0)); again.GetRevokeTime().AsTime().Unix() != 5000 {
+	if again, _ := s.RevokeToken("bob", "root", time.Unix(6000, 0)); again.GetRevokeTime().AsTime().Unix() != 5000 {
 		t.Fatalf("revoking again moved the time: %v", again)
 	}
 	if tok, _ := s.TokenByHash("h-bob"); tok.GetRevokeTime() == nil {
 		t.Fatal("the revocation is not seen through the hash")
 	}
-	if _, err := s.RevokeToken("nobody", time.Now()); !errors.Is(err, ErrTokenNotFound) {
+	if _, err := s.RevokeToken("nobody", "root", time.Now()); !errors.Is(err, ErrTokenNotFound) {
 		t.Fatalf("revoke unknown: %v", err)
 	}
 	var names []string
@@ -672,6 +672,39 @@ func TestTokens(t *testing.T) {
 	}
 }
 
+// TestTokenEvents: creating a token (by someone), revoking it and deleting
+// a policy rule are audit records of the principal who did it, naming what
+// it acted on; a refused revocation is none.
+func TestTokenEvents(t *testing.T) {
+	s, _ := openTest(t)
+	for _, tok := range []*cpv1.Token{{Name: "admin", Scopes: []string{"admin"}}, {Name: "ana", Scopes: []string{"plans"}, CreatedBy: "admin"}} {
+		if err := s.PutToken(tok, "h-"+tok.GetName()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tok, err := s.RevokeToken("ana", "admin", time.Unix(5000, 0)); err != nil || tok.GetRevokedBy() != "admin" {
+		t.Fatalf("revoke: %v %v", tok, err)
+	}
+	s.RevokeToken("ana", "other", time.Unix(6000, 0)) // revoked already: no second record
+	if _, err := s.RevokeToken("admin", "admin", time.Unix(6000, 0)); !errors.Is(err, ErrLastAdmin) {
+		t.Fatalf("the last admin: %v", err)
+	}
+	recs, _, err := s.AuditRecords(AuditFilter{}, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.GetPrincipal()+" "+r.GetEvent()+" "+r.GetSubject())
+	}
+	if want := "[admin token.created ana admin token.revoked ana]"; fmt.Sprint(got) != want {
+		t.Fatalf("audit %v, want %s", got, want)
+	}
+	if mine, _, err := s.AuditRecords(AuditFilter{Owner: "admin"}, 0, 100); err != nil || len(mine) != 2 {
+		t.Fatalf("the admin's own records: %v %v", mine, err)
+	}
+}
+
 // TestLastAdmin: the last usable admin token cannot be revoked (no one
 // could create tokens again); with another usable one it can, and an
 // expired or revoked one does not count.
@@ -687,16 +720,16 @@ func TestLastAdmin(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.RevokeToken("admin", now); err != nil {
+	if _, err := s.RevokeToken("admin", "root", now); err != nil {
 		t.Fatalf("revoking an admin token beside another: %v", err)
 	}
-	if _, err := s.RevokeToken("ops", now); !errors.Is(err, ErrLastAdmin) {
+	if _, err := s.RevokeToken("ops", "root", now); !errors.Is(err, ErrLastAdmin) {
 		t.Fatalf("revoking the last usable admin token (another expired, another revoked): %v", err)
 	}
 	if tok, _ := s.TokenByHash("h-ops"); tok.GetRevokeTime() != nil {
 		t.Fatal("the refused revocation was stored")
 	}
-	if _, err := s.RevokeToken("old", now); err != nil {
+	if _, err := s.RevokeToken("old", "root", now); err != nil {
 		t.Fatalf("revoking an expired admin token: %v", err)
 	}
 }

@@ -33,6 +33,11 @@ func (s *Store) PutToken(t *cpv1.Token, hash string) error {
 		if err := putProto(tokens, []byte(t.GetName()), t); err != nil {
 			return err
 		}
+		if by := t.GetCreatedBy(); by != "" { // the first admin token has no creator
+			if err := putEvent(tx, by, "token.created", t.GetName(), t.GetCreateTime()); err != nil {
+				return err
+			}
+		}
 		return tx.Bucket(bucketTokenHashes).Put([]byte(hash), []byte(t.GetName()))
 	})
 }
@@ -64,7 +69,7 @@ func (s *Store) Token(name string) (*cpv1.Token, error) {
 
 // RevokeToken marks a token revoked (once: revoking again changes nothing)
 // and returns it.
-func (s *Store) RevokeToken(name string, now time.Time) (*cpv1.Token, error) {
+func (s *Store) RevokeToken(name, by string, now time.Time) (*cpv1.Token, error) {
 	t := &cpv1.Token{}
 	err := s.update(func(tx *bolt.Tx) error {
 		tokens := tx.Bucket(bucketTokens)
@@ -80,7 +85,10 @@ func (s *Store) RevokeToken(name string, now time.Time) (*cpv1.Token, error) {
 		if usableAdmin(t, now) && !otherAdmin(tokens, name, now) {
 			return fmt.Errorf("token %q: %w: create another admin token first (blendctl token create --name NAME --scope admin)", name, ErrLastAdmin)
 		}
-		t.RevokeTime = timestamppb.New(now)
+		t.RevokeTime, t.RevokedBy = timestamppb.New(now), by
+		if err := putEvent(tx, by, "token.revoked", name, t.RevokeTime); err != nil {
+			return err
+		}
 		return putProto(tokens, []byte(name), t)
 	})
 	return t, err

@@ -3354,8 +3354,12 @@ type AuditRecord struct {
 	InputHash string `protobuf:"bytes,18,opt,name=input_hash,json=inputHash,proto3" json:"input_hash,omitempty"`
 	// Empty for an operation's record; "approval.approved",
 	// "approval.rejected" or "approval.cancelled" for a decision's (request_id
-	// names the plan, principal who decided).
-	Event         string `protobuf:"bytes,19,opt,name=event,proto3" json:"event,omitempty"`
+	// names the plan, principal who decided); "token.created",
+	// "token.revoked" or "policy_rule.deleted" for an admin's or approver's
+	// action (principal who acted, subject what on).
+	Event string `protobuf:"bytes,19,opt,name=event,proto3" json:"event,omitempty"`
+	// The token's name or the policy rule's id an event acted on.
+	Subject       string `protobuf:"bytes,20,opt,name=subject,proto3" json:"subject,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3519,6 +3523,13 @@ func (x *AuditRecord) GetInputHash() string {
 func (x *AuditRecord) GetEvent() string {
 	if x != nil {
 		return x.Event
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetSubject() string {
+	if x != nil {
+		return x.Subject
 	}
 	return ""
 }
@@ -5465,7 +5476,9 @@ type Token struct {
 	// Set once revoked.
 	RevokeTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
 	// The principal that created it.
-	CreatedBy     string `protobuf:"bytes,6,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	CreatedBy string `protobuf:"bytes,6,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	// The principal that revoked it, once revoked.
+	RevokedBy     string `protobuf:"bytes,7,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5538,6 +5551,13 @@ func (x *Token) GetRevokeTime() *timestamppb.Timestamp {
 func (x *Token) GetCreatedBy() string {
 	if x != nil {
 		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *Token) GetRevokedBy() string {
+	if x != nil {
+		return x.RevokedBy
 	}
 	return ""
 }
@@ -7305,7 +7325,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x13blender_mutation_id\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x01R\x11blenderMutationId\"\x90\x01\n" +
 	"\x18ListAuditRecordsResponse\x12L\n" +
 	"\raudit_records\x18\x01 \x03(\v2'.blendplane.controlplane.v1.AuditRecordR\fauditRecords\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf4\x05\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8e\x06\n" +
 	"\vAuditRecord\x128\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x1d\n" +
 	"\n" +
@@ -7332,7 +7352,8 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"approvedBy\x12\x1d\n" +
 	"\n" +
 	"input_hash\x18\x12 \x01(\tR\tinputHash\x12\x14\n" +
-	"\x05event\x18\x13 \x01(\tR\x05event\"b\n" +
+	"\x05event\x18\x13 \x01(\tR\x05event\x12\x18\n" +
+	"\asubject\x18\x14 \x01(\tR\asubject\"b\n" +
 	"\x11ListAgentsRequest\x12$\n" +
 	"\tpage_size\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
 	"\n" +
@@ -7522,7 +7543,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tpageToken\"\x83\x01\n" +
 	"\x15ListArtifactsResponse\x12B\n" +
 	"\tartifacts\x18\x01 \x03(\v2$.blendplane.controlplane.v1.ArtifactR\tartifacts\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x89\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa8\x02\n" +
 	"\x05Token\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06scopes\x18\x02 \x03(\tR\x06scopes\x12;\n" +
@@ -7533,7 +7554,9 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\vrevoke_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"revokeTime\x12\x1d\n" +
 	"\n" +
-	"created_by\x18\x06 \x01(\tR\tcreatedBy\"\xd3\x01\n" +
+	"created_by\x18\x06 \x01(\tR\tcreatedBy\x12\x1d\n" +
+	"\n" +
+	"revoked_by\x18\a \x01(\tR\trevokedBy\"\xd3\x01\n" +
 	"\x12CreateTokenRequest\x126\n" +
 	"\x04name\x18\x01 \x01(\tB\"\xbaH\x1fr\x1d2\x1b^[a-z0-9][a-z0-9_.-]{0,62}$R\x04name\x12L\n" +
 	"\x06scopes\x18\x02 \x03(\tB4\xbaH1\x92\x01.\b\x01\x18\x01\"(r&R\x05plansR\x06unsafeR\aapproveR\x05adminR\x05agentR\x06scopes\x127\n" +

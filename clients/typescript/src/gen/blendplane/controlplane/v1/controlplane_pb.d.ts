@@ -1692,11 +1692,20 @@ export declare type AuditRecord = Message<"blendplane.controlplane.v1.AuditRecor
   /**
    * Empty for an operation's record; "approval.approved",
    * "approval.rejected" or "approval.cancelled" for a decision's (request_id
-   * names the plan, principal who decided).
+   * names the plan, principal who decided); "token.created",
+   * "token.revoked" or "policy_rule.deleted" for an admin's or approver's
+   * action (principal who acted, subject what on).
    *
    * @generated from field: string event = 19;
    */
   event: string;
+
+  /**
+   * The token's name or the policy rule's id an event acted on.
+   *
+   * @generated from field: string subject = 20;
+   */
+  subject: string;
 };
 
 /**
@@ -2847,6 +2856,13 @@ export declare type Token = Message<"blendplane.controlplane.v1.Token"> & {
    * @generated from field: string created_by = 6;
    */
   createdBy: string;
+
+  /**
+   * The principal that revoked it, once revoked.
+   *
+   * @generated from field: string revoked_by = 7;
+   */
+  revokedBy: string;
 };
 
 /**
