@@ -46,8 +46,9 @@ func TestREST(t *testing.T) {
 		OpenAPI string         `json:"openapi"`
 		Paths   map[string]any `json:"paths"`
 	}
-	if err := json.Unmarshal(doc, &spec); code != "200" || err != nil || spec.OpenAPI != "3.1.0" || spec.Paths["/v1/sessions:negotiate"] == nil {
-		t.Fatalf("GET /openapi.json: %s %v %.200s", code, err, doc)
+	if err := json.Unmarshal(doc, &spec); code != "200" || err != nil || spec.OpenAPI != "3.1.0" || spec.Paths["/v1/sessions:negotiate"] == nil ||
+		!bytes.Contains(doc, []byte(`"security":[{"bearer":[]}]`)) || !bytes.Contains(doc, []byte(`"scheme":"bearer"`)) {
+		t.Fatalf("GET /openapi.json (its routes, and the bearer token they need): %s %v %.200s", code, err, doc)
 	}
 	py := filepath.Join(repoRoot(), ".clients", "py", "bin")
 	validator := exec.Command(filepath.Join(py, "python"), "-c",
