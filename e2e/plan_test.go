@@ -156,6 +156,10 @@ func testRefusals(t *testing.T, c *cluster) {
 		{"control character in a file name", []*cpv1.Operation{op("a", "render.still", map[string]any{"output": "evil\n.png"})}, "SCHEMA_INVALID", "operations[0].args.output"},
 		{"macro step ids over 128 characters", []*cpv1.Operation{op(strings.Repeat("m", 124), "macro.three_point_lighting", map[string]any{"target": "Z"})}, "SCHEMA_INVALID", "operations[0].operation_id"},
 		{"duplicate id", []*cpv1.Operation{op("a", "object.create", cube), op("a", "object.create", cube)}, "OPERATION_ID_DUPLICATE", "operations[1].operation_id"},
+		// A refusal names the operations sent, not the macro's steps (the
+		// operation after a three-step macro was operations[3]).
+		{"args after a macro", []*cpv1.Operation{op("m", "macro.three_point_lighting", map[string]any{"target": "Z"}),
+			op("b", "object.create", map[string]any{"type": "pyramid"})}, "SCHEMA_INVALID", "operations[1].args"},
 		{"unknown tool", []*cpv1.Operation{op("a", "object.create", cube), op("b", "mesh.explode", map[string]any{})}, "TOOL_UNKNOWN", "operations[1].tool_name"},
 	}
 	for i, tc := range cases {

@@ -51,7 +51,8 @@ func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanReq
 	if err != nil {
 		return nil, err
 	}
-	ops, err := a.macros.ExpandPlan(toPlanOperations(req.GetOperations()))
+	sent := toPlanOperations(req.GetOperations()) // what a refusal names (macros.Blame)
+	ops, err := a.macros.ExpandPlan(sent)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +63,7 @@ func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanReq
 	}
 	sched, err := plan.Check(ops, reg)
 	if err != nil {
-		return nil, err
+		return nil, a.macros.Blame(sent, err)
 	}
 	capabilities := sess.Info.GetContract().GetCapabilities()
 	callable := make(map[string]bool, len(capabilities.GetTools()))
@@ -72,14 +73,14 @@ func (a *App) Submit(ctx context.Context, who Principal, req *cpv1.SubmitPlanReq
 	gate := plan.Contract{Callable: callable, Atomic: req.GetAtomic(),
 		Nondeterministic: slices.Contains(capabilities.GetFeatureFlags(), contract.FlagNondeterministic)}
 	if err := plan.CheckContract(ops, reg, gate); err != nil {
-		return nil, err
+		return nil, a.macros.Blame(sent, err)
 	}
 	if err := distributedRanges(ops); err != nil {
-		return nil, err
+		return nil, a.macros.Blame(sent, err)
 	}
 	g, err := a.decide(who, req.GetSessionId(), req.GetRequestId(), ops, reg)
 	if err != nil {
-		return nil, err
+		return nil, a.macros.Blame(sent, err)
 	}
 	if len(ops) != len(req.GetOperations()) || macroUsed(req.GetOperations()) {
 		// Store and run the expanded plan: receipts show each step.

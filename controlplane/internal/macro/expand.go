@@ -3,6 +3,7 @@ package macro
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -268,4 +269,72 @@ var (
 func quote(s string) string {
 	q := strconv.Quote(s)
 	return "'" + strings.ReplaceAll(strings.ReplaceAll(q[1:len(q)-1], `\"`, `"`), "'", `\'`) + "'"
+}
+
+// operationField is a violation's field in an operation: its index, and
+// the path inside it.
+var operationField = regexp.MustCompile(`^operations\[(\d{1,9})\](.*)$`)
+
+// Blame restates a refusal of the expanded plan in terms of the operations
+// the client sent (ops, which ExpandPlan turned into the plan checked): a
+// violation of a macro's step names the macro operation ("operations[i]",
+// the step in its description), and a repair of a step repairs the macro
+// operation, once. Without it a refusal named operations and ids the
+// request does not have. Other errors, and plans without macros, pass.
+func (r *Registry) Blame(ops []plan.Operation, err error) error {
+	var perr *plan.Error
+	if !errors.As(err, &perr) || !slices.ContainsFunc(ops, r.isMacro) {
+		return err
+	}
+	// The expanded plan holds each operation in place, a macro's as its
+	// steps: origin[k] is the request's index of expanded operation k.
+	var origin []int
+	stepOf := map[string]string{} // step id → its macro operation's id
+	for i, op := range ops {
+		if !r.isMacro(op) {
+			origin = append(origin, i)
+			continue
+		}
+		m, _ := r.Lookup(op.Tool)
+		steps, xerr := m.Expand(op.Args)
+		if xerr != nil {
+			return err // ExpandPlan refused it first
+		}
+		for _, s := range steps {
+			origin = append(origin, i)
+			stepOf[op.ID+":"+s.ID] = op.ID
+		}
+	}
+	out := *perr
+	out.Violations = make([]plan.Violation, len(perr.Violations))
+	for n, v := range perr.Violations {
+		out.Violations[n] = v
+		m := operationField.FindStringSubmatch(v.Field)
+		if m == nil {
+			continue
+		}
+		k, _ := strconv.Atoi(m[1])
+		if k >= len(origin) {
+			continue
+		}
+		i := origin[k]
+		if op := ops[i]; r.isMacro(op) {
+			out.Violations[n] = plan.Violation{Field: fmt.Sprintf("operations[%d]", i),
+				Description: fmt.Sprintf("a step of macro operation %q (%s): %s", op.ID, op.Tool, v.Description)}
+		} else {
+			out.Violations[n].Field = fmt.Sprintf("operations[%d]", i) + m[2]
+		}
+	}
+	out.Repair = nil
+	seen := map[string]bool{}
+	for _, s := range perr.Repair {
+		if id, ok := stepOf[s.OperationID]; ok {
+			s.OperationID = id
+		}
+		if key := s.OperationID + "\x00" + s.Action; !seen[key] {
+			seen[key] = true
+			out.Repair = append(out.Repair, s)
+		}
+	}
+	return &out
 }

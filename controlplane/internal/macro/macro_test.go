@@ -123,6 +123,42 @@ func TestExpandPlan(t *testing.T) {
 	}
 }
 
+// TestBlame: a refusal of the expanded plan names the operations the
+// client sent: a step's violation its macro operation, an operation after
+// a macro its own index, a step's repair the macro operation's, once.
+func TestBlame(t *testing.T) {
+	r := Default()
+	ops := []plan.Operation{
+		{ID: "hero", Tool: "object.create", Args: map[string]any{"type": "monkey", "name": "Suzanne"}, Safety: plan.SafetySafeWrite},
+		{ID: "lights", Tool: "macro.three_point_lighting", Args: map[string]any{"target": "Suzanne"}, Safety: plan.SafetySafeWrite},
+		{ID: "shot", Tool: "render.still", Args: map[string]any{"output": "a.png"}, Safety: plan.SafetySafeWrite},
+	}
+	refusal := &plan.Error{Reason: plan.ReasonPolicyBlocked, Message: "m",
+		Violations: []plan.Violation{{Field: "operations[2].args.location", Description: "operation \"lights:fill\": denied"},
+			{Field: "operations[3]", Description: "operation \"lights:rim\": denied"}, {Field: "operations[4].args.output", Description: "bad"}},
+		Repair: []plan.RepairStep{{OperationID: "lights:fill", Action: plan.ActionDrop}, {OperationID: "lights:rim", Action: plan.ActionDrop},
+			{OperationID: "shot", Action: plan.ActionReplaceArgs}}}
+	got := r.Blame(ops, refusal).(*plan.Error)
+	var fields, repair []string
+	for _, v := range got.Violations {
+		fields = append(fields, v.Field)
+	}
+	for _, s := range got.Repair {
+		repair = append(repair, s.OperationID+" "+s.Action)
+	}
+	if fmt.Sprint(fields) != "[operations[1] operations[1] operations[2].args.output]" ||
+		fmt.Sprint(repair) != "[lights drop shot replace_args]" || !strings.Contains(got.Violations[0].Description, `macro operation "lights"`) {
+		t.Fatalf("blamed: %v %v %+v", fields, repair, got.Violations)
+	}
+	if refusal.Violations[0].Field != "operations[2].args.location" {
+		t.Fatal("Blame changed the refusal it was given")
+	}
+	plain := ops[:1]
+	if r.Blame(plain, refusal) != error(refusal) {
+		t.Fatal("a plan without macros: the refusal changed")
+	}
+}
+
 func TestLookAt(t *testing.T) {
 	// From straight below -Y looking at the origin: X rotation 90°, no yaw.
 	rot := lookAt(0, -5, 0, 0, 0, 0)
