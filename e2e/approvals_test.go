@@ -164,7 +164,7 @@ func TestApprovals(t *testing.T) {
 	var events []string
 	var opRec *cpv1.AuditRecord
 	for _, r := range audit.GetAuditRecords() {
-		if r.GetEvent() != "" {
+		if strings.HasPrefix(r.GetEvent(), "approval.") { // the admin's token.created ones too
 			events = append(events, r.GetRequestId()+" "+r.GetEvent()+" by "+r.GetPrincipal())
 		}
 		if r.GetRequestId() == "del-2" && r.GetOperationId() == "del" {
@@ -175,7 +175,7 @@ func TestApprovals(t *testing.T) {
 		t.Errorf("decision audit records: %q", events)
 	}
 	if opRec.GetPolicyDecision() != "require_approval" || opRec.GetApprovalId() != p.GetApprovalId() ||
-		opRec.GetApprovedBy() != "lead" || len(opRec.GetInputHash()) != 64 {
+		opRec.GetApprovedBy() != "lead" || len(opRec.GetInputHash()) != 64 || opRec.GetPolicyRule() != "default" {
 		t.Errorf("the approved operation's audit record: %v", opRec)
 	}
 
@@ -197,6 +197,12 @@ func TestApprovals(t *testing.T) {
 	}
 	if rs := c.receipts(t, "del-tmp-2", 1); len(rs) != 1 || rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
 		t.Fatalf("the always-allowed delete: %v", rs)
+	}
+	// Its audit record names the persisted rule that allowed it.
+	if trail, err := c.client.ListAuditRecords(ctxT(t, 10*time.Second), &cpv1.ListAuditRecordsRequest{RequestId: "del-tmp-2"}); err != nil ||
+		len(trail.GetAuditRecords()) != 1 || trail.GetAuditRecords()[0].GetPolicyDecision() != "allow" ||
+		trail.GetAuditRecords()[0].GetPolicyRule() != resp.GetRules()[0].GetRuleId() {
+		t.Fatalf("the audit of the always-allowed delete: %v %v (rule %s)", trail, err, resp.GetRules()[0].GetRuleId())
 	}
 	other := del("del-other", "Other")
 	if other.GetState() != cpv1.Plan_STATE_AWAITING_APPROVAL {

@@ -1,8 +1,10 @@
 package blender
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -34,6 +36,10 @@ func TestExportsSameAcrossProcesses(t *testing.T) {
 			writeFile(t, filepath.Join(sandbox, "tex.obj"), "mtllib tex.mtl\no Tex\nv 0 0 0\nv 1 0 0\nv 0 1 0\nvt 0 0\nvt 1 0\nvt 0 1\nusemtl Paint\nf 1/1 2/2 3/3\n")
 			writeFile(t, filepath.Join(sandbox, "tex.mtl"), "newmtl Paint\nKd 1 0 0\nmap_Kd shot.png\n")
 			mustExecute(t, p, "scene.import", map[string]any{"input": "tex.obj"})
+			// Custom properties with multi-line strings: the USD exporter
+			// writes them triple-quoted, lines the prims' sort must read as
+			// text.
+			execResult(t, p, `bpy.data.objects["cube"]["note"] = 'one\n    }\n    def Xform "zz"\n    {'`+"\n"+`bpy.data.objects["torus"]["note"] = "a\nb"`)
 			got := map[string]string{}
 			for _, out := range []string{"d.obj", "d.glb", "d.gltf", "d.fbx", "d.usda"} {
 				if _, err := p.Execute(callCtx(t), Call{Tool: "scene.export", Args: map[string]any{"output": out}}); err != nil {
@@ -46,6 +52,14 @@ func TestExportsSameAcrossProcesses(t *testing.T) {
 			for _, out := range outputs {
 				if path := filepath.Join(sandbox, out); exists(path) {
 					got[out] = fileSHA(t, path)
+				}
+			}
+			if got["d.usda"] != "" { // still the scene: its prims sorted, the strings whole
+				objects := fmt.Sprint(mustExecute(t, p, "scene.import", map[string]any{"input": "d.usda"}).Fields()["objects"])
+				for _, name := range []string{"cone", "cube", "cylinder", "torus", "uv_sphere", "Tex"} {
+					if !strings.Contains(objects, name+".001") {
+						t.Errorf("the .usda imported again lacks %s: %s", name, objects)
+					}
 				}
 			}
 			runs = append(runs, got)

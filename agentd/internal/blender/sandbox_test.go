@@ -330,6 +330,25 @@ func TestExportsNameNoAgentPath(t *testing.T) {
 		if restored := mtl(q, filepath.Join(dir, "sandbox")); header(restored) != header(fresh) || !strings.HasSuffix(header(fresh), "MTL File: 'None'") {
 			t.Errorf("a restored session's .mtl header %q, a fresh one's %q", header(restored), header(fresh))
 		}
+		// An FBX of the restored session names no checkpoint either: the
+		// same bytes as the fresh session's (the header named the .blend).
+		mustExecute(t, q, "scene.export", kv{"output": "same.fbx"})
+		fromFresh, _ := os.ReadFile(filepath.Join(sandbox, "same.fbx"))
+		fromRestored, err := os.ReadFile(filepath.Join(dir, "sandbox", "same.fbx"))
+		if err != nil || !bytes.Equal(fromFresh, fromRestored) || bytes.Contains(fromRestored, []byte("checkpoint-")) {
+			t.Errorf("a restored session's .fbx differs from a fresh one's, or names its checkpoint (%v)", err)
+		}
+		// A .usda names the texture by its plain name, and imports again
+		// (it named ./textures/shot.png, which no export writes: refused).
+		if _, err := p.Execute(callCtx(t), Call{Tool: "scene.export", Args: kv{"output": "tex.usda"}}); err == nil {
+			raw, _ := os.ReadFile(filepath.Join(sandbox, "tex.usda"))
+			if !bytes.Contains(raw, []byte("@shot.png@")) || bytes.Contains(raw, []byte("textures/")) {
+				t.Errorf("the .usda names its texture:\n%s", raw)
+			}
+			mustExecute(t, p, "scene.import", kv{"input": "tex.usda"})
+		} else if !isCode(err, CodeCapabilityMissing) {
+			t.Fatal(err)
+		}
 	})
 }
 

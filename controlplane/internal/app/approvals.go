@@ -47,7 +47,7 @@ func (a *App) decide(who Principal, sessionID, requestID string, ops []plan.Oper
 			waits = append(waits, &cpv1.PolicyDecision{OperationId: op.ID, ToolName: op.Tool,
 				Mode: cpv1.PolicyDecision_MODE_REQUIRE_APPROVAL, Reason: d.Reason, Rule: d.Rule, Target: d.Target})
 		}
-		g.ops[op.ID] = store.OpPolicy{Decision: string(d.Mode)}
+		g.ops[op.ID] = store.OpPolicy{Decision: string(d.Mode), Rule: d.Rule}
 	}
 	if denied != nil {
 		denied.Message = fmt.Sprintf("the policy denies %d of the plan's operations; nothing ran: drop them (or ask an admin about the rule)",

@@ -33,6 +33,7 @@ const ErrorApprovalRejected = "APPROVAL_REJECTED"
 type OpPolicy struct {
 	Decision  string // allow, require_approval
 	InputHash string
+	Rule      string // the rule that decided (policy.Decision.Rule)
 }
 
 // approvalKey is the key of approval "apr-<n>" (n its sequence).
@@ -358,7 +359,7 @@ func putOpPolicies(body *bolt.Bucket, ops map[string]OpPolicy) error {
 	b = appending(b)
 	for _, id := range slices.Sorted(maps.Keys(ops)) {
 		p := ops[id]
-		if err := b.Put([]byte(id), []byte(p.Decision+"\x00"+p.InputHash)); err != nil {
+		if err := b.Put([]byte(id), []byte(p.Decision+"\x00"+p.InputHash+"\x00"+p.Rule)); err != nil {
 			return err
 		}
 	}
@@ -390,8 +391,9 @@ func readOpPolicies(tx *bolt.Tx, planB *bolt.Bucket, p *cpv1.Plan) opPolicies {
 func (o opPolicies) apply(rec *cpv1.AuditRecord) {
 	if o.ops != nil {
 		if v := o.ops.Get([]byte(rec.GetOperationId())); v != nil {
-			decision, hash, _ := strings.Cut(string(v), "\x00")
-			rec.PolicyDecision, rec.InputHash = decision, hash
+			decision, rest, _ := strings.Cut(string(v), "\x00")
+			hash, rule, _ := strings.Cut(rest, "\x00") // no rule in plans stored before 2026-11-30
+			rec.PolicyDecision, rec.InputHash, rec.PolicyRule = decision, hash, rule
 			if decision == "require_approval" {
 				rec.ApprovalId, rec.ApprovedBy = o.approvalID, o.approvedBy
 			}

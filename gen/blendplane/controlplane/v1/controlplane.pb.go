@@ -3359,7 +3359,12 @@ type AuditRecord struct {
 	// action (principal who acted, subject what on).
 	Event string `protobuf:"bytes,19,opt,name=event,proto3" json:"event,omitempty"`
 	// The token's name or the policy rule's id an event acted on.
-	Subject       string `protobuf:"bytes,20,opt,name=subject,proto3" json:"subject,omitempty"`
+	Subject string `protobuf:"bytes,20,opt,name=subject,proto3" json:"subject,omitempty"`
+	// The policy rule that decided policy_decision: a policy file rule's
+	// name, a persisted rule's id ("rule-<n>", from "always allow"), or
+	// "default" for the built-in defaults (empty in records of plans stored
+	// before 2026-11-30).
+	PolicyRule    string `protobuf:"bytes,21,opt,name=policy_rule,json=policyRule,proto3" json:"policy_rule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3530,6 +3535,13 @@ func (x *AuditRecord) GetEvent() string {
 func (x *AuditRecord) GetSubject() string {
 	if x != nil {
 		return x.Subject
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetPolicyRule() string {
+	if x != nil {
+		return x.PolicyRule
 	}
 	return ""
 }
@@ -7325,7 +7337,7 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x13blender_mutation_id\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x01R\x11blenderMutationId\"\x90\x01\n" +
 	"\x18ListAuditRecordsResponse\x12L\n" +
 	"\raudit_records\x18\x01 \x03(\v2'.blendplane.controlplane.v1.AuditRecordR\fauditRecords\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8e\x06\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xaf\x06\n" +
 	"\vAuditRecord\x128\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x1d\n" +
 	"\n" +
@@ -7353,7 +7365,9 @@ const file_blendplane_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"input_hash\x18\x12 \x01(\tR\tinputHash\x12\x14\n" +
 	"\x05event\x18\x13 \x01(\tR\x05event\x12\x18\n" +
-	"\asubject\x18\x14 \x01(\tR\asubject\"b\n" +
+	"\asubject\x18\x14 \x01(\tR\asubject\x12\x1f\n" +
+	"\vpolicy_rule\x18\x15 \x01(\tR\n" +
+	"policyRule\"b\n" +
 	"\x11ListAgentsRequest\x12$\n" +
 	"\tpage_size\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\bpageSize\x12'\n" +
 	"\n" +

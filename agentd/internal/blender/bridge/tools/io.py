@@ -27,7 +27,7 @@ Blender version (the files embed the version), in every format but binary
 USD (.usd, .usdc). Three things made them differ between processes, each
 fixed where it arises: create_uvsphere ordered a sphere's faces by memory
 address (object.create builds its primitives in one canonical face order),
-the USD exporter orders sibling prims by address (sort_usda_prims sorts a
+the USD exporter orders sibling prims by address (canonical_usda sorts a
 .usda's by name; a binary layer keeps the exporter's order), and the FBX
 exporter took ids from Python's salted string hashes, the time of day and
 the agent's path of each texture (fbx_stable). The tool's determinism
@@ -274,7 +274,7 @@ def tool_scene_export(tx, args):
     if fmt == "obj" and os.path.isfile(extra[0]):
         forget_blend_name(extra[0])
     elif ext == "usda":
-        sort_usda_prims(path)
+        canonical_usda(path)
     snap, full = full_snapshot()
     if full != before:
         changed = changed_keys(snap)
@@ -311,13 +311,14 @@ def fbx_stable():
     process and session. It derives an object's id from Python's hash() of
     a string key, which Python salts per process (hash randomization; the
     bpy module runs isolated from the environment, so PYTHONHASHSEED cannot
-    pin it), stamps the file with the time of day, and names each texture
-    by its absolute path (the agent's sandbox) as well as by its relative
-    one. For the length of one export, each key's id starts from a SHA-256
+    pin it), stamps the file with the time of day, names each texture by
+    its absolute path (the agent's sandbox) as well as by its relative one,
+    and names the open .blend. For the length of one export, each key's id starts from a SHA-256
     of the key instead (the exporter's own collision handling kept: integer
     keys are used as ids), the time is the exporter's own placeholder
     epoch, which its other date fields already carry, and a texture's
-    FileName is its relative name (its pixels are embedded). Where the
+    FileName is its relative name (its pixels are embedded); the header
+    names no .blend (a restored session's was its checkpoint). Where the
     add-on lacks one of these functions (a Blender not tested here), the
     export runs as the add-on wrote it."""
     try:
@@ -339,7 +340,15 @@ def fbx_stable():
         return key_to_uuid(uuids, key)
 
     def stable_header(root, scene_data, time=None):
-        return header(root, scene_data, datetime.datetime(1970, 1, 1))
+        # The header names the open .blend (ApplicationNativeFile): a
+        # restored session's is the agent's checkpoint path. It is written
+        # as a fresh session's, none.
+        real = export_fbx_bin.bpy
+        export_fbx_bin.bpy = _NoBlendFile(real)
+        try:
+            return header(root, scene_data, datetime.datetime(1970, 1, 1))
+        finally:
+            export_fbx_bin.bpy = real
 
     def relative_vid_path(img, scene_data):
         _, rel = vid_path(img, scene_data)
@@ -352,6 +361,27 @@ def fbx_stable():
         yield
     finally:
         fbx_utils._key_to_uuid, export_fbx_bin.fbx_header_elements, export_fbx_bin._gen_vid_path = saved
+
+
+class _NoBlendFile:
+    """bpy as it looks with no .blend file open (bpy.data.filepath empty),
+    for the FBX exporter's header; everything else is bpy's."""
+
+    class _Data:
+        filepath = ""
+
+        def __init__(self, real):
+            self._real = real
+
+        def __getattr__(self, name):
+            return getattr(self._real, name)
+
+    def __init__(self, real):
+        self._real = real
+        self.data = self._Data(real.data)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
 
 
 _USDA_PRIM = re.compile(r'( *)(?:def|over|class) [^"\n]*"([^"]*)"')
@@ -371,43 +401,79 @@ class _Prim:
         return out + self.tail
 
 
-def sort_usda_prims(path):
-    """Write the sibling prims of the .usda at path in the order of their
-    names. Blender's USD exporter orders them by memory address (a set of
-    pointers), which differs from one process to the next; the order of a
-    layer's children means nothing to USD. The file is Blender's own text:
-    a prim is a line '<indent>def|over|class ... "name"' whose block closes
-    at '<indent>}', its properties before its children, the children
-    separated by one blank line. A file that is not so, or that holds a
-    multi-line string (where such lines could be text), is left as it was."""
+def canonical_usda(path):
+    """Rewrite the .usda at path as the same layer in one canonical form:
+
+    - Its sibling prims in the order of their names. Blender's USD exporter
+      orders them by memory address (a set of pointers), which differs from
+      one process to the next; the order of a layer's children means
+      nothing to USD. The file is Blender's own text: a prim is a line
+      '<indent>def|over|class ... "name"' whose block closes at
+      '<indent>}', its properties before its children, the children
+      separated by one blank line; lines inside a multi-line (triple
+      quoted) string are text. A file that is not so keeps its order.
+    - A texture named by its plain file name: the exporter names a packed
+      image './textures/<name>', a directory it was told not to write, so
+      the file could not be imported back (its references must be plain
+      names in the sandbox, where an uploaded texture of that name is)."""
     with open(path, "r", encoding="utf-8", newline="") as f:
         text = f.read()
-    if '"""' in text or "'''" in text or "\r" in text or not text.endswith("\n"):
-        return
+    canonical = _USDA_TEXTURE.sub(r"@\1@", text)
+    canonical = _sorted_prims(canonical) or canonical
+    if canonical != text:
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(canonical)
+
+
+_USDA_TEXTURE = re.compile(r"@\./textures/([^@/\\\n]+)@")
+
+
+def _sorted_prims(text):
+    """text with its sibling prims sorted by name (canonical_usda), or None
+    where it is not as expected."""
+    if "\r" in text or not text.endswith("\n"):
+        return None
     top = _Prim("", -4)  # the layer: its header, then its root prims
     stack = [top]
     body = text.rstrip("\n")
+    quote = None  # the triple quote of the multi-line string a line is in
     for line in body.split("\n"):
         cur = stack[-1]
-        m = _USDA_PRIM.match(line)
+        inside, quote = quote is not None, _quote_after(line, quote)
+        m = None if inside else _USDA_PRIM.match(line)
         if m and len(m.group(1)) == cur.indent + 4:
             prim = _Prim(m.group(2), len(m.group(1)))
             prim.head.append(line)
             cur.children.append(prim)
             stack.append(prim)
-        elif cur is not top and line == " " * cur.indent + "}":
+        elif not inside and cur is not top and line == " " * cur.indent + "}":
             cur.tail.append(line)
             stack.pop()
         elif not cur.children:
             cur.head.append(line)
-        elif line != "":
-            return  # text after a prim's children
-    if len(stack) != 1 or any(len({c.name for c in p.children}) != len(p.children) for p in _prims(top)):
-        return
-    canonical = "\n".join(top.lines()) + text[len(body):]
-    if canonical != text:
-        with open(path, "w", encoding="utf-8", newline="") as f:
-            f.write(canonical)
+        elif line != "" or inside:
+            return None  # text after a prim's children
+    if len(stack) != 1 or quote is not None or any(len({c.name for c in p.children}) != len(p.children) for p in _prims(top)):
+        return None
+    return "\n".join(top.lines()) + text[len(body):]
+
+
+def _quote_after(line, quote):
+    """The triple quote a multi-line string is open with after line, given
+    the one open before it (None: none)."""
+    i = 0
+    while True:
+        if quote is None:
+            hits = [(j, q) for q in ('"""', "'''") for j in [line.find(q, i)] if j >= 0]
+            if not hits:
+                return None
+            i, quote = min(hits)
+        else:
+            j = line.find(quote, i)
+            if j < 0:
+                return quote
+            i, quote = j, None
+        i += 3
 
 
 def _prims(prim):

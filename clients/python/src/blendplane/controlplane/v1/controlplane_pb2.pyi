@@ -546,7 +546,7 @@ class ListAuditRecordsResponse(_message.Message):
     def __init__(self, audit_records: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class AuditRecord(_message.Message):
-    __slots__ = ("timestamp", "request_id", "operation_id", "mcp_call_id", "blender_mutation_id", "tool_name", "safety_level", "status", "scene_hash_before", "scene_hash_after", "session_id", "sequence", "error_code", "principal", "policy_decision", "approval_id", "approved_by", "input_hash", "event", "subject")
+    __slots__ = ("timestamp", "request_id", "operation_id", "mcp_call_id", "blender_mutation_id", "tool_name", "safety_level", "status", "scene_hash_before", "scene_hash_after", "session_id", "sequence", "error_code", "principal", "policy_decision", "approval_id", "approved_by", "input_hash", "event", "subject", "policy_rule")
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -567,6 +567,7 @@ class AuditRecord(_message.Message):
     INPUT_HASH_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    POLICY_RULE_FIELD_NUMBER: _ClassVar[int]
     timestamp: _timestamp_pb2.Timestamp
     request_id: str
     operation_id: str
@@ -587,7 +588,8 @@ class AuditRecord(_message.Message):
     input_hash: str
     event: str
     subject: str
-    def __init__(self, timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., request_id: _Optional[str] = ..., operation_id: _Optional[str] = ..., mcp_call_id: _Optional[str] = ..., blender_mutation_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., safety_level: _Optional[_Union[SafetyLevel, str]] = ..., status: _Optional[_Union[Receipt.Status, str]] = ..., scene_hash_before: _Optional[str] = ..., scene_hash_after: _Optional[str] = ..., session_id: _Optional[str] = ..., sequence: _Optional[int] = ..., error_code: _Optional[str] = ..., principal: _Optional[str] = ..., policy_decision: _Optional[str] = ..., approval_id: _Optional[str] = ..., approved_by: _Optional[str] = ..., input_hash: _Optional[str] = ..., event: _Optional[str] = ..., subject: _Optional[str] = ...) -> None: ...
+    policy_rule: str
+    def __init__(self, timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., request_id: _Optional[str] = ..., operation_id: _Optional[str] = ..., mcp_call_id: _Optional[str] = ..., blender_mutation_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., safety_level: _Optional[_Union[SafetyLevel, str]] = ..., status: _Optional[_Union[Receipt.Status, str]] = ..., scene_hash_before: _Optional[str] = ..., scene_hash_after: _Optional[str] = ..., session_id: _Optional[str] = ..., sequence: _Optional[int] = ..., error_code: _Optional[str] = ..., principal: _Optional[str] = ..., policy_decision: _Optional[str] = ..., approval_id: _Optional[str] = ..., approved_by: _Optional[str] = ..., input_hash: _Optional[str] = ..., event: _Optional[str] = ..., subject: _Optional[str] = ..., policy_rule: _Optional[str] = ...) -> None: ...
 
 class ListAgentsRequest(_message.Message):
     __slots__ = ("page_size", "page_token")

@@ -1706,6 +1706,16 @@ export declare type AuditRecord = Message<"blendplane.controlplane.v1.AuditRecor
    * @generated from field: string subject = 20;
    */
   subject: string;
+
+  /**
+   * The policy rule that decided policy_decision: a policy file rule's
+   * name, a persisted rule's id ("rule-<n>", from "always allow"), or
+   * "default" for the built-in defaults (empty in records of plans stored
+   * before 2026-11-30).
+   *
+   * @generated from field: string policy_rule = 21;
+   */
+  policyRule: string;
 };
 
 /**
