@@ -7,6 +7,7 @@ allow and the client could not read: found by QA).
     python openapi_client.py GENERATED_DIR BASE_URL TOKEN SESSION_ID REQUEST_ID
 """
 
+import json
 import sys
 
 sys.path.insert(0, sys.argv[1])
@@ -18,6 +19,7 @@ from blendplane_rest_client.api.control_plane_service import (  # noqa: E402
     control_plane_service_list_approvals,
     control_plane_service_list_tokens,
     control_plane_service_list_tools,
+    control_plane_service_stream_receipts,
 )
 
 client = AuthenticatedClient(base_url=sys.argv[2], token=sys.argv[3], raise_on_unexpected_status=True)
@@ -41,4 +43,10 @@ assert session.session_id == session_id, session
 tokens = call(control_plane_service_list_tokens).tokens
 assert any(t.name == "admin" for t in tokens), tokens
 call(control_plane_service_list_approvals)
+# A stream: newline-delimited JSON, read as such (as one JSON document, the
+# generated client failed on a stream of more than one message).
+resp = control_plane_service_stream_receipts.sync_detailed(client=client, request_id=request_id)
+assert resp.status_code == 200 and resp.headers["content-type"] == "application/x-ndjson", (resp.status_code, resp.headers)
+events = [json.loads(line) for line in resp.content.splitlines() if line.strip()]
+assert [e["result"]["receipt"]["status"] for e in events if "receipt" in e.get("result", {})] == ["STATUS_SUCCEEDED"], events
 print("done")

@@ -6,21 +6,38 @@ package openapi
 import (
 	_ "embed"
 	"encoding/json"
+	"strings"
 )
 
 //go:embed blendplane/controlplane/v1/controlplane.openapi.json
 var generated []byte
 
-// Document is blendplane/controlplane/v1/controlplane.openapi.json with the
-// bearer token every route needs declared (components.securitySchemes and
-// a top-level security requirement): protoc-gen-openapiv3 has no option
-// for it, and a client generated from a document without it sent no token.
-var Document = withBearer(generated)
+// Document is blendplane/controlplane/v1/controlplane.openapi.json as
+// served, with what protoc-gen-openapiv3 has no option for: the bearer
+// token every route needs (components.securitySchemes and a top-level
+// security requirement; a client generated without it sent no token), and
+// the streams' answers as what they are, newline-delimited JSON
+// (application/x-ndjson; as application/json, one object, a generated
+// client failed to read a stream of more than one message).
+var Document = served(generated)
 
-func withBearer(doc []byte) []byte {
+func served(doc []byte) []byte {
 	var d map[string]any
 	if err := json.Unmarshal(doc, &d); err != nil {
 		panic("openapi: the generated document is not JSON: " + err.Error())
+	}
+	paths, _ := d["paths"].(map[string]any)
+	for _, item := range paths {
+		ops, _ := item.(map[string]any)
+		for _, op := range ops {
+			ok, _ := op.(map[string]any)["responses"].(map[string]any)["200"].(map[string]any)
+			content, _ := ok["content"].(map[string]any)
+			if desc, _ := ok["description"].(string); content != nil && strings.Contains(desc, "(streaming responses)") {
+				content["application/x-ndjson"] = content["application/json"]
+				delete(content, "application/json")
+				ok["description"] = desc + " One JSON object per line (NDJSON): a message as {\"result\": …}, a failure after the first as a last {\"error\": …}."
+			}
+		}
 	}
 	components, _ := d["components"].(map[string]any)
 	if components == nil {

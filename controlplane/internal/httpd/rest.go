@@ -130,9 +130,15 @@ func (b *limitedBody) tooLarge() error {
 // Answers hold every field but an unset message (EmitDefaultValues): the
 // OpenAPI document types no message as nullable, and the null of
 // EmitUnpopulated broke clients generated from it.
-var restJSON = &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
+var restJSON = ndjson{&runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
 	MarshalOptions: protojson.MarshalOptions{EmitDefaultValues: true},
-}}
+}}}
+
+// ndjson says what a stream's answer is: a JSON object per line, not one
+// JSON document (as the OpenAPI document says too).
+type ndjson struct{ *runtime.HTTPBodyMarshaler }
+
+func (ndjson) StreamContentType(any) string { return "application/x-ndjson" }
 
 // restError is the gateway's error answer, with what its default lacks: a
 // body over the limit is PAYLOAD_TOO_LARGE (413: retrying cannot help, where
