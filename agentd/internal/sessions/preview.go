@@ -291,13 +291,11 @@ func diffFields(path string, b, a any, out *[]*cpv1.FieldChange) {
 	if reflect.DeepEqual(b, a) {
 		return
 	}
+	// Both sides always, null included (a field that became null, such as
+	// the active object when none is): an unset side read as "not said".
 	fc := &cpv1.FieldChange{Field: path}
-	if b != nil {
-		fc.Before, _ = structpb.NewValue(b)
-	}
-	if a != nil {
-		fc.After, _ = structpb.NewValue(a)
-	}
+	fc.Before, _ = structpb.NewValue(b)
+	fc.After, _ = structpb.NewValue(a)
 	*out = append(*out, fc)
 }
 

@@ -43,6 +43,15 @@ func TestDiffSnapshots(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("diff:\n got %q\nwant %q", got, want)
 	}
+	// A field that became null says so: both sides set, the null one a
+	// null Value (its JSON null, not a missing key).
+	for _, c := range diffSnapshots(before, after) {
+		for _, f := range c.GetFields() {
+			if f.GetBefore() == nil || f.GetAfter() == nil {
+				t.Errorf("%s %s: a side unset: %v", c.GetName(), f.GetField(), f)
+			}
+		}
+	}
 	if d := diffSnapshots(before, before); len(d) != 0 {
 		t.Fatalf("a scene against itself: %v", d)
 	}

@@ -6284,7 +6284,8 @@ func (x *DatablockChange) GetFields() []*FieldChange {
 type FieldChange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Dotted path inside the datablock's record, e.g. "location".
-	Field         string          `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	Field string `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	// The field's value before and after; always set, null when it had none.
 	Before        *structpb.Value `protobuf:"bytes,2,opt,name=before,proto3" json:"before,omitempty"`
 	After         *structpb.Value `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -3394,6 +3394,8 @@ export declare type FieldChange = Message<"blendplane.controlplane.v1.FieldChang
   field: string;
 
   /**
+   * The field's value before and after; always set, null when it had none.
+   *
    * @generated from field: google.protobuf.Value before = 2;
    */
   before?: Value | undefined;
