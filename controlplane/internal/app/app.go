@@ -95,6 +95,9 @@ type App struct {
 	stopPreview  context.CancelFunc
 	previews     sync.WaitGroup
 	previewSlots *previewSlots
+	// unplaced is, by session id, why failoverLost could not move a lost
+	// agent's session at its last try (its goroutine's alone).
+	unplaced map[string]string
 }
 
 // New returns the application layer and the executor it drives (the

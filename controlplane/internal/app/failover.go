@@ -134,13 +134,22 @@ func (a *App) failoverLost(ctx context.Context) {
 		a.log.Warn("listing sessions by agent", "err", err)
 		return
 	}
+	if a.unplaced == nil {
+		a.unplaced = map[string]string{}
+	}
+	waiting := map[string]string{}
 	for _, agentID := range lost {
 		for _, id := range held[agentID] {
 			if err := a.move(id, agentID); err != nil {
-				a.log.Warn("cannot place the session of a lost agent elsewhere yet", "session_id", id, "lost_agent_id", agentID, "err", err)
+				// Said once, and again when the reason changes: it is tried
+				// every heartbeat.
+				if waiting[id] = err.Error(); a.unplaced[id] != waiting[id] {
+					a.log.Warn("cannot place the session of a lost agent elsewhere yet", "session_id", id, "lost_agent_id", agentID, "err", err)
+				}
 			}
 		}
 	}
+	a.unplaced = waiting
 }
 
 // move places a session of a lost agent on the best READY agent that
