@@ -217,6 +217,16 @@ func TestApprovals(t *testing.T) {
 	if p := c.plan(t, "behind"); p.GetState() != cpv1.Plan_STATE_PENDING || p.GetReceiptCount() != 0 {
 		t.Fatalf("a plan submitted behind one waiting for approval: %v", p)
 	}
+	// One behind it cancelled: it ends now, never run (its cancel waited
+	// for the approval ahead, for as long as no one decided; found by QA).
+	submit("behind-cancelled", op("mk", "object.create", map[string]any{"type": "cube", "name": "Never"}))
+	cresp, err := c.client.CancelPlan(ctxT(t, 10*time.Second), &cpv1.CancelPlanRequest{RequestId: "behind-cancelled"})
+	if err != nil || cresp.GetPlan().GetState() != cpv1.Plan_STATE_CANCELLED {
+		t.Fatalf("cancelling a plan queued behind one waiting for approval: %v %v", cresp, err)
+	}
+	if rs := c.receipts(t, "behind-cancelled", 1); len(rs) != 1 || rs[0].GetStatus() != cpv1.Receipt_STATUS_NOT_RUN {
+		t.Fatalf("the cancelled plan's receipts: %v", rs)
+	}
 	if _, err := resolve(approver, other.GetApprovalId(), cpv1.Decision_DECISION_REJECT); err != nil {
 		t.Fatal(err)
 	}
@@ -240,8 +250,9 @@ func TestApprovals(t *testing.T) {
 	if _, err := c.client.CancelPlan(ctxT(t, 10*time.Second), &cpv1.CancelPlanRequest{RequestId: "del-tmp-3"}); err != nil {
 		t.Fatal(err)
 	}
-	if p := c.plan(t, "del-tmp-3"); p.GetState() != cpv1.Plan_STATE_CANCELLED {
-		t.Fatalf("a cancelled waiting plan: %v", p)
+	if p := c.plan(t, "del-tmp-3"); p.GetState() != cpv1.Plan_STATE_CANCELLED || p.GetFailure().GetErrorCode() != "CANCELLED" ||
+		!strings.Contains(p.GetFailure().GetMessage(), "while it waited for approval") {
+		t.Fatalf("a cancelled waiting plan (its failure says so): %v", p)
 	}
 	if _, err := resolve(approver, p.GetApprovalId(), cpv1.Decision_DECISION_APPROVE_ONCE); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("resolving a cancelled plan's approval: %v", err)

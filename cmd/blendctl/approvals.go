@@ -126,7 +126,7 @@ func printApprovals(out io.Writer, list []*cpv1.Approval) {
 func printPreview(out io.Writer, p *cpv1.Preview) {
 	switch p.GetState() {
 	case cpv1.Preview_STATE_PENDING:
-		fmt.Fprintln(out, "  preview: being computed")
+		fmt.Fprintln(out, "  preview: not yet (computed when the plan comes to its turn, after the plans before it)")
 		return
 	case cpv1.Preview_STATE_FAILED:
 		if p.GetFailedOperationId() != "" {

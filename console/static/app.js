@@ -449,8 +449,14 @@ async function planView(main, ctx, owner, requestId) {
           showPlan();
         }
       } else if (ev.progress) {
-        const p = ev.progress;
-        live.textContent = `${count} operations done; ${p.operationId}: ${p.done} of ${p.total}`;
+        const p = ev.progress, d = p.detail || {};
+        if (d.waiting_behind) {
+          live.textContent = `waiting behind plan ${d.waiting_behind}, which waits for approval ${d.approval_id}`;
+        } else if (d.waiting_for_agent) {
+          live.textContent = `waiting for agent ${d.waiting_for_agent} to answer (${d.reason}); retrying until ${d.retry_until}`;
+        } else {
+          live.textContent = `${count} operations done; ${p.operationId}: ${p.done} of ${p.total}`;
+        }
       } else if (ev.awaitingApproval) {
         const a = ev.awaitingApproval;
         banner.replaceChildren(h('div', { class: 'panel', id: 'awaiting-approval' },

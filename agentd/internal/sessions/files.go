@@ -226,6 +226,30 @@ func (m *Manager) putBack(s *session) error {
 	return nil
 }
 
+// partialSuffix ends the temporary file a render writes before it renames
+// it to its name (bridge/tools/render.py, partial_path).
+const partialSuffix = ".partial.png"
+
+// dropPartials removes from the sandbox the temporary renders of a call
+// that died with its Blender (killed when its plan was cancelled, or on a
+// crash): the call removes them itself when it fails, but not when it is
+// killed. They were left in the sandbox, counted in its disk ceiling.
+func (m *Manager) dropPartials(s *session) error {
+	entries, err := os.ReadDir(s.sandbox)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if name := e.Name(); strings.HasSuffix(name, partialSuffix) && e.Type().IsRegular() {
+			if err := os.Remove(filepath.Join(s.sandbox, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			m.log.Info("a render that died with its Blender left its temporary file: removed", "session_id", s.id, "name", name)
+		}
+	}
+	return nil
+}
+
 // checkRoom is ErrQuotaExceeded unless a file of size bytes under name (in
 // place of the one there) keeps the session's files within its disk
 // ceiling, and its bytes not on the disk yet (unwritten) leave the disk

@@ -479,3 +479,41 @@ func TestFilesOfALaterCallKept(t *testing.T) {
 		t.Errorf("kept after the next plan: %v %v", entries, err)
 	}
 }
+
+// TestPartialRendersOfADeadBlender: a render killed with its Blender (a
+// cancelled plan's) leaves its temporary files in the sandbox; they are
+// gone once the session's next Blender starts, and nothing else is.
+func TestPartialRendersOfADeadBlender(t *testing.T) {
+	m, _, rt := newManager(t)
+	open(t, m, rt, "s1")
+	putFile(t, m, "s1", "keep.png", []byte("kept"))
+	if rs := run(t, m, "s1", "r1", create("box", "Box")); rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("create: %v", rs)
+	}
+	s, err := m.session("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"fr_0001.png.partial.png", "fr_0002.png.partial.png"} {
+		if err := os.WriteFile(filepath.Join(s.sandbox, name), []byte("half a frame"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Kill(blenderPid(m, "s1"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if rs := run(t, m, "s1", "r2", create("after", "Ball")); len(rs) != 1 || rs[0].GetStatus() != cpv1.Receipt_STATUS_SUCCEEDED {
+		t.Fatalf("the session after its Blender died: %v", rs)
+	}
+	entries, err := os.ReadDir(s.sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if fmt.Sprint(names) != "[keep.png]" {
+		t.Fatalf("the sandbox after the recovery: %v", names)
+	}
+}

@@ -30,6 +30,9 @@ func (m *Manager) start(ctx context.Context, s *session) (string, error) {
 	if err := m.putBack(s); err != nil {
 		return "", err
 	}
+	if err := m.dropPartials(s); err != nil {
+		return "", err
+	}
 	sp := s.spare
 	s.spare = nil
 	p, err := m.startBlender(ctx, s.runtime, sp, m.base.With("session_id", s.id), work, s.sandbox, s.limits)

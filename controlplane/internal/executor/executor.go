@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -192,9 +193,29 @@ func (e *Executor) Cancel(ctx context.Context, ref store.PlanRef) error {
 		first := !e.cancelled[ref]
 		e.cancelled[ref] = true
 		interrupt := e.running[ref]
+		var queued *queued
+		if interrupt == nil {
+			queued = e.dequeue(ref)
+		}
 		e.mu.Unlock()
 		if first && interrupt != nil {
 			interrupt()
+		}
+		if queued != nil {
+			// Queued behind another plan (one that runs, or waits for its
+			// approval for as long as that takes): it ends now, out of its
+			// turn, nothing of it run (it waited for its turn to end: the
+			// cancel for as long as the plan ahead ran or waited).
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				if err := e.guardedRun(ref, queued.work); err != nil && e.ctx.Err() == nil {
+					e.fail(ref, err)
+				}
+				e.mu.Lock()
+				delete(e.cancelled, ref)
+				e.mu.Unlock()
+			}()
 		}
 		select {
 		case <-ctx.Done():
@@ -210,6 +231,20 @@ func (e *Executor) Cancel(ctx context.Context, ref store.PlanRef) error {
 			}
 		}
 	}
+}
+
+// dequeue takes a plan out of its session's queue, where it waits for its
+// turn; nil when it is not there (running, or not queued). e.mu is held.
+func (e *Executor) dequeue(ref store.PlanRef) *queued {
+	for _, q := range e.queues {
+		for i, next := range q.pending {
+			if next.ref == ref {
+				q.pending = slices.Delete(q.pending, i, i+1)
+				return &next
+			}
+		}
+	}
+	return nil
 }
 
 // forget drops a plan's cancel mark once it can no longer run.

@@ -239,6 +239,9 @@ func (s *Store) CancelAwaiting(ref PlanRef, by string) (*cpv1.Plan, error) {
 			return err
 		}
 		p.State, p.UpdateTime = cpv1.Plan_STATE_CANCELLED, now
+		p.Failure = &cpv1.Failure{ErrorCode: "CANCELLED", Recoverable: true,
+			Message:   fmt.Sprintf("cancelled by %s while it waited for approval %s: nothing of it ran", by, p.GetApprovalId()),
+			RetryHint: "submit the plan again under a new request_id"}
 		if err := putProto(b, keyPlan, p); err != nil {
 			return err
 		}

@@ -564,7 +564,9 @@ type Preview_State int32
 
 const (
 	Preview_STATE_UNSPECIFIED Preview_State = 0
-	// Being computed.
+	// Not computed yet: the plan waits for its turn in its session's queue
+	// (the plans before it first), or is being computed. A plan decided
+	// before its turn is never previewed: its preview stays pending.
 	Preview_STATE_PENDING Preview_State = 1
 	// Every operation ran on the fork (but renders, which leave the scene
 	// as it was); changes hold the diff.

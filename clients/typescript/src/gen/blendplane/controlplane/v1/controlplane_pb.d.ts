@@ -3283,7 +3283,9 @@ export enum Preview_State {
   UNSPECIFIED = 0,
 
   /**
-   * Being computed.
+   * Not computed yet: the plan waits for its turn in its session's queue
+   * (the plans before it first), or is being computed. A plan decided
+   * before its turn is never previewed: its preview stays pending.
    *
    * @generated from enum value: STATE_PENDING = 1;
    */
