@@ -48,12 +48,11 @@ func (r *Registry) ExpandPlan(ops []plan.Operation) ([]plan.Operation, error) {
 		if !ids.claim(op.ID, idOwner{index: i}) {
 			continue // refused; its steps would only repeat the clash
 		}
-		if !r.isMacro(op) {
+		m, steps, err := r.expand(op)
+		if m == nil {
 			out = append(out, op)
 			continue
 		}
-		m, _ := r.Lookup(op.Tool)
-		steps, err := m.Expand(op.Args)
 		if err != nil {
 			invalid = append(invalid, plan.Violation{
 				Field:       fmt.Sprintf("operations[%d].args", i),
@@ -123,6 +122,17 @@ func (r *Registry) ExpandPlan(ops []plan.Operation) ([]plan.Operation, error) {
 		}
 	}
 	return out, nil
+}
+
+// expand is the macro op calls and its steps for op's args; no macro (nil)
+// for an operation that calls none.
+func (r *Registry) expand(op plan.Operation) (*Macro, []Step, error) {
+	if !r.isMacro(op) {
+		return nil, nil, nil
+	}
+	m, _ := r.Lookup(op.Tool)
+	steps, err := m.Expand(op.Args)
+	return m, steps, err
 }
 
 // isMacro reports whether op calls one of r's macros. An unknown "macro."
@@ -291,12 +301,11 @@ func (r *Registry) Blame(ops []plan.Operation, err error) error {
 	var origin []int
 	stepOf := map[string]string{} // step id → its macro operation's id
 	for i, op := range ops {
-		if !r.isMacro(op) {
+		m, steps, xerr := r.expand(op)
+		if m == nil {
 			origin = append(origin, i)
 			continue
 		}
-		m, _ := r.Lookup(op.Tool)
-		steps, xerr := m.Expand(op.Args)
 		if xerr != nil {
 			return err // ExpandPlan refused it first
 		}
