@@ -534,6 +534,30 @@ func TestExportSeparateGLTF(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(sandbox, "box.glb")); err == nil {
 			t.Error("a .glb beside the .gltf")
 		}
+		// Its meshes as modified, as the other formats write them (the
+		// exporter's default left the modifiers out; found by QA).
+		positions := func() float64 {
+			t.Helper()
+			mustExecute(t, p, "scene.export", map[string]any{"output": "box.gltf"})
+			var doc struct {
+				Meshes []struct {
+					Primitives []struct {
+						Attributes map[string]int `json:"attributes"`
+					} `json:"primitives"`
+				} `json:"meshes"`
+				Accessors []map[string]any `json:"accessors"`
+			}
+			raw, _ := os.ReadFile(filepath.Join(sandbox, "box.gltf"))
+			if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Meshes) != 1 {
+				t.Fatalf("box.gltf: %v", err)
+			}
+			return doc.Accessors[doc.Meshes[0].Primitives[0].Attributes["POSITION"]]["count"].(float64)
+		}
+		plain := positions()
+		mustExecute(t, p, "modifier.add", map[string]any{"object": "Box", "type": "subdivision", "levels": 2})
+		if subdivided := positions(); subdivided <= plain {
+			t.Errorf("the .gltf of a subdivided cube has %v vertices, the plain cube's %v: the modifier was left out", subdivided, plain)
+		}
 	})
 }
 

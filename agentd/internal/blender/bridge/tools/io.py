@@ -233,7 +233,9 @@ def tool_scene_export(tx, args):
             # (outside the sandbox: their names are the images'), then into
             # the .gltf as data: URIs.
             with tempfile.TemporaryDirectory() as textures:
-                res = op_call(exp, filepath=path, export_format="GLB" if ext == "glb" else "GLTF_SEPARATE",
+                # export_apply: the meshes as modified, as the other formats
+                # write them (the glTF exporter's default left modifiers out).
+                res = op_call(exp, filepath=path, export_format="GLB" if ext == "glb" else "GLTF_SEPARATE", export_apply=True,
                               use_selection=False, export_image_format="AUTO", export_texture_dir=textures,
                               export_extras=False, will_save_settings=False, export_cameras=False, export_lights=False)
                 if ext == "gltf" and "FINISHED" in res and os.path.isfile(path):
