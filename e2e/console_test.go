@@ -362,6 +362,31 @@ func TestConsole(t *testing.T) {
 		until(`!!document.querySelector('#agents tr[data-agent] [data-state=READY]')`),
 		until(fmt.Sprintf(`document.getElementById('agents').innerText.includes(%q)`, sid)))
 	b.shot(t, "agents")
+
+	// A plan queued behind one that waits for approval says so, live (the
+	// page showed ": 0 of 0"; found by QA).
+	neg2, err := alice.Negotiate(ctxT(t, 2*time.Minute), &cpv1.NegotiateRequest{ContractVersion: "1.0.0",
+		HostProfile: &cpv1.HostProfile{ClientName: "console-e2e", ClientVersion: "1", FeatureFlags: []string{"progress_events"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, plan := range []struct {
+		id string
+		op *cpv1.Operation
+	}{{"waits-1", op("del", "object.delete", map[string]any{"name": "Light"})}, {"queued-1", op("mk", "object.create", map[string]any{"type": "cube"})}} {
+		if _, err := alice.SubmitPlan(ctxT(t, time.Minute), &cpv1.SubmitPlanRequest{SessionId: neg2.GetContract().GetSessionId(), RequestId: plan.id,
+			Operations: []*cpv1.Operation{plan.op}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.run(t, "a plan behind one waiting for approval",
+		open("#/plans/alice/queued-1"),
+		until(`document.getElementById('live').innerText.includes('waiting behind plan waits-1, which waits for approval apr-')`))
+	for _, id := range []string{"queued-1", "waits-1"} {
+		if _, err := alice.CancelPlan(ctxT(t, 10*time.Second), &cpv1.CancelPlanRequest{RequestId: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if shots != "" {
 		t.Logf("screenshots in %s", shots)
 	}
