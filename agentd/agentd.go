@@ -343,7 +343,7 @@ func register(ctx context.Context, r registration, mgr *sessions.Manager, log *s
 			for _, id := range resp.GetMovedSessions() {
 				// Placed elsewhere while this agent was out of reach (or
 				// closed): its copy here is stale and must not run.
-				log.Warn("session moved to another agent; stopping its Blender and dropping the stale copy", "session_id", id)
+				log.Warn("session moved to another agent, or closed, while this agent was out of reach; stopping its Blender and dropping the stale copy", "session_id", id)
 				go func() {
 					if err := mgr.Drop(id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
 						log.Warn("dropping a moved session", "session_id", id, "err", err)
