@@ -244,17 +244,19 @@ type sessionFlags struct {
 	budgetMs     int64
 	memoryMiB    int64
 	diskMiB      int64
-	fs           *flag.FlagSet
+	fs, own      *flag.FlagSet // the command's flags; the session flags alone
 }
 
 func (sf *sessionFlags) register(fs *flag.FlagSet) {
-	sf.fs = fs
-	fs.Var(&sf.flags, "flag", "feature flag to negotiate, e.g. unsafe_ops or progress_events (repeatable)")
-	fs.Var(&sf.selector, "selector", "KEY=VALUE: a label the session's agent must carry, e.g. gpu=true (repeatable)")
-	fs.StringVar(&sf.blenderRange, "blender", "", `Blender version range, e.g. ">=4.2" or "<4"`)
-	fs.Int64Var(&sf.budgetMs, "budget-ms", 0, "time budget of one tool call in ms (0: the default)")
-	fs.Int64Var(&sf.memoryMiB, "memory-mib", 0, "memory the session's Blender may use, in MiB (0: all the agent has)")
-	fs.Int64Var(&sf.diskMiB, "disk-mib", 0, "disk the session's files (uploads, renders, exports) may take, in MiB (0: all the agent offers)")
+	own := flag.NewFlagSet("", flag.ContinueOnError)
+	own.Var(&sf.flags, "flag", "feature flag to negotiate, e.g. unsafe_ops or progress_events (repeatable)")
+	own.Var(&sf.selector, "selector", "KEY=VALUE: a label the session's agent must carry, e.g. gpu=true (repeatable)")
+	own.StringVar(&sf.blenderRange, "blender", "", `Blender version range, e.g. ">=4.2" or "<4"`)
+	own.Int64Var(&sf.budgetMs, "budget-ms", 0, "time budget of one tool call in ms (0: the default)")
+	own.Int64Var(&sf.memoryMiB, "memory-mib", 0, "memory the session's Blender may use, in MiB (0: all the agent has)")
+	own.Int64Var(&sf.diskMiB, "disk-mib", 0, "disk the session's files (uploads, renders, exports) may take, in MiB (0: all the agent offers)")
+	own.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+	sf.fs, sf.own = fs, own
 }
 
 // set names the session flags given on the command line ("" when none):
@@ -262,7 +264,7 @@ func (sf *sessionFlags) register(fs *flag.FlagSet) {
 func (sf *sessionFlags) set() string {
 	var names []string
 	sf.fs.Visit(func(f *flag.Flag) {
-		if slices.Contains([]string{"flag", "selector", "blender", "budget-ms", "memory-mib", "disk-mib"}, f.Name) {
+		if sf.own.Lookup(f.Name) != nil {
 			names = append(names, "--"+f.Name)
 		}
 	})

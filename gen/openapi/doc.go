@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"strings"
+	"sync"
 )
 
 //go:embed blendplane/controlplane/v1/controlplane.openapi.json
@@ -19,7 +20,8 @@ var generated []byte
 // the streams' answers as what they are, newline-delimited JSON
 // (application/x-ndjson; as application/json, one object, a generated
 // client failed to read a stream of more than one message).
-var Document = served(generated)
+// Built on first use, not at every control plane start.
+var Document = sync.OnceValue(func() []byte { return served(generated) })
 
 func served(doc []byte) []byte {
 	var d map[string]any
@@ -29,8 +31,10 @@ func served(doc []byte) []byte {
 	paths, _ := d["paths"].(map[string]any)
 	for _, item := range paths {
 		ops, _ := item.(map[string]any)
-		for _, op := range ops {
-			ok, _ := op.(map[string]any)["responses"].(map[string]any)["200"].(map[string]any)
+		for _, op := range ops { // an operation, or a path item's other fields (parameters)
+			opMap, _ := op.(map[string]any)
+			responses, _ := opMap["responses"].(map[string]any)
+			ok, _ := responses["200"].(map[string]any)
 			content, _ := ok["content"].(map[string]any)
 			if desc, _ := ok["description"].(string); content != nil && strings.Contains(desc, "(streaming responses)") {
 				content["application/x-ndjson"] = content["application/json"]

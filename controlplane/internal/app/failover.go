@@ -127,15 +127,13 @@ func (a *App) rebuildOnce(ctx context.Context, sess store.Session) error {
 func (a *App) failoverLost(ctx context.Context) {
 	lost := a.fleet.Lost()
 	if len(lost) == 0 {
+		a.unplaced = nil
 		return // the usual case: no scan of the sessions every tick
 	}
 	held, err := a.store.SessionsByAgent()
 	if err != nil {
 		a.log.Warn("listing sessions by agent", "err", err)
 		return
-	}
-	if a.unplaced == nil {
-		a.unplaced = map[string]string{}
 	}
 	waiting := map[string]string{}
 	for _, agentID := range lost {

@@ -87,7 +87,7 @@ func Handler(ctx context.Context, cfg Config) (http.Handler, error) {
 	mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusFound))
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(openapi.Document)
+		w.Write(openapi.Document())
 	})
 	if cfg.AuthOff {
 		return localOnly(mux), nil
