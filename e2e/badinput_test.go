@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -218,4 +221,19 @@ func deepPlan(depth int) []byte {
 	req = protowire.AppendString(protowire.AppendTag(req, 1, protowire.BytesType), "s-x")
 	req = protowire.AppendString(protowire.AppendTag(req, 2, protowire.BytesType), "deep")
 	return protowire.AppendBytes(protowire.AppendTag(req, 3, protowire.BytesType), op)
+}
+
+// TestAgentdRefusesTooManyLabels: agentd refuses at start more labels than
+// the control plane's RegisterAgent takes (32), with a usage error, rather
+// than start and retry its registration forever (found by QA).
+func TestAgentdRefusesTooManyLabels(t *testing.T) {
+	args := []string{"--data-dir", t.TempDir(), "--control-plane", "127.0.0.1:1"}
+	for i := range 33 {
+		args = append(args, "--label", fmt.Sprintf("k%d=v", i))
+	}
+	out, err := exec.Command(filepath.Join(binDir, "agentd"), args...).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "at most 32 labels") {
+		t.Fatalf("agentd with 33 labels: %v\n%.300s", err, out)
+	}
 }
